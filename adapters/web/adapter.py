@@ -1,0 +1,187 @@
+"""The built-in web chat: a page, a small JSON API and a live stream (SSE) per thread.
+
+It is a real adapter: messages go through the same ``Intake`` as every platform, replies come
+back through the outbox and the delivery worker to ``WebTransport``, which publishes them to
+the live stream of the exact thread they answer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from importlib import resources
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from adapters.web.extract import PLATFORM, SCOPE, extract
+from adapters.web.transport import WebTransport
+from gateway.domain import Rejected, SessionKey
+from gateway.hub import Broadcast
+from gateway.intake import live_topic
+from gateway.ports import Intake
+from session_store.store import Store
+
+KEEPALIVE_SECONDS = 15.0
+
+
+class WebAdapter:
+    platform = PLATFORM
+
+    def __init__(self, store: Store, live: Broadcast) -> None:
+        self._store = store
+        self._live = live
+        self.transport = WebTransport(live)
+        self._intake: Intake | None = None
+        self._stopping = asyncio.Event()
+        self._page = resources.files("adapters.web").joinpath("static/index.html").read_text(
+            encoding="utf-8"
+        )
+
+    async def start(self, intake: Intake) -> None:
+        self._intake = intake
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        self._intake = None
+
+    def http_routes(self) -> Sequence[Route]:
+        return [
+            Route("/", self._index, methods=["GET"]),
+            Route("/web/api/channels", self._channels, methods=["GET"]),
+            Route("/web/api/channels/{channel}/threads", self._threads, methods=["GET"]),
+            Route("/web/api/channels/{channel}/messages", self._post, methods=["POST"]),
+            Route(
+                "/web/api/channels/{channel}/threads/{thread}/messages",
+                self._history,
+                methods=["GET"],
+            ),
+            Route(
+                "/web/api/channels/{channel}/threads/{thread}/stream",
+                self._stream,
+                methods=["GET"],
+            ),
+        ]
+
+    async def _index(self, request: Request) -> Response:
+        return HTMLResponse(self._page)
+
+    async def _channels(self, request: Request) -> Response:
+        chats = await self._store.list_chats(PLATFORM)
+        if "general" not in chats:
+            chats.append("general")
+        return JSONResponse({"channels": chats})
+
+    async def _threads(self, request: Request) -> Response:
+        channel = request.path_params["channel"]
+        sessions = await self._store.list_sessions(platform=PLATFORM, chat_id=channel, limit=200)
+        seen: dict[str, dict[str, Any]] = {}
+        for s in sessions:  # newest first: the first session seen per thread is its latest
+            thread = s.key.thread_id or ""
+            if thread not in seen:
+                seen[thread] = {
+                    "thread_id": thread,
+                    "title": s.title,
+                    "session_id": s.id,
+                    "status": s.status,
+                    "message_count": s.message_count,
+                    "last_message_at": s.last_message_at.isoformat()
+                    if s.last_message_at
+                    else None,
+                }
+        return JSONResponse({"threads": list(seen.values())})
+
+    async def _post(self, request: Request) -> Response:
+        intake = self._intake
+        if intake is None:
+            return JSONResponse({"error": "starting up"}, status_code=503)
+        channel = request.path_params["channel"]
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            body = None
+        if not isinstance(body, dict):
+            rejected = Rejected(platform=PLATFORM, reason="body is not a JSON object")
+            await intake.submit(rejected, raw={"body": (await request.body()).decode(errors="replace")[:10_000]})
+            return JSONResponse({"error": rejected.reason}, status_code=400)
+        extracted = extract(channel, body)
+        outcome = await intake.submit(extracted, raw=body)
+        if isinstance(extracted, Rejected):
+            return JSONResponse({"error": extracted.reason}, status_code=422)
+        # answered only after the message is durably stored (ack after durable ingest)
+        return JSONResponse(
+            {
+                "status": outcome.status,
+                "thread_id": extracted.key.thread_id,
+                "session_id": outcome.session_id,
+                "seq_no": outcome.seq_no,
+            },
+            status_code=200,
+        )
+
+    async def _history(self, request: Request) -> Response:
+        key = self._key(request)
+        session = await self._store.find_session(key)
+        if session is None:
+            return JSONResponse({"session_id": None, "messages": []})
+        messages = await self._store.recent(session.id, limit=500)
+        deliveries: dict[int, list[str]] = {}
+        for d in await self._store.deliveries_for_session(session.id):
+            deliveries.setdefault(d.seq_no, []).append(d.status)
+        return JSONResponse(
+            {
+                "session_id": session.id,
+                "status": session.status,
+                "messages": [
+                    {
+                        "seq_no": m.seq_no,
+                        "role": m.role,
+                        "content": m.content,
+                        "sender": m.sender_name,
+                        "model": m.model,
+                        "delivery": _summary(deliveries.get(m.seq_no)),
+                    }
+                    for m in messages
+                ],
+            }
+        )
+
+    async def _stream(self, request: Request) -> Response:
+        topic = live_topic(self._key(request))
+
+        async def events() -> AsyncIterator[str]:
+            async with self._live.subscribe(topic) as queue:
+                yield ": connected\n\n"
+                while not self._stopping.is_set():
+                    try:
+                        event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
+                    except TimeoutError:
+                        yield ": keepalive\n\n"
+                        continue
+                    yield f"data: {json.dumps(event)}\n\n"
+
+        return StreamingResponse(
+            events(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    @staticmethod
+    def _key(request: Request) -> SessionKey:
+        return SessionKey(
+            platform=PLATFORM,
+            scope=SCOPE,
+            chat_id=request.path_params["channel"],
+            thread_id=request.path_params["thread"],
+        )
+
+
+def _summary(statuses: list[str] | None) -> str | None:
+    if not statuses:
+        return None
+    for status in ("failed", "sending", "pending"):
+        if status in statuses:
+            return status
+    return "sent"

@@ -1,0 +1,58 @@
+"""The web chat's inbound message: JSON from the browser, validated, to an Envelope.
+
+The web chat is platform ``web``: a channel is the chat, a thread is the thread. A message
+without a thread starts one whose id is the message's own id (as a Slack root ts does)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.domain import Envelope, Rejected, ReplyTarget, Sender, SessionKey, Trigger
+
+PLATFORM = "web"
+SCOPE = "local"
+MAX_TEXT = 20_000
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_COMMANDS = {"/new": "new", "/help": "help"}
+
+
+def extract(channel: str, body: Mapping[str, Any]) -> Envelope | Rejected:
+    def reject(reason: str) -> Rejected:
+        return Rejected(platform=PLATFORM, reason=reason, event_id=None)
+
+    if not _NAME.match(channel):
+        return reject("channel must be 1-64 letters, digits, '.', '_' or '-'")
+    text = body.get("text")
+    if not isinstance(text, str) or not text.strip():
+        return reject("text must be a non-empty string")
+    if len(text) > MAX_TEXT:
+        return reject(f"text is longer than {MAX_TEXT} characters")
+    client_id = body.get("client_msg_id")
+    if not isinstance(client_id, str) or not _NAME.match(client_id):
+        return reject("client_msg_id must be 1-64 letters, digits, '.', '_' or '-'")
+    thread = body.get("thread_id")
+    if thread is not None and (not isinstance(thread, str) or not _NAME.match(thread)):
+        return reject("thread_id must be 1-64 letters, digits, '.', '_' or '-'")
+    user = body.get("user") or "guest"
+    if not isinstance(user, str) or len(user) > 64:
+        return reject("user must be a string of at most 64 characters")
+    thread_id = thread or client_id
+    key = SessionKey(platform=PLATFORM, scope=SCOPE, chat_id=channel, thread_id=thread_id)
+    return Envelope(
+        key=key,
+        target=ReplyTarget(
+            platform=PLATFORM,
+            scope=SCOPE,
+            chat_id=channel,
+            thread_id=thread_id,
+            reply_to_message_id=client_id,
+        ),
+        message_id=client_id,
+        event_id=None,
+        text=text,
+        sender=Sender(id=user, name=user),
+        trigger=Trigger.ALWAYS,
+        command=_COMMANDS.get(text.strip().lower()),
+    )

@@ -1,0 +1,55 @@
+"""One exception tree. Foreign errors are translated once, at the boundary that meets them."""
+
+from __future__ import annotations
+
+
+class GatewayError(Exception):
+    """Root of every error this project raises on purpose."""
+
+
+class ConfigError(GatewayError):
+    """A bad or contradictory setting. ``setting`` names it; start-up exits with code 2."""
+
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__(f"{setting}: {message}")
+        self.setting = setting
+
+
+class StoreError(GatewayError):
+    """The database refused or failed an operation."""
+
+
+class MigrationError(StoreError):
+    """A migration cannot be applied (changed after it was applied, or failed)."""
+
+
+class SessionNotFound(StoreError):
+    pass
+
+
+class LeaseLost(StoreError):
+    """A turn's lease was taken over by another worker; its result must be discarded."""
+
+
+class DeliveryError(GatewayError):
+    """A send failed. ``permanent`` failures are not retried; ``retry_after`` is the
+    platform's own wait in seconds (Telegram ``retry_after``, HTTP ``Retry-After``).
+    ``ambiguous`` means the platform may have posted it anyway (timeout after the request
+    left), so a blind retry could double-post."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        permanent: bool = False,
+        retry_after: float | None = None,
+        ambiguous: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+        self.retry_after = retry_after
+        self.ambiguous = ambiguous
+
+
+class AgentError(GatewayError):
+    """The agent failed to produce an answer (timeout, connection error, 4xx/5xx)."""

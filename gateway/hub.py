@@ -1,0 +1,59 @@
+"""In-process wake-ups: the turn scheduler and delivery workers sleep on these instead of
+polling the database tightly; live web-chat streams subscribe per (chat, thread)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+
+class Signal:
+    """A level-triggered wake-up shared by a pool of workers."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    async def wait(self, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except TimeoutError:
+            return
+        self._event.clear()
+
+
+class Broadcast:
+    """Fan-out of events to subscribers of a topic. Subscriber queues are bounded and a
+    topic's entry is dropped with its last subscriber, so the map never grows unbounded."""
+
+    def __init__(self, queue_size: int = 256) -> None:
+        self._subs: dict[str, set[asyncio.Queue[dict[str, Any]]]] = defaultdict(set)
+        self._queue_size = queue_size
+
+    def publish(self, topic: str, event: dict[str, Any]) -> None:
+        for queue in list(self._subs.get(topic, ())):
+            if queue.full():
+                # a stalled reader loses live events, not history: it reloads on reconnect
+                continue
+            queue.put_nowait(event)
+
+    @asynccontextmanager
+    async def subscribe(self, topic: str) -> AsyncIterator[asyncio.Queue[dict[str, Any]]]:
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(self._queue_size)
+        self._subs[topic].add(queue)
+        try:
+            yield queue
+        finally:
+            subs = self._subs.get(topic)
+            if subs is not None:
+                subs.discard(queue)
+                if not subs:
+                    del self._subs[topic]
+
+    def topics(self) -> int:
+        return len(self._subs)

@@ -1,0 +1,90 @@
+"""The core's ``Intake``: what every adapter calls with an extracted event."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from gateway.domain import Envelope, Extracted, SessionKey
+from gateway.hub import Broadcast, Signal
+from gateway.metrics import Metrics
+from gateway.ports import IngestOutcome
+from session_store.store import Store
+
+log = structlog.get_logger(__name__)
+
+
+def live_topic(key: SessionKey) -> str:
+    """Broadcast topic of one conversation place (web chat live streams subscribe to it)."""
+    return f"{key.platform}:{key.scope}:{key.chat_id}:{key.thread_id or ''}"
+
+
+class CoreIntake:
+    def __init__(
+        self, store: Store, *, metrics: Metrics, turn_wake: Signal, live: Broadcast
+    ) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._turn_wake = turn_wake
+        self._live = live
+
+    async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
+        platform = extracted.key.platform if isinstance(extracted, Envelope) else extracted.platform
+        started = time.perf_counter()
+        result = await self._store.ingest(extracted, raw=raw)
+        self._metrics.ingest_seconds.labels(platform).observe(time.perf_counter() - started)
+        self._metrics.inbound.labels(platform, result.status).inc()
+        if isinstance(extracted, Envelope):
+            structlog.contextvars.bind_contextvars(
+                platform=platform,
+                chat_id=extracted.key.chat_id,
+                thread_id=extracted.key.thread_id,
+                session_id=result.session_id,
+                seq_no=result.seq_no,
+            )
+            try:
+                log.info(
+                    "inbound_stored",
+                    outcome=result.status,
+                    event_id=extracted.event_id,
+                    message_id=extracted.message_id,
+                    kind=extracted.kind.value,
+                    turn_requested=result.turn_requested,
+                )
+            finally:
+                structlog.contextvars.unbind_contextvars(
+                    "platform", "chat_id", "thread_id", "session_id", "seq_no"
+                )
+            if result.status == "accepted":
+                self._live.publish(
+                    live_topic(extracted.key),
+                    {"type": "message", "session_id": result.session_id, "seq_no": result.seq_no},
+                )
+        else:
+            log.info(
+                "inbound_not_stored_as_message",
+                platform=platform,
+                outcome=result.status,
+                reason=extracted.reason,
+                event_id=extracted.event_id,
+            )
+        if result.turn_requested:
+            self._turn_wake.set()
+        return IngestOutcome(
+            status=result.status,
+            session_id=result.session_id,
+            seq_no=result.seq_no,
+            reason=result.reason,
+        )
+
+    async def knows(self, key: SessionKey) -> bool:
+        return await self._store.has_active_session(key)
+
+    async def load_cursor(self, name: str) -> str | None:
+        return await self._store.load_cursor(name)
+
+    async def save_cursor(self, name: str, value: str) -> None:
+        await self._store.save_cursor(name, value)

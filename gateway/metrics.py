@@ -1,0 +1,57 @@
+"""Prometheus metrics, on a registry owned by one gateway instance (tests run several)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.inbound = Counter(
+            "gateway_inbound_events",
+            "Inbound events by platform and outcome",
+            ["platform", "outcome"],
+            registry=self.registry,
+        )
+        self.ingest_seconds = Histogram(
+            "gateway_ingest_seconds",
+            "Durable ingest latency (inbox + session + message, one transaction)",
+            ["platform"],
+            buckets=(0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+            registry=self.registry,
+        )
+        self.turns = Counter(
+            "gateway_turns", "Turns by outcome", ["platform", "outcome"], registry=self.registry
+        )
+        self.turn_seconds = Histogram(
+            "gateway_turn_seconds", "Turn latency (claim to outbox commit)", ["platform"],
+            registry=self.registry,
+        )
+        self.agent_seconds = Histogram(
+            "gateway_agent_seconds", "Agent latency", ["agent"], registry=self.registry
+        )
+        self.deliveries = Counter(
+            "gateway_deliveries",
+            "Delivery attempts by platform and result (sent, retry, failed)",
+            ["platform", "result"],
+            registry=self.registry,
+        )
+        self.retry_after_seconds = Counter(
+            "gateway_retry_after_seconds",
+            "Seconds of waiting asked for by platforms (retry_after / Retry-After)",
+            ["platform"],
+            registry=self.registry,
+        )
+        self.deliveries_by_status = Gauge(
+            "gateway_deliveries_by_status", "Delivery rows by status", ["status"],
+            registry=self.registry,
+        )
+        self.oldest_pending_seconds = Gauge(
+            "gateway_oldest_pending_delivery_seconds",
+            "Age of the oldest pending delivery",
+            registry=self.registry,
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

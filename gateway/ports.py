@@ -1,0 +1,100 @@
+"""The ports each surface implements. Shared policy (retries, pacing, splitting) lives in the
+core above them; an adapter only does the raw receive and the raw send."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gateway.domain import Extracted, ReplyTarget, SessionKey
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IngestOutcome:
+    """What the core did with one inbound event; adapters ack the platform from it."""
+
+    status: str  # accepted | duplicate | ignored | rejected
+    session_id: int | None = None
+    seq_no: int | None = None
+    reason: str | None = None
+
+
+class Intake(Protocol):
+    """The core's entry point for adapters."""
+
+    async def submit(
+        self, extracted: Extracted, *, raw: Mapping[str, Any] | None
+    ) -> IngestOutcome:
+        """Store one inbound event (inbox dedupe, session, message) and schedule its turn.
+        Returns only after the transaction committed, so the adapter may ack the platform
+        as soon as it returns (ack after durable ingest). Never raises for bad input: a
+        ``Rejected`` is stored as a dead letter and reported as ``rejected``."""
+        ...
+
+    async def knows(self, key: SessionKey) -> bool:
+        """True if an active session exists for ``key`` (e.g. to decide on a backfill)."""
+        ...
+
+    async def load_cursor(self, name: str) -> str | None:
+        """A durable per-adapter cursor (Mattermost last-seen post time per channel...)."""
+        ...
+
+    async def save_cursor(self, name: str, value: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SendResult:
+    platform_message_id: str | None
+
+
+class Transport(Protocol):
+    """The raw send of one already-split part. Raises ``DeliveryError`` on failure."""
+
+    platform: str
+    #: the platform's per-message limit, in the unit ``measure`` counts
+    max_message_length: int
+
+    def measure(self, text: str) -> int:
+        """Length of ``text`` in the platform's unit (UTF-16 units for Telegram, ...)."""
+        ...
+
+    def format(self, text: str) -> str:
+        """Convert the agent's Markdown to the platform's markup (identity by default)."""
+        ...
+
+    def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
+        """Pacing rules for a send to ``target``: ``(key, min_interval_seconds)`` pairs.
+        Two sends sharing a key are spaced by at least its interval; other keys (other
+        chats) are not blocked. Example: Telegram ``[("chat:42", 1.0), ("group:42", 3.0)]``."""
+        ...
+
+    #: True when a retried send with the same idempotency key cannot double-post
+    idempotent: bool
+
+    async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult: ...
+
+    async def typing(self, target: ReplyTarget) -> None:
+        """Show a typing indicator in the target's thread (no-op where unsupported)."""
+        ...
+
+
+class PlatformAdapter(Protocol):
+    """One surface: receives events into ``Intake`` and owns the ``Transport`` for replies."""
+
+    platform: str
+    transport: Transport
+
+    async def start(self, intake: Intake) -> None:
+        """Resolve the bot identity, then begin receiving. Must not block: long-running
+        receive loops run as tracked, named tasks owned by the adapter."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop receiving, finish in-flight acks, close clients."""
+        ...
+
+    def http_routes(self) -> Sequence[Any]:
+        """Starlette routes this surface serves on the gateway's HTTP server (webhooks).
+        Mounted before ``start``; until ``start`` the handlers answer 503."""
+        ...

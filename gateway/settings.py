@@ -1,0 +1,181 @@
+"""Settings, named exactly as ``interface.md`` lists them (environment or a ``.env`` file).
+
+A bad or contradictory value raises ``ConfigError`` naming the setting; the CLI exits with 2.
+Nothing is read at import: ``load_settings()`` is called by the CLI (and by tests, explicitly).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import platformdirs
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError
+
+from gateway.errors import ConfigError
+
+
+def _default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("chat-gateway", appauthor=False))
+
+
+CsvList = Annotated[list[str], NoDecode]
+
+
+def _split_csv(value: Any) -> Any:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        case_sensitive=False,
+        populate_by_name=True,
+    )
+
+    # --- core -------------------------------------------------------------------------
+    database_url: str | None = Field(default=None, alias="DATABASE_URL")
+    gateway_data_dir: Path = Field(default_factory=_default_data_dir, alias="GATEWAY_DATA_DIR")
+    gateway_http_host: str = Field(default="127.0.0.1", alias="GATEWAY_HTTP_HOST")
+    gateway_http_port: int = Field(default=8080, ge=0, le=65535, alias="GATEWAY_HTTP_PORT")
+    gateway_log_format: Literal["json", "console"] | None = Field(
+        default=None, alias="GATEWAY_LOG_FORMAT"
+    )
+    gateway_log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", alias="GATEWAY_LOG_LEVEL"
+    )
+    gateway_admin_token: SecretStr | None = Field(default=None, alias="GATEWAY_ADMIN_TOKEN")
+    gateway_db_pool_size: int = Field(default=10, ge=2, le=500, alias="GATEWAY_DB_POOL_SIZE")
+    gateway_turn_workers: int = Field(default=8, ge=1, le=1000, alias="GATEWAY_TURN_WORKERS")
+    gateway_delivery_workers: int = Field(
+        default=8, ge=1, le=1000, alias="GATEWAY_DELIVERY_WORKERS"
+    )
+    #: how long a claimed turn or delivery stays ours without renewal (crash take-over time)
+    gateway_lease_seconds: float = Field(default=30.0, gt=0, alias="GATEWAY_LEASE_SECONDS")
+    #: how often idle workers look for work claimed nowhere (other replicas, restarts)
+    gateway_poll_seconds: float = Field(default=1.0, gt=0, alias="GATEWAY_POLL_SECONDS")
+    gateway_delivery_max_attempts: int = Field(
+        default=8, ge=1, alias="GATEWAY_DELIVERY_MAX_ATTEMPTS"
+    )
+    gateway_web_chat: bool = Field(default=True, alias="GATEWAY_WEB_CHAT")
+    #: answer messages from other bots (never our own)
+    gateway_answer_bots: bool = Field(default=False, alias="GATEWAY_ANSWER_BOTS")
+
+    # --- Telegram ---------------------------------------------------------------------
+    telegram_bot_token: SecretStr | None = Field(default=None, alias="TELEGRAM_BOT_TOKEN")
+    telegram_api_base_url: str = Field(
+        default="https://api.telegram.org/bot", alias="TELEGRAM_API_BASE_URL"
+    )
+    telegram_mode: Literal["polling", "webhook"] = Field(default="polling", alias="TELEGRAM_MODE")
+    telegram_webhook_url: str | None = Field(default=None, alias="TELEGRAM_WEBHOOK_URL")
+    telegram_webhook_secret: SecretStr | None = Field(
+        default=None, alias="TELEGRAM_WEBHOOK_SECRET"
+    )
+    telegram_allowed_chats: CsvList = Field(default_factory=list, alias="TELEGRAM_ALLOWED_CHATS")
+    telegram_allowed_users: CsvList = Field(default_factory=list, alias="TELEGRAM_ALLOWED_USERS")
+    #: chats (ids) where every message is answered, not only mentions/replies/commands
+    telegram_answer_all_chats: CsvList = Field(
+        default_factory=list, alias="TELEGRAM_ANSWER_ALL_CHATS"
+    )
+
+    # --- Slack ------------------------------------------------------------------------
+    slack_bot_token: SecretStr | None = Field(default=None, alias="SLACK_BOT_TOKEN")
+    slack_signing_secret: SecretStr | None = Field(default=None, alias="SLACK_SIGNING_SECRET")
+    slack_app_token: SecretStr | None = Field(default=None, alias="SLACK_APP_TOKEN")
+    slack_api_base_url: str = Field(default="https://slack.com/api/", alias="SLACK_API_BASE_URL")
+    #: answer thread follow-ups only when mentioned
+    slack_require_mention: bool = Field(default=False, alias="SLACK_REQUIRE_MENTION")
+
+    # --- Mattermost -------------------------------------------------------------------
+    mattermost_url: str | None = Field(default=None, alias="MATTERMOST_URL")
+    mattermost_token: SecretStr | None = Field(default=None, alias="MATTERMOST_TOKEN")
+    mattermost_require_mention: bool = Field(default=False, alias="MATTERMOST_REQUIRE_MENTION")
+
+    # --- agent ------------------------------------------------------------------------
+    agent: str = Field(default="echo", alias="AGENT")
+    openai_base_url: str = Field(default="https://api.openai.com/v1", alias="OPENAI_BASE_URL")
+    openai_api_key: SecretStr | None = Field(default=None, alias="OPENAI_API_KEY")
+    agent_model: str = Field(default="gpt-4o-mini", alias="AGENT_MODEL")
+    agent_http_url: str | None = Field(default=None, alias="AGENT_HTTP_URL")
+    agent_timeout_seconds: float = Field(default=60.0, gt=0, alias="AGENT_TIMEOUT_SECONDS")
+    agent_system_prompt: str = Field(
+        default="You are a helpful assistant in a team chat.", alias="AGENT_SYSTEM_PROMPT"
+    )
+
+    _split = field_validator(
+        "telegram_allowed_chats",
+        "telegram_allowed_users",
+        "telegram_answer_all_chats",
+        mode="before",
+    )(_split_csv)
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_dsn(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a postgresql:// or postgres:// URL")
+        return value or None
+
+    @field_validator("agent")
+    @classmethod
+    def _check_agent(cls, value: str) -> str:
+        if value in ("echo", "openai", "http") or (":" in value and "." not in value.split(":")[1][:1]):
+            return value
+        raise ValueError("must be echo, openai, http or module:callable")
+
+    @field_validator("mattermost_url", "agent_http_url", "telegram_webhook_url")
+    @classmethod
+    def _check_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value
+
+    @model_validator(mode="after")
+    def _contradictions(self) -> Settings:
+        if self.mattermost_url and not self.mattermost_token:
+            raise ConfigError("MATTERMOST_TOKEN", "required when MATTERMOST_URL is set")
+        if self.mattermost_token and not self.mattermost_url:
+            raise ConfigError("MATTERMOST_URL", "required when MATTERMOST_TOKEN is set")
+        if self.slack_bot_token and not (self.slack_signing_secret or self.slack_app_token):
+            raise ConfigError(
+                "SLACK_SIGNING_SECRET",
+                "Slack needs SLACK_SIGNING_SECRET (Events API) or SLACK_APP_TOKEN (Socket Mode)",
+            )
+        if (self.slack_signing_secret or self.slack_app_token) and not self.slack_bot_token:
+            raise ConfigError("SLACK_BOT_TOKEN", "required when Slack ingress is configured")
+        if self.slack_app_token and not self.slack_app_token.get_secret_value().startswith("xapp-"):
+            raise ConfigError("SLACK_APP_TOKEN", "must be an app-level token starting with xapp-")
+        if self.telegram_mode == "webhook" and self.telegram_bot_token:
+            if not self.telegram_webhook_url:
+                raise ConfigError("TELEGRAM_WEBHOOK_URL", "required when TELEGRAM_MODE=webhook")
+        if self.agent == "http" and not self.agent_http_url:
+            raise ConfigError("AGENT_HTTP_URL", "required when AGENT=http")
+        return self
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read settings from the environment (and ``.env``), translating validation errors into
+    one ``ConfigError`` that names the first bad setting."""
+    try:
+        return Settings(**overrides)
+    except ConfigError:
+        raise
+    except SettingsError as exc:
+        match = re.search(r'field "(\w+)"', str(exc))
+        name = match.group(1).upper() if match else "settings"
+        raise ConfigError(name, "cannot parse the value") from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = first.get("loc") or ("settings",)
+        name = str(loc[0]).upper()
+        ctx_error = (first.get("ctx") or {}).get("error")
+        if isinstance(ctx_error, ConfigError):
+            raise ctx_error from exc
+        raise ConfigError(name, first.get("msg", "invalid value")) from exc

