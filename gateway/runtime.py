@@ -48,6 +48,13 @@ def build_platform_adapters(settings: Settings) -> list[PlatformAdapter]:
         except ImportError as exc:
             raise ConfigError(module_name.split(".")[-1].upper(), f"adapter unavailable: {exc}") from exc
         adapters.append(module.create_adapter(settings))
+    for spec in settings.gateway_adapters:
+        module_name, _, attr = spec.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise ConfigError("GATEWAY_ADAPTERS", f"cannot load {spec!r}: {exc}") from exc
+        adapters.append(factory(settings))
     return adapters
 
 

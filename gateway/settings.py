@@ -65,6 +65,9 @@ class Settings(BaseSettings):
         default=8, ge=1, alias="GATEWAY_DELIVERY_MAX_ATTEMPTS"
     )
     gateway_web_chat: bool = Field(default=True, alias="GATEWAY_WEB_CHAT")
+    #: extra surfaces as ``module:factory`` (comma-separated); each factory takes the settings
+    #: and returns a PlatformAdapter (for surfaces that are not built in)
+    gateway_adapters: CsvList = Field(default_factory=list, alias="GATEWAY_ADAPTERS")
     #: answer messages from other bots (never our own)
     gateway_answer_bots: bool = Field(default=False, alias="GATEWAY_ANSWER_BOTS")
 
@@ -113,6 +116,7 @@ class Settings(BaseSettings):
         "telegram_allowed_chats",
         "telegram_allowed_users",
         "telegram_answer_all_chats",
+        "gateway_adapters",
         mode="before",
     )(_split_csv)
 

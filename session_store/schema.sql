@@ -1,0 +1,199 @@
+-- The declared current schema, kept in step with migrations/ (a test asserts that a
+-- database built from this file equals one built by running every migration).
+
+-- The session store: one row per session, one row per message (append-only), an inbox that is
+-- also the dead-letter store, and an outbox of deliveries that carry their own reply target.
+
+CREATE TABLE sessions (
+    id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    platform          text        NOT NULL,
+    scope             text        NOT NULL,
+    chat_id           text        NOT NULL,
+    thread_id         text,
+    status            text        NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'closed')),
+    title             text,
+    kind              text        NOT NULL DEFAULT 'chat',
+    selected_model    text,
+    last_seq_no       bigint      NOT NULL DEFAULT 0,
+    message_count     bigint      NOT NULL DEFAULT 0,
+    -- turn scheduling: the newest seq that asked for an answer, the newest seq a turn handled,
+    -- and the lease of the worker running the session's turn right now (fencing token + expiry)
+    turn_requested_seq bigint     NOT NULL DEFAULT 0,
+    turn_done_seq     bigint      NOT NULL DEFAULT 0,
+    turn_owner        uuid,
+    turn_lease_until  timestamptz,
+    answered          boolean     NOT NULL DEFAULT false,
+    created_at        timestamptz NOT NULL DEFAULT now(),
+    updated_at        timestamptz NOT NULL DEFAULT now(),
+    last_message_at   timestamptz,
+    closed_at         timestamptz,
+    metadata          jsonb       NOT NULL DEFAULT '{}'::jsonb
+);
+
+-- exactly one active session per key; NULL thread ids compare equal through coalesce
+CREATE UNIQUE INDEX sessions_active_key
+    ON sessions (platform, scope, chat_id, (coalesce(thread_id, '')))
+    WHERE status = 'active';
+CREATE INDEX sessions_key ON sessions (platform, scope, chat_id, thread_id);
+CREATE INDEX sessions_turn_due ON sessions (id)
+    WHERE turn_requested_seq > turn_done_seq;
+CREATE INDEX sessions_last_message ON sessions (last_message_at DESC NULLS LAST, id DESC);
+
+CREATE TABLE messages (
+    id                  bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id          bigint      NOT NULL REFERENCES sessions (id),
+    seq_no              bigint      NOT NULL,
+    -- the inbox row this message came in with (NULL for assistant and backfilled rows)
+    inbound_event_id    bigint,
+    role                text        NOT NULL CHECK (role IN ('user', 'assistant', 'system', 'tool')),
+    sender_id           text,
+    sender_name         text,
+    external_id         text,
+    reply_to_external_id text,
+    content             text        NOT NULL,
+    -- for user messages: where the answer goes, computed at ingest, never re-derived
+    reply_target        jsonb,
+    command             text,
+    trigger             text,
+    backfill            boolean     NOT NULL DEFAULT false,
+    model               text,
+    tokens_used         integer,
+    feedback            smallint,
+    edited_at           timestamptz,
+    sent_at             timestamptz,
+    created_at          timestamptz NOT NULL DEFAULT now(),
+    metadata            jsonb       NOT NULL DEFAULT '{}'::jsonb,
+    content_tsv         tsvector GENERATED ALWAYS AS (to_tsvector('simple', content)) STORED,
+    CONSTRAINT messages_session_seq UNIQUE (session_id, seq_no)
+);
+CREATE UNIQUE INDEX messages_external ON messages (session_id, external_id)
+    WHERE external_id IS NOT NULL;
+CREATE INDEX messages_inbound_event ON messages (inbound_event_id)
+    WHERE inbound_event_id IS NOT NULL;
+CREATE INDEX messages_content_tsv ON messages USING gin (content_tsv);
+
+-- Edits, deletions and feedback: annotations on a message, never a rewrite of it.
+CREATE TABLE message_annotations (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    message_id  bigint      NOT NULL REFERENCES messages (id),
+    kind        text        NOT NULL CHECK (kind IN ('edit', 'delete', 'feedback')),
+    content     text,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    metadata    jsonb       NOT NULL DEFAULT '{}'::jsonb
+);
+CREATE INDEX message_annotations_message ON message_annotations (message_id);
+
+-- The inbox (and dead-letter store). One row per distinct inbound event. Two dedupe keys:
+-- the platform's delivery id (Telegram update_id, Slack event_id) and the message's own
+-- identity in its chat (Telegram chat+message_id, Slack channel+ts, Mattermost post id).
+CREATE TABLE inbound_events (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    platform     text        NOT NULL,
+    event_id     text,
+    message_key  text,
+    status       text        NOT NULL CHECK (status IN ('accepted', 'ignored', 'rejected')),
+    reason       text,
+    payload      jsonb,
+    received_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE UNIQUE INDEX inbound_events_event ON inbound_events (platform, event_id)
+    WHERE event_id IS NOT NULL;
+CREATE UNIQUE INDEX inbound_events_message ON inbound_events (platform, message_key)
+    WHERE message_key IS NOT NULL;
+CREATE INDEX inbound_events_rejected ON inbound_events (received_at DESC)
+    WHERE status = 'rejected';
+
+-- The outbox. One row per part of an assistant message, carrying its stored target.
+CREATE TABLE deliveries (
+    id                  bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    message_id          bigint      NOT NULL REFERENCES messages (id),
+    session_id          bigint      NOT NULL REFERENCES sessions (id),
+    seq_no              bigint      NOT NULL,
+    part_no             integer     NOT NULL,
+    platform            text        NOT NULL,
+    target              jsonb       NOT NULL,
+    content             text        NOT NULL,
+    status              text        NOT NULL DEFAULT 'pending'
+                            CHECK (status IN ('pending', 'sending', 'sent', 'failed')),
+    attempts            integer     NOT NULL DEFAULT 0,
+    next_attempt_at     timestamptz NOT NULL DEFAULT now(),
+    lease_until         timestamptz,
+    last_error          text,
+    platform_message_id text,
+    created_at          timestamptz NOT NULL DEFAULT now(),
+    sent_at             timestamptz,
+    CONSTRAINT deliveries_part UNIQUE (message_id, part_no)
+);
+CREATE INDEX deliveries_due ON deliveries (next_attempt_at, id) WHERE status = 'pending';
+CREATE INDEX deliveries_open_by_session ON deliveries (session_id, seq_no, part_no)
+    WHERE status IN ('pending', 'sending');
+CREATE INDEX deliveries_sending ON deliveries (lease_until) WHERE status = 'sending';
+CREATE INDEX deliveries_status ON deliveries (status, id);
+
+-- Durable per-adapter cursors (Mattermost last-seen post time per channel, ...).
+CREATE TABLE adapter_cursors (
+    name        text PRIMARY KEY,
+    value       text        NOT NULL,
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- From the super-session design: who takes part, tracked steps, relations, rolling
+-- summaries over seq ranges, and outputs.
+CREATE TABLE session_participants (
+    session_id    bigint      NOT NULL REFERENCES sessions (id),
+    participant   text        NOT NULL,
+    role          text        NOT NULL DEFAULT 'member',
+    display_name  text,
+    last_read_seq bigint      NOT NULL DEFAULT 0,
+    joined_at     timestamptz NOT NULL DEFAULT now(),
+    metadata      jsonb       NOT NULL DEFAULT '{}'::jsonb,
+    PRIMARY KEY (session_id, participant)
+);
+
+CREATE TABLE session_checkpoints (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id  bigint      NOT NULL REFERENCES sessions (id),
+    name        text        NOT NULL,
+    status      text        NOT NULL DEFAULT 'open',
+    seq_no      bigint,
+    detail      text,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT session_checkpoints_name UNIQUE (session_id, name)
+);
+
+CREATE TABLE session_links (
+    id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id        bigint      NOT NULL REFERENCES sessions (id),
+    linked_session_id bigint      REFERENCES sessions (id),
+    relation          text        NOT NULL,
+    url               text,
+    created_at        timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX session_links_session ON session_links (session_id);
+
+CREATE TABLE session_summaries (
+    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id    bigint      NOT NULL REFERENCES sessions (id),
+    from_seq      bigint      NOT NULL,
+    to_seq        bigint      NOT NULL,
+    content       text        NOT NULL,
+    model         text,
+    model_written boolean     NOT NULL DEFAULT true,
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    CHECK (from_seq <= to_seq)
+);
+CREATE INDEX session_summaries_latest ON session_summaries (session_id, to_seq DESC);
+
+CREATE TABLE session_artifacts (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id  bigint      NOT NULL REFERENCES sessions (id),
+    kind        text        NOT NULL,
+    name        text        NOT NULL,
+    uri         text,
+    content     text,
+    seq_no      bigint,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    metadata    jsonb       NOT NULL DEFAULT '{}'::jsonb
+);
+CREATE INDEX session_artifacts_session ON session_artifacts (session_id);

@@ -1,0 +1,128 @@
+"""A minimal surface for core tests: inbound over HTTP (``POST /sink/inbound``), outbound by
+POSTing each part to a recording HTTP server the test runs (``SINK_URL``).
+
+Loadable in a ``gateway run`` subprocess with ``GATEWAY_ADAPTERS=tests.plugins.sink:create``.
+The sink server answers 200 (sent), 429 + Retry-After (rate limited) or 400 (permanent), as the
+test scripts it, so the core's delivery policy is exercised over a real network hop."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from gateway.domain import Envelope, ReplyTarget, Sender, SessionKey, Trigger
+from gateway.errors import DeliveryError
+from gateway.ports import Intake, SendResult
+from gateway.settings import Settings
+
+PLATFORM = "sink"
+
+
+class SinkTransport:
+    platform = PLATFORM
+    max_message_length = 4000
+    idempotent = False
+
+    def __init__(self, url: str, *, idempotent: bool = False, max_length: int = 4000) -> None:
+        self._url = url
+        self.max_message_length = max_length
+        self.idempotent = idempotent
+        self._client = httpx.AsyncClient(timeout=5)
+
+    def measure(self, text: str) -> int:
+        return len(text)
+
+    def format(self, text: str) -> str:
+        return text
+
+    def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
+        return ()
+
+    async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
+        try:
+            response = await self._client.post(
+                self._url,
+                json={"target": target.to_json(), "text": text, "key": idempotency_key},
+            )
+        except httpx.TimeoutException as exc:
+            raise DeliveryError("timeout", ambiguous=True) from exc
+        except httpx.HTTPError as exc:
+            raise DeliveryError(f"connection failed: {exc}") from exc
+        if response.status_code == 429:
+            raise DeliveryError(
+                "rate limited", retry_after=float(response.headers.get("Retry-After", "1"))
+            )
+        if response.status_code >= 400:
+            raise DeliveryError(
+                response.text or f"HTTP {response.status_code}",
+                permanent=response.status_code < 500,
+            )
+        return SendResult(platform_message_id=str(response.json()["id"]))
+
+    async def typing(self, target: ReplyTarget) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def sink_envelope(body: dict[str, Any]) -> Envelope:
+    chat = str(body["chat"])
+    thread = body.get("thread")
+    thread = None if thread is None else str(thread)
+    message_id = str(body["id"])
+    return Envelope(
+        key=SessionKey(platform=PLATFORM, scope="test", chat_id=chat, thread_id=thread),
+        target=ReplyTarget(
+            platform=PLATFORM, scope="test", chat_id=chat, thread_id=thread,
+            reply_to_message_id=message_id,
+        ),
+        message_id=message_id,
+        event_id=body.get("event_id"),
+        text=str(body["text"]),
+        sender=Sender(id="tester", name="tester"),
+        trigger=Trigger(body.get("trigger", "always")),
+        command={"/new": "new", "/help": "help"}.get(str(body["text"]).strip()),
+    )
+
+
+class SinkAdapter:
+    platform = PLATFORM
+
+    def __init__(self, url: str, *, idempotent: bool = False, max_length: int = 4000) -> None:
+        self.transport = SinkTransport(url, idempotent=idempotent, max_length=max_length)
+        self._intake: Intake | None = None
+
+    async def start(self, intake: Intake) -> None:
+        self._intake = intake
+
+    async def stop(self) -> None:
+        self._intake = None
+        await self.transport.aclose()
+
+    def http_routes(self) -> Sequence[Route]:
+        return [Route("/sink/inbound", self._inbound, methods=["POST"])]
+
+    async def submit(self, body: dict[str, Any]) -> Any:
+        assert self._intake is not None
+        return await self._intake.submit(sink_envelope(body), raw=body)
+
+    async def _inbound(self, request: Request) -> Response:
+        if self._intake is None:
+            return JSONResponse({"error": "starting"}, status_code=503)
+        body = json.loads(await request.body())
+        outcome = await self.submit(body)
+        return JSONResponse({"status": outcome.status, "session_id": outcome.session_id})
+
+
+def create(settings: Settings) -> SinkAdapter:
+    return SinkAdapter(
+        os.environ["SINK_URL"], idempotent=os.environ.get("SINK_IDEMPOTENT") == "1"
+    )

@@ -1,0 +1,104 @@
+"""The migration runner against a real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from importlib import resources
+
+import asyncpg
+import pytest
+
+from gateway.errors import MigrationError
+from session_store.migrator import Migration, load_migrations, migrate
+
+# Everything about the schema that matters to the code, read from the catalogs.
+_CATALOG = {
+    "columns": """
+        SELECT table_name, column_name, data_type, is_nullable, column_default, is_generated,
+               generation_expression
+        FROM information_schema.columns
+        WHERE table_schema = 'public' AND table_name <> 'schema_migrations'
+        ORDER BY table_name, column_name""",
+    "indexes": """
+        SELECT tablename, indexname, indexdef FROM pg_indexes
+        WHERE schemaname = 'public' AND tablename <> 'schema_migrations'
+        ORDER BY tablename, indexname""",
+    "constraints": """
+        SELECT conrelid::regclass::text AS tbl, conname, pg_get_constraintdef(oid) AS def
+        FROM pg_constraint
+        WHERE connamespace = 'public'::regnamespace
+          AND conrelid::regclass::text <> 'schema_migrations'
+        ORDER BY 1, 2""",
+}
+
+
+async def _catalog(dsn: str) -> dict[str, list[tuple[object, ...]]]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return {name: [tuple(r) for r in await conn.fetch(sql)] for name, sql in _CATALOG.items()}
+    finally:
+        await conn.close()
+
+
+async def test_migrated_database_equals_the_declared_schema(
+    empty_database_url: str, database_url: str
+) -> None:
+    declared = resources.files("session_store").joinpath("schema.sql").read_text()
+    conn = await asyncpg.connect(empty_database_url)
+    try:
+        await conn.execute(declared)
+    finally:
+        await conn.close()
+    from_schema = await _catalog(empty_database_url)
+    from_migrations = await _catalog(database_url)  # built by running every migration
+    assert from_schema["columns"], "the catalog query found nothing"
+    for part in _CATALOG:
+        assert from_migrations[part] == from_schema[part], f"{part} differ"
+
+
+async def test_migrations_are_recorded_and_rerunning_applies_nothing(
+    empty_database_url: str,
+) -> None:
+    first = await migrate(empty_database_url)
+    assert first == [m.filename for m in load_migrations()]
+    assert await migrate(empty_database_url) == []
+
+
+async def test_a_changed_applied_migration_is_refused(empty_database_url: str) -> None:
+    migrations = load_migrations()
+    await migrate(empty_database_url, migrations)
+    changed = [Migration(migrations[0].filename, migrations[0].sql + "\n-- edited\n")]
+    with pytest.raises(MigrationError, match="changed after it was applied"):
+        await migrate(empty_database_url, changed)
+
+
+async def test_a_failing_migration_is_rolled_back_and_reported(empty_database_url: str) -> None:
+    migrations = [*load_migrations(), Migration("9999_broken.sql", "CREATE TABLE x (;")]
+    with pytest.raises(MigrationError, match="9999_broken.sql failed"):
+        await migrate(empty_database_url, migrations)
+    conn = await asyncpg.connect(empty_database_url)
+    try:
+        names = [r["filename"] for r in await conn.fetch("SELECT filename FROM schema_migrations")]
+    finally:
+        await conn.close()
+    assert "9999_broken.sql" not in names and names  # earlier files stay applied
+
+
+async def test_concurrent_runners_both_succeed_and_apply_each_file_once(
+    empty_database_url: str,
+) -> None:
+    slow = [
+        *load_migrations(),
+        Migration("9000_slow.sql", "SELECT pg_sleep(0.5); CREATE TABLE slow_marker (id int);"),
+    ]
+    results = await asyncio.gather(
+        migrate(empty_database_url, slow), migrate(empty_database_url, slow)
+    )
+    applied = sorted(results, key=len)
+    assert applied[0] == [] and applied[1] == [m.filename for m in slow]
+    conn = await asyncpg.connect(empty_database_url)
+    try:
+        count = await conn.fetchval("SELECT count(*) FROM schema_migrations")
+    finally:
+        await conn.close()
+    assert count == len(slow)
