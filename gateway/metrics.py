@@ -25,7 +25,9 @@ class Metrics:
             "gateway_turns", "Turns by outcome", ["platform", "outcome"], registry=self.registry
         )
         self.turn_seconds = Histogram(
-            "gateway_turn_seconds", "Turn latency (claim to outbox commit)", ["platform"],
+            "gateway_turn_seconds",
+            "Turn latency (claim to outbox commit)",
+            ["platform"],
             registry=self.registry,
         )
         self.agent_seconds = Histogram(
@@ -44,7 +46,9 @@ class Metrics:
             registry=self.registry,
         )
         self.deliveries_by_status = Gauge(
-            "gateway_deliveries_by_status", "Delivery rows by status", ["status"],
+            "gateway_deliveries_by_status",
+            "Delivery rows by status",
+            ["status"],
             registry=self.registry,
         )
         self.oldest_pending_seconds = Gauge(

@@ -23,9 +23,7 @@ class IngestOutcome:
 class Intake(Protocol):
     """The core's entry point for adapters."""
 
-    async def submit(
-        self, extracted: Extracted, *, raw: Mapping[str, Any] | None
-    ) -> IngestOutcome:
+    async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
         """Store one inbound event (inbox dedupe, session, message) and schedule its turn.
         Returns only after the transaction committed, so the adapter may ack the platform
         as soon as it returns (ack after durable ingest). Never raises for bad input: a
@@ -82,8 +80,12 @@ class Transport(Protocol):
 class PlatformAdapter(Protocol):
     """One surface: receives events into ``Intake`` and owns the ``Transport`` for replies."""
 
-    platform: str
-    transport: Transport
+    # read-only in the protocol so an adapter may narrow it to its own transport class
+    @property
+    def platform(self) -> str: ...
+
+    @property
+    def transport(self) -> Transport: ...
 
     async def start(self, intake: Intake) -> None:
         """Resolve the bot identity, then begin receiving. Must not block: long-running

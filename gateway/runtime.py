@@ -46,7 +46,9 @@ def build_platform_adapters(settings: Settings) -> list[PlatformAdapter]:
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:
-            raise ConfigError(module_name.split(".")[-1].upper(), f"adapter unavailable: {exc}") from exc
+            raise ConfigError(
+                module_name.split(".")[-1].upper(), f"adapter unavailable: {exc}"
+            ) from exc
         adapters.append(module.create_adapter(settings))
     for spec in settings.gateway_adapters:
         module_name, _, attr = spec.partition(":")
@@ -143,8 +145,12 @@ class Gateway:
             self.delivery.run(self._delivery_stopping), name="delivery"
         )
         self.ready = True
-        log.info("gateway_started", url=self.url, agent=self.agent.name,
-                 platforms=sorted(self.transports))
+        log.info(
+            "gateway_started",
+            url=self.url,
+            agent=self.agent.name,
+            platforms=sorted(self.transports),
+        )
 
     async def stop(self) -> None:
         self.ready = False
@@ -152,7 +158,7 @@ class Gateway:
         for adapter in reversed(self._started_adapters):
             try:
                 await adapter.stop()
-            except Exception:  # noqa: BLE001 - one adapter's failed stop must not block
+            except Exception:
                 # the others from stopping or the pool from closing
                 log.exception("adapter_stop_failed", platform=adapter.platform)
         self._started_adapters.clear()

@@ -78,9 +78,7 @@ class Settings(BaseSettings):
     )
     telegram_mode: Literal["polling", "webhook"] = Field(default="polling", alias="TELEGRAM_MODE")
     telegram_webhook_url: str | None = Field(default=None, alias="TELEGRAM_WEBHOOK_URL")
-    telegram_webhook_secret: SecretStr | None = Field(
-        default=None, alias="TELEGRAM_WEBHOOK_SECRET"
-    )
+    telegram_webhook_secret: SecretStr | None = Field(default=None, alias="TELEGRAM_WEBHOOK_SECRET")
     telegram_allowed_chats: CsvList = Field(default_factory=list, alias="TELEGRAM_ALLOWED_CHATS")
     telegram_allowed_users: CsvList = Field(default_factory=list, alias="TELEGRAM_ALLOWED_USERS")
     #: chats (ids) where every message is answered, not only mentions/replies/commands
@@ -130,7 +128,9 @@ class Settings(BaseSettings):
     @field_validator("agent")
     @classmethod
     def _check_agent(cls, value: str) -> str:
-        if value in ("echo", "openai", "http") or (":" in value and "." not in value.split(":")[1][:1]):
+        if value in ("echo", "openai", "http") or (
+            ":" in value and "." not in value.split(":")[1][:1]
+        ):
             return value
         raise ValueError("must be echo, openai, http or module:callable")
 

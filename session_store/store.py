@@ -150,9 +150,16 @@ class Store:
         kind = env.kind.value
         async with self._conn() as conn, conn.transaction():
             found = await conn.fetchrow(q.FIND_MESSAGE_BY_KEY, env.key.platform, message_key(env))
-            status, reason = ("accepted", None) if found else ("ignored", f"{kind} of unknown message")
+            status, reason = (
+                ("accepted", None) if found else ("ignored", f"{kind} of unknown message")
+            )
             inbox_id = await conn.fetchval(
-                q.INSERT_INBOUND, env.key.platform, env.event_id, None, status, reason,
+                q.INSERT_INBOUND,
+                env.key.platform,
+                env.event_id,
+                None,
+                status,
+                reason,
                 _jsonable(raw),
             )
             if inbox_id is None:

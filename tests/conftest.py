@@ -20,7 +20,12 @@ from session_store.store import Store
 # The gateway reads its configuration from the environment: tests must not see the
 # developer's. Cleared once here; tests pass settings explicitly.
 _GATEWAY_ENV_PREFIXES = (
-    "GATEWAY_", "TELEGRAM_", "SLACK_", "MATTERMOST_", "OPENAI_", "AGENT",
+    "GATEWAY_",
+    "TELEGRAM_",
+    "SLACK_",
+    "MATTERMOST_",
+    "OPENAI_",
+    "AGENT",
 )
 _ADMIN_DSN = os.environ.get("DATABASE_URL")
 for _name in list(os.environ):

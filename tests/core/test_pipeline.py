@@ -4,10 +4,8 @@ surface over real HTTP."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Sequence
 
-import asyncpg
 import pytest
 
 from gateway.agents import Turn
@@ -115,7 +113,9 @@ async def test_retry_after_is_honored_and_the_reply_lands_in_its_thread(
     assert 'gateway_deliveries_total{platform="sink",result="retry"} 1.0' in text
 
 
-async def test_permanent_failure_is_visible_not_rerouted(database_url: str, sink: SinkServer) -> None:
+async def test_permanent_failure_is_visible_not_rerouted(
+    database_url: str, sink: SinkServer
+) -> None:
     sink.script.append(("400", "Bad Request: message thread not found"))
     adapter = SinkAdapter(sink.url)
     async with running_gateway(database_url, adapters=[adapter], web_chat=False) as gw:
@@ -187,11 +187,13 @@ async def test_two_schedulers_never_run_one_session_concurrently_and_answer_each
             await asyncio.sleep(0.05)
 
         async def all_handled() -> bool:
-            async with gw1.store._pool.acquire() as conn:  # noqa: SLF001 - test inspection
-                return bool(await conn.fetchval(
-                    "SELECT bool_and(turn_done_seq >= turn_requested_seq) AND count(*) = 3 "
-                    "FROM sessions"
-                ))
+            async with gw1.store._pool.acquire() as conn:
+                return bool(
+                    await conn.fetchval(
+                        "SELECT bool_and(turn_done_seq >= turn_requested_seq) AND count(*) = 3 "
+                        "FROM sessions"
+                    )
+                )
 
         await wait_for(all_handled, timeout=30)
         await wait_for(lambda: len(sink.accepted) == len(agent.turns), timeout=10)

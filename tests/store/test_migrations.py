@@ -74,7 +74,7 @@ async def test_a_changed_applied_migration_is_refused(empty_database_url: str) -
 
 async def test_a_failing_migration_is_rolled_back_and_reported(empty_database_url: str) -> None:
     migrations = [*load_migrations(), Migration("9999_broken.sql", "CREATE TABLE x (;")]
-    with pytest.raises(MigrationError, match="9999_broken.sql failed"):
+    with pytest.raises(MigrationError, match=r"9999_broken\.sql failed"):
         await migrate(empty_database_url, migrations)
     conn = await asyncpg.connect(empty_database_url)
     try:

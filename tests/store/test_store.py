@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.domain import Envelope, EventKind, Ignored, Rejected, ReplyTarget, Reply, Sender, SessionKey, Trigger
+from gateway.domain import (
+    Envelope,
+    EventKind,
+    Ignored,
+    Rejected,
+    Reply,
+    ReplyTarget,
+    Sender,
+    SessionKey,
+    Trigger,
+)
 from session_store.store import OutgoingReply, Store
 
 
@@ -23,7 +33,10 @@ def envelope(
     return Envelope(
         key=key,
         target=ReplyTarget(
-            platform="web", scope="local", chat_id=chat, thread_id=thread,
+            platform="web",
+            scope="local",
+            chat_id=chat,
+            thread_id=thread,
             reply_to_message_id=message_id,
         ),
         message_id=message_id,
@@ -38,8 +51,10 @@ def envelope(
 
 async def test_concurrent_ingests_into_one_session_get_dense_seq_numbers(store: Store) -> None:
     results = await asyncio.gather(
-        *(store.ingest(envelope(f"m{i}", message_id=f"m{i}", event_id=f"e{i}"), raw={"i": i})
-          for i in range(50))
+        *(
+            store.ingest(envelope(f"m{i}", message_id=f"m{i}", event_id=f"e{i}"), raw={"i": i})
+            for i in range(50)
+        )
     )
     assert {r.status for r in results} == {"accepted"}
     assert len({r.session_id for r in results}) == 1
