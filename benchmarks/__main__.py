@@ -136,7 +136,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                     )
                     results["ingest"].setdefault(concurrency, []).append(r)
             ids = [s.id for s in await store.list_sessions(platform="bench", limit=1000)]
-            for run in range(args.runs):
+            for _run in range(args.runs):
                 for concurrency in (1, 16):
                     for kind in ("recent50", "delta"):
                         r = await bench_read(store, concurrency, total, ids, kind == "delta")
@@ -155,10 +155,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
 def _table(results: dict[str, Any]) -> str:
     def fmt(stat: dict[str, float], digits: int = 0) -> str:
-        return f"{stat['median']:.{digits}f} ({stat['min']:.{digits}f}–{stat['max']:.{digits}f})"
+        return f"{stat['median']:.{digits}f} ({stat['min']:.{digits}f}-{stat['max']:.{digits}f})"
 
     lines = [
-        "| operation | concurrency | ops/s median (min–max) | p50 ms | p99 ms |",
+        "| operation | concurrency | ops/s median (min-max) | p50 ms | p99 ms |",
         "|---|---|---|---|---|",
     ]
     for c, s in results["ingest"].items():

@@ -36,8 +36,10 @@ class WebAdapter:
         self.transport = WebTransport(live)
         self._intake: Intake | None = None
         self._stopping = asyncio.Event()
-        self._page = resources.files("adapters.web").joinpath("static/index.html").read_text(
-            encoding="utf-8"
+        self._page = (
+            resources.files("adapters.web")
+            .joinpath("static/index.html")
+            .read_text(encoding="utf-8")
         )
 
     async def start(self, intake: Intake) -> None:
@@ -87,9 +89,7 @@ class WebAdapter:
                     "session_id": s.id,
                     "status": s.status,
                     "message_count": s.message_count,
-                    "last_message_at": s.last_message_at.isoformat()
-                    if s.last_message_at
-                    else None,
+                    "last_message_at": s.last_message_at.isoformat() if s.last_message_at else None,
                 }
         return JSONResponse({"threads": list(seen.values())})
 
@@ -104,7 +104,9 @@ class WebAdapter:
             body = None
         if not isinstance(body, dict):
             rejected = Rejected(platform=PLATFORM, reason="body is not a JSON object")
-            await intake.submit(rejected, raw={"body": (await request.body()).decode(errors="replace")[:10_000]})
+            await intake.submit(
+                rejected, raw={"body": (await request.body()).decode(errors="replace")[:10_000]}
+            )
             return JSONResponse({"error": rejected.reason}, status_code=400)
         extracted = extract(channel, body)
         outcome = await intake.submit(extracted, raw=body)

@@ -36,9 +36,7 @@ class WebTransport:
             chat_id=target.chat_id,
             thread_id=target.thread_id,
         )
-        self._live.publish(
-            live_topic(key), {"type": "reply", "id": idempotency_key, "text": text}
-        )
+        self._live.publish(live_topic(key), {"type": "reply", "id": idempotency_key, "text": text})
         return SendResult(platform_message_id=idempotency_key)
 
     async def typing(self, target: ReplyTarget) -> None:
