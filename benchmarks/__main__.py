@@ -161,15 +161,17 @@ def _table(results: dict[str, Any]) -> str:
         "| operation | concurrency | ops/s median (min-max) | p50 ms | p99 ms |",
         "|---|---|---|---|---|",
     ]
-    for c, s in results["ingest"].items():
-        lines.append(
-            f"| ingest + recent-50 | {c} | {fmt(s['rate'])} | {fmt(s['p50_ms'], 2)} | {fmt(s['p99_ms'], 2)} |"
+
+    def row(label: str, c: object, s: dict[str, Any]) -> str:
+        return (
+            f"| {label} | {c} | {fmt(s['rate'])} | {fmt(s['p50_ms'], 2)} | {fmt(s['p99_ms'], 2)} |"
         )
+
+    for c, s in results["ingest"].items():
+        lines.append(row("ingest + recent-50", c, s))
     for name, s in results["reads"].items():
         kind, c = name.split("@")
-        lines.append(
-            f"| {kind} read | {c} | {fmt(s['rate'])} | {fmt(s['p50_ms'], 2)} | {fmt(s['p99_ms'], 2)} |"
-        )
+        lines.append(row(f"{kind} read", c, s))
     return "\n".join(lines)
 
 
