@@ -149,7 +149,7 @@ class DeliveryWorker:
         except DeliveryError as exc:
             await self._failed(delivery, transport, exc, bound)
             return
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a transport bug must not kill the worker:
             # it is recorded on the row and retried like a transient failure
             bound.exception("delivery_transport_crashed")
             await self._failed(

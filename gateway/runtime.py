@@ -12,6 +12,7 @@ import importlib
 from collections.abc import Sequence
 from typing import Any
 
+import asyncpg
 import structlog
 
 from adapters.web import WebAdapter
@@ -25,6 +26,7 @@ from gateway.metrics import Metrics
 from gateway.ports import PlatformAdapter, Transport
 from gateway.settings import Settings
 from gateway.turns import TurnScheduler, TurnSettings
+from session_store.leader import LeaderLock
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
@@ -122,6 +124,11 @@ class Gateway:
         self._turn_task: asyncio.Task[None] | None = None
         self._delivery_task: asyncio.Task[None] | None = None
         self._started_adapters: list[PlatformAdapter] = []
+        # single-connection ingress runs only where this process holds the leader lock
+        self._leader_adapters = [a for a in self.adapters if getattr(a, "needs_leader", False)]
+        self._leading: list[PlatformAdapter] = []
+        self._leader_stopping = asyncio.Event()
+        self._leader_task: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
@@ -135,9 +142,13 @@ class Gateway:
         await self.http.start()
         await self.delivery.recover()
         for adapter in self.adapters:
+            if adapter in self._leader_adapters:
+                continue
             await adapter.start(self.intake)
             self._started_adapters.append(adapter)
             log.info("adapter_started", platform=adapter.platform)
+        if self._leader_adapters:
+            self._leader_task = asyncio.create_task(self._lead(), name="leader-election")
         self._turn_task = asyncio.create_task(
             self.turns.run(self._turns_stopping), name="turn-scheduler"
         )
@@ -154,12 +165,16 @@ class Gateway:
 
     async def stop(self) -> None:
         self.ready = False
-        # 1. stop intake: no new inbound events
+        # 1. stop intake: no new inbound events (leader-only ingress first)
+        self._leader_stopping.set()
+        if self._leader_task is not None:
+            await self._leader_task
         for adapter in reversed(self._started_adapters):
             try:
                 await adapter.stop()
             except Exception:
-                # the others from stopping or the pool from closing
+                # one adapter's failed stop must not keep the others from stopping or the pool
+                # from closing (logged with its traceback)
                 log.exception("adapter_stop_failed", platform=adapter.platform)
         self._started_adapters.clear()
         # 2. turns: cancel running agent calls; each hands its session back (release_turn)
@@ -177,6 +192,46 @@ class Gateway:
         # 4. HTTP last among ours; the caller closes the pool after this returns
         await self.http.stop()
         log.info("gateway_stopped")
+
+    async def _lead(self) -> None:
+        """Hold one advisory lock per single-connection ingress; start that ingress only while
+        holding it. A replica that dies loses its connection and with it the lock, and another
+        replica's next attempt takes over."""
+        interval = max(self.settings.gateway_poll_seconds * 5, 1.0)
+        locks = {
+            a: LeaderLock(self.store.dsn, getattr(a, "leader_name", a.platform))
+            for a in self._leader_adapters
+        }
+        try:
+            while not self._leader_stopping.is_set():
+                for adapter, lock in locks.items():
+                    try:
+                        if adapter not in self._leading:
+                            if await lock.try_acquire():
+                                log.info("leader_acquired", platform=adapter.platform)
+                                await adapter.start(self.intake)
+                                self._leading.append(adapter)
+                        elif not await lock.check():
+                            log.warning("leader_lost", platform=adapter.platform)
+                            await self._stop_adapter(adapter)
+                    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                        log.warning("leader_election_failed", error=str(exc))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._leader_stopping.wait(), interval)
+        finally:
+            for adapter in list(self._leading):
+                await self._stop_adapter(adapter)
+            for lock in locks.values():
+                await lock.release()
+
+    async def _stop_adapter(self, adapter: PlatformAdapter) -> None:
+        if adapter in self._leading:
+            self._leading.remove(adapter)
+        try:
+            await adapter.stop()
+        except Exception:
+            # a failed stop must not keep other adapters running (logged with its traceback)
+            log.exception("adapter_stop_failed", platform=adapter.platform)
 
     async def refresh_gauges(self) -> None:
         with contextlib.suppress(StoreError):

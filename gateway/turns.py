@@ -193,6 +193,7 @@ class TurnScheduler:
                 log.warning("agent_failed", error=str(exc))
                 return [_apology(str(exc))], "agent_failed"
             except Exception as exc:
+                # the agent is user code: any failure
                 # becomes a visible apology in the thread, never a dead worker
                 log.exception("agent_crashed")
                 return [_apology(f"{type(exc).__name__}: {exc}")], "agent_failed"
@@ -211,7 +212,7 @@ class TurnScheduler:
         while True:
             try:
                 await transport.typing(target)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a typing indicator is cosmetic:
                 # its failure must never fail the turn
                 log.debug("typing_failed", error=str(exc))
             await asyncio.sleep(TYPING_INTERVAL)

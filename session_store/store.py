@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,8 +52,10 @@ class OutgoingReply:
 
 
 class Store:
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, dsn: str) -> None:
         self._pool = pool
+        #: kept for the few uses that need a dedicated connection (leader election)
+        self.dsn = dsn
 
     @classmethod
     async def connect(cls, dsn: str, *, min_size: int = 2, max_size: int = 10) -> Store:
@@ -70,7 +72,7 @@ class Store:
         except (OSError, asyncpg.PostgresError) as exc:
             raise StoreError(f"cannot connect to the database: {exc}") from exc
         assert pool is not None
-        return cls(pool)
+        return cls(pool, dsn)
 
     async def close(self) -> None:
         await self._pool.close()
@@ -110,39 +112,14 @@ class Store:
             )
         if extracted.kind is not EventKind.MESSAGE:
             return await self._ingest_annotation(extracted, raw)
-        env = extracted
         async with self._conn() as conn:
-            row = await conn.fetchrow(
-                q.INGEST_MESSAGE,
-                env.key.platform,
-                env.event_id,
-                message_key(env),
-                _jsonable(raw),
-                env.key.scope,
-                env.key.chat_id,
-                env.key.thread_id,
-                env.trigger.value,
-                _title(env.text),
-                env.sender.id,
-                env.sender.name,
-                env.message_id,
-                env.reply_to_id,
-                env.text,
-                env.target.to_json(),
-                env.command,
-                env.backfill,
-                env.sent_at,
-                _message_metadata(env),
-            )
-        if row is None:
-            return IngestResult(status="duplicate")
-        return IngestResult(
-            status="accepted",
-            session_id=row["session_id"],
-            message_id=row["id"],
-            seq_no=row["seq_no"],
-            turn_requested=row["trigger"] == "answer",
-        )
+            row = await conn.fetchrow(q.INGEST_MESSAGE, *ingest_message_args(extracted, raw))
+        return ingest_message_result(row)
+
+    def connection(self) -> AbstractAsyncContextManager[asyncpg.Connection]:
+        """A pooled connection, driver errors mapped to ``StoreError``: for store helpers that
+        run their own transaction (``session_store.batching``)."""
+        return self._conn()
 
     async def _ingest_annotation(
         self, env: Envelope, raw: Mapping[str, Any] | None
@@ -408,6 +385,45 @@ class Store:
     async def save_cursor(self, name: str, value: str) -> None:
         async with self._conn() as conn:
             await conn.execute(q.SAVE_CURSOR, name, value)
+
+
+def ingest_message_args(env: Envelope, raw: Mapping[str, Any] | None) -> tuple[Any, ...]:
+    """The parameters of ``queries.INGEST_MESSAGE`` for one message (shared with the batcher,
+    so batched and unbatched ingests store exactly the same row)."""
+    return (
+        env.key.platform,
+        env.event_id,
+        message_key(env),
+        _jsonable(raw),
+        env.key.scope,
+        env.key.chat_id,
+        env.key.thread_id,
+        env.trigger.value,
+        _title(env.text),
+        env.sender.id,
+        env.sender.name,
+        env.message_id,
+        env.reply_to_id,
+        env.text,
+        env.target.to_json(),
+        env.command,
+        env.backfill,
+        env.sent_at,
+        _message_metadata(env),
+    )
+
+
+def ingest_message_result(row: Mapping[str, Any] | None) -> IngestResult:
+    """What ``INGEST_MESSAGE`` returned, as the caller's result (no row: a duplicate)."""
+    if row is None:
+        return IngestResult(status="duplicate")
+    return IngestResult(
+        status="accepted",
+        session_id=row["session_id"],
+        message_id=row["id"],
+        seq_no=row["seq_no"],
+        turn_requested=row["trigger"] == "answer",
+    )
 
 
 def _title(text: str) -> str:

@@ -221,3 +221,39 @@ async def test_context_excludes_other_threads_even_with_identical_text(
     for turn in agent.turns:
         own = {m.content for m in turn.context if m.role == "user"}
         assert len(own) <= 3
+
+
+async def test_single_connection_ingress_runs_on_one_leader_and_fails_over(
+    database_url: str, sink: SinkServer
+) -> None:
+    class LeaderSink(SinkAdapter):
+        needs_leader = True
+        leader_name = "sink-test"
+
+        def __init__(self, url: str) -> None:
+            super().__init__(url)
+            self.running = False
+
+        async def start(self, intake: object) -> None:
+            await super().start(intake)  # type: ignore[arg-type]
+            self.running = True
+
+        async def stop(self) -> None:
+            self.running = False
+            await super().stop()
+
+    one, two = LeaderSink(sink.url), LeaderSink(sink.url)
+    first = running_gateway(database_url, adapters=[one], web_chat=False)
+    await first.__aenter__()
+    try:
+        await wait_for(lambda: one.running)
+        async with running_gateway(database_url, adapters=[two], web_chat=False):
+            await asyncio.sleep(1.5)  # longer than an election round: a second leader would start
+            assert (one.running, two.running) == (True, False)
+            await first.__aexit__(None, None, None)  # the leader stops (or dies)
+            first = None
+            await wait_for(lambda: two.running, timeout=10)
+            assert not one.running
+    finally:
+        if first is not None:
+            await first.__aexit__(None, None, None)

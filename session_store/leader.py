@@ -1,0 +1,73 @@
+"""Leader election with a PostgreSQL advisory lock, for ingress that must run on exactly one
+replica (Telegram long polling, the Mattermost websocket, Slack Socket Mode).
+
+The lock lives on a dedicated connection: it is held as long as that connection is, so a dead
+leader's lock is released by PostgreSQL itself when its connection drops."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+
+import asyncpg
+import structlog
+
+log = structlog.get_logger(__name__)
+
+
+def lock_key(name: str) -> int:
+    """A stable signed 64-bit advisory lock key for ``name``."""
+    return int.from_bytes(
+        hashlib.sha256(f"gateway-leader:{name}".encode()).digest()[:8], "big", signed=True
+    )
+
+
+class LeaderLock:
+    def __init__(self, dsn: str, name: str) -> None:
+        self._dsn = dsn
+        self._key = lock_key(name)
+        self._conn: asyncpg.Connection | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._conn is not None
+
+    async def try_acquire(self) -> bool:
+        if self._conn is not None:
+            return True
+        conn = await asyncpg.connect(self._dsn)
+        try:
+            got = bool(await conn.fetchval("SELECT pg_try_advisory_lock($1)", self._key))
+        except BaseException:
+            await conn.close()
+            raise
+        if not got:
+            await conn.close()
+            return False
+        self._conn = conn
+        return True
+
+    async def check(self) -> bool:
+        """Still the leader? False (and the lock forgotten) if the connection died."""
+        if self._conn is None:
+            return False
+        try:
+            await self._conn.fetchval("SELECT 1")
+            return True
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            log.warning("leader_connection_lost", error=str(exc))
+            with contextlib.suppress(Exception):
+                self._conn.terminate()
+            self._conn = None
+            return False
+
+    async def release(self) -> None:
+        if self._conn is None:
+            return
+        conn, self._conn = self._conn, None
+        try:
+            await conn.execute("SELECT pg_advisory_unlock($1)", self._key)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            pass  # closing the connection below releases it anyway
+        finally:
+            await conn.close()
