@@ -53,3 +53,14 @@ class DeliveryError(GatewayError):
 
 class AgentError(GatewayError):
     """The agent failed to produce an answer (timeout, connection error, 4xx/5xx)."""
+
+
+class RequestError(GatewayError):
+    """An operator or agent asked for something that cannot be done as asked: an unknown
+    record, a malformed cursor, a closed session. ``status`` is the HTTP status the admin API
+    answers with (4xx); MCP tools report the message as a tool error."""
+
+    def __init__(self, message: str, *, status: int = 422, title: str = "Invalid request") -> None:
+        super().__init__(message)
+        self.status = status
+        self.title = title

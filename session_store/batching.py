@@ -170,7 +170,7 @@ class IngestBatcher:
     async def _alone(self, item: _Item) -> None:
         try:
             result = await self._store.ingest(item.envelope, raw=item.raw)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - handed to its caller, as unbatched raises it
             if not item.future.done():
                 item.future.set_exception(exc)
             return
