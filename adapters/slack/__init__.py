@@ -1,0 +1,37 @@
+"""Slack: Events API (``POST /slack/events``) and Socket Mode in, ``chat.postMessage`` out.
+
+Threads are sessions: ``SessionKey("slack", team_id, channel, thread root ts)``; a top-level DM
+message belongs to the DM itself. ``extract.route`` holds the one rule; the facts are in
+``shared/spec/platforms.md`` §2.
+
+Deliberately not handled (platforms.md §2):
+
+* Interactivity and slash commands (Socket Mode ``interactive`` / ``slash_commands``
+  envelopes) are acked and recorded as ignored; ``/new`` and ``/help`` are plain message text
+  after the mention (or in a DM).
+* ``reply_broadcast`` on our own replies, ``chat.update`` (streamed edits), and Assistant
+  threads (``assistant.threads.setStatus``); ``typing`` is a no-op because bots have no typing
+  indicator over the Web API.
+* One bot token = one workspace identity. Events carrying another ``team_id`` (org-wide
+  installs) get their own sessions, but mentions are recognised by this token's bot user only.
+* File contents are not downloaded; attachments carry metadata and ``url_private`` only.
+* Ambiguous sends (timeout after the request left) are reported, not reconciled; each post
+  carries its idempotency key in message ``metadata`` so an operator or a later reconciler can
+  find it with ``conversations.replies``.
+* ``X-Slack-No-Retry`` is never sent: a failed store answers 500 so Slack retries.
+* Thread history on first contact needs the ``*:history`` scopes; without them (or when the
+  fetch exceeds its 1.5 s budget) the mention is stored without the backfill.
+"""
+
+from __future__ import annotations
+
+from adapters.slack.adapter import SlackAdapter
+from gateway.settings import Settings
+
+
+def create_adapter(settings: Settings) -> SlackAdapter:
+    """Build the adapter; no I/O until ``start`` (identity via ``auth.test``)."""
+    return SlackAdapter(settings)
+
+
+__all__ = ["SlackAdapter", "create_adapter"]

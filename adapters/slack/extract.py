@@ -1,0 +1,440 @@
+"""Pure extraction: a Slack Events API payload (dict) -> Envelope | Ignored | Rejected.
+
+No I/O here. Facts this module encodes (``shared/spec/platforms.md`` §0, §2):
+
+* The session of a channel message is its thread: ``(team_id, channel, thread_ts or ts)``. In a
+  DM (``channel_type == "im"``) the conversation is one session unless the message is a thread
+  reply. The reply always goes to the ROOT ``thread_ts``, never a reply's own ``ts`` (§2.5).
+* ``message_replied`` arrives over the Events API WITHOUT ``subtype`` but with ``hidden: true``
+  and no top-level ``user``/``text`` (§2.5, docs.slack.dev/reference/events/message/
+  message_replied); routing it by ``event.ts`` would invent a thread, so it is ignored.
+* Most bot messages no longer carry ``subtype: bot_message``; ``bot_id`` is the reliable marker
+  (§2.4, bolt's own comment in ``async_app.py``).
+* A mention may arrive twice, as ``app_mention`` and as ``message`` with different ``event_id``s
+  (§2.6); both produce the same ``message_id`` (the ``ts``) so the core's inbox stores it once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from gateway.domain import (
+    Attachment,
+    Envelope,
+    EventKind,
+    Extracted,
+    Ignored,
+    Rejected,
+    ReplyTarget,
+    Sender,
+    SessionKey,
+    Trigger,
+)
+
+PLATFORM = "slack"
+
+#: subtypes that are real messages a person wrote (§2.4: bolt's ``app.message()`` matcher keeps
+#: None/bot_message/thread_broadcast/file_share; ``me_message`` is a ``/me`` line).
+_CONVERSATIONAL_SUBTYPES = frozenset({"thread_broadcast", "file_share", "me_message"})
+_COMMANDS = {"/new": "new", "/help": "help"}
+_TS_RE = re.compile(r"^\d+\.\d+$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BotIdentity:
+    """Who the bot is, from ``auth.test``: ``user_id`` is what mentions name (``<@U…>``),
+    ``bot_id`` (``B…``) is what the bot's own posts carry."""
+
+    user_id: str
+    bot_id: str | None = None
+    team_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Policy:
+    """The settings extraction depends on (``SLACK_REQUIRE_MENTION``, ``GATEWAY_ANSWER_BOTS``)."""
+
+    require_mention: bool = False
+    answer_bots: bool = False
+
+
+# --- the one routing rule ---------------------------------------------------------------
+
+
+def route(
+    *,
+    team_id: str,
+    channel: str,
+    ts: str,
+    thread_ts: str | None,
+    is_dm: bool,
+) -> tuple[SessionKey, ReplyTarget]:
+    """Session key and reply target of a message, written once (platforms.md §0).
+
+    Channels: the thread root (``thread_ts or ts``) is both the session's thread and the
+    ``thread_ts`` to send with, so a top-level mention opens a thread under itself. DMs: a
+    top-level message belongs to the DM itself (reply in the DM, no thread); a DM thread reply
+    is its own session, answered in that thread.
+    """
+    thread: str | None = thread_ts if is_dm else (thread_ts or ts)
+    key = SessionKey(platform=PLATFORM, scope=team_id, chat_id=channel, thread_id=thread)
+    target = ReplyTarget(
+        platform=PLATFORM,
+        scope=team_id,
+        chat_id=channel,
+        thread_id=thread,
+        reply_to_message_id=ts,
+    )
+    return key, target
+
+
+# --- small pure helpers --------------------------------------------------------------------
+
+
+def ts_key(ts: str) -> Decimal:
+    """Slack ``ts`` strings order as decimals ("1.10" is after "1.9" only numerically)."""
+    try:
+        return Decimal(ts)
+    except InvalidOperation:
+        return Decimal(0)
+
+
+def mention_pattern(user_id: str) -> re.Pattern[str]:
+    # Slack encodes a user mention as <@U123> or, in older clients/payloads, <@U123|name>.
+    return re.compile(r"<@" + re.escape(user_id) + r"(?:\|[^>]*)?>")
+
+
+def is_dm_channel(channel: str, channel_type: object) -> bool:
+    """``channel_type`` is on ``message`` events; ``app_mention`` lacks it, and DM channel ids
+    start with ``D`` (and DMs never produce ``app_mention`` anyway, §2.6)."""
+    if isinstance(channel_type, str) and channel_type:
+        return channel_type == "im"
+    return channel.startswith("D")
+
+
+def strip_leading_mention(text: str, me: BotIdentity) -> str:
+    """Drop the ``<@BOT>`` that addresses the bot at the start; other mentions stay as written."""
+    match = mention_pattern(me.user_id).match(text.lstrip())
+    if match is None:
+        return text
+    return text.lstrip()[match.end() :].lstrip(" \t,:")
+
+
+def command_of(text: str) -> str | None:
+    return _COMMANDS.get(text.strip().lower())
+
+
+def backfill_root(envelope: Envelope) -> str | None:
+    """The thread root to fetch history for when a mention arrives inside an existing thread.
+
+    Only a human's addressed message that is a reply (its ``ts`` is not the root) qualifies; the
+    adapter fetches only if the core does not know the session yet.
+    """
+    root = envelope.key.thread_id
+    if (
+        envelope.kind is EventKind.MESSAGE
+        and not envelope.backfill
+        and envelope.trigger is Trigger.ALWAYS
+        and root is not None
+        and root != envelope.message_id
+    ):
+        return root
+    return None
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _sent_at(ts: str) -> datetime | None:
+    try:
+        return datetime.fromtimestamp(float(ts), tz=UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def _sender(message: Mapping[str, Any]) -> Sender:
+    user = _str(message.get("user"))
+    bot_id = _str(message.get("bot_id"))
+    is_bot = bot_id is not None or message.get("subtype") == "bot_message"
+    name: str | None = None
+    profile = message.get("user_profile")
+    if isinstance(profile, Mapping):
+        name = _str(profile.get("display_name")) or _str(profile.get("real_name"))
+    bot_profile = message.get("bot_profile")
+    if name is None and isinstance(bot_profile, Mapping):
+        name = _str(bot_profile.get("name"))
+    if name is None:
+        name = _str(message.get("username"))
+    return Sender(id=user or bot_id or "unknown", name=name, is_bot=is_bot)
+
+
+def _is_own(message: Mapping[str, Any], me: BotIdentity) -> bool:
+    user = _str(message.get("user"))
+    bot_id = _str(message.get("bot_id"))
+    return (user is not None and user == me.user_id) or (
+        bot_id is not None and me.bot_id is not None and bot_id == me.bot_id
+    )
+
+
+def _attachments(message: Mapping[str, Any]) -> tuple[Attachment, ...]:
+    files = message.get("files")
+    if not isinstance(files, list):
+        return ()
+    out: list[Attachment] = []
+    for item in files:
+        if not isinstance(item, Mapping):
+            continue
+        mime = _str(item.get("mimetype"))
+        size = item.get("size")
+        out.append(
+            Attachment(
+                kind="image" if mime is not None and mime.startswith("image/") else "file",
+                name=_str(item.get("name")) or _str(item.get("title")),
+                url=_str(item.get("url_private")),
+                mime_type=mime,
+                size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+            )
+        )
+    return tuple(out)
+
+
+# --- extraction ----------------------------------------------------------------------------
+
+
+def extract_event(payload: object, *, me: BotIdentity, policy: Policy) -> Extracted:
+    """One Events API body (HTTP) or Socket Mode ``events_api`` payload -> domain value."""
+    if not isinstance(payload, Mapping):
+        return Rejected(platform=PLATFORM, reason="payload is not a JSON object")
+    event_id = _str(payload.get("event_id"))
+    kind = payload.get("type")
+    if kind != "event_callback":
+        # url_verification is answered by the adapter; app_rate_limited and future envelope
+        # types are valid deliveries we do nothing with.
+        return Ignored(platform=PLATFORM, reason=f"envelope type {kind}", event_id=event_id)
+    event = payload.get("event")
+    if not isinstance(event, Mapping):
+        return Rejected(platform=PLATFORM, reason="event_callback without event", event_id=event_id)
+    # The outer team_id is the workspace the app is installed in; in shared channels the inner
+    # ``team`` may name the author's workspace, which must not split the session.
+    team_id = _str(payload.get("team_id")) or _str(event.get("team"))
+    if team_id is None:
+        return Rejected(platform=PLATFORM, reason="event without team_id", event_id=event_id)
+    event_type = event.get("type")
+    if event_type == "app_mention":
+        return _message(
+            event, team_id=team_id, event_id=event_id, me=me, policy=policy, is_app_mention=True
+        )
+    if event_type == "message":
+        return _message_event(event, team_id=team_id, event_id=event_id, me=me, policy=policy)
+    return Ignored(platform=PLATFORM, reason=f"event type {event_type}", event_id=event_id)
+
+
+def _message_event(
+    event: Mapping[str, Any],
+    *,
+    team_id: str,
+    event_id: str | None,
+    me: BotIdentity,
+    policy: Policy,
+) -> Extracted:
+    subtype = event.get("subtype")
+    # message_changed / message_deleted are themselves ``hidden``: handle them before the
+    # hidden check.
+    if subtype == "message_changed":
+        return _edit(event, team_id=team_id, event_id=event_id, me=me)
+    if subtype == "message_deleted":
+        return _delete(event, team_id=team_id, event_id=event_id, me=me)
+    if event.get("hidden") is True or subtype == "message_replied":
+        # message_replied arrives WITHOUT subtype over the Events API (platforms.md §2.5).
+        return Ignored(platform=PLATFORM, reason="hidden notification", event_id=event_id)
+    if subtype is not None and subtype != "bot_message" and subtype not in _CONVERSATIONAL_SUBTYPES:
+        return Ignored(platform=PLATFORM, reason=f"subtype {subtype}", event_id=event_id)
+    if _str(event.get("user")) is None and _str(event.get("bot_id")) is None:
+        # A notification shape without an author (same trap as message_replied): never route it.
+        return Ignored(platform=PLATFORM, reason="message without author", event_id=event_id)
+    return _message(
+        event, team_id=team_id, event_id=event_id, me=me, policy=policy, is_app_mention=False
+    )
+
+
+def _message(
+    event: Mapping[str, Any],
+    *,
+    team_id: str,
+    event_id: str | None,
+    me: BotIdentity,
+    policy: Policy,
+    is_app_mention: bool,
+) -> Extracted:
+    channel = _str(event.get("channel"))
+    ts = _str(event.get("ts"))
+    if channel is None or ts is None or not _TS_RE.match(ts):
+        return Rejected(
+            platform=PLATFORM, reason="message without channel or ts", event_id=event_id
+        )
+    if _is_own(event, me):
+        return Ignored(platform=PLATFORM, reason="own message", event_id=event_id)
+    thread_ts = _str(event.get("thread_ts"))
+    is_dm = is_dm_channel(channel, event.get("channel_type"))
+    key, target = route(team_id=team_id, channel=channel, ts=ts, thread_ts=thread_ts, is_dm=is_dm)
+    raw_text = event.get("text")
+    text = raw_text if isinstance(raw_text, str) else ""
+    sender = _sender(event)
+    mentioned = is_app_mention or mention_pattern(me.user_id).search(text) is not None
+    is_reply = thread_ts is not None and thread_ts != ts
+
+    if sender.is_bot and not policy.answer_bots:
+        trigger = Trigger.NEVER
+    elif is_dm or mentioned:
+        trigger = Trigger.ALWAYS
+    elif is_reply:
+        # The core answers a follow-up only if the bot already answered in this thread.
+        trigger = Trigger.NEVER if policy.require_mention else Trigger.IF_FOLLOWING
+    else:
+        trigger = Trigger.NEVER  # top-level channel chatter: context only
+
+    body = strip_leading_mention(text, me) if mentioned else text
+    command = command_of(body) if trigger is Trigger.ALWAYS else None
+    metadata: dict[str, Any] = {"channel_type": "im" if is_dm else _str(event.get("channel_type"))}
+    if _str(event.get("subtype")):
+        metadata["subtype"] = event["subtype"]
+    if mentioned:
+        metadata["mentioned"] = True
+    return Envelope(
+        key=key,
+        target=target,
+        message_id=ts,
+        text=body,
+        sender=sender,
+        event_id=event_id,
+        trigger=trigger,
+        command=command,
+        reply_to_id=thread_ts if is_reply else None,
+        attachments=_attachments(event),
+        sent_at=_sent_at(ts),
+        metadata=metadata,
+    )
+
+
+def _edit(
+    event: Mapping[str, Any], *, team_id: str, event_id: str | None, me: BotIdentity
+) -> Extracted:
+    inner = event.get("message")
+    channel = _str(event.get("channel"))
+    if not isinstance(inner, Mapping) or channel is None:
+        return Rejected(
+            platform=PLATFORM, reason="message_changed without message", event_id=event_id
+        )
+    ts = _str(inner.get("ts"))
+    if ts is None:
+        return Rejected(platform=PLATFORM, reason="message_changed without ts", event_id=event_id)
+    if _is_own(inner, me):
+        return Ignored(platform=PLATFORM, reason="own message edited", event_id=event_id)
+    previous = event.get("previous_message")
+    text = inner.get("text") if isinstance(inner.get("text"), str) else ""
+    if isinstance(previous, Mapping) and previous.get("text") == text:
+        # Unfurls and reply-count updates re-send the message unchanged: not an edit.
+        return Ignored(
+            platform=PLATFORM, reason="message_changed without text change", event_id=event_id
+        )
+    is_dm = is_dm_channel(channel, event.get("channel_type"))
+    key, target = route(
+        team_id=team_id, channel=channel, ts=ts, thread_ts=_str(inner.get("thread_ts")), is_dm=is_dm
+    )
+    return Envelope(
+        key=key,
+        target=target,
+        message_id=ts,
+        text=str(text),
+        sender=_sender(inner),
+        event_id=event_id,
+        kind=EventKind.EDIT,
+        trigger=Trigger.NEVER,  # never re-answer an edit blindly
+        sent_at=_sent_at(ts),
+        metadata={"edited_at": _str(event.get("ts"))},
+    )
+
+
+def _delete(
+    event: Mapping[str, Any], *, team_id: str, event_id: str | None, me: BotIdentity
+) -> Extracted:
+    channel = _str(event.get("channel"))
+    previous = event.get("previous_message")
+    previous = previous if isinstance(previous, Mapping) else {}
+    ts = _str(event.get("deleted_ts")) or _str(previous.get("ts"))
+    if channel is None or ts is None:
+        return Rejected(
+            platform=PLATFORM, reason="message_deleted without channel or ts", event_id=event_id
+        )
+    if _is_own(previous, me):
+        return Ignored(platform=PLATFORM, reason="own message deleted", event_id=event_id)
+    is_dm = is_dm_channel(channel, event.get("channel_type"))
+    key, target = route(
+        team_id=team_id,
+        channel=channel,
+        ts=ts,
+        thread_ts=_str(previous.get("thread_ts")),
+        is_dm=is_dm,
+    )
+    return Envelope(
+        key=key,
+        target=target,
+        message_id=ts,
+        text="",
+        sender=_sender(previous),
+        event_id=event_id,
+        kind=EventKind.DELETE,
+        trigger=Trigger.NEVER,
+        metadata={"deleted_at": _str(event.get("ts"))},
+    )
+
+
+def extract_history(
+    message: object,
+    *,
+    team_id: str,
+    channel: str,
+    is_dm: bool,
+    me: BotIdentity,
+) -> Envelope | Ignored:
+    """One ``conversations.replies`` message -> a backfill row (context only, never answered).
+
+    Backfill rows have no ``event_id`` (no delivery); the inbox dedupes them on ``ts``, so two
+    concurrent first contacts (app_mention + message) store the history once.
+    """
+    if not isinstance(message, Mapping):
+        return Ignored(platform=PLATFORM, reason="history item is not an object")
+    ts = _str(message.get("ts"))
+    subtype = message.get("subtype")
+    if ts is None or not _TS_RE.match(ts):
+        return Ignored(platform=PLATFORM, reason="history item without ts")
+    if subtype is not None and subtype != "bot_message" and subtype not in _CONVERSATIONAL_SUBTYPES:
+        return Ignored(platform=PLATFORM, reason=f"history subtype {subtype}")
+    if _is_own(message, me):
+        # Our own earlier posts are not user input; the core has no role for them here.
+        return Ignored(platform=PLATFORM, reason="own message")
+    if _str(message.get("user")) is None and _str(message.get("bot_id")) is None:
+        return Ignored(platform=PLATFORM, reason="history item without author")
+    thread_ts = _str(message.get("thread_ts"))
+    key, target = route(team_id=team_id, channel=channel, ts=ts, thread_ts=thread_ts, is_dm=is_dm)
+    text = message.get("text")
+    return Envelope(
+        key=key,
+        target=target,
+        message_id=ts,
+        text=text if isinstance(text, str) else "",
+        sender=_sender(message),
+        event_id=None,
+        trigger=Trigger.NEVER,
+        reply_to_id=thread_ts if thread_ts is not None and thread_ts != ts else None,
+        attachments=_attachments(message),
+        sent_at=_sent_at(ts),
+        backfill=True,
+        metadata={"backfill": True},
+    )

@@ -1,0 +1,164 @@
+"""Slack outbound: the raw ``chat.postMessage`` of one already-split part.
+
+Policy (retries, backoff, splitting, pacing) lives in the core; this module only sends once and
+translates every failure into ``DeliveryError`` in one function (``translate_error``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.slack.mrkdwn import markdown_to_mrkdwn
+from gateway.domain import ReplyTarget
+from gateway.errors import DeliveryError
+from gateway.ports import SendResult
+
+PLATFORM = "slack"
+
+#: Slack truncates past 40,000 characters and recommends staying under 4,000 (platforms.md
+#: §2.8); 3,900 leaves room for the escaping ``format`` adds.
+MAX_MESSAGE_LENGTH = 3900
+
+#: ``ok: false`` errors a retry cannot fix (the channel, membership or token is wrong).
+PERMANENT_ERRORS = frozenset(
+    {
+        "channel_not_found",
+        "not_in_channel",
+        "invalid_auth",
+        "not_authed",
+        "account_inactive",
+        "token_revoked",
+        "token_expired",
+        "no_permission",
+        "missing_scope",
+        "is_archived",
+        "msg_too_long",
+        "no_text",
+        "restricted_action",
+        "thread_not_found",
+        "invalid_thread_ts",
+        "invalid_arguments",
+        "invalid_blocks",
+        "ekm_access_denied",
+        "team_access_not_granted",
+    }
+)
+#: Slack's own words for these: "It's possible some aspect of the operation succeeded before
+#: the error was raised" — the post may exist, so a blind retry could double-post.
+AMBIGUOUS_ERRORS = frozenset({"internal_error", "fatal_error", "request_timeout"})
+RATE_LIMIT_ERRORS = frozenset({"ratelimited", "rate_limited"})
+_DEFAULT_RETRY_AFTER = 1.0
+
+
+def make_web_client(
+    *, token: str, base_url: str, timeout: int = 10, session: aiohttp.ClientSession | None = None
+) -> AsyncWebClient:
+    """The one Web API client: no retry handlers, because slack_sdk's default connection-error
+    retry could re-send a ``chat.postMessage`` that already landed (architecture invariant 3)."""
+    return AsyncWebClient(
+        token=token, base_url=base_url, timeout=timeout, retry_handlers=[], session=session
+    )
+
+
+def _retry_after(headers: Mapping[str, Any] | None) -> float:
+    if headers is None:
+        return _DEFAULT_RETRY_AFTER
+    for name in ("Retry-After", "retry-after"):
+        value = headers.get(name)
+        if value is not None:
+            try:
+                return max(0.0, float(value))
+            except (TypeError, ValueError):
+                break
+    return _DEFAULT_RETRY_AFTER
+
+
+def translate_error(exc: BaseException) -> DeliveryError:
+    """Every send failure, once, as a ``DeliveryError`` carrying what the core needs."""
+    if isinstance(exc, SlackApiError):
+        response = exc.response
+        status = getattr(response, "status_code", None)
+        data = getattr(response, "data", None)
+        error = data.get("error") if isinstance(data, Mapping) else None
+        error = error if isinstance(error, str) else f"http_{status}"
+        if status == 429 or error in RATE_LIMIT_ERRORS:
+            return DeliveryError(
+                f"slack {error}",
+                retry_after=_retry_after(getattr(response, "headers", None)),
+            )
+        if error in AMBIGUOUS_ERRORS:
+            return DeliveryError(f"slack {error}", ambiguous=True)
+        if isinstance(status, int) and status >= 500:
+            return DeliveryError(f"slack {error} (HTTP {status})")
+        if error in PERMANENT_ERRORS or status == 200:
+            # An ``ok: false`` answer is a decision about this request; resending it won't
+            # change the answer.
+            return DeliveryError(f"slack {error}", permanent=True)
+        return DeliveryError(f"slack {error} (HTTP {status})")
+    if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
+        # The request left; Slack may have posted it. The core records it as ambiguous.
+        return DeliveryError("slack request timed out", ambiguous=True)
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        # Never connected: nothing was posted, a retry is safe.
+        return DeliveryError(f"slack unreachable: {exc.__class__.__name__}")
+    if isinstance(exc, aiohttp.ClientError):
+        # Disconnected mid-request (ServerDisconnectedError, payload errors): may have landed.
+        return DeliveryError(f"slack connection failed: {exc.__class__.__name__}", ambiguous=True)
+    return DeliveryError(f"slack send failed: {exc.__class__.__name__}", ambiguous=True)
+
+
+class SlackTransport:
+    """``Transport`` for Slack. ``send`` posts once; it never retries by itself."""
+
+    platform = PLATFORM
+    max_message_length = MAX_MESSAGE_LENGTH
+    #: chat.postMessage has no idempotency key: a retry after an ambiguous failure can
+    #: double-post, so the core must not retry ambiguous sends blindly.
+    idempotent = False
+
+    def __init__(self, client: AsyncWebClient) -> None:
+        self.client = client
+
+    def measure(self, text: str) -> int:
+        # Slack's documented limits count characters (code points), not bytes or UTF-16 units.
+        return len(text)
+
+    def format(self, text: str) -> str:
+        return markdown_to_mrkdwn(text)
+
+    def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
+        # chat.postMessage: about one message per second per channel (platforms.md §2.8);
+        # other channels are not held back.
+        return [(f"channel:{target.scope}:{target.chat_id}", 1.0)]
+
+    async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
+        try:
+            response = await self.client.chat_postMessage(
+                channel=target.chat_id,
+                # Always the ROOT ts computed at ingest (never a reply's own ts); None = post
+                # in the channel/DM itself.
+                thread_ts=target.thread_id,
+                text=text,
+                # Recorded with the post so an ambiguous send can be reconciled by reading the
+                # thread (message metadata survives in conversations.replies).
+                metadata={
+                    "event_type": "gateway_reply",
+                    "event_payload": {"idempotency_key": idempotency_key},
+                },
+            )
+        except (TimeoutError, SlackApiError, aiohttp.ClientError) as exc:
+            raise translate_error(exc) from exc
+        ts = response.get("ts")
+        return SendResult(platform_message_id=ts if isinstance(ts, str) else None)
+
+    async def typing(self, target: ReplyTarget) -> None:
+        # Slack has no typing indicator for bots over the Web API (the RTM "typing" message is
+        # gone with RTM for new apps); the Assistant ``setStatus`` API only works in assistant
+        # threads. Deliberately a no-op.
+        return None

@@ -1,0 +1,900 @@
+"""A fake Slack on 127.0.0.1:<ephemeral port>, speaking the wire protocol (platforms.md §4.4).
+
+* Web API under ``/api/``: ``auth.test``, ``chat.postMessage``, ``conversations.replies``,
+  ``apps.connections.open`` — JSON, form or query parameters, Bearer token, Slack's envelope
+  (``{"ok": false, "error": …}`` with HTTP 200; 429 + ``Retry-After`` + ``ratelimited``).
+* A state model: channels (public, private, DM), messages with ``ts``, threads by root ``ts``;
+  the bot's posts are stored where ``thread_ts`` put them, and posts that name a thread root that
+  does not exist or a reply's own ``ts`` are recorded in ``thread_violations``.
+* Events API pusher: POSTs ``event_callback`` bodies to ``events_url``, signed ``v0`` over the
+  exact bytes sent, re-sent with ``X-Slack-Retry-Num``/``X-Slack-Retry-Reason`` on a non-2xx or
+  when the answer takes longer than ``http_ack_timeout`` (Slack's 3 s). A mention produces both
+  ``app_mention`` and ``message`` (both subscribed), each with its own ``event_id``.
+* Socket Mode: ``apps.connections.open`` hands out ``ws://127.0.0.1:<port>/link/?ticket=…``;
+  the socket gets ``hello``, then envelopes with ``retry_attempt``; acks are tracked by
+  ``envelope_id`` and an unacked envelope is redelivered; ``disconnect`` on demand.
+* Fault injection (``fail_next``) and a request recorder (``calls``).
+
+The "user side" (``user_posts``, ``user_edits``…) creates messages in the state model and
+emits the events Slack would; it returns once every delivery has been answered (HTTP) or acked
+(Socket Mode) or given up on, so a test can assert right after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import itertools
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import parse_qsl
+
+import aiohttp
+from aiohttp import web
+
+BOT_TOKEN = "xoxb-fake-bot-token"
+APP_TOKEN = "xapp-1-fake-app-token"
+SIGNING_SECRET = "fake-signing-secret"
+TEAM_ID = "T0FAKE"
+BOT_USER_ID = "U0BOT"
+BOT_ID = "B0BOT"
+APP_ID = "A0FAKE"
+HUMAN = "U0HUMAN"
+
+DEFAULT_SUBSCRIPTIONS = frozenset(
+    {"app_mention", "message.channels", "message.groups", "message.im", "message.mpim"}
+)
+_SUBSCRIPTION_OF_KIND = {
+    "channel": "message.channels",
+    "group": "message.groups",
+    "im": "message.im",
+    "mpim": "message.mpim",
+}
+
+
+async def wait_until(
+    predicate: Callable[[], bool], *, within: float = 5.0, what: str = "condition"
+) -> None:
+    """Poll ``predicate`` until it holds; fail with ``what`` after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within}s waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+# --- state model ------------------------------------------------------------------------------
+
+
+@dataclass
+class Message:
+    channel: str
+    ts: str
+    text: str
+    user: str | None = None
+    bot_id: str | None = None
+    thread_ts: str | None = None
+    subtype: str | None = None
+    metadata: Any = None
+    files: list[dict[str, Any]] | None = None
+
+    @property
+    def is_reply(self) -> bool:
+        return self.thread_ts is not None and self.thread_ts != self.ts
+
+
+@dataclass
+class Channel:
+    id: str
+    kind: Literal["channel", "group", "im", "mpim"] = "channel"
+    members: set[str] = field(default_factory=set)
+    messages: list[Message] = field(default_factory=list)
+
+    def find(self, ts: str) -> Message | None:
+        return next((m for m in self.messages if m.ts == ts), None)
+
+    def thread(self, root_ts: str) -> list[Message]:
+        """The root and its replies, oldest first (what conversations.replies returns)."""
+        found = [m for m in self.messages if m.ts == root_ts or m.thread_ts == root_ts]
+        return sorted(found, key=lambda m: float(m.ts))
+
+
+@dataclass
+class ApiCall:
+    method: str
+    http_method: str
+    headers: dict[str, str]
+    params: dict[str, Any]
+    status: int = 0
+    response: Any = None
+    at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class Attempt:
+    retry_num: int  # X-Slack-Retry-Num / retry_attempt sent with it
+    status: int | None  # None: timed out or connection failed (Socket Mode: not acked)
+    reason: str = ""  # X-Slack-Retry-Reason / retry_reason sent with it ("" on the first)
+
+
+@dataclass
+class Delivery:
+    """One event on its way to the app, over HTTP or Socket Mode, with every attempt."""
+
+    event_id: str
+    payload: dict[str, Any]
+    transport: str
+    attempts: list[Attempt] = field(default_factory=list)
+    body: bytes = b""  # the exact bytes signed and sent (HTTP)
+    envelope_id: str | None = None
+    acked: asyncio.Event = field(default_factory=asyncio.Event)
+    #: time.monotonic() of the first ack (Socket Mode), to check "ack after durable ingest"
+    acked_at: float | None = None
+    ack_count: int = 0
+
+    @property
+    def succeeded(self) -> bool:
+        if self.transport == "socket":
+            return self.acked.is_set()
+        return any(a.status is not None and 200 <= a.status < 300 for a in self.attempts)
+
+
+@dataclass
+class Posted:
+    """What ``user_posts`` did: the new message and the deliveries it caused."""
+
+    ts: str
+    message: Message
+    deliveries: list[Delivery]
+
+
+@dataclass
+class Fault:
+    error: str | None = None
+    status: int = 200
+    retry_after: float | None = None
+    delay: float = 0.0
+
+
+@dataclass
+class ThreadViolation:
+    channel: str
+    thread_ts: str
+    problem: str
+
+
+# --- the server -------------------------------------------------------------------------------
+
+
+class FakeSlack:
+    def __init__(
+        self,
+        *,
+        team_id: str = TEAM_ID,
+        bot_user_id: str = BOT_USER_ID,
+        bot_id: str = BOT_ID,
+        bot_token: str = BOT_TOKEN,
+        app_token: str = APP_TOKEN,
+        signing_secret: str = SIGNING_SECRET,
+        subscriptions: Iterable[str] = DEFAULT_SUBSCRIPTIONS,
+    ) -> None:
+        self.team_id = team_id
+        self.bot_user_id = bot_user_id
+        self.bot_id = bot_id
+        self.bot_token = bot_token
+        self.app_token = app_token
+        self.signing_secret = signing_secret
+        self.subscriptions = set(subscriptions)
+        #: where Events API bodies go (the gateway's ``/slack/events``); None = not delivered
+        self.events_url: str | None = None
+        #: "http" (Events API), "socket" (Socket Mode) or "none" (events only recorded)
+        self.mode: Literal["http", "socket", "none"] = "http"
+        #: Slack waits 3 s for the 2xx (platforms.md §2.3); tests may shorten it
+        self.http_ack_timeout = 3.0
+        #: Slack retries ~immediately, after 1 min, after 5 min; tests use short delays
+        self.http_retry_delays: tuple[float, ...] = (0.0, 0.05, 0.1)
+        self.socket_ack_timeout = 3.0
+        self.socket_max_retries = 3
+        #: deliver the app_mention and the message of one post at the same time
+        self.concurrent_mention_events = False
+        #: also emit the hidden ``message_replied`` notification (WITHOUT subtype, as the
+        #: Events API really sends it, platforms.md §2.5) when someone replies in a thread
+        self.emit_message_replied = False
+        #: the bot's own posts come back as ``message`` events (message.* subscriptions do)
+        self.echo_bot_messages = True
+
+        self.channels: dict[str, Channel] = {}
+        self.calls: list[ApiCall] = []
+        self.deliveries: list[Delivery] = []
+        self.thread_violations: list[ThreadViolation] = []
+        self.socket_connections = 0
+        self._faults: dict[str, list[Fault]] = {}
+        self._ts_counter = itertools.count(1)
+        self._ts_base = int(time.time()) - 1000
+        self._sockets: list[web.WebSocketResponse] = []
+        self._pending_acks: dict[str, Delivery] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._stopping = False
+        self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self.port = 0
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/api/{method}", self._api)
+        app.router.add_get("/link/", self._socket_link)
+        self._runner = web.AppRunner(app, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])
+        self._session = aiohttp.ClientSession()
+
+    async def stop(self) -> None:
+        self._stopping = True  # late handlers (delay faults) must not start new deliveries
+        for ws in list(self._sockets):
+            await ws.close()
+        if self._runner is not None:
+            await self._runner.cleanup()  # lets in-flight API handlers finish
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._session is not None:
+            await self._session.close()
+
+    async def __aenter__(self) -> FakeSlack:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @property
+    def api_url(self) -> str:
+        """What ``SLACK_API_BASE_URL`` should be."""
+        return f"http://127.0.0.1:{self.port}/api/"
+
+    def _spawn(self, coro: Awaitable[Any], *, name: str) -> asyncio.Task[Any]:
+        async def run() -> Any:
+            return await coro
+
+        task = asyncio.create_task(run(), name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # --- state helpers --------------------------------------------------------------------
+
+    def add_channel(
+        self,
+        channel_id: str,
+        *,
+        kind: Literal["channel", "group", "im", "mpim"] = "channel",
+        members: Iterable[str] = (HUMAN,),
+        bot_member: bool = True,
+    ) -> Channel:
+        members_set = set(members)
+        if bot_member:
+            members_set.add(self.bot_user_id)
+        channel = Channel(id=channel_id, kind=kind, members=members_set)
+        self.channels[channel_id] = channel
+        return channel
+
+    def next_ts(self) -> str:
+        n = next(self._ts_counter)
+        return f"{self._ts_base + n}.{n:06d}"
+
+    def bot_posts(self, channel: str | None = None) -> list[Message]:
+        channels = [self.channels[channel]] if channel else list(self.channels.values())
+        return [m for ch in channels for m in ch.messages if m.user == self.bot_user_id]
+
+    def calls_to(self, method: str) -> list[ApiCall]:
+        return [c for c in self.calls if c.method == method]
+
+    def fail_next(
+        self,
+        method: str,
+        *,
+        error: str | None = None,
+        status: int = 200,
+        retry_after: float | None = None,
+        delay: float = 0.0,
+        times: int = 1,
+    ) -> None:
+        """The next ``times`` calls to ``method`` fail: ``status=429`` -> ratelimited with
+        ``Retry-After``; ``error`` -> ``{"ok": false, "error": error}``; ``delay`` -> answer late
+        (combine with no error to make a slow success)."""
+        fault = Fault(error=error, status=status, retry_after=retry_after, delay=delay)
+        self._faults.setdefault(method, []).extend([fault] * times)
+
+    # --- Web API ------------------------------------------------------------------------------
+
+    async def _params(self, request: web.Request) -> dict[str, Any]:
+        params: dict[str, Any] = dict(request.query)
+        if request.method == "POST" and request.can_read_body:
+            raw = await request.read()
+            ctype = request.content_type
+            if ctype == "application/json":
+                body = json.loads(raw or b"{}")
+                if isinstance(body, dict):
+                    params.update(body)
+            elif raw:
+                params.update(dict(parse_qsl(raw.decode("utf-8"), keep_blank_values=True)))
+        return params
+
+    @staticmethod
+    def _token(request: web.Request, params: Mapping[str, Any]) -> str | None:
+        auth = request.headers.get("Authorization", "")
+        if auth.startswith("Bearer "):
+            return auth[len("Bearer ") :]
+        token = params.get("token")
+        return str(token) if token else None
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        params = await self._params(request)
+        call = ApiCall(
+            method=method,
+            http_method=request.method,
+            headers=dict(request.headers),
+            params=params,
+        )
+        self.calls.append(call)
+        response = await self._dispatch_api(method, request, params)
+        call.status = response.status
+        call.response = json.loads(response.body) if isinstance(response.body, bytes) else None
+        return response
+
+    async def _dispatch_api(
+        self, method: str, request: web.Request, params: dict[str, Any]
+    ) -> web.Response:
+        token = self._token(request, params)
+        faults = self._faults.get(method)
+        if faults:
+            fault = faults.pop(0)
+            if fault.delay:
+                await asyncio.sleep(fault.delay)
+            if fault.status == 429:
+                return web.json_response(
+                    {"ok": False, "error": "ratelimited"},
+                    status=429,
+                    headers={"Retry-After": str(int(fault.retry_after or 1))},
+                )
+            if fault.error is not None or fault.status != 200:
+                return web.json_response(
+                    {"ok": False, "error": fault.error or "internal_error"}, status=fault.status
+                )
+        if method == "apps.connections.open":
+            if token != self.app_token:
+                return _error("invalid_auth")
+            ticket = uuid.uuid4().hex
+            return web.json_response(
+                {"ok": True, "url": f"ws://127.0.0.1:{self.port}/link/?ticket={ticket}"}
+            )
+        if token != self.bot_token:
+            return _error("invalid_auth" if token else "not_authed")
+        if method == "auth.test":
+            return web.json_response(
+                {
+                    "ok": True,
+                    "url": "https://fake.slack.test/",
+                    "team": "Fake Team",
+                    "user": "gatewaybot",
+                    "team_id": self.team_id,
+                    "user_id": self.bot_user_id,
+                    "bot_id": self.bot_id,
+                    "is_enterprise_install": False,
+                }
+            )
+        if method == "chat.postMessage":
+            return self._post_message(params)
+        if method == "conversations.replies":
+            return self._replies(params)
+        return _error("unknown_method", status=404)
+
+    def _post_message(self, params: Mapping[str, Any]) -> web.Response:
+        channel = self.channels.get(str(params.get("channel", "")))
+        if channel is None:
+            return _error("channel_not_found")
+        if self.bot_user_id not in channel.members:
+            return _error("not_in_channel")
+        text = params.get("text")
+        if not isinstance(text, str) or not text:
+            return _error("no_text")
+        thread_ts = params.get("thread_ts") or None
+        if thread_ts is not None:
+            thread_ts = str(thread_ts)
+            parent = channel.find(thread_ts)
+            if parent is None:
+                self.thread_violations.append(
+                    ThreadViolation(channel.id, thread_ts, "thread root does not exist")
+                )
+            elif parent.is_reply:
+                # Slack's docs: "Avoid using a reply's ts value; use its parent instead."
+                self.thread_violations.append(
+                    ThreadViolation(channel.id, thread_ts, "thread_ts is a reply's own ts")
+                )
+        metadata = params.get("metadata")
+        if isinstance(metadata, str):
+            metadata = json.loads(metadata)
+        message = Message(
+            channel=channel.id,
+            ts=self.next_ts(),
+            text=text,
+            user=self.bot_user_id,
+            bot_id=self.bot_id,
+            thread_ts=thread_ts,
+            metadata=metadata,
+        )
+        channel.messages.append(message)
+        if self.echo_bot_messages and not self._stopping:
+            payloads = self._message_events(channel, message, mentions=False)
+            if payloads:
+                self._spawn(self._deliver_all(payloads), name=f"echo-{message.ts}")
+        return web.json_response(
+            {
+                "ok": True,
+                "channel": channel.id,
+                "ts": message.ts,
+                "message": self._api_message(message, channel),
+            }
+        )
+
+    def _replies(self, params: Mapping[str, Any]) -> web.Response:
+        channel = self.channels.get(str(params.get("channel", "")))
+        if channel is None:
+            return _error("channel_not_found")
+        root = str(params.get("ts", ""))
+        if channel.find(root) is None:
+            return _error("thread_not_found")
+        thread = channel.thread(root)
+        limit = int(params.get("limit") or 1000)
+        start = int(str(params.get("cursor") or "0").removeprefix("page:") or 0)
+        page = thread[start : start + limit]
+        more = start + limit < len(thread)
+        return web.json_response(
+            {
+                "ok": True,
+                "messages": [self._api_message(m, channel) for m in page],
+                "has_more": more,
+                "response_metadata": {"next_cursor": f"page:{start + limit}" if more else ""},
+            }
+        )
+
+    def _api_message(self, message: Message, channel: Channel) -> dict[str, Any]:
+        data: dict[str, Any] = {"type": "message", "text": message.text, "ts": message.ts}
+        if message.user:
+            data["user"] = message.user
+        if message.bot_id:
+            data["bot_id"] = message.bot_id
+            data["app_id"] = APP_ID
+        if message.subtype:
+            data["subtype"] = message.subtype
+        if message.metadata is not None:
+            data["metadata"] = message.metadata
+        if message.files:
+            data["files"] = message.files
+        replies = [m for m in channel.messages if m.thread_ts == message.ts and m is not message]
+        if replies:
+            data["thread_ts"] = message.ts
+            data["reply_count"] = len(replies)
+            data["latest_reply"] = replies[-1].ts
+        elif message.thread_ts:
+            data["thread_ts"] = message.thread_ts
+            parent = channel.find(message.thread_ts)
+            if parent is not None and parent.user:
+                data["parent_user_id"] = parent.user
+        data["team"] = self.team_id
+        return data
+
+    # --- events ---------------------------------------------------------------------------
+
+    def wrap(self, event: dict[str, Any]) -> dict[str, Any]:
+        """An ``event_callback`` body exactly as the Events API sends it."""
+        event_type = event.get("type", "message")
+        return {
+            "token": "verification-token",
+            "team_id": self.team_id,
+            "api_app_id": APP_ID,
+            "event": event,
+            "type": "event_callback",
+            "event_id": "Ev" + uuid.uuid4().hex[:10].upper(),
+            "event_time": int(time.time()),
+            "authorizations": [
+                {
+                    "enterprise_id": None,
+                    "team_id": self.team_id,
+                    "user_id": self.bot_user_id,
+                    "is_bot": True,
+                    "is_enterprise_install": False,
+                }
+            ],
+            "is_ext_shared_channel": False,
+            "event_context": f"4-{event_type}-{self.team_id}-{event.get('channel', '')}",
+        }
+
+    def _message_events(
+        self, channel: Channel, message: Message, *, mentions: bool = True
+    ) -> list[dict[str, Any]]:
+        """The event bodies one new message produces, given the subscriptions."""
+        payloads: list[dict[str, Any]] = []
+        base: dict[str, Any] = {
+            "type": "message",
+            "text": message.text,
+            "ts": message.ts,
+            "channel": channel.id,
+            "event_ts": message.ts,
+            "team": self.team_id,
+        }
+        if message.user:
+            base["user"] = message.user
+        if message.bot_id:
+            base["bot_id"] = message.bot_id
+            base["app_id"] = APP_ID
+            base["bot_profile"] = {"id": message.bot_id, "name": "some bot", "app_id": APP_ID}
+        if message.thread_ts:
+            base["thread_ts"] = message.thread_ts
+            parent = channel.find(message.thread_ts)
+            if parent is not None and parent.user:
+                base["parent_user_id"] = parent.user
+        if message.files:
+            base["files"] = message.files
+        if not message.bot_id:
+            base["client_msg_id"] = str(uuid.uuid4())
+        mentioned = f"<@{self.bot_user_id}>" in message.text
+        if (
+            mentions
+            and mentioned
+            and channel.kind != "im"  # DMs never produce app_mention (platforms.md §2.6)
+            and "app_mention" in self.subscriptions
+        ):
+            mention = {k: v for k, v in base.items() if k != "channel_type"}
+            mention["type"] = "app_mention"
+            payloads.append(self.wrap(mention))
+        if _SUBSCRIPTION_OF_KIND[channel.kind] in self.subscriptions:
+            event = dict(base)
+            if message.subtype:
+                event["subtype"] = message.subtype
+            event["channel_type"] = channel.kind
+            payloads.append(self.wrap(event))
+            if self.emit_message_replied and message.is_reply:
+                parent = channel.find(message.thread_ts or "")
+                if parent is not None:
+                    payloads.append(self.wrap(self._message_replied(channel, parent, message)))
+        return payloads
+
+    def _message_replied(self, channel: Channel, parent: Message, reply: Message) -> dict[str, Any]:
+        ts = self.next_ts()
+        # Over the Events API this notification carries NO subtype (docs.slack.dev/reference/
+        # events/message/message_replied), only hidden: true and the parent as ``message``.
+        return {
+            "type": "message",
+            "message": {
+                "type": "message",
+                "user": parent.user,
+                "text": parent.text,
+                "thread_ts": parent.ts,
+                "reply_count": len(channel.thread(parent.ts)) - 1,
+                "replies": [{"user": reply.user, "ts": reply.ts}],
+                "ts": parent.ts,
+            },
+            "hidden": True,
+            "channel": channel.id,
+            "event_ts": ts,
+            "ts": ts,
+            "channel_type": channel.kind,
+        }
+
+    # --- the user side ------------------------------------------------------------------------
+
+    async def user_posts(
+        self,
+        channel: str,
+        text: str,
+        *,
+        user: str = HUMAN,
+        thread_ts: str | None = None,
+        subtype: str | None = None,
+        files: list[dict[str, Any]] | None = None,
+    ) -> Posted:
+        ch = self.channels[channel]
+        message = Message(
+            channel=channel,
+            ts=self.next_ts(),
+            text=text,
+            user=user,
+            thread_ts=thread_ts,
+            subtype=subtype,
+            files=files,
+        )
+        ch.messages.append(message)
+        deliveries = await self._deliver_all(self._message_events(ch, message))
+        return Posted(ts=message.ts, message=message, deliveries=deliveries)
+
+    async def other_bot_posts(
+        self, channel: str, text: str, *, bot_id: str = "B0OTHER", thread_ts: str | None = None
+    ) -> Posted:
+        ch = self.channels[channel]
+        message = Message(
+            channel=channel,
+            ts=self.next_ts(),
+            text=text,
+            user="U0OTHERBOT",
+            bot_id=bot_id,
+            thread_ts=thread_ts,
+        )
+        ch.messages.append(message)
+        deliveries = await self._deliver_all(self._message_events(ch, message))
+        return Posted(ts=message.ts, message=message, deliveries=deliveries)
+
+    async def user_edits(self, channel: str, ts: str, text: str) -> list[Delivery]:
+        ch = self.channels[channel]
+        message = ch.find(ts)
+        assert message is not None, f"no message {ts} in {channel}"
+        previous = self._api_message(message, ch)
+        message.text = text
+        edited_at = self.next_ts()
+        event = {
+            "type": "message",
+            "subtype": "message_changed",
+            "hidden": True,
+            "message": {
+                **self._api_message(message, ch),
+                "edited": {"user": message.user, "ts": edited_at},
+            },
+            "previous_message": previous,
+            "channel": channel,
+            "channel_type": ch.kind,
+            "event_ts": edited_at,
+            "ts": edited_at,
+        }
+        return await self._deliver_all([self.wrap(event)])
+
+    async def user_deletes(self, channel: str, ts: str) -> list[Delivery]:
+        ch = self.channels[channel]
+        message = ch.find(ts)
+        assert message is not None, f"no message {ts} in {channel}"
+        previous = self._api_message(message, ch)
+        ch.messages.remove(message)
+        deleted_at = self.next_ts()
+        event = {
+            "type": "message",
+            "subtype": "message_deleted",
+            "hidden": True,
+            "deleted_ts": ts,
+            "previous_message": previous,
+            "channel": channel,
+            "channel_type": ch.kind,
+            "event_ts": deleted_at,
+            "ts": deleted_at,
+        }
+        return await self._deliver_all([self.wrap(event)])
+
+    async def user_joins(self, channel: str, user: str = HUMAN) -> list[Delivery]:
+        ch = self.channels[channel]
+        ch.members.add(user)
+        ts = self.next_ts()
+        event = {
+            "type": "message",
+            "subtype": "channel_join",
+            "user": user,
+            "text": f"<@{user}> has joined the channel",
+            "ts": ts,
+            "event_ts": ts,
+            "channel": channel,
+            "channel_type": ch.kind,
+        }
+        ch.messages.append(
+            Message(channel=channel, ts=ts, text=event["text"], user=user, subtype="channel_join")
+        )
+        return await self._deliver_all([self.wrap(event)])
+
+    def seed_thread(
+        self,
+        channel: str,
+        texts: Iterable[tuple[str, str]],
+        *,
+        root_text: str,
+        root_user: str = HUMAN,
+    ) -> tuple[str, list[str]]:
+        """A thread that existed before the app saw it (no events): returns (root, reply ts)."""
+        ch = self.channels[channel]
+        root = Message(channel=channel, ts=self.next_ts(), text=root_text, user=root_user)
+        ch.messages.append(root)
+        replies = []
+        for user, text in texts:
+            reply = Message(
+                channel=channel, ts=self.next_ts(), text=text, user=user, thread_ts=root.ts
+            )
+            ch.messages.append(reply)
+            replies.append(reply.ts)
+        return root.ts, replies
+
+    # --- delivery ---------------------------------------------------------------------------
+
+    async def _deliver_all(self, payloads: list[dict[str, Any]]) -> list[Delivery]:
+        if self.concurrent_mention_events and len(payloads) > 1:
+            return list(await asyncio.gather(*(self.deliver(p) for p in payloads)))
+        return [await self.deliver(p) for p in payloads]
+
+    async def deliver(
+        self, payload: dict[str, Any], *, envelope_type: str = "events_api"
+    ) -> Delivery:
+        """Send one body the way the configured mode does; returns when answered/acked.
+        ``envelope_type`` is the Socket Mode envelope type (``slash_commands``, ...)."""
+        transport = self.mode
+        delivery = Delivery(
+            event_id=str(payload.get("event_id", "")), payload=payload, transport=transport
+        )
+        self.deliveries.append(delivery)
+        if transport == "http" and self.events_url is not None:
+            await self._deliver_http(delivery)
+        elif transport == "socket":
+            await self._deliver_socket(delivery, envelope_type)
+        return delivery
+
+    def sign(self, body: bytes, *, timestamp: int | None = None) -> dict[str, str]:
+        """``X-Slack-Signature`` v0 over exactly these bytes (platforms.md §2.2)."""
+        ts = str(int(time.time()) if timestamp is None else timestamp)
+        base = b"v0:" + ts.encode() + b":" + body
+        digest = hmac.new(self.signing_secret.encode(), base, hashlib.sha256).hexdigest()
+        return {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": f"v0={digest}"}
+
+    async def post_raw(
+        self, body: bytes, headers: Mapping[str, str] | None = None
+    ) -> tuple[int, bytes]:
+        """One unsigned-unless-you-sign-it POST to ``events_url`` (for signature tests)."""
+        assert self._session is not None and self.events_url is not None
+        async with self._session.post(
+            self.events_url,
+            data=body,
+            headers={"Content-Type": "application/json", **(headers or {})},
+        ) as resp:
+            return resp.status, await resp.read()
+
+    async def resend(self, delivery: Delivery, *, reason: str = "http_timeout") -> None:
+        """Deliver the same event again, as Slack does when it never saw (or lost) the 2xx or
+        the ack: same bytes and ``event_id``, the next ``X-Slack-Retry-Num`` /
+        ``retry_attempt``."""
+        retry_num = len(delivery.attempts)
+        if delivery.transport == "http":
+            await self._post_attempt(delivery, retry_num, reason)
+        else:
+            assert delivery.envelope_id is not None
+            await self._send_envelope(delivery, "events_api", retry_num, reason)
+
+    async def _deliver_http(self, delivery: Delivery) -> None:
+        delivery.body = json.dumps(delivery.payload).encode()
+        reason = ""
+        for retry_num in range(len(self.http_retry_delays) + 1):
+            if retry_num:
+                await asyncio.sleep(self.http_retry_delays[retry_num - 1])
+            status, no_retry, reason = await self._post_attempt(delivery, retry_num, reason)
+            if status is not None and (200 <= status < 300 or no_retry):
+                return
+
+    async def _post_attempt(
+        self, delivery: Delivery, retry_num: int, reason: str
+    ) -> tuple[int | None, bool, str]:
+        """One signed POST; ``reason`` explains why this is a retry. Returns the status (None
+        if it timed out or failed to connect), ``X-Slack-No-Retry``, and why it failed."""
+        assert self._session is not None and self.events_url is not None
+        headers = {"Content-Type": "application/json", **self.sign(delivery.body)}
+        if retry_num:
+            headers["X-Slack-Retry-Num"] = str(retry_num)
+            headers["X-Slack-Retry-Reason"] = reason
+        status: int | None = None
+        no_retry = False
+        failure = "http_error"
+        try:
+            async with self._session.post(
+                self.events_url,
+                data=delivery.body,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=self.http_ack_timeout),
+            ) as resp:
+                await resp.read()
+                status = resp.status
+                no_retry = resp.headers.get("X-Slack-No-Retry") == "1"
+        except TimeoutError:
+            failure = "http_timeout"
+        except aiohttp.ClientConnectionError:
+            failure = "connection_failed"
+        delivery.attempts.append(Attempt(retry_num=retry_num, status=status, reason=reason))
+        return status, no_retry, failure
+
+    # --- Socket Mode ----------------------------------------------------------------------------
+
+    async def _socket_link(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        self._sockets.append(ws)
+        self.socket_connections += 1
+        await ws.send_str(
+            json.dumps(
+                {
+                    "type": "hello",
+                    "num_connections": len(self._sockets),
+                    "debug_info": {
+                        "host": "applink-fake",
+                        "build_number": 1,
+                        "approximate_connection_time": 18060,
+                    },
+                    "connection_info": {"app_id": APP_ID},
+                }
+            )
+        )
+        try:
+            async for msg in ws:
+                if msg.type != aiohttp.WSMsgType.TEXT:
+                    continue
+                data = json.loads(msg.data)
+                envelope_id = data.get("envelope_id") if isinstance(data, dict) else None
+                delivery = self._pending_acks.get(str(envelope_id))
+                if delivery is not None:
+                    delivery.ack_count += 1
+                    if delivery.acked_at is None:
+                        delivery.acked_at = time.monotonic()
+                    delivery.acked.set()
+        finally:
+            self._sockets.remove(ws)
+        return ws
+
+    def open_sockets(self) -> list[web.WebSocketResponse]:
+        return [ws for ws in self._sockets if not ws.closed]
+
+    async def disconnect_sockets(self, reason: str = "refresh_requested") -> None:
+        """Slack's ``disconnect`` message: the client must reconnect to a new URL."""
+        for ws in self.open_sockets():
+            await ws.send_str(
+                json.dumps({"type": "disconnect", "reason": reason, "debug_info": {"host": "fake"}})
+            )
+
+    async def _deliver_socket(self, delivery: Delivery, envelope_type: str) -> None:
+        envelope_id = str(uuid.uuid4())
+        delivery.envelope_id = envelope_id
+        self._pending_acks[envelope_id] = delivery
+        for attempt in range(self.socket_max_retries + 1):
+            if await self._send_envelope(delivery, envelope_type, attempt, "timeout"):
+                return
+
+    async def _send_envelope(
+        self, delivery: Delivery, envelope_type: str, attempt: int, reason: str
+    ) -> bool:
+        await wait_until(lambda: bool(self.open_sockets()), what="a Socket Mode connection")
+        ws = self.open_sockets()[-1]
+        retry_reason = reason if attempt else ""
+        envelope = {
+            "envelope_id": delivery.envelope_id,
+            "payload": delivery.payload,
+            "type": envelope_type,
+            "accepts_response_payload": envelope_type != "events_api",
+            "retry_attempt": attempt,
+            "retry_reason": retry_reason,
+        }
+        acks_before = delivery.ack_count
+        await ws.send_str(json.dumps(envelope))
+        try:
+            await wait_until(
+                lambda: delivery.ack_count > acks_before,
+                within=self.socket_ack_timeout,
+                what=f"ack of {delivery.envelope_id}",
+            )
+        except AssertionError:
+            delivery.attempts.append(Attempt(attempt, None, retry_reason))
+            return False
+        delivery.attempts.append(Attempt(attempt, 200, retry_reason))
+        return True
+
+
+def _error(error: str, *, status: int = 200) -> web.Response:
+    # Slack answers most errors with HTTP 200 and ok: false.
+    return web.json_response({"ok": False, "error": error}, status=status)
