@@ -10,6 +10,7 @@ import structlog
 
 from gateway.domain import Envelope, Extracted, SessionKey
 from gateway.hub import Broadcast, Signal
+from gateway.leadership import LeaderElection
 from gateway.metrics import Metrics
 from gateway.ports import IngestOutcome
 from session_store.store import Store
@@ -24,8 +25,16 @@ def live_topic(key: SessionKey) -> str:
 
 class CoreIntake:
     def __init__(
-        self, store: Store, *, metrics: Metrics, turn_wake: Signal, live: Broadcast
+        self,
+        store: Store,
+        *,
+        metrics: Metrics,
+        turn_wake: Signal,
+        live: Broadcast,
+        leader_interval: float = 5.0,
     ) -> None:
+        #: leader election for single-connection ingress (see ``gateway.leadership``)
+        self.election = LeaderElection(store.dsn, interval=leader_interval)
         self._store = store
         self._metrics = metrics
         self._turn_wake = turn_wake

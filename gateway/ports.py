@@ -80,10 +80,9 @@ class Transport(Protocol):
 class PlatformAdapter(Protocol):
     """One surface: receives events into ``Intake`` and owns the ``Transport`` for replies.
 
-    An adapter whose ingress must run on exactly one replica (long polling, a websocket,
-    Socket Mode) sets ``needs_leader = True`` (and optionally ``leader_name``, e.g. per bot);
-    the runtime then starts it only while this process holds that leader lock, and stops it
-    if the lock is lost. Its transport (sending) works on every replica regardless.
+    An adapter whose ingress must run on exactly one replica (long polling, a websocket)
+    wraps that receive loop in ``gateway.leadership.run_as_leader``; its transport keeps
+    sending on every replica.
     """
 
     # read-only in the protocol so an adapter may narrow it to its own transport class

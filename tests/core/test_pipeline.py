@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import pytest
 
 from gateway.agents import Turn
 from gateway.domain import Reply
+from gateway.leadership import run_as_leader
 from tests.plugins.sink import SinkAdapter
 from tests.plugins.sink_server import SinkServer
 from tests.support import running_gateway, wait_for
@@ -226,34 +228,46 @@ async def test_context_excludes_other_threads_even_with_identical_text(
 async def test_single_connection_ingress_runs_on_one_leader_and_fails_over(
     database_url: str, sink: SinkServer
 ) -> None:
-    class LeaderSink(SinkAdapter):
-        needs_leader = True
-        leader_name = "sink-test"
+    class PollingSink(SinkAdapter):
+        """Stands for a long-polling surface: its receive loop must run on one replica."""
 
         def __init__(self, url: str) -> None:
             super().__init__(url)
-            self.running = False
+            self.polling = False
+            self._loop: asyncio.Task[None] | None = None
 
-        async def start(self, intake: object) -> None:
-            await super().start(intake)  # type: ignore[arg-type]
-            self.running = True
+        async def start(self, intake: Any) -> None:
+            await super().start(intake)
+            self._loop = asyncio.create_task(run_as_leader(intake, "sink-poller", self._poll))
+
+        async def _poll(self) -> None:
+            self.polling = True
+            try:
+                await asyncio.Event().wait()
+            finally:
+                self.polling = False
 
         async def stop(self) -> None:
-            self.running = False
+            if self._loop is not None:
+                self._loop.cancel()
+                await asyncio.gather(self._loop, return_exceptions=True)
             await super().stop()
 
-    one, two = LeaderSink(sink.url), LeaderSink(sink.url)
+    one, two = PollingSink(sink.url), PollingSink(sink.url)
     first = running_gateway(database_url, adapters=[one], web_chat=False)
     await first.__aenter__()
     try:
-        await wait_for(lambda: one.running)
+        await wait_for(lambda: one.polling)
         async with running_gateway(database_url, adapters=[two], web_chat=False):
             await asyncio.sleep(1.5)  # longer than an election round: a second leader would start
-            assert (one.running, two.running) == (True, False)
+            assert (one.polling, two.polling) == (True, False)
+            # the follower still takes webhook-style ingress and its replies are delivered
+            await two.submit({"chat": "c", "thread": "F", "id": "f1", "text": "from follower"})
+            await wait_for(lambda: sink.texts_in("c", "F") == ["echo: from follower"])
             await first.__aexit__(None, None, None)  # the leader stops (or dies)
             first = None
-            await wait_for(lambda: two.running, timeout=10)
-            assert not one.running
+            await wait_for(lambda: two.polling, timeout=10)
+            assert not one.polling
     finally:
         if first is not None:
             await first.__aexit__(None, None, None)

@@ -1,0 +1,359 @@
+"""Telegram ingress (long polling or webhook) into the core's ``Intake``, acking only after
+``submit`` returned, plus lifecycle (getMe, setMyCommands, setWebhook/deleteWebhook)."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import structlog
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from telegram import BotCommand
+from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError, TimedOut
+
+from adapters.telegram.extract import (
+    COMMANDS,
+    PLATFORM,
+    BotIdentity,
+    ExtractPolicy,
+    extract_update,
+)
+from adapters.telegram.transport import (
+    CHAT_INTERVAL,
+    GROUP_INTERVAL,
+    TelegramBot,
+    TelegramTransport,
+    make_bot,
+)
+from gateway.domain import Extracted, Rejected
+from gateway.errors import ConfigError, GatewayError
+from gateway.leadership import run_as_leader
+from gateway.ports import Intake, Transport
+from gateway.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+WEBHOOK_PATH = "/telegram/webhook"
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+#: setWebhook secret_token: "1-256 characters. Only A-Z, a-z, 0-9, _ and - are allowed."
+_SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
+#: update types we ask for, set explicitly because an omitted list means "keep the previous
+#: setting" (Bot API getUpdates/setWebhook), which may be anything an earlier deploy chose
+ALLOWED_UPDATES: tuple[str, ...] = (
+    "message",
+    "edited_message",
+    "channel_post",
+    "edited_channel_post",
+    "business_message",
+    "edited_business_message",
+    "deleted_business_messages",
+)
+#: Bot API updates are small; anything larger is not Telegram talking to us
+_MAX_WEBHOOK_BODY = 1 << 20
+
+
+class TelegramAdapter:
+    platform = PLATFORM
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        bot: TelegramBot | None = None,
+        poll_timeout: int = 30,
+        backoff_initial: float = 1.0,
+        backoff_max: float = 30.0,
+        stop_timeout: float = 10.0,
+        pace: tuple[float, float] = (CHAT_INTERVAL, GROUP_INTERVAL),
+    ) -> None:
+        if settings.telegram_bot_token is None:
+            raise ConfigError("TELEGRAM_BOT_TOKEN", "required for the Telegram adapter")
+        self._mode = settings.telegram_mode
+        self._webhook_url = settings.telegram_webhook_url
+        secret = settings.telegram_webhook_secret
+        self._secret = secret.get_secret_value() if secret is not None else None
+        self._bot = bot or make_bot(
+            settings.telegram_bot_token.get_secret_value(), settings.telegram_api_base_url
+        )
+        self._transport = TelegramTransport(
+            self._bot, chat_interval=pace[0], group_interval=pace[1]
+        )
+        self.transport: Transport = self._transport
+        self._policy = ExtractPolicy.of(
+            allowed_chats=settings.telegram_allowed_chats,
+            allowed_users=settings.telegram_allowed_users,
+            answer_all_chats=settings.telegram_answer_all_chats,
+            answer_bots=settings.gateway_answer_bots,
+        )
+        self._poll_timeout = poll_timeout
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._stop_timeout = stop_timeout
+
+        self._intake: Intake | None = None
+        self._identity: BotIdentity | None = None
+        self._stopping = asyncio.Event()
+        self._poll_task: asyncio.Task[None] | None = None
+        self._in_fetch = False
+        #: next getUpdates offset: last update whose ``submit`` returned, plus one
+        self._offset: int | None = None
+        #: the offset last sent to Telegram, i.e. what Telegram has been told is confirmed
+        self._sent_offset: int | None = None
+
+    @property
+    def identity(self) -> BotIdentity | None:
+        return self._identity
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    async def start(self, intake: Intake) -> None:
+        if self._mode == "webhook":
+            self._check_webhook_settings()
+        try:
+            await self._bootstrap()
+        except BaseException:
+            await self._transport.close()  # the runtime does not stop an adapter that never started
+            raise
+        self._intake = intake
+        assert self._identity is not None
+        if self._mode == "polling":
+            # two pollers on one token fight with 409 Conflict (platforms.md §1.7): the loop
+            # runs only on the replica holding this bot's leader lock; sending works everywhere
+            self._poll_task = asyncio.create_task(
+                run_as_leader(
+                    intake,
+                    f"telegram-polling:{self._identity.id}",
+                    self._poll_loop,
+                    stopping=self._stopping,
+                ),
+                name="telegram-polling",
+            )
+        log.info(
+            "telegram_started",
+            bot_id=self._identity.id,
+            bot_username=self._identity.username,
+            mode=self._mode,
+        )
+
+    async def _bootstrap(self) -> None:
+        """getMe, setMyCommands, then setWebhook (webhook mode) or deleteWebhook (polling)."""
+        try:
+            await self._transport.open()  # getMe
+        except InvalidToken as exc:
+            raise ConfigError("TELEGRAM_BOT_TOKEN", "rejected by the Bot API (getMe)") from exc
+        except TelegramError as exc:
+            raise GatewayError(f"telegram getMe failed: {exc.message}") from exc
+        me = self._bot.bot
+        self._identity = BotIdentity(id=me.id, username=me.username or "")
+        await self._register_commands()
+        try:
+            if self._mode == "webhook":
+                assert self._webhook_url is not None and self._secret is not None
+                await self._bot.set_webhook(
+                    url=self._webhook_url,
+                    secret_token=self._secret,
+                    allowed_updates=list(ALLOWED_UPDATES),
+                )
+            else:
+                # getUpdates fails with 409 while a webhook is set; never drop pending updates
+                # (they are the messages sent while we were down)
+                await self._bot.delete_webhook(drop_pending_updates=False)
+        except TelegramError as exc:
+            raise GatewayError(f"telegram {self._mode} setup failed: {exc.message}") from exc
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        task, self._poll_task = self._poll_task, None
+        if task is not None:
+            if self._in_fetch:
+                # waiting on a long poll: nothing of ours is in flight, cancel it now
+                task.cancel()
+            # otherwise a submit is running: let it return so its update is acked next time
+            done, _ = await asyncio.wait({task}, timeout=self._stop_timeout)
+            if not done:
+                task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await self._confirm_offset()
+        await self._transport.close()
+        log.info("telegram_stopped")
+
+    def http_routes(self) -> Sequence[Any]:
+        if self._mode != "webhook":
+            return []
+        return [Route(WEBHOOK_PATH, self._webhook, methods=["POST"], name="telegram_webhook")]
+
+    def _check_webhook_settings(self) -> None:
+        if not self._webhook_url:
+            raise ConfigError("TELEGRAM_WEBHOOK_URL", "required when TELEGRAM_MODE=webhook")
+        if not self._secret:
+            # without it anyone who finds the URL can inject updates
+            raise ConfigError("TELEGRAM_WEBHOOK_SECRET", "required when TELEGRAM_MODE=webhook")
+        if not _SECRET_RE.match(self._secret):
+            raise ConfigError(
+                "TELEGRAM_WEBHOOK_SECRET", "1-256 characters of A-Z, a-z, 0-9, _ and - only"
+            )
+
+    async def _register_commands(self) -> None:
+        try:
+            await self._bot.set_my_commands(
+                [BotCommand(name, description) for name, description in COMMANDS.items()]
+            )
+        except TelegramError as exc:
+            # Only the "/" menu suffers; typed commands still work, so do not refuse to start.
+            log.warning("telegram_set_commands_failed", error=exc.message)
+
+    # --- extraction -------------------------------------------------------------------------
+
+    def _extract(self, payload: Mapping[str, Any]) -> Extracted:
+        assert self._identity is not None
+        try:
+            return extract_update(payload, bot=self._identity, policy=self._policy)
+        except Exception as exc:  # a bug in extraction must not stop ingress
+            log.exception("telegram_extract_bug")
+            update_id = payload.get("update_id") if isinstance(payload, Mapping) else None
+            return Rejected(
+                platform=PLATFORM,
+                reason=f"extraction failed: {type(exc).__name__}: {exc}",
+                event_id=str(update_id) if isinstance(update_id, int) else None,
+            )
+
+    # --- long polling -----------------------------------------------------------------------
+
+    async def _poll_loop(self) -> None:
+        """getUpdates, submit each update, and only then move the offset past it: the next
+        getUpdates call is what confirms (platforms.md §1.7), so a crash before ``submit``
+        returned means Telegram redelivers the update and the inbox dedupes it. PTB's
+        Updater is not used because it confirms updates once queued, not once handled."""
+        backoff = self._backoff_initial
+        while not self._stopping.is_set():
+            delay: float
+            try:
+                self._in_fetch = True
+                try:
+                    offset = self._offset
+                    updates = await self._bot.get_raw_updates(
+                        offset=offset,
+                        poll_seconds=self._poll_timeout,
+                        allowed_updates=ALLOWED_UPDATES,
+                    )
+                finally:
+                    self._in_fetch = False
+                self._sent_offset = offset
+                backoff = self._backoff_initial
+                await self._ingest(updates)
+                continue
+            except asyncio.CancelledError:
+                raise
+            except RetryAfter as exc:
+                # the private timedelta: the public property warns unless PTB_TIMEDELTA is set
+                delay = max(exc._retry_after.total_seconds(), self._backoff_initial)
+                log.warning("telegram_polling_flood_control", retry_after=delay)
+            except Conflict as exc:
+                delay = backoff
+                log.error(
+                    "telegram_polling_conflict",
+                    error=exc.message,
+                    hint="another process is polling this bot token, or a webhook is set; "
+                    "only one poller per token may run",
+                    retry_in=delay,
+                )
+            except TimedOut:
+                # the long poll outlived its read timeout (a silent proxy); just poll again
+                continue
+            except InvalidToken as exc:
+                delay = self._backoff_max
+                log.error("telegram_polling_token_rejected", error=exc.message, retry_in=delay)
+            except TelegramError as exc:
+                delay = backoff
+                log.warning("telegram_polling_failed", error=exc.message, retry_in=delay)
+            except Exception:  # intake down (DB) or a bug: retry, never exit
+                delay = backoff
+                log.exception("telegram_ingest_failed", offset=self._offset, retry_in=delay)
+            backoff = min(backoff * 2, self._backoff_max)
+            await self._pause(delay)
+
+    async def _ingest(self, updates: list[dict[str, Any]]) -> None:
+        intake = self._intake
+        assert intake is not None
+        for raw in updates:
+            if self._stopping.is_set():
+                return  # the rest stay unconfirmed and are redelivered after the restart
+            extracted = self._extract(raw)
+            outcome = await intake.submit(extracted, raw=raw)
+            update_id = raw.get("update_id") if isinstance(raw, Mapping) else None
+            if isinstance(update_id, int):
+                # last processed + 1, not a running max: update ids restart at a random value
+                # after a week without updates (Bot API "Update")
+                self._offset = update_id + 1
+            log.info(
+                "telegram_update_ingested",
+                update_id=update_id,
+                status=outcome.status,
+                reason=outcome.reason,
+            )
+
+    async def _pause(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
+        except TimeoutError:
+            pass
+
+    async def _confirm_offset(self) -> None:
+        """Tell Telegram about updates submitted since the last poll, so a clean restart does
+        not redeliver them (harmless if skipped: the inbox dedupes)."""
+        if self._offset is None or self._offset == self._sent_offset:
+            return
+        try:
+            await self._bot.get_raw_updates(
+                offset=self._offset, poll_seconds=0, limit=1, allowed_updates=ALLOWED_UPDATES
+            )
+        except TelegramError as exc:
+            log.info("telegram_confirm_offset_failed", error=exc.message)
+
+    # --- webhook ----------------------------------------------------------------------------
+
+    async def _webhook(self, request: Request) -> Response:
+        intake = self._intake
+        if intake is None or self._identity is None or self._stopping.is_set():
+            return JSONResponse({"ok": False, "error": "not ready"}, status_code=503)
+        given = request.headers.get(SECRET_HEADER, "")
+        if self._secret is None or not hmac.compare_digest(
+            given.encode("utf-8"), self._secret.encode("utf-8")
+        ):
+            log.warning("telegram_webhook_forbidden", client=_client(request))
+            return JSONResponse({"ok": False, "error": "forbidden"}, status_code=403)
+        body = await request.body()
+        if len(body) > _MAX_WEBHOOK_BODY:
+            return JSONResponse({"ok": False, "error": "too large"}, status_code=413)
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            payload = None
+        try:
+            if not isinstance(payload, dict):
+                rejected = Rejected(platform=PLATFORM, reason="webhook body is not a JSON object")
+                raw = {"body": body[:4096].decode("utf-8", errors="replace")}
+                await intake.submit(rejected, raw=raw)
+                return JSONResponse({"ok": False, "error": "bad json"}, status_code=400)
+            outcome = await intake.submit(self._extract(payload), raw=payload)
+        except Exception:  # not stored: answer 500 so Telegram redelivers
+            log.exception("telegram_webhook_ingest_failed")
+            return JSONResponse({"ok": False, "error": "not stored"}, status_code=500)
+        log.info(
+            "telegram_update_ingested",
+            update_id=payload.get("update_id"),
+            status=outcome.status,
+            reason=outcome.reason,
+            via="webhook",
+        )
+        return JSONResponse({"ok": True})
+
+
+def _client(request: Request) -> str | None:
+    return request.client.host if request.client else None

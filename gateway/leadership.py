@@ -1,0 +1,76 @@
+"""Run a piece of ingress on exactly one replica: the one holding its leader lock.
+
+Single-connection ingress (Telegram long polling, the Mattermost websocket) must not run on
+two replicas at once. An adapter wraps only that loop — its transport keeps sending on every
+replica — in ``run_as_leader(intake, name, body)``. The lock is a PostgreSQL advisory lock on
+a dedicated connection (``session_store.leader``): a dead leader's connection drops it, and
+another replica's next attempt takes over."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import asyncpg
+import structlog
+
+from session_store.leader import LeaderLock
+
+log = structlog.get_logger(__name__)
+
+Body = Callable[[], Coroutine[Any, Any, None]]
+
+
+class LeaderElection:
+    def __init__(self, dsn: str, *, interval: float) -> None:
+        self._dsn = dsn
+        self._interval = interval
+
+    async def run(self, name: str, body: Body, *, stopping: asyncio.Event | None = None) -> None:
+        """Run ``body`` while holding the lock ``name``; if the lock is lost, cancel ``body``
+        and compete again. Returns when ``body`` returns, or when ``stopping`` is set while
+        not leading. Cancellation cancels ``body`` and releases the lock."""
+        stopping = stopping or asyncio.Event()
+        lock = LeaderLock(self._dsn, name)
+        try:
+            while not stopping.is_set():
+                try:
+                    acquired = await lock.try_acquire()
+                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                    log.warning("leader_election_failed", leader=name, error=str(exc))
+                    acquired = False
+                if not acquired:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stopping.wait(), self._interval)
+                    continue
+                log.info("leader_acquired", leader=name)
+                task = asyncio.create_task(body(), name=f"leader:{name}")
+                try:
+                    while not task.done():
+                        await asyncio.wait({task}, timeout=self._interval)
+                        if not task.done() and not await lock.check():
+                            log.warning("leader_lost", leader=name)
+                            break
+                    if task.done():
+                        task.result()  # the body's own exception, if any, propagates
+                        return
+                finally:
+                    if not task.done():
+                        task.cancel()
+                        await asyncio.gather(task, return_exceptions=True)
+        finally:
+            await lock.release()
+
+
+async def run_as_leader(
+    intake: Any, name: str, body: Body, *, stopping: asyncio.Event | None = None
+) -> None:
+    """Run ``body`` under the leader lock ``name`` if ``intake`` offers leader election (the
+    gateway's does); otherwise (a single process, a test double) just run it."""
+    election = getattr(intake, "election", None)
+    if not isinstance(election, LeaderElection):
+        await body()
+        return
+    await election.run(name, body, stopping=stopping)
