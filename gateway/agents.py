@@ -1,16 +1,19 @@
 """The agent port and the built-in agents. ``AGENT`` picks one: ``echo`` (default),
-``module:callable`` for an agent in Python. (``openai`` and ``http`` are built in
-``gateway.agent_clients``.)"""
+``openai`` and ``http`` (built in ``gateway.agent_clients``), or ``module:callable`` for an
+agent in Python."""
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from gateway.domain import Reply, ReplyTarget, SessionKey
 from gateway.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gateway.settings import Settings
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -19,6 +22,21 @@ class ContextMessage:
     role: str
     content: str
     sender_name: str | None = None
+    sender_id: str | None = None
+    #: chat-format tool calls of an assistant message / the call a tool result answers
+    tool_calls: tuple[Mapping[str, Any], ...] = ()
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextSummary:
+    """A rolling summary standing in for the messages ``from_seq..to_seq``."""
+
+    content: str
+    from_seq: int
+    to_seq: int
+    model_written: bool = True
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,6 +50,50 @@ class Turn:
     context: Sequence[ContextMessage]
     new_messages: Sequence[ContextMessage]
     selected_model: str | None = None
+    #: the model for this turn (session's choice -> this person's last choice -> default)
+    model: str | None = None
+    #: the whole system message: base prompt, where the conversation is, and the summary
+    #: (``context`` holds only the messages after the summary)
+    system_prompt: str = ""
+    summary: ContextSummary | None = None
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    #: our estimate of the rendered prompt (system message + context) in the model's tokens
+    estimated_prompt_tokens: int | None = None
+    session_metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SummaryRequest:
+    """Ask an agent to fold ``messages`` into ``previous`` (the newest summary, if any).
+    ``instructions`` and ``transcript`` are the prompt, already rendered and sized."""
+
+    session_id: int
+    key: SessionKey
+    model: str
+    instructions: str
+    transcript: str
+    previous: str | None
+    messages: Sequence[ContextMessage]
+    max_output_tokens: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SummaryResult:
+    text: str
+    model: str | None = None
+    #: the server's count of the summary prompt, for calibrating estimates
+    prompt_tokens: int | None = None
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Optional: an agent that can write rolling summaries with its model. Agents without it
+    get extractive summaries (excerpts, marked as not model-written)."""
+
+    async def summarize(self, request: SummaryRequest) -> SummaryResult | None:
+        """The new summary text, or ``None`` if this agent does not summarize after all."""
+        ...
 
 
 @runtime_checkable
@@ -54,10 +116,19 @@ class EchoAgent:
         return [Reply(text=f"echo: {turn.new_messages[-1].content}", model="echo")]
 
 
-def load_agent(spec: str) -> Agent:
-    """Resolve the ``AGENT`` setting into an agent instance."""
+def load_agent(spec: str, settings: Settings | None = None) -> Agent:
+    """Resolve the ``AGENT`` setting into an agent instance (``openai`` and ``http`` read
+    their options from ``settings``)."""
     if spec == "echo":
         return EchoAgent()
+    if spec in ("openai", "http"):
+        if settings is None:
+            raise ConfigError("AGENT", f"AGENT={spec} needs the settings")
+        from gateway.agent_clients import HttpAgent, OpenAIAgent
+
+        if spec == "openai":
+            return OpenAIAgent.from_settings(settings)
+        return HttpAgent.from_settings(settings)
     if ":" not in spec:
         raise ConfigError("AGENT", f"unknown agent {spec!r}")
     module_name, _, attr = spec.partition(":")

@@ -41,7 +41,7 @@ async def _run(settings: Settings) -> int:
     from session_store.migrator import migrate
     from session_store.store import Store
 
-    agent = load_agent(settings.agent)
+    agent = load_agent(settings.agent, settings)
     async with database(settings) as dsn:
         await migrate(dsn)
         store = await Store.connect(dsn, max_size=settings.gateway_db_pool_size)
@@ -133,6 +133,13 @@ async def _doctor(settings: Settings) -> int:
     return await run_doctor(settings)
 
 
+async def _mcp(settings: Settings) -> int:
+    from gateway.mcp_tools import serve_stdio
+
+    async with database(settings) as dsn:
+        return await serve_stdio(settings, dsn)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gateway", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -149,6 +156,7 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--after", type=int, default=0)
     show.add_argument("--limit", type=int, default=1000)
     sub.add_parser("doctor", help="check configuration, database and platform credentials")
+    sub.add_parser("mcp", help="serve the MCP session tools over stdio (logs go to stderr)")
     return parser
 
 
@@ -167,6 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             coro = _migrate(settings)
         elif args.command == "doctor":
             coro = _doctor(settings)
+        elif args.command == "mcp":
+            coro = _mcp(settings)
         elif args.sessions_command == "list":
             coro = _sessions_list(settings, args.platform, args.active, args.limit)
         else:

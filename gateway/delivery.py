@@ -90,9 +90,20 @@ class DeliveryWorker:
             for n in range(self._settings.workers):
                 group.create_task(self._worker(stopping), name=f"delivery-worker-{n}")
 
+    def _resend_safe_after(self, transport: Transport, seconds: float) -> bool:
+        """Can a send be repeated ``seconds`` after it may have reached the platform without
+        posting twice? Only with an idempotency key the platform remembers that long
+        (``resend_window``: Mattermost keeps a pending_post_id for 30 s; None = forever)."""
+        if not transport.idempotent:
+            return False
+        window: float | None = getattr(transport, "resend_window", None)
+        return window is None or seconds < window
+
     async def recover(self) -> None:
-        idempotent = [p for p, t in self._transports.items() if t.idempotent]
-        other = [p for p, t in self._transports.items() if not t.idempotent]
+        # a send found expired has been in flight for at least the delivery lease
+        lease = self._settings.lease_seconds
+        idempotent = [p for p, t in self._transports.items() if self._resend_safe_after(t, lease)]
+        other = [p for p in self._transports if p not in idempotent]
         requeued, failed = await self._store.recover_expired_sends(
             idempotent_platforms=idempotent, other_platforms=other
         )
@@ -177,7 +188,11 @@ class DeliveryWorker:
             self._metrics.deliveries.labels(delivery.platform, "failed").inc()
             bound.warning("delivery_failed", error=reason, permanent=True)
             return
-        if exc.ambiguous and not transport.idempotent:
+        if exc.retry_after is not None:
+            delay = float(exc.retry_after)
+        else:
+            delay = backoff(delivery.attempts, self._settings.max_backoff)
+        if exc.ambiguous and not self._resend_safe_after(transport, delay):
             # the platform may already show it; resending could double-post
             await self._store.mark_failed(delivery.id, f"ambiguous: {reason}")
             self._metrics.deliveries.labels(delivery.platform, "failed").inc()
@@ -191,10 +206,7 @@ class DeliveryWorker:
             bound.warning("delivery_failed", error=reason, attempts=delivery.attempts)
             return
         if exc.retry_after is not None:
-            delay = float(exc.retry_after)
             self._metrics.retry_after_seconds.labels(delivery.platform).inc(delay)
-        else:
-            delay = backoff(delivery.attempts, self._settings.max_backoff)
         await self._store.mark_retry(delivery.id, delay=delay, error=reason)
         self._metrics.deliveries.labels(delivery.platform, "retry").inc()
         bound.info("delivery_retry_scheduled", error=reason, delay_s=round(delay, 2))

@@ -93,7 +93,7 @@ async def run_doctor(settings: Settings) -> int:
                 data = await _get_json(
                     client,
                     "GET",
-                    settings.mattermost_url.rstrip("/") + "/api/v4/users/me",
+                    _mattermost_api_base(settings.mattermost_url) + "/users/me",
                     headers={
                         "Authorization": f"Bearer {settings.mattermost_token.get_secret_value()}"
                     },
@@ -111,3 +111,10 @@ async def run_doctor(settings: Settings) -> int:
     for name, good, detail in checks:
         print(f"{'ok ' if good else 'BAD'} {name}: {detail}")
     return 0 if all(good for _, good, _ in checks) else 1
+
+
+def _mattermost_api_base(url: str) -> str:
+    # the adapter's own URL rules (path prefixes, a pasted /api/v4): a pure helper, no SDK
+    from adapters.mattermost.urls import server_urls
+
+    return server_urls(url).api_base

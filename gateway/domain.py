@@ -34,10 +34,13 @@ class SessionKey:
     @classmethod
     def parse(cls, text: str) -> SessionKey:
         """Inverse of ``str()``: ``platform:scope:chat:thread`` (``-`` = no thread)."""
-        parts = text.split(":")
-        if len(parts) != 4 or not all(parts[:3]):
+        # the scope may itself contain ':' (a Mattermost server "host:8065"); platform, chat
+        # and thread never do
+        platform, _, rest = text.partition(":")
+        parts = rest.rsplit(":", 2)
+        if not platform or len(parts) != 3 or not all(parts[:2]):
             raise ValueError(f"not a session key (platform:scope:chat:thread): {text!r}")
-        platform, scope, chat_id, thread = parts
+        scope, chat_id, thread = parts
         return cls(
             platform=platform,
             scope=scope,

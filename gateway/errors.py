@@ -52,7 +52,16 @@ class DeliveryError(GatewayError):
 
 
 class AgentError(GatewayError):
-    """The agent failed to produce an answer (timeout, connection error, 4xx/5xx)."""
+    """The agent failed to produce an answer (timeout, connection error, 4xx/5xx).
+    ``status`` is the HTTP status the agent's server answered, when it answered."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ContextTooSmall(AgentError):
+    """Even the newest turn, shortened, does not fit the model's context window."""
 
 
 class RequestError(GatewayError):

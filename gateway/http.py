@@ -44,6 +44,8 @@ def build_app(gateway: Gateway, extra_routes: Sequence[BaseRoute]) -> FastAPI:
             gateway.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8"
         )
 
+    # admin API (/api/v1), MCP (/mcp) and operator pages (/ops), before the adapters' routes
+    gateway.operator.mount(app)
     for route in extra_routes:
         app.router.routes.append(route)
     return app
@@ -59,8 +61,13 @@ class _Server(uvicorn.Server):
 
 class HttpServer:
     def __init__(self, app: Any, host: str, port: int) -> None:
+        # proto=IPPROTO_TCP is what makes asyncio disable Nagle on accepted connections
+        # (it checks sock.proto); with proto 0 every keep-alive response waited ~40 ms for
+        # the client's delayed ACK between its header and body writes
         self._sock = socket.socket(
-            socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM
+            socket.AF_INET6 if ":" in host else socket.AF_INET,
+            socket.SOCK_STREAM,
+            socket.IPPROTO_TCP,
         )
         self._host = host
         self._port = port

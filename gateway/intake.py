@@ -97,3 +97,17 @@ class CoreIntake:
 
     async def save_cursor(self, name: str, value: str) -> None:
         await self._store.save_cursor(name, value)
+
+    async def record_feedback(
+        self, *, platform: str, chat_id: str, message_id: str, user_id: str, value: int
+    ) -> bool:
+        found = await self._store.find_bot_message(
+            platform, chat_id=chat_id, platform_message_id=message_id
+        )
+        if found is None:
+            return False
+        result = await self._store.set_feedback(found, user_id=user_id, value=value)
+        log.info(
+            "feedback_recorded", platform=platform, chat_id=chat_id, value=value, feedback=result
+        )
+        return True

@@ -56,6 +56,23 @@ class Metrics:
             "Age of the oldest pending delivery",
             registry=self.registry,
         )
+        self.prompt_tokens = Histogram(
+            "gateway_prompt_tokens",
+            "Estimated prompt size sent to the agent (system message + context), in tokens",
+            ["model"],
+            buckets=(256, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144),
+            registry=self.registry,
+        )
+        self.summary_seconds = Histogram(
+            "gateway_summary_seconds",
+            "Time to write one rolling summary (cold path)",
+            registry=self.registry,
+        )
+        self.sessions_active = Gauge(
+            "gateway_sessions_active",
+            "Sessions open for new messages (status active)",
+            registry=self.registry,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -40,6 +40,14 @@ class Intake(Protocol):
 
     async def save_cursor(self, name: str, value: str) -> None: ...
 
+    async def record_feedback(
+        self, *, platform: str, chat_id: str, message_id: str, user_id: str, value: int
+    ) -> bool:
+        """A reaction on one of the bot's messages (``message_id`` is the platform's id of
+        it, as the send returned): +1, -1, or 0 when the person takes it back. Returns False
+        when that message is not one of ours (a reaction on someone else's post)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SendResult:
@@ -67,7 +75,9 @@ class Transport(Protocol):
         chats) are not blocked. Example: Telegram ``[("chat:42", 1.0), ("group:42", 3.0)]``."""
         ...
 
-    #: True when a retried send with the same idempotency key cannot double-post
+    #: True when a retried send with the same idempotency key cannot double-post. A
+    #: transport whose platform forgets keys after a while also sets ``resend_window``
+    #: (seconds); the core then never resends something that may have landed longer ago.
     idempotent: bool
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult: ...

@@ -1,8 +1,9 @@
 """Wiring and lifecycle: store, adapters, intake, turn scheduler, delivery, HTTP.
 
 Start order: HTTP (webhooks answer 503 until intake is set) -> recover interrupted sends ->
-adapters -> workers. Stop order: stop intake (adapters) -> stop claiming new turns and hand
-back running ones -> let in-flight sends finish (bounded) -> HTTP -> the pool last (caller)."""
+adapters -> workers. Stop order: stop claiming new turns and hand back running ones -> let
+in-flight sends finish (bounded) -> adapters (ingress, then their clients) -> HTTP -> the pool
+last (caller)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ import importlib
 from collections.abc import Sequence
 from typing import Any
 
-import asyncpg
 import structlog
 
 from adapters.web import WebAdapter
+from gateway.admin import OperatorSurface
 from gateway.agents import Agent
+from gateway.context import ContextAssembler, ContextPolicy, TokenCounter
 from gateway.delivery import DeliverySettings, DeliveryWorker
 from gateway.errors import ConfigError, StoreError
 from gateway.http import HttpServer, build_app
@@ -25,8 +27,8 @@ from gateway.intake import CoreIntake
 from gateway.metrics import Metrics
 from gateway.ports import PlatformAdapter, Transport
 from gateway.settings import Settings
+from gateway.summaries import SummaryWorker
 from gateway.turns import TurnScheduler, TurnSettings
-from session_store.leader import LeaderLock
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
@@ -87,8 +89,17 @@ class Gateway:
             self.adapters.append(WebAdapter(store, self.live))
         self.transports: dict[str, Transport] = {a.platform: a.transport for a in self.adapters}
         self.intake = CoreIntake(
-            store, metrics=self.metrics, turn_wake=self.turn_wake, live=self.live
+            store,
+            metrics=self.metrics,
+            turn_wake=self.turn_wake,
+            live=self.live,
+            leader_interval=max(settings.gateway_poll_seconds * 5, 1.0),
         )
+        # the agent's context: per-model budgets, calibrated estimates, rolling summaries
+        self.context = ContextAssembler(
+            store, ContextPolicy.from_settings(settings), TokenCounter()
+        )
+        self.summaries = SummaryWorker(store, agent, self.context, metrics=self.metrics)
         self.turns = TurnScheduler(
             store,
             agent,
@@ -100,7 +111,10 @@ class Gateway:
                 lease_seconds=settings.gateway_lease_seconds,
                 poll_seconds=settings.gateway_poll_seconds,
                 workers=settings.gateway_turn_workers,
+                busy_mode=settings.agent_busy_mode,
             ),
+            context=self.context,
+            summaries=self.summaries,
         )
         self.delivery = DeliveryWorker(
             store,
@@ -114,6 +128,13 @@ class Gateway:
                 workers=settings.gateway_delivery_workers,
             ),
         )
+        token = settings.gateway_admin_token
+        self.operator = OperatorSurface(
+            store,
+            transports=self.transports,
+            admin_token=token.get_secret_value() if token else None,
+            delivery_wake=self.delivery_wake,
+        )
         routes: list[Any] = []
         for adapter in self.adapters:
             routes.extend(adapter.http_routes())
@@ -123,12 +144,9 @@ class Gateway:
         self._delivery_stopping = asyncio.Event()
         self._turn_task: asyncio.Task[None] | None = None
         self._delivery_task: asyncio.Task[None] | None = None
+        self._summaries_stopping = asyncio.Event()
+        self._summary_task: asyncio.Task[None] | None = None
         self._started_adapters: list[PlatformAdapter] = []
-        # single-connection ingress runs only where this process holds the leader lock
-        self._leader_adapters = [a for a in self.adapters if getattr(a, "needs_leader", False)]
-        self._leading: list[PlatformAdapter] = []
-        self._leader_stopping = asyncio.Event()
-        self._leader_task: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
@@ -139,18 +157,18 @@ class Gateway:
         return f"http://{shown}:{self.http.port}/"
 
     async def start(self) -> None:
+        await self.operator.start()
         await self.http.start()
         await self.delivery.recover()
         for adapter in self.adapters:
-            if adapter in self._leader_adapters:
-                continue
             await adapter.start(self.intake)
             self._started_adapters.append(adapter)
             log.info("adapter_started", platform=adapter.platform)
-        if self._leader_adapters:
-            self._leader_task = asyncio.create_task(self._lead(), name="leader-election")
         self._turn_task = asyncio.create_task(
             self.turns.run(self._turns_stopping), name="turn-scheduler"
+        )
+        self._summary_task = asyncio.create_task(
+            self.summaries.run(self._summaries_stopping), name="summaries"
         )
         self._delivery_task = asyncio.create_task(
             self.delivery.run(self._delivery_stopping), name="delivery"
@@ -165,10 +183,27 @@ class Gateway:
 
     async def stop(self) -> None:
         self.ready = False
-        # 1. stop intake: no new inbound events (leader-only ingress first)
-        self._leader_stopping.set()
-        if self._leader_task is not None:
-            await self._leader_task
+        # 1. turns: cancel running agent calls; each hands its session back (release_turn)
+        self._turns_stopping.set()
+        self.turn_wake.set()
+        await _cancel(self._turn_task)
+        # cold path: a summary cut short is simply written again on a later turn
+        self._summaries_stopping.set()
+        await _cancel(self._summary_task)
+        aclose = getattr(self.agent, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        # 2. deliveries: stop claiming, let in-flight sends finish for a bounded time
+        self._delivery_stopping.set()
+        self.delivery_wake.set()
+        if self._delivery_task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._delivery_task), DRAIN_SECONDS)
+            except TimeoutError:
+                await _cancel(self._delivery_task)
+        # 3. adapters: stop ingress and close their clients, only now that nothing sends any
+        # more. An event that arrives meanwhile is stored (acked after commit) and gets its
+        # turn after the next start.
         for adapter in reversed(self._started_adapters):
             try:
                 await adapter.stop()
@@ -177,61 +212,11 @@ class Gateway:
                 # from closing (logged with its traceback)
                 log.exception("adapter_stop_failed", platform=adapter.platform)
         self._started_adapters.clear()
-        # 2. turns: cancel running agent calls; each hands its session back (release_turn)
-        self._turns_stopping.set()
-        self.turn_wake.set()
-        await _cancel(self._turn_task)
-        # 3. deliveries: stop claiming, let in-flight sends finish for a bounded time
-        self._delivery_stopping.set()
-        self.delivery_wake.set()
-        if self._delivery_task is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(self._delivery_task), DRAIN_SECONDS)
-            except TimeoutError:
-                await _cancel(self._delivery_task)
-        # 4. HTTP last among ours; the caller closes the pool after this returns
+        # 4. HTTP last among ours (open MCP streams end first so it can drain); the caller
+        # closes the pool after this returns
+        await self.operator.stop()
         await self.http.stop()
         log.info("gateway_stopped")
-
-    async def _lead(self) -> None:
-        """Hold one advisory lock per single-connection ingress; start that ingress only while
-        holding it. A replica that dies loses its connection and with it the lock, and another
-        replica's next attempt takes over."""
-        interval = max(self.settings.gateway_poll_seconds * 5, 1.0)
-        locks = {
-            a: LeaderLock(self.store.dsn, getattr(a, "leader_name", a.platform))
-            for a in self._leader_adapters
-        }
-        try:
-            while not self._leader_stopping.is_set():
-                for adapter, lock in locks.items():
-                    try:
-                        if adapter not in self._leading:
-                            if await lock.try_acquire():
-                                log.info("leader_acquired", platform=adapter.platform)
-                                await adapter.start(self.intake)
-                                self._leading.append(adapter)
-                        elif not await lock.check():
-                            log.warning("leader_lost", platform=adapter.platform)
-                            await self._stop_adapter(adapter)
-                    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                        log.warning("leader_election_failed", error=str(exc))
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._leader_stopping.wait(), interval)
-        finally:
-            for adapter in list(self._leading):
-                await self._stop_adapter(adapter)
-            for lock in locks.values():
-                await lock.release()
-
-    async def _stop_adapter(self, adapter: PlatformAdapter) -> None:
-        if adapter in self._leading:
-            self._leading.remove(adapter)
-        try:
-            await adapter.stop()
-        except Exception:
-            # a failed stop must not keep other adapters running (logged with its traceback)
-            log.exception("adapter_stop_failed", platform=adapter.platform)
 
     async def refresh_gauges(self) -> None:
         with contextlib.suppress(StoreError):
@@ -240,6 +225,7 @@ class Gateway:
                 self.metrics.deliveries_by_status.labels(status).set(counts.get(status, 0))
             age = await self.store.oldest_pending_delivery_age()
             self.metrics.oldest_pending_seconds.set(age or 0.0)
+            self.metrics.sessions_active.set(await self.operator.ops.active_session_count())
 
 
 async def _cancel(task: asyncio.Task[None] | None) -> None:

@@ -109,12 +109,35 @@ class Settings(BaseSettings):
     agent_system_prompt: str = Field(
         default="You are a helpful assistant in a team chat.", alias="AGENT_SYSTEM_PROMPT"
     )
+    #: shared secret: AGENT=http requests carry an HMAC-SHA256 of timestamp and body
+    agent_http_secret: SecretStr | None = Field(default=None, alias="AGENT_HTTP_SECRET")
+    #: models a person may pick with /model (unset: only AGENT_MODEL)
+    agent_models: CsvList = Field(default_factory=list, alias="AGENT_MODELS")
+    #: ``model=tokens`` pairs overriding the built-in context-window table
+    agent_context_windows: CsvList = Field(default_factory=list, alias="AGENT_CONTEXT_WINDOWS")
+    #: window assumed for a model the table does not know
+    agent_default_context_window: int = Field(
+        default=8192, ge=1024, alias="AGENT_DEFAULT_CONTEXT_WINDOW"
+    )
+    #: output tokens reserved in every window (and asked for as the completion limit)
+    agent_max_output_tokens: int = Field(default=1024, ge=16, alias="AGENT_MAX_OUTPUT_TOKENS")
+    #: optional cap on the prompt below the model's window (cost control)
+    agent_max_prompt_tokens: int | None = Field(
+        default=None, ge=256, alias="AGENT_MAX_PROMPT_TOKENS"
+    )
+    #: rolling summaries of history that no longer fits (cold path)
+    agent_summaries: bool = Field(default=True, alias="AGENT_SUMMARIES")
+    agent_summary_tokens: int = Field(default=512, ge=64, alias="AGENT_SUMMARY_TOKENS")
+    #: messages arriving during a run: ``queue`` them for the next run, or ``interrupt`` it
+    agent_busy_mode: Literal["queue", "interrupt"] = Field(default="queue", alias="AGENT_BUSY_MODE")
 
     _split = field_validator(
         "telegram_allowed_chats",
         "telegram_allowed_users",
         "telegram_answer_all_chats",
         "gateway_adapters",
+        "agent_models",
+        "agent_context_windows",
         mode="before",
     )(_split_csv)
 
@@ -161,7 +184,30 @@ class Settings(BaseSettings):
                 raise ConfigError("TELEGRAM_WEBHOOK_URL", "required when TELEGRAM_MODE=webhook")
         if self.agent == "http" and not self.agent_http_url:
             raise ConfigError("AGENT_HTTP_URL", "required when AGENT=http")
+        if self.agent == "http" and not self.agent_http_secret:
+            raise ConfigError("AGENT_HTTP_SECRET", "required when AGENT=http (requests are signed)")
+        if self.agent_models and self.agent_model not in self.agent_models:
+            raise ConfigError("AGENT_MODEL", "must be one of AGENT_MODELS (it is the default)")
+        windows = self.context_windows()  # raises ConfigError on a malformed pair
+        for model in self.agent_models or [self.agent_model]:
+            window = windows.get(model.lower(), 0) or None
+            if window is not None and window < self.agent_max_output_tokens + 256:
+                raise ConfigError(
+                    "AGENT_CONTEXT_WINDOWS",
+                    f"{model}: a window of {window} leaves no room for a prompt next to "
+                    f"AGENT_MAX_OUTPUT_TOKENS={self.agent_max_output_tokens}",
+                )
         return self
+
+    def context_windows(self) -> dict[str, int]:
+        """``AGENT_CONTEXT_WINDOWS`` as {lower-case model name: tokens}."""
+        windows: dict[str, int] = {}
+        for pair in self.agent_context_windows:
+            name, sep, value = pair.rpartition("=")
+            if not sep or not name.strip() or not value.strip().isdigit():
+                raise ConfigError("AGENT_CONTEXT_WINDOWS", f"{pair!r} is not model=tokens")
+            windows[name.strip().lower()] = int(value)
+        return windows
 
 
 def load_settings(**overrides: Any) -> Settings:

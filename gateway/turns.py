@@ -13,16 +13,18 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 
 from gateway.agents import Agent, ContextMessage, Turn
+from gateway.context import Assembled, ContextAssembler, ContextPolicy, TokenCounter
 from gateway.domain import Reply, ReplyTarget
-from gateway.errors import AgentError, LeaseLost, StoreError
+from gateway.errors import AgentError, ContextTooSmall, LeaseLost, StoreError
 from gateway.hub import Signal
 from gateway.metrics import Metrics
 from gateway.ports import Transport
+from gateway.summaries import SummaryJob, SummaryWorker
 from gateway.text import split_text
 from session_store.records import MessageRecord, TurnClaim
 from session_store.store import OutgoingReply, Store
@@ -33,19 +35,25 @@ HELP_TEXT = (
     "I answer in this thread, with this thread's history as context.\n"
     "Commands:\n"
     "/new - start a fresh session here (this thread only)\n"
+    "/model - list the models; /model NAME - use NAME in this thread\n"
     "/help - this message"
 )
 NEW_TEXT = "Started a new session. Earlier messages in this thread are no longer used as context."
 COMMAND_MODEL = "command"
 TYPING_INTERVAL = 4.0
+#: AGENT_BUSY_MODE=interrupt restarts a run at most this often, so a chatty thread still
+#: gets an answer (the last run then sees everything that arrived)
+MAX_INTERRUPTS = 3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnSettings:
     lease_seconds: float = 30.0
     poll_seconds: float = 1.0
-    context_window: int = 50
     workers: int = 8
+    #: ``queue``: messages that arrive during a run get the next run; ``interrupt``: they
+    #: cancel the running agent call and the run starts over with everything
+    busy_mode: str = "queue"
 
 
 class TurnScheduler:
@@ -59,9 +67,13 @@ class TurnScheduler:
         wake: Signal,
         delivery_wake: Signal,
         settings: TurnSettings,
+        context: ContextAssembler | None = None,
+        summaries: SummaryWorker | None = None,
     ) -> None:
         self._store = store
         self._agent = agent
+        self._context = context or ContextAssembler(store, ContextPolicy(), TokenCounter())
+        self._summaries = summaries
         self._transports = transports
         self._metrics = metrics
         self._wake = wake
@@ -97,6 +109,8 @@ class TurnScheduler:
             chat_id=claim.key.chat_id,
             thread_id=claim.key.thread_id,
             session_id=claim.session_id,
+            # the newest message that asked for this turn: ties its lines to that inbound event
+            seq_no=claim.requested_seq,
         )
         started = time.perf_counter()
         try:
@@ -126,84 +140,236 @@ class TurnScheduler:
                 await self._store.release_turn(claim)
         finally:
             structlog.contextvars.unbind_contextvars(
-                "platform", "chat_id", "thread_id", "session_id"
+                "platform", "chat_id", "thread_id", "session_id", "seq_no"
             )
 
     async def _run_turn(self, claim: TurnClaim) -> str:
-        pending = await self._store.delta(claim.session_id, claim.done_seq, limit=1000)
-        handled_seq = pending[-1].seq_no if pending else claim.requested_seq
-        asks = [m for m in pending if m.role == "user" and m.trigger == "answer"]
-        if not asks:
-            await self._store.finish_turn(claim, handled_seq=handled_seq, replies=[], target=None)
-            return "nothing_to_answer"
-
-        for ask in asks:
-            if ask.command == "new":
-                # handle up to /new; anything after it in this batch gets its own run
-                target = _target_of(ask)
-                await self._finish(
-                    claim,
-                    handled_seq=ask.seq_no,
-                    target=target,
-                    replies=[Reply(text=NEW_TEXT, model=COMMAND_MODEL)],
-                    close=True,
+        interrupts = 0
+        while True:
+            pending = await self._store.delta(claim.session_id, claim.done_seq, limit=1000)
+            handled_seq = pending[-1].seq_no if pending else claim.requested_seq
+            asks = [m for m in pending if m.role == "user" and m.trigger == "answer"]
+            if not asks:
+                await self._store.finish_turn(
+                    claim, handled_seq=handled_seq, replies=[], target=None
                 )
-                return "command_new"
+                return "nothing_to_answer"
 
-        commands = [m for m in asks if m.command == "help"]
-        questions = [m for m in asks if m.command is None]
-        replies: list[Reply] = [Reply(text=HELP_TEXT, model=COMMAND_MODEL) for _ in commands]
-        target = _target_of(asks[-1])
-        outcome = "command_help"
-        if questions:
-            target = _target_of(questions[-1])
-            agent_replies, outcome = await self._ask_agent(claim, target, pending)
-            replies.extend(agent_replies)
-        await self._finish(claim, handled_seq=handled_seq, target=target, replies=replies)
-        return outcome
+            for ask in asks:
+                if ask.command == "new":
+                    # handle up to /new; anything after it in this batch gets its own run
+                    target = _target_of(ask)
+                    await self._finish(
+                        claim,
+                        handled_seq=ask.seq_no,
+                        target=target,
+                        replies=[Reply(text=NEW_TEXT, model=COMMAND_MODEL)],
+                        close=True,
+                    )
+                    return "command_new"
+
+            # commands in seq order, so "/model x" sent before a question applies to it
+            replies: list[Reply] = []
+            for ask in asks:
+                if ask.command == "help":
+                    replies.append(Reply(text=HELP_TEXT, model=COMMAND_MODEL))
+                elif ask.command == "model":
+                    replies.append(await self._model_command(claim, ask))
+            questions = [m for m in asks if m.command is None]
+            target = _target_of(asks[-1])
+            outcome = f"command_{asks[-1].command}"
+            if questions:
+                target = _target_of(questions[-1])
+                answer = await self._ask_agent(
+                    claim,
+                    target,
+                    pending,
+                    question=questions[-1],
+                    handled_seq=handled_seq,
+                    interruptible=interrupts < MAX_INTERRUPTS,
+                )
+                if answer is None:
+                    # AGENT_BUSY_MODE=interrupt: new messages arrived; start over with them
+                    interrupts += 1
+                    self._metrics.turns.labels(claim.key.platform, "interrupted").inc()
+                    log.info("turn_interrupted", interrupts=interrupts)
+                    continue
+                agent_replies, outcome = answer
+                replies.extend(agent_replies)
+            await self._finish(claim, handled_seq=handled_seq, target=target, replies=replies)
+            return outcome
+
+    async def _model_command(self, claim: TurnClaim, ask: MessageRecord) -> Reply:
+        """``/model``: list the allowed models; ``/model NAME``: this session uses NAME, and
+        it becomes this person's choice wherever no session choice is set."""
+        policy = self._context.policy
+        allowed = policy.allowed
+        wanted = _command_argument(ask.content, "model")
+        if wanted is None:
+            state = await self._store.turn_state(
+                claim.session_id,
+                question_seq=ask.seq_no,
+                upto_seq=ask.seq_no,
+                user_platform=claim.key.platform,
+                user_id=ask.sender_id,
+            )
+            current, _ = policy.resolve(
+                session_choice=state.selected_model, user_choice=state.user_model
+            )
+            lines = ["Models:"]
+            for model in allowed:
+                flags = (
+                    ("default", model == policy.default_model),
+                    ("in use here", model == current),
+                )
+                notes = [note for note, on in flags if on]
+                lines.append(f"- {model}" + (f" ({', '.join(notes)})" if notes else ""))
+            lines.append("Switch this thread with /model NAME.")
+            return Reply(text="\n".join(lines), model=COMMAND_MODEL)
+        name = next((m for m in allowed if m == wanted), None) or next(
+            (m for m in allowed if m.lower() == wanted.lower()), None
+        )
+        if name is None:
+            return Reply(
+                text=f"Unknown model {wanted!r}. Available: {', '.join(allowed)}.",
+                model=COMMAND_MODEL,
+            )
+        await self._store.set_model_choice(
+            claim.session_id, platform=claim.key.platform, user_id=ask.sender_id, model=name
+        )
+        log.info("model_selected", model=name)
+        return Reply(
+            text=f"This thread now uses {name} (and so will new threads of yours that have "
+            "no model of their own).",
+            model=COMMAND_MODEL,
+        )
 
     async def _ask_agent(
-        self, claim: TurnClaim, target: ReplyTarget, pending: Sequence[MessageRecord]
-    ) -> tuple[list[Reply], str]:
-        recent = await self._store.recent(claim.session_id, self._settings.context_window)
-        newest_pending = max(m.seq_no for m in pending)
-        context = [_context(m) for m in recent if _is_context(m) and m.seq_no <= newest_pending]
+        self,
+        claim: TurnClaim,
+        target: ReplyTarget,
+        pending: Sequence[MessageRecord],
+        *,
+        question: MessageRecord,
+        handled_seq: int,
+        interruptible: bool,
+    ) -> tuple[list[Reply], str] | None:
+        """Run the agent on this session's context; ``None`` when the run was interrupted by
+        new messages (``AGENT_BUSY_MODE=interrupt``)."""
+        try:
+            ctx = await self._context.assemble(
+                session_id=claim.session_id,
+                key=claim.key,
+                target=target,
+                upto_seq=handled_seq,
+                question_seq=question.seq_no,
+                user_id=question.sender_id,
+            )
+        except ContextTooSmall as exc:
+            log.warning("context_too_small", error=str(exc))
+            return [_apology(str(exc))], "agent_failed"
+        self._note_context(claim, ctx, handled_seq)
         new_messages = [_context(m) for m in pending if m.role == "user" and m.command is None]
         turn = Turn(
             session_id=claim.session_id,
             key=claim.key,
             target=target,
-            context=context,
+            context=ctx.messages,
             new_messages=new_messages,
-            selected_model=claim.selected_model,
+            selected_model=ctx.model if ctx.model_source == "session" else None,
+            model=ctx.model,
+            system_prompt=ctx.system_prompt,
+            summary=ctx.summary,
+            context_window=ctx.window,
+            max_output_tokens=ctx.max_output_tokens,
+            estimated_prompt_tokens=ctx.estimated_tokens,
+            session_metadata=ctx.session_metadata,
         )
         typing = asyncio.create_task(self._keep_typing(target), name="typing-indicator")
         renew = asyncio.create_task(self._keep_lease(claim), name="turn-lease-renewal")
         agent_task = asyncio.create_task(self._agent.respond(turn), name="agent-respond")
+        watch: asyncio.Task[None] | None = None
+        if interruptible and self._settings.busy_mode == "interrupt":
+            watch = asyncio.create_task(
+                self._watch_new_asks(claim.session_id, handled_seq), name="turn-interrupt-watch"
+            )
         started = time.perf_counter()
         try:
-            done, _ = await asyncio.wait({agent_task, renew}, return_when=asyncio.FIRST_COMPLETED)
+            waiting = {agent_task, renew} if watch is None else {agent_task, renew, watch}
+            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
             if renew in done:
                 agent_task.cancel()
                 renew.result()  # raises LeaseLost
                 raise LeaseLost("lease renewal stopped")
+            if watch is not None and watch in done and agent_task not in done:
+                return None  # the finally below cancels the agent call
             try:
-                return list(agent_task.result()), "answered"
+                replies = list(agent_task.result())
             except AgentError as exc:
-                log.warning("agent_failed", error=str(exc))
-                return [_apology(str(exc))], "agent_failed"
+                log.warning("agent_failed", error=str(exc), model=ctx.model)
+                return [_apology(str(exc), model=ctx.model)], "agent_failed"
             except Exception as exc:
-                # the agent is user code: any failure
+                # the agent may be user code: any failure
                 # becomes a visible apology in the thread, never a dead worker
                 log.exception("agent_crashed")
-                return [_apology(f"{type(exc).__name__}: {exc}")], "agent_failed"
+                return [_apology(f"{type(exc).__name__}: {exc}", model=ctx.model)], "agent_failed"
+            self._calibrate(ctx, replies)
+            return replies, "answered"
         finally:
             self._metrics.agent_seconds.labels(self._agent.name).observe(
                 time.perf_counter() - started
             )
-            for task in (typing, renew, agent_task):
+            tasks = [typing, renew, agent_task] + ([watch] if watch is not None else [])
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(typing, renew, agent_task, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _note_context(self, claim: TurnClaim, ctx: Assembled, handled_seq: int) -> None:
+        """Log and measure the prompt; ask for a summary when older turns were left out
+        (cold path: ``request`` only notes the session)."""
+        self._metrics.prompt_tokens.labels(ctx.model).observe(ctx.estimated_tokens)
+        log.info(
+            "turn_context",
+            model=ctx.model,
+            model_source=ctx.model_source,
+            window=ctx.window,
+            prompt_budget=ctx.prompt_budget,
+            estimated_prompt_tokens=ctx.estimated_tokens,
+            context_messages=len(ctx.messages),
+            evicted_messages=ctx.evicted_messages,
+            truncated_messages=ctx.truncated_messages,
+            summary_to_seq=ctx.summary.to_seq if ctx.summary else None,
+        )
+        if ctx.evicted and self._summaries is not None and self._context.policy.summaries:
+            self._summaries.request(
+                SummaryJob(
+                    session_id=claim.session_id,
+                    model=ctx.model,
+                    upto_seq=handled_seq,
+                    keep_raw=ctx.history_raw_budget // 2,
+                )
+            )
+
+    def _calibrate(self, ctx: Assembled, replies: Sequence[Reply]) -> None:
+        """Feed the server's prompt count back into the estimate, for agents that send the
+        prompt exactly as we rendered it (``calibrates = True``)."""
+        if not getattr(self._agent, "calibrates", False) or not replies:
+            return
+        usage = replies[0].metadata.get("usage")
+        actual = usage.get("prompt_tokens") if isinstance(usage, Mapping) else None
+        if isinstance(actual, int):
+            self._context.counter.observe(ctx.model, raw=ctx.raw_tokens, actual=actual)
+
+    async def _watch_new_asks(self, session_id: int, handled_seq: int) -> None:
+        """Returns once a message asking for an answer arrives after ``handled_seq``."""
+        interval = min(self._settings.poll_seconds, 0.5)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                if await self._store.turn_requested_seq(session_id) > handled_seq:
+                    return
+            except StoreError as exc:
+                log.debug("interrupt_watch_failed", error=str(exc))
 
     async def _keep_typing(self, target: ReplyTarget) -> None:
         transport = self._transports.get(target.platform)
@@ -235,6 +401,9 @@ class TurnScheduler:
         transport = self._transports[target.platform]
         outgoing = []
         for reply in replies:
+            # where this reply sits in the transcript: after what it answered, even though
+            # messages that arrived meanwhile have lower seq numbers (gateway.context)
+            reply = replace(reply, metadata={**reply.metadata, "answers_seq": handled_seq})
             parts = split_text(reply.text, transport.max_message_length, transport.measure)
             if not parts:
                 continue
@@ -257,22 +426,32 @@ def _target_of(message: MessageRecord) -> ReplyTarget:
     return message.reply_target
 
 
-def _is_context(m: MessageRecord) -> bool:
-    if m.role == "user":
-        return m.command is None
-    return m.model != COMMAND_MODEL
-
-
 def _context(m: MessageRecord) -> ContextMessage:
     return ContextMessage(
-        seq_no=m.seq_no, role=m.role, content=m.content, sender_name=m.sender_name
+        seq_no=m.seq_no,
+        role=m.role,
+        content=m.content,
+        sender_name=m.sender_name,
+        sender_id=m.sender_id,
     )
 
 
-def _apology(reason: str) -> Reply:
+def _apology(reason: str, *, model: str | None = None) -> Reply:
     short = reason if len(reason) <= 200 else reason[:197] + "..."
+    metadata: dict[str, object] = {"error": reason, "failed_turn": True}
+    if model is not None:
+        metadata["agent_model"] = model
     return Reply(
         text=f"Sorry, I could not answer that just now ({short}). Please try again.",
         model=COMMAND_MODEL,
-        metadata={"error": reason, "failed_turn": True},
+        metadata=metadata,
     )
+
+
+def _command_argument(text: str, command: str) -> str | None:
+    """``/model gpt-4o`` (or ``/model@bot gpt-4o``, or after a mention) -> ``gpt-4o``."""
+    words = text.split()
+    for i, word in enumerate(words):
+        if word.lower().split("@", 1)[0] == f"/{command}":
+            return words[i + 1] if i + 1 < len(words) else None
+    return None

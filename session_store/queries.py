@@ -38,6 +38,83 @@ WITH inbox AS (
 SELECT id, session_id, seq_no, trigger FROM msg
 """
 
+# INGEST_MESSAGE for a batch of messages in ONE statement (session_store.batching: group
+# commit). Parameters are arrays, one element per message, in INGEST_MESSAGE's order, sorted
+# by session key (the lock order) and free of keys repeated within the batch (the batcher
+# answers those as duplicates itself). Per session key, the accepted messages get the next
+# seq numbers in array order; the session row is upserted once per key with the count, and a
+# message asks for an answer exactly when INGEST_MESSAGE would have made it ask (``always``,
+# or ``if_following`` in a session the bot has answered). Returns the accepted messages with
+# their 1-based position in the arrays.
+INGEST_MESSAGES_BATCH = """
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[],
+                         $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
+                         $11::text[], $12::text[], $13::text[], $14::text[], $15::jsonb[],
+                         $16::text[], $17::boolean[], $18::timestamptz[], $19::jsonb[])
+        WITH ORDINALITY AS i(platform, event_id, message_key, payload, scope, chat_id,
+                             thread_id, trig, title, sender_id, sender_name, external_id,
+                             reply_to, content, target, command, backfill, sent_at, metadata,
+                             ord)
+), inbox AS (
+    INSERT INTO inbound_events (platform, event_id, message_key, status, payload)
+    SELECT platform, event_id, message_key, 'accepted', payload FROM input ORDER BY ord
+    ON CONFLICT DO NOTHING
+    RETURNING id, platform, message_key
+), accepted AS (
+    SELECT i.*, inbox.id AS inbox_id, coalesce(i.thread_id, '') AS tkey,
+           row_number() OVER (PARTITION BY i.platform, i.scope, i.chat_id,
+                                           coalesce(i.thread_id, '') ORDER BY i.ord) AS rank
+    FROM input i JOIN inbox ON inbox.platform = i.platform AND inbox.message_key = i.message_key
+), grouped AS (
+    SELECT platform, scope, chat_id, tkey,
+           (array_agg(thread_id ORDER BY ord))[1] AS thread_id,
+           (array_agg(title ORDER BY ord))[1] AS title,
+           count(*) AS k,
+           max(rank) FILTER (WHERE trig = 'always') AS ask_always,
+           max(rank) FILTER (WHERE trig = 'if_following') AS ask_if_following
+    FROM accepted GROUP BY platform, scope, chat_id, tkey
+), sess AS (
+    INSERT INTO sessions AS s (platform, scope, chat_id, thread_id, last_seq_no, message_count,
+                               last_message_at, turn_requested_seq, title)
+    SELECT platform, scope, chat_id, thread_id, k, k, now(), coalesce(ask_always, 0), title
+    FROM grouped ORDER BY platform, scope, chat_id, tkey
+    ON CONFLICT (platform, scope, chat_id, (coalesce(thread_id, ''))) WHERE status = 'active'
+    DO UPDATE SET
+        last_seq_no = s.last_seq_no + excluded.message_count,
+        message_count = s.message_count + excluded.message_count,
+        last_message_at = now(),
+        updated_at = now(),
+        turn_requested_seq = coalesce(
+            s.last_seq_no + (
+                SELECT greatest(g.ask_always, CASE WHEN s.answered THEN g.ask_if_following END)
+                FROM grouped g
+                WHERE g.platform = excluded.platform AND g.scope = excluded.scope
+                  AND g.chat_id = excluded.chat_id
+                  AND g.tkey = coalesce(excluded.thread_id, '')
+            ),
+            s.turn_requested_seq)
+    RETURNING s.id, s.platform, s.scope, s.chat_id, coalesce(s.thread_id, '') AS tkey,
+              s.last_seq_no, s.answered
+), msg AS (
+    INSERT INTO messages (session_id, seq_no, inbound_event_id, role, sender_id, sender_name,
+                          external_id, reply_to_external_id, content, reply_target, command,
+                          trigger, backfill, sent_at, metadata)
+    SELECT sess.id, sess.last_seq_no - g.k + a.rank, a.inbox_id, 'user', a.sender_id,
+           a.sender_name, a.external_id, a.reply_to, a.content, a.target, a.command,
+           CASE WHEN a.trig = 'always' OR (a.trig = 'if_following' AND sess.answered)
+                THEN 'answer' ELSE 'context' END,
+           a.backfill, a.sent_at, a.metadata
+    FROM accepted a
+    JOIN grouped g USING (platform, scope, chat_id, tkey)
+    JOIN sess USING (platform, scope, chat_id, tkey)
+    ORDER BY a.ord
+    RETURNING id, session_id, seq_no, trigger, inbound_event_id
+)
+SELECT msg.id, msg.session_id, msg.seq_no, msg.trigger, a.ord
+FROM msg JOIN accepted a ON a.inbox_id = msg.inbound_event_id
+"""
+
 INSERT_INBOUND = """
 INSERT INTO inbound_events (platform, event_id, message_key, status, reason, payload)
 VALUES ($1, $2, $3, $4, $5, $6)
@@ -259,4 +336,121 @@ LIST_CHATS = """
 SELECT chat_id, count(*) AS sessions, max(last_message_at) AS last_message_at
 FROM sessions WHERE platform = $1 GROUP BY chat_id ORDER BY max(last_message_at) DESC NULLS LAST
 LIMIT $2
+"""
+
+# --- agent runtime (issue 6): context assembly, summaries, model choice, feedback ------------
+
+# Everything a turn needs besides the transcript, in one round trip: the session's metadata
+# and model choice, this person's last choice, where the question was asked (its metadata
+# carries chat/channel names), and the newest summary that ends at or before the turn.
+TURN_STATE = """
+SELECT s.metadata, s.title, s.selected_model,
+       (SELECT u.model FROM user_model_choices u
+        WHERE u.platform = $3 AND u.user_id = $4) AS user_model,
+       (SELECT m.metadata FROM messages m WHERE m.session_id = $1 AND m.seq_no = $2) AS place,
+       sm.id AS summary_id, sm.from_seq, sm.to_seq, sm.content AS summary_content,
+       sm.model AS summary_model, sm.model_written, sm.created_at AS summary_created_at
+FROM sessions s
+LEFT JOIN LATERAL (
+    SELECT id, from_seq, to_seq, content, model, model_written, created_at
+    FROM session_summaries
+    WHERE session_id = s.id AND to_seq <= $5
+    ORDER BY to_seq DESC, id DESC LIMIT 1
+) sm ON true
+WHERE s.id = $1
+"""
+
+# The agent's view of the transcript: commands and command answers (help, apologies) are not
+# conversation; deleted messages are gone; an edited message reads as its newest edit.
+# ``answers_seq`` places a reply right after what it answered even when messages that
+# arrived during the run got lower seq numbers than the reply.
+_CONTEXT_COLUMNS = """
+m.id, m.seq_no, m.role, m.sender_id, m.sender_name,
+CASE WHEN m.edited_at IS NULL THEN m.content ELSE coalesce(
+    (SELECT a.content FROM message_annotations a
+     WHERE a.message_id = m.id AND a.kind = 'edit' AND a.content IS NOT NULL
+     ORDER BY a.id DESC LIMIT 1), m.content) END AS content,
+(m.metadata->>'answers_seq')::bigint AS answers_seq,
+m.metadata->'tool_calls' AS tool_calls,
+m.metadata->>'tool_call_id' AS tool_call_id
+"""
+_CONTEXT_FILTER = """
+m.session_id = $1 AND m.seq_no > $2 AND m.seq_no <= $3
+AND ((m.role = 'user' AND m.command IS NULL)
+     OR (m.role <> 'user' AND m.model IS DISTINCT FROM 'command'))
+AND NOT EXISTS (SELECT 1 FROM message_annotations d
+                WHERE d.message_id = m.id AND d.kind = 'delete')
+"""
+
+CONTEXT_NEWEST_FIRST = f"""
+SELECT {_CONTEXT_COLUMNS} FROM messages m WHERE {_CONTEXT_FILTER}
+ORDER BY m.seq_no DESC LIMIT $4
+"""
+
+CONTEXT_OLDEST_FIRST = f"""
+SELECT {_CONTEXT_COLUMNS} FROM messages m WHERE {_CONTEXT_FILTER}
+ORDER BY m.seq_no LIMIT $4
+"""
+
+_SUMMARY_COLUMNS = "id, session_id, from_seq, to_seq, content, model, model_written, created_at"
+
+LATEST_SUMMARY = f"""
+SELECT {_SUMMARY_COLUMNS} FROM session_summaries
+WHERE session_id = $1 ORDER BY to_seq DESC, id DESC LIMIT 1
+"""
+
+LIST_SUMMARIES = f"""
+SELECT {_SUMMARY_COLUMNS} FROM session_summaries WHERE session_id = $1 ORDER BY to_seq, id
+"""
+
+# Written only if it moves the session's summary forward: a replica (or an MCP client) that
+# got as far already wins. Two replicas racing on one range may both write it; the newest
+# (id) is the one used, and either is correct.
+INSERT_ROLLING_SUMMARY = f"""
+INSERT INTO session_summaries (session_id, from_seq, to_seq, content, model, model_written)
+SELECT $1, $2, $3, $4, $5, $6
+WHERE NOT EXISTS (SELECT 1 FROM session_summaries WHERE session_id = $1 AND to_seq >= $3)
+RETURNING {_SUMMARY_COLUMNS}
+"""
+
+SET_SESSION_MODEL = """
+UPDATE sessions SET selected_model = $2, updated_at = now() WHERE id = $1
+"""
+
+SET_USER_MODEL = """
+INSERT INTO user_model_choices (platform, user_id, model) VALUES ($1, $2, $3)
+ON CONFLICT (platform, user_id) DO UPDATE SET model = excluded.model, updated_at = now()
+"""
+
+TURN_REQUESTED_SEQ = "SELECT turn_requested_seq FROM sessions WHERE id = $1"
+
+LOCK_ASSISTANT_MESSAGE = """
+SELECT id FROM messages WHERE id = $1 AND role = 'assistant' FOR UPDATE
+"""
+
+UPSERT_FEEDBACK = """
+INSERT INTO message_feedback (message_id, user_id, value) VALUES ($1, $2, $3)
+ON CONFLICT (message_id, user_id) DO UPDATE SET value = excluded.value, updated_at = now()
+"""
+
+DELETE_FEEDBACK = "DELETE FROM message_feedback WHERE message_id = $1 AND user_id = $2"
+
+# Runs after the row lock above, so its snapshot sees every earlier reaction.
+REFRESH_FEEDBACK = """
+UPDATE messages SET feedback = (
+    SELECT sign(sum(value))::smallint FROM message_feedback WHERE message_id = $1
+) WHERE id = $1
+RETURNING feedback
+"""
+
+FIND_MESSAGE_BY_PLATFORM_ID = """
+SELECT message_id FROM deliveries
+WHERE platform = $1 AND platform_message_id = $2 AND target->>'chat_id' = $3
+ORDER BY id LIMIT 1
+"""
+
+MESSAGE_ID_AT = "SELECT id FROM messages WHERE session_id = $1 AND seq_no = $2"
+
+FEEDBACK_BY_SEQ = """
+SELECT seq_no, feedback FROM messages WHERE session_id = $1 AND feedback IS NOT NULL
 """

@@ -18,11 +18,14 @@ from gateway.domain import Envelope, EventKind, Ignored, Rejected, Reply, ReplyT
 from gateway.errors import LeaseLost, SessionNotFound, StoreError
 from session_store import queries as q
 from session_store.records import (
+    ContextRecord,
     DeliveryRecord,
     IngestResult,
     MessageRecord,
     SessionRecord,
+    SummaryRecord,
     TurnClaim,
+    TurnState,
 )
 
 log = structlog.get_logger(__name__)
@@ -30,6 +33,10 @@ log = structlog.get_logger(__name__)
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("jsonb", encoder=_dumps, decoder=json.loads, schema="pg_catalog")
+
+
+async def _no_reset(conn: asyncpg.Connection) -> None:
+    return None
 
 
 def _dumps(value: Any) -> str:
@@ -66,8 +73,10 @@ class Store:
                 max_size=max_size,
                 init=_init_connection,
                 # connections carry no session state (no SET, no LISTEN, no prepared names of
-                # our own), so the per-release RESET round trip is pure cost
-                reset=None,
+                # our own), so the per-release RESET round trip is pure cost. ``reset=None``
+                # would mean asyncpg's default (that round trip); a no-op keeps only its local
+                # part (an open transaction is still rolled back)
+                reset=_no_reset,
             )
         except (OSError, asyncpg.PostgresError) as exc:
             raise StoreError(f"cannot connect to the database: {exc}") from exc
@@ -385,6 +394,126 @@ class Store:
     async def save_cursor(self, name: str, value: str) -> None:
         async with self._conn() as conn:
             await conn.execute(q.SAVE_CURSOR, name, value)
+
+    # --- agent runtime: context, summaries, model choice, feedback -----------------------
+
+    async def turn_state(
+        self,
+        session_id: int,
+        *,
+        question_seq: int,
+        upto_seq: int,
+        user_platform: str,
+        user_id: str | None,
+    ) -> TurnState:
+        async with self._conn() as conn:
+            row = await conn.fetchrow(
+                q.TURN_STATE, session_id, question_seq, user_platform, user_id, upto_seq
+            )
+        if row is None:
+            raise SessionNotFound(f"no session {session_id}")
+        return TurnState.from_row(row, session_id)
+
+    async def context_page(
+        self,
+        session_id: int,
+        *,
+        after_seq: int,
+        upto_seq: int,
+        limit: int,
+        newest_first: bool = True,
+    ) -> list[ContextRecord]:
+        """Context messages with ``after_seq < seq_no <= upto_seq``, newest or oldest first."""
+        sql = q.CONTEXT_NEWEST_FIRST if newest_first else q.CONTEXT_OLDEST_FIRST
+        async with self._conn() as conn:
+            rows = await conn.fetch(sql, session_id, after_seq, upto_seq, limit)
+        return [ContextRecord.from_row(r) for r in rows]
+
+    async def latest_summary(self, session_id: int) -> SummaryRecord | None:
+        async with self._conn() as conn:
+            row = await conn.fetchrow(q.LATEST_SUMMARY, session_id)
+        return None if row is None else SummaryRecord.from_row(row)
+
+    async def summaries(self, session_id: int) -> list[SummaryRecord]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(q.LIST_SUMMARIES, session_id)
+        return [SummaryRecord.from_row(r) for r in rows]
+
+    async def add_summary(
+        self,
+        session_id: int,
+        *,
+        from_seq: int,
+        to_seq: int,
+        content: str,
+        model: str | None,
+        model_written: bool,
+    ) -> SummaryRecord | None:
+        """Store a summary of ``from_seq..to_seq``; ``None`` if one reaching as far exists."""
+        async with self._conn() as conn:
+            row = await conn.fetchrow(
+                q.INSERT_ROLLING_SUMMARY,
+                session_id,
+                from_seq,
+                to_seq,
+                content,
+                model,
+                model_written,
+            )
+        return None if row is None else SummaryRecord.from_row(row)
+
+    async def set_model_choice(
+        self, session_id: int, *, platform: str, user_id: str | None, model: str
+    ) -> None:
+        """``/model NAME``: this session's model, and this person's choice for new ones."""
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute(q.SET_SESSION_MODEL, session_id, model)
+            if user_id:
+                await conn.execute(q.SET_USER_MODEL, platform, user_id, model)
+
+    async def turn_requested_seq(self, session_id: int) -> int:
+        async with self._conn() as conn:
+            value = await conn.fetchval(q.TURN_REQUESTED_SEQ, session_id)
+        if value is None:
+            raise SessionNotFound(f"no session {session_id}")
+        return int(value)
+
+    async def set_feedback(self, message_id: int, *, user_id: str, value: int) -> int | None:
+        """One person's feedback on an assistant message: +1, -1, or 0 to take it back.
+        Returns the message's resulting feedback (sign of the sum), ``None`` when nobody's
+        is left. Raises ``SessionNotFound`` when ``message_id`` is not an assistant message."""
+        if value not in (-1, 0, 1):
+            raise ValueError("feedback must be -1, 0 or 1")
+        async with self._conn() as conn, conn.transaction():
+            # lock first: concurrent reactions on one message then recompute in turn
+            if await conn.fetchval(q.LOCK_ASSISTANT_MESSAGE, message_id) is None:
+                raise SessionNotFound(f"no assistant message {message_id}")
+            if value:
+                await conn.execute(q.UPSERT_FEEDBACK, message_id, user_id, value)
+            else:
+                await conn.execute(q.DELETE_FEEDBACK, message_id, user_id)
+            result = await conn.fetchval(q.REFRESH_FEEDBACK, message_id)
+        return None if result is None else int(result)
+
+    async def find_bot_message(
+        self, platform: str, *, chat_id: str, platform_message_id: str
+    ) -> int | None:
+        """The assistant message a platform message id belongs to (for reactions)."""
+        async with self._conn() as conn:
+            value = await conn.fetchval(
+                q.FIND_MESSAGE_BY_PLATFORM_ID, platform, platform_message_id, chat_id
+            )
+        return None if value is None else int(value)
+
+    async def message_id_at(self, session_id: int, seq_no: int) -> int | None:
+        async with self._conn() as conn:
+            value = await conn.fetchval(q.MESSAGE_ID_AT, session_id, seq_no)
+        return None if value is None else int(value)
+
+    async def feedback_by_seq(self, session_id: int) -> dict[int, int]:
+        async with self._conn() as conn:
+            rows = await conn.fetch(q.FEEDBACK_BY_SEQ, session_id)
+        return {r["seq_no"]: r["feedback"] for r in rows}
 
 
 def ingest_message_args(env: Envelope, raw: Mapping[str, Any] | None) -> tuple[Any, ...]:

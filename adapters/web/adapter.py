@@ -19,6 +19,7 @@ from starlette.routing import Route
 from adapters.web.extract import PLATFORM, SCOPE, extract
 from adapters.web.transport import WebTransport
 from gateway.domain import Rejected, SessionKey
+from gateway.errors import SessionNotFound
 from gateway.hub import Broadcast
 from gateway.intake import live_topic
 from gateway.ports import Intake
@@ -64,6 +65,11 @@ class WebAdapter:
                 "/web/api/channels/{channel}/threads/{thread}/stream",
                 self._stream,
                 methods=["GET"],
+            ),
+            Route(
+                "/web/api/channels/{channel}/threads/{thread}/messages/{seq:int}/feedback",
+                self._feedback,
+                methods=["POST"],
             ),
         ]
 
@@ -132,6 +138,7 @@ class WebAdapter:
         deliveries: dict[int, list[str]] = {}
         for d in await self._store.deliveries_for_session(session.id):
             deliveries.setdefault(d.seq_no, []).append(d.status)
+        feedback = await self._store.feedback_by_seq(session.id)
         return JSONResponse(
             {
                 "session_id": session.id,
@@ -144,18 +151,46 @@ class WebAdapter:
                         "sender": m.sender_name,
                         "model": m.model,
                         "delivery": _summary(deliveries.get(m.seq_no)),
+                        "feedback": feedback.get(m.seq_no),
                     }
                     for m in messages
                 ],
             }
         )
 
+    async def _feedback(self, request: Request) -> Response:
+        """Thumbs up/down on an answer: ``{"value": 1 | -1 | 0, "user": name}``; 0 takes
+        this person's feedback back. Answers with the message's resulting feedback."""
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            body = None
+        value = body.get("value") if isinstance(body, dict) else None
+        user = (body.get("user") if isinstance(body, dict) else None) or "guest"
+        if value not in (-1, 0, 1) or isinstance(value, bool) or not isinstance(user, str):
+            return JSONResponse({"error": "value must be 1, -1 or 0"}, status_code=422)
+        session = await self._store.find_session(self._key(request))
+        message_id = (
+            None
+            if session is None
+            else await self._store.message_id_at(session.id, request.path_params["seq"])
+        )
+        if message_id is None:
+            return JSONResponse({"error": "no such message"}, status_code=404)
+        try:
+            result = await self._store.set_feedback(message_id, user_id=user[:64], value=value)
+        except SessionNotFound:
+            return JSONResponse({"error": "only answers take feedback"}, status_code=404)
+        return JSONResponse({"feedback": result})
+
     async def _stream(self, request: Request) -> Response:
         topic = live_topic(self._key(request))
 
         async def events() -> AsyncIterator[str]:
             async with self._live.subscribe(topic) as queue:
-                yield ": connected\n\n"
+                # a real event, sent once subscribed: the page reloads history on it, so a reply
+                # published between its history load and this subscription is not missed
+                yield 'data: {"type": "connected"}\n\n'
                 while not self._stopping.is_set():
                     try:
                         event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)

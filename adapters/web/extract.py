@@ -16,6 +16,8 @@ SCOPE = "local"
 MAX_TEXT = 20_000
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _COMMANDS = {"/new": "new", "/help": "help"}
+#: commands that take an argument (``/model NAME``)
+_COMMANDS_WITH_ARGUMENT = {"/model": "model"}
 
 
 def extract(channel: str, body: Mapping[str, Any]) -> Envelope | Rejected:
@@ -54,5 +56,12 @@ def extract(channel: str, body: Mapping[str, Any]) -> Envelope | Rejected:
         text=text,
         sender=Sender(id=user, name=user),
         trigger=Trigger.ALWAYS,
-        command=_COMMANDS.get(text.strip().lower()),
+        command=_command(text),
     )
+
+
+def _command(text: str) -> str | None:
+    words = text.strip().lower().split(maxsplit=1)
+    if words and words[0] in _COMMANDS_WITH_ARGUMENT:
+        return _COMMANDS_WITH_ARGUMENT[words[0]]
+    return _COMMANDS.get(text.strip().lower())

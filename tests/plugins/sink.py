@@ -90,9 +90,10 @@ def sink_envelope(body: dict[str, Any]) -> Envelope:
         message_id=message_id,
         event_id=body.get("event_id"),
         text=str(body["text"]),
-        sender=Sender(id="tester", name="tester"),
+        sender=Sender(id=str(body.get("user", "tester")), name=str(body.get("user", "tester"))),
         trigger=Trigger(body.get("trigger", "always")),
-        command={"/new": "new", "/help": "help"}.get(str(body["text"]).strip()),
+        command={"/new": "new", "/help": "help"}.get(str(body["text"]).strip())
+        or ("model" if str(body["text"]).split()[:1] == ["/model"] else None),
     )
 
 

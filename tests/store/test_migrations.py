@@ -67,7 +67,10 @@ async def test_migrations_are_recorded_and_rerunning_applies_nothing(
 async def test_a_changed_applied_migration_is_refused(empty_database_url: str) -> None:
     migrations = load_migrations()
     await migrate(empty_database_url, migrations)
-    changed = [Migration(migrations[0].filename, migrations[0].sql + "\n-- edited\n")]
+    changed = [
+        Migration(migrations[0].filename, migrations[0].sql + "\n-- edited\n"),
+        *migrations[1:],
+    ]
     with pytest.raises(MigrationError, match="changed after it was applied"):
         await migrate(empty_database_url, changed)
 

@@ -1,0 +1,717 @@
+"""Context assembly: what the agent sees of a session, bounded by the model's own budget.
+
+The design (issue 6, "memory"):
+
+- **Per-model budget.** Each model has a context window (``WINDOWS`` below, overridden by
+  ``AGENT_CONTEXT_WINDOWS``; unknown models get ``AGENT_DEFAULT_CONTEXT_WINDOW``). The prompt
+  budget is window - reserved output - tool schemas (optionally capped by
+  ``AGENT_MAX_PROMPT_TOKENS``); the system prompt (with the place and the summary) is paid
+  out of it first, the transcript gets the rest.
+- **Whole-turn eviction.** The transcript is cut into turns (the user messages and everything
+  that answered them) and trimmed oldest turn first; a turn is never split, so a tool call
+  never loses its result. Only when the newest turn alone is larger than the whole budget are
+  its longest messages shortened in the middle (marked), and as a last resort its oldest
+  unanswered user messages dropped; the transcript stays valid either way.
+- **Token counting.** No tokenizer is available offline (tiktoken downloads its tables at run
+  time), so ``TokenCounter`` estimates conservatively from the same pre-tokenization split
+  byte-pair tokenizers use (a hex id or a base64 blob costs what it really costs, not
+  chars/4), and scales the estimate per model by what the server reported in ``usage``.
+- **Summaries.** Context = the newest summary (in the system prompt) + the messages after it.
+  Writing summaries is ``gateway.summaries``' job, on the cold path.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+from gateway.agents import ContextMessage, ContextSummary
+from gateway.domain import ReplyTarget, SessionKey
+from gateway.errors import ContextTooSmall
+from gateway.settings import Settings
+from session_store.records import ContextRecord, SummaryRecord
+from session_store.store import Store
+
+# --- the per-model window table ----------------------------------------------------------
+
+#: context windows in tokens by model-name prefix (longest prefix wins), from the providers'
+#: model pages. Local servers (Ollama ``num_ctx``, llama.cpp ``-c``) often run a model with a
+#: smaller window than it supports: set AGENT_CONTEXT_WINDOWS to what the server really uses.
+WINDOWS: tuple[tuple[str, int], ...] = (
+    ("gpt-5", 400_000),
+    ("gpt-4.1", 1_047_576),
+    ("gpt-4o", 128_000),
+    ("gpt-4-turbo", 128_000),
+    ("gpt-4-32k", 32_768),
+    ("gpt-4", 8_192),
+    ("gpt-3.5-turbo", 16_385),
+    ("o1", 200_000),
+    ("o3", 200_000),
+    ("o4", 200_000),
+    ("claude", 200_000),
+    ("gemini", 1_048_576),
+    ("llama3.1", 131_072),
+    ("llama3.2", 131_072),
+    ("llama3.3", 131_072),
+    ("llama-3.1", 131_072),
+    ("llama-3.2", 131_072),
+    ("llama-3.3", 131_072),
+    ("llama3", 8_192),
+    ("llama-3", 8_192),
+    ("mistral", 32_768),
+    ("mixtral", 32_768),
+    ("qwen2.5", 32_768),
+    ("qwen3", 32_768),
+    ("gemma2", 8_192),
+    ("gemma-2", 8_192),
+    ("gemma3", 131_072),
+    ("gemma-3", 131_072),
+    ("phi3", 4_096),
+    ("phi-3", 4_096),
+    ("phi4", 16_384),
+    ("phi-4", 16_384),
+    ("deepseek", 65_536),
+)
+
+
+def normalize_model(name: str) -> str:
+    """``openai/gpt-4o`` -> ``gpt-4o``; ``meta-llama/Llama-3.1-8B`` -> ``llama-3.1-8b``."""
+    return name.strip().lower().rsplit("/", 1)[-1]
+
+
+def context_window(model: str, *, overrides: Mapping[str, int], default: int) -> int:
+    lowered = model.strip().lower()
+    for candidate in (lowered, normalize_model(lowered)):
+        if candidate in overrides:
+            return overrides[candidate]
+    name = normalize_model(lowered)
+    best = max((p for p, _ in WINDOWS if name.startswith(p)), key=len, default=None)
+    if best is None:
+        return default
+    return dict(WINDOWS)[best]
+
+
+def resolve_model(
+    *,
+    session_choice: str | None,
+    user_choice: str | None,
+    allowed: Sequence[str],
+    default: str,
+) -> tuple[str, str]:
+    """The model for a turn and where it came from: this session's ``/model`` choice, else
+    this person's last choice, else the default. A choice that has left the allow-list falls
+    through silently to the next layer."""
+    if session_choice and session_choice in allowed:
+        return session_choice, "session"
+    if user_choice and user_choice in allowed:
+        return user_choice, "user"
+    return default, "default"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextPolicy:
+    """Model choice and budget rules, from the settings."""
+
+    default_model: str = "gpt-4o-mini"
+    allowed_models: tuple[str, ...] = ()
+    window_overrides: Mapping[str, int] = field(default_factory=dict)
+    default_window: int = 8192
+    max_output_tokens: int = 1024
+    max_prompt_tokens: int | None = None
+    summary_tokens: int = 512
+    summaries: bool = True
+    system_prompt: str = "You are a helpful assistant in a team chat."
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ContextPolicy:
+        return cls(
+            default_model=settings.agent_model,
+            allowed_models=tuple(settings.agent_models or [settings.agent_model]),
+            window_overrides=settings.context_windows(),
+            default_window=settings.agent_default_context_window,
+            max_output_tokens=settings.agent_max_output_tokens,
+            max_prompt_tokens=settings.agent_max_prompt_tokens,
+            summary_tokens=settings.agent_summary_tokens,
+            summaries=settings.agent_summaries,
+            system_prompt=settings.agent_system_prompt,
+        )
+
+    @property
+    def allowed(self) -> tuple[str, ...]:
+        return self.allowed_models or (self.default_model,)
+
+    def window(self, model: str) -> int:
+        return context_window(model, overrides=self.window_overrides, default=self.default_window)
+
+    def prompt_budget(self, model: str, *, tool_tokens: int = 0) -> int:
+        """Tokens the whole prompt (system message included) may use for ``model``."""
+        budget = self.window(model) - self.max_output_tokens - tool_tokens
+        if self.max_prompt_tokens is not None:
+            budget = min(budget, self.max_prompt_tokens)
+        return budget
+
+    def resolve(self, *, session_choice: str | None, user_choice: str | None) -> tuple[str, str]:
+        return resolve_model(
+            session_choice=session_choice,
+            user_choice=user_choice,
+            allowed=self.allowed,
+            default=self.default_model,
+        )
+
+
+# --- token counting ------------------------------------------------------------------------
+
+# The pre-tokenization split of cl100k/o200k-style tokenizers, in ``re`` syntax: contractions,
+# letter runs (with one leading non-letter), digit groups of up to 3, punctuation runs,
+# newlines, spaces. A byte-pair tokenizer never merges across these pieces, so counting
+# pieces is a lower bound that makes random ids and base64 expensive, as they really are.
+_PIECE = re.compile(
+    r"'(?:[sdmt]|ll|ve|re)|[^\r\n\w]?[^\W\d_]+|\d{1,3}| ?[^\s\w]+[\r\n]*|_+|\s*[\r\n]+|\s+"
+)
+#: per-message framing of the chat format (role, separators) and the reply's priming
+MESSAGE_OVERHEAD = 4
+PROMPT_OVERHEAD = 3
+#: margin before any usage has been observed for a model
+UNCALIBRATED_FACTOR = 1.1
+#: margin over the worst observed ratio
+CALIBRATION_MARGIN = 1.05
+MIN_FACTOR = 0.6
+MAX_FACTOR = 4.0
+
+
+def _is_cjk(ch: str) -> bool:
+    code = ord(ch)
+    return (
+        0x2E80 <= code <= 0x9FFF
+        or 0xAC00 <= code <= 0xD7AF
+        or 0xF900 <= code <= 0xFAFF
+        or 0xFF00 <= code <= 0xFFEF
+    )
+
+
+def _piece_tokens(piece: str) -> float:
+    if piece.isspace():
+        # runs of spaces merge; each newline run is about one token
+        return 1.0 if ("\n" in piece or "\r" in piece) else math.ceil(len(piece) / 4)
+    if piece.isascii():
+        core = piece.lstrip(" ")
+        if not core:
+            return 1.0
+        if core.isalpha():
+            # common words are one token, long or rare ones several: ~4 letters per token
+            return max(1.0, math.ceil(len(core) / 4))
+        if len(core) > 1 and core[1:].isalpha():
+            return 1.0 + max(1.0, math.ceil((len(core) - 1) / 4))  # "(word", "#tag"
+        if core.isdigit():
+            return 1.0
+        return max(1.0, math.ceil(len(core) / 2))
+    tokens = 0.0
+    ascii_run = 0
+    for ch in piece:
+        if ch.isascii():
+            ascii_run += 1
+            continue
+        if ord(ch) > 0xFFFF:
+            tokens += 3.0  # emoji and other astral symbols: several byte tokens each
+        elif _is_cjk(ch):
+            tokens += 1.5
+        elif ch.isalpha():
+            tokens += 0.5  # Cyrillic, Greek, accented Latin...: ~2 letters per token
+        else:
+            tokens += 1.0
+    return max(1.0, tokens + ascii_run / 4)
+
+
+def estimate_text(text: str) -> int:
+    """Raw (uncalibrated) token estimate of ``text``."""
+    if not text:
+        return 0
+    return math.ceil(sum(_piece_tokens(p) for p in _PIECE.findall(text)))
+
+
+class TokenCounter:
+    """Conservative token estimates, calibrated per model from the server's ``usage``.
+
+    ``factor(model)`` scales the raw estimate: ``UNCALIBRATED_FACTOR`` until a server has
+    reported ``prompt_tokens`` for a prompt we estimated, then the worst recent ratio of
+    reported to estimated with a margin. Memory is bounded (models and samples)."""
+
+    def __init__(self, *, max_models: int = 64, samples: int = 20, cache_size: int = 50_000):
+        self._ratios: OrderedDict[str, deque[float]] = OrderedDict()
+        self._max_models = max_models
+        self._samples = samples
+        self._cache: OrderedDict[tuple[str, int, int, str | None], int] = OrderedDict()
+        self._cache_size = cache_size
+
+    def text(self, text: str) -> int:
+        return estimate_text(text)
+
+    def message(self, message: Mapping[str, Any]) -> int:
+        """Raw tokens of one chat-format message, framing included. Remembered (bounded LRU)
+        by content, so each turn of a long session estimates only its new messages."""
+        key = None
+        content = message.get("content")
+        if isinstance(content, str) and not message.get("tool_calls"):
+            key = (str(message.get("role")), len(content), hash(content), message.get("name"))
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
+        tokens = MESSAGE_OVERHEAD + estimate_text(_content_text(content))
+        if message.get("name"):
+            tokens += 1 + estimate_text(str(message["name"]))
+        if message.get("tool_calls"):
+            tokens += estimate_text(_json_text(message["tool_calls"]))
+        if message.get("tool_call_id"):
+            tokens += 1 + estimate_text(str(message["tool_call_id"]))
+        if key is not None:
+            self._cache[key] = tokens
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return tokens
+
+    def prompt(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        return PROMPT_OVERHEAD + sum(self.message(m) for m in messages)
+
+    def factor(self, model: str) -> float:
+        ratios = self._ratios.get(model)
+        if not ratios:
+            return UNCALIBRATED_FACTOR
+        return min(MAX_FACTOR, max(MIN_FACTOR, max(ratios) * CALIBRATION_MARGIN))
+
+    def calibrated(self, model: str, raw: int) -> int:
+        return math.ceil(raw * self.factor(model))
+
+    def observe(self, model: str, *, raw: int, actual: int) -> None:
+        """The server counted ``actual`` prompt tokens for a prompt we estimated at ``raw``."""
+        if raw < 32 or actual <= 0:
+            return  # tiny prompts are all framing: their ratio says nothing about text
+        ratios = self._ratios.get(model)
+        if ratios is None:
+            ratios = self._ratios[model] = deque(maxlen=self._samples)
+            if len(self._ratios) > self._max_models:
+                self._ratios.popitem(last=False)
+        else:
+            self._ratios.move_to_end(model)
+        ratios.append(actual / raw)
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return _json_text(content)
+
+
+def _json_text(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+# --- rendering: the one chat-format transcript both the estimate and the clients use --------
+
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def render_message(m: ContextMessage) -> dict[str, Any]:
+    if m.role == "tool":
+        return {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content}
+    out: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.role == "user" and m.sender_name:
+        # the chat format's way of telling several people apart (letters, digits, _ and -)
+        name = _NAME_CHARS.sub("_", m.sender_name).strip("_")[:64]
+        if name:
+            out["name"] = name
+    if m.role == "assistant" and m.tool_calls:
+        out["tool_calls"] = [dict(c) for c in m.tool_calls]
+    return out
+
+
+def render_prompt(system_prompt: str, messages: Sequence[ContextMessage]) -> list[dict[str, Any]]:
+    rendered = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    rendered.extend(render_message(m) for m in messages)
+    return rendered
+
+
+# --- turns and eviction (pure) ---------------------------------------------------------------
+
+M = TypeVar("M", bound=ContextMessage)
+
+
+def group_turns(messages: Sequence[M]) -> list[list[M]]:
+    """Cut a transcript into turns: a run of user messages and everything after it up to the
+    next user message (the answers, tool calls and their results)."""
+    groups: list[list[M]] = []
+    current: list[M] = []
+    previous_role: str | None = None
+    for m in messages:
+        if m.role == "user" and current and previous_role != "user":
+            groups.append(current)
+            current = []
+        current.append(m)
+        previous_role = m.role
+    if current:
+        groups.append(current)
+    return groups
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fit:
+    messages: list[ContextMessage]
+    evicted_messages: int
+    truncated_messages: int = 0
+    dropped_messages: int = 0
+
+
+#: content shorter than this is never shortened (a marker would cost as much as it saves)
+MIN_TRUNCATE_CHARS = 240
+
+
+def fit_turns(
+    messages: Sequence[ContextMessage], *, budget: int, cost: Callable[[ContextMessage], int]
+) -> Fit:
+    """The newest whole turns whose total ``cost`` fits ``budget`` (a contiguous suffix: an
+    older turn is never kept when a newer one was dropped). The newest turn is always kept;
+    when it alone is too big it is shortened (see module docstring)."""
+    groups = group_turns(messages)
+    if not groups:
+        return Fit(messages=[], evicted_messages=0)
+    kept: list[list[ContextMessage]] = []
+    total = 0
+    for group in reversed(groups):
+        group_cost = sum(cost(m) for m in group)
+        if total + group_cost > budget:
+            break
+        kept.append(group)
+        total += group_cost
+    if kept:
+        flat = [m for g in reversed(kept) for m in g]
+        return Fit(messages=flat, evicted_messages=len(messages) - len(flat))
+    newest = groups[-1]
+    shrunk, truncated, dropped = _shrink(newest, budget=budget, cost=cost)
+    return Fit(
+        messages=shrunk,
+        evicted_messages=len(messages) - len(newest),
+        truncated_messages=truncated,
+        dropped_messages=dropped,
+    )
+
+
+def _shrink(
+    group: list[ContextMessage], *, budget: int, cost: Callable[[ContextMessage], int]
+) -> tuple[list[ContextMessage], int, int]:
+    items = list(group)
+    costs = [cost(m) for m in items]
+    truncated: set[int] = set()
+    dropped = 0
+    while sum(costs) > budget:
+        excess = sum(costs) - budget
+        candidates = [i for i, m in enumerate(items) if len(m.content) > MIN_TRUNCATE_CHARS]
+        if candidates:
+            i = max(candidates, key=lambda j: costs[j])
+            target = max(costs[i] - excess, 1)
+            shorter = truncate_message(items[i], target=target, cost=cost)
+            new_cost = cost(shorter)
+            if new_cost < costs[i]:
+                items[i], costs[i] = shorter, new_cost
+                truncated.add(id(items[i]))
+                continue
+        # last resort: drop the oldest user message that has no answer yet (never an answer,
+        # a tool call or a result, so the transcript stays valid); keep the last question
+        users = [i for i, m in enumerate(items) if m.role == "user"]
+        if len(users) < 2:
+            raise ContextTooSmall("the model's context window is too small for this message")
+        i = users[0]
+        del items[i]
+        del costs[i]
+        dropped += 1
+    return items, len(truncated), dropped
+
+
+def truncate_message(
+    m: ContextMessage, *, target: int, cost: Callable[[ContextMessage], int]
+) -> ContextMessage:
+    """``m`` with the middle of its content cut out so that its cost is at most ``target``
+    (or as small as a head and tail of ``MIN_TRUNCATE_CHARS // 2`` each allows)."""
+    text = m.content
+    n = len(text)
+
+    def cut(keep: int) -> ContextMessage:
+        omitted = n - 2 * keep
+        marker = f"\n[... {omitted} characters omitted to fit the context window ...]\n"
+        return replace(m, content=text[:keep] + marker + text[n - keep :])
+
+    lo, hi = MIN_TRUNCATE_CHARS // 2, (n - 1) // 2
+    if hi < lo:
+        return m
+    best = cut(lo)
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        candidate = cut(mid)
+        if cost(candidate) <= target:
+            best, lo = candidate, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def prompt_order(records: Sequence[ContextRecord]) -> list[ContextRecord]:
+    """Transcript order: by seq, except that a reply sits right after the newest message its
+    turn handled. Messages that arrived during a run get lower seq numbers than the run's
+    reply, yet they were not part of what it answered."""
+
+    def key(r: ContextRecord) -> tuple[int, int, int]:
+        if r.role != "user" and r.answers_seq is not None and r.answers_seq < r.seq_no:
+            return (r.answers_seq, 1, r.seq_no)
+        return (r.seq_no, 0 if r.role == "user" else 1, r.seq_no)
+
+    return sorted(records, key=key)
+
+
+def to_context(r: ContextRecord) -> ContextMessage:
+    return ContextMessage(
+        seq_no=r.seq_no,
+        role=r.role,
+        content=r.content,
+        sender_name=r.sender_name,
+        sender_id=r.sender_id,
+        tool_calls=r.tool_calls,
+        tool_call_id=r.tool_call_id,
+    )
+
+
+# --- the system prompt: who, where, and what came before ----------------------------------
+
+_PLACES = {
+    "telegram": ("Telegram", "chat", "forum topic"),
+    "slack": ("Slack", "channel", "thread"),
+    "mattermost": ("Mattermost", "channel", "thread"),
+    "web": ("the built-in web chat", "channel", "thread"),
+}
+
+
+def _clean(value: Any, limit: int = 100) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def describe_place(
+    key: SessionKey,
+    target: ReplyTarget,
+    *,
+    place: Mapping[str, Any],
+    title: str | None = None,
+) -> str:
+    """One sentence saying where the conversation is, from the stored key and target (the
+    same thread the reply goes to) and the names the adapter stored with the message."""
+    label, chat_noun, thread_noun = _PLACES.get(key.platform, (key.platform, "chat", "thread"))
+    direct = place.get("chat_type") == "private" or place.get("channel_type") in ("im", "D")
+    chat_name = place.get("chat_title") or place.get("channel_display_name")
+    chat_name = chat_name or place.get("channel_name")
+    if direct:
+        chat = "a direct conversation"
+    elif chat_name:
+        chat = f'{chat_noun} "{_clean(chat_name)}" (id {_clean(key.chat_id)})'
+    else:
+        chat = f"{chat_noun} {_clean(key.chat_id)}"
+    if target.thread_id is not None:
+        where = f"{thread_noun} {_clean(target.thread_id)}"
+        if place.get("topic_name"):
+            where += f' ("{_clean(place["topic_name"])}")'
+        elif title:
+            where += f' (started with "{_clean(title, 80)}")'
+        reply_in = f"that same {thread_noun}"
+    else:
+        where = "no thread (the main conversation)"
+        reply_in = "that same conversation"
+    return (
+        f"Where this conversation is: {label}, {chat}, {where}. Your reply is posted in "
+        f"{reply_in}; you only see messages from it."
+    )
+
+
+def summary_section(summary: ContextSummary) -> str:
+    who = "written by a model" if summary.model_written else "excerpts, not model-written"
+    return (
+        f"Summary of the earlier conversation (messages {summary.from_seq}-{summary.to_seq}, "
+        f"{who}); the messages after it follow in full:\n{summary.content}"
+    )
+
+
+# --- assembly against the store ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Assembled:
+    """A turn's context, sized for its model."""
+
+    model: str
+    model_source: str
+    window: int
+    max_output_tokens: int
+    #: tokens the whole prompt may use (window - reserved output - tools, maybe capped)
+    prompt_budget: int
+    system_prompt: str
+    summary: ContextSummary | None
+    messages: list[ContextMessage]
+    #: raw and calibrated estimates of the rendered prompt (``render_prompt``)
+    raw_tokens: int
+    estimated_tokens: int
+    #: the transcript held more than fits: older turns were left out (a summary is due)
+    evicted: bool
+    evicted_messages: int
+    truncated_messages: int
+    session_metadata: Mapping[str, Any]
+    #: the transcript part's raw budget (the summary worker keeps half of it verbatim)
+    history_raw_budget: int
+
+
+class ContextAssembler:
+    """Builds each turn's context from the store: newest summary + the newest whole turns
+    after it that fit the model's budget. Reads only as many rows as the budget can hold
+    (pages, newest first), so its cost does not grow with the conversation."""
+
+    def __init__(
+        self,
+        store: Store,
+        policy: ContextPolicy,
+        counter: TokenCounter,
+        *,
+        page_size: int = 512,
+    ) -> None:
+        self._store = store
+        self.policy = policy
+        self.counter = counter
+        self._page_size = page_size
+
+    def cost(self, m: ContextMessage) -> int:
+        return self.counter.message(render_message(m))
+
+    async def assemble(
+        self,
+        *,
+        session_id: int,
+        key: SessionKey,
+        target: ReplyTarget,
+        upto_seq: int,
+        question_seq: int,
+        user_id: str | None,
+        tool_tokens: int = 0,
+    ) -> Assembled:
+        state = await self._store.turn_state(
+            session_id,
+            question_seq=question_seq,
+            upto_seq=upto_seq,
+            user_platform=key.platform,
+            user_id=user_id,
+        )
+        model, source = self.policy.resolve(
+            session_choice=state.selected_model, user_choice=state.user_model
+        )
+        window = self.policy.window(model)
+        budget = self.policy.prompt_budget(model, tool_tokens=tool_tokens)
+        factor = self.counter.factor(model)
+        raw_budget = math.floor(budget / factor)
+
+        summary = None
+        if state.summary is not None:
+            summary = _as_summary(state.summary)
+            # a summary written for a bigger model must not crowd out the transcript
+            limit = max(raw_budget // 4, 64)
+            if self.counter.text(summary.content) > limit:
+                summary = replace(summary, content=_cut_to(summary.content, limit, self.counter))
+        parts = [self.policy.system_prompt.strip()]
+        parts.append(describe_place(key, target, place=state.place, title=state.title))
+        if summary is not None:
+            parts.append(summary_section(summary))
+        system_prompt = "\n\n".join(p for p in parts if p)
+        system_raw = self.counter.message({"role": "system", "content": system_prompt})
+        history_budget = raw_budget - system_raw - PROMPT_OVERHEAD
+        if history_budget < 2 * MESSAGE_OVERHEAD + 16:
+            raise ContextTooSmall(
+                f"the context window of {model} ({window} tokens) is too small for the "
+                "system prompt"
+            )
+        after = summary.to_seq if summary is not None else 0
+        records, exhausted = await self.fetch_newest(
+            session_id, after_seq=after, upto_seq=upto_seq, raw_budget=history_budget
+        )
+        ordered = [to_context(r) for r in prompt_order(records)]
+        fit = fit_turns(ordered, budget=history_budget, cost=self.cost)
+        rendered = render_prompt(system_prompt, fit.messages)
+        raw = self.counter.prompt(rendered)
+        return Assembled(
+            model=model,
+            model_source=source,
+            window=window,
+            max_output_tokens=self.policy.max_output_tokens,
+            prompt_budget=budget,
+            system_prompt=system_prompt,
+            summary=summary,
+            messages=fit.messages,
+            raw_tokens=raw,
+            estimated_tokens=math.ceil(raw * factor),
+            evicted=(not exhausted) or fit.evicted_messages > 0 or fit.dropped_messages > 0,
+            evicted_messages=fit.evicted_messages + fit.dropped_messages,
+            truncated_messages=fit.truncated_messages,
+            session_metadata=state.session_metadata,
+            history_raw_budget=history_budget,
+        )
+
+    async def fetch_newest(
+        self, session_id: int, *, after_seq: int, upto_seq: int, raw_budget: int
+    ) -> tuple[list[ContextRecord], bool]:
+        """Newest context rows of ``(after_seq, upto_seq]`` until they exceed ``raw_budget``
+        and include a turn boundary (so the newest turn is complete). Returns the rows and
+        whether the range was read to its start."""
+        rows: list[ContextRecord] = []
+        total = 0
+        seen_user = boundary = False
+        cursor = upto_seq
+        # small first pages for small windows, doubling for big ones
+        limit = min(64, self._page_size)
+        while True:
+            page = await self._store.context_page(
+                session_id, after_seq=after_seq, upto_seq=cursor, limit=limit
+            )
+            for r in page:
+                rows.append(r)
+                total += self.cost(to_context(r))
+                if r.role == "user":
+                    seen_user = True
+                elif seen_user:
+                    boundary = True
+            if len(page) < limit:
+                return rows, True
+            if total > raw_budget and boundary:
+                return rows, False
+            cursor = page[-1].seq_no - 1
+            limit = min(limit * 2, self._page_size)
+
+
+def _as_summary(record: SummaryRecord) -> ContextSummary:
+    return ContextSummary(
+        content=record.content,
+        from_seq=record.from_seq,
+        to_seq=record.to_seq,
+        model_written=record.model_written,
+        model=record.model,
+    )
+
+
+def _cut_to(text: str, raw_tokens: int, counter: TokenCounter) -> str:
+    """The start of ``text`` within ``raw_tokens`` (summaries put the oldest first)."""
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if counter.text(text[:mid]) + 4 <= raw_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo] + " [...]"

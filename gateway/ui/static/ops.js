@@ -1,0 +1,352 @@
+"use strict";
+// The operator pages. Everything that comes from the API (and so from chat users) is inserted
+// with textContent, never innerHTML.
+
+const TOKEN_KEY = "chat-gateway-admin-token";
+const $ = (id) => document.getElementById(id);
+
+class ApiError extends Error {
+  constructor(message, status) { super(message); this.status = status; }
+}
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  return e;
+}
+
+function cell(text, cls) { return el("td", cls, text === null || text === undefined ? "" : text); }
+
+function badge(status, extra) {
+  const b = el("span", "badge " + status + (extra ? " " + extra : ""), status);
+  b.dataset.status = status;
+  return b;
+}
+
+async function api(path, opts) {
+  const options = Object.assign({}, opts || {});
+  const headers = Object.assign({ Accept: "application/json" }, options.headers || {});
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = "Bearer " + token;
+  options.headers = headers;
+  const res = await fetch(path, options);
+  let body = null;
+  try { body = await res.json(); } catch (e) { body = null; }
+  if (res.status === 401) {
+    $("auth").style.display = "block";
+    throw new ApiError((body && body.detail) || "an admin token is required", 401);
+  }
+  if (!res.ok) throw new ApiError((body && (body.detail || body.title)) || "HTTP " + res.status, res.status);
+  $("notice").textContent = "";
+  return body;
+}
+
+function notice(err) { $("notice").textContent = String((err && err.message) || err); }
+
+function ago(iso) {
+  if (!iso) return "–";
+  const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  if (s < 60) return Math.round(s) + "s ago";
+  if (s < 3600) return Math.round(s / 60) + "m ago";
+  if (s < 86400) return Math.round(s / 3600) + "h ago";
+  return new Date(iso).toLocaleString();
+}
+
+function seconds(value) {
+  if (value === null || value === undefined) return "–";
+  if (value < 120) return Math.round(value) + "s";
+  return Math.round(value / 60) + "m";
+}
+
+function targetText(t) {
+  if (!t) return "";
+  const parts = [t.platform, "chat " + t.chat_id];
+  parts.push(t.thread_id ? "thread " + t.thread_id : "no thread");
+  if (t.reply_to_message_id) parts.push("reply to " + t.reply_to_message_id);
+  for (const [k, v] of Object.entries(t.extra || {})) parts.push(k + " " + v);
+  return parts.join(" · ");
+}
+
+function sessionHref(id) { return "/ops/sessions/" + encodeURIComponent(id); }
+
+function every(ms, fn) {
+  const tick = async () => {
+    try { await fn(); } catch (e) { notice(e); }
+    setTimeout(tick, ms);
+  };
+  setTimeout(tick, ms);
+}
+
+$("auth").onsubmit = (e) => {
+  e.preventDefault();
+  sessionStorage.setItem(TOKEN_KEY, $("token").value);
+  $("auth").style.display = "none";
+  start().catch(notice);
+};
+
+// --- the sessions page --------------------------------------------------------------------
+
+const list = { cursor: null, pages: 0 };
+
+function filters() {
+  const p = new URLSearchParams({ limit: "50" });
+  for (const [id, name] of [["f-platform", "platform"], ["f-chat", "chat"], ["f-status", "status"], ["f-q", "q"]]) {
+    const v = $(id).value.trim();
+    if (v) p.set(name, v);
+  }
+  return p;
+}
+
+async function loadCounts() {
+  const c = await api("/api/v1/stats");
+  $("count-active").textContent = c.sessions.active;
+  $("count-closed").textContent = c.sessions.closed;
+  $("count-pending").textContent = c.deliveries.pending + c.deliveries.sending;
+  $("count-oldest").textContent = seconds(c.oldest_pending_delivery_seconds);
+  $("count-failed").textContent = c.deliveries.failed;
+  $("count-rejected").textContent = c.inbound.rejected;
+  $("count-failed-box").classList.toggle("alert", c.deliveries.failed > 0);
+  $("count-rejected-box").classList.toggle("alert", c.inbound.rejected > 0);
+}
+
+async function loadSessions(more) {
+  const p = filters();
+  if (more && list.cursor) p.set("cursor", list.cursor);
+  const page = await api("/api/v1/sessions?" + p.toString());
+  const body = $("session-rows");
+  if (!more) { body.replaceChildren(); list.pages = 0; }
+  for (const s of page.items) {
+    const tr = el("tr", "row");
+    tr.dataset.sessionId = s.id;
+    const link = el("a", "", s.id);
+    link.href = sessionHref(s.id);
+    const id = el("td", "mono"); id.append(link);
+    const status = el("td"); status.append(badge(s.status));
+    tr.append(id, cell(s.key.platform), cell(s.key.chat_id, "mono"), cell(s.key.thread_id || "–", "mono"),
+      cell(s.title || "(untitled)"), status, cell(s.message_count), cell(ago(s.last_message_at)));
+    tr.onclick = (e) => { if (e.target.tagName !== "A") location.href = sessionHref(s.id); };
+    body.append(tr);
+  }
+  if (!page.items.length && !more) {
+    const tr = el("tr"); const td = el("td", "muted", "no sessions match"); td.colSpan = 8; tr.append(td); body.append(tr);
+  }
+  list.cursor = page.next_cursor;
+  list.pages += 1;
+  $("more").hidden = !page.next_cursor;
+}
+
+async function searchMessages() {
+  const q = $("f-search").value.trim();
+  const box = $("search-results");
+  if (!q) { box.hidden = true; return; }
+  const p = new URLSearchParams({ q, limit: "50" });
+  const platform = $("f-platform").value.trim();
+  if (platform) p.set("platform", platform);
+  const page = await api("/api/v1/search?" + p.toString());
+  $("search-echo").textContent = q;
+  const body = $("search-rows"); body.replaceChildren();
+  for (const h of page.items) {
+    const tr = el("tr", "row");
+    const a = el("a", "", "#" + h.session_id + " " + (h.session_title || h.session_key.chat_id));
+    a.href = sessionHref(h.session_id);
+    const td = el("td"); td.append(a);
+    tr.append(td, cell(h.seq_no), cell(h.role), cell(h.snippet));
+    tr.onclick = (e) => { if (e.target.tagName !== "A") location.href = sessionHref(h.session_id); };
+    body.append(tr);
+  }
+  if (!page.items.length) {
+    const tr = el("tr"); const td2 = el("td", "muted", "no messages match"); td2.colSpan = 4; tr.append(td2); body.append(tr);
+  }
+  box.hidden = false;
+}
+
+async function retry(id) {
+  await api("/api/v1/deliveries/" + encodeURIComponent(id) + "/retry", { method: "POST" });
+}
+
+async function loadFailed() {
+  const page = await api("/api/v1/deliveries?status=failed&limit=50");
+  const body = $("failed-rows"); body.replaceChildren();
+  for (const d of page.items) {
+    const tr = el("tr");
+    tr.dataset.deliveryId = d.id;
+    const link = el("a", "", "#" + d.session_id); link.href = sessionHref(d.session_id);
+    const s = el("td"); s.append(link);
+    const button = el("button", "secondary", "Retry");
+    button.type = "button";
+    button.onclick = () => retry(d.id).then(() => Promise.all([loadFailed(), loadCounts()])).catch(notice);
+    const action = el("td"); action.append(button);
+    tr.append(cell(d.id, "mono"), s, cell(d.seq_no + "/" + d.part_no), cell(targetText(d.target), "mono"),
+      cell(d.attempts), cell(d.last_error || "", "error"), action);
+    body.append(tr);
+  }
+  if (!page.items.length) {
+    const tr = el("tr"); const td = el("td", "muted", "no failed deliveries"); td.colSpan = 7; tr.append(td); body.append(tr);
+  }
+}
+
+async function loadRejected() {
+  const page = await api("/api/v1/inbound-events?status=rejected&limit=50");
+  const body = $("rejected-rows"); body.replaceChildren();
+  for (const ev of page.items) {
+    const tr = el("tr");
+    const payload = el("td"); payload.append(el("pre", "payload mono", JSON.stringify(ev.payload, null, 2)));
+    tr.append(cell(ev.id, "mono"), cell(ev.platform), cell(ago(ev.received_at)), cell(ev.reason), payload);
+    body.append(tr);
+  }
+  if (!page.items.length) {
+    const tr = el("tr"); const td = el("td", "muted", "no rejected events"); td.colSpan = 5; tr.append(td); body.append(tr);
+  }
+}
+
+function initSessions() {
+  $("filters").onsubmit = (e) => { e.preventDefault(); list.cursor = null; loadSessions(false).catch(notice); searchMessages().catch(notice); };
+  $("search-button").onclick = () => searchMessages().catch(notice);
+  $("more").onclick = () => loadSessions(true).catch(notice);
+  every(3000, async () => {
+    await loadCounts();
+    if (list.pages <= 1) await loadSessions(false);  // keep a scrolled-in list still
+  });
+  every(10000, () => Promise.all([loadFailed(), loadRejected()]));
+}
+
+async function startSessions() {
+  await Promise.all([loadCounts(), loadSessions(false), loadFailed(), loadRejected()]);
+}
+
+// --- the session page ---------------------------------------------------------------------
+
+const view = { ref: null, id: null, messages: new Map(), firstSeq: null, lastSeq: 0 };
+
+function li(text, cls) { return el("li", cls, text); }
+
+function fillList(id, items, render, empty) {
+  const ul = $(id); ul.replaceChildren();
+  for (const item of items) ul.append(render(item));
+  if (!items.length) ul.append(li(empty, "muted"));
+}
+
+async function loadDetail() {
+  const d = await api("/api/v1/sessions/" + encodeURIComponent(view.ref));
+  const s = d.session;
+  view.id = s.id;
+  view.lastSeq = s.last_seq_no;
+  document.title = "Session " + s.id + " · chat gateway";
+  $("session-title").replaceChildren(el("span", "", "Session " + s.id + " "), badge(s.status));
+  $("session-key").textContent = [s.key.platform, s.key.scope, s.key.chat_id, s.key.thread_id || "-"].join(":");
+  const counts = Object.entries(d.deliveries).map(([k, v]) => v + " " + k).join(", ") || "none";
+  $("session-facts").textContent = (s.title ? "“" + s.title + "” · " : "") + s.message_count + " messages · last activity " +
+    ago(s.last_message_at) + " · created " + new Date(s.created_at).toLocaleString() +
+    (s.selected_model ? " · model " + s.selected_model : "") + " · deliveries: " + counts;
+  fillList("participants", d.participants, (p) => li(p.participant + " (" + p.role + ") · read up to #" + p.last_read_seq), "none");
+  fillList("checkpoints", d.checkpoints, (c) => li(c.name + ": " + c.status + (c.detail ? " — " + c.detail : "")), "none");
+  fillList("summaries", d.summaries, (m) => li("#" + m.from_seq + "–#" + m.to_seq + (m.model ? " (" + m.model + ")" : "") + ": " + m.content), "none");
+  const links = d.links.map((l) => ({ text: l.relation + ": " + (l.url || "session " + l.linked_session_id) }))
+    .concat(d.artifacts.map((a) => ({ text: a.kind + " " + a.name + (a.uri ? " — " + a.uri : "") })));
+  fillList("artifacts", links, (x) => li(x.text), "none");
+}
+
+function renderDelivery(d) {
+  const row = el("div", "delivery");
+  row.dataset.deliveryId = d.id;
+  row.append(badge(d.status, "delivery-status"), el("span", "", "part " + d.part_no),
+    el("span", "", "attempts " + d.attempts), el("span", "mono target", "→ " + targetText(d.target)));
+  if (d.platform_message_id) row.append(el("span", "mono", "platform id " + d.platform_message_id));
+  if (d.last_error) row.append(el("span", "error", d.last_error));
+  if (d.status === "failed") {
+    const b = el("button", "secondary", "Retry");
+    b.type = "button";
+    b.onclick = () => retry(d.id).then(refreshTranscript).catch(notice);
+    row.append(b);
+  }
+  return row;
+}
+
+function renderMessage(m) {
+  const box = el("div", "msg " + m.role);
+  box.dataset.seq = m.seq_no;
+  const meta = el("div", "meta");
+  meta.append(el("span", "mono", "#" + m.seq_no), el("strong", "", m.role === "user" ? (m.sender_name || m.sender_id || "user") : m.role));
+  if (m.role !== "user" && m.sender_name) meta.append(el("span", "", "as " + m.sender_name));
+  meta.append(el("span", "", new Date(m.created_at).toLocaleString()));
+  if (m.model) meta.append(el("span", "model", "model " + m.model));
+  if (m.tokens_used !== null && m.tokens_used !== undefined) meta.append(el("span", "tokens", m.tokens_used + " tokens"));
+  if (m.feedback !== null && m.feedback !== undefined) {
+    meta.append(el("span", "feedback", "feedback " + (m.feedback > 0 ? "👍" : m.feedback < 0 ? "👎" : String(m.feedback))));
+  }
+  if (m.command) meta.append(el("span", "", "/" + m.command));
+  if (m.edited_at) meta.append(el("span", "", "edited"));
+  if (m.role === "user" && m.reply_target) meta.append(el("span", "mono target", "replies go to " + targetText(m.reply_target)));
+  box.append(meta, el("div", "body", m.content));
+  for (const d of m.deliveries || []) box.append(renderDelivery(d));
+  if (m.role === "assistant" && !(m.deliveries || []).length) box.append(el("div", "delivery muted", "not delivered (stored only)"));
+  return box;
+}
+
+function renderTranscript() {
+  const box = $("transcript");
+  const seqs = Array.from(view.messages.keys()).sort((a, b) => a - b);
+  box.replaceChildren(...seqs.map((s) => renderMessage(view.messages.get(s))));
+  if (!seqs.length) box.append(el("p", "muted", "no messages yet"));
+  $("earlier").hidden = !(view.firstSeq && view.firstSeq > 1);
+}
+
+function merge(page) {
+  for (const m of page.items) view.messages.set(m.seq_no, m);
+  if (page.items.length) {
+    const first = page.items[0].seq_no;
+    view.firstSeq = view.firstSeq === null ? first : Math.min(view.firstSeq, first);
+  }
+}
+
+let refreshes = 0;
+async function refreshTranscript() {
+  const base = "/api/v1/sessions/" + encodeURIComponent(view.ref) + "/messages?";
+  const mine = ++refreshes;
+  let page;
+  if (view.firstSeq === null) {
+    page = await api(base + new URLSearchParams({ before_seq: String(view.lastSeq + 1), limit: "200" }));
+  } else {
+    // new messages, and the delivery status of the recent ones
+    const from = Math.max(view.firstSeq - 1, view.lastSeq - 100);
+    page = await api(base + new URLSearchParams({ after_seq: String(Math.max(from, 0)), limit: "500" }));
+  }
+  if (mine !== refreshes) return;  // a newer refresh is on its way: never show older statuses
+  merge(page);
+  renderTranscript();
+}
+
+async function loadEarlier() {
+  const base = "/api/v1/sessions/" + encodeURIComponent(view.ref) + "/messages?";
+  merge(await api(base + new URLSearchParams({ before_seq: String(view.firstSeq), limit: "200" })));
+  renderTranscript();
+}
+
+async function searchSession() {
+  const q = $("search-q").value.trim();
+  const ul = $("search-hits"); ul.replaceChildren();
+  if (!q) return;
+  const page = await api("/api/v1/sessions/" + encodeURIComponent(view.ref) + "/search?" + new URLSearchParams({ q, limit: "50" }));
+  for (const h of page.items) ul.append(li("#" + h.seq_no + " " + h.role + ": " + h.snippet));
+  if (!page.items.length) ul.append(li("no messages match", "muted"));
+}
+
+function initSession() {
+  view.ref = decodeURIComponent(location.pathname.slice("/ops/sessions/".length));
+  $("earlier").onclick = () => loadEarlier().catch(notice);
+  $("search-form").onsubmit = (e) => { e.preventDefault(); searchSession().catch(notice); };
+  every(2000, async () => { await loadDetail(); await refreshTranscript(); });
+}
+
+async function startSession() {
+  await loadDetail();
+  await refreshTranscript();
+}
+
+// --- start --------------------------------------------------------------------------------
+
+const page = document.body.dataset.page;
+function start() { return page === "session" ? startSession() : startSessions(); }
+if (page === "session") initSession(); else initSessions();
+start().catch(notice);

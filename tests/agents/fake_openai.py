@@ -1,0 +1,191 @@
+"""A local OpenAI-compatible chat-completions server for agent tests.
+
+It records every request (body, headers, start and end times), answers from a script
+(text, HTTP status, delay, dropped connection, usage) and counts prompt tokens with its own
+"true" tokenizer, independent of the gateway's estimate, so tests can check the budget
+against what the server saw. Summary requests (recognised by the summarizer's instructions)
+have their own script, so a test can slow summaries down without slowing replies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+SUMMARY_MARKER = "You keep the running summary"
+
+
+@dataclass
+class Step:
+    """One scripted answer. ``status`` >= 400 answers an OpenAI-style error; ``drop`` closes
+    the connection without answering; ``text`` None answers ``re: <last user message>``."""
+
+    text: str | None = None
+    status: int = 200
+    delay: float = 0.0
+    drop: bool = False
+    usage: dict[str, int] | None = None
+    retry_after: float | None = None
+
+
+@dataclass
+class Recorded:
+    body: dict[str, Any]
+    headers: dict[str, str]
+    started: float
+    finished: float | None = None
+    true_prompt_tokens: int = 0
+
+    @property
+    def is_summary(self) -> bool:
+        messages = self.body.get("messages") or []
+        return bool(messages) and str(messages[0].get("content", "")).startswith(SUMMARY_MARKER)
+
+    @property
+    def system(self) -> str:
+        messages = self.body["messages"]
+        return str(messages[0]["content"]) if messages[0]["role"] == "system" else ""
+
+    def contents(self, role: str) -> list[str]:
+        return [str(m["content"]) for m in self.body["messages"] if m["role"] == role]
+
+
+_WORD = re.compile(r"\w+|[^\w\s]|\n")
+
+
+def realistic_tokens(text: str) -> int:
+    """A tokenizer unlike the gateway's estimate but close to byte-pair tokenizers on real
+    text: ~4 ASCII characters per token in words, one per punctuation mark and newline, one
+    per CJK character, about two per other non-ASCII letter pair, two per astral symbol."""
+    total = 0.0
+    for piece in _WORD.findall(text):
+        if piece.isascii():
+            total += math.ceil(len(piece) / 4) if piece[0].isalnum() or piece[0] == "_" else 1
+            continue
+        for ch in piece:
+            code = ord(ch)
+            if ch.isascii():
+                total += 0.25
+            elif code > 0xFFFF:
+                total += 2
+            elif 0x2E80 <= code <= 0x9FFF or 0xAC00 <= code <= 0xD7AF:
+                total += 1
+            else:
+                total += 0.5
+    return math.ceil(total)
+
+
+@dataclass
+class FakeOpenAI:
+    #: multiplies the realistic count: > 1 makes the server's tokenizer harsher than the
+    #: gateway's uncalibrated estimate (to test calibration from usage)
+    harshness: float = 1.0
+    model_suffix: str = ""
+    requests: list[Recorded] = field(default_factory=list)
+    script: deque[Step] = field(default_factory=deque)
+    summary_script: deque[Step] = field(default_factory=deque)
+    base_url: str = ""
+    _runner: web.AppRunner | None = None
+    _closing: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def start(self) -> FakeOpenAI:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._complete)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        return self
+
+    async def stop(self) -> None:
+        self._closing.set()  # scripted delays end now, so shutdown does not wait them out
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def count(self, messages: list[dict[str, Any]]) -> int:
+        raw = 3 + sum(
+            4 + realistic_tokens(str(m.get("content") or "")) + (1 if m.get("name") else 0)
+            for m in messages
+        )
+        return math.ceil(raw * self.harshness)
+
+    @property
+    def turn_requests(self) -> list[Recorded]:
+        return [r for r in self.requests if not r.is_summary]
+
+    @property
+    def summary_requests(self) -> list[Recorded]:
+        return [r for r in self.requests if r.is_summary]
+
+    async def _complete(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        record = Recorded(
+            body=body,
+            headers=dict(request.headers),
+            started=time.monotonic(),
+            true_prompt_tokens=self.count(body["messages"]),
+        )
+        self.requests.append(record)
+        script = self.summary_script if record.is_summary else self.script
+        step = script.popleft() if script else Step()
+        try:
+            if step.delay:
+                try:
+                    await asyncio.wait_for(self._closing.wait(), step.delay)
+                except TimeoutError:
+                    pass
+            if step.drop:
+                assert request.transport is not None
+                request.transport.close()
+                return web.Response(status=500)
+            if step.status >= 400:
+                headers = {}
+                if step.retry_after is not None:
+                    headers["Retry-After"] = str(step.retry_after)
+                return web.json_response(
+                    {"error": {"message": f"scripted failure {step.status}", "type": "test"}},
+                    status=step.status,
+                    headers=headers,
+                )
+            users = [m for m in body["messages"] if m["role"] == "user"]
+            text = step.text
+            if text is None:
+                # a summary: short, naming the range it was given; a reply: an echo
+                last = str(users[-1]["content"])
+                text = (
+                    f"SUMMARY of {last.count(chr(10))} lines"
+                    if record.is_summary
+                    else f"re: {last}"
+                )
+            completion = realistic_tokens(text)
+            usage = step.usage or {
+                "prompt_tokens": record.true_prompt_tokens,
+                "completion_tokens": completion,
+                "total_tokens": record.true_prompt_tokens + completion,
+            }
+            return web.json_response(
+                {
+                    "id": f"chatcmpl-{len(self.requests)}",
+                    "object": "chat.completion",
+                    "model": body["model"] + self.model_suffix,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": usage,
+                }
+            )
+        finally:
+            record.finished = time.monotonic()

@@ -1,0 +1,70 @@
+"""Delivery policy against the real store: what happens to a send whose worker died."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.delivery import DeliverySettings, DeliveryWorker
+from gateway.domain import Reply, ReplyTarget
+from gateway.hub import Signal
+from gateway.metrics import Metrics
+from session_store.store import OutgoingReply, Store
+from tests.plugins.sink import SinkTransport, sink_envelope
+from tests.support import wait_for
+
+
+async def _expired_send(store: Store) -> int:
+    """A delivery claimed by a worker that then died: status 'sending', lease expired."""
+    await store.ingest(
+        sink_envelope({"chat": "c", "thread": "t", "id": "1", "text": "q"}), raw=None
+    )
+    claim = await store.claim_turn(lease_seconds=30)
+    assert claim is not None
+    await store.finish_turn(
+        claim,
+        handled_seq=1,
+        replies=[OutgoingReply(reply=Reply(text="a"), parts=["a"])],
+        target=ReplyTarget(platform="sink", scope="test", chat_id="c", thread_id="t"),
+    )
+    [row] = await store.claim_deliveries(platforms=["sink"], lease_seconds=0.05)
+
+    async def expired() -> bool:
+        async with store.connection() as conn:
+            return bool(
+                await conn.fetchval(
+                    "SELECT lease_until < now() FROM deliveries WHERE id = $1", row.id
+                )
+            )
+
+    await wait_for(expired, timeout=5)
+    return row.id
+
+
+@pytest.mark.parametrize(
+    ("idempotent", "window", "expected"),
+    [
+        (True, None, "pending"),  # a resend cannot double-post: send it again
+        (False, None, "failed"),  # it may already be on the platform: visible, not resent
+        (True, 30.0, "failed"),  # the key is forgotten before the lease expired (Mattermost)
+    ],
+)
+async def test_a_send_whose_worker_died_is_requeued_only_where_a_resend_is_safe(
+    store: Store, idempotent: bool, window: float | None, expected: str
+) -> None:
+    delivery_id = await _expired_send(store)
+    transport = SinkTransport("http://127.0.0.1:9/unused", idempotent=idempotent)
+    if window is not None:
+        transport.resend_window = window  # type: ignore[attr-defined]
+    worker = DeliveryWorker(
+        store,
+        {"sink": transport},
+        metrics=Metrics(),
+        wake=Signal(),
+        settings=DeliverySettings(lease_seconds=60),
+    )
+    await worker.recover()
+    [row] = [d for d in await store.deliveries_for_session(1) if d.id == delivery_id]
+    assert row.status == expected
+    if expected == "failed":
+        assert row.last_error is not None and row.last_error.startswith("ambiguous")
+    await transport.aclose()

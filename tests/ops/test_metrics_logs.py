@@ -1,0 +1,94 @@
+"""Prometheus metrics an operator alerts on, and the log context of one inbound message's life:
+every line from ingest to delivery names its platform, chat, thread, session and seq."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import structlog
+from prometheus_client.parser import text_string_to_metric_families
+from structlog.testing import capture_logs
+
+from tests.plugins.sink import SinkAdapter
+from tests.plugins.sink_server import SinkServer
+from tests.support import running_gateway, wait_for
+
+CONTEXT = ("platform", "chat_id", "thread_id", "session_id", "seq_no")
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out
+
+
+async def test_metrics_cover_ingest_turns_deliveries_retries_and_sessions(
+    database_url: str, sink: SinkServer
+) -> None:
+    sink.script.append(("429", 0.2))
+    adapter = SinkAdapter(sink.url)
+    async with (
+        running_gateway(database_url, adapters=[adapter]) as gw,
+        httpx.AsyncClient(base_url=gw.url) as client,
+    ):
+        await adapter.submit({"chat": "c", "thread": "A", "id": "1", "text": "one"})
+        await adapter.submit({"chat": "c", "thread": "A", "id": "1", "text": "one"})  # again
+        await adapter.submit({"chat": "c", "thread": "B", "id": "2", "text": "two"})
+        await adapter.submit({"chat": "c", "thread": "C", "id": "3", "text": "/new"})
+        await client.post("/web/api/channels/general/messages", json={"text": ""})
+        # counted after the row is marked sent, so the gauges below see all three
+        sent = 'gateway_deliveries_total{platform="sink",result="sent"} 3.0'
+        await wait_for(lambda: sent in gw.metrics.render().decode(), timeout=15)
+        text = (await client.get("/metrics")).text
+
+    samples = _samples(text)
+
+    def value(name: str, **labels: str) -> float:
+        return samples[(name, tuple(sorted(labels.items())))]
+
+    assert value("gateway_inbound_events_total", platform="sink", outcome="accepted") == 3
+    assert value("gateway_inbound_events_total", platform="sink", outcome="duplicate") == 1
+    assert value("gateway_inbound_events_total", platform="web", outcome="rejected") == 1
+    assert value("gateway_ingest_seconds_count", platform="sink") == 4
+    assert value("gateway_turn_seconds_count", platform="sink") == 3
+    assert value("gateway_agent_seconds_count", agent="echo") == 2  # /new needs no agent
+    assert value("gateway_deliveries_total", platform="sink", result="sent") == 3
+    assert value("gateway_deliveries_total", platform="sink", result="retry") == 1
+    assert value("gateway_retry_after_seconds_total", platform="sink") == 0.2
+    assert value("gateway_deliveries_by_status", status="sent") == 3
+    assert value("gateway_deliveries_by_status", status="pending") == 0
+    assert value("gateway_oldest_pending_delivery_seconds") == 0
+    # A and B are open; C was closed by /new
+    assert value("gateway_sessions_active") == 2
+    assert re.search(r'gateway_ingest_seconds_bucket\{le="0.1",platform="sink"\} 4', text)
+
+
+async def test_every_log_line_of_a_message_life_names_its_place_session_and_seq(
+    database_url: str, sink: SinkServer
+) -> None:
+    adapter = SinkAdapter(sink.url)
+    async with running_gateway(database_url, adapters=[adapter], web_chat=False):
+        with capture_logs(processors=[structlog.contextvars.merge_contextvars]) as logs:
+            await adapter.submit({"chat": "c7", "thread": "T7", "id": "m", "text": "hi"})
+            await wait_for(lambda: len(sink.accepted) == 1)
+            await wait_for(lambda: any(e["event"] == "reply_delivered" for e in logs))
+
+    life = [e for e in logs if e.get("chat_id") == "c7" or e["event"] == "turn_finished"]
+    events = [e["event"] for e in life]
+    for name in ("inbound_stored", "turn_replies_recorded", "turn_finished", "reply_delivered"):
+        assert name in events, events
+    for entry in life:
+        missing = [k for k in CONTEXT if k not in entry]
+        assert not missing, f"{entry['event']} lacks {missing}"
+        assert (entry["platform"], entry["chat_id"], entry["thread_id"]) == ("sink", "c7", "T7")
+    inbound = next(e for e in life if e["event"] == "inbound_stored")
+    finished = next(e for e in life if e["event"] == "turn_finished")
+    delivered = next(e for e in life if e["event"] == "reply_delivered")
+    assert inbound["seq_no"] == finished["seq_no"] == 1  # the turn names the seq that asked
+    assert delivered["seq_no"] == 2  # the reply's own seq
+    assert inbound["session_id"] == finished["session_id"] == delivered["session_id"]
+    assert [e["event"] for e in life].count("turn_finished") == 1  # one summary line per turn
+    assert finished["outcome"] == "answered" and "duration_ms" in finished

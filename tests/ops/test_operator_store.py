@@ -1,0 +1,91 @@
+"""The operator store against real PostgreSQL: appends by participants keep seq numbers dense
+alongside ingest, and both plans of the cross-session search return the same pages."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.domain import Envelope, ReplyTarget, Sender, SessionKey
+from gateway.errors import RequestError
+from session_store import operator as operator_module
+from session_store.operator import OperatorStore
+from session_store.store import Store
+
+
+def _envelope(thread: str, n: int, text: str) -> Envelope:
+    key = SessionKey(platform="web", scope="local", chat_id="general", thread_id=thread)
+    target = ReplyTarget(
+        platform="web",
+        scope="local",
+        chat_id="general",
+        thread_id=thread,
+        reply_to_message_id=f"{thread}-{n}",
+    )
+    return Envelope(
+        key=key, target=target, message_id=f"{thread}-{n}", text=text, sender=Sender(id="u")
+    )
+
+
+async def test_participant_appends_and_ingest_share_one_dense_seq(store: Store) -> None:
+    ops = OperatorStore(store)
+    first = await store.ingest(_envelope("t", 0, "start"), raw=None)
+    assert first.session_id is not None
+
+    async def user(n: int) -> None:
+        await store.ingest(_envelope("t", n, f"user {n}"), raw=None)
+
+    async def agent(n: int) -> None:
+        await ops.append_message(
+            first.session_id,  # type: ignore[arg-type]
+            participant=f"agent-{n % 3}",
+            content=f"agent {n}",
+            parts=[f"agent {n}"],
+        )
+
+    await asyncio.gather(*(user(n) for n in range(1, 21)), *(agent(n) for n in range(20)))
+    messages = await ops.messages(first.session_id, limit=100)
+    assert [m.seq_no for m in messages] == list(range(1, 42))
+    session = await ops.get_session(first.session_id)
+    assert session.last_seq_no == session.message_count == 41
+    appended = [m for m in messages if m.role == "assistant"]
+    assert len(appended) == 20
+    for m in appended:  # each went to the outbox with the stored thread target
+        [delivery] = m.deliveries
+        assert delivery.seq_no == m.seq_no and delivery.target.thread_id == "t"
+        assert delivery.target.reply_to_message_id is not None
+    detail = await ops.session_detail(first.session_id)
+    assert {p.participant for p in detail.participants} == {"agent-0", "agent-1", "agent-2"}
+
+
+async def test_appending_needs_an_active_session_and_a_target_to_deliver(store: Store) -> None:
+    ops = OperatorStore(store)
+    stored = await store.ingest(_envelope("x", 0, "hello"), raw=None)
+    sid = stored.session_id
+    assert sid is not None
+    await ops.close_session(sid)
+    with pytest.raises(RequestError, match="closed") as info:
+        await ops.append_message(sid, participant="a", content="late")
+    assert info.value.status == 409
+    assert (await ops.get_session(sid)).last_seq_no == 1  # nothing was allocated
+
+
+@pytest.mark.parametrize("few", [0, operator_module.FEW_MATCHES])
+async def test_both_cross_session_search_plans_page_the_same_newest_first(
+    store: Store, few: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(operator_module, "FEW_MATCHES", few)
+    ops = OperatorStore(store)
+    for n in range(12):
+        text = f"needle number {n}" if n % 2 == 0 else f"hay {n}"
+        await store.ingest(_envelope(f"s{n % 3}", n, text), raw=None)
+    seen: list[str] = []
+    before = None
+    while True:
+        hits = await ops.search("needle", before=before, limit=4)
+        seen.extend(h.snippet for h in hits)
+        if len(hits) < 4:
+            break
+        before = hits[-1].message_id
+    assert seen == [f"«needle» number {n}" for n in (10, 8, 6, 4, 2, 0)]
