@@ -1,0 +1,38 @@
+"""Mattermost: websocket events, root-id threads, REST reconciliation after reconnects.
+
+Layout: ``urls`` (MATTERMOST_URL -> scope, REST base, websocket URL), ``extract`` (pure
+payload -> Envelope | Ignored | Rejected), ``websocket`` (our own event-stream client),
+``api`` (the few REST calls, httpx), ``transport`` (delivery), ``adapter`` (wiring, cursors,
+reconciliation).
+
+Deliberately not handled (platforms.md §3):
+
+* Websocket resume (``connection_id``/``sequence_number``, "reliable websockets"): whether the
+  server replays is unverified; every (re)connect is followed by a REST reconciliation
+  instead, and a ``seq`` gap is only logged.
+* CRT ``thread_updated`` and other per-user events: replies still arrive as ``posted``.
+* ``GET /channels/{id}/posts?since=`` returns at most 1000 posts: a single channel with more
+  posts than that during one disconnection loses the oldest of them.
+* Reactions, pins, files (metadata
+  only: no download; replies carry no uploads), interactive messages, Mattermost's own slash
+  commands (type ``@bot /new`` or `` /new`` with a leading space in channels).
+* Servers still on the old 4000-rune post limit (``PostMessageMaxRunesV1``): longer parts
+  fail permanently with ``model.post.is_valid.msg.app_error``.
+* ``pending_post_id`` dedupes for 30 s on the server: a retry of an ambiguous send later
+  than that (long backoff, restart) can post twice.
+* Group DMs (``G``) follow channel rules for triggers (mentions / followed threads), not
+  "answer everything" like 1:1 DMs, because several people talk there.
+"""
+
+from __future__ import annotations
+
+from adapters.mattermost.adapter import MattermostAdapter, MattermostConfig
+from gateway.settings import Settings
+
+
+def create_adapter(settings: Settings) -> MattermostAdapter:
+    """The adapter for ``MATTERMOST_URL`` / ``MATTERMOST_TOKEN`` (no I/O until ``start``)."""
+    return MattermostAdapter(MattermostConfig.from_settings(settings))
+
+
+__all__ = ["MattermostAdapter", "MattermostConfig", "create_adapter"]

@@ -1,0 +1,495 @@
+"""The Mattermost surface: websocket events and REST reconciliation into the core's intake.
+
+Mattermost has no ack and no replay (platforms.md §3.5 #10), so "nothing missed" is ours:
+
+* Every post event is handled in arrival order, one at a time, and after ``intake.submit``
+  returned (durable ingest) the channel's cursor - the last seen ``create_at`` - advances and
+  is saved with ``intake.save_cursor``.
+* After every (re)connect, and so after a restart, *before* reading further events, the
+  channels we are in are listed and each one's posts since its cursor are fetched
+  (``GET /channels/{id}/posts?since=``) and submitted through the same intake. A post seen
+  both ways has the same ``message_id``/``event_id``; the core's inbox keeps one.
+* If handling a post fails, it is recorded as a Rejected dead letter and its channel's cursor
+  is held just before it, so the post is fetched again: on the next reconnect, or by a resync
+  tried from the read loop's idle tick.
+
+What is submitted: ``posted``, ``post_edited``, ``post_deleted`` (own and system posts as
+``Ignored``, so the inbox shows them) and frames that are not JSON (``Rejected``). Thumbs
+up/down reactions go to ``intake.record_feedback``. Presence and protocol events (``hello``,
+``typing``, ``status_change``, ``channel_viewed``...) are dropped here: they would fill the
+inbox and carry nothing for a conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import structlog
+
+from adapters.mattermost.api import MattermostApi, MattermostApiError
+from adapters.mattermost.extract import (
+    PLATFORM,
+    POST_EVENTS,
+    REACTION_EVENTS,
+    BotIdentity,
+    ExtractContext,
+    extract_event,
+    extract_post,
+    post_of,
+    reaction_of,
+)
+from adapters.mattermost.transport import MattermostTransport
+from adapters.mattermost.urls import ServerUrls, server_urls
+from adapters.mattermost.websocket import Backoff, EventStream
+from gateway.domain import EventKind, Extracted, Rejected
+from gateway.errors import ConfigError, GatewayError
+from gateway.leadership import run_as_leader
+from gateway.ports import Intake
+from gateway.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+_CHANNEL_TYPE_CACHE = 10_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MattermostConfig:
+    url: str
+    token: str = field(repr=False)
+    require_mention: bool = False
+    answer_bots: bool = False
+    #: trust store for https:// servers; None = the system's (honours SSL_CERT_FILE)
+    ssl_context: ssl.SSLContext | None = None
+    backoff: Backoff = field(default_factory=Backoff)
+    http_timeout: float = 30.0
+    hello_timeout: float = 30.0
+    #: how often the read loop, when idle, retries posts whose handling failed
+    tick_interval: float = 10.0
+    #: how long stop() waits for the event in hand before cancelling the stream
+    stop_timeout: float = 10.0
+    #: honour HTTP(S)_PROXY / NO_PROXY from the environment (REST and websocket)
+    trust_env: bool = True
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> MattermostConfig:
+        if not settings.mattermost_url or settings.mattermost_token is None:
+            raise ConfigError("MATTERMOST_URL", "Mattermost needs MATTERMOST_URL and "
+                                                "MATTERMOST_TOKEN")
+        return cls(
+            url=settings.mattermost_url,
+            token=settings.mattermost_token.get_secret_value(),
+            require_mention=settings.mattermost_require_mention,
+            answer_bots=settings.gateway_answer_bots,
+        )
+
+
+class MattermostAdapter:
+    platform = PLATFORM
+
+    def __init__(self, config: MattermostConfig) -> None:
+        try:
+            self._urls: ServerUrls = server_urls(config.url)
+        except ValueError as exc:
+            raise ConfigError("MATTERMOST_URL", str(exc)) from exc
+        self._config = config
+        self._api = MattermostApi(api_base=self._urls.api_base, token=config.token,
+                                  ssl_context=config.ssl_context, timeout=config.http_timeout,
+                                  trust_env=config.trust_env)
+        self.transport = MattermostTransport(self._api, scope=self._urls.scope)
+        self._intake: Intake | None = None
+        self._ctx: ExtractContext | None = None
+        self._stream: EventStream | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+        # channel id -> last seen create_at (ms); bounded by the channels we are in
+        self._cursors: dict[str, int] = {}
+        # channel id -> {post id: create_at} of posts whose handling failed
+        self._held: dict[str, dict[str, int]] = {}
+        self._first_start_checked = False
+        #: completed reconciliations (one per connection); for observability and tests
+        self.reconciliations = 0
+        self._resync_at = 0.0
+        self._resync_failures = 0
+        self._channel_types: OrderedDict[str, str] = OrderedDict()
+
+    # --- PlatformAdapter --------------------------------------------------------------------
+
+    @property
+    def scope(self) -> str:
+        return self._urls.scope
+
+    @property
+    def stream(self) -> EventStream | None:
+        return self._stream
+
+    @property
+    def identity(self) -> BotIdentity | None:
+        return self._ctx.bot if self._ctx else None
+
+    def http_routes(self) -> Sequence[Any]:
+        return ()  # the websocket is outbound; nothing to serve
+
+    async def start(self, intake: Intake) -> None:
+        self._intake = intake
+        self._stopping.clear()
+        try:
+            await self._resolve_identity()
+        except MattermostApiError as exc:
+            if exc.status in (401, 403):
+                raise ConfigError("MATTERMOST_TOKEN",
+                                  f"the server refused the token ({exc.error_id})") from exc
+            # the server is up but unwell: resolve again before the first connection
+            log.warning("mattermost_identity_deferred", error=str(exc))
+        except httpx.HTTPError as exc:
+            # unreachable for now: do not take the whole gateway down, retry with backoff
+            log.warning("mattermost_identity_deferred", error=repr(exc))
+        stream = EventStream(
+            url=self._urls.websocket_url,
+            token=self._config.token,
+            on_event=self._on_event,
+            on_error=self._record_failure,
+            on_connected=self._on_connected,
+            on_connecting=self._on_connecting,
+            on_tick=self._on_tick,
+            tick_interval=self._config.tick_interval,
+            ssl_context=self._config.ssl_context,
+            backoff=self._config.backoff,
+            hello_timeout=self._config.hello_timeout,
+            use_env_proxy=self._config.trust_env,
+        )
+        self._stream = stream
+        self.transport.attach_typing(stream.send_action)
+        # one websocket per bot across replicas: the stream (and its reconciliation) runs on
+        # the replica holding this server's leader lock; sending works on every replica
+        self._task = asyncio.create_task(
+            run_as_leader(
+                intake,
+                f"mattermost-stream:{self._urls.scope}",
+                stream.run,
+                stopping=self._stopping,
+            ),
+            name="mattermost-event-stream",
+        )
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        task, self._task = self._task, None
+        stream = self._stream
+        self.transport.attach_typing(None)
+        if task is not None and stream is not None:
+            # graceful: the event in hand is finished (its submit returns), the socket is
+            # closed with 1000; cancel only if that takes too long (a hung connect)
+            await stream.stop()
+            done, _ = await asyncio.wait({task}, timeout=self._config.stop_timeout)
+            if not done:
+                task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        self._stream = None
+        await self.transport.close(timeout=self._config.http_timeout)
+
+    # --- identity ---------------------------------------------------------------------------
+
+    async def _resolve_identity(self) -> None:
+        me = await self._api.get_me()
+        user_id, username = me.get("id"), me.get("username")
+        if not isinstance(user_id, str) or not user_id or not isinstance(username, str):
+            raise GatewayError("users/me returned no id/username")
+        self._ctx = ExtractContext(
+            scope=self._urls.scope,
+            bot=BotIdentity(user_id=user_id, username=username),
+            require_mention=self._config.require_mention,
+            answer_bots=self._config.answer_bots,
+        )
+        log.info("mattermost_identity", user_id=user_id, username=username,
+                 is_bot=bool(me.get("is_bot")), scope=self._urls.scope)
+
+    def _require(self) -> tuple[Intake, ExtractContext]:
+        if self._intake is None or self._ctx is None:
+            raise GatewayError("mattermost adapter not started (identity unknown)")
+        return self._intake, self._ctx
+
+    # --- websocket events -------------------------------------------------------------------
+
+    async def _on_event(self, frame: dict[str, Any]) -> None:
+        if "raw_frame" in frame:
+            intake, _ = self._require()
+            await intake.submit(
+                Rejected(platform=PLATFORM, reason="websocket frame is not a JSON object"),
+                raw=frame,
+            )
+            return
+        name = frame.get("event")
+        if name in REACTION_EVENTS:
+            await self._on_reaction(frame)
+            return
+        if name not in POST_EVENTS:
+            return  # presence/protocol noise, see the module doc
+        intake, ctx = self._require()
+        post = post_of(frame)
+        hint: str | None = None
+        if post is not None:
+            data = frame.get("data")
+            raw_type = data.get("channel_type") if isinstance(data, Mapping) else None
+            if isinstance(raw_type, str) and raw_type:
+                self._remember_type(post["channel_id"], raw_type)
+            else:
+                hint = await self._channel_type(post["channel_id"])
+        extracted = extract_event(frame, ctx=ctx, channel_type_hint=hint)
+        await intake.submit(extracted, raw=frame)
+        if name == "posted" and post is not None:
+            await self._seen(post)
+
+    async def _on_reaction(self, frame: dict[str, Any]) -> None:
+        """A thumbs up/down on one of the bot's replies is that reply's feedback; the core
+        answers False for reactions on other posts. Not submitted: it is not a message."""
+        intake, ctx = self._require()
+        reaction = reaction_of(frame, ctx=ctx)
+        if reaction is not None:
+            await intake.record_feedback(platform=PLATFORM, chat_id=reaction.chat_id,
+                                         message_id=reaction.message_id,
+                                         user_id=reaction.user_id, value=reaction.value)
+
+    async def _record_failure(self, frame: dict[str, Any], exc: BaseException) -> None:
+        """Handling ``frame`` raised: hold its post for a retry and leave a dead letter."""
+        post = post_of(frame)
+        if post is not None and frame.get("event") == "posted":
+            self._hold(post)
+        intake, _ = self._require()
+        try:
+            await intake.submit(
+                Rejected(platform=PLATFORM,
+                         reason=f"handler failed: {type(exc).__name__}: {exc}"[:500]),
+                raw=frame,
+            )
+        except Exception:  # broad: the intake itself is failing; the hold still retries
+            log.exception("mattermost_dead_letter_failed")
+
+    # --- cursors ------------------------------------------------------------------------------
+
+    def _cursor_name(self, channel_id: str) -> str:
+        return f"{PLATFORM}:{self._urls.scope}:channel:{channel_id}"
+
+    async def _cursor(self, channel_id: str) -> int | None:
+        if channel_id in self._cursors:
+            return self._cursors[channel_id]
+        intake, _ = self._require()
+        value = await intake.load_cursor(self._cursor_name(channel_id))
+        if value is None:
+            return None
+        try:
+            cursor = int(value)
+        except ValueError:
+            log.warning("mattermost_cursor_unreadable", channel_id=channel_id)
+            return None
+        self._cursors[channel_id] = cursor
+        return cursor
+
+    async def _set_cursor(self, channel_id: str, value: int) -> None:
+        held = self._held.get(channel_id)
+        if held:
+            # never move past a post whose handling failed: it must be fetched again
+            value = min(value, min(held.values()))
+        if self._cursors.get(channel_id) == value:
+            return
+        self._cursors[channel_id] = value
+        intake, _ = self._require()
+        await intake.save_cursor(self._cursor_name(channel_id), str(value))
+
+    async def _seen(self, post: Mapping[str, Any]) -> None:
+        """A post was durably handled: advance its channel's cursor and release a hold."""
+        channel_id = post["channel_id"]
+        held = self._held.get(channel_id)
+        if held is not None:
+            held.pop(post["id"], None)
+            if not held:
+                del self._held[channel_id]
+        create_at = post.get("create_at")
+        if not isinstance(create_at, int):
+            return
+        current = await self._cursor(channel_id)
+        await self._set_cursor(channel_id, create_at if current is None
+                               else max(current, create_at))
+
+    def _hold(self, post: Mapping[str, Any]) -> None:
+        create_at = post.get("create_at")
+        if isinstance(create_at, int):
+            self._held.setdefault(post["channel_id"], {})[post["id"]] = create_at
+            log.warning("mattermost_post_held", channel_id=post["channel_id"],
+                        post_id=post["id"])
+
+    # --- channel types (post_edited/post_deleted carry none) ---------------------------------
+
+    def _remember_type(self, channel_id: str, channel_type: str) -> None:
+        self._channel_types[channel_id] = channel_type
+        self._channel_types.move_to_end(channel_id)
+        while len(self._channel_types) > _CHANNEL_TYPE_CACHE:
+            self._channel_types.popitem(last=False)
+
+    async def _channel_type(self, channel_id: str) -> str | None:
+        known = self._channel_types.get(channel_id)
+        if known is not None:
+            return known
+        try:
+            channel = await self._api.channel(channel_id)
+        except (MattermostApiError, httpx.HTTPError) as exc:
+            log.warning("mattermost_channel_lookup_failed", channel_id=channel_id,
+                        error=str(exc))
+            return None
+        kind = channel.get("type")
+        if isinstance(kind, str) and kind:
+            self._remember_type(channel_id, kind)
+            return kind
+        return None
+
+    # --- reconciliation -----------------------------------------------------------------------
+
+    async def _on_connecting(self) -> None:
+        """Before each websocket attempt: know who we are, and on the very first start (no
+        cursor saved for any of our channels) mark everything posted so far as history.
+
+        That mark must be taken *before* the websocket opens: every later post then reaches
+        us either as an event or through reconciliation, even if this first connection
+        drops before its buffered events were read."""
+        if self._ctx is None:
+            await self._resolve_identity()
+        if self._first_start_checked:
+            return
+        channels = await self._list_channels()
+        cursors = [await self._cursor(cid) for cid in channels]
+        if not any(c is not None for c in cursors):
+            for cid, channel in channels.items():
+                last = channel.get("last_post_at")
+                await self._set_cursor(cid, (last if isinstance(last, int) else 0) + 1)
+            log.info("mattermost_first_start", channels=len(channels))
+        self._first_start_checked = True
+
+    async def _on_connected(self) -> None:
+        if self._ctx is None:
+            await self._resolve_identity()
+        started = time.monotonic()
+        channels = await self._list_channels()
+        cursors = {cid: await self._cursor(cid) for cid in channels}
+        known = [c for c in cursors.values() if c is not None]
+        # A channel without a cursor was joined while we were away: read it from the newest
+        # moment we know we were live (with none at all, history is not answered).
+        baseline = max(known) if known else None
+        submitted = 0
+        for cid, channel in channels.items():
+            submitted += await self._reconcile_channel(channel, cursors[cid], baseline)
+        self.reconciliations += 1
+        log.info("mattermost_reconciled", channels=len(channels), submitted=submitted,
+                 seconds=round(time.monotonic() - started, 3))
+
+    async def _list_channels(self) -> dict[str, dict[str, Any]]:
+        channels: dict[str, dict[str, Any]] = {}
+        teams = await self._api.my_teams()
+        listings = [await self._api.my_team_channels(t["id"]) for t in teams
+                    if isinstance(t.get("id"), str)]
+        if not teams:
+            # a bot in no team can still be in DMs and group DMs
+            listings.append(await self._api.my_channels())
+        for listing in listings:
+            for channel in listing:
+                cid = channel.get("id")
+                if not isinstance(cid, str) or not cid:
+                    continue
+                if isinstance(channel.get("delete_at"), int) and channel["delete_at"] > 0:
+                    continue  # archived: nothing new can be posted there
+                channels[cid] = channel
+                if isinstance(channel.get("type"), str):
+                    self._remember_type(cid, channel["type"])
+        return channels
+
+    async def _reconcile_channel(self, channel: Mapping[str, Any], cursor: int | None,
+                                 baseline: int | None) -> int:
+        """Submit the posts of one channel created at or after its cursor; returns how many
+        were submitted. The cursor means "every post created before it was handled"."""
+        cid = str(channel["id"])
+        last_post_at = channel.get("last_post_at")
+        last = last_post_at if isinstance(last_post_at, int) else None
+        if cursor is None:
+            if baseline is None:
+                # no reference point at all: start from now, do not answer history
+                await self._set_cursor(cid, (last or 0) + 1)
+                return 0
+            cursor = baseline
+        if last is not None and last < cursor and cid not in self._held:
+            return 0  # nothing was created since; skip the request
+        intake, ctx = self._require()
+        channel_type = channel.get("type") if isinstance(channel.get("type"), str) else None
+        channel_type = channel_type or self._channel_types.get(cid) or ""
+        team_id = channel.get("team_id") if isinstance(channel.get("team_id"), str) else None
+        # since is exclusive on UpdateAt (server GetPostsSince): cursor - 1 also returns posts
+        # created in the cursor's own millisecond; re-submitting one is deduped by the inbox.
+        posts = await self._api.posts_since(cid, cursor - 1)
+        posts.sort(key=lambda p: (_int(p.get("create_at")), str(p.get("id"))))
+        submitted = 0
+        for post in posts:
+            if not isinstance(post.get("id"), str) or post.get("channel_id") != cid:
+                continue
+            create_at = _int(post.get("create_at"))
+            edit_at = _int(post.get("edit_at"))
+            delete_at = _int(post.get("delete_at"))
+            # A post at the cursor's millisecond may be one we already saw: submitting it
+            # again is deduped by the inbox, and its edits/deletion still count.
+            batch: list[Extracted] = []
+            if delete_at:
+                if delete_at >= cursor:  # deleted while away (never answered if unseen)
+                    batch.append(extract_post(post, ctx=ctx, channel_type=channel_type,
+                                              kind=EventKind.DELETE, source="reconcile"))
+            elif create_at >= cursor or edit_at >= cursor:
+                if create_at >= cursor:  # new while we were away
+                    batch.append(extract_post(post, ctx=ctx, channel_type=channel_type,
+                                              team_id=team_id, source="reconcile"))
+                if edit_at >= cursor:
+                    batch.append(extract_post(post, ctx=ctx, channel_type=channel_type,
+                                              kind=EventKind.EDIT, source="reconcile"))
+            else:
+                continue  # an older thread root the server adds for context
+            raw = {"source": "reconcile", "channel_type": channel_type, "post": post}
+            failed = False
+            for extracted in batch:
+                try:
+                    await intake.submit(extracted, raw=raw)
+                except Exception as exc:  # broad: same isolation as the websocket path
+                    log.exception("mattermost_reconcile_submit_failed", channel_id=cid,
+                                  post_id=post["id"])
+                    if create_at >= cursor and not failed:
+                        await self._record_failure(
+                            {"event": "posted", "data": {"post": post}}, exc)
+                    failed = True
+                    continue
+                submitted += 1
+            if failed:
+                continue
+            if create_at >= cursor:
+                await self._seen(post)
+        return submitted
+
+    async def _on_tick(self) -> None:
+        """Idle tick of the read loop: retry held posts (their handling failed) with backoff."""
+        if not self._held or time.monotonic() < self._resync_at:
+            return
+        try:
+            for cid, held in list(self._held.items()):
+                channel = {"id": cid, "type": self._channel_types.get(cid, "")}
+                await self._reconcile_channel(channel, await self._cursor(cid),
+                                              min(held.values()))
+        except Exception:  # broad: a failed resync is retried later, the stream goes on
+            self._resync_failures += 1
+            log.exception("mattermost_resync_failed")
+        else:
+            self._resync_failures = 0 if not self._held else self._resync_failures + 1
+        delay = min(300.0, 5.0 * 2 ** min(self._resync_failures, 6))
+        self._resync_at = time.monotonic() + delay
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -1,0 +1,391 @@
+"""Pure extraction: a Mattermost websocket event or REST post -> Envelope | Ignored | Rejected.
+
+No I/O here. The rules (platforms.md §0, §3):
+
+* Session key. Channels (``O``/``P``): ``(server, channel_id, root)`` with
+  ``root = post.root_id or post.id``. DMs (``D``) and group DMs (``G``): one session per
+  channel (``thread_id=None``) unless the post is in a thread (``root_id`` set).
+* Reply target. ``thread_id`` is the root post id to send as ``root_id`` - never a reply's own
+  id (the server answers 400 ``api.post.create_post.root_id.app_error``). A top-level DM post is
+  answered with a new top-level post in the DM (``thread_id=None``): the DM is one session, so
+  threading each answer under its question would scatter one conversation over many threads.
+* ``posted.data.post`` is a JSON *string*; ``mentions`` is a JSON-string array holding at most
+  the receiving user's id (server ``web_broadcast_hooks.go``: "the client expects this field to
+  be stringified").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from gateway.domain import (
+    Attachment,
+    Envelope,
+    EventKind,
+    Extracted,
+    Ignored,
+    Rejected,
+    ReplyTarget,
+    Sender,
+    SessionKey,
+    Trigger,
+)
+
+PLATFORM = "mattermost"
+
+#: websocket events that carry a post; everything else (hello, typing, status_change,
+#: channel_viewed, ...) is protocol or presence noise
+POST_EVENTS = frozenset({"posted", "post_edited", "post_deleted"})
+
+#: commands the core runs; ``/model`` takes an argument the core reads from the text
+_COMMANDS = frozenset({"new", "help", "model"})
+#: reactions that are feedback on a bot reply (Mattermost emoji names; skin tones stripped)
+_POSITIVE = frozenset({"+1", "thumbsup"})
+_NEGATIVE = frozenset({"-1", "thumbsdown"})
+REACTION_EVENTS = frozenset({"reaction_added", "reaction_removed"})
+_SKIN_TONE = re.compile(r"_(?:light|medium_light|medium|medium_dark|dark)_skin_tone$")
+_CHANNEL_TYPES = frozenset({"O", "P", "D", "G"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BotIdentity:
+    """Who we are on the server (``GET /api/v4/users/me``)."""
+
+    user_id: str
+    username: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reaction:
+    """+1 / -1 (or taken back: 0) by ``user_id`` on post ``message_id`` in ``chat_id``."""
+
+    chat_id: str
+    message_id: str
+    user_id: str
+    value: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExtractContext:
+    scope: str
+    bot: BotIdentity
+    require_mention: bool = False
+    answer_bots: bool = False
+
+
+# --- small pure helpers -------------------------------------------------------------------
+
+
+def decode_post(value: object) -> dict[str, Any] | None:
+    """``data.post`` as a dict. Real servers send a JSON string; a dict is accepted too."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if isinstance(value, dict) and all(
+        isinstance(value.get(k), str) and value.get(k) for k in ("id", "channel_id")
+    ):
+        return value
+    return None
+
+
+def post_of(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The decoded post of a post event, or ``None`` (for cursor bookkeeping)."""
+    data = event.get("data")
+    if not isinstance(data, Mapping):
+        return None
+    return decode_post(data.get("post"))
+
+
+def decode_mentions(value: object) -> tuple[str, ...]:
+    """``data.mentions``: a stringified JSON array of user ids (absent when not mentioned)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return ()
+    if isinstance(value, list):
+        return tuple(v for v in value if isinstance(v, str))
+    return ()
+
+
+def _mention_pattern(username: str) -> re.Pattern[str]:
+    # Mattermost usernames: letters, digits, ".", "-", "_". "@bot." / "@bot," still mention
+    # "bot" (trailing punctuation), "@bot.smith" or "@bot-2" is another user, "a@bot" is not.
+    return re.compile(
+        rf"(?<![\w@.\-])@{re.escape(username)}(?![\w\-]|\.[\w\-])", re.IGNORECASE
+    )
+
+
+def mentions_bot(text: str, mentions: Sequence[str], bot: BotIdentity) -> bool:
+    return bot.user_id in mentions or bool(_mention_pattern(bot.username).search(text))
+
+
+def parse_command(text: str, bot: BotIdentity) -> str | None:
+    """``/new`` or ``/help``, optionally after ``@bot`` (a leading space is how people send
+    text starting with ``/`` past Mattermost's own slash-command handling)."""
+    rest = text.strip()
+    lead = re.match(rf"@{re.escape(bot.username)}[:,]?\s+", rest, re.IGNORECASE)
+    if lead:
+        rest = rest[lead.end() :]
+    match = re.fullmatch(r"/(\w+)(?:\s.*)?", rest, re.DOTALL)
+    if match and match.group(1).lower() in _COMMANDS:
+        return match.group(1).lower()
+    return None
+
+
+def session_key(*, scope: str, channel_id: str, channel_type: str, post_id: str,
+                root_id: str) -> SessionKey:
+    """The one place the Mattermost session rule lives."""
+    if channel_type in ("D", "G"):
+        thread: str | None = root_id or None
+    else:
+        thread = root_id or post_id
+    return SessionKey(platform=PLATFORM, scope=scope, chat_id=channel_id, thread_id=thread)
+
+
+def reply_target(*, scope: str, channel_id: str, channel_type: str, post_id: str,
+                 root_id: str) -> ReplyTarget:
+    """Where the answer goes: ``thread_id`` is the root id to send (see module doc)."""
+    key = session_key(scope=scope, channel_id=channel_id, channel_type=channel_type,
+                      post_id=post_id, root_id=root_id)
+    return ReplyTarget(
+        platform=PLATFORM,
+        scope=scope,
+        chat_id=channel_id,
+        thread_id=key.thread_id,
+        reply_to_message_id=post_id,
+    )
+
+
+def _trigger(*, channel_type: str, root_id: str, mentioned: bool, from_bot: bool,
+             ctx: ExtractContext) -> Trigger:
+    if from_bot and not ctx.answer_bots:
+        return Trigger.NEVER
+    if channel_type == "D" or mentioned:
+        return Trigger.ALWAYS
+    # Group DMs behave like channels here: several people talk there, so only mentions and
+    # follow-ups in a thread the bot answered in are for us.
+    if root_id:
+        return Trigger.NEVER if ctx.require_mention else Trigger.IF_FOLLOWING
+    return Trigger.NEVER
+
+
+def _millis(value: object) -> datetime | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return datetime.fromtimestamp(value / 1000, tz=UTC)
+    return None
+
+
+def _attachments(post: Mapping[str, Any]) -> tuple[Attachment, ...]:
+    metadata = post.get("metadata")
+    files = metadata.get("files") if isinstance(metadata, Mapping) else None
+    if isinstance(files, list) and files:
+        out: list[Attachment] = []
+        for f in files:
+            if not isinstance(f, Mapping):
+                continue
+            mime = f.get("mime_type") if isinstance(f.get("mime_type"), str) else None
+            size = f.get("size")
+            out.append(
+                Attachment(
+                    kind="image" if mime and mime.startswith("image/") else "file",
+                    name=f.get("name") if isinstance(f.get("name"), str) else None,
+                    url=f"/api/v4/files/{f['id']}" if isinstance(f.get("id"), str) else None,
+                    mime_type=mime,
+                    size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+                )
+            )
+        return tuple(out)
+    ids = post.get("file_ids")
+    if isinstance(ids, list):
+        return tuple(
+            Attachment(kind="file", url=f"/api/v4/files/{i}") for i in ids if isinstance(i, str)
+        )
+    return ()
+
+
+def _str(post: Mapping[str, Any], key: str) -> str:
+    value = post.get(key)
+    return value if isinstance(value, str) else ""
+
+
+# --- the extraction ------------------------------------------------------------------------
+
+
+def extract_post(
+    post: Mapping[str, Any],
+    *,
+    ctx: ExtractContext,
+    channel_type: str,
+    kind: EventKind = EventKind.MESSAGE,
+    mentions: Sequence[str] = (),
+    sender_name: str | None = None,
+    team_id: str | None = None,
+    channel_name: str | None = None,
+    source: str = "websocket",
+) -> Extracted:
+    """One post (decoded) -> Envelope | Ignored | Rejected. Shared by the websocket path and
+    the REST reconciliation so both produce identical envelopes (and ids the inbox dedupes)."""
+    post_id = _str(post, "id")
+    channel_id = _str(post, "channel_id")
+    user_id = _str(post, "user_id")
+    if not post_id or not channel_id or not user_id:
+        return Rejected(platform=PLATFORM, reason="post without id, channel_id or user_id")
+    if user_id == ctx.bot.user_id:
+        return Ignored(platform=PLATFORM, reason="own post", event_id=f"post:{post_id}")
+    post_type = _str(post, "type")
+    if post_type.startswith("system_"):
+        # joins, header changes, ... are server notices, not conversation
+        return Ignored(platform=PLATFORM, reason=f"system post {post_type}",
+                       event_id=f"post:{post_id}")
+    if channel_type not in _CHANNEL_TYPES:
+        # post_edited / post_deleted carry no channel type; the adapter looks it up and
+        # falls back to "O" (the channel rule) when the server cannot tell us.
+        channel_type = "O"
+    root_id = _str(post, "root_id")
+    text = _str(post, "message")
+    props = post.get("props")
+    props = props if isinstance(props, Mapping) else {}
+    # props.from_bot is set by the server for bot accounts; webhooks post as from_webhook
+    from_bot = props.get("from_bot") == "true" or props.get("from_webhook") == "true"
+
+    scope = ctx.scope
+    key = session_key(scope=scope, channel_id=channel_id, channel_type=channel_type,
+                      post_id=post_id, root_id=root_id)
+    target = reply_target(scope=scope, channel_id=channel_id, channel_type=channel_type,
+                          post_id=post_id, root_id=root_id)
+    name = sender_name.lstrip("@") if sender_name else None
+    override = props.get("override_username")
+    if isinstance(override, str) and override:
+        name = override
+    sender = Sender(id=user_id, name=name, is_bot=from_bot)
+    create_at = post.get("create_at")
+    metadata: dict[str, Any] = {
+        "channel_type": channel_type,
+        "create_at": create_at if isinstance(create_at, int) else None,
+        "source": source,
+    }
+    if team_id:
+        metadata["team_id"] = team_id
+    if channel_name:
+        metadata["channel_name"] = channel_name
+    if root_id:
+        metadata["root_id"] = root_id
+
+    if kind is EventKind.EDIT:
+        edit_at = post.get("edit_at")
+        return Envelope(
+            key=key, target=target, message_id=post_id, text=text, sender=sender,
+            event_id=f"edit:{post_id}:{edit_at if isinstance(edit_at, int) else 0}",
+            kind=EventKind.EDIT, trigger=Trigger.NEVER, reply_to_id=root_id or None,
+            attachments=_attachments(post), sent_at=_millis(edit_at), metadata=metadata,
+        )
+    if kind is EventKind.DELETE:
+        return Envelope(
+            key=key, target=target, message_id=post_id, text="", sender=sender,
+            event_id=f"delete:{post_id}", kind=EventKind.DELETE, trigger=Trigger.NEVER,
+            reply_to_id=root_id or None, sent_at=_millis(post.get("delete_at")),
+            metadata=metadata,
+        )
+
+    mentioned = mentions_bot(text, mentions, ctx.bot)
+    trigger = _trigger(channel_type=channel_type, root_id=root_id, mentioned=mentioned,
+                       from_bot=from_bot, ctx=ctx)
+    # A command only counts when the post is for us: a stray "/new" in a channel (or another
+    # bot's) must not reset a session.
+    command = parse_command(text, ctx.bot) if trigger is not Trigger.NEVER else None
+    return Envelope(
+        key=key, target=target, message_id=post_id, text=text, sender=sender,
+        event_id=f"post:{post_id}", kind=EventKind.MESSAGE, trigger=trigger, command=command,
+        reply_to_id=root_id or None, attachments=_attachments(post),
+        sent_at=_millis(create_at), metadata=metadata,
+    )
+
+
+def reaction_of(event: Mapping[str, Any], *, ctx: ExtractContext) -> Reaction | None:
+    """``reaction_added`` / ``reaction_removed`` with a thumbs up/down by someone else, else
+    ``None``. ``data.reaction`` is a JSON string like ``data.post`` (server reaction.go)."""
+    name = event.get("event")
+    data = event.get("data")
+    if name not in REACTION_EVENTS or not isinstance(data, Mapping):
+        return None
+    raw = data.get("reaction")
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return None
+    if not isinstance(raw, Mapping):
+        return None
+    user, post, emoji = raw.get("user_id"), raw.get("post_id"), raw.get("emoji_name")
+    channel = raw.get("channel_id")
+    if not channel:
+        broadcast = event.get("broadcast")
+        channel = broadcast.get("channel_id") if isinstance(broadcast, Mapping) else None
+    if not (isinstance(user, str) and user and isinstance(post, str) and post
+            and isinstance(emoji, str) and isinstance(channel, str) and channel):
+        return None
+    if user == ctx.bot.user_id:
+        return None
+    base = _SKIN_TONE.sub("", emoji)
+    if base in _POSITIVE:
+        value = 1
+    elif base in _NEGATIVE:
+        value = -1
+    else:
+        return None
+    return Reaction(chat_id=channel, message_id=post, user_id=user,
+                    value=0 if name == "reaction_removed" else value)
+
+
+def extract_event(
+    event: Mapping[str, Any],
+    *,
+    ctx: ExtractContext,
+    channel_type_hint: str | None = None,
+) -> Extracted:
+    """One websocket frame -> Envelope | Ignored | Rejected.
+
+    ``channel_type_hint`` supplies the channel type for ``post_edited``/``post_deleted``,
+    whose data carries only the post (the adapter remembers types it has seen)."""
+    name = event.get("event")
+    if not isinstance(name, str) or not name:
+        if "seq_reply" in event:
+            # {"status": "OK", "seq_reply": n}: the answer to one of our actions
+            return Ignored(platform=PLATFORM, reason="reply to a client action")
+        return Rejected(platform=PLATFORM, reason="frame without an event name")
+    if name not in POST_EVENTS:
+        return Ignored(platform=PLATFORM, reason=f"event {name}")
+    data = event.get("data")
+    if not isinstance(data, Mapping):
+        return Rejected(platform=PLATFORM, reason=f"{name} without data")
+    post = decode_post(data.get("post"))
+    if post is None:
+        return Rejected(platform=PLATFORM, reason=f"{name}: data.post is not a JSON post")
+    raw_type = data.get("channel_type")
+    channel_type = raw_type if isinstance(raw_type, str) and raw_type else channel_type_hint
+    team = data.get("team_id")
+    channel_name = data.get("channel_name")
+    sender_name = data.get("sender_name")
+    kind = {
+        "posted": EventKind.MESSAGE,
+        "post_edited": EventKind.EDIT,
+        "post_deleted": EventKind.DELETE,
+    }[name]
+    return extract_post(
+        post,
+        ctx=ctx,
+        channel_type=channel_type or "",
+        kind=kind,
+        mentions=decode_mentions(data.get("mentions")),
+        sender_name=sender_name if isinstance(sender_name, str) else None,
+        team_id=team if isinstance(team, str) else None,
+        channel_name=channel_name if isinstance(channel_name, str) else None,
+    )

@@ -1,0 +1,152 @@
+"""Raw delivery of one already-split part: ``POST /api/v4/posts``.
+
+Idempotent: the core's deterministic ``idempotency_key`` is sent as ``pending_post_id``;
+the server returns the already-created post for a ``pending_post_id`` seen within 30 s
+(``deduplicateCreatePost``, platforms.md §3.2), so a retry after a timeout does not double-post.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import httpx
+import structlog
+
+from adapters.mattermost.api import MattermostApi, MattermostApiError
+from adapters.mattermost.extract import PLATFORM
+from gateway.domain import ReplyTarget
+from gateway.errors import DeliveryError
+from gateway.ports import SendResult
+
+log = structlog.get_logger(__name__)
+
+#: server model/post.go: PostMessageMaxRunesV2 = 65535 / 4 (runes = code points = len())
+MAX_MESSAGE_RUNES = 16383
+
+#: the stored root is unusable (a reply, gone, or in another channel): never retried
+_ROOT_ERRORS = frozenset({
+    "api.post.create_post.root_id.app_error",
+    "api.post.create_post.channel_root_id.app_error",
+})
+#: the first request with this pending_post_id is still being saved: retry shortly
+_DEDUPE_PENDING = "api.post.deduplicate_create_post.pending"
+
+TypingSender = Callable[[str, dict[str, Any]], Awaitable[bool]]
+
+
+def translate_error(exc: Exception) -> DeliveryError:
+    """Every failure of a send becomes one ``DeliveryError``, here and only here."""
+    if isinstance(exc, MattermostApiError):
+        detail = f"mattermost {exc.status} {exc.error_id}: {exc.message}"
+        if exc.status == 429:
+            return DeliveryError(detail, retry_after=exc.retry_after or 1.0)
+        if exc.error_id == _DEDUPE_PENDING:
+            return DeliveryError(detail, retry_after=1.0)
+        if exc.error_id in _ROOT_ERRORS:
+            # root_id is a reply or in another channel: the stored target is wrong for good
+            # (the channel_root_id variant is a 500 on current servers, still permanent)
+            return DeliveryError(detail, permanent=True)
+        if 400 <= exc.status < 500 and exc.status != 408:
+            # 400 invalid post, 401 token revoked, 403 not a member / read-only, 404 channel
+            # gone, 413 too large: retrying the same request cannot succeed
+            return DeliveryError(detail, permanent=True)
+        return DeliveryError(detail)
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return DeliveryError(f"mattermost unreachable: {exc!r}")
+    if isinstance(exc, httpx.TransportError):
+        # the request may have been processed: ambiguous, but safe to retry within 30 s
+        # thanks to pending_post_id (transport.idempotent)
+        return DeliveryError(f"mattermost request failed: {exc!r}", ambiguous=True)
+    # e.g. an undecodable 2xx body: the post may exist; pending_post_id makes a retry safe
+    return DeliveryError(f"mattermost send failed: {exc!r}", ambiguous=True)
+
+
+class MattermostTransport:
+    platform = PLATFORM
+    max_message_length = MAX_MESSAGE_RUNES
+    idempotent = True
+    #: the server remembers a pending_post_id for 30 s only (platforms.md §3.2,
+    #: pendingPostIDsCacheTTL): a resend later than that could post twice, so the core
+    #: treats a send that may have landed longer ago as ambiguous instead of resending it
+    resend_window = 30.0
+
+    def __init__(self, api: MattermostApi, *, scope: str) -> None:
+        self._api = api
+        self._scope = scope
+        self._typing: TypingSender | None = None
+        self._closed = False
+        self._inflight = 0
+        self._drained = asyncio.Event()
+        self._drained.set()
+
+    async def close(self, *, timeout: float = 10.0) -> None:
+        """Let sends already on the wire finish (bounded), then close the HTTP client.
+        Later sends fail transiently, so their deliveries stay pending for the next start."""
+        self._closed = True
+        self._typing = None
+        try:
+            await asyncio.wait_for(self._drained.wait(), timeout)
+        except TimeoutError:
+            log.warning("mattermost_sends_still_in_flight", count=self._inflight)
+        await self._api.aclose()
+
+    def attach_typing(self, sender: TypingSender | None) -> None:
+        """The adapter plugs in its websocket's ``send_action`` once it runs."""
+        self._typing = sender
+
+    def measure(self, text: str) -> int:
+        # the server counts runes (utf8.RuneCountInString) = Python code points
+        return len(text)
+
+    def format(self, text: str) -> str:
+        # Mattermost renders Markdown natively
+        return text
+
+    def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
+        # Mattermost's optional rate limiter defaults to 10 req/s per client address
+        # (RateLimitSettings.PerSec); keep one channel calm and the whole server under it.
+        return [(f"channel:{target.chat_id}", 0.2), (f"server:{self._scope}", 0.1)]
+
+    async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
+        if self._closed:
+            raise DeliveryError("mattermost adapter stopped")
+        self._inflight += 1
+        self._drained.clear()
+        try:
+            return await self._send(target, text, idempotency_key)
+        finally:
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._drained.set()
+
+    async def _send(self, target: ReplyTarget, text: str, idempotency_key: str) -> SendResult:
+        body: dict[str, Any] = {
+            "channel_id": target.chat_id,
+            # the stored root id; "" posts at the top level (a DM answer)
+            "root_id": target.thread_id or "",
+            "message": text,
+            "pending_post_id": idempotency_key,
+        }
+        try:
+            post = await self._api.create_post(body)
+        except (MattermostApiError, httpx.HTTPError, ValueError) as exc:
+            # ValueError: a 2xx whose body is not JSON (a proxy page?): it may have posted
+            error = translate_error(exc)
+            log.warning("mattermost_send_failed", channel_id=target.chat_id,
+                        root_id=target.thread_id, permanent=error.permanent,
+                        retry_after=error.retry_after, error=str(error))
+            raise error from exc
+        post_id = post.get("id")
+        return SendResult(platform_message_id=post_id if isinstance(post_id, str) else None)
+
+    async def typing(self, target: ReplyTarget) -> None:
+        sender = self._typing
+        if sender is None:
+            return
+        try:
+            await sender("user_typing", {"channel_id": target.chat_id,
+                                         "parent_id": target.thread_id or ""})
+        except Exception:  # broad: a typing indicator is cosmetic, never fail a turn for it
+            log.debug("mattermost_typing_failed", exc_info=True)

@@ -1,0 +1,732 @@
+"""A fake Mattermost server: REST v4 + the websocket event stream, on 127.0.0.1:<ephemeral>.
+
+It speaks the wire protocol the real server speaks (platforms.md §3, §4.4) and keeps a state
+model (users, a team, channels, posts with roots), so tests assert where a reply landed:
+
+* REST: ``users/me``, ``users/me/teams``, ``users/me/teams/{team}/channels`` (DMs and GMs
+  included, as the real server does), ``users/me/channels``, ``channels/{id}``,
+  ``channels/{id}/posts?since=`` (``UpdateAt > since`` plus the roots of returned replies),
+  ``POST posts`` with the server's root validation (reply-to-a-reply / unknown root -> 400
+  ``api.post.create_post.root_id.app_error``, root elsewhere -> 500
+  ``...channel_root_id.app_error``), ``pending_post_id`` dedupe for 30 s, the 16383-rune limit,
+  ``props.from_bot`` for bot authors. JSON answers carry ``Content-Type: application/json``
+  exactly (no charset).
+* Websocket ``/api/v4/websocket``: ``Authorization: Bearer`` at the handshake (401 for a bad
+  token) or the ``authentication_challenge`` action (``hello`` sent *before* the ``OK``, a bad
+  token closes the socket; a challenge on an authenticated socket is ignored, like the real
+  router), ``hello`` with ``seq`` 0 and a per-connection ``seq``; ``posted`` with ``data.post``
+  as a JSON string and a stringified ``mentions`` for the mentioned recipient only,
+  ``post_edited``, ``post_deleted``; server-side close (1000) or abort (1006).
+* Posts created while no websocket is connected are never pushed later.
+* Faults: ``fail_next(route, status, ...)``, ``rate_limit_next(...)`` (429 plain text with
+  ``Retry-After`` and ``X-RateLimit-*``), ``delay_response_next(route, seconds)``.
+* A recorder of every REST request and websocket client action.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+import socket
+import ssl
+import string
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+JSON = "application/json"
+MAX_RUNES = 16383
+PENDING_TTL = 30.0
+
+
+def new_id() -> str:
+    """26 lower-case base32-ish characters, like Mattermost's ids."""
+    return "".join(random.choices(string.ascii_lowercase + string.digits, k=26))
+
+
+@dataclass
+class User:
+    id: str
+    username: str
+    token: str | None = None
+    is_bot: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "create_at": 1682311000000,
+            "update_at": 1682311000000,
+            "delete_at": 0,
+            "username": self.username,
+            "auth_data": "",
+            "auth_service": "",
+            "email": f"{self.username}@example.com",
+            "nickname": "",
+            "first_name": "",
+            "last_name": "",
+            "position": "",
+            "roles": "system_user",
+            "locale": "en",
+            "is_bot": self.is_bot,
+            "bot_description": "a bot" if self.is_bot else "",
+        }
+
+
+@dataclass
+class Channel:
+    id: str
+    team_id: str
+    type: str
+    name: str
+    display_name: str
+    members: set[str]
+    last_post_at: int = 0
+    delete_at: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "create_at": 1682311000000,
+            "update_at": 1682311000000,
+            "delete_at": self.delete_at,
+            "team_id": self.team_id,
+            "type": self.type,
+            "display_name": self.display_name,
+            "name": self.name,
+            "header": "",
+            "purpose": "",
+            "last_post_at": self.last_post_at,
+            "last_root_post_at": self.last_post_at,
+            "total_msg_count": 0,
+            "creator_id": "",
+        }
+
+
+@dataclass
+class Fault:
+    status: int
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # for delay_response: the request is processed, the answer is late
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    route: str
+    headers: dict[str, str]
+    query: dict[str, str]
+    body: Any
+
+
+@dataclass(eq=False)  # hashed by identity: kept in a set
+class Connection:
+    ws: web.WebSocketResponse
+    request: web.Request
+    user: User | None = None
+    seq: int = 0
+    connection_id: str = field(default_factory=new_id)
+
+
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    # Exactly "application/json": mattermostdriver (and others) check it verbatim.
+    return web.Response(body=json.dumps(data).encode(), status=status,
+                        content_type=JSON, headers=headers)
+
+
+def _error(status: int, error_id: str, message: str, where: str = "") -> web.Response:
+    return _json({"id": error_id, "message": message, "detailed_error": "",
+                  "request_id": new_id(), "status_code": status, "is_oauth": False,
+                  "where": where}, status=status)
+
+
+class FakeMattermost:
+    """Start with ``await fake.start()`` (or ``async with``); ``fake.url`` is MATTERMOST_URL."""
+
+    def __init__(self, *, ssl_context: ssl.SSLContext | None = None,
+                 header_auth: bool = True, host: str = "127.0.0.1",
+                 url_host: str | None = None) -> None:
+        self._ssl = ssl_context
+        #: False simulates a proxy that strips Authorization from the websocket upgrade
+        self.header_auth = header_auth
+        self._host = host
+        self._url_host = url_host or host
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+        self._clock = 0
+        self.users: dict[str, User] = {}
+        self.channels: dict[str, Channel] = {}
+        self.posts: dict[str, dict[str, Any]] = {}
+        self._pending: dict[str, tuple[str, float]] = {}
+        self._faults: dict[str, deque[Fault]] = {}
+        self.requests: list[RecordedRequest] = []
+        self.ws_actions: list[dict[str, Any]] = []
+        self._conns: set[Connection] = set()
+        self.connections_total = 0
+        self.handshakes_refused = 0
+        #: while set, every websocket handshake is refused with this status (a gap)
+        self.refuse_websockets: int | None = None
+
+        self.team_id = new_id()
+        self.bot = self.add_user("gatewaybot", token="bot-token", is_bot=True)
+        self.alice = self.add_user("alice", token="alice-token")
+        self.bob = self.add_user("bob", token="bob-token")
+        self.other_bot = self.add_user("otherbot", token="other-bot-token", is_bot=True)
+        everyone = {self.bot.id, self.alice.id, self.bob.id, self.other_bot.id}
+        self.town_square = self.add_channel("town-square", "O", members=everyone)
+        self.private = self.add_channel("secret", "P", members=everyone)
+        self.dm_alice = self.add_dm(self.alice)
+        self.gm = self.add_gm([self.alice, self.bob])
+
+    # --- state set-up ------------------------------------------------------------------------
+
+    def add_user(self, username: str, *, token: str | None = None,
+                 is_bot: bool = False) -> User:
+        user = User(id=new_id(), username=username, token=token, is_bot=is_bot)
+        self.users[user.id] = user
+        return user
+
+    def add_channel(self, name: str, type_: str = "O", *,
+                    members: set[str] | None = None) -> Channel:
+        channel = Channel(id=new_id(), team_id=self.team_id, type=type_, name=name,
+                          display_name=name.title(), members=set(members or {self.bot.id}))
+        self.channels[channel.id] = channel
+        return channel
+
+    def add_dm(self, user: User) -> Channel:
+        a, b = sorted((self.bot.id, user.id))
+        channel = Channel(id=new_id(), team_id="", type="D", name=f"{a}__{b}",
+                          display_name="", members={self.bot.id, user.id})
+        self.channels[channel.id] = channel
+        return channel
+
+    def add_gm(self, users: list[User]) -> Channel:
+        members = {self.bot.id, *(u.id for u in users)}
+        channel = Channel(id=new_id(), team_id="", type="G", name=new_id() + "gm",
+                          display_name=", ".join(sorted(u.username for u in users)),
+                          members=members)
+        self.channels[channel.id] = channel
+        return channel
+
+    def user_by_name(self, username: str) -> User:
+        return next(u for u in self.users.values() if u.username == username)
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        scheme = "https" if self._ssl else "http"
+        return f"{scheme}://{self._url_host}:{self.port}"
+
+    async def start(self) -> None:
+        app = web.Application()
+        r = app.router
+        r.add_get("/api/v4/users/me", self._route("users_me", self._users_me))
+        r.add_get("/api/v4/users/me/teams", self._route("teams", self._teams))
+        r.add_get("/api/v4/users/me/teams/{team_id}/channels",
+                  self._route("team_channels", self._team_channels))
+        r.add_get("/api/v4/users/me/channels", self._route("my_channels", self._my_channels))
+        r.add_get("/api/v4/channels/{channel_id}", self._route("channel", self._channel))
+        r.add_get("/api/v4/channels/{channel_id}/posts",
+                  self._route("posts_since", self._posts_since))
+        r.add_post("/api/v4/posts", self._route("create_post", self._create_post))
+        r.add_get("/api/v4/websocket", self._websocket)
+        self._runner = web.AppRunner(app, handle_signals=False)
+        await self._runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self._host, 0))
+        self.port = sock.getsockname()[1]
+        site = web.SockSite(self._runner, sock, ssl_context=self._ssl)
+        await site.start()
+
+    async def close(self) -> None:
+        for conn in list(self._conns):
+            await conn.ws.close(code=1001)
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeMattermost:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- faults ------------------------------------------------------------------------------
+
+    def fail_next(self, route: str, status: int, *, body: Any = None,
+                  headers: dict[str, str] | None = None, count: int = 1) -> None:
+        """The next ``count`` calls of ``route`` answer ``status`` with ``body`` (a dict is
+        sent as JSON, a str as text/plain). Routes: users_me, teams, team_channels,
+        my_channels, channel, posts_since, create_post, websocket."""
+        for _ in range(count):
+            self._faults.setdefault(route, deque()).append(
+                Fault(status=status, body=body, headers=dict(headers or {})))
+
+    def rate_limit_next(self, route: str = "create_post", *, retry_after: int = 1,
+                        count: int = 1) -> None:
+        """The real limiter's answer (server/channels/app/ratelimit.go): plain text."""
+        self.fail_next(route, 429, body="limit exceeded\n", count=count, headers={
+            "Retry-After": str(retry_after),
+            "X-RateLimit-Limit": "10",
+            "X-RateLimit-Remaining": "0",
+            "X-RateLimit-Reset": str(retry_after),
+        })
+
+    def delay_response_next(self, route: str, seconds: float) -> None:
+        """Process the next ``route`` call normally but answer only after ``seconds``
+        (a client timeout then leaves it ambiguous whether the call took effect)."""
+        self._faults.setdefault(route, deque()).append(Fault(status=0, delay=seconds))
+
+    # --- user-side API -------------------------------------------------------------------------
+
+    async def user_posts(self, channel: Channel | str, text: str, *, user: User | str = "alice",
+                         root_id: str = "", mention_bot: bool = False,
+                         props: dict[str, Any] | None = None,
+                         post_type: str = "") -> dict[str, Any]:
+        """A person (or another bot) posts; connected websockets receive ``posted``."""
+        ch = channel if isinstance(channel, Channel) else self.channels[channel]
+        author = user if isinstance(user, User) else self.user_by_name(user)
+        if mention_bot:
+            text = f"@{self.bot.username} {text}"
+        error = self._validate_root(ch.id, root_id)
+        if error is not None:
+            raise ValueError(f"invalid root for a user post: {error[1]}")
+        post = self._store_post(ch, author, text, root_id=root_id, props=props or {},
+                                pending_post_id=f"{author.id}:{self._now()}",
+                                post_type=post_type)
+        await self._broadcast_posted(ch, post)
+        return post
+
+    async def replay_posted(self, post_id: str) -> None:
+        """Deliver the ``posted`` event of an existing post again (a duplicate delivery)."""
+        post = self.posts[post_id]
+        await self._broadcast_posted(self.channels[post["channel_id"]], post)
+
+    async def react(self, post_id: str, emoji: str, *, user: User | str = "alice",
+                    removed: bool = False) -> None:
+        """``reaction_added`` (or ``_removed``) with ``data.reaction`` as a JSON string."""
+        post = self.posts[post_id]
+        author = user if isinstance(user, User) else self.user_by_name(user)
+        now = self._now()
+        reaction = {"user_id": author.id, "post_id": post_id, "emoji_name": emoji,
+                    "create_at": now, "update_at": now, "delete_at": now if removed else 0,
+                    "remote_id": "", "channel_id": post["channel_id"]}
+        await self._broadcast(self.channels[post["channel_id"]],
+                              "reaction_removed" if removed else "reaction_added",
+                              {"reaction": json.dumps(reaction)})
+
+    async def edit_post(self, post_id: str, text: str) -> dict[str, Any]:
+        post = self.posts[post_id]
+        now = self._now()
+        post.update(message=text, edit_at=now, update_at=now)
+        await self._broadcast(self.channels[post["channel_id"]], "post_edited",
+                              {"post": json.dumps(post)})
+        return post
+
+    async def delete_post(self, post_id: str) -> dict[str, Any]:
+        post = self.posts[post_id]
+        now = self._now()
+        post.update(delete_at=now, update_at=now)
+        await self._broadcast(self.channels[post["channel_id"]], "post_deleted",
+                              {"post": json.dumps(post), "delete_by": post["user_id"]})
+        return post
+
+    async def push(self, event: str, data: dict[str, Any], *,
+                   channel: Channel | None = None) -> None:
+        """Send any event to every authenticated connection (or the channel's members)."""
+        for conn in list(self._conns):
+            if conn.user is None:
+                continue
+            if channel is not None and conn.user.id not in channel.members:
+                continue
+            await self._send_event(conn, event, dict(data),
+                                   channel_id=channel.id if channel else "")
+
+    async def push_raw(self, text: str) -> None:
+        for conn in list(self._conns):
+            if conn.user is not None:
+                await conn.ws.send_str(text)
+
+    async def drop_connections(self, code: int = 1000) -> None:
+        """Server-initiated close: 1000 with a close frame, 1006 by aborting the TCP
+        connection (no close frame at all)."""
+        for conn in list(self._conns):
+            if code == 1006:
+                transport = conn.request.transport
+                if transport is not None:
+                    transport.abort()
+            else:
+                await conn.ws.close(code=code, message=b"server going away")
+            self._conns.discard(conn)
+
+    @property
+    def live_connections(self) -> int:
+        return sum(1 for c in self._conns if c.user is not None and not c.ws.closed)
+
+    def posts_in(self, channel: Channel | str, *, root_id: str | None = None,
+                 by: User | None = None) -> list[dict[str, Any]]:
+        """Posts of a channel in creation order; ``root_id=""`` only top-level posts,
+        ``root_id=X`` only replies in thread X."""
+        cid = channel.id if isinstance(channel, Channel) else channel
+        out = [p for p in self.posts.values() if p["channel_id"] == cid and not p["delete_at"]]
+        if root_id is not None:
+            out = [p for p in out if p["root_id"] == root_id]
+        if by is not None:
+            out = [p for p in out if p["user_id"] == by.id]
+        return sorted(out, key=lambda p: (p["create_at"], p["id"]))
+
+    def bot_posts(self) -> list[dict[str, Any]]:
+        return sorted((p for p in self.posts.values() if p["user_id"] == self.bot.id),
+                      key=lambda p: (p["create_at"], p["id"]))
+
+    def requests_to(self, route: str) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.route == route]
+
+    # --- internals: state ------------------------------------------------------------------------
+
+    def _now(self) -> int:
+        # milliseconds, strictly increasing so order is deterministic
+        self._clock = max(self._clock + 1, int(time.time() * 1000))
+        return self._clock
+
+    def _validate_root(self, channel_id: str, root_id: str) -> tuple[int, str] | None:
+        if not root_id:
+            return None
+        root = self.posts.get(root_id)
+        if root is None or root["delete_at"]:
+            return 400, "api.post.create_post.root_id.app_error"
+        if root["channel_id"] != channel_id:
+            return 500, "api.post.create_post.channel_root_id.app_error"
+        if root["root_id"]:
+            return 400, "api.post.create_post.root_id.app_error"
+        return None
+
+    def _store_post(self, channel: Channel, author: User, message: str, *, root_id: str,
+                    props: dict[str, Any], pending_post_id: str,
+                    post_type: str = "") -> dict[str, Any]:
+        now = self._now()
+        props = dict(props)
+        if author.is_bot:
+            props["from_bot"] = "true"
+        post: dict[str, Any] = {
+            "id": new_id(),
+            "create_at": now,
+            "update_at": now,
+            "edit_at": 0,
+            "delete_at": 0,
+            "is_pinned": False,
+            "user_id": author.id,
+            "channel_id": channel.id,
+            "root_id": root_id,
+            "parent_id": "",
+            "original_id": "",
+            "message": message,
+            "type": post_type,
+            "props": props,
+            "hashtags": "",
+            "pending_post_id": pending_post_id,
+            "reply_count": 0,
+            "metadata": {},
+        }
+        self.posts[post["id"]] = post
+        channel.last_post_at = now
+        if root_id:
+            root = self.posts[root_id]
+            # replies bump the root's UpdateAt and counts (so since-queries return it too)
+            root["update_at"] = now
+            root["reply_count"] = root.get("reply_count", 0) + 1
+            post["reply_count"] = root["reply_count"]
+        return post
+
+    def _mentions(self, channel: Channel, post: dict[str, Any]) -> set[str]:
+        mentioned: set[str] = set()
+        text = post["message"]
+        for uid in channel.members:
+            name = self.users[uid].username
+            if re.search(rf"(?<![\w@.\-])@{re.escape(name)}(?![\w\-]|\.[\w\-])", text,
+                         re.IGNORECASE):
+                mentioned.add(uid)
+        if channel.type == "D":
+            # a DM notifies the other member as a mention (server notification.go)
+            mentioned |= channel.members - {post["user_id"]}
+        mentioned.discard(post["user_id"])
+        return mentioned
+
+    # --- internals: websocket --------------------------------------------------------------------
+
+    async def _broadcast_posted(self, channel: Channel, post: dict[str, Any]) -> None:
+        author = self.users[post["user_id"]]
+        data = {
+            "channel_display_name": channel.display_name,
+            "channel_name": channel.name,
+            "channel_type": channel.type,
+            "post": json.dumps(post),
+            "sender_name": f"@{author.username}",
+            "set_online": True,
+            "team_id": channel.team_id,
+        }
+        mentioned = self._mentions(channel, post)
+        for conn in list(self._conns):
+            if conn.user is None or conn.user.id not in channel.members:
+                continue
+            per_recipient = dict(data)
+            if conn.user.id in mentioned:
+                # per-recipient and stringified (server web_broadcast_hooks.go)
+                per_recipient["mentions"] = json.dumps([conn.user.id])
+            await self._send_event(conn, "posted", per_recipient, channel_id=channel.id)
+
+    async def _broadcast(self, channel: Channel, event: str, data: dict[str, Any]) -> None:
+        for conn in list(self._conns):
+            if conn.user is not None and conn.user.id in channel.members:
+                await self._send_event(conn, event, dict(data), channel_id=channel.id)
+
+    async def _send_event(self, conn: Connection, event: str, data: dict[str, Any], *,
+                          channel_id: str = "") -> None:
+        frame = {
+            "event": event,
+            "data": data,
+            "broadcast": {"omit_users": None, "user_id": "", "channel_id": channel_id,
+                          "team_id": ""},
+            "seq": conn.seq,
+        }
+        conn.seq += 1
+        if conn.ws.closed:
+            return
+        try:
+            await conn.ws.send_str(json.dumps(frame))
+        except ConnectionError:
+            self._conns.discard(conn)
+
+    async def _register(self, conn: Connection) -> None:
+        assert conn.user is not None
+        frame = {
+            "event": "hello",
+            "data": {"connection_id": conn.connection_id,
+                     "server_version": "10.5.0.10.5.0.fake.false"},
+            "broadcast": {"omit_users": None, "user_id": conn.user.id, "channel_id": "",
+                          "team_id": "", "connection_id": "", "omit_connection_id": ""},
+            "seq": conn.seq,
+        }
+        conn.seq += 1
+        await conn.ws.send_str(json.dumps(frame))
+
+    async def _websocket(self, request: web.Request) -> web.StreamResponse:
+        fault = self._take_fault("websocket")
+        if fault is None and self.refuse_websockets is not None:
+            fault = Fault(status=self.refuse_websockets)
+        if fault is not None:
+            self.handshakes_refused += 1
+            return self._fault_response(fault)
+        user: User | None = None
+        auth = request.headers.get("Authorization", "")
+        if self.header_auth and auth:
+            user = self._user_for(auth)
+            if user is None:
+                self.handshakes_refused += 1
+                return _error(401, "api.context.session_expired.app_error",
+                              "Invalid or expired session, please login again.")
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        conn = Connection(ws=ws, request=request, user=user)
+        self._conns.add(conn)
+        self.connections_total += 1
+        try:
+            if user is not None:
+                await self._register(conn)
+            async for msg in ws:
+                if msg.type != WSMsgType.TEXT:
+                    continue
+                try:
+                    req = json.loads(msg.data)
+                except ValueError:
+                    continue
+                self.ws_actions.append(req)
+                action, seq = req.get("action"), req.get("seq")
+                if action == "authentication_challenge":
+                    if conn.user is not None:
+                        continue  # the real router ignores it on an authenticated socket
+                    token = (req.get("data") or {}).get("token", "")
+                    conn.user = self._user_for(f"Bearer {token}")
+                    if conn.user is None:
+                        await ws.close()  # what the real server does on a bad token
+                        break
+                    # hello goes out before the OK (mattermost#23710)
+                    await self._register(conn)
+                    await ws.send_str(json.dumps({"status": "OK", "seq_reply": seq}))
+                elif conn.user is None:
+                    await ws.send_str(json.dumps({
+                        "status": "FAIL", "seq_reply": seq,
+                        "error": {"id": "api.web_socket_router.not_authenticated.app_error",
+                                  "message": "not authenticated"}}))
+                else:
+                    await ws.send_str(json.dumps({"status": "OK", "seq_reply": seq}))
+        finally:
+            self._conns.discard(conn)
+        return ws
+
+    # --- internals: REST -------------------------------------------------------------------------
+
+    def _user_for(self, authorization: str) -> User | None:
+        if not authorization.startswith("Bearer "):
+            return None
+        token = authorization[len("Bearer "):].strip()
+        return next((u for u in self.users.values() if token and u.token == token), None)
+
+    def _take_fault(self, route: str) -> Fault | None:
+        queue = self._faults.get(route)
+        if queue:
+            return queue.popleft()
+        return None
+
+    @staticmethod
+    def _fault_response(fault: Fault) -> web.Response:
+        if isinstance(fault.body, str):
+            return web.Response(text=fault.body, status=fault.status, headers=fault.headers)
+        body = fault.body if fault.body is not None else {
+            "id": f"fake.fault.{fault.status}", "message": "injected fault",
+            "status_code": fault.status}
+        return _json(body, status=fault.status, headers=fault.headers)
+
+    def _route(self, name: str, handler: Callable[[web.Request, User, Any], Awaitable[web.Response]]
+               ) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def wrapped(request: web.Request) -> web.Response:
+            body: Any = None
+            if request.can_read_body:
+                raw = await request.read()
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = raw.decode("utf-8", "replace")
+            self.requests.append(RecordedRequest(
+                method=request.method, path=request.path, route=name,
+                headers=dict(request.headers), query=dict(request.query), body=body))
+            fault = self._take_fault(name)
+            delay = 0.0
+            if fault is not None:
+                if fault.delay:
+                    delay = fault.delay
+                else:
+                    return self._fault_response(fault)
+            user = self._user_for(request.headers.get("Authorization", ""))
+            if user is None:
+                return _error(401, "api.context.session_expired.app_error",
+                              "Invalid or expired session, please login again.")
+            response = await handler(request, user, body)
+            if delay:
+                await asyncio.sleep(delay)
+            return response
+        return wrapped
+
+    async def _users_me(self, request: web.Request, user: User,
+                        body: Any) -> web.Response:
+        return _json(user.to_json())
+
+    async def _teams(self, request: web.Request, user: User,
+                     body: Any) -> web.Response:
+        return _json([{"id": self.team_id, "name": "team", "display_name": "Team",
+                       "type": "O", "delete_at": 0}])
+
+    def _member_channels(self, user: User) -> list[Channel]:
+        return [c for c in self.channels.values() if user.id in c.members]
+
+    async def _team_channels(self, request: web.Request, user: User,
+                             body: Any) -> web.Response:
+        team = request.match_info["team_id"]
+        if team != self.team_id:
+            return _error(403, "api.context.permissions.app_error",
+                          "You do not have the appropriate permissions.")
+        return _json([c.to_json() for c in self._member_channels(user)
+                      if c.team_id in (team, "")])
+
+    async def _my_channels(self, request: web.Request, user: User,
+                           body: Any) -> web.Response:
+        return _json([c.to_json() for c in self._member_channels(user)])
+
+    async def _channel(self, request: web.Request, user: User,
+                       body: Any) -> web.Response:
+        channel = self.channels.get(request.match_info["channel_id"])
+        if channel is None:
+            return _error(404, "app.channel.get.existing.app_error",
+                          "Unable to find the existing channel.")
+        if user.id not in channel.members:
+            return _error(403, "api.context.permissions.app_error",
+                          "You do not have the appropriate permissions.")
+        return _json(channel.to_json())
+
+    async def _posts_since(self, request: web.Request, user: User,
+                           body: Any) -> web.Response:
+        channel = self.channels.get(request.match_info["channel_id"])
+        if channel is None or user.id not in channel.members:
+            return _error(403, "api.context.permissions.app_error",
+                          "You do not have the appropriate permissions.")
+        try:
+            since = int(request.query.get("since", "0"))
+        except ValueError:
+            return _error(400, "api.context.invalid_url_param.app_error",
+                          "Invalid or missing since parameter in request URL.")
+        # server GetPostsSince: UpdateAt > since (deleted ones included), at most 1000,
+        # plus the roots of the threads those posts are in
+        hits = sorted((p for p in self.posts.values()
+                       if p["channel_id"] == channel.id and p["update_at"] > since),
+                      key=lambda p: p["create_at"], reverse=True)[:1000]
+        selected = {p["id"]: p for p in hits}
+        for p in hits:
+            if p["root_id"] and p["root_id"] in self.posts:
+                selected.setdefault(p["root_id"], self.posts[p["root_id"]])
+        order = [p["id"] for p in sorted(selected.values(), key=lambda p: p["create_at"],
+                                         reverse=True)]
+        return _json({"order": order, "posts": selected, "next_post_id": "",
+                      "prev_post_id": "", "has_next": False})
+
+    async def _create_post(self, request: web.Request, user: User,
+                           body: Any) -> web.Response:
+        if not isinstance(body, dict):
+            return _error(400, "api.context.invalid_body_param.app_error",
+                          "Invalid or missing post in request body.")
+        channel = self.channels.get(str(body.get("channel_id", "")))
+        if channel is None or user.id not in channel.members:
+            return _error(403, "api.context.permissions.app_error",
+                          "You do not have the appropriate permissions.")
+        message = body.get("message", "")
+        if not isinstance(message, str) or len(message) > MAX_RUNES:
+            return _error(400, "model.post.is_valid.msg.app_error",
+                          "Invalid Message.", "Post.IsValid")
+        pending = body.get("pending_post_id") or ""
+        now = time.monotonic()
+        for key in [k for k, (_, expires) in self._pending.items() if expires <= now]:
+            del self._pending[key]
+        if pending:
+            # deduplicateCreatePost: same pending_post_id within 30 s -> the same post
+            seen = self._pending.get(pending)
+            if seen is not None and seen[1] > now:
+                post_id = seen[0]
+                if not post_id:
+                    return _error(500, "api.post.deduplicate_create_post.pending",
+                                  "Post rejected: a post with this pending id is being "
+                                  "created.")
+                return _json(self.posts[post_id], status=201)
+            self._pending[pending] = ("", now + PENDING_TTL)
+        root_id = str(body.get("root_id") or "")
+        error = self._validate_root(channel.id, root_id)
+        if error is not None:
+            self._pending.pop(pending, None)
+            return _error(error[0], error[1], "Invalid RootId parameter.", "createPost")
+        raw_props = body.get("props")
+        props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
+        post = self._store_post(channel, user, message, root_id=root_id, props=props,
+                                pending_post_id=pending)
+        if pending:
+            self._pending[pending] = (post["id"], now + PENDING_TTL)
+        await self._broadcast_posted(channel, post)
+        return _json(post, status=201)
+

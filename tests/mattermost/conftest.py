@@ -1,0 +1,141 @@
+"""Fixtures for the Mattermost adapter: the fake server, a recording intake, adapters wired
+to the fake, and a deadline-based wait helper (no sleep-then-assert)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.mattermost.adapter import MattermostAdapter, MattermostConfig
+from adapters.mattermost.websocket import Backoff
+from gateway.domain import Envelope, Extracted, Ignored, Rejected
+from gateway.ports import IngestOutcome
+from tests.fakes.mattermost import FakeMattermost
+
+PAYLOADS = Path(__file__).parents[1] / "payloads"  # copies of shared/payloads
+
+FAST_BACKOFF = Backoff(initial=0.02, maximum=0.1, stable_after=60.0)
+
+
+def load_payload(name: str) -> dict[str, Any]:
+    data = json.loads((PAYLOADS / name).read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+async def wait_until(predicate: Callable[[], bool], *, timeout: float = 5.0,
+                     message: str = "condition") -> None:
+    """Poll ``predicate`` until it holds; fail the test at the deadline."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {message}")
+        await asyncio.sleep(0.01)
+
+
+@dataclass
+class RecordingIntake:
+    """Implements the ``Intake`` protocol and records what it got. ``fail`` makes ``submit``
+    raise for matching envelopes (to exercise handler isolation)."""
+
+    submitted: list[tuple[Extracted, Mapping[str, Any] | None]] = field(default_factory=list)
+    cursors: dict[str, str] = field(default_factory=dict)
+    fail: Callable[[Extracted], bool] | None = None
+    failures: int = 0
+    feedback: list[dict[str, Any]] = field(default_factory=list)
+
+    async def submit(self, extracted: Extracted, *,
+                     raw: Mapping[str, Any] | None) -> IngestOutcome:
+        if self.fail is not None and self.fail(extracted):
+            self.failures += 1
+            raise RuntimeError("intake exploded")
+        self.submitted.append((extracted, raw))
+        if isinstance(extracted, Envelope):
+            return IngestOutcome(status="accepted")
+        if isinstance(extracted, Ignored):
+            return IngestOutcome(status="ignored", reason=extracted.reason)
+        return IngestOutcome(status="rejected", reason=extracted.reason)
+
+    async def knows(self, key: object) -> bool:
+        return False
+
+    async def load_cursor(self, name: str) -> str | None:
+        return self.cursors.get(name)
+
+    async def save_cursor(self, name: str, value: str) -> None:
+        self.cursors[name] = value
+
+    async def record_feedback(self, *, platform: str, chat_id: str, message_id: str,
+                              user_id: str, value: int) -> bool:
+        self.feedback.append({"platform": platform, "chat_id": chat_id,
+                              "message_id": message_id, "user_id": user_id, "value": value})
+        return True
+
+    @property
+    def envelopes(self) -> list[Envelope]:
+        return [e for e, _ in self.submitted if isinstance(e, Envelope)]
+
+    @property
+    def rejected(self) -> list[Rejected]:
+        return [e for e, _ in self.submitted if isinstance(e, Rejected)]
+
+    @property
+    def ignored(self) -> list[Ignored]:
+        return [e for e, _ in self.submitted if isinstance(e, Ignored)]
+
+    def texts(self) -> list[str]:
+        return [e.text for e in self.envelopes]
+
+    def by_message(self, message_id: str) -> list[Envelope]:
+        return [e for e in self.envelopes if e.message_id == message_id]
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeMattermost]:
+    async with FakeMattermost() as server:
+        yield server
+
+
+def make_config(fake: FakeMattermost, **overrides: Any) -> MattermostConfig:
+    values: dict[str, Any] = {
+        "url": fake.url,
+        "token": fake.bot.token,
+        "backoff": FAST_BACKOFF,
+        "hello_timeout": 2.0,
+        "http_timeout": 5.0,
+        "tick_interval": 0.05,
+        "trust_env": False,  # never the developer's proxy settings
+    }
+    values.update(overrides)
+    return MattermostConfig(**values)
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[Callable[..., Any]]:
+    """``await running(adapter, intake)`` starts an adapter and stops it after the test."""
+    started: list[MattermostAdapter] = []
+
+    async def start(adapter: MattermostAdapter, intake: RecordingIntake) -> MattermostAdapter:
+        await adapter.start(intake)
+        started.append(adapter)
+        return adapter
+
+    yield start
+    for adapter in started:
+        await adapter.stop()
+
+
+async def connected(adapter: MattermostAdapter, count: int = 1) -> None:
+    """Wait for the ``count``-th connection to be up *and* reconciled (so what a test posts
+    next arrives as a live event, not through the reconciliation racing it)."""
+    await wait_until(lambda: adapter.stream is not None and adapter.stream.connected
+                     and adapter.stream.connections >= count
+                     and adapter.reconciliations >= count,
+                     message=f"{count} reconciled websocket connection(s)")
