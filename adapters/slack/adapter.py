@@ -43,6 +43,7 @@ from adapters.slack.extract import (
     extract_event,
     extract_history,
     is_dm_channel,
+    reaction_of,
     ts_key,
 )
 from adapters.slack.transport import SlackTransport, make_web_client
@@ -278,6 +279,18 @@ class SlackAdapter:
     ) -> tuple[Extracted, IngestOutcome]:
         extracted = extract_event(payload, me=me, policy=self._policy)
         raw: Mapping[str, Any] = payload if isinstance(payload, Mapping) else {"body": payload}
+        reaction = reaction_of(payload)
+        record_feedback = getattr(intake, "record_feedback", None)
+        if reaction is not None and record_feedback is not None:
+            # +1/-1 on the bot's reply is that reply's feedback (the event itself is still
+            # recorded below as ignored: it is not a message)
+            await record_feedback(
+                platform=PLATFORM,
+                chat_id=reaction.chat_id,
+                message_id=reaction.message_ts,
+                user_id=reaction.user_id,
+                value=reaction.value,
+            )
         if isinstance(extracted, Envelope):
             root = backfill_root(extracted)
             if root is not None and not await intake.knows(extracted.key):

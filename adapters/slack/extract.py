@@ -125,7 +125,57 @@ def strip_leading_mention(text: str, me: BotIdentity) -> str:
     return text.lstrip()[match.end() :].lstrip(" \t,:")
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reaction:
+    """A +1/-1 reaction on a message, as feedback: ``value`` is +1, -1, or 0 (taken back)."""
+
+    chat_id: str
+    message_ts: str
+    user_id: str
+    value: int
+
+
+_POSITIVE = frozenset({"+1", "thumbsup"})
+_NEGATIVE = frozenset({"-1", "thumbsdown"})
+
+
+def reaction_of(payload: object) -> Reaction | None:
+    """``reaction_added`` / ``reaction_removed`` with +1 or -1 on a message, else ``None``.
+    Skin tones (``+1::skin-tone-3``) count as the base reaction."""
+    if not isinstance(payload, Mapping):
+        return None
+    event = payload.get("event")
+    if not isinstance(event, Mapping) or event.get("type") not in (
+        "reaction_added",
+        "reaction_removed",
+    ):
+        return None
+    item, user, name = event.get("item"), event.get("user"), event.get("reaction")
+    if not (isinstance(item, Mapping) and isinstance(user, str) and isinstance(name, str)):
+        return None
+    channel, ts = item.get("channel"), item.get("ts")
+    if item.get("type") != "message" or not isinstance(channel, str) or not isinstance(ts, str):
+        return None
+    base = name.split("::", 1)[0]
+    if base in _POSITIVE:
+        value = 1
+    elif base in _NEGATIVE:
+        value = -1
+    else:
+        return None
+    if event["type"] == "reaction_removed":
+        value = 0
+    return Reaction(chat_id=channel, message_ts=ts, user_id=user, value=value)
+
+
+#: commands that take an argument (``/model NAME``); the core reads the argument from the text
+_COMMANDS_WITH_ARGUMENT = {"/model": "model"}
+
+
 def command_of(text: str) -> str | None:
+    words = text.strip().lower().split(maxsplit=1)
+    if words and words[0] in _COMMANDS_WITH_ARGUMENT:
+        return _COMMANDS_WITH_ARGUMENT[words[0]]
     return _COMMANDS.get(text.strip().lower())
 
 

@@ -23,6 +23,7 @@ from adapters.telegram.extract import (
     BotIdentity,
     ExtractPolicy,
     extract_update,
+    reaction_of,
 )
 from adapters.telegram.transport import (
     CHAT_INTERVAL,
@@ -53,6 +54,7 @@ ALLOWED_UPDATES: tuple[str, ...] = (
     "business_message",
     "edited_business_message",
     "deleted_business_messages",
+    "message_reaction",
 )
 #: Bot API updates are small; anything larger is not Telegram talking to us
 _MAX_WEBHOOK_BODY = 1 << 20
@@ -210,6 +212,21 @@ class TelegramAdapter:
 
     # --- extraction -------------------------------------------------------------------------
 
+    async def _feedback(self, intake: Intake, update: Mapping[str, Any]) -> None:
+        """👍/👎 on the bot's reply is that reply's feedback; the update itself is still
+        recorded (as ignored) by the submit that follows."""
+        reaction = reaction_of(update)
+        record = getattr(intake, "record_feedback", None)
+        if reaction is None or record is None:
+            return
+        await record(
+            platform=PLATFORM,
+            chat_id=reaction.chat_id,
+            message_id=reaction.message_id,
+            user_id=reaction.user_id,
+            value=reaction.value,
+        )
+
     def _extract(self, payload: Mapping[str, Any]) -> Extracted:
         assert self._identity is not None
         try:
@@ -285,6 +302,7 @@ class TelegramAdapter:
             if self._stopping.is_set():
                 return  # the rest stay unconfirmed and are redelivered after the restart
             extracted = self._extract(raw)
+            await self._feedback(intake, raw)
             outcome = await intake.submit(extracted, raw=raw)
             update_id = raw.get("update_id") if isinstance(raw, Mapping) else None
             if isinstance(update_id, int):
@@ -341,6 +359,7 @@ class TelegramAdapter:
                 raw = {"body": body[:4096].decode("utf-8", errors="replace")}
                 await intake.submit(rejected, raw=raw)
                 return JSONResponse({"ok": False, "error": "bad json"}, status_code=400)
+            await self._feedback(intake, payload)
             outcome = await intake.submit(self._extract(payload), raw=payload)
         except Exception:  # not stored: answer 500 so Telegram redelivers
             log.exception("telegram_webhook_ingest_failed")

@@ -34,6 +34,7 @@ BOT_SCOPE = "bot"
 #: the commands the core implements; registered with setMyCommands at start
 COMMANDS: Mapping[str, str] = {
     "new": "Start a fresh session in this topic",
+    "model": "List the models, or pick one for this topic: /model NAME",
     "help": "Show what this bot can do",
 }
 
@@ -578,3 +579,51 @@ def _ignored(reason: str, event_id: str) -> Ignored:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reaction:
+    """A 👍/👎 reaction on a message, as feedback: ``value`` +1, -1, or 0 (taken back)."""
+
+    chat_id: str
+    message_id: str
+    user_id: str
+    value: int
+
+
+_REACTION_VALUES: Mapping[str, int] = {"👍": 1, "👎": -1}
+
+
+def reaction_of(update: Mapping[str, Any]) -> Reaction | None:
+    """A ``message_reaction`` update by a user (Bot API 7.0; groups need the bot to be an
+    admin) whose new reactions include 👍 or 👎, or that removed them; else ``None``."""
+    reaction = update.get("message_reaction")
+    if not isinstance(reaction, Mapping):
+        return None
+    chat, user, message_id = reaction.get("chat"), reaction.get("user"), reaction.get("message_id")
+    if not (
+        isinstance(chat, Mapping) and isinstance(user, Mapping) and isinstance(message_id, int)
+    ):
+        return None  # anonymous (chat-sender) reactions carry no user to attribute them to
+
+    def values(key: str) -> list[int]:
+        items = reaction.get(key)
+        if not isinstance(items, list):
+            return []
+        return [
+            _REACTION_VALUES[r["emoji"]]
+            for r in items
+            if isinstance(r, Mapping)
+            and r.get("type") == "emoji"
+            and r.get("emoji") in _REACTION_VALUES
+        ]
+
+    new, old = values("new_reaction"), values("old_reaction")
+    if not new and not old:
+        return None
+    return Reaction(
+        chat_id=str(chat.get("id")),
+        message_id=str(message_id),
+        user_id=str(user.get("id")),
+        value=new[-1] if new else 0,
+    )

@@ -361,3 +361,50 @@ async def test_bad_signature_is_401_and_nothing_is_stored(
         assert await gw.store.list_sessions(platform="slack") == []
         # and the same body, properly signed, is accepted (as a dead letter: no message)
         assert (await fake.post_raw(body, fake.sign(body)))[0] == 200
+
+
+async def test_thumbs_reactions_on_a_reply_are_its_feedback(
+    database_url: str, fake: FakeSlack
+) -> None:
+    async with slack_gateway(database_url, fake) as gw:
+        posted = await fake.user_posts("C0GENERAL", "<@U0BOT> rate me")
+        (reply,) = await wait_for(lambda: fake.bot_posts("C0GENERAL"), message="the reply")
+        k = key(fake, "C0GENERAL", posted.ts)
+
+        async def marked_sent() -> bool:
+            # the receipt (the reply's ts) is stored just after the post returns; a reaction
+            # can only be matched to the reply once it is
+            return (await gw.store.delivery_counts()).get("sent", 0) == 1
+
+        await wait_for(marked_sent, message="the receipt")
+
+        async def feedback() -> int | None:
+            session = await gw.store.find_session(k)
+            assert session is not None
+            rows = await messages_of(gw, k)
+            reply_seq = next(m.seq_no for m in rows if m.role == "assistant")
+            return (await gw.store.feedback_by_seq(session.id)).get(reply_seq)
+
+        def reaction(kind: str, name: str, ts: str) -> dict[str, Any]:
+            return fake.wrap(
+                {
+                    "type": kind,
+                    "user": "U0HUMAN",
+                    "reaction": name,
+                    "item": {"type": "message", "channel": "C0GENERAL", "ts": ts},
+                    "event_ts": fake.next_ts(),
+                }
+            )
+
+        await fake.deliver(reaction("reaction_added", "+1::skin-tone-2", reply.ts))
+        assert await wait_for(lambda: _eq(feedback(), 1), message="+1 stored")
+        await fake.deliver(reaction("reaction_removed", "+1", reply.ts))
+        await fake.deliver(reaction("reaction_added", "-1", reply.ts))
+        assert await wait_for(lambda: _eq(feedback(), -1), message="changed to -1")
+        # a reaction on the person's own message is not feedback on the bot
+        await fake.deliver(reaction("reaction_added", "+1", posted.ts))
+        assert await feedback() == -1
+
+
+async def _eq(value: Any, expected: Any) -> bool:
+    return bool(await value == expected)

@@ -404,6 +404,16 @@ VARIANTS: list[Any] = [
         {"command": "help"},
     ),
     (
+        "model-command-with-argument",
+        msg(text="<@UBOT> /model gpt-4o"),
+        DEFAULT,
+        Envelope,
+        key(TS),
+        TS,
+        Trigger.ALWAYS,
+        {"command": "model", "text": "/model gpt-4o"},
+    ),
+    (
         "command-word-without-slash-is-text",
         msg(text="<@UBOT> new"),
         DEFAULT,

@@ -14,7 +14,7 @@ import httpx
 
 from adapters.telegram.adapter import TelegramAdapter
 from gateway.agents import Turn
-from gateway.domain import Reply
+from gateway.domain import Reply, SessionKey
 from gateway.runtime import Gateway
 from tests.fakes.telegram import Chat, FakeTelegram, utf16_len
 from tests.support import running_gateway, wait_for
@@ -350,3 +350,55 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+async def test_thumbs_reactions_on_a_reply_are_its_feedback(
+    database_url: str, fake: FakeTelegram
+) -> None:
+    person = fake.user()
+    chat = fake.private(person)
+    async with running_gateway(database_url, adapters=[adapter_for(fake)], web_chat=False) as gw:
+        said = fake.user_says(chat, "rate this")
+        await fake.wait_until(lambda: len(fake.sent) == 1, within=10, what="the reply")
+        reply = fake.sent[0]
+
+        async def marked_sent() -> bool:
+            # the receipt (platform message id) is stored just after the send returns; a
+            # reaction can only be matched to the reply once it is
+            return (await gw.store.delivery_counts()).get("sent", 0) == 1
+
+        await wait_for(marked_sent, message="the receipt")
+
+        def react(message_id: int, old: list[str], new: list[str]) -> int:
+            return fake.push(
+                {
+                    "message_reaction": {
+                        "chat": {"id": chat.id, "type": "private"},
+                        "message_id": message_id,
+                        "user": {"id": person.id, "is_bot": False, "first_name": "P"},
+                        "date": 0,
+                        "old_reaction": [{"type": "emoji", "emoji": e} for e in old],
+                        "new_reaction": [{"type": "emoji", "emoji": e} for e in new],
+                    }
+                }
+            )
+
+        async def feedback() -> int | None:
+            session = await gw.store.find_session(
+                SessionKey(platform="telegram", scope="bot", chat_id=str(chat.id))
+            )
+            assert session is not None
+            return (await gw.store.feedback_by_seq(session.id)).get(2)
+
+        async def becomes(value: int) -> bool:
+            return await feedback() == value
+
+        done = react(reply.message_id, [], ["👍"])
+        await fake.wait_until(lambda: done in fake.confirmed, within=10, what="the reaction")
+        await wait_for(lambda: becomes(1), message="+1 stored")
+        react(reply.message_id, ["👍"], ["👎"])
+        await wait_for(lambda: becomes(-1), message="changed to -1")
+        # a reaction on the person's own message is not feedback on the bot
+        last = react(said["message_id"], [], ["👍"])
+        await fake.wait_until(lambda: last in fake.confirmed, within=10, what="the last reaction")
+        assert await feedback() == -1

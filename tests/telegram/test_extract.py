@@ -541,6 +541,8 @@ def test_topic_root_without_the_created_marker_is_not_a_reply() -> None:
         ("/new@GatewayTestBot", "new", Trigger.ALWAYS),
         ("/NEW@gatewaytestbot", "new", Trigger.ALWAYS),
         ("/help@GatewayTestBot please", "help", Trigger.ALWAYS),
+        ("/model", "model", Trigger.ALWAYS),
+        ("/model@GatewayTestBot gpt-4o", "model", Trigger.ALWAYS),
         ("/new@OtherBot", None, Trigger.NEVER),
         ("/start", None, Trigger.ALWAYS),  # a command for us, but not one the core handles
         ("/newer", None, Trigger.ALWAYS),

@@ -23,7 +23,7 @@ async def test_start_registers_commands_and_never_drops_pending(
     fake.user_says(chat, "sent while the gateway was down")
     adapter = await start_adapter()
     assert adapter.identity is not None and adapter.identity.id == fake.bot.id
-    assert [c["command"] for c in fake.commands] == ["new", "help"]
+    assert [c["command"] for c in fake.commands] == ["new", "model", "help"]
     [delete] = fake.calls("deleteWebhook")
     assert delete.params.get("drop_pending_updates", "false") == "false"
     assert adapter.http_routes() == []  # polling mode serves no webhook

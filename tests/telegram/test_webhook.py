@@ -88,7 +88,7 @@ async def test_start_registers_the_webhook_with_the_secret(
     assert call.params["secret_token"] == SECRET
     assert "drop_pending_updates" not in call.params
     assert fake.calls("deleteWebhook") == [] and fake.calls("getUpdates") == []
-    assert [c["command"] for c in fake.commands] == ["new", "help"]
+    assert [c["command"] for c in fake.commands] == ["new", "model", "help"]
 
 
 async def test_updates_pushed_by_telegram_are_ingested(
