@@ -16,6 +16,7 @@ import pytest
 
 from session_store.migrator import migrate
 from session_store.store import Store
+from tests.plugins.sink_server import SinkServer
 
 # The gateway reads its configuration from the environment: tests must not see the
 # developer's. Cleared once here; tests pass settings explicitly.
@@ -117,3 +118,13 @@ async def store(database_url: str) -> AsyncIterator[Store]:
         yield s
     finally:
         await s.close()
+
+
+@pytest.fixture
+async def sink() -> AsyncIterator[SinkServer]:
+    """The recording server behind the sink surface (tests/plugins/sink.py)."""
+    server = await SinkServer().start()
+    try:
+        yield server
+    finally:
+        await server.stop()

@@ -4,10 +4,8 @@ surface over real HTTP."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
-
-import pytest
 
 from gateway.agents import Turn
 from gateway.domain import Reply
@@ -41,15 +39,6 @@ class RecordingAgent:
             return [Reply(text=f"re: {last}", model="recording")]
         finally:
             self.active[turn.session_id] -= 1
-
-
-@pytest.fixture
-async def sink() -> AsyncIterator[SinkServer]:
-    server = await SinkServer().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 async def test_two_threads_get_replies_in_their_own_thread_with_their_own_context(

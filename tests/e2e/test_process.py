@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -132,15 +131,6 @@ async def test_web_chat_over_http_with_live_stream(database_url: str, tmp_path: 
         assert bad.status_code == 422 and "text" in bad.json()["error"]
         metrics = (await client.get(f"{gw.url}/metrics")).text
         assert 'gateway_inbound_events_total{outcome="rejected",platform="web"} 1.0' in metrics
-
-
-@pytest.fixture
-async def sink() -> AsyncIterator[SinkServer]:
-    server = await SinkServer().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 async def _delivery_rows(dsn: str) -> list[asyncpg.Record]:
