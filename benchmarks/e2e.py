@@ -1,0 +1,647 @@
+"""Section 4, end to end: a real ``gateway run`` process with the echo agent, driven over HTTP
+the way platforms drive it, its replies caught where they land.
+
+Surfaces: the built-in web chat (POST a message; the reply arrives on the thread's live
+stream, SSE), the sink surface of the test suite (``tests/plugins/sink.py``: inbound over
+HTTP, each reply POSTed to a recording server run here), and the platform fakes of the test
+suite where they work (``tests/fakes``: Telegram's Bot API polled by the real adapter,
+Slack's signed Events API and Web API, Mattermost's websocket and REST API), rotated over many
+threads. Latency is from just before
+the inbound request is sent (or the fake's update is queued) to the moment the reply reaches
+its destination: gateway-added latency plus two local network hops (an upper bound).
+
+Phases:
+1. latency at fixed offered rates (open loop, ``rates`` msgs/s: one the gateway can keep up
+   with here and the target's), p50/p99;
+2. sustained throughput: ``concurrency`` conversations each waiting for its answer, every
+   message in a new thread (a new session), until ``sessions`` sessions were served, with the
+   gateway process's RSS sampled along the way (it must not grow with sessions served).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import asyncpg
+from aiohttp import web
+
+from benchmarks.common import pct
+
+REPO = Path(__file__).resolve().parents[1]
+_READY = re.compile(r"gateway ready: web chat at (http://\S+)")
+_TOKEN = re.compile(r"zq(\d+)qz")  # letters and digits only: no markup escapes it
+WEB_THREADS = 100
+
+
+@dataclass
+class Waiters:
+    """Send times of messages in flight, keyed by the token their reply echoes back."""
+
+    sent: dict[int, tuple[float, str]] = field(default_factory=dict)
+    events: dict[int, asyncio.Event] = field(default_factory=dict)
+    latencies: list[float] = field(default_factory=list)
+    by_surface: dict[str, list[float]] = field(default_factory=dict)
+    stray: int = 0
+
+    def expect(self, token: int, surface: str) -> asyncio.Event:
+        self.sent[token] = (time.perf_counter(), surface)
+        event = self.events[token] = asyncio.Event()
+        return event
+
+    def clear(self) -> None:
+        self.latencies.clear()
+        self.by_surface.clear()
+
+    def arrived(self, text: str) -> None:
+        now = time.perf_counter()
+        match = _TOKEN.search(text)
+        token = int(match.group(1)) if match else -1
+        found = self.sent.pop(token, None)
+        if found is None:
+            self.stray += 1
+            return
+        started, surface = found
+        self.latencies.append(now - started)
+        self.by_surface.setdefault(surface, []).append(now - started)
+        self.events.pop(token).set()
+
+
+class Receiver:
+    """The sink surface's platform side: records each reply the gateway sends."""
+
+    def __init__(self, waiters: Waiters) -> None:
+        self.waiters = waiters
+        self.url = ""
+        self._runner: web.AppRunner | None = None
+        self._ids = itertools.count(1)
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/send", self._send)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}/send"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _send(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.waiters.arrived(body["text"])
+        return web.json_response({"id": next(self._ids)})
+
+
+class _Recorded(list[Any]):
+    """A fake's list of what the bot sent, calling back on each append."""
+
+    def __init__(self, on_append: Any) -> None:
+        super().__init__()
+        self._on_append = on_append
+
+    def append(self, item: Any) -> None:
+        super().append(item)
+        self._on_append(item)
+
+
+class _RecordedPosts(dict[str, Any]):
+    def __init__(self, bot_id: str, on_post: Any) -> None:
+        super().__init__()
+        self._bot_id = bot_id
+        self._on_post = on_post
+
+    def __setitem__(self, key: str, post: Any) -> None:
+        new = key not in self
+        super().__setitem__(key, post)
+        if new and post.get("user_id") == self._bot_id:
+            self._on_post(post)
+
+
+class PlatformFakes:
+    """The test suite's platform fakes (``tests/fakes``: real local servers speaking each
+    platform's API), driven from here as their users, with replies timed where they land.
+    A fake that is missing or does not work is skipped, with the reason."""
+
+    #: replies per second a platform's pacing lets through to one server (Mattermost: the
+    #: adapter keeps the whole server under its default 10 req/s limit). Offering more would
+    #: measure the pacer's queue, not the gateway.
+    MAX_RATE = {"mattermost": 4.0}
+
+    def __init__(self, waiters: Waiters) -> None:
+        self.waiters = waiters
+        self._last_send: dict[str, float] = {}
+        self.skipped: dict[str, str] = {}
+        self.env: dict[str, str] = {}
+        self._fakes: dict[str, Any] = {}
+
+    async def start(self) -> None:
+        # a fake's server logs every connection the gateway drops at shutdown
+        logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
+        try:
+            from tests.fakes.telegram import FakeTelegram
+
+            telegram = FakeTelegram()
+            await telegram.start()
+            telegram.sent = _Recorded(lambda sent: self.waiters.arrived(sent.text))
+            self._fakes["telegram"] = telegram
+            self.env |= {
+                "TELEGRAM_BOT_TOKEN": telegram.token,
+                "TELEGRAM_API_BASE_URL": telegram.base_url,
+            }
+        except Exception as exc:  # noqa: BLE001 - a broken fake skips its platform only
+            self.skipped["telegram"] = f"{type(exc).__name__}: {exc}"
+        try:
+            from tests.fakes.mattermost import FakeMattermost
+
+            mattermost = FakeMattermost()
+            await mattermost.start()
+            mattermost.posts = _RecordedPosts(
+                mattermost.bot.id, lambda post: self.waiters.arrived(post["message"])
+            )
+            self._fakes["mattermost"] = mattermost
+            self.env |= {
+                "MATTERMOST_URL": mattermost.url,
+                "MATTERMOST_TOKEN": str(mattermost.bot.token),
+            }
+        except Exception as exc:  # noqa: BLE001 - a broken fake skips its platform only
+            self.skipped["mattermost"] = f"{type(exc).__name__}: {exc}"
+        try:
+            from tests.fakes import slack as slack_fake
+
+            slack = slack_fake.FakeSlack()
+            await slack.start()
+            self._fakes["slack"] = slack
+            self.env |= {
+                "SLACK_BOT_TOKEN": slack_fake.BOT_TOKEN,
+                "SLACK_SIGNING_SECRET": slack_fake.SIGNING_SECRET,
+                "SLACK_API_BASE_URL": slack.api_url,
+            }
+        except Exception as exc:  # noqa: BLE001 - a broken fake skips its platform only
+            self.skipped["slack"] = f"{type(exc).__name__}: {exc}"
+
+    def connect(self, gateway_url: str) -> None:
+        """Fakes that push to the gateway (Slack's Events API) learn where it listens."""
+        if "slack" in self._fakes:
+            self._fakes["slack"].events_url = f"{gateway_url}/slack/events"
+
+    @property
+    def platforms(self) -> list[str]:
+        return sorted(self._fakes)
+
+    def drop(self, platform: str, reason: str) -> None:
+        self._fakes.pop(platform, None)
+        self.skipped[platform] = reason
+
+    def available(self, platform: str) -> bool:
+        """May ``platform`` take one more message now without queueing behind its pacing?"""
+        limit = self.MAX_RATE.get(platform)
+        if limit is None:
+            return True
+        return time.perf_counter() - self._last_send.get(platform, 0.0) >= 1 / limit
+
+    async def send(self, platform: str, n: int, text: str) -> None:
+        """A user starts a new thread (a new session) with ``text``, mentioning the bot."""
+        fake = self._fakes[platform]
+        self._last_send[platform] = time.perf_counter()
+        if platform == "telegram":
+            # a forum of its own: Telegram paces sends per chat (about 1/s, 20/min in groups)
+            forum = fake.forum()
+            topic = fake.create_topic(forum, f"topic {n}")
+            fake.user_says(forum, f"@{fake.bot.username} {text}", topic=topic)
+        elif platform == "slack":
+            # a channel of its own: Slack paces chat.postMessage at about 1/s per channel
+            channel = fake.add_channel(f"C{n}")
+            bot = fake.bot_user_id
+            channel.messages = _Recorded(
+                lambda m: self.waiters.arrived(m.text) if m.user == bot else None
+            )
+            await fake.user_posts(channel.id, f"<@{bot}> {text}")
+        else:
+            await fake.user_posts(fake.town_square, text, mention_bot=True)
+
+    async def stop(self) -> None:
+        for fake in self._fakes.values():
+            with suppress(Exception):
+                await fake.stop()
+
+
+@asynccontextmanager
+async def gateway_process(
+    dsn: str, sink_url: str, log_path: Path, extra_env: dict[str, str]
+) -> AsyncIterator[Any]:
+    """``python -m gateway run`` with the sink surface and the echo agent."""
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+    env.update(
+        {
+            "PYTHONPATH": str(REPO),
+            "DATABASE_URL": dsn,
+            "GATEWAY_HTTP_PORT": "0",
+            "GATEWAY_ADAPTERS": "tests.plugins.sink:create",
+            "SINK_URL": sink_url,
+            "AGENT": "echo",
+            "GATEWAY_LOG_FORMAT": "json",
+            "GATEWAY_LOG_LEVEL": "info",
+            **extra_env,
+        }
+    )
+    log_file = log_path.open("ab")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        "run",
+        env=env,
+        cwd=str(REPO),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=log_file,
+    )
+    assert proc.stdout is not None
+    try:
+        url = None
+        deadline = time.monotonic() + 60
+        while url is None:
+            line = await asyncio.wait_for(proc.stdout.readline(), deadline - time.monotonic())
+            if not line:
+                raise RuntimeError(f"gateway exited:\n{log_path.read_text()[-3000:]}")
+            match = _READY.search(line.decode())
+            if match:
+                url = match.group(1).rstrip("/")
+        yield proc, url
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 30)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+        log_file.close()
+
+
+# where the gateway's CPU goes: a sample counts for the leaf-most frame that matches
+_CATEGORIES = (
+    ("logging, JSON encoding", ("structlog/", "logging/__init__", "gateway/logs.py", "json/")),
+    ("database driver (asyncpg)", ("asyncpg/",)),
+    ("outbound HTTP client (httpx)", ("httpx/", "httpcore/", "anyio/")),
+    ("inbound HTTP server (uvicorn, starlette, fastapi)", ("uvicorn/", "starlette/", "fastapi/")),
+    ("context assembly (gateway/context.py)", ("gateway/context.py",)),
+    ("turn scheduler (gateway/turns.py)", ("gateway/turns.py", "gateway/agents.py")),
+    ("delivery worker (gateway/delivery.py)", ("gateway/delivery.py",)),
+    ("store (session_store/)", ("session_store/",)),
+    (
+        "platform SDKs (python-telegram-bot, websockets, aiohttp)",
+        ("(telegram/", "(websockets/", "(aiohttp/", "(mattermostautodriver/"),
+    ),
+    ("intake and adapters", ("gateway/intake.py", "adapters/", "tests/plugins/")),
+)
+
+
+async def py_spy(pid: int, seconds: float, out: Path) -> asyncio.subprocess.Process | None:
+    """Start sampling ``pid`` with py-spy (on-CPU samples only), if it is installed."""
+    exe = shutil.which("py-spy")
+    if exe is None:
+        return None
+    return await asyncio.create_subprocess_exec(
+        exe,
+        "record",
+        "-p",
+        str(pid),
+        "-d",
+        str(max(1, int(seconds))),
+        "-r",
+        "200",
+        "-f",
+        "raw",
+        "-o",
+        str(out),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+
+
+def profile_breakdown(raw: Path) -> dict[str, float]:
+    """Share of on-CPU samples per part of the gateway (py-spy's raw format)."""
+    counts: dict[str, int] = {}
+    total = 0
+    if not raw.exists():
+        return {}
+    for line in raw.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not stack or not n.isdigit():
+            continue
+        total += int(n)
+        category = "event loop, other"
+        for frame in reversed(stack.split(";")):
+            found = next((c for c, marks in _CATEGORIES if any(m in frame for m in marks)), None)
+            if found:
+                category = found
+                break
+        counts[category] = counts.get(category, 0) + int(n)
+    return {c: n / total for c, n in sorted(counts.items(), key=lambda kv: -kv[1])} if total else {}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+class Driver:
+    def __init__(
+        self, url: str, http: aiohttp.ClientSession, waiters: Waiters, fakes: PlatformFakes
+    ) -> None:
+        self.url = url
+        self.fakes = fakes
+        self.http = http
+        self.waiters = waiters
+        self._tokens = itertools.count(1)
+        self._streams: list[asyncio.Task[None]] = []
+        self.web_threads = [f"wt{i}" for i in range(WEB_THREADS)]
+        self._threads = itertools.count()
+
+    def next_thread(self) -> int:
+        return next(self._threads)
+
+    async def open_web_streams(self) -> None:
+        ready = [asyncio.Event() for _ in self.web_threads]
+        for thread, event in zip(self.web_threads, ready, strict=True):
+            self._streams.append(
+                asyncio.create_task(self._stream(thread, event), name=f"sse-{thread}")
+            )
+        await asyncio.wait_for(asyncio.gather(*(e.wait() for e in ready)), 30)
+
+    async def close(self) -> None:
+        for task in self._streams:
+            task.cancel()
+        for task in self._streams:
+            with suppress(asyncio.CancelledError, aiohttp.ClientError):
+                await task
+
+    async def _stream(self, thread: str, ready: asyncio.Event) -> None:
+        url = f"{self.url}/web/api/channels/bench/threads/{thread}/stream"
+        async with self.http.get(url, timeout=aiohttp.ClientTimeout(total=None)) as response:
+            ready.set()
+            async for raw in response.content:
+                line = raw.decode().strip()
+                if line.startswith("data:"):
+                    event = json.loads(line[5:])
+                    if event.get("type") == "reply":
+                        self.waiters.arrived(event["text"])
+
+    async def send(self, surface: str, thread: str) -> asyncio.Event:
+        """Send one message; the returned event is set when its reply lands."""
+        token = next(self._tokens)
+        text = f"benchmark message zq{token}qz lorem ipsum dolor sit amet"
+        done = self.waiters.expect(token, surface)
+        if surface in self.fakes.platforms:
+            await self.fakes.send(surface, token, text)
+            return done
+        if surface == "web":
+            body = {"text": text, "client_msg_id": f"w{token}", "thread_id": thread}
+            path = "/web/api/channels/bench/messages"
+        else:
+            body = {"chat": "bench", "thread": thread, "id": f"s{token}", "text": text}
+            body["event_id"] = f"ev{token}"
+            path = "/sink/inbound"
+        async with self.http.post(self.url + path, json=body) as response:
+            if response.status != 200:
+                raise RuntimeError(f"{path} answered {response.status}: {await response.text()}")
+            await response.read()
+        return done
+
+
+async def _await_reply(done: asyncio.Event, timeout: float = 30.0) -> None:
+    await asyncio.wait_for(done.wait(), timeout)
+
+
+async def fixed_rate(driver: Driver, *, rate: float, seconds: float) -> dict[str, float]:
+    """Open loop: ``rate`` msgs/s offered, rotating over the surfaces: web threads (ongoing
+    conversations, each with one message in flight at most, so each gets its own reply), and
+    new threads (new sessions) on the sink and each platform fake; p50/p99, what was lost."""
+    waiters = driver.waiters
+    waiters.clear()
+    total = int(rate * seconds)
+    pending: set[asyncio.Task[None]] = set()
+    idle_web = list(driver.web_threads)
+    surfaces = ["web", "sink", *driver.fakes.platforms]
+    lost = 0
+    started = time.perf_counter()
+
+    async def one(surface: str, thread: str) -> None:
+        nonlocal lost
+        try:
+            await _await_reply(await driver.send(surface, thread))
+        except TimeoutError:
+            lost += 1
+        finally:
+            if surface == "web":
+                idle_web.append(thread)
+
+    for i in range(total):
+        due = started + i / rate
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        surface = surfaces[i % len(surfaces)]
+        if surface == "web" and idle_web:
+            thread = idle_web.pop(0)
+        else:
+            if surface == "web" or not driver.fakes.available(surface):
+                surface = "sink"
+            thread = f"fr{driver.next_thread()}"
+        task = asyncio.create_task(one(surface, thread), name="e2e-message")
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+    if pending:
+        await asyncio.gather(*pending)
+    elapsed = time.perf_counter() - started
+    lat = waiters.latencies
+    out = {
+        "offered_rate": rate,
+        "rate": len(lat) / elapsed,
+        "p50_ms": pct(lat, 0.5) * 1000,
+        "p99_ms": pct(lat, 0.99) * 1000,
+        "lost": float(lost),
+    }
+    for surface, values in sorted(waiters.by_surface.items()):
+        out[f"{surface}_p50_ms"] = pct(values, 0.5) * 1000
+        out[f"{surface}_share"] = len(values) / max(1, len(lat))
+    return out
+
+
+async def transactions(dsn: str) -> int:
+    """Transactions the database has seen so far (commits + rollbacks)."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        await asyncio.sleep(1.2)  # backends report their counters about once a second
+        return int(
+            await conn.fetchval(
+                "SELECT xact_commit + xact_rollback FROM pg_stat_database "
+                "WHERE datname = current_database()"
+            )
+        )
+    finally:
+        await conn.close()
+
+
+async def sustained(
+    driver: Driver,
+    pid: int,
+    *,
+    sessions: int,
+    concurrency: int,
+    max_seconds: float,
+    samples: int = 5,
+) -> dict[str, Any]:
+    """Closed loop over new sessions (sink and platform fakes) until ``sessions`` were served or
+    ``max_seconds`` passed; msgs/s and RSS along the way."""
+    waiters = driver.waiters
+    waiters.clear()
+    counter = itertools.count()
+    checkpoints = {max(1, sessions * k // samples) for k in range(1, samples + 1)}
+    checkpoints |= {max(1, sessions * k // (4 * samples)) for k in range(1, 4 * samples)}
+    rss: list[tuple[int, int]] = []
+    served = 0
+
+    deadline = time.perf_counter() + max_seconds
+    surfaces = ["sink", *driver.fakes.platforms]
+
+    async def worker() -> None:
+        nonlocal served
+        for n in counter:
+            if n >= sessions or time.perf_counter() > deadline:
+                return
+            surface = surfaces[n % len(surfaces)]
+            if surface != "sink" and not driver.fakes.available(surface):
+                surface = "sink"
+            await _await_reply(await driver.send(surface, f"new{n}"))
+            served += 1
+            if served in checkpoints:
+                rss.append((served, rss_bytes(pid)))
+
+    started = time.perf_counter()
+    cpu_before = cpu_seconds(pid)
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - started
+    cpu = cpu_seconds(pid) - cpu_before
+    rss.sort()
+    lat = waiters.latencies
+    if not rss or rss[-1][0] != served:
+        rss.append((served, rss_bytes(pid)))
+    return {
+        "rate": served / elapsed,
+        "p50_ms": pct(lat, 0.5) * 1000,
+        "p99_ms": pct(lat, 0.99) * 1000,
+        "sessions": served,
+        "sessions_planned": sessions,
+        "concurrency": concurrency,
+        "rss_mb": [(n, round(b / 2**20, 1)) for n, b in rss],
+        "gateway_cpu_ms_per_msg": cpu / max(1, served) * 1000,
+    }
+
+
+@dataclass
+class E2E:
+    dsn: str
+    rates: tuple[float, ...]
+    seconds: float
+    sessions: int
+    concurrency: int = 32
+    max_seconds: float = 600.0
+    profile: bool = False
+    platforms: bool = True
+    log_path: Path = field(
+        default_factory=lambda: Path(tempfile.mkdtemp(prefix="gw-bench-e2e-")) / "gateway.log"
+    )
+
+    async def run(self, runs: int) -> dict[str, Any]:
+        waiters = Waiters()
+        receiver = Receiver(waiters)
+        await receiver.start()
+        fakes = PlatformFakes(waiters)
+        if self.platforms:
+            await fakes.start()
+        else:
+            fakes.skipped["platforms"] = "not asked for"
+        try:
+            async with (
+                gateway_process(self.dsn, receiver.url, self.log_path, fakes.env) as (proc, url),
+                aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200)) as http,
+            ):
+                fakes.connect(url)
+                driver = Driver(url, http, waiters, fakes)
+                await driver.open_web_streams()
+                for platform in fakes.platforms:
+                    # the adapter connects (polling, websocket) after start: first answer
+                    try:
+                        await _await_reply(await driver.send(platform, "hello"), timeout=20)
+                    except (TimeoutError, RuntimeError) as exc:
+                        fakes.drop(platform, f"no answer through the fake: {exc!r}")
+                try:
+                    rss_start = rss_bytes(proc.pid)
+                    warm = min(2.0, self.seconds)
+                    await fixed_rate(driver, rate=min(self.rates), seconds=warm)
+                    latency: dict[float, list[dict[str, float]]] = {}
+                    for _ in range(runs):
+                        for rate in self.rates:
+                            figure = await fixed_rate(driver, rate=rate, seconds=self.seconds)
+                            latency.setdefault(rate, []).append(figure)
+                            # let a backlog of an overloaded rate drain before the next one
+                            await asyncio.sleep(0.5)
+                    xacts = await transactions(self.dsn)
+                    spy = None
+                    if self.profile:
+                        spy = await py_spy(
+                            proc.pid, min(30.0, self.max_seconds), self.log_path.parent / "prof"
+                        )
+                    load = await sustained(
+                        driver,
+                        proc.pid,
+                        sessions=self.sessions,
+                        concurrency=self.concurrency,
+                        max_seconds=self.max_seconds,
+                    )
+                    load["db_transactions_per_msg"] = (await transactions(self.dsn) - xacts) / max(
+                        1, load["sessions"]
+                    )
+                    if spy is not None:
+                        await spy.wait()
+                        load["profile"] = profile_breakdown(self.log_path.parent / "prof")
+                    load["rss_mb_at_start"] = round(rss_start / 2**20, 1)
+                    load["stray_replies"] = waiters.stray
+                finally:
+                    await driver.close()
+        finally:
+            await receiver.stop()
+            await fakes.stop()
+        # the gateway's log is only worth keeping when something failed (raised above)
+        shutil.rmtree(self.log_path.parent, ignore_errors=True)
+        load["surfaces"] = ["web", "sink", *fakes.platforms]
+        load["skipped_surfaces"] = fakes.skipped
+        return {"latency_runs": latency, "sustained": load}

@@ -1,0 +1,254 @@
+"""The Markdown report: one table per section, then the targets with how far each is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+Stat = dict[str, float]
+
+
+def _f(stat: Stat | None, digits: int = 0) -> str:
+    if stat is None:
+        return "-"
+    m, lo, hi = stat["median"], stat["min"], stat["max"]
+    if lo == hi:
+        return f"{m:,.{digits}f}"
+    return f"{m:,.{digits}f} ({lo:,.{digits}f}-{hi:,.{digits}f})"
+
+
+def _v(stat: Stat | None, digits: int = 2) -> str:
+    return "-" if stat is None else f"{stat['median']:,.{digits}f}"
+
+
+HOT_ROWS = [
+    ("pgbench: INSERT one message row", "limit", "insert"),
+    ("pgbench: our ingest statement (inbox + session + message)", "limit", "ingest_sql"),
+    ("store: ingest + context-50 read (the hot path)", "hot", "hot"),
+    ("store: ingest alone", "hot", "ingest"),
+    ("store, group commit: ingest + context-50 read", "hot", "hot_batched"),
+    ("store, group commit: ingest alone", "hot", "ingest_batched"),
+    ("pgbench: last-50 SELECT", "limit", "recent50"),
+    ("store: recent-50 read alone (full records)", "hot", "recent50"),
+    ("store: context-50 read alone (what a turn reads)", "hot", "context50"),
+    ("store: delta-poll read alone", "hot", "delta"),
+]
+
+
+def hot_table(results: dict[str, Any]) -> list[str]:
+    lines = [
+        "| operation | concurrency | ops/s median (min-max) | p50 ms | p99 ms | WAL bytes/msg "
+        "| ÷ pgbench, same concurrency |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for label, section, kind in HOT_ROWS:
+        figures = results.get(section, {}).get(kind, {})
+        for conc, stat in figures.items():
+            ratio = stat.get("ratio")
+            lines.append(
+                f"| {label} | {conc} | {_f(stat['rate'])} | {_v(stat['p50_ms'])} "
+                f"| {_v(stat['p99_ms'])} | {_v(stat.get('wal_bytes_per_msg'), 0)} "
+                f"| {_f(ratio, 2) if ratio else ''} |"
+            )
+    return lines
+
+
+def length_table(results: dict[str, Any]) -> list[str]:
+    length = results.get("length")
+    if not length:
+        return []
+    patterns = length["patterns"]
+    head = " | ".join(f"{p} ms/msg" for p in patterns)
+    ratios = [p for p in patterns if p != "ours"]
+    lines = [
+        f"| messages in session | {head} | "
+        + " | ".join(f"{p} ÷ ours" for p in ratios)
+        + " | WAL bytes/msg ("
+        + " / ".join(patterns)
+        + ") |",
+        "|---" * (2 + len(patterns) + len(ratios)) + "|",
+    ]
+    for n, row in length["by_length"].items():
+        cells = [_f(row[p]["ms"], 2) for p in patterns]
+        cells += [_f(row.get(f"{p}_ratio"), 1) for p in ratios]
+        wal = " / ".join(_v(row[p]["wal_bytes_per_msg"], 0) for p in patterns)
+        lines.append(f"| {n:,} | " + " | ".join(cells) + f" | {wal} |")
+    growth = ", ".join(f"{p} x{length['growth'][p]:.1f}" for p in patterns if p in length["growth"])
+    lines.append("")
+    lines.append(f"Per-message cost at the longest length ÷ at the shortest: {growth}.")
+    for pattern, why in length.get("skipped", {}).items():
+        lines.append(f"{pattern} skipped: {why}.")
+    return lines
+
+
+def e2e_table(results: dict[str, Any]) -> list[str]:
+    e2e = results.get("e2e")
+    if not e2e:
+        return []
+    load = e2e["sustained"]
+    points = load["rss_mb"]
+    if len(points) > 5:  # the report shows five; the JSON has them all
+        points = [points[round(i * (len(points) - 1) / 4)] for i in range(5)]
+    rss = ", ".join(f"{n:,}: {mb} MB" for n, mb in points)
+    rows = [
+        "| measure | value |",
+        "|---|---|",
+        f"| surfaces | {', '.join(load.get('surfaces', []))} |",
+    ] + [f"| skipped: {k} | {why} |" for k, why in load.get("skipped_surfaces", {}).items()]
+    for rate, lat in e2e["latency"].items():
+        rows += [
+            f"| offered {float(rate):.0f} msgs/s (all surfaces, new and ongoing threads): "
+            f"answered msgs/s | {_f(lat['rate'])} |",
+            f"| ... inbound sent → reply at the platform, p50 ms | {_f(lat['p50_ms'], 1)} |",
+            f"| ... inbound sent → reply at the platform, p99 ms | {_f(lat['p99_ms'], 1)} |",
+            f"| ... replies lost | {lat['lost']['max']:.0f} |",
+        ]
+        per = [
+            f"{k[: -len('_p50_ms')]} {v['median']:.1f} ms ({lat[k[:-7] + '_share']['median']:.0%})"
+            for k, v in lat.items()
+            if k.endswith("_p50_ms") and k != "p50_ms"
+        ]
+        if per:
+            rows.append(f"| ... p50 by surface (share of messages) | {', '.join(per)} |")
+    return (
+        rows
+        + [
+            f"| sustained, {load['concurrency']} conversations waiting for answers, msgs/s "
+            f"| {load['rate']:,.0f} (p50 {load['p50_ms']:.0f} ms, p99 {load['p99_ms']:.0f} ms) |",
+            f"| gateway process CPU per message (sustained phase) "
+            f"| {load['gateway_cpu_ms_per_msg']:.2f} ms |",
+            f"| database transactions per message (sustained phase) "
+            f"| {load['db_transactions_per_msg']:.1f} |",
+            f"| sessions served (planned) | {load['sessions']:,} ({load['sessions_planned']:,}) |",
+            f"| gateway RSS at start | {load['rss_mb_at_start']} MB |",
+            f"| gateway RSS after N sessions served | {rss} |",
+        ]
+        + [
+            f"| gateway CPU profile (py-spy): {part} | {share:.0%} |"
+            for part, share in load.get("profile", {}).items()
+            if share >= 0.02
+        ]
+    )
+
+
+def targets(results: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(target, measured, verdict) for each target of the issue that this run measured."""
+    out: list[tuple[str, str, str]] = []
+    hot = results.get("hot", {})
+
+    def get(kind: str, conc: int) -> dict[str, Stat] | None:
+        found: dict[str, Stat] | None = hot.get(kind, {}).get(conc) or hot.get(kind, {}).get(
+            str(conc)
+        )
+        return found
+
+    def verdict(ok: bool, how: str) -> str:
+        return "met" if ok else f"missed ({how})"
+
+    top = max((int(c) for c in hot.get("hot", {})), default=None)
+    if top is not None:
+        s = get("hot", top)
+        assert s is not None
+        rate, p99 = s["rate"]["median"], s["p99_ms"]["median"]
+        out.append(
+            (
+                f"hot path ≥ 2,500 msgs/s at 16, p99 ≤ 15 ms (measured at {top})",
+                f"{rate:,.0f} msgs/s, p99 {p99:.1f} ms",
+                verdict(
+                    rate >= 2500 and p99 <= 15,
+                    f"{rate / 2500:.0%} of the rate, p99 {p99 / 15:.1f}x the bound",
+                ),
+            )
+        )
+    tops = [int(c) for c in hot.get("ingest_batched", {})]
+    if tops:
+        best_conc = max(tops, key=lambda c: (get("ingest_batched", c) or {})["rate"]["median"])
+        s = get("ingest_batched", best_conc)
+        assert s is not None
+        rate = s["rate"]["median"]
+        out.append(
+            (
+                "group-committed ingest ≥ 8,000 msgs/s",
+                f"{rate:,.0f} msgs/s (at {best_conc})",
+                verdict(rate >= 8000, f"{rate / 8000:.0%}"),
+            )
+        )
+    for kind, label in (("recent50", "recent-50"), ("context50", "context-50")):
+        s = get(kind, 1)
+        if s is not None:
+            p99 = s["p99_ms"]["median"]
+            out.append(
+                (
+                    f"{label} read p99 ≤ 2 ms (one caller)",
+                    f"{p99:.2f} ms",
+                    verdict(p99 <= 2, f"{p99 / 2:.1f}x"),
+                )
+            )
+    length = results.get("length")
+    if length and "ours" in length["growth"]:
+        g = length["growth"]["ours"]
+        out.append(
+            (
+                "flat per-message cost from 10 to the longest session",
+                f"x{g:.2f}",
+                verdict(g <= 1.5, f"grew x{g:.1f}"),
+            )
+        )
+    e2e = results.get("e2e")
+    if e2e:
+        top, lat = max(e2e["latency"].items(), key=lambda kv: float(kv[0]))
+        rate = float(top)
+        p50, p99 = lat["p50_ms"]["median"], lat["p99_ms"]["median"]
+        out.append(
+            (
+                f"end to end p50 ≤ 5 ms, p99 ≤ 25 ms at {rate:.0f} msgs/s",
+                f"p50 {p50:.1f} ms, p99 {p99:.1f} ms",
+                verdict(
+                    p50 <= 5 and p99 <= 25, f"p50 {p50 / 5:.1f}x, p99 {p99 / 25:.1f}x the bound"
+                ),
+            )
+        )
+        rss = e2e["sustained"]["rss_mb"]
+        if len(rss) >= 2:
+            grew = rss[-1][1] - rss[0][1]
+            out.append(
+                (
+                    "RSS does not grow with sessions served",
+                    f"{rss[0][1]} MB at {rss[0][0]:,} → {rss[-1][1]} MB at {rss[-1][0]:,}",
+                    verdict(grew <= max(10.0, 0.1 * rss[0][1]), f"+{grew:.1f} MB"),
+                )
+            )
+    return out
+
+
+def markdown(results: dict[str, Any]) -> str:
+    meta = results["meta"]
+    lines = [
+        f"### Benchmarks ({'quick' if meta['quick'] else 'full'} run, {meta['runs']} runs per "
+        f"figure: median (min-max))",
+        "",
+        f"{meta['machine']}; PostgreSQL {meta['server_version']} "
+        f"({'embedded, throwaway' if meta['embedded'] else 'DATABASE_URL'}), "
+        + ", ".join(f"{k}={v}" for k, v in sorted(meta["server_settings"].items()))
+        + f"; {meta['sessions']:,} sessions; took {meta['seconds']:.0f} s; load average "
+        + " → ".join(str(x) for x in meta.get("load_average", []))
+        + " (start → end).",
+        "",
+    ]
+    if results.get("hot") or results.get("limit"):
+        lines += ["#### 1-2. The limit (pgbench) and the store hot path", ""]
+        lines += hot_table(results)
+        lines.append("")
+    if results.get("length"):
+        lines += ["#### 3. Cost versus conversation length (one caller)", ""]
+        lines += length_table(results)
+        lines.append("")
+    if results.get("e2e"):
+        lines += ["#### 4. End to end (a `gateway run` process, echo agent)", ""]
+        lines += e2e_table(results)
+        lines.append("")
+    t = targets(results)
+    if t:
+        lines += ["#### Targets", "", "| target | measured | verdict |", "|---|---|---|"]
+        lines += [f"| {a} | {b} | {c} |" for a, b, c in t]
+        lines.append("")
+    return "\n".join(lines)
