@@ -57,3 +57,28 @@ class Broadcast:
 
     def topics(self) -> int:
         return len(self._subs)
+
+
+class KeyedLock:
+    """One asyncio lock per key, dropped as soon as nobody holds or awaits it, so the map
+    holds only keys in use (never one entry per thread ever seen)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users <= 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+    def __len__(self) -> int:
+        return len(self._locks)

@@ -49,6 +49,7 @@ from adapters.slack.extract import (
 from adapters.slack.transport import SlackTransport, make_web_client
 from gateway.domain import Envelope, Extracted, Ignored, Rejected
 from gateway.errors import ConfigError, GatewayError
+from gateway.hub import KeyedLock
 from gateway.ports import IngestOutcome, Intake
 from gateway.settings import Settings
 
@@ -75,6 +76,7 @@ class SlackAdapter:
     def __init__(self, settings: Settings) -> None:
         if settings.slack_bot_token is None:
             raise ConfigError("SLACK_BOT_TOKEN", "required to enable Slack")
+        self._backfill_locks = KeyedLock()
         self._base_url = settings.slack_api_base_url
         self._client = make_web_client(
             token=settings.slack_bot_token.get_secret_value(),
@@ -291,10 +293,15 @@ class SlackAdapter:
                 user_id=reaction.user_id,
                 value=reaction.value,
             )
-        if isinstance(extracted, Envelope):
-            root = backfill_root(extracted)
-            if root is not None and not await intake.knows(extracted.key):
-                await self._backfill(extracted, root, intake, me)
+        root = backfill_root(extracted) if isinstance(extracted, Envelope) else None
+        if isinstance(extracted, Envelope) and root is not None:
+            # app_mention and message for one post arrive together: the first stores the
+            # thread's history and then the mention; the second must wait for both, or it
+            # would see the session half-built and store the mention before the history
+            async with self._backfill_locks.hold(str(extracted.key)):
+                if not await intake.knows(extracted.key):
+                    await self._backfill(extracted, root, intake, me)
+                return extracted, await intake.submit(extracted, raw=raw)
         return extracted, await intake.submit(extracted, raw=raw)
 
     async def _backfill(
