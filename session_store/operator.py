@@ -18,6 +18,7 @@ from gateway.domain import ReplyTarget, SessionKey
 from gateway.errors import RequestError, SessionNotFound
 from session_store import operator_queries as q
 from session_store import queries as core_q
+from session_store.records import DeliveryRecord
 from session_store.store import Store
 
 
@@ -62,41 +63,19 @@ class OpsSession:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class OpsDelivery:
-    """One outbox row: where it goes (the stored target), how it went, and why it failed."""
+class OpsDelivery(DeliveryRecord):
+    """One outbox row: where it goes (the stored target), how it went, and why it failed;
+    the hot path's ``DeliveryRecord`` plus the times an operator needs."""
 
-    id: int
-    message_id: int
-    session_id: int
-    seq_no: int
-    part_no: int
-    platform: str
-    target: ReplyTarget
-    content: str
-    status: str
-    attempts: int
     next_attempt_at: datetime
-    last_error: str | None
-    platform_message_id: str | None
     created_at: datetime
     sent_at: datetime | None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> OpsDelivery:
         return cls(
-            id=row["id"],
-            message_id=row["message_id"],
-            session_id=row["session_id"],
-            seq_no=row["seq_no"],
-            part_no=row["part_no"],
-            platform=row["platform"],
-            target=ReplyTarget.from_json(row["target"]),
-            content=row["content"],
-            status=row["status"],
-            attempts=row["attempts"],
+            **DeliveryRecord.fields_of(row),
             next_attempt_at=row["next_attempt_at"],
-            last_error=row["last_error"],
-            platform_message_id=row["platform_message_id"],
             created_at=row["created_at"],
             sent_at=row["sent_at"],
         )

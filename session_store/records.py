@@ -107,20 +107,25 @@ class DeliveryRecord:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> DeliveryRecord:
-        return cls(
-            id=row["id"],
-            message_id=row["message_id"],
-            session_id=row["session_id"],
-            seq_no=row["seq_no"],
-            part_no=row["part_no"],
-            platform=row["platform"],
-            target=ReplyTarget.from_json(row["target"]),
-            content=row["content"],
-            status=row["status"],
-            attempts=row["attempts"],
-            last_error=row["last_error"],
-            platform_message_id=row["platform_message_id"],
-        )
+        return cls(**cls.fields_of(row))
+
+    @staticmethod
+    def fields_of(row: Mapping[str, Any]) -> dict[str, Any]:
+        """This record's fields from a row (shared with richer views of the same row)."""
+        return {
+            "id": row["id"],
+            "message_id": row["message_id"],
+            "session_id": row["session_id"],
+            "seq_no": row["seq_no"],
+            "part_no": row["part_no"],
+            "platform": row["platform"],
+            "target": ReplyTarget.from_json(row["target"]),
+            "content": row["content"],
+            "status": row["status"],
+            "attempts": row["attempts"],
+            "last_error": row["last_error"],
+            "platform_message_id": row["platform_message_id"],
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
