@@ -80,8 +80,9 @@ class MattermostConfig:
     @classmethod
     def from_settings(cls, settings: Settings) -> MattermostConfig:
         if not settings.mattermost_url or settings.mattermost_token is None:
-            raise ConfigError("MATTERMOST_URL", "Mattermost needs MATTERMOST_URL and "
-                                                "MATTERMOST_TOKEN")
+            raise ConfigError(
+                "MATTERMOST_URL", "Mattermost needs MATTERMOST_URL and MATTERMOST_TOKEN"
+            )
         return cls(
             url=settings.mattermost_url,
             token=settings.mattermost_token.get_secret_value(),
@@ -99,9 +100,13 @@ class MattermostAdapter:
         except ValueError as exc:
             raise ConfigError("MATTERMOST_URL", str(exc)) from exc
         self._config = config
-        self._api = MattermostApi(api_base=self._urls.api_base, token=config.token,
-                                  ssl_context=config.ssl_context, timeout=config.http_timeout,
-                                  trust_env=config.trust_env)
+        self._api = MattermostApi(
+            api_base=self._urls.api_base,
+            token=config.token,
+            ssl_context=config.ssl_context,
+            timeout=config.http_timeout,
+            trust_env=config.trust_env,
+        )
         self.transport = MattermostTransport(self._api, scope=self._urls.scope)
         self._intake: Intake | None = None
         self._ctx: ExtractContext | None = None
@@ -143,8 +148,9 @@ class MattermostAdapter:
             await self._resolve_identity()
         except MattermostApiError as exc:
             if exc.status in (401, 403):
-                raise ConfigError("MATTERMOST_TOKEN",
-                                  f"the server refused the token ({exc.error_id})") from exc
+                raise ConfigError(
+                    "MATTERMOST_TOKEN", f"the server refused the token ({exc.error_id})"
+                ) from exc
             # the server is up but unwell: resolve again before the first connection
             log.warning("mattermost_identity_deferred", error=str(exc))
         except httpx.HTTPError as exc:
@@ -207,8 +213,13 @@ class MattermostAdapter:
             require_mention=self._config.require_mention,
             answer_bots=self._config.answer_bots,
         )
-        log.info("mattermost_identity", user_id=user_id, username=username,
-                 is_bot=bool(me.get("is_bot")), scope=self._urls.scope)
+        log.info(
+            "mattermost_identity",
+            user_id=user_id,
+            username=username,
+            is_bot=bool(me.get("is_bot")),
+            scope=self._urls.scope,
+        )
 
     def _require(self) -> tuple[Intake, ExtractContext]:
         if self._intake is None or self._ctx is None:
@@ -252,9 +263,13 @@ class MattermostAdapter:
         intake, ctx = self._require()
         reaction = reaction_of(frame, ctx=ctx)
         if reaction is not None:
-            await intake.record_feedback(platform=PLATFORM, chat_id=reaction.chat_id,
-                                         message_id=reaction.message_id,
-                                         user_id=reaction.user_id, value=reaction.value)
+            await intake.record_feedback(
+                platform=PLATFORM,
+                chat_id=reaction.chat_id,
+                message_id=reaction.message_id,
+                user_id=reaction.user_id,
+                value=reaction.value,
+            )
 
     async def _record_failure(self, frame: dict[str, Any], exc: BaseException) -> None:
         """Handling ``frame`` raised: hold its post for a retry and leave a dead letter."""
@@ -264,8 +279,9 @@ class MattermostAdapter:
         intake, _ = self._require()
         try:
             await intake.submit(
-                Rejected(platform=PLATFORM,
-                         reason=f"handler failed: {type(exc).__name__}: {exc}"[:500]),
+                Rejected(
+                    platform=PLATFORM, reason=f"handler failed: {type(exc).__name__}: {exc}"[:500]
+                ),
                 raw=frame,
             )
         except Exception:  # broad: the intake itself is failing; the hold still retries
@@ -314,15 +330,15 @@ class MattermostAdapter:
         if not isinstance(create_at, int):
             return
         current = await self._cursor(channel_id)
-        await self._set_cursor(channel_id, create_at if current is None
-                               else max(current, create_at))
+        await self._set_cursor(
+            channel_id, create_at if current is None else max(current, create_at)
+        )
 
     def _hold(self, post: Mapping[str, Any]) -> None:
         create_at = post.get("create_at")
         if isinstance(create_at, int):
             self._held.setdefault(post["channel_id"], {})[post["id"]] = create_at
-            log.warning("mattermost_post_held", channel_id=post["channel_id"],
-                        post_id=post["id"])
+            log.warning("mattermost_post_held", channel_id=post["channel_id"], post_id=post["id"])
 
     # --- channel types (post_edited/post_deleted carry none) ---------------------------------
 
@@ -339,8 +355,7 @@ class MattermostAdapter:
         try:
             channel = await self._api.channel(channel_id)
         except (MattermostApiError, httpx.HTTPError) as exc:
-            log.warning("mattermost_channel_lookup_failed", channel_id=channel_id,
-                        error=str(exc))
+            log.warning("mattermost_channel_lookup_failed", channel_id=channel_id, error=str(exc))
             return None
         kind = channel.get("type")
         if isinstance(kind, str) and kind:
@@ -384,14 +399,19 @@ class MattermostAdapter:
         for cid, channel in channels.items():
             submitted += await self._reconcile_channel(channel, cursors[cid], baseline)
         self.reconciliations += 1
-        log.info("mattermost_reconciled", channels=len(channels), submitted=submitted,
-                 seconds=round(time.monotonic() - started, 3))
+        log.info(
+            "mattermost_reconciled",
+            channels=len(channels),
+            submitted=submitted,
+            seconds=round(time.monotonic() - started, 3),
+        )
 
     async def _list_channels(self) -> dict[str, dict[str, Any]]:
         channels: dict[str, dict[str, Any]] = {}
         teams = await self._api.my_teams()
-        listings = [await self._api.my_team_channels(t["id"]) for t in teams
-                    if isinstance(t.get("id"), str)]
+        listings = [
+            await self._api.my_team_channels(t["id"]) for t in teams if isinstance(t.get("id"), str)
+        ]
         if not teams:
             # a bot in no team can still be in DMs and group DMs
             listings.append(await self._api.my_channels())
@@ -407,8 +427,9 @@ class MattermostAdapter:
                     self._remember_type(cid, channel["type"])
         return channels
 
-    async def _reconcile_channel(self, channel: Mapping[str, Any], cursor: int | None,
-                                 baseline: int | None) -> int:
+    async def _reconcile_channel(
+        self, channel: Mapping[str, Any], cursor: int | None, baseline: int | None
+    ) -> int:
         """Submit the posts of one channel created at or after its cursor; returns how many
         were submitted. The cursor means "every post created before it was handled"."""
         cid = str(channel["id"])
@@ -442,15 +463,36 @@ class MattermostAdapter:
             batch: list[Extracted] = []
             if delete_at:
                 if delete_at >= cursor:  # deleted while away (never answered if unseen)
-                    batch.append(extract_post(post, ctx=ctx, channel_type=channel_type,
-                                              kind=EventKind.DELETE, source="reconcile"))
+                    batch.append(
+                        extract_post(
+                            post,
+                            ctx=ctx,
+                            channel_type=channel_type,
+                            kind=EventKind.DELETE,
+                            source="reconcile",
+                        )
+                    )
             elif create_at >= cursor or edit_at >= cursor:
                 if create_at >= cursor:  # new while we were away
-                    batch.append(extract_post(post, ctx=ctx, channel_type=channel_type,
-                                              team_id=team_id, source="reconcile"))
+                    batch.append(
+                        extract_post(
+                            post,
+                            ctx=ctx,
+                            channel_type=channel_type,
+                            team_id=team_id,
+                            source="reconcile",
+                        )
+                    )
                 if edit_at >= cursor:
-                    batch.append(extract_post(post, ctx=ctx, channel_type=channel_type,
-                                              kind=EventKind.EDIT, source="reconcile"))
+                    batch.append(
+                        extract_post(
+                            post,
+                            ctx=ctx,
+                            channel_type=channel_type,
+                            kind=EventKind.EDIT,
+                            source="reconcile",
+                        )
+                    )
             else:
                 continue  # an older thread root the server adds for context
             raw = {"source": "reconcile", "channel_type": channel_type, "post": post}
@@ -459,11 +501,11 @@ class MattermostAdapter:
                 try:
                     await intake.submit(extracted, raw=raw)
                 except Exception as exc:  # broad: same isolation as the websocket path
-                    log.exception("mattermost_reconcile_submit_failed", channel_id=cid,
-                                  post_id=post["id"])
+                    log.exception(
+                        "mattermost_reconcile_submit_failed", channel_id=cid, post_id=post["id"]
+                    )
                     if create_at >= cursor and not failed:
-                        await self._record_failure(
-                            {"event": "posted", "data": {"post": post}}, exc)
+                        await self._record_failure({"event": "posted", "data": {"post": post}}, exc)
                     failed = True
                     continue
                 submitted += 1
@@ -480,8 +522,7 @@ class MattermostAdapter:
         try:
             for cid, held in list(self._held.items()):
                 channel = {"id": cid, "type": self._channel_types.get(cid, "")}
-                await self._reconcile_channel(channel, await self._cursor(cid),
-                                              min(held.values()))
+                await self._reconcile_channel(channel, await self._cursor(cid), min(held.values()))
         except Exception:  # broad: a failed resync is retried later, the stream goes on
             self._resync_failures += 1
             log.exception("mattermost_resync_failed")

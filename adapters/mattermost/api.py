@@ -19,8 +19,9 @@ class MattermostApiError(GatewayError):
     """A non-2xx answer. ``error_id`` is the server's i18n id
     (``api.post.create_post.root_id.app_error``...), ``retry_after`` seconds for a 429."""
 
-    def __init__(self, status: int, error_id: str, message: str,
-                 *, retry_after: float | None = None) -> None:
+    def __init__(
+        self, status: int, error_id: str, message: str, *, retry_after: float | None = None
+    ) -> None:
         super().__init__(f"{status} {error_id}: {message}")
         self.status = status
         self.error_id = error_id
@@ -61,8 +62,9 @@ def error_from_response(response: httpx.Response) -> MattermostApiError:
             error_id = body["id"]
         if isinstance(body.get("message"), str) and body["message"]:
             message = body["message"]
-    return MattermostApiError(response.status_code, error_id, message,
-                              retry_after=_retry_after(response))
+    return MattermostApiError(
+        response.status_code, error_id, message, retry_after=_retry_after(response)
+    )
 
 
 class MattermostApi:
@@ -92,10 +94,10 @@ class MattermostApi:
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def request(self, method: str, path: str, *, json: Any = None,
-                      params: dict[str, str] | None = None) -> Any:
-        response = await self._client.request(method, path.lstrip("/"), json=json,
-                                              params=params)
+    async def request(
+        self, method: str, path: str, *, json: Any = None, params: dict[str, str] | None = None
+    ) -> Any:
+        response = await self._client.request(method, path.lstrip("/"), json=json, params=params)
         if response.status_code >= 400:
             raise error_from_response(response)
         if not response.content:
@@ -125,8 +127,9 @@ class MattermostApi:
     async def posts_since(self, channel_id: str, since: int) -> list[dict[str, Any]]:
         """Posts of a channel modified after ``since`` (ms): ``UpdateAt > since``, plus the
         roots of the threads they belong to (server ``GetPostsSince``; at most 1000)."""
-        result = await self.request("GET", f"channels/{channel_id}/posts",
-                                    params={"since": str(since)})
+        result = await self.request(
+            "GET", f"channels/{channel_id}/posts", params={"since": str(since)}
+        )
         posts = result.get("posts") if isinstance(result, dict) else None
         if not isinstance(posts, dict):
             return []

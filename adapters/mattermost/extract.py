@@ -118,9 +118,7 @@ def decode_mentions(value: object) -> tuple[str, ...]:
 def _mention_pattern(username: str) -> re.Pattern[str]:
     # Mattermost usernames: letters, digits, ".", "-", "_". "@bot." / "@bot," still mention
     # "bot" (trailing punctuation), "@bot.smith" or "@bot-2" is another user, "a@bot" is not.
-    return re.compile(
-        rf"(?<![\w@.\-])@{re.escape(username)}(?![\w\-]|\.[\w\-])", re.IGNORECASE
-    )
+    return re.compile(rf"(?<![\w@.\-])@{re.escape(username)}(?![\w\-]|\.[\w\-])", re.IGNORECASE)
 
 
 def mentions_bot(text: str, mentions: Sequence[str], bot: BotIdentity) -> bool:
@@ -140,8 +138,9 @@ def parse_command(text: str, bot: BotIdentity) -> str | None:
     return None
 
 
-def session_key(*, scope: str, channel_id: str, channel_type: str, post_id: str,
-                root_id: str) -> SessionKey:
+def session_key(
+    *, scope: str, channel_id: str, channel_type: str, post_id: str, root_id: str
+) -> SessionKey:
     """The one place the Mattermost session rule lives."""
     if channel_type in ("D", "G"):
         thread: str | None = root_id or None
@@ -150,11 +149,17 @@ def session_key(*, scope: str, channel_id: str, channel_type: str, post_id: str,
     return SessionKey(platform=PLATFORM, scope=scope, chat_id=channel_id, thread_id=thread)
 
 
-def reply_target(*, scope: str, channel_id: str, channel_type: str, post_id: str,
-                 root_id: str) -> ReplyTarget:
+def reply_target(
+    *, scope: str, channel_id: str, channel_type: str, post_id: str, root_id: str
+) -> ReplyTarget:
     """Where the answer goes: ``thread_id`` is the root id to send (see module doc)."""
-    key = session_key(scope=scope, channel_id=channel_id, channel_type=channel_type,
-                      post_id=post_id, root_id=root_id)
+    key = session_key(
+        scope=scope,
+        channel_id=channel_id,
+        channel_type=channel_type,
+        post_id=post_id,
+        root_id=root_id,
+    )
     return ReplyTarget(
         platform=PLATFORM,
         scope=scope,
@@ -164,8 +169,9 @@ def reply_target(*, scope: str, channel_id: str, channel_type: str, post_id: str
     )
 
 
-def _trigger(*, channel_type: str, root_id: str, mentioned: bool, from_bot: bool,
-             ctx: ExtractContext) -> Trigger:
+def _trigger(
+    *, channel_type: str, root_id: str, mentioned: bool, from_bot: bool, ctx: ExtractContext
+) -> Trigger:
     if from_bot and not ctx.answer_bots:
         return Trigger.NEVER
     if channel_type == "D" or mentioned:
@@ -243,8 +249,9 @@ def extract_post(
     post_type = _str(post, "type")
     if post_type.startswith("system_"):
         # joins, header changes, ... are server notices, not conversation
-        return Ignored(platform=PLATFORM, reason=f"system post {post_type}",
-                       event_id=f"post:{post_id}")
+        return Ignored(
+            platform=PLATFORM, reason=f"system post {post_type}", event_id=f"post:{post_id}"
+        )
     if channel_type not in _CHANNEL_TYPES:
         # post_edited / post_deleted carry no channel type; the adapter looks it up and
         # falls back to "O" (the channel rule) when the server cannot tell us.
@@ -257,10 +264,20 @@ def extract_post(
     from_bot = props.get("from_bot") == "true" or props.get("from_webhook") == "true"
 
     scope = ctx.scope
-    key = session_key(scope=scope, channel_id=channel_id, channel_type=channel_type,
-                      post_id=post_id, root_id=root_id)
-    target = reply_target(scope=scope, channel_id=channel_id, channel_type=channel_type,
-                          post_id=post_id, root_id=root_id)
+    key = session_key(
+        scope=scope,
+        channel_id=channel_id,
+        channel_type=channel_type,
+        post_id=post_id,
+        root_id=root_id,
+    )
+    target = reply_target(
+        scope=scope,
+        channel_id=channel_id,
+        channel_type=channel_type,
+        post_id=post_id,
+        root_id=root_id,
+    )
     name = sender_name.lstrip("@") if sender_name else None
     override = props.get("override_username")
     if isinstance(override, str) and override:
@@ -282,30 +299,55 @@ def extract_post(
     if kind is EventKind.EDIT:
         edit_at = post.get("edit_at")
         return Envelope(
-            key=key, target=target, message_id=post_id, text=text, sender=sender,
+            key=key,
+            target=target,
+            message_id=post_id,
+            text=text,
+            sender=sender,
             event_id=f"edit:{post_id}:{edit_at if isinstance(edit_at, int) else 0}",
-            kind=EventKind.EDIT, trigger=Trigger.NEVER, reply_to_id=root_id or None,
-            attachments=_attachments(post), sent_at=_millis(edit_at), metadata=metadata,
+            kind=EventKind.EDIT,
+            trigger=Trigger.NEVER,
+            reply_to_id=root_id or None,
+            attachments=_attachments(post),
+            sent_at=_millis(edit_at),
+            metadata=metadata,
         )
     if kind is EventKind.DELETE:
         return Envelope(
-            key=key, target=target, message_id=post_id, text="", sender=sender,
-            event_id=f"delete:{post_id}", kind=EventKind.DELETE, trigger=Trigger.NEVER,
-            reply_to_id=root_id or None, sent_at=_millis(post.get("delete_at")),
+            key=key,
+            target=target,
+            message_id=post_id,
+            text="",
+            sender=sender,
+            event_id=f"delete:{post_id}",
+            kind=EventKind.DELETE,
+            trigger=Trigger.NEVER,
+            reply_to_id=root_id or None,
+            sent_at=_millis(post.get("delete_at")),
             metadata=metadata,
         )
 
     mentioned = mentions_bot(text, mentions, ctx.bot)
-    trigger = _trigger(channel_type=channel_type, root_id=root_id, mentioned=mentioned,
-                       from_bot=from_bot, ctx=ctx)
+    trigger = _trigger(
+        channel_type=channel_type, root_id=root_id, mentioned=mentioned, from_bot=from_bot, ctx=ctx
+    )
     # A command only counts when the post is for us: a stray "/new" in a channel (or another
     # bot's) must not reset a session.
     command = parse_command(text, ctx.bot) if trigger is not Trigger.NEVER else None
     return Envelope(
-        key=key, target=target, message_id=post_id, text=text, sender=sender,
-        event_id=f"post:{post_id}", kind=EventKind.MESSAGE, trigger=trigger, command=command,
-        reply_to_id=root_id or None, attachments=_attachments(post),
-        sent_at=_millis(create_at), metadata=metadata,
+        key=key,
+        target=target,
+        message_id=post_id,
+        text=text,
+        sender=sender,
+        event_id=f"post:{post_id}",
+        kind=EventKind.MESSAGE,
+        trigger=trigger,
+        command=command,
+        reply_to_id=root_id or None,
+        attachments=_attachments(post),
+        sent_at=_millis(create_at),
+        metadata=metadata,
     )
 
 
@@ -329,8 +371,15 @@ def reaction_of(event: Mapping[str, Any], *, ctx: ExtractContext) -> Reaction | 
     if not channel:
         broadcast = event.get("broadcast")
         channel = broadcast.get("channel_id") if isinstance(broadcast, Mapping) else None
-    if not (isinstance(user, str) and user and isinstance(post, str) and post
-            and isinstance(emoji, str) and isinstance(channel, str) and channel):
+    if not (
+        isinstance(user, str)
+        and user
+        and isinstance(post, str)
+        and post
+        and isinstance(emoji, str)
+        and isinstance(channel, str)
+        and channel
+    ):
         return None
     if user == ctx.bot.user_id:
         return None
@@ -341,8 +390,12 @@ def reaction_of(event: Mapping[str, Any], *, ctx: ExtractContext) -> Reaction | 
         value = -1
     else:
         return None
-    return Reaction(chat_id=channel, message_id=post, user_id=user,
-                    value=0 if name == "reaction_removed" else value)
+    return Reaction(
+        chat_id=channel,
+        message_id=post,
+        user_id=user,
+        value=0 if name == "reaction_removed" else value,
+    )
 
 
 def extract_event(

@@ -26,10 +26,12 @@ log = structlog.get_logger(__name__)
 MAX_MESSAGE_RUNES = 16383
 
 #: the stored root is unusable (a reply, gone, or in another channel): never retried
-_ROOT_ERRORS = frozenset({
-    "api.post.create_post.root_id.app_error",
-    "api.post.create_post.channel_root_id.app_error",
-})
+_ROOT_ERRORS = frozenset(
+    {
+        "api.post.create_post.root_id.app_error",
+        "api.post.create_post.channel_root_id.app_error",
+    }
+)
 #: the first request with this pending_post_id is still being saved: retry shortly
 _DEDUPE_PENDING = "api.post.deduplicate_create_post.pending"
 
@@ -134,9 +136,14 @@ class MattermostTransport:
         except (MattermostApiError, httpx.HTTPError, ValueError) as exc:
             # ValueError: a 2xx whose body is not JSON (a proxy page?): it may have posted
             error = translate_error(exc)
-            log.warning("mattermost_send_failed", channel_id=target.chat_id,
-                        root_id=target.thread_id, permanent=error.permanent,
-                        retry_after=error.retry_after, error=str(error))
+            log.warning(
+                "mattermost_send_failed",
+                channel_id=target.chat_id,
+                root_id=target.thread_id,
+                permanent=error.permanent,
+                retry_after=error.retry_after,
+                error=str(error),
+            )
             raise error from exc
         post_id = post.get("id")
         return SendResult(platform_message_id=post_id if isinstance(post_id, str) else None)
@@ -146,7 +153,8 @@ class MattermostTransport:
         if sender is None:
             return
         try:
-            await sender("user_typing", {"channel_id": target.chat_id,
-                                         "parent_id": target.thread_id or ""})
+            await sender(
+                "user_typing", {"channel_id": target.chat_id, "parent_id": target.thread_id or ""}
+            )
         except Exception:  # broad: a typing indicator is cosmetic, never fail a turn for it
             log.debug("mattermost_typing_failed", exc_info=True)

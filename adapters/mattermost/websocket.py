@@ -223,13 +223,17 @@ class EventStream:
             try:
                 await asyncio.wait_for(self._until_hello(ws), self._hello_timeout)
             except TimeoutError as exc:
-                raise AuthenticationFailed("no hello from the server (token not accepted?)") \
-                    from exc
+                raise AuthenticationFailed(
+                    "no hello from the server (token not accepted?)"
+                ) from exc
             self._ready = True
             self._hello_at = time.monotonic()
             self.connections += 1
-            log.info("mattermost_ws_connected", connection_id=self.connection_id,
-                     connections=self.connections)
+            log.info(
+                "mattermost_ws_connected",
+                connection_id=self.connection_id,
+                connections=self.connections,
+            )
             await self._on_connected()
             await self._read(ws)
 
@@ -293,8 +297,12 @@ class EventStream:
             return
         error = frame.get("error")
         error_id = error.get("id") if isinstance(error, dict) else None
-        log.warning("mattermost_ws_action_failed", seq_reply=frame.get("seq_reply"),
-                    status=status, error_id=error_id)
+        log.warning(
+            "mattermost_ws_action_failed",
+            seq_reply=frame.get("seq_reply"),
+            status=status,
+            error_id=error_id,
+        )
         if frame.get("seq_reply") == self._challenge_seq and not self._ready:
             raise AuthenticationFailed(f"authentication_challenge failed: {error_id}")
 

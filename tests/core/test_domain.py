@@ -12,8 +12,9 @@ from gateway.domain import SessionKey
         SessionKey(platform="telegram", scope="bot", chat_id="-1001234", thread_id=None),
         SessionKey(platform="slack", scope="T1", chat_id="C1", thread_id="1700000000.000100"),
         # a Mattermost scope is the server, which may carry a port and a path
-        SessionKey(platform="mattermost", scope="chat.example.com:8065/mm", chat_id="ch1",
-                   thread_id="p1"),
+        SessionKey(
+            platform="mattermost", scope="chat.example.com:8065/mm", chat_id="ch1", thread_id="p1"
+        ),
     ],
 )
 def test_session_key_text_round_trips(key: SessionKey) -> None:

@@ -137,22 +137,37 @@ class Connection:
 
 def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     # Exactly "application/json": mattermostdriver (and others) check it verbatim.
-    return web.Response(body=json.dumps(data).encode(), status=status,
-                        content_type=JSON, headers=headers)
+    return web.Response(
+        body=json.dumps(data).encode(), status=status, content_type=JSON, headers=headers
+    )
 
 
 def _error(status: int, error_id: str, message: str, where: str = "") -> web.Response:
-    return _json({"id": error_id, "message": message, "detailed_error": "",
-                  "request_id": new_id(), "status_code": status, "is_oauth": False,
-                  "where": where}, status=status)
+    return _json(
+        {
+            "id": error_id,
+            "message": message,
+            "detailed_error": "",
+            "request_id": new_id(),
+            "status_code": status,
+            "is_oauth": False,
+            "where": where,
+        },
+        status=status,
+    )
 
 
 class FakeMattermost:
     """Start with ``await fake.start()`` (or ``async with``); ``fake.url`` is MATTERMOST_URL."""
 
-    def __init__(self, *, ssl_context: ssl.SSLContext | None = None,
-                 header_auth: bool = True, host: str = "127.0.0.1",
-                 url_host: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        header_auth: bool = True,
+        host: str = "127.0.0.1",
+        url_host: str | None = None,
+    ) -> None:
         self._ssl = ssl_context
         #: False simulates a proxy that strips Authorization from the websocket upgrade
         self.header_auth = header_auth
@@ -187,31 +202,48 @@ class FakeMattermost:
 
     # --- state set-up ------------------------------------------------------------------------
 
-    def add_user(self, username: str, *, token: str | None = None,
-                 is_bot: bool = False) -> User:
+    def add_user(self, username: str, *, token: str | None = None, is_bot: bool = False) -> User:
         user = User(id=new_id(), username=username, token=token, is_bot=is_bot)
         self.users[user.id] = user
         return user
 
-    def add_channel(self, name: str, type_: str = "O", *,
-                    members: set[str] | None = None) -> Channel:
-        channel = Channel(id=new_id(), team_id=self.team_id, type=type_, name=name,
-                          display_name=name.title(), members=set(members or {self.bot.id}))
+    def add_channel(
+        self, name: str, type_: str = "O", *, members: set[str] | None = None
+    ) -> Channel:
+        channel = Channel(
+            id=new_id(),
+            team_id=self.team_id,
+            type=type_,
+            name=name,
+            display_name=name.title(),
+            members=set(members or {self.bot.id}),
+        )
         self.channels[channel.id] = channel
         return channel
 
     def add_dm(self, user: User) -> Channel:
         a, b = sorted((self.bot.id, user.id))
-        channel = Channel(id=new_id(), team_id="", type="D", name=f"{a}__{b}",
-                          display_name="", members={self.bot.id, user.id})
+        channel = Channel(
+            id=new_id(),
+            team_id="",
+            type="D",
+            name=f"{a}__{b}",
+            display_name="",
+            members={self.bot.id, user.id},
+        )
         self.channels[channel.id] = channel
         return channel
 
     def add_gm(self, users: list[User]) -> Channel:
         members = {self.bot.id, *(u.id for u in users)}
-        channel = Channel(id=new_id(), team_id="", type="G", name=new_id() + "gm",
-                          display_name=", ".join(sorted(u.username for u in users)),
-                          members=members)
+        channel = Channel(
+            id=new_id(),
+            team_id="",
+            type="G",
+            name=new_id() + "gm",
+            display_name=", ".join(sorted(u.username for u in users)),
+            members=members,
+        )
         self.channels[channel.id] = channel
         return channel
 
@@ -230,12 +262,15 @@ class FakeMattermost:
         r = app.router
         r.add_get("/api/v4/users/me", self._route("users_me", self._users_me))
         r.add_get("/api/v4/users/me/teams", self._route("teams", self._teams))
-        r.add_get("/api/v4/users/me/teams/{team_id}/channels",
-                  self._route("team_channels", self._team_channels))
+        r.add_get(
+            "/api/v4/users/me/teams/{team_id}/channels",
+            self._route("team_channels", self._team_channels),
+        )
         r.add_get("/api/v4/users/me/channels", self._route("my_channels", self._my_channels))
         r.add_get("/api/v4/channels/{channel_id}", self._route("channel", self._channel))
-        r.add_get("/api/v4/channels/{channel_id}/posts",
-                  self._route("posts_since", self._posts_since))
+        r.add_get(
+            "/api/v4/channels/{channel_id}/posts", self._route("posts_since", self._posts_since)
+        )
         r.add_post("/api/v4/posts", self._route("create_post", self._create_post))
         r.add_get("/api/v4/websocket", self._websocket)
         self._runner = web.AppRunner(app, handle_signals=False)
@@ -263,24 +298,39 @@ class FakeMattermost:
 
     # --- faults ------------------------------------------------------------------------------
 
-    def fail_next(self, route: str, status: int, *, body: Any = None,
-                  headers: dict[str, str] | None = None, count: int = 1) -> None:
+    def fail_next(
+        self,
+        route: str,
+        status: int,
+        *,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        count: int = 1,
+    ) -> None:
         """The next ``count`` calls of ``route`` answer ``status`` with ``body`` (a dict is
         sent as JSON, a str as text/plain). Routes: users_me, teams, team_channels,
         my_channels, channel, posts_since, create_post, websocket."""
         for _ in range(count):
             self._faults.setdefault(route, deque()).append(
-                Fault(status=status, body=body, headers=dict(headers or {})))
+                Fault(status=status, body=body, headers=dict(headers or {}))
+            )
 
-    def rate_limit_next(self, route: str = "create_post", *, retry_after: int = 1,
-                        count: int = 1) -> None:
+    def rate_limit_next(
+        self, route: str = "create_post", *, retry_after: int = 1, count: int = 1
+    ) -> None:
         """The real limiter's answer (server/channels/app/ratelimit.go): plain text."""
-        self.fail_next(route, 429, body="limit exceeded\n", count=count, headers={
-            "Retry-After": str(retry_after),
-            "X-RateLimit-Limit": "10",
-            "X-RateLimit-Remaining": "0",
-            "X-RateLimit-Reset": str(retry_after),
-        })
+        self.fail_next(
+            route,
+            429,
+            body="limit exceeded\n",
+            count=count,
+            headers={
+                "Retry-After": str(retry_after),
+                "X-RateLimit-Limit": "10",
+                "X-RateLimit-Remaining": "0",
+                "X-RateLimit-Reset": str(retry_after),
+            },
+        )
 
     def delay_response_next(self, route: str, seconds: float) -> None:
         """Process the next ``route`` call normally but answer only after ``seconds``
@@ -289,10 +339,17 @@ class FakeMattermost:
 
     # --- user-side API -------------------------------------------------------------------------
 
-    async def user_posts(self, channel: Channel | str, text: str, *, user: User | str = "alice",
-                         root_id: str = "", mention_bot: bool = False,
-                         props: dict[str, Any] | None = None,
-                         post_type: str = "") -> dict[str, Any]:
+    async def user_posts(
+        self,
+        channel: Channel | str,
+        text: str,
+        *,
+        user: User | str = "alice",
+        root_id: str = "",
+        mention_bot: bool = False,
+        props: dict[str, Any] | None = None,
+        post_type: str = "",
+    ) -> dict[str, Any]:
         """A person (or another bot) posts; connected websockets receive ``posted``."""
         ch = channel if isinstance(channel, Channel) else self.channels[channel]
         author = user if isinstance(user, User) else self.user_by_name(user)
@@ -301,9 +358,15 @@ class FakeMattermost:
         error = self._validate_root(ch.id, root_id)
         if error is not None:
             raise ValueError(f"invalid root for a user post: {error[1]}")
-        post = self._store_post(ch, author, text, root_id=root_id, props=props or {},
-                                pending_post_id=f"{author.id}:{self._now()}",
-                                post_type=post_type)
+        post = self._store_post(
+            ch,
+            author,
+            text,
+            root_id=root_id,
+            props=props or {},
+            pending_post_id=f"{author.id}:{self._now()}",
+            post_type=post_type,
+        )
         await self._broadcast_posted(ch, post)
         return post
 
@@ -312,45 +375,61 @@ class FakeMattermost:
         post = self.posts[post_id]
         await self._broadcast_posted(self.channels[post["channel_id"]], post)
 
-    async def react(self, post_id: str, emoji: str, *, user: User | str = "alice",
-                    removed: bool = False) -> None:
+    async def react(
+        self, post_id: str, emoji: str, *, user: User | str = "alice", removed: bool = False
+    ) -> None:
         """``reaction_added`` (or ``_removed``) with ``data.reaction`` as a JSON string."""
         post = self.posts[post_id]
         author = user if isinstance(user, User) else self.user_by_name(user)
         now = self._now()
-        reaction = {"user_id": author.id, "post_id": post_id, "emoji_name": emoji,
-                    "create_at": now, "update_at": now, "delete_at": now if removed else 0,
-                    "remote_id": "", "channel_id": post["channel_id"]}
-        await self._broadcast(self.channels[post["channel_id"]],
-                              "reaction_removed" if removed else "reaction_added",
-                              {"reaction": json.dumps(reaction)})
+        reaction = {
+            "user_id": author.id,
+            "post_id": post_id,
+            "emoji_name": emoji,
+            "create_at": now,
+            "update_at": now,
+            "delete_at": now if removed else 0,
+            "remote_id": "",
+            "channel_id": post["channel_id"],
+        }
+        await self._broadcast(
+            self.channels[post["channel_id"]],
+            "reaction_removed" if removed else "reaction_added",
+            {"reaction": json.dumps(reaction)},
+        )
 
     async def edit_post(self, post_id: str, text: str) -> dict[str, Any]:
         post = self.posts[post_id]
         now = self._now()
         post.update(message=text, edit_at=now, update_at=now)
-        await self._broadcast(self.channels[post["channel_id"]], "post_edited",
-                              {"post": json.dumps(post)})
+        await self._broadcast(
+            self.channels[post["channel_id"]], "post_edited", {"post": json.dumps(post)}
+        )
         return post
 
     async def delete_post(self, post_id: str) -> dict[str, Any]:
         post = self.posts[post_id]
         now = self._now()
         post.update(delete_at=now, update_at=now)
-        await self._broadcast(self.channels[post["channel_id"]], "post_deleted",
-                              {"post": json.dumps(post), "delete_by": post["user_id"]})
+        await self._broadcast(
+            self.channels[post["channel_id"]],
+            "post_deleted",
+            {"post": json.dumps(post), "delete_by": post["user_id"]},
+        )
         return post
 
-    async def push(self, event: str, data: dict[str, Any], *,
-                   channel: Channel | None = None) -> None:
+    async def push(
+        self, event: str, data: dict[str, Any], *, channel: Channel | None = None
+    ) -> None:
         """Send any event to every authenticated connection (or the channel's members)."""
         for conn in list(self._conns):
             if conn.user is None:
                 continue
             if channel is not None and conn.user.id not in channel.members:
                 continue
-            await self._send_event(conn, event, dict(data),
-                                   channel_id=channel.id if channel else "")
+            await self._send_event(
+                conn, event, dict(data), channel_id=channel.id if channel else ""
+            )
 
     async def push_raw(self, text: str) -> None:
         for conn in list(self._conns):
@@ -373,8 +452,9 @@ class FakeMattermost:
     def live_connections(self) -> int:
         return sum(1 for c in self._conns if c.user is not None and not c.ws.closed)
 
-    def posts_in(self, channel: Channel | str, *, root_id: str | None = None,
-                 by: User | None = None) -> list[dict[str, Any]]:
+    def posts_in(
+        self, channel: Channel | str, *, root_id: str | None = None, by: User | None = None
+    ) -> list[dict[str, Any]]:
         """Posts of a channel in creation order; ``root_id=""`` only top-level posts,
         ``root_id=X`` only replies in thread X."""
         cid = channel.id if isinstance(channel, Channel) else channel
@@ -386,8 +466,10 @@ class FakeMattermost:
         return sorted(out, key=lambda p: (p["create_at"], p["id"]))
 
     def bot_posts(self) -> list[dict[str, Any]]:
-        return sorted((p for p in self.posts.values() if p["user_id"] == self.bot.id),
-                      key=lambda p: (p["create_at"], p["id"]))
+        return sorted(
+            (p for p in self.posts.values() if p["user_id"] == self.bot.id),
+            key=lambda p: (p["create_at"], p["id"]),
+        )
 
     def requests_to(self, route: str) -> list[RecordedRequest]:
         return [r for r in self.requests if r.route == route]
@@ -411,9 +493,17 @@ class FakeMattermost:
             return 400, "api.post.create_post.root_id.app_error"
         return None
 
-    def _store_post(self, channel: Channel, author: User, message: str, *, root_id: str,
-                    props: dict[str, Any], pending_post_id: str,
-                    post_type: str = "") -> dict[str, Any]:
+    def _store_post(
+        self,
+        channel: Channel,
+        author: User,
+        message: str,
+        *,
+        root_id: str,
+        props: dict[str, Any],
+        pending_post_id: str,
+        post_type: str = "",
+    ) -> dict[str, Any]:
         now = self._now()
         props = dict(props)
         if author.is_bot:
@@ -453,8 +543,9 @@ class FakeMattermost:
         text = post["message"]
         for uid in channel.members:
             name = self.users[uid].username
-            if re.search(rf"(?<![\w@.\-])@{re.escape(name)}(?![\w\-]|\.[\w\-])", text,
-                         re.IGNORECASE):
+            if re.search(
+                rf"(?<![\w@.\-])@{re.escape(name)}(?![\w\-]|\.[\w\-])", text, re.IGNORECASE
+            ):
                 mentioned.add(uid)
         if channel.type == "D":
             # a DM notifies the other member as a mention (server notification.go)
@@ -490,13 +581,18 @@ class FakeMattermost:
             if conn.user is not None and conn.user.id in channel.members:
                 await self._send_event(conn, event, dict(data), channel_id=channel.id)
 
-    async def _send_event(self, conn: Connection, event: str, data: dict[str, Any], *,
-                          channel_id: str = "") -> None:
+    async def _send_event(
+        self, conn: Connection, event: str, data: dict[str, Any], *, channel_id: str = ""
+    ) -> None:
         frame = {
             "event": event,
             "data": data,
-            "broadcast": {"omit_users": None, "user_id": "", "channel_id": channel_id,
-                          "team_id": ""},
+            "broadcast": {
+                "omit_users": None,
+                "user_id": "",
+                "channel_id": channel_id,
+                "team_id": "",
+            },
             "seq": conn.seq,
         }
         conn.seq += 1
@@ -511,10 +607,18 @@ class FakeMattermost:
         assert conn.user is not None
         frame = {
             "event": "hello",
-            "data": {"connection_id": conn.connection_id,
-                     "server_version": "10.5.0.10.5.0.fake.false"},
-            "broadcast": {"omit_users": None, "user_id": conn.user.id, "channel_id": "",
-                          "team_id": "", "connection_id": "", "omit_connection_id": ""},
+            "data": {
+                "connection_id": conn.connection_id,
+                "server_version": "10.5.0.10.5.0.fake.false",
+            },
+            "broadcast": {
+                "omit_users": None,
+                "user_id": conn.user.id,
+                "channel_id": "",
+                "team_id": "",
+                "connection_id": "",
+                "omit_connection_id": "",
+            },
             "seq": conn.seq,
         }
         conn.seq += 1
@@ -533,8 +637,11 @@ class FakeMattermost:
             user = self._user_for(auth)
             if user is None:
                 self.handshakes_refused += 1
-                return _error(401, "api.context.session_expired.app_error",
-                              "Invalid or expired session, please login again.")
+                return _error(
+                    401,
+                    "api.context.session_expired.app_error",
+                    "Invalid or expired session, please login again.",
+                )
         ws = web.WebSocketResponse(autoping=True)
         await ws.prepare(request)
         conn = Connection(ws=ws, request=request, user=user)
@@ -564,10 +671,18 @@ class FakeMattermost:
                     await self._register(conn)
                     await ws.send_str(json.dumps({"status": "OK", "seq_reply": seq}))
                 elif conn.user is None:
-                    await ws.send_str(json.dumps({
-                        "status": "FAIL", "seq_reply": seq,
-                        "error": {"id": "api.web_socket_router.not_authenticated.app_error",
-                                  "message": "not authenticated"}}))
+                    await ws.send_str(
+                        json.dumps(
+                            {
+                                "status": "FAIL",
+                                "seq_reply": seq,
+                                "error": {
+                                    "id": "api.web_socket_router.not_authenticated.app_error",
+                                    "message": "not authenticated",
+                                },
+                            }
+                        )
+                    )
                 else:
                     await ws.send_str(json.dumps({"status": "OK", "seq_reply": seq}))
         finally:
@@ -579,7 +694,7 @@ class FakeMattermost:
     def _user_for(self, authorization: str) -> User | None:
         if not authorization.startswith("Bearer "):
             return None
-        token = authorization[len("Bearer "):].strip()
+        token = authorization[len("Bearer ") :].strip()
         return next((u for u in self.users.values() if token and u.token == token), None)
 
     def _take_fault(self, route: str) -> Fault | None:
@@ -592,13 +707,20 @@ class FakeMattermost:
     def _fault_response(fault: Fault) -> web.Response:
         if isinstance(fault.body, str):
             return web.Response(text=fault.body, status=fault.status, headers=fault.headers)
-        body = fault.body if fault.body is not None else {
-            "id": f"fake.fault.{fault.status}", "message": "injected fault",
-            "status_code": fault.status}
+        body = (
+            fault.body
+            if fault.body is not None
+            else {
+                "id": f"fake.fault.{fault.status}",
+                "message": "injected fault",
+                "status_code": fault.status,
+            }
+        )
         return _json(body, status=fault.status, headers=fault.headers)
 
-    def _route(self, name: str, handler: Callable[[web.Request, User, Any], Awaitable[web.Response]]
-               ) -> Callable[[web.Request], Awaitable[web.Response]]:
+    def _route(
+        self, name: str, handler: Callable[[web.Request, User, Any], Awaitable[web.Response]]
+    ) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def wrapped(request: web.Request) -> web.Response:
             body: Any = None
             if request.can_read_body:
@@ -607,9 +729,16 @@ class FakeMattermost:
                     body = json.loads(raw) if raw else None
                 except ValueError:
                     body = raw.decode("utf-8", "replace")
-            self.requests.append(RecordedRequest(
-                method=request.method, path=request.path, route=name,
-                headers=dict(request.headers), query=dict(request.query), body=body))
+            self.requests.append(
+                RecordedRequest(
+                    method=request.method,
+                    path=request.path,
+                    route=name,
+                    headers=dict(request.headers),
+                    query=dict(request.query),
+                    body=body,
+                )
+            )
             fault = self._take_fault(name)
             delay = 0.0
             if fault is not None:
@@ -619,88 +748,127 @@ class FakeMattermost:
                     return self._fault_response(fault)
             user = self._user_for(request.headers.get("Authorization", ""))
             if user is None:
-                return _error(401, "api.context.session_expired.app_error",
-                              "Invalid or expired session, please login again.")
+                return _error(
+                    401,
+                    "api.context.session_expired.app_error",
+                    "Invalid or expired session, please login again.",
+                )
             response = await handler(request, user, body)
             if delay:
                 await asyncio.sleep(delay)
             return response
+
         return wrapped
 
-    async def _users_me(self, request: web.Request, user: User,
-                        body: Any) -> web.Response:
+    async def _users_me(self, request: web.Request, user: User, body: Any) -> web.Response:
         return _json(user.to_json())
 
-    async def _teams(self, request: web.Request, user: User,
-                     body: Any) -> web.Response:
-        return _json([{"id": self.team_id, "name": "team", "display_name": "Team",
-                       "type": "O", "delete_at": 0}])
+    async def _teams(self, request: web.Request, user: User, body: Any) -> web.Response:
+        return _json(
+            [
+                {
+                    "id": self.team_id,
+                    "name": "team",
+                    "display_name": "Team",
+                    "type": "O",
+                    "delete_at": 0,
+                }
+            ]
+        )
 
     def _member_channels(self, user: User) -> list[Channel]:
         return [c for c in self.channels.values() if user.id in c.members]
 
-    async def _team_channels(self, request: web.Request, user: User,
-                             body: Any) -> web.Response:
+    async def _team_channels(self, request: web.Request, user: User, body: Any) -> web.Response:
         team = request.match_info["team_id"]
         if team != self.team_id:
-            return _error(403, "api.context.permissions.app_error",
-                          "You do not have the appropriate permissions.")
-        return _json([c.to_json() for c in self._member_channels(user)
-                      if c.team_id in (team, "")])
+            return _error(
+                403,
+                "api.context.permissions.app_error",
+                "You do not have the appropriate permissions.",
+            )
+        return _json([c.to_json() for c in self._member_channels(user) if c.team_id in (team, "")])
 
-    async def _my_channels(self, request: web.Request, user: User,
-                           body: Any) -> web.Response:
+    async def _my_channels(self, request: web.Request, user: User, body: Any) -> web.Response:
         return _json([c.to_json() for c in self._member_channels(user)])
 
-    async def _channel(self, request: web.Request, user: User,
-                       body: Any) -> web.Response:
+    async def _channel(self, request: web.Request, user: User, body: Any) -> web.Response:
         channel = self.channels.get(request.match_info["channel_id"])
         if channel is None:
-            return _error(404, "app.channel.get.existing.app_error",
-                          "Unable to find the existing channel.")
+            return _error(
+                404, "app.channel.get.existing.app_error", "Unable to find the existing channel."
+            )
         if user.id not in channel.members:
-            return _error(403, "api.context.permissions.app_error",
-                          "You do not have the appropriate permissions.")
+            return _error(
+                403,
+                "api.context.permissions.app_error",
+                "You do not have the appropriate permissions.",
+            )
         return _json(channel.to_json())
 
-    async def _posts_since(self, request: web.Request, user: User,
-                           body: Any) -> web.Response:
+    async def _posts_since(self, request: web.Request, user: User, body: Any) -> web.Response:
         channel = self.channels.get(request.match_info["channel_id"])
         if channel is None or user.id not in channel.members:
-            return _error(403, "api.context.permissions.app_error",
-                          "You do not have the appropriate permissions.")
+            return _error(
+                403,
+                "api.context.permissions.app_error",
+                "You do not have the appropriate permissions.",
+            )
         try:
             since = int(request.query.get("since", "0"))
         except ValueError:
-            return _error(400, "api.context.invalid_url_param.app_error",
-                          "Invalid or missing since parameter in request URL.")
+            return _error(
+                400,
+                "api.context.invalid_url_param.app_error",
+                "Invalid or missing since parameter in request URL.",
+            )
         # server GetPostsSince: UpdateAt > since (deleted ones included), at most 1000,
         # plus the roots of the threads those posts are in
-        hits = sorted((p for p in self.posts.values()
-                       if p["channel_id"] == channel.id and p["update_at"] > since),
-                      key=lambda p: p["create_at"], reverse=True)[:1000]
+        hits = sorted(
+            (
+                p
+                for p in self.posts.values()
+                if p["channel_id"] == channel.id and p["update_at"] > since
+            ),
+            key=lambda p: p["create_at"],
+            reverse=True,
+        )[:1000]
         selected = {p["id"]: p for p in hits}
         for p in hits:
             if p["root_id"] and p["root_id"] in self.posts:
                 selected.setdefault(p["root_id"], self.posts[p["root_id"]])
-        order = [p["id"] for p in sorted(selected.values(), key=lambda p: p["create_at"],
-                                         reverse=True)]
-        return _json({"order": order, "posts": selected, "next_post_id": "",
-                      "prev_post_id": "", "has_next": False})
+        order = [
+            p["id"] for p in sorted(selected.values(), key=lambda p: p["create_at"], reverse=True)
+        ]
+        return _json(
+            {
+                "order": order,
+                "posts": selected,
+                "next_post_id": "",
+                "prev_post_id": "",
+                "has_next": False,
+            }
+        )
 
-    async def _create_post(self, request: web.Request, user: User,
-                           body: Any) -> web.Response:
+    async def _create_post(self, request: web.Request, user: User, body: Any) -> web.Response:
         if not isinstance(body, dict):
-            return _error(400, "api.context.invalid_body_param.app_error",
-                          "Invalid or missing post in request body.")
+            return _error(
+                400,
+                "api.context.invalid_body_param.app_error",
+                "Invalid or missing post in request body.",
+            )
         channel = self.channels.get(str(body.get("channel_id", "")))
         if channel is None or user.id not in channel.members:
-            return _error(403, "api.context.permissions.app_error",
-                          "You do not have the appropriate permissions.")
+            return _error(
+                403,
+                "api.context.permissions.app_error",
+                "You do not have the appropriate permissions.",
+            )
         message = body.get("message", "")
         if not isinstance(message, str) or len(message) > MAX_RUNES:
-            return _error(400, "model.post.is_valid.msg.app_error",
-                          "Invalid Message.", "Post.IsValid")
+            return _error(
+                400, "model.post.is_valid.msg.app_error", "Invalid Message.", "Post.IsValid"
+            )
         pending = body.get("pending_post_id") or ""
         now = time.monotonic()
         for key in [k for k, (_, expires) in self._pending.items() if expires <= now]:
@@ -711,9 +879,11 @@ class FakeMattermost:
             if seen is not None and seen[1] > now:
                 post_id = seen[0]
                 if not post_id:
-                    return _error(500, "api.post.deduplicate_create_post.pending",
-                                  "Post rejected: a post with this pending id is being "
-                                  "created.")
+                    return _error(
+                        500,
+                        "api.post.deduplicate_create_post.pending",
+                        "Post rejected: a post with this pending id is being created.",
+                    )
                 return _json(self.posts[post_id], status=201)
             self._pending[pending] = ("", now + PENDING_TTL)
         root_id = str(body.get("root_id") or "")
@@ -723,10 +893,10 @@ class FakeMattermost:
             return _error(error[0], error[1], "Invalid RootId parameter.", "createPost")
         raw_props = body.get("props")
         props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
-        post = self._store_post(channel, user, message, root_id=root_id, props=props,
-                                pending_post_id=pending)
+        post = self._store_post(
+            channel, user, message, root_id=root_id, props=props, pending_post_id=pending
+        )
         if pending:
             self._pending[pending] = (post["id"], now + PENDING_TTL)
         await self._broadcast_posted(channel, post)
         return _json(post, status=201)
-

@@ -29,8 +29,9 @@ def load_payload(name: str) -> dict[str, Any]:
     return data
 
 
-async def wait_until(predicate: Callable[[], bool], *, timeout: float = 5.0,
-                     message: str = "condition") -> None:
+async def wait_until(
+    predicate: Callable[[], bool], *, timeout: float = 5.0, message: str = "condition"
+) -> None:
     """Poll ``predicate`` until it holds; fail the test at the deadline."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -51,8 +52,7 @@ class RecordingIntake:
     failures: int = 0
     feedback: list[dict[str, Any]] = field(default_factory=list)
 
-    async def submit(self, extracted: Extracted, *,
-                     raw: Mapping[str, Any] | None) -> IngestOutcome:
+    async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
         if self.fail is not None and self.fail(extracted):
             self.failures += 1
             raise RuntimeError("intake exploded")
@@ -72,10 +72,18 @@ class RecordingIntake:
     async def save_cursor(self, name: str, value: str) -> None:
         self.cursors[name] = value
 
-    async def record_feedback(self, *, platform: str, chat_id: str, message_id: str,
-                              user_id: str, value: int) -> bool:
-        self.feedback.append({"platform": platform, "chat_id": chat_id,
-                              "message_id": message_id, "user_id": user_id, "value": value})
+    async def record_feedback(
+        self, *, platform: str, chat_id: str, message_id: str, user_id: str, value: int
+    ) -> bool:
+        self.feedback.append(
+            {
+                "platform": platform,
+                "chat_id": chat_id,
+                "message_id": message_id,
+                "user_id": user_id,
+                "value": value,
+            }
+        )
         return True
 
     @property
@@ -135,7 +143,12 @@ async def running() -> AsyncIterator[Callable[..., Any]]:
 async def connected(adapter: MattermostAdapter, count: int = 1) -> None:
     """Wait for the ``count``-th connection to be up *and* reconciled (so what a test posts
     next arrives as a live event, not through the reconciliation racing it)."""
-    await wait_until(lambda: adapter.stream is not None and adapter.stream.connected
-                     and adapter.stream.connections >= count
-                     and adapter.reconciliations >= count,
-                     message=f"{count} reconciled websocket connection(s)")
+    await wait_until(
+        lambda: (
+            adapter.stream is not None
+            and adapter.stream.connected
+            and adapter.stream.connections >= count
+            and adapter.reconciliations >= count
+        ),
+        message=f"{count} reconciled websocket connection(s)",
+    )

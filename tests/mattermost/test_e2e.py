@@ -20,11 +20,11 @@ from tests.support import running_gateway, wait_for
 
 
 @asynccontextmanager
-async def gateway_with(fake: FakeMattermost, database_url: str, *, agent: Agent | None = None,
-                       **config: Any) -> AsyncIterator[tuple[Gateway, MattermostAdapter]]:
+async def gateway_with(
+    fake: FakeMattermost, database_url: str, *, agent: Agent | None = None, **config: Any
+) -> AsyncIterator[tuple[Gateway, MattermostAdapter]]:
     adapter = MattermostAdapter(make_config(fake, **config))
-    async with running_gateway(database_url, adapters=[adapter], agent=agent,
-                               web_chat=False) as gw:
+    async with running_gateway(database_url, adapters=[adapter], agent=agent, web_chat=False) as gw:
         await connected(adapter)
         yield gw, adapter
 
@@ -37,8 +37,13 @@ async def test_thread_exactness_in_channels(fake: FakeMattermost, database_url: 
     async with gateway_with(fake, database_url):
         a = await fake.user_posts(fake.town_square, "in A", mention_bot=True)
         b = await fake.user_posts(fake.town_square, "in B", mention_bot=True)
-        await wait_for(lambda: replies(fake, fake.town_square, a["id"])
-                       and replies(fake, fake.town_square, b["id"]), message="two answers")
+        await wait_for(
+            lambda: (
+                replies(fake, fake.town_square, a["id"])
+                and replies(fake, fake.town_square, b["id"])
+            ),
+            message="two answers",
+        )
         # each root is answered in its own thread (root_id = the root post's id) and only there
         assert replies(fake, fake.town_square, a["id"]) == ["echo: @gatewaybot in A"]
         assert replies(fake, fake.town_square, b["id"]) == ["echo: @gatewaybot in B"]
@@ -47,23 +52,26 @@ async def test_thread_exactness_in_channels(fake: FakeMattermost, database_url: 
         # a follow-up in thread A (no mention) is answered in A, with A's root - never with
         # the follow-up's own id, which the server would refuse
         follow = await fake.user_posts(fake.town_square, "more on A", root_id=a["id"])
-        await wait_for(lambda: len(replies(fake, fake.town_square, a["id"])) == 2,
-                       message="follow-up answer")
+        await wait_for(
+            lambda: len(replies(fake, fake.town_square, a["id"])) == 2, message="follow-up answer"
+        )
         assert replies(fake, fake.town_square, a["id"])[-1] == "echo: more on A"
         assert replies(fake, fake.town_square, follow["id"]) == []
         assert replies(fake, fake.town_square, b["id"]) == ["echo: @gatewaybot in B"]
 
 
-async def test_unmentioned_chatter_is_context_only(fake: FakeMattermost,
-                                                   database_url: str) -> None:
+async def test_unmentioned_chatter_is_context_only(fake: FakeMattermost, database_url: str) -> None:
     async with gateway_with(fake, database_url) as (gw, adapter):
         quiet = await fake.user_posts(fake.town_square, "just talking")
         ping = await fake.user_posts(fake.town_square, "answer me", mention_bot=True)
-        bot = await fake.user_posts(fake.town_square, "@gatewaybot I am a bot",
-                                    user=fake.other_bot)
+        bot = await fake.user_posts(fake.town_square, "@gatewaybot I am a bot", user=fake.other_bot)
         await wait_for(lambda: replies(fake, fake.town_square, ping["id"]), message="answer")
-        key = SessionKey(platform="mattermost", scope=adapter.scope,
-                         chat_id=fake.town_square.id, thread_id=quiet["id"])
+        key = SessionKey(
+            platform="mattermost",
+            scope=adapter.scope,
+            chat_id=fake.town_square.id,
+            thread_id=quiet["id"],
+        )
         assert await gw.store.find_session(key) is not None  # stored as context
         assert replies(fake, fake.town_square, quiet["id"]) == []
         assert replies(fake, fake.town_square, bot["id"]) == []  # other bots: never answered
@@ -78,11 +86,12 @@ async def test_dm_is_answered_in_the_dm(fake: FakeMattermost, database_url: str)
         await wait_for(lambda: len(replies(fake, fake.dm_alice)) == 2, message="2nd answer")
         posts = fake.posts_in(fake.dm_alice, by=fake.bot)
         assert [(p["message"], p["root_id"]) for p in posts] == [
-            ("echo: hello bot", ""), ("echo: second", "")]
+            ("echo: hello bot", ""),
+            ("echo: second", ""),
+        ]
 
 
-async def test_duplicate_delivery_is_answered_once(fake: FakeMattermost,
-                                                   database_url: str) -> None:
+async def test_duplicate_delivery_is_answered_once(fake: FakeMattermost, database_url: str) -> None:
     async with gateway_with(fake, database_url) as (_, adapter):
         post = await fake.user_posts(fake.town_square, "once please", mention_bot=True)
         await wait_for(lambda: replies(fake, fake.town_square, post["id"]), message="answer")
@@ -95,8 +104,9 @@ async def test_duplicate_delivery_is_answered_once(fake: FakeMattermost,
         assert replies(fake, fake.town_square, post["id"]) == ["echo: @gatewaybot once please"]
 
 
-async def test_handler_exception_then_next_event_answered(fake: FakeMattermost,
-                                                          database_url: str) -> None:
+async def test_handler_exception_then_next_event_answered(
+    fake: FakeMattermost, database_url: str
+) -> None:
     async with gateway_with(fake, database_url) as (gw, _):
         real_submit = gw.intake.submit
         broken = {"armed": True}
@@ -113,24 +123,27 @@ async def test_handler_exception_then_next_event_answered(fake: FakeMattermost,
         await wait_for(lambda: replies(fake, fake.town_square, good["id"]), message="next")
         assert fake.connections_total == 1  # the connection survived
         # the failed one is re-fetched (its channel cursor was held) and answered once
-        await wait_for(lambda: replies(fake, fake.town_square, bad["id"]),
-                       message="held post answered")
+        await wait_for(
+            lambda: replies(fake, fake.town_square, bad["id"]), message="held post answered"
+        )
         assert replies(fake, fake.town_square, bad["id"]) == ["echo: @gatewaybot explode"]
 
 
-async def test_post_made_while_disconnected_is_answered_once(fake: FakeMattermost,
-                                                             database_url: str) -> None:
+async def test_post_made_while_disconnected_is_answered_once(
+    fake: FakeMattermost, database_url: str
+) -> None:
     async with gateway_with(fake, database_url) as (_, adapter):
         fake.refuse_websockets = 503
         await fake.drop_connections(1006)
         await wait_for(lambda: fake.live_connections == 0, message="disconnected")
-        missed = await fake.user_posts(fake.town_square, "while you were out",
-                                       mention_bot=True)
+        missed = await fake.user_posts(fake.town_square, "while you were out", mention_bot=True)
         missed_dm = await fake.user_posts(fake.dm_alice, "dm while out")
         fake.refuse_websockets = None
         await connected(adapter, 2)
-        await wait_for(lambda: replies(fake, fake.town_square, missed["id"])
-                       and replies(fake, fake.dm_alice), message="answers after reconnect")
+        await wait_for(
+            lambda: replies(fake, fake.town_square, missed["id"]) and replies(fake, fake.dm_alice),
+            message="answers after reconnect",
+        )
         # one more reconnect re-reads the same window: still answered once
         await fake.drop_connections(1000)
         await connected(adapter, 3)
@@ -138,12 +151,14 @@ async def test_post_made_while_disconnected_is_answered_once(fake: FakeMattermos
         await wait_for(lambda: len(replies(fake, fake.dm_alice)) == 2, message="probe")
         assert probe["id"] and missed_dm["id"]
         assert replies(fake, fake.town_square, missed["id"]) == [
-            "echo: @gatewaybot while you were out"]
+            "echo: @gatewaybot while you were out"
+        ]
         assert replies(fake, fake.dm_alice) == ["echo: dm while out", "echo: probe"]
 
 
-async def test_restart_answers_what_was_posted_while_down(fake: FakeMattermost,
-                                                          database_url: str) -> None:
+async def test_restart_answers_what_was_posted_while_down(
+    fake: FakeMattermost, database_url: str
+) -> None:
     async with gateway_with(fake, database_url):
         first = await fake.user_posts(fake.dm_alice, "before restart")
         await wait_for(lambda: replies(fake, fake.dm_alice), message="first answer")
@@ -155,8 +170,7 @@ async def test_restart_answers_what_was_posted_while_down(fake: FakeMattermost,
         assert replies(fake, fake.dm_alice) == ["echo: before restart", "echo: while down"]
 
 
-async def test_429_is_retried_after_retry_after(fake: FakeMattermost,
-                                                database_url: str) -> None:
+async def test_429_is_retried_after_retry_after(fake: FakeMattermost, database_url: str) -> None:
     fake.rate_limit_next(retry_after=1)
     async with gateway_with(fake, database_url):
         post = await fake.user_posts(fake.town_square, "rate me", mention_bot=True)
@@ -192,8 +206,12 @@ async def test_root_deleted_before_the_answer_is_a_visible_failure(
         await asyncio.wait_for(agent.started.wait(), 10)
         await fake.delete_post(root["id"])  # the thread is gone
         agent.release.set()
-        key = SessionKey(platform="mattermost", scope=adapter.scope,
-                         chat_id=fake.town_square.id, thread_id=root["id"])
+        key = SessionKey(
+            platform="mattermost",
+            scope=adapter.scope,
+            chat_id=fake.town_square.id,
+            thread_id=root["id"],
+        )
 
         async def failed() -> list[DeliveryRecord] | None:
             session = await gw.store.find_session(key)
@@ -208,35 +226,45 @@ async def test_root_deleted_before_the_answer_is_a_visible_failure(
         assert fake.bot_posts() == []
 
 
-async def test_long_answer_is_split_in_order_in_the_thread(fake: FakeMattermost,
-                                                           database_url: str) -> None:
+async def test_long_answer_is_split_in_order_in_the_thread(
+    fake: FakeMattermost, database_url: str
+) -> None:
     long_text = "\n\n".join(f"paragraph {i} " + "x" * 5000 for i in range(5))
     agent = GatedAgent(text=long_text)
     agent.release.set()
     async with gateway_with(fake, database_url, agent=agent):
         root = await fake.user_posts(fake.town_square, "long please", mention_bot=True)
-        await wait_for(lambda: len(replies(fake, fake.town_square, root["id"])) >= 2,
-                       message="parts")
-        await wait_for(lambda: "".join(replies(fake, fake.town_square, root["id"])).count(
-            "paragraph") == 5, message="all parts")
+        await wait_for(
+            lambda: len(replies(fake, fake.town_square, root["id"])) >= 2, message="parts"
+        )
+        await wait_for(
+            lambda: "".join(replies(fake, fake.town_square, root["id"])).count("paragraph") == 5,
+            message="all parts",
+        )
         parts = replies(fake, fake.town_square, root["id"])
         assert all(len(p) <= 16383 for p in parts)
         assert parts[0].startswith("paragraph 0 ")
         joined = "".join(parts)
         assert [joined.index(f"paragraph {i}") for i in range(5)] == sorted(
-            joined.index(f"paragraph {i}") for i in range(5))
+            joined.index(f"paragraph {i}") for i in range(5)
+        )
 
 
-async def test_thumbs_up_on_a_reply_is_its_feedback(fake: FakeMattermost,
-                                                    database_url: str) -> None:
+async def test_thumbs_up_on_a_reply_is_its_feedback(
+    fake: FakeMattermost, database_url: str
+) -> None:
     async with gateway_with(fake, database_url) as (gw, adapter):
         root = await fake.user_posts(fake.town_square, "rate my answer", mention_bot=True)
         await wait_for(lambda: replies(fake, fake.town_square, root["id"]), message="answer")
         reply = fake.posts_in(fake.town_square, root_id=root["id"], by=fake.bot)[0]
         await fake.react(reply["id"], "+1")
         await fake.react(root["id"], "-1")  # on the person's own post: not our feedback
-        key = SessionKey(platform="mattermost", scope=adapter.scope,
-                         chat_id=fake.town_square.id, thread_id=root["id"])
+        key = SessionKey(
+            platform="mattermost",
+            scope=adapter.scope,
+            chat_id=fake.town_square.id,
+            thread_id=root["id"],
+        )
         session = await gw.store.find_session(key)
         assert session is not None
 

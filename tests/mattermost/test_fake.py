@@ -15,8 +15,9 @@ from tests.mattermost.conftest import load_payload
 
 async def _frames_after(fake: FakeMattermost, token: str, action: Any) -> list[dict[str, Any]]:
     url = fake.url.replace("http", "ws", 1) + "/api/v4/websocket"
-    async with connect(url, additional_headers={"Authorization": f"Bearer {token}"},
-                       proxy=None) as ws:
+    async with connect(
+        url, additional_headers={"Authorization": f"Bearer {token}"}, proxy=None
+    ) as ws:
         frames = [json.loads(await ws.recv())]  # hello
         await action()
         frames.append(json.loads(await ws.recv()))
@@ -52,18 +53,21 @@ async def test_unmentioned_recipient_gets_no_mentions(fake: FakeMattermost) -> N
 
 
 async def test_rest_content_type_and_rate_limit_headers(fake: FakeMattermost) -> None:
-    async with httpx.AsyncClient(base_url=fake.url, trust_env=False,
-                                 headers={"Authorization": f"Bearer {fake.bot.token}"}) as c:
+    async with httpx.AsyncClient(
+        base_url=fake.url, trust_env=False, headers={"Authorization": f"Bearer {fake.bot.token}"}
+    ) as c:
         me = await c.get("/api/v4/users/me")
         assert me.headers["content-type"] == "application/json"  # exactly, no charset
         assert me.json()["is_bot"] is True
         fake.rate_limit_next(retry_after=3)
-        limited = await c.post("/api/v4/posts", json={"channel_id": fake.town_square.id,
-                                                      "message": "x"})
+        limited = await c.post(
+            "/api/v4/posts", json={"channel_id": fake.town_square.id, "message": "x"}
+        )
         assert limited.status_code == 429 and limited.text.strip() == "limit exceeded"
         assert limited.headers["retry-after"] == "3"
         assert {"x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"} <= set(
-            limited.headers)
+            limited.headers
+        )
         unauthorized = await c.get("/api/v4/users/me", headers={"Authorization": "Bearer no"})
         assert unauthorized.status_code == 401
         assert unauthorized.json()["id"] == "api.context.session_expired.app_error"
@@ -73,10 +77,12 @@ async def test_posts_since_returns_updates_and_their_roots(fake: FakeMattermost)
     root = await fake.user_posts(fake.town_square, "root")
     since = root["create_at"]
     reply = await fake.user_posts(fake.town_square, "reply", root_id=root["id"])
-    async with httpx.AsyncClient(base_url=fake.url, trust_env=False,
-                                 headers={"Authorization": f"Bearer {fake.bot.token}"}) as c:
-        answer = await c.get(f"/api/v4/channels/{fake.town_square.id}/posts",
-                             params={"since": str(since)})
+    async with httpx.AsyncClient(
+        base_url=fake.url, trust_env=False, headers={"Authorization": f"Bearer {fake.bot.token}"}
+    ) as c:
+        answer = await c.get(
+            f"/api/v4/channels/{fake.town_square.id}/posts", params={"since": str(since)}
+        )
     body = answer.json()
     # the reply (UpdateAt > since) and its root (added for context / bumped UpdateAt)
     assert set(body["posts"]) == {root["id"], reply["id"]}

@@ -25,8 +25,9 @@ from tests.mattermost.conftest import (
 )
 
 
-async def start(fake: FakeMattermost, running: Any, intake: RecordingIntake | None = None,
-                **overrides: Any) -> tuple[MattermostAdapter, RecordingIntake]:
+async def start(
+    fake: FakeMattermost, running: Any, intake: RecordingIntake | None = None, **overrides: Any
+) -> tuple[MattermostAdapter, RecordingIntake]:
     intake = intake or RecordingIntake()
     adapter = MattermostAdapter(make_config(fake, **overrides))
     await running(adapter, intake)
@@ -106,8 +107,9 @@ async def test_server_down_at_start_does_not_fail_start(running: Any) -> None:
     adapter = MattermostAdapter(make_config(fake, url=url))
     await running(adapter, RecordingIntake())  # start() returns; the stream retries
     assert adapter.stream is not None
-    await wait_until(lambda: adapter.stream is not None and adapter.stream.attempts >= 2,
-                     message="retries")
+    await wait_until(
+        lambda: adapter.stream is not None and adapter.stream.attempts >= 2, message="retries"
+    )
     assert adapter.stream.connections == 0
 
 
@@ -151,8 +153,7 @@ async def test_non_json_frame_is_a_dead_letter(fake: FakeMattermost, running: An
 
 async def test_noisy_events_are_not_submitted(fake: FakeMattermost, running: Any) -> None:
     _, intake = await start(fake, running)
-    await fake.push("typing", {"parent_id": "", "user_id": fake.alice.id},
-                    channel=fake.town_square)
+    await fake.push("typing", {"parent_id": "", "user_id": fake.alice.id}, channel=fake.town_square)
     await fake.push("status_change", {"status": "online", "user_id": fake.alice.id})
     await fake.push("channel_viewed", {"channel_id": fake.town_square.id})
     post = await fake.user_posts(fake.dm_alice, "hello")
@@ -164,8 +165,7 @@ async def test_noisy_events_are_not_submitted(fake: FakeMattermost, running: Any
 
 
 @pytest.mark.parametrize("code", [1000, 1006])
-async def test_reconnects_after_server_close(fake: FakeMattermost, running: Any,
-                                             code: int) -> None:
+async def test_reconnects_after_server_close(fake: FakeMattermost, running: Any, code: int) -> None:
     adapter, intake = await start(fake, running)
     await fake.drop_connections(code)
     await connected(adapter, 2)
@@ -174,8 +174,7 @@ async def test_reconnects_after_server_close(fake: FakeMattermost, running: Any,
     await wait_until(lambda: bool(intake.by_message(post["id"])), message="post after")
 
 
-async def test_backoff_grows_with_jitter_while_refused(fake: FakeMattermost,
-                                                        running: Any) -> None:
+async def test_backoff_grows_with_jitter_while_refused(fake: FakeMattermost, running: Any) -> None:
     backoff = Backoff(initial=0.02, factor=2.0, maximum=0.08, stable_after=60.0)
     adapter, _ = await start(fake, running, backoff=backoff)
     fake.fail_next("websocket", 503, count=4)
@@ -235,8 +234,10 @@ async def test_reconciliation_finds_posts_created_during_the_gap(
     assert fake.live_connections == 0
     fake.refuse_websockets = None
 
-    await wait_until(lambda: all(intake.by_message(p["id"]) for p in
-                                 (mention, reply, dm, context)), message="reconciled posts")
+    await wait_until(
+        lambda: all(intake.by_message(p["id"]) for p in (mention, reply, dm, context)),
+        message="reconciled posts",
+    )
     by_id = {p["id"]: intake.by_message(p["id"])[-1] for p in (mention, reply, dm, context)}
     assert all(e.metadata["source"] == "reconcile" for e in by_id.values())
     assert by_id[mention["id"]].trigger is Trigger.ALWAYS
@@ -254,8 +255,7 @@ async def test_reconciliation_finds_posts_created_during_the_gap(
     assert all(len(intake.by_message(p["id"])) == 1 for p in (mention, reply, dm, context))
 
 
-async def test_restart_reconciles_from_saved_cursors(fake: FakeMattermost,
-                                                     running: Any) -> None:
+async def test_restart_reconciles_from_saved_cursors(fake: FakeMattermost, running: Any) -> None:
     history = await fake.user_posts(fake.town_square, "old history", mention_bot=True)
     first, intake = await start(fake, running)
     live = await fake.user_posts(fake.town_square, "live", mention_bot=True)
@@ -263,8 +263,7 @@ async def test_restart_reconciles_from_saved_cursors(fake: FakeMattermost,
     # a first start does not answer history from before the gateway existed
     assert not intake.by_message(history["id"])
     await first.stop()
-    assert any(name.startswith(f"mattermost:{first.scope}:channel:")
-               for name in intake.cursors)
+    assert any(name.startswith(f"mattermost:{first.scope}:channel:") for name in intake.cursors)
 
     missed = await fake.user_posts(fake.town_square, "while restarting", mention_bot=True)
     joined = fake.add_channel("new-project", "O", members={fake.bot.id, fake.alice.id})
@@ -272,9 +271,10 @@ async def test_restart_reconciles_from_saved_cursors(fake: FakeMattermost,
 
     restarted = RecordingIntake(cursors=dict(intake.cursors))  # the durable cursor store
     await start(fake, running, restarted)
-    await wait_until(lambda: bool(restarted.by_message(missed["id"])
-                                  and restarted.by_message(in_new["id"])),
-                     message="missed posts after restart")
+    await wait_until(
+        lambda: bool(restarted.by_message(missed["id"]) and restarted.by_message(in_new["id"])),
+        message="missed posts after restart",
+    )
     assert not restarted.by_message(history["id"])
     # a channel joined while away is read from the newest cursor we had (the baseline)
     assert restarted.by_message(in_new["id"])[0].trigger is Trigger.ALWAYS
@@ -290,15 +290,18 @@ async def test_edit_and_delete_are_annotations(fake: FakeMattermost, running: An
     await fake.delete_post(post["id"])
     await wait_until(lambda: len(intake.by_message(post["id"])) == 3, message="3 events")
     kinds = [(e.kind, e.text, e.trigger) for e in intake.by_message(post["id"])]
-    assert kinds == [(EventKind.MESSAGE, "typo", Trigger.ALWAYS),
-                     (EventKind.EDIT, "fixed", Trigger.NEVER),
-                     (EventKind.DELETE, "", Trigger.NEVER)]
+    assert kinds == [
+        (EventKind.MESSAGE, "typo", Trigger.ALWAYS),
+        (EventKind.EDIT, "fixed", Trigger.NEVER),
+        (EventKind.DELETE, "", Trigger.NEVER),
+    ]
     # post_edited carries no channel_type: the DM rule still applies (type remembered)
     assert {e.key.thread_id for e in intake.by_message(post["id"])} == {None}
 
 
-async def test_edit_in_an_unknown_channel_looks_the_type_up(fake: FakeMattermost,
-                                                           running: Any) -> None:
+async def test_edit_in_an_unknown_channel_looks_the_type_up(
+    fake: FakeMattermost, running: Any
+) -> None:
     adapter, intake = await start(fake, running)
     other = fake.add_dm(fake.bob)  # created after the listing: type unknown to the adapter
     post = await fake.user_posts(other, "hey", user=fake.bob)
@@ -310,11 +313,11 @@ async def test_edit_in_an_unknown_channel_looks_the_type_up(fake: FakeMattermost
     assert fake.requests_to("channel")
 
 
-async def test_own_posts_are_ignored_but_advance_the_cursor(fake: FakeMattermost,
-                                                            running: Any) -> None:
+async def test_own_posts_are_ignored_but_advance_the_cursor(
+    fake: FakeMattermost, running: Any
+) -> None:
     adapter, intake = await start(fake, running)
-    target = ReplyTarget(platform="mattermost", scope=adapter.scope,
-                         chat_id=fake.dm_alice.id)
+    target = ReplyTarget(platform="mattermost", scope=adapter.scope, chat_id=fake.dm_alice.id)
     await adapter.transport.send(target, "from the bot", idempotency_key="own-1")
     await wait_until(lambda: bool(intake.ignored), message="own post event")
     assert intake.ignored[0].reason == "own post" and not intake.envelopes
@@ -324,8 +327,7 @@ async def test_own_posts_are_ignored_but_advance_the_cursor(fake: FakeMattermost
 
 async def test_reactions_become_feedback(fake: FakeMattermost, running: Any) -> None:
     adapter, intake = await start(fake, running)
-    target = ReplyTarget(platform="mattermost", scope=adapter.scope,
-                         chat_id=fake.town_square.id)
+    target = ReplyTarget(platform="mattermost", scope=adapter.scope, chat_id=fake.town_square.id)
     sent = await adapter.transport.send(target, "an answer", idempotency_key="fb-1")
     assert sent.platform_message_id is not None
     await fake.react(sent.platform_message_id, "thumbsup")
@@ -333,23 +335,29 @@ async def test_reactions_become_feedback(fake: FakeMattermost, running: Any) -> 
     await fake.react(sent.platform_message_id, "thumbsup", removed=True)
     await wait_until(lambda: len(intake.feedback) == 2, message="two feedback calls")
     assert [f["value"] for f in intake.feedback] == [1, 0]
-    assert intake.feedback[0] == {"platform": "mattermost", "chat_id": fake.town_square.id,
-                                  "message_id": sent.platform_message_id,
-                                  "user_id": fake.alice.id, "value": 1}
+    assert intake.feedback[0] == {
+        "platform": "mattermost",
+        "chat_id": fake.town_square.id,
+        "message_id": sent.platform_message_id,
+        "user_id": fake.alice.id,
+        "value": 1,
+    }
     assert not intake.rejected  # reactions are not stored as inbound events
 
 
 # --- typing --------------------------------------------------------------------------------
 
 
-async def test_typing_sends_user_typing_in_the_thread(fake: FakeMattermost,
-                                                      running: Any) -> None:
+async def test_typing_sends_user_typing_in_the_thread(fake: FakeMattermost, running: Any) -> None:
     adapter, _ = await start(fake, running)
-    target = ReplyTarget(platform="mattermost", scope=adapter.scope,
-                         chat_id=fake.town_square.id, thread_id="rootid")
+    target = ReplyTarget(
+        platform="mattermost", scope=adapter.scope, chat_id=fake.town_square.id, thread_id="rootid"
+    )
     await adapter.transport.typing(target)
-    await wait_until(lambda: any(a.get("action") == "user_typing" for a in fake.ws_actions),
-                     message="typing action")
+    await wait_until(
+        lambda: any(a.get("action") == "user_typing" for a in fake.ws_actions),
+        message="typing action",
+    )
     action = next(a for a in fake.ws_actions if a.get("action") == "user_typing")
     assert action["data"] == {"channel_id": fake.town_square.id, "parent_id": "rootid"}
     assert isinstance(action["seq"], int) and action["seq"] > 1
@@ -376,7 +384,13 @@ def _bare_stream(fake: FakeMattermost, *, token: str) -> EventStream:
     async def nothing(*_: Any) -> None:
         return None
 
-    return EventStream(url=fake.url.replace("http", "ws", 1) + "/api/v4/websocket",
-                       token=token, on_event=nothing, on_error=nothing,
-                       on_connected=nothing, backoff=FAST_BACKOFF, hello_timeout=1.0,
-                       use_env_proxy=False)
+    return EventStream(
+        url=fake.url.replace("http", "ws", 1) + "/api/v4/websocket",
+        token=token,
+        on_event=nothing,
+        on_error=nothing,
+        on_connected=nothing,
+        backoff=FAST_BACKOFF,
+        hello_timeout=1.0,
+        use_env_proxy=False,
+    )

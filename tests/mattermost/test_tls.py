@@ -49,12 +49,23 @@ def make_ca_and_server_cert(directory: Path) -> tuple[Path, Path, Path]:
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                     content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False,
-                                     encipher_only=False, decipher_only=False), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()),
-                       critical=False)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
+        )
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
@@ -66,22 +77,31 @@ def make_ca_and_server_cert(directory: Path) -> tuple[Path, Path, Path]:
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([
-            x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]),
-                       critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-                       critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
+        )
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
         .sign(ca_key, hashes.SHA256())
     )
     ca_path, cert_path, key_path = directory / "ca.pem", directory / "srv.pem", directory / "k.pem"
     ca_path.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     return ca_path, cert_path, key_path
 
 
@@ -95,7 +115,7 @@ async def tls_fake(tmp_path: Path) -> AsyncIterator[tuple[FakeMattermost, Path]]
 
 
 async def test_untrusted_certificate_is_refused_on_wss(
-    tls_fake: tuple[FakeMattermost, Path]
+    tls_fake: tuple[FakeMattermost, Path],
 ) -> None:
     fake, _ = tls_fake
     assert fake.url.startswith("https://localhost:")
@@ -104,9 +124,15 @@ async def test_untrusted_certificate_is_refused_on_wss(
         return None
 
     # no ssl_context: the system trust store, which does not know our test CA
-    stream = EventStream(url=server_urls(fake.url).websocket_url, token=fake.bot.token or "",
-                         on_event=nothing, on_error=nothing, on_connected=nothing,
-                         backoff=FAST_BACKOFF, use_env_proxy=False)
+    stream = EventStream(
+        url=server_urls(fake.url).websocket_url,
+        token=fake.bot.token or "",
+        on_event=nothing,
+        on_error=nothing,
+        on_connected=nothing,
+        backoff=FAST_BACKOFF,
+        use_env_proxy=False,
+    )
     assert server_urls(fake.url).websocket_url.startswith("wss://")
     task = asyncio.create_task(stream.run(), name="test-stream")
     try:
@@ -131,8 +157,9 @@ async def test_untrusted_certificate_is_refused_on_rest(
     assert "CERTIFICATE_VERIFY_FAILED" in str(stream.last_error)
 
 
-async def test_trusted_ca_connects_over_wss(tls_fake: tuple[FakeMattermost, Path],
-                                            running: Any) -> None:
+async def test_trusted_ca_connects_over_wss(
+    tls_fake: tuple[FakeMattermost, Path], running: Any
+) -> None:
     fake, ca = tls_fake
     client_ctx = ssl.create_default_context(cafile=str(ca))
     adapter = MattermostAdapter(make_config(fake, ssl_context=client_ctx))
@@ -142,6 +169,7 @@ async def test_trusted_ca_connects_over_wss(tls_fake: tuple[FakeMattermost, Path
     assert adapter.identity is not None
     post = await fake.user_posts(fake.dm_alice, "over TLS")
     await wait_until(lambda: bool(intake.by_message(post["id"])), message="post over wss")
-    await adapter.transport.send(intake.by_message(post["id"])[0].target, "answer",
-                                 idempotency_key="tls:1")
+    await adapter.transport.send(
+        intake.by_message(post["id"])[0].target, "answer", idempotency_key="tls:1"
+    )
     assert [p["message"] for p in fake.bot_posts()] == ["answer"]

@@ -26,44 +26,55 @@ async def adapter(fake: FakeMattermost) -> Any:
 
 
 def target(adapter: MattermostAdapter, channel: str, thread: str | None = None) -> ReplyTarget:
-    return ReplyTarget(platform="mattermost", scope=adapter.scope, chat_id=channel,
-                       thread_id=thread)
+    return ReplyTarget(
+        platform="mattermost", scope=adapter.scope, chat_id=channel, thread_id=thread
+    )
 
 
-async def test_reply_to_a_root_post_lands_in_its_thread(fake: FakeMattermost,
-                                                         adapter: MattermostAdapter) -> None:
+async def test_reply_to_a_root_post_lands_in_its_thread(
+    fake: FakeMattermost, adapter: MattermostAdapter
+) -> None:
     root = await fake.user_posts(fake.town_square, "question", mention_bot=True)
-    result = await adapter.transport.send(target(adapter, fake.town_square.id, root["id"]),
-                                          "answer", idempotency_key="d1:p0")
+    result = await adapter.transport.send(
+        target(adapter, fake.town_square.id, root["id"]), "answer", idempotency_key="d1:p0"
+    )
     replies = fake.posts_in(fake.town_square, root_id=root["id"], by=fake.bot)
     assert [p["message"] for p in replies] == ["answer"]
     assert result.platform_message_id == replies[0]["id"]
     body = fake.requests_to("create_post")[-1].body
-    assert body == {"channel_id": fake.town_square.id, "root_id": root["id"],
-                    "message": "answer", "pending_post_id": "d1:p0"}
+    assert body == {
+        "channel_id": fake.town_square.id,
+        "root_id": root["id"],
+        "message": "answer",
+        "pending_post_id": "d1:p0",
+    }
     assert replies[0]["props"]["from_bot"] == "true"
 
 
 async def test_dm_answer_without_thread_is_a_top_level_post(
     fake: FakeMattermost, adapter: MattermostAdapter
 ) -> None:
-    await adapter.transport.send(target(adapter, fake.dm_alice.id), "hi",
-                                 idempotency_key="d2:p0")
+    await adapter.transport.send(target(adapter, fake.dm_alice.id), "hi", idempotency_key="d2:p0")
     assert [p["root_id"] for p in fake.posts_in(fake.dm_alice, by=fake.bot)] == [""]
 
 
-async def test_parts_in_order_in_the_same_thread(fake: FakeMattermost,
-                                                 adapter: MattermostAdapter) -> None:
+async def test_parts_in_order_in_the_same_thread(
+    fake: FakeMattermost, adapter: MattermostAdapter
+) -> None:
     root = await fake.user_posts(fake.town_square, "long please", mention_bot=True)
     t = target(adapter, fake.town_square.id, root["id"])
     for i in range(3):
         await adapter.transport.send(t, f"part {i}", idempotency_key=f"d3:p{i}")
     assert [p["message"] for p in fake.posts_in(fake.town_square, root_id=root["id"])] == [
-        "part 0", "part 1", "part 2"]
+        "part 0",
+        "part 1",
+        "part 2",
+    ]
 
 
-async def test_same_idempotency_key_posts_once(fake: FakeMattermost,
-                                               adapter: MattermostAdapter) -> None:
+async def test_same_idempotency_key_posts_once(
+    fake: FakeMattermost, adapter: MattermostAdapter
+) -> None:
     t = target(adapter, fake.town_square.id)
     first = await adapter.transport.send(t, "once", idempotency_key="d4:p0")
     second = await adapter.transport.send(t, "once", idempotency_key="d4:p0")
@@ -71,8 +82,7 @@ async def test_same_idempotency_key_posts_once(fake: FakeMattermost,
     assert len(fake.bot_posts()) == 1
 
 
-async def test_429_carries_retry_after(fake: FakeMattermost,
-                                       adapter: MattermostAdapter) -> None:
+async def test_429_carries_retry_after(fake: FakeMattermost, adapter: MattermostAdapter) -> None:
     fake.rate_limit_next(retry_after=7)
     t = target(adapter, fake.town_square.id)
     with pytest.raises(DeliveryError) as info:
@@ -84,25 +94,31 @@ async def test_429_carries_retry_after(fake: FakeMattermost,
     assert len(fake.bot_posts()) == 1
 
 
-async def test_reply_to_a_reply_is_permanent(fake: FakeMattermost,
-                                             adapter: MattermostAdapter) -> None:
+async def test_reply_to_a_reply_is_permanent(
+    fake: FakeMattermost, adapter: MattermostAdapter
+) -> None:
     root = await fake.user_posts(fake.town_square, "root")
     reply = await fake.user_posts(fake.town_square, "reply", root_id=root["id"])
     with pytest.raises(DeliveryError) as info:
-        await adapter.transport.send(target(adapter, fake.town_square.id, reply["id"]),
-                                     "x", idempotency_key="d6:p0")
+        await adapter.transport.send(
+            target(adapter, fake.town_square.id, reply["id"]), "x", idempotency_key="d6:p0"
+        )
     assert info.value.permanent
     assert "api.post.create_post.root_id.app_error" in str(info.value)
     assert fake.bot_posts() == []
 
 
-@pytest.mark.parametrize(("case", "error_id"), [
-    ("unknown root", "api.post.create_post.root_id.app_error"),
-    ("root in another channel", "api.post.create_post.channel_root_id.app_error"),
-    ("not a member", "api.context.permissions.app_error"),
-])
-async def test_permanent_errors(fake: FakeMattermost, adapter: MattermostAdapter, case: str,
-                                error_id: str) -> None:
+@pytest.mark.parametrize(
+    ("case", "error_id"),
+    [
+        ("unknown root", "api.post.create_post.root_id.app_error"),
+        ("root in another channel", "api.post.create_post.channel_root_id.app_error"),
+        ("not a member", "api.context.permissions.app_error"),
+    ],
+)
+async def test_permanent_errors(
+    fake: FakeMattermost, adapter: MattermostAdapter, case: str, error_id: str
+) -> None:
     elsewhere = await fake.user_posts(fake.private, "elsewhere")
     lonely = fake.add_channel("not-ours", "O", members={fake.alice.id})
     t = {
@@ -115,15 +131,13 @@ async def test_permanent_errors(fake: FakeMattermost, adapter: MattermostAdapter
     assert info.value.permanent and error_id in str(info.value)
 
 
-async def test_length_limit_in_runes(fake: FakeMattermost,
-                                     adapter: MattermostAdapter) -> None:
+async def test_length_limit_in_runes(fake: FakeMattermost, adapter: MattermostAdapter) -> None:
     transport = adapter.transport
     assert transport.measure("👍" * 3) == 3  # runes, not UTF-16 units or bytes
     t = target(adapter, fake.town_square.id)
     await transport.send(t, "👍" * transport.max_message_length, idempotency_key="d8:p0")
     with pytest.raises(DeliveryError) as info:
-        await transport.send(t, "x" * (transport.max_message_length + 1),
-                             idempotency_key="d8:p1")
+        await transport.send(t, "x" * (transport.max_message_length + 1), idempotency_key="d8:p1")
     assert info.value.permanent and "model.post.is_valid.msg.app_error" in str(info.value)
 
 
@@ -156,8 +170,7 @@ async def test_server_unreachable_is_transient(fake: FakeMattermost) -> None:
 async def test_5xx_is_transient(fake: FakeMattermost, adapter: MattermostAdapter) -> None:
     fake.fail_next("create_post", 503)
     with pytest.raises(DeliveryError) as info:
-        await adapter.transport.send(target(adapter, fake.town_square.id), "x",
-                                     idempotency_key="k")
+        await adapter.transport.send(target(adapter, fake.town_square.id), "x", idempotency_key="k")
     assert not info.value.permanent and info.value.retry_after is None
 
 
@@ -172,8 +185,9 @@ async def test_stop_lets_a_send_in_flight_finish(fake: FakeMattermost) -> None:
     adapter = MattermostAdapter(make_config(fake, http_timeout=5.0))
     fake.delay_response_next("create_post", 0.3)
     send = asyncio.create_task(
-        adapter.transport.send(target(adapter, fake.town_square.id), "last words",
-                               idempotency_key="d10:p0"),
+        adapter.transport.send(
+            target(adapter, fake.town_square.id), "last words", idempotency_key="d10:p0"
+        ),
         name="test-send",
     )
     await wait_until(lambda: bool(fake.requests_to("create_post")), message="request out")
@@ -181,6 +195,7 @@ async def test_stop_lets_a_send_in_flight_finish(fake: FakeMattermost) -> None:
     result = await send  # finished, not cut off by the client closing
     assert result.platform_message_id == fake.bot_posts()[0]["id"]
     with pytest.raises(DeliveryError) as info:  # after stop: retried by the next start
-        await adapter.transport.send(target(adapter, fake.town_square.id), "late",
-                                     idempotency_key="d10:p1")
+        await adapter.transport.send(
+            target(adapter, fake.town_square.id), "late", idempotency_key="d10:p1"
+        )
     assert not info.value.permanent

@@ -15,28 +15,72 @@ from gateway.settings import Settings
 @pytest.mark.parametrize(
     ("url", "scope", "api", "ws"),
     [
-        ("https://chat.example.com", "chat.example.com",
-         "https://chat.example.com/api/v4", "wss://chat.example.com/api/v4/websocket"),
-        ("https://Chat.Example.COM/", "chat.example.com",
-         "https://chat.example.com/api/v4", "wss://chat.example.com/api/v4/websocket"),
-        ("https://chat.example.com:443", "chat.example.com",
-         "https://chat.example.com/api/v4", "wss://chat.example.com/api/v4/websocket"),
-        ("https://chat.example.com:8443", "chat.example.com:8443",
-         "https://chat.example.com:8443/api/v4", "wss://chat.example.com:8443/api/v4/websocket"),
-        ("http://localhost:8065", "localhost:8065",
-         "http://localhost:8065/api/v4", "ws://localhost:8065/api/v4/websocket"),
-        ("http://10.0.0.5:80/", "10.0.0.5",
-         "http://10.0.0.5/api/v4", "ws://10.0.0.5/api/v4/websocket"),
-        ("https://chat.example.com/mm", "chat.example.com/mm",
-         "https://chat.example.com/mm/api/v4", "wss://chat.example.com/mm/api/v4/websocket"),
-        ("https://chat.example.com/mm/", "chat.example.com/mm",
-         "https://chat.example.com/mm/api/v4", "wss://chat.example.com/mm/api/v4/websocket"),
-        ("https://chat.example.com/mm/api/v4", "chat.example.com/mm",
-         "https://chat.example.com/mm/api/v4", "wss://chat.example.com/mm/api/v4/websocket"),
-        ("http://[::1]:8065", "[::1]:8065",
-         "http://[::1]:8065/api/v4", "ws://[::1]:8065/api/v4/websocket"),
-        ("  https://chat.example.com  ", "chat.example.com",
-         "https://chat.example.com/api/v4", "wss://chat.example.com/api/v4/websocket"),
+        (
+            "https://chat.example.com",
+            "chat.example.com",
+            "https://chat.example.com/api/v4",
+            "wss://chat.example.com/api/v4/websocket",
+        ),
+        (
+            "https://Chat.Example.COM/",
+            "chat.example.com",
+            "https://chat.example.com/api/v4",
+            "wss://chat.example.com/api/v4/websocket",
+        ),
+        (
+            "https://chat.example.com:443",
+            "chat.example.com",
+            "https://chat.example.com/api/v4",
+            "wss://chat.example.com/api/v4/websocket",
+        ),
+        (
+            "https://chat.example.com:8443",
+            "chat.example.com:8443",
+            "https://chat.example.com:8443/api/v4",
+            "wss://chat.example.com:8443/api/v4/websocket",
+        ),
+        (
+            "http://localhost:8065",
+            "localhost:8065",
+            "http://localhost:8065/api/v4",
+            "ws://localhost:8065/api/v4/websocket",
+        ),
+        (
+            "http://10.0.0.5:80/",
+            "10.0.0.5",
+            "http://10.0.0.5/api/v4",
+            "ws://10.0.0.5/api/v4/websocket",
+        ),
+        (
+            "https://chat.example.com/mm",
+            "chat.example.com/mm",
+            "https://chat.example.com/mm/api/v4",
+            "wss://chat.example.com/mm/api/v4/websocket",
+        ),
+        (
+            "https://chat.example.com/mm/",
+            "chat.example.com/mm",
+            "https://chat.example.com/mm/api/v4",
+            "wss://chat.example.com/mm/api/v4/websocket",
+        ),
+        (
+            "https://chat.example.com/mm/api/v4",
+            "chat.example.com/mm",
+            "https://chat.example.com/mm/api/v4",
+            "wss://chat.example.com/mm/api/v4/websocket",
+        ),
+        (
+            "http://[::1]:8065",
+            "[::1]:8065",
+            "http://[::1]:8065/api/v4",
+            "ws://[::1]:8065/api/v4/websocket",
+        ),
+        (
+            "  https://chat.example.com  ",
+            "chat.example.com",
+            "https://chat.example.com/api/v4",
+            "wss://chat.example.com/api/v4/websocket",
+        ),
     ],
 )
 def test_server_urls(url: str, scope: str, api: str, ws: str) -> None:
@@ -47,8 +91,13 @@ def test_server_urls(url: str, scope: str, api: str, ws: str) -> None:
 
 @pytest.mark.parametrize(
     "url",
-    ["ftp://chat.example.com", "chat.example.com", "https://", "https://u:p@chat.example.com",
-     "http://host:notaport"],
+    [
+        "ftp://chat.example.com",
+        "chat.example.com",
+        "https://",
+        "https://u:p@chat.example.com",
+        "http://host:notaport",
+    ],
 )
 def test_server_urls_rejects(url: str) -> None:
     with pytest.raises(ValueError):
@@ -68,8 +117,11 @@ def test_create_adapter_from_settings_names_bad_url() -> None:
 
 
 def test_create_adapter_from_settings() -> None:
-    settings = _settings(MATTERMOST_URL="https://chat.example.com/mm/",
-                         MATTERMOST_TOKEN="secret-token", MATTERMOST_REQUIRE_MENTION="true")
+    settings = _settings(
+        MATTERMOST_URL="https://chat.example.com/mm/",
+        MATTERMOST_TOKEN="secret-token",
+        MATTERMOST_REQUIRE_MENTION="true",
+    )
     adapter = create_adapter(settings)
     assert adapter.platform == "mattermost"
     assert adapter.scope == "chat.example.com/mm"
