@@ -39,7 +39,6 @@ class Sizes:
     read_sessions: int
     pgbench_seconds: float
     concurrency: tuple[int, ...]
-    batched_extra: tuple[int, ...]  # more callers, where group commit has more to group
     lengths: tuple[int, ...]
     turns: int
     e2e_rates: tuple[float, ...]
@@ -55,7 +54,6 @@ FULL = Sizes(
     read_sessions=1_000,
     pgbench_seconds=3,
     concurrency=(1, 4, 16),
-    batched_extra=(64,),
     lengths=(10, 100, 1_000, 10_000),
     turns=25,
     e2e_rates=(50, 200),
@@ -70,7 +68,6 @@ QUICK = Sizes(
     read_sessions=200,
     pgbench_seconds=1,
     concurrency=(1, 4, 16),
-    batched_extra=(64,),
     lengths=(10, 100, 1_000),
     turns=10,
     e2e_rates=(50, 200),
@@ -86,7 +83,6 @@ TINY = Sizes(
     read_sessions=5,
     pgbench_seconds=1,
     concurrency=(2,),
-    batched_extra=(),
     lengths=(10, 60),
     turns=3,
     e2e_rates=(20,),
@@ -100,8 +96,6 @@ TINY = Sizes(
 RATIO_BASE = {
     "hot": "insert",
     "ingest": "insert",
-    "hot_batched": "insert",
-    "ingest_batched": "insert",
     "recent50": "recent50",
     "context50": "recent50",
 }
@@ -135,8 +129,7 @@ async def run_limit_and_hot(
             await hp.start(read_sessions=sizes.read_sessions)
         try:
             for run in range(runs):
-                for conc in (*sizes.concurrency, *sizes.batched_extra):
-                    extra = conc not in sizes.concurrency
+                for conc in sizes.concurrency:
 
                     def keep(
                         store: dict[str, dict[int, list[dict[str, float]]]],
@@ -148,27 +141,12 @@ async def run_limit_and_hot(
                         store.setdefault(kind, {}).setdefault(c, []).append(fig)
                         print(f"  run {r + 1} {kind}@{c}: {fig['rate']:,.0f}/s", file=sys.stderr)
 
-                    if lim is not None and not extra:
+                    if lim is not None:
                         for kind in ("insert", "ingest_sql"):
                             keep(limit_runs, kind, await lim.measure(kind, conc))
                     if hp is not None:
-                        if not extra:
-                            keep(hot_runs, "hot", await hp.ingest(conc, batched=False, read=True))
-                            keep(
-                                hot_runs, "ingest", await hp.ingest(conc, batched=False, read=False)
-                            )
-                            keep(
-                                hot_runs,
-                                "hot_batched",
-                                await hp.ingest(conc, batched=True, read=True),
-                            )
-                        keep(
-                            hot_runs,
-                            "ingest_batched",
-                            await hp.ingest(conc, batched=True, read=False),
-                        )
-                    if extra:
-                        continue
+                        keep(hot_runs, "hot", await hp.ingest(conc, read=True))
+                        keep(hot_runs, "ingest", await hp.ingest(conc, read=False))
                     if lim is not None:
                         keep(
                             limit_runs,

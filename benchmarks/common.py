@@ -24,7 +24,9 @@ from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 import asyncpg
 
 from gateway.domain import Envelope, ReplyTarget, Sender, SessionKey, Trigger
+from gateway.intake import to_inbound
 from session_store.migrator import migrate
+from session_store.records import InboundItem
 
 Stat = dict[str, float]  # {"median", "min", "max"}
 
@@ -135,11 +137,12 @@ async def scratch_database(srv: Server, *, migrated: bool = True) -> AsyncIterat
 TEXT = "a benchmark message of ordinary length: lorem ipsum dolor sit amet, consectetur adipiscing"
 
 
-def envelope(session: int, n: int, *, platform: str = "bench") -> Envelope:
-    """Message ``n`` of session ``session``: the same shape as a platform's inbound message."""
+def inbound(session: int, n: int, *, platform: str = "bench") -> InboundItem:
+    """Message ``n`` of session ``session``: what the core hands the store for a platform's
+    inbound message."""
     chat = f"c{session}"
     mid = f"m{n}"
-    return Envelope(
+    envelope = Envelope(
         key=SessionKey(platform=platform, scope="s", chat_id=chat, thread_id="t"),
         target=ReplyTarget(
             platform=platform, scope="s", chat_id=chat, thread_id="t", reply_to_message_id=mid
@@ -151,6 +154,7 @@ def envelope(session: int, n: int, *, platform: str = "bench") -> Envelope:
         # store benchmarks run no turns; the trigger only decides a flag on the row
         trigger=Trigger.NEVER,
     )
+    return to_inbound(envelope)
 
 
 def raw_payload(session: int, n: int) -> dict[str, Any]:

@@ -1,8 +1,7 @@
 """Section 2, the store hot path through the project's own API: ``Store.ingest`` (inbox dedupe
 + session get-or-create + append with seq_no) then the 50-message context window a turn reads
-(``Store.context_page``), over many sessions
-with 1% duplicate deliveries; the same through ``IngestBatcher`` (group commit); and the
-recent-50 and delta-poll reads alone.
+(``Store.context_page``), over many sessions with 1% duplicate deliveries; ingest alone; and
+the recent-50 and delta-poll reads alone.
 
 Every session starts with 50 messages, so the recent-50 read returns a full window as it would
 in a conversation under way."""
@@ -16,8 +15,7 @@ from typing import Any
 
 import asyncpg
 
-from benchmarks.common import TEXT, closed_loop, envelope, latency_figures, raw_payload, wal_lsn
-from session_store.batching import IngestBatcher
+from benchmarks.common import TEXT, closed_loop, inbound, latency_figures, raw_payload, wal_lsn
 from session_store.store import Store
 
 PLATFORM = "bench"
@@ -69,7 +67,6 @@ class HotPath:
     per_run: int
     read_ids: list[int] = field(default_factory=list)
     store: Store | None = None
-    batcher: IngestBatcher | None = None
     _lsn_conn: asyncpg.Connection | None = None
     _n: int = 0
     _rng: random.Random = field(default_factory=lambda: random.Random(8))
@@ -80,23 +77,18 @@ class HotPath:
             self.dsn, platform=READ_PLATFORM, sessions=read_sessions, length=READ_LEN
         )
         self.store = await Store.connect(self.dsn, min_size=24, max_size=24)
-        self.batcher = IngestBatcher(self.store)
         self._lsn_conn = await asyncpg.connect(self.dsn)
 
     async def close(self) -> None:
-        if self.batcher is not None:
-            await self.batcher.close()
         if self.store is not None:
             await self.store.close()
         if self._lsn_conn is not None:
             await self._lsn_conn.close()
 
-    async def ingest(self, concurrency: int, *, batched: bool, read: bool) -> dict[str, float]:
+    async def ingest(self, concurrency: int, *, read: bool) -> dict[str, float]:
         """msgs/s, p50/p99 per message, WAL bytes per stored message; 1% duplicates."""
-        assert self.store is not None and self.batcher is not None
-        assert self._lsn_conn is not None
-        store, batcher = self.store, self.batcher
-        ingest = batcher.ingest if batched else store.ingest
+        assert self.store is not None and self._lsn_conn is not None
+        store = self.store
         base = self._n
         self._n += self.per_run
         sessions = [self._rng.randrange(self.sessions) for _ in range(self.per_run)]
@@ -110,7 +102,7 @@ class HotPath:
             else:
                 j = i
             session, n = sessions[j], base + j
-            result = await ingest(envelope(session, n), raw=raw_payload(session, n))
+            result = await store.ingest(inbound(session, n), raw=raw_payload(session, n))
             counts[result.status] = counts.get(result.status, 0) + 1
             if result.status == "accepted":
                 done.append(j)
@@ -122,14 +114,12 @@ class HotPath:
                     )
 
         before = await wal_lsn(self._lsn_conn)
-        batches_before = batcher.batched_messages
         rate, lat = await closed_loop(concurrency, self.per_run, op)
         wal = await wal_lsn(self._lsn_conn) - before
         if counts["duplicate"] != counts["expected_dups"]:
             raise AssertionError(f"dedupe mismatch: {counts}")
         out = latency_figures(rate, lat)
         out["wal_bytes_per_msg"] = wal / max(1, counts["accepted"])
-        out["batched_share"] = (batcher.batched_messages - batches_before) / self.per_run
         return out
 
     async def read(self, concurrency: int, kind: str) -> dict[str, float]:
@@ -157,7 +147,7 @@ class HotPath:
 
 
 async def profile_hot_path(dsn: str, seconds: float = 10.0) -> str:
-    """A pyinstrument profile of the unbatched hot path at 16 (text), when installed."""
+    """A pyinstrument profile of the hot path at 16 (text), when installed."""
     try:
         from pyinstrument import Profiler
     except ImportError:
@@ -169,7 +159,7 @@ async def profile_hot_path(dsn: str, seconds: float = 10.0) -> str:
         profiler.start()
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            await hp.ingest(16, batched=False, read=True)
+            await hp.ingest(16, read=True)
         profiler.stop()
         text: Any = profiler.output_text(unicode=False, color=False, show_all=False)
         return str(text)

@@ -22,7 +22,7 @@ from typing import Any
 
 import asyncpg
 
-from benchmarks.common import TEXT, envelope, raw_payload, wal_lsn
+from benchmarks.common import TEXT, inbound, raw_payload, wal_lsn
 from benchmarks.hot_path import seed
 from session_store.store import Store
 
@@ -151,7 +151,7 @@ class LengthBench:
             assert self.store is not None
             platform, sid = conv.handle
             result = await self.store.ingest(
-                envelope(0, n, platform=platform), raw=raw_payload(0, n)
+                inbound(0, n, platform=platform), raw=raw_payload(0, n)
             )
             assert result.session_id == sid and result.seq_no == n, result
             context = await self.store.recent(sid, 50)

@@ -74,8 +74,8 @@ def _ingest_script() -> str:
 
 
 def _recent_script() -> str:
-    body = " ".join(line.strip() for line in q.RECENT.strip().splitlines())
-    body = body.replace("$1", ":s").replace("$2", "50")
+    body = " ".join(line.strip() for line in q.MESSAGES_BEFORE.strip().splitlines())
+    body = body.replace("$1", ":s").replace("$2", "9223372036854775807").replace("$3", "50")
     return f"\\set s random(1, :sessions)\n{body};\n"
 
 

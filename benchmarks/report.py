@@ -25,8 +25,6 @@ HOT_ROWS = [
     ("pgbench: our ingest statement (inbox + session + message)", "limit", "ingest_sql"),
     ("store: ingest + context-50 read (the hot path)", "hot", "hot"),
     ("store: ingest alone", "hot", "ingest"),
-    ("store, group commit: ingest + context-50 read", "hot", "hot_batched"),
-    ("store, group commit: ingest alone", "hot", "ingest_batched"),
     ("pgbench: last-50 SELECT", "limit", "recent50"),
     ("store: recent-50 read alone (full records)", "hot", "recent50"),
     ("store: context-50 read alone (what a turn reads)", "hot", "context50"),
@@ -157,19 +155,6 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, str]]:
                     rate >= 2500 and p99 <= 15,
                     f"{rate / 2500:.0%} of the rate, p99 {p99 / 15:.1f}x the bound",
                 ),
-            )
-        )
-    tops = [int(c) for c in hot.get("ingest_batched", {})]
-    if tops:
-        best_conc = max(tops, key=lambda c: (get("ingest_batched", c) or {})["rate"]["median"])
-        s = get("ingest_batched", best_conc)
-        assert s is not None
-        rate = s["rate"]["median"]
-        out.append(
-            (
-                "group-committed ingest ≥ 8,000 msgs/s",
-                f"{rate:,.0f} msgs/s (at {best_conc})",
-                verdict(rate >= 8000, f"{rate / 8000:.0%}"),
             )
         )
     for kind, label in (("recent50", "recent-50"), ("context50", "context-50")):

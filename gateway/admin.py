@@ -40,17 +40,17 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.errors import RequestError, SessionNotFound, StoreError
 from gateway.hub import Signal
-from gateway.operator import MAX_PAGE, OperatorService, Page, cursor_id, encode_cursor
+from gateway.operator import MAX_PAGE, OperatorService, Page, paginate
 from gateway.ports import Transport
-from session_store.operator import (
+from session_store.operator import OperatorStore
+from session_store.records import (
     Counts,
+    DeliveryRecord,
     InboundEvent,
-    OperatorStore,
-    OpsDelivery,
-    OpsMessage,
-    OpsSession,
+    MessageRecord,
     SearchHit,
     SessionDetail,
+    SessionRecord,
 )
 from session_store.store import Store
 
@@ -272,7 +272,7 @@ _BEARER = HTTPBearer(auto_error=False, description="GATEWAY_ADMIN_TOKEN")
 class MessagesPage(BaseModel):
     session_id: int
     last_seq_no: int
-    items: list[OpsMessage]
+    items: list[MessageRecord]
     #: pass as after_seq to read on (the last seq returned, or the after_seq given)
     next_after_seq: int
     #: pass as before_seq to read further back; null at the start of the session
@@ -302,7 +302,7 @@ def admin_router(
             raise RequestError("the query has no words to search for", title="Invalid query")
         return q
 
-    @router.get("/sessions", response_model=Page[OpsSession], summary="List sessions")
+    @router.get("/sessions", response_model=Page[SessionRecord], summary="List sessions")
     async def list_sessions(
         limit: Limit = 50,
         cursor: Cursor = None,
@@ -311,7 +311,7 @@ def admin_router(
         thread: Annotated[str | None, Query(max_length=256, description="thread id")] = None,
         status: Literal["active", "closed"] | None = None,
         q: Annotated[str | None, Query(max_length=200, description="text in the title")] = None,
-    ) -> Page[OpsSession]:
+    ) -> Page[SessionRecord]:
         """Newest activity first; filter by platform, chat, thread, status, title text."""
         return await service.list_sessions(
             platform=platform,
@@ -345,8 +345,8 @@ def admin_router(
         if after_seq is not None and before_seq is not None:
             raise RequestError("give after_seq or before_seq, not both", status=400)
         found = await service.resolve(session)
-        items = await ops.messages(
-            found.id, after_seq=after_seq, before_seq=before_seq, limit=limit
+        items = await ops.store.messages(
+            found.id, after_seq=after_seq, before_seq=before_seq, limit=limit, with_deliveries=True
         )
         last = items[-1].seq_no if items else (after_seq or 0)
         return MessagesPage(
@@ -366,12 +366,9 @@ def admin_router(
     ) -> Page[SearchHit]:
         """Full-text search inside one session, newest first; «» mark the matches."""
         found = await service.resolve(session)
-        before = cursor_id("search-session", cursor)
-        hits = await ops.search(search_words(q), session_id=found.id, before=before, limit=limit)
-        next_cursor = (
-            encode_cursor("search-session", [hits[-1].seq_no]) if len(hits) == limit else None
+        return await service.search(
+            search_words(q), session_id=found.id, cursor=cursor, limit=limit
         )
-        return Page(items=hits, next_cursor=next_cursor)
 
     @router.get("/search", response_model=Page[SearchHit], summary="Search every session")
     async def search_all(
@@ -381,42 +378,36 @@ def admin_router(
         platform: Annotated[str | None, Query(max_length=64)] = None,
     ) -> Page[SearchHit]:
         """Full-text search across sessions, newest first; each hit names its session."""
-        before = cursor_id("search", cursor)
-        hits = await ops.search(search_words(q), platform=platform, before=before, limit=limit)
-        next_cursor = encode_cursor("search", [hits[-1].message_id]) if len(hits) == limit else None
-        return Page(items=hits, next_cursor=next_cursor)
+        return await service.search(search_words(q), platform=platform, cursor=cursor, limit=limit)
 
-    @router.get("/deliveries", response_model=Page[OpsDelivery], summary="The outbox")
+    @router.get("/deliveries", response_model=Page[DeliveryRecord], summary="The outbox")
     async def deliveries(
         limit: Limit = 50,
         cursor: Cursor = None,
         status: Literal["pending", "sending", "sent", "failed"] | None = None,
         platform: Annotated[str | None, Query(max_length=64)] = None,
         session_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
-    ) -> Page[OpsDelivery]:
+    ) -> Page[DeliveryRecord]:
         """Delivery rows, newest first, with the stored target and the last error."""
-        before = cursor_id("deliveries", cursor)
-        rows = await ops.list_deliveries(
-            status=status,
-            platform=platform,
-            session_id=session_id,
-            before_id=before,
-            limit=limit,
-        )
-        next_cursor = encode_cursor("deliveries", [rows[-1].id]) if len(rows) == limit else None
-        return Page(items=rows, next_cursor=next_cursor)
 
-    @router.get("/deliveries/{delivery_id}", response_model=OpsDelivery, summary="One delivery")
-    async def delivery(delivery_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> OpsDelivery:
+        async def fetch(before: int | None, n: int) -> list[DeliveryRecord]:
+            return await ops.list_deliveries(
+                status=status, platform=platform, session_id=session_id, before_id=before, limit=n
+            )
+
+        return await paginate("deliveries", cursor, limit, fetch, lambda d: [d.id])
+
+    @router.get("/deliveries/{delivery_id}", response_model=DeliveryRecord, summary="One delivery")
+    async def delivery(delivery_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> DeliveryRecord:
         return await ops.get_delivery(delivery_id)
 
     @router.post(
         "/deliveries/{delivery_id}/retry",
-        response_model=OpsDelivery,
+        response_model=DeliveryRecord,
         summary="Retry a failed delivery",
         responses={409: {"description": "the delivery is not failed"}},
     )
-    async def retry(delivery_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> OpsDelivery:
+    async def retry(delivery_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> DeliveryRecord:
         """Put a failed delivery back in the outbox: same row, same stored target, attempts
         reset. 409 if it is not failed."""
         row = await ops.retry_delivery(delivery_id)
@@ -441,12 +432,13 @@ def admin_router(
     ) -> Page[InboundEvent]:
         """Inbound events that did not become messages (the dead-letter store), newest first,
         with the reason and the raw payload."""
-        before = cursor_id("inbound", cursor)
-        rows = await ops.inbound_events(
-            status=status, platform=platform, before_id=before, limit=limit
-        )
-        next_cursor = encode_cursor("inbound", [rows[-1].id]) if len(rows) == limit else None
-        return Page(items=rows, next_cursor=next_cursor)
+
+        async def fetch(before: int | None, n: int) -> list[InboundEvent]:
+            return await ops.inbound_events(
+                status=status, platform=platform, before_id=before, limit=n
+            )
+
+        return await paginate("inbound", cursor, limit, fetch, lambda e: [e.id])
 
     @router.get("/stats", response_model=Counts, summary="Live counts")
     async def stats() -> Counts:

@@ -105,6 +105,22 @@ class Agent(Protocol):
         ...
 
 
+@runtime_checkable
+class Closeable(Protocol):
+    """Optional: an agent holding clients to close when the gateway stops."""
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class Calibrating(Protocol):
+    """Optional: an agent that sends the prompt exactly as the gateway rendered it and
+    reports the server's ``usage.prompt_tokens`` in its first reply's metadata, so the token
+    estimate can be calibrated from it."""
+
+    calibrates: bool
+
+
 class EchoAgent:
     """Zero-config agent: answers with the newest message's text."""
 

@@ -96,7 +96,7 @@ class DeliveryWorker:
         (``resend_window``: Mattermost keeps a pending_post_id for 30 s; None = forever)."""
         if not transport.idempotent:
             return False
-        window: float | None = getattr(transport, "resend_window", None)
+        window = transport.resend_window
         return window is None or seconds < window
 
     async def recover(self) -> None:

@@ -2,9 +2,29 @@
 
 from __future__ import annotations
 
+# the root of the tree and the store's own errors live in the store, the lowest layer; they
+# are re-exported here so the core and the adapters import every error from one place
+from session_store.errors import (
+    GatewayError,
+    LeaseLost,
+    MigrationError,
+    RequestError,
+    SessionNotFound,
+    StoreError,
+)
 
-class GatewayError(Exception):
-    """Root of every error this project raises on purpose."""
+__all__ = [
+    "AgentError",
+    "ConfigError",
+    "ContextTooSmall",
+    "DeliveryError",
+    "GatewayError",
+    "LeaseLost",
+    "MigrationError",
+    "RequestError",
+    "SessionNotFound",
+    "StoreError",
+]
 
 
 class ConfigError(GatewayError):
@@ -13,22 +33,6 @@ class ConfigError(GatewayError):
     def __init__(self, setting: str, message: str) -> None:
         super().__init__(f"{setting}: {message}")
         self.setting = setting
-
-
-class StoreError(GatewayError):
-    """The database refused or failed an operation."""
-
-
-class MigrationError(StoreError):
-    """A migration cannot be applied (changed after it was applied, or failed)."""
-
-
-class SessionNotFound(StoreError):
-    pass
-
-
-class LeaseLost(StoreError):
-    """A turn's lease was taken over by another worker; its result must be discarded."""
 
 
 class DeliveryError(GatewayError):
@@ -62,14 +66,3 @@ class AgentError(GatewayError):
 
 class ContextTooSmall(AgentError):
     """Even the newest turn, shortened, does not fit the model's context window."""
-
-
-class RequestError(GatewayError):
-    """An operator or agent asked for something that cannot be done as asked: an unknown
-    record, a malformed cursor, a closed session. ``status`` is the HTTP status the admin API
-    answers with (4xx); MCP tools report the message as a tool error."""
-
-    def __init__(self, message: str, *, status: int = 422, title: str = "Invalid request") -> None:
-        super().__init__(message)
-        self.status = status
-        self.title = title

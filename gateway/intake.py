@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
+from dataclasses import asdict
 from typing import Any
 
 import structlog
 
-from gateway.domain import Envelope, Extracted, SessionKey
+from gateway.domain import Envelope, EventKind, Extracted, Rejected, SessionKey, Trigger
 from gateway.hub import Broadcast, Signal
-from gateway.leadership import LeaderElection
+from gateway.leadership import Body, LeaderElection
 from gateway.metrics import Metrics
 from gateway.ports import IngestOutcome
+from session_store.records import InboundAnnotation, InboundItem, InboundMessage, InboundNote
 from session_store.store import Store
+from session_store.values import TurnRequest
 
 log = structlog.get_logger(__name__)
 
@@ -21,6 +25,72 @@ log = structlog.get_logger(__name__)
 def live_topic(key: SessionKey) -> str:
     """Broadcast topic of one conversation place (web chat live streams subscribe to it)."""
     return f"{key.platform}:{key.scope}:{key.chat_id}:{key.thread_id or ''}"
+
+
+#: the core's answer policy, as the store applies it atomically with the session row
+_TURN_REQUEST: dict[Trigger, TurnRequest] = {
+    Trigger.ALWAYS: "always",
+    Trigger.IF_FOLLOWING: "if_answered",
+    Trigger.NEVER: "never",
+}
+
+
+def message_key(envelope: Envelope) -> str:
+    """The message's identity in its chat: the inbox's second dedupe key."""
+    return f"{envelope.key.scope}:{envelope.key.chat_id}:{envelope.message_id}"
+
+
+def to_inbound(extracted: Extracted) -> InboundItem:
+    """What the store keeps of one extracted event."""
+    if isinstance(extracted, Rejected):
+        return InboundNote(
+            platform=extracted.platform,
+            status="rejected",
+            reason=extracted.reason,
+            event_id=extracted.event_id,
+        )
+    if not isinstance(extracted, Envelope):
+        return InboundNote(
+            platform=extracted.platform,
+            status="ignored",
+            reason=extracted.reason,
+            event_id=extracted.event_id,
+        )
+    if extracted.kind is not EventKind.MESSAGE:
+        return InboundAnnotation(
+            platform=extracted.key.platform,
+            kind="edit" if extracted.kind is EventKind.EDIT else "delete",
+            message_key=message_key(extracted),
+            content=extracted.text,
+            event_id=extracted.event_id,
+        )
+    return InboundMessage(
+        key=extracted.key,
+        target=extracted.target,
+        external_id=extracted.message_id,
+        message_key=message_key(extracted),
+        content=extracted.text,
+        sender_id=extracted.sender.id,
+        sender_name=extracted.sender.name,
+        event_id=extracted.event_id,
+        turn_request=_TURN_REQUEST[extracted.trigger],
+        command=extracted.command,
+        reply_to_external_id=extracted.reply_to_id,
+        backfill=extracted.backfill,
+        sent_at=extracted.sent_at,
+        metadata=_message_metadata(extracted),
+    )
+
+
+def _message_metadata(env: Envelope) -> dict[str, Any]:
+    meta: dict[str, Any] = dict(env.metadata)
+    if env.attachments:
+        meta["attachments"] = [
+            {k: v for k, v in asdict(a).items() if v is not None} for a in env.attachments
+        ]
+    if env.sender.is_bot:
+        meta["sender_is_bot"] = True
+    return meta
 
 
 class CoreIntake:
@@ -43,7 +113,7 @@ class CoreIntake:
     async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
         platform = extracted.key.platform if isinstance(extracted, Envelope) else extracted.platform
         started = time.perf_counter()
-        result = await self._store.ingest(extracted, raw=raw)
+        result = await self._store.ingest(to_inbound(extracted), raw=raw)
         self._metrics.ingest_seconds.labels(platform).observe(time.perf_counter() - started)
         self._metrics.inbound.labels(platform, result.status).inc()
         if isinstance(extracted, Envelope):
@@ -88,6 +158,9 @@ class CoreIntake:
             seq_no=result.seq_no,
             reason=result.reason,
         )
+
+    async def lead(self, name: str, body: Body, *, stopping: asyncio.Event | None = None) -> None:
+        await self.election.run(name, body, stopping=stopping)
 
     async def knows(self, key: SessionKey) -> bool:
         return await self._store.has_active_session(key)

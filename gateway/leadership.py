@@ -1,8 +1,8 @@
 """Run a piece of ingress on exactly one replica: the one holding its leader lock.
 
 Single-connection ingress (Telegram long polling, the Mattermost websocket) must not run on
-two replicas at once. An adapter wraps only that loop — its transport keeps sending on every
-replica — in ``run_as_leader(intake, name, body)``. The lock is a PostgreSQL advisory lock on
+two replicas at once. An adapter runs only that loop through ``Intake.lead(name, body)`` — its
+transport keeps sending on every replica. The lock is a PostgreSQL advisory lock on
 a dedicated connection (``session_store.leader``): a dead leader's connection drops it, and
 another replica's next attempt takes over."""
 
@@ -13,9 +13,9 @@ import contextlib
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-import asyncpg
 import structlog
 
+from gateway.errors import StoreError
 from session_store.leader import LeaderLock
 
 log = structlog.get_logger(__name__)
@@ -38,7 +38,7 @@ class LeaderElection:
             while not stopping.is_set():
                 try:
                     acquired = await lock.try_acquire()
-                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                except StoreError as exc:
                     log.warning("leader_election_failed", leader=name, error=str(exc))
                     acquired = False
                 if not acquired:
@@ -62,15 +62,3 @@ class LeaderElection:
                         await asyncio.gather(task, return_exceptions=True)
         finally:
             await lock.release()
-
-
-async def run_as_leader(
-    intake: Any, name: str, body: Body, *, stopping: asyncio.Event | None = None
-) -> None:
-    """Run ``body`` under the leader lock ``name`` if ``intake`` offers leader election (the
-    gateway's does); otherwise (a single process, a test double) just run it."""
-    election = getattr(intake, "election", None)
-    if not isinstance(election, LeaderElection):
-        await body()
-        return
-    await election.run(name, body, stopping=stopping)

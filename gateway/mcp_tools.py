@@ -21,10 +21,11 @@ from pydantic import Field
 from pydantic_core import to_jsonable_python
 
 from gateway.errors import GatewayError
-from gateway.operator import OperatorService, cursor_id, encode_cursor
-from gateway.ports import Transport
+from gateway.operator import OperatorService
+from gateway.ports import PlatformAdapter, Transport
 from gateway.settings import Settings
-from session_store.operator import OperatorStore, OpsMessage
+from session_store.operator import OperatorStore
+from session_store.records import MessageRecord
 
 log = structlog.get_logger(__name__)
 
@@ -68,7 +69,7 @@ def _json(value: Any) -> Any:
     return to_jsonable_python(value)
 
 
-def _message(m: OpsMessage) -> dict[str, Any]:
+def _message(m: MessageRecord) -> dict[str, Any]:
     out: dict[str, Any] = {
         "seq_no": m.seq_no,
         "role": m.role,
@@ -143,7 +144,9 @@ def build_mcp_server(service: OperatorService) -> MCPServer:
         after_seq=next_after_seq to follow the session; has_more says whether to."""
         with _as_tool_error():
             found = await service.resolve(session)
-            messages = await ops.messages(found.id, after_seq=after_seq, limit=limit)
+            messages = await ops.store.messages(
+                found.id, after_seq=after_seq, limit=limit, with_deliveries=True
+            )
         next_after = messages[-1].seq_no if messages else after_seq
         return {
             "session_id": found.id,
@@ -165,21 +168,8 @@ def build_mcp_server(service: OperatorService) -> MCPServer:
         """Full-text search (words, "a phrase", -excluded, or) inside one session, or
         across all sessions when session is omitted. Newest first; «» mark the matches."""
         with _as_tool_error():
-            if session is not None:
-                found = await service.resolve(session)
-                before = cursor_id("search-session", cursor)
-                hits = await ops.search(query, session_id=found.id, before=before, limit=limit)
-                next_cursor = (
-                    encode_cursor("search-session", [hits[-1].seq_no])
-                    if len(hits) == limit
-                    else None
-                )
-            else:
-                before = cursor_id("search", cursor)
-                hits = await ops.search(query, before=before, limit=limit)
-                next_cursor = (
-                    encode_cursor("search", [hits[-1].message_id]) if len(hits) == limit else None
-                )
+            session_id = None if session is None else (await service.resolve(session)).id
+            page = await service.search(query, session_id=session_id, cursor=cursor, limit=limit)
         return {
             "hits": [
                 {
@@ -191,9 +181,9 @@ def build_mcp_server(service: OperatorService) -> MCPServer:
                     "sender": h.sender_name,
                     "snippet": h.snippet,
                 }
-                for h in hits
+                for h in page.items
             ],
-            "next_cursor": next_cursor,
+            "next_cursor": page.next_cursor,
         }
 
     @server.tool()
@@ -292,7 +282,7 @@ def build_mcp_server(service: OperatorService) -> MCPServer:
         with _as_tool_error():
             found = await service.resolve(session)
             cursor = await ops.mark_read(found.id, participant, seq_no=seq_no)
-            latest = await ops.get_session(found.id)
+            latest = await ops.store.get_session(found.id)
         return {
             "session_id": found.id,
             "participant": cursor.participant,
@@ -309,18 +299,18 @@ async def serve_stdio(settings: Settings, dsn: str) -> int:
     Messages appended with ``deliver`` go into the outbox; a running ``gateway run`` sends
     them (its delivery workers poll the outbox). The platforms' transports are built here
     only to split and format them exactly as that process would; nothing is started."""
-    from adapters.web import WebAdapter
+    from gateway.conversations import Conversations
     from gateway.hub import Broadcast
-    from gateway.runtime import build_platform_adapters
+    from gateway.ports import AdapterContext
+    from gateway.runtime import build_adapters
     from session_store.migrator import migrate
     from session_store.store import Store
 
     await migrate(dsn)
     store = await Store.connect(dsn, min_size=1, max_size=4)
     try:
-        adapters: list[Any] = build_platform_adapters(settings)
-        if settings.gateway_web_chat:
-            adapters.append(WebAdapter(store, Broadcast()))
+        context = AdapterContext(live=Broadcast(), conversations=Conversations(store))
+        adapters = build_adapters(settings, context)
         transports: dict[str, Transport] = {a.platform: a.transport for a in adapters}
         service = OperatorService(OperatorStore(store), transports=transports)
         server = build_mcp_server(service)
@@ -334,7 +324,7 @@ async def serve_stdio(settings: Settings, dsn: str) -> int:
     return 0
 
 
-async def _stop_all(adapters: Sequence[Any]) -> None:
+async def _stop_all(adapters: Sequence[PlatformAdapter]) -> None:
     for adapter in adapters:
         try:
             await adapter.stop()

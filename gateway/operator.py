@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -19,7 +19,9 @@ from gateway.domain import SessionKey
 from gateway.errors import RequestError, SessionNotFound
 from gateway.ports import Transport
 from gateway.text import split_text
-from session_store.operator import OperatorStore, OpsMessage, OpsSession
+from session_store.operator import OperatorStore
+from session_store.records import MessageRecord, SearchHit, SessionRecord
+from session_store.values import Role, SessionStatus
 
 T = TypeVar("T")
 
@@ -58,18 +60,57 @@ def _bad_cursor() -> RequestError:
     )
 
 
-def cursor_id(kind: str, cursor: str | None) -> int | None:
-    """A cursor holding one positive id (or seq); ``None`` without a cursor."""
-    if cursor is None:
-        return None
-    values = decode_cursor(kind, cursor)
+def _is_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63
+
+
+def _one_id(values: list[Any]) -> int:
+    """The position of a listing ordered by one id (or seq) descending."""
     if len(values) != 1 or not _is_id(values[0]):
         raise _bad_cursor()
     return int(values[0])
 
 
-def _is_id(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63
+def _session_position(values: list[Any]) -> tuple[datetime | None, int]:
+    """The position of the sessions listing: (last activity, id) of the last row seen."""
+    if len(values) != 2 or not _is_id(values[1]):
+        raise _bad_cursor()
+    try:
+        when = None if values[0] is None else datetime.fromisoformat(values[0])
+    except (TypeError, ValueError) as exc:
+        raise _bad_cursor() from exc
+    if when is not None and when.tzinfo is None:
+        raise _bad_cursor()
+    return when, int(values[1])
+
+
+async def paginate(
+    kind: str,
+    cursor: str | None,
+    limit: int,
+    fetch: Callable[[Any, int], Awaitable[Sequence[T]]],
+    position: Callable[[T], list[Any]],
+    *,
+    parse: Callable[[list[Any]], Any] = _one_id,
+) -> Page[T]:
+    """One page of a keyset-paged listing, for the admin API and the MCP tools alike.
+
+    ``fetch(after, n)`` reads up to ``n`` rows after the position ``after`` (``None`` for
+    the first page; otherwise what ``parse`` made of the cursor's values). One row more than
+    ``limit`` is read, so ``next_cursor`` (``position`` of the last row) is given only when
+    there really is a next page."""
+    after = None if cursor is None else parse(decode_cursor(kind, cursor))
+    items = list(await fetch(after, limit + 1))
+    next_cursor = None
+    if len(items) > limit:
+        items = items[:limit]
+        next_cursor = encode_cursor(kind, position(items[-1]))
+    return Page(items=items, next_cursor=next_cursor)
+
+
+def session_position(session: SessionRecord) -> list[Any]:
+    stamp = None if session.last_message_at is None else session.last_message_at.isoformat()
+    return [stamp, session.id]
 
 
 class OperatorService:
@@ -84,14 +125,14 @@ class OperatorService:
         self._transports = transports
         self._outbox_written = outbox_written
 
-    async def resolve(self, ref: int | str) -> OpsSession:
+    async def resolve(self, ref: int | str) -> SessionRecord:
         """A session by id (``42`` or ``"42"``) or key (``platform:scope:chat:thread``, the
         active session for that place, else its newest closed one)."""
         if isinstance(ref, int) or ref.strip().isdigit():
             session_id = int(ref)
             if not 0 < session_id < 2**63:
                 raise SessionNotFound(f"no session {ref}")
-            return await self.ops.get_session(session_id)
+            return await self.ops.store.get_session(session_id)
         try:
             key = SessionKey.parse(ref.strip())
         except ValueError as exc:
@@ -99,7 +140,7 @@ class OperatorService:
                 f"{ref!r} is neither a session id nor a key (platform:scope:chat:thread)",
                 title="Invalid session reference",
             ) from exc
-        found = await self.ops.find_session(key)
+        found = await self.ops.store.find_session(key)
         if found is None:
             raise SessionNotFound(f"no session for key {key}")
         return found
@@ -110,39 +151,48 @@ class OperatorService:
         platform: str | None = None,
         chat_id: str | None = None,
         thread_id: str | None = None,
-        status: str | None = None,
+        status: SessionStatus | None = None,
         title_contains: str | None = None,
         cursor: str | None = None,
         limit: int = 50,
-    ) -> Page[OpsSession]:
-        after: tuple[datetime | None, int] | None = None
-        if cursor is not None:
-            values = decode_cursor("sessions", cursor)
-            if len(values) != 2 or not _is_id(values[1]):
-                raise _bad_cursor()
-            try:
-                when = None if values[0] is None else datetime.fromisoformat(values[0])
-            except (TypeError, ValueError) as exc:
-                raise _bad_cursor() from exc
-            if when is not None and when.tzinfo is None:
-                raise _bad_cursor()
-            after = (when, int(values[1]))
-        items = await self.ops.list_sessions(
-            platform=platform,
-            chat_id=chat_id,
-            thread_id=thread_id,
-            status=status,
-            title_contains=title_contains,
-            after=after,
-            limit=limit + 1,
+    ) -> Page[SessionRecord]:
+        """Newest activity first."""
+
+        async def fetch(after: Any, n: int) -> list[SessionRecord]:
+            return await self.ops.store.list_sessions(
+                platform=platform,
+                chat_id=chat_id,
+                thread_id=thread_id,
+                status=status,
+                title_contains=title_contains,
+                after=after,
+                limit=n,
+            )
+
+        return await paginate(
+            "sessions", cursor, limit, fetch, session_position, parse=_session_position
         )
-        next_cursor = None
-        if len(items) > limit:
-            items = items[:limit]
-            last = items[-1]
-            stamp = None if last.last_message_at is None else last.last_message_at.isoformat()
-            next_cursor = encode_cursor("sessions", [stamp, last.id])
-        return Page(items=items, next_cursor=next_cursor)
+
+    async def search(
+        self,
+        query: str,
+        *,
+        session_id: int | None = None,
+        platform: str | None = None,
+        cursor: str | None = None,
+        limit: int = 20,
+    ) -> Page[SearchHit]:
+        """Full-text search, newest first: inside one session (paged by seq), or across
+        sessions (paged by message id)."""
+
+        async def fetch(before: Any, n: int) -> list[SearchHit]:
+            return await self.ops.search(
+                query, session_id=session_id, platform=platform, before=before, limit=n
+            )
+
+        if session_id is not None:
+            return await paginate("search-session", cursor, limit, fetch, lambda h: [h.seq_no])
+        return await paginate("search", cursor, limit, fetch, lambda h: [h.message_id])
 
     async def append(
         self,
@@ -151,9 +201,9 @@ class OperatorService:
         participant: str,
         content: str,
         deliver: bool = False,
-        role: str = "assistant",
+        role: Role = "assistant",
         model: str | None = None,
-    ) -> OpsMessage:
+    ) -> MessageRecord:
         """Append ``content`` as ``participant``. With ``deliver`` it goes out through the
         outbox to the session's own thread, split and formatted by that platform's
         transport exactly as an agent's reply is."""

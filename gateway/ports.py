@@ -3,18 +3,25 @@ core above them; an adapter only does the raw receive and the raw send."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from gateway.conversations import Conversations
 from gateway.domain import Extracted, ReplyTarget, SessionKey
+from gateway.hub import Broadcast
+from session_store.values import IngestStatus
+
+if TYPE_CHECKING:
+    from gateway.settings import Settings
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IngestOutcome:
     """What the core did with one inbound event; adapters ack the platform from it."""
 
-    status: str  # accepted | duplicate | ignored | rejected
+    status: IngestStatus
     session_id: int | None = None
     seq_no: int | None = None
     reason: str | None = None
@@ -48,6 +55,19 @@ class Intake(Protocol):
         when that message is not one of ours (a reaction on someone else's post)."""
         ...
 
+    async def lead(
+        self,
+        name: str,
+        body: Callable[[], Coroutine[Any, Any, None]],
+        *,
+        stopping: asyncio.Event | None = None,
+    ) -> None:
+        """Run ``body`` on exactly one replica: the one holding the leader lock ``name``
+        (single-connection ingress: long polling, a websocket). If the lock is lost, ``body``
+        is cancelled and the replica competes again. Returns when ``body`` returns, or when
+        ``stopping`` is set while not leading."""
+        ...
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SendResult:
@@ -75,10 +95,11 @@ class Transport(Protocol):
         chats) are not blocked. Example: Telegram ``[("chat:42", 1.0), ("group:42", 3.0)]``."""
         ...
 
-    #: True when a retried send with the same idempotency key cannot double-post. A
-    #: transport whose platform forgets keys after a while also sets ``resend_window``
-    #: (seconds); the core then never resends something that may have landed longer ago.
+    #: True when a retried send with the same idempotency key cannot double-post.
     idempotent: bool
+    #: seconds the platform remembers an idempotency key (Mattermost: 30); ``None`` for
+    #: forever. The core never resends something that may have landed longer ago.
+    resend_window: float | None
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult: ...
 
@@ -91,7 +112,7 @@ class PlatformAdapter(Protocol):
     """One surface: receives events into ``Intake`` and owns the ``Transport`` for replies.
 
     An adapter whose ingress must run on exactly one replica (long polling, a websocket)
-    wraps that receive loop in ``gateway.leadership.run_as_leader``; its transport keeps
+    runs that receive loop through ``Intake.lead``; its transport keeps
     sending on every replica.
     """
 
@@ -115,3 +136,17 @@ class PlatformAdapter(Protocol):
         """Starlette routes this surface serves on the gateway's HTTP server (webhooks).
         Mounted before ``start``; until ``start`` the handlers answer 503."""
         ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdapterContext:
+    """What the core lends the adapters it builds, besides the ``Intake`` they get at start:
+    the live event hub (web chat streams) and read access to conversations (for surfaces that
+    show them). Adapters reach PostgreSQL only through these ports."""
+
+    live: Broadcast
+    conversations: Conversations
+
+
+#: how every surface package is built: ``create_adapter(settings, context)``
+AdapterFactory = Callable[["Settings", AdapterContext], PlatformAdapter]

@@ -15,17 +15,17 @@ from typing import Any
 
 import structlog
 
-from adapters.web import WebAdapter
 from gateway.admin import OperatorSurface
-from gateway.agents import Agent
+from gateway.agents import Agent, Closeable
 from gateway.context import ContextAssembler, ContextPolicy, TokenCounter
+from gateway.conversations import Conversations
 from gateway.delivery import DeliverySettings, DeliveryWorker
 from gateway.errors import ConfigError, StoreError
 from gateway.http import HttpServer, build_app
 from gateway.hub import Broadcast, Signal
 from gateway.intake import CoreIntake
 from gateway.metrics import Metrics
-from gateway.ports import PlatformAdapter, Transport
+from gateway.ports import AdapterContext, AdapterFactory, PlatformAdapter, Transport
 from gateway.settings import Settings
 from gateway.summaries import SummaryWorker
 from gateway.turns import TurnScheduler, TurnSettings
@@ -36,32 +36,34 @@ log = structlog.get_logger(__name__)
 DRAIN_SECONDS = 10.0
 
 
-def build_platform_adapters(settings: Settings) -> list[PlatformAdapter]:
-    """The platform adapters the settings enable (each package imported only when used)."""
-    wanted = []
-    if settings.telegram_bot_token:
-        wanted.append("adapters.telegram")
-    if settings.slack_bot_token:
-        wanted.append("adapters.slack")
-    if settings.mattermost_url:
-        wanted.append("adapters.mattermost")
-    adapters: list[PlatformAdapter] = []
-    for module_name in wanted:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise ConfigError(
-                module_name.split(".")[-1].upper(), f"adapter unavailable: {exc}"
-            ) from exc
-        adapters.append(module.create_adapter(settings))
-    for spec in settings.gateway_adapters:
-        module_name, _, attr = spec.partition(":")
-        try:
-            factory = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError, ValueError) as exc:
-            raise ConfigError("GATEWAY_ADAPTERS", f"cannot load {spec!r}: {exc}") from exc
-        adapters.append(factory(settings))
-    return adapters
+def build_adapters(
+    settings: Settings, context: AdapterContext, *, platforms: bool = True
+) -> list[PlatformAdapter]:
+    """The surfaces the settings enable, built by their packages' ``create_adapter`` (each
+    imported only when used: the core never imports an adapter, this composition root builds
+    them by name): the platforms and the extra ``GATEWAY_ADAPTERS`` (unless ``platforms`` is
+    false), then the web chat."""
+    specs: list[tuple[str, str]] = []
+    if platforms:
+        if settings.telegram_bot_token:
+            specs.append(("TELEGRAM_BOT_TOKEN", "adapters.telegram:create_adapter"))
+        if settings.slack_bot_token:
+            specs.append(("SLACK_BOT_TOKEN", "adapters.slack:create_adapter"))
+        if settings.mattermost_url:
+            specs.append(("MATTERMOST_URL", "adapters.mattermost:create_adapter"))
+        specs.extend(("GATEWAY_ADAPTERS", spec) for spec in settings.gateway_adapters)
+    if settings.gateway_web_chat:
+        specs.append(("GATEWAY_WEB_CHAT", "adapters.web:create_adapter"))
+    return [_load_factory(setting, spec)(settings, context) for setting, spec in specs]
+
+
+def _load_factory(setting: str, spec: str) -> AdapterFactory:
+    module_name, _, attr = spec.partition(":")
+    try:
+        factory: AdapterFactory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigError(setting, f"cannot load the adapter {spec!r}: {exc}") from exc
+    return factory
 
 
 class Gateway:
@@ -81,12 +83,13 @@ class Gateway:
         self.turn_wake = Signal()
         self.delivery_wake = Signal()
         self.ready = False
-        platform_adapters = (
-            list(adapters) if adapters is not None else build_platform_adapters(settings)
-        )
-        self.adapters: list[PlatformAdapter] = platform_adapters
-        if settings.gateway_web_chat:
-            self.adapters.append(WebAdapter(store, self.live))
+        self.adapter_context = AdapterContext(live=self.live, conversations=Conversations(store))
+        # surfaces given by the caller (tests) replace the configured platforms; the web chat
+        # still follows GATEWAY_WEB_CHAT
+        self.adapters: list[PlatformAdapter] = [
+            *(adapters or ()),
+            *build_adapters(settings, self.adapter_context, platforms=adapters is None),
+        ]
         self.transports: dict[str, Transport] = {a.platform: a.transport for a in self.adapters}
         self.intake = CoreIntake(
             store,
@@ -190,9 +193,8 @@ class Gateway:
         # cold path: a summary cut short is simply written again on a later turn
         self._summaries_stopping.set()
         await _cancel(self._summary_task)
-        aclose = getattr(self.agent, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        if isinstance(self.agent, Closeable):
+            await self.agent.aclose()
         # 2. deliveries: stop claiming, let in-flight sends finish for a bounded time
         self._delivery_stopping.set()
         self.delivery_wake.set()

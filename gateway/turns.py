@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import structlog
 
-from gateway.agents import Agent, ContextMessage, Turn
+from gateway.agents import Agent, Calibrating, ContextMessage, Turn
 from gateway.context import Assembled, ContextAssembler, ContextPolicy, TokenCounter
 from gateway.domain import Reply, ReplyTarget
 from gateway.errors import AgentError, ContextTooSmall, LeaseLost, StoreError
@@ -26,8 +26,8 @@ from gateway.metrics import Metrics
 from gateway.ports import Transport
 from gateway.summaries import SummaryJob, SummaryWorker
 from gateway.text import split_text
-from session_store.records import MessageRecord, TurnClaim
-from session_store.store import OutgoingReply, Store
+from session_store.records import MessageRecord, OutgoingReply, TurnClaim
+from session_store.store import Store
 
 log = structlog.get_logger(__name__)
 
@@ -353,7 +353,7 @@ class TurnScheduler:
     def _calibrate(self, ctx: Assembled, replies: Sequence[Reply]) -> None:
         """Feed the server's prompt count back into the estimate, for agents that send the
         prompt exactly as we rendered it (``calibrates = True``)."""
-        if not getattr(self._agent, "calibrates", False) or not replies:
+        if not (isinstance(self._agent, Calibrating) and self._agent.calibrates) or not replies:
             return
         usage = replies[0].metadata.get("usage")
         actual = usage.get("prompt_tokens") if isinstance(usage, Mapping) else None
@@ -407,7 +407,15 @@ class TurnScheduler:
             parts = split_text(reply.text, transport.max_message_length, transport.measure)
             if not parts:
                 continue
-            outgoing.append(OutgoingReply(reply=reply, parts=[transport.format(p) for p in parts]))
+            outgoing.append(
+                OutgoingReply(
+                    content=reply.text,
+                    parts=[transport.format(p) for p in parts],
+                    model=reply.model,
+                    tokens_used=reply.tokens_used,
+                    metadata=reply.metadata,
+                )
+            )
         seqs = await self._store.finish_turn(
             claim,
             handled_seq=handled_seq,

@@ -12,6 +12,8 @@ import hashlib
 import asyncpg
 import structlog
 
+from session_store.db import CONNECT_TIMEOUT, translate, translated
+
 log = structlog.get_logger(__name__)
 
 
@@ -33,13 +35,17 @@ class LeaderLock:
         return self._conn is not None
 
     async def try_acquire(self) -> bool:
+        """Take the lock if nobody holds it. Raises ``StoreError`` when the database cannot
+        be reached."""
         if self._conn is not None:
             return True
-        conn = await asyncpg.connect(self._dsn)
+        with translated():
+            conn = await asyncpg.connect(self._dsn, timeout=CONNECT_TIMEOUT)
         try:
-            got = bool(await conn.fetchval("SELECT pg_try_advisory_lock($1)", self._key))
+            with translated():
+                got = bool(await conn.fetchval("SELECT pg_try_advisory_lock($1)", self._key))
         except BaseException:
-            await conn.close()
+            conn.terminate()
             raise
         if not got:
             await conn.close()
@@ -54,8 +60,11 @@ class LeaderLock:
         try:
             await self._conn.fetchval("SELECT 1")
             return True
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            log.warning("leader_connection_lost", error=str(exc))
+        except Exception as exc:
+            error = translate(exc)
+            if error is None:
+                raise
+            log.warning("leader_connection_lost", error=str(error))
             with contextlib.suppress(Exception):
                 self._conn.terminate()
             self._conn = None
@@ -67,7 +76,9 @@ class LeaderLock:
         conn, self._conn = self._conn, None
         try:
             await conn.execute("SELECT pg_advisory_unlock($1)", self._key)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-            pass  # closing the connection below releases it anyway
+        except Exception as exc:
+            if translate(exc) is None:
+                raise
+            # a dead connection: closing it below releases the lock anyway
         finally:
             await conn.close()

@@ -14,7 +14,8 @@ from importlib import resources
 import asyncpg
 import structlog
 
-from gateway.errors import MigrationError
+from session_store.db import CONNECT_TIMEOUT, translated
+from session_store.errors import MigrationError
 
 log = structlog.get_logger(__name__)
 
@@ -51,47 +52,50 @@ def load_migrations() -> list[Migration]:
 async def migrate(dsn: str, migrations: list[Migration] | None = None) -> list[str]:
     """Apply pending migrations; return the filenames applied by this call."""
     migrations = load_migrations() if migrations is None else migrations
-    conn = await asyncpg.connect(dsn)
+    with translated():
+        conn = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT)
     applied_now: list[str] = []
-    try:
-        await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_ID)
+    with translated():
         try:
-            await conn.execute(_CREATE_TABLE)
-            rows = await conn.fetch("SELECT filename, checksum FROM schema_migrations")
-            applied = {row["filename"]: row["checksum"] for row in rows}
-            known = {m.filename for m in migrations}
-            for filename in applied:
-                if filename not in known:
-                    raise MigrationError(
-                        f"migration {filename} is applied in the database but missing from this "
-                        "release; refusing to run an older release against a newer schema"
-                    )
-            for migration in migrations:
-                previous = applied.get(migration.filename)
-                if previous is not None:
-                    if previous != migration.checksum:
+            await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_ID)
+            try:
+                await conn.execute(_CREATE_TABLE)
+                rows = await conn.fetch("SELECT filename, checksum FROM schema_migrations")
+                applied = {row["filename"]: row["checksum"] for row in rows}
+                known = {m.filename for m in migrations}
+                for filename in applied:
+                    if filename not in known:
                         raise MigrationError(
-                            f"migration {migration.filename} changed after it was applied "
-                            f"(recorded {previous[:12]}, file {migration.checksum[:12]}); "
-                            "migrations are append-only: add a new file instead"
+                            f"migration {filename} is applied in the database but missing from "
+                            "this release; refusing to run an older release against a newer "
+                            "schema"
                         )
-                    continue
-                async with conn.transaction():
-                    try:
-                        await conn.execute(migration.sql)
-                    except asyncpg.PostgresError as exc:
-                        raise MigrationError(
-                            f"migration {migration.filename} failed: {exc}"
-                        ) from exc
-                    await conn.execute(
-                        "INSERT INTO schema_migrations (filename, checksum) VALUES ($1, $2)",
-                        migration.filename,
-                        migration.checksum,
-                    )
-                applied_now.append(migration.filename)
-                log.info("migration_applied", filename=migration.filename)
+                for migration in migrations:
+                    previous = applied.get(migration.filename)
+                    if previous is not None:
+                        if previous != migration.checksum:
+                            raise MigrationError(
+                                f"migration {migration.filename} changed after it was applied "
+                                f"(recorded {previous[:12]}, file {migration.checksum[:12]}); "
+                                "migrations are append-only: add a new file instead"
+                            )
+                        continue
+                    async with conn.transaction():
+                        try:
+                            await conn.execute(migration.sql)
+                        except asyncpg.PostgresError as exc:
+                            raise MigrationError(
+                                f"migration {migration.filename} failed: {exc}"
+                            ) from exc
+                        await conn.execute(
+                            "INSERT INTO schema_migrations (filename, checksum) VALUES ($1, $2)",
+                            migration.filename,
+                            migration.checksum,
+                        )
+                    applied_now.append(migration.filename)
+                    log.info("migration_applied", filename=migration.filename)
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_ID)
         finally:
-            await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_ID)
-    finally:
-        await conn.close()
+            await conn.close()
     return applied_now

@@ -3,7 +3,9 @@
 # One round trip for the hot path: inbox dedupe (both keys, ON CONFLICT DO NOTHING catches
 # either unique index), get-or-create the active session while allocating the next seq_no
 # under the session's row lock, and append the message. When the inbox insert conflicts no
-# later CTE produces a row, so nothing else is written and no seq_no is consumed.
+# later CTE produces a row, so nothing else is written and no seq_no is consumed. ``$8`` is
+# the message's ``TurnRequest``: ask for a turn always, only if the bot already answered in
+# this session, or never.
 INGEST_MESSAGE = """
 WITH inbox AS (
     INSERT INTO inbound_events (platform, event_id, message_key, status, payload)
@@ -22,7 +24,7 @@ WITH inbox AS (
         last_message_at = now(),
         updated_at = now(),
         turn_requested_seq = CASE
-            WHEN $8 = 'always' OR ($8 = 'if_following' AND s.answered) THEN s.last_seq_no + 1
+            WHEN $8 = 'always' OR ($8 = 'if_answered' AND s.answered) THEN s.last_seq_no + 1
             ELSE s.turn_requested_seq END
     RETURNING s.id, s.last_seq_no, s.turn_requested_seq
 ), msg AS (
@@ -36,83 +38,6 @@ WITH inbox AS (
     RETURNING id, session_id, seq_no, trigger
 )
 SELECT id, session_id, seq_no, trigger FROM msg
-"""
-
-# INGEST_MESSAGE for a batch of messages in ONE statement (session_store.batching: group
-# commit). Parameters are arrays, one element per message, in INGEST_MESSAGE's order, sorted
-# by session key (the lock order) and free of keys repeated within the batch (the batcher
-# answers those as duplicates itself). Per session key, the accepted messages get the next
-# seq numbers in array order; the session row is upserted once per key with the count, and a
-# message asks for an answer exactly when INGEST_MESSAGE would have made it ask (``always``,
-# or ``if_following`` in a session the bot has answered). Returns the accepted messages with
-# their 1-based position in the arrays.
-INGEST_MESSAGES_BATCH = """
-WITH input AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[],
-                         $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
-                         $11::text[], $12::text[], $13::text[], $14::text[], $15::jsonb[],
-                         $16::text[], $17::boolean[], $18::timestamptz[], $19::jsonb[])
-        WITH ORDINALITY AS i(platform, event_id, message_key, payload, scope, chat_id,
-                             thread_id, trig, title, sender_id, sender_name, external_id,
-                             reply_to, content, target, command, backfill, sent_at, metadata,
-                             ord)
-), inbox AS (
-    INSERT INTO inbound_events (platform, event_id, message_key, status, payload)
-    SELECT platform, event_id, message_key, 'accepted', payload FROM input ORDER BY ord
-    ON CONFLICT DO NOTHING
-    RETURNING id, platform, message_key
-), accepted AS (
-    SELECT i.*, inbox.id AS inbox_id, coalesce(i.thread_id, '') AS tkey,
-           row_number() OVER (PARTITION BY i.platform, i.scope, i.chat_id,
-                                           coalesce(i.thread_id, '') ORDER BY i.ord) AS rank
-    FROM input i JOIN inbox ON inbox.platform = i.platform AND inbox.message_key = i.message_key
-), grouped AS (
-    SELECT platform, scope, chat_id, tkey,
-           (array_agg(thread_id ORDER BY ord))[1] AS thread_id,
-           (array_agg(title ORDER BY ord))[1] AS title,
-           count(*) AS k,
-           max(rank) FILTER (WHERE trig = 'always') AS ask_always,
-           max(rank) FILTER (WHERE trig = 'if_following') AS ask_if_following
-    FROM accepted GROUP BY platform, scope, chat_id, tkey
-), sess AS (
-    INSERT INTO sessions AS s (platform, scope, chat_id, thread_id, last_seq_no, message_count,
-                               last_message_at, turn_requested_seq, title)
-    SELECT platform, scope, chat_id, thread_id, k, k, now(), coalesce(ask_always, 0), title
-    FROM grouped ORDER BY platform, scope, chat_id, tkey
-    ON CONFLICT (platform, scope, chat_id, (coalesce(thread_id, ''))) WHERE status = 'active'
-    DO UPDATE SET
-        last_seq_no = s.last_seq_no + excluded.message_count,
-        message_count = s.message_count + excluded.message_count,
-        last_message_at = now(),
-        updated_at = now(),
-        turn_requested_seq = coalesce(
-            s.last_seq_no + (
-                SELECT greatest(g.ask_always, CASE WHEN s.answered THEN g.ask_if_following END)
-                FROM grouped g
-                WHERE g.platform = excluded.platform AND g.scope = excluded.scope
-                  AND g.chat_id = excluded.chat_id
-                  AND g.tkey = coalesce(excluded.thread_id, '')
-            ),
-            s.turn_requested_seq)
-    RETURNING s.id, s.platform, s.scope, s.chat_id, coalesce(s.thread_id, '') AS tkey,
-              s.last_seq_no, s.answered
-), msg AS (
-    INSERT INTO messages (session_id, seq_no, inbound_event_id, role, sender_id, sender_name,
-                          external_id, reply_to_external_id, content, reply_target, command,
-                          trigger, backfill, sent_at, metadata)
-    SELECT sess.id, sess.last_seq_no - g.k + a.rank, a.inbox_id, 'user', a.sender_id,
-           a.sender_name, a.external_id, a.reply_to, a.content, a.target, a.command,
-           CASE WHEN a.trig = 'always' OR (a.trig = 'if_following' AND sess.answered)
-                THEN 'answer' ELSE 'context' END,
-           a.backfill, a.sent_at, a.metadata
-    FROM accepted a
-    JOIN grouped g USING (platform, scope, chat_id, tkey)
-    JOIN sess USING (platform, scope, chat_id, tkey)
-    ORDER BY a.ord
-    RETURNING id, session_id, seq_no, trigger, inbound_event_id
-)
-SELECT msg.id, msg.session_id, msg.seq_no, msg.trigger, a.ord
-FROM msg JOIN accepted a ON a.inbox_id = msg.inbound_event_id
 """
 
 INSERT_INBOUND = """
@@ -143,45 +68,69 @@ SELECT EXISTS (
 )
 """
 
-_MESSAGE_COLUMNS = """
+# --- the one column list of each record (records.py reads exactly these) -------------------
+
+SESSION_COLUMNS = """
+id, platform, scope, chat_id, thread_id, status, title, kind, selected_model, last_seq_no,
+message_count, created_at, updated_at, last_message_at, closed_at, metadata
+"""
+
+MESSAGE_COLUMNS = """
 id, session_id, seq_no, role, content, sender_id, sender_name, external_id, command, trigger,
-backfill, reply_target, model, tokens_used, edited_at, created_at
+backfill, reply_target, model, tokens_used, feedback, edited_at, created_at, metadata
 """
 
-RECENT = f"""
-SELECT {_MESSAGE_COLUMNS} FROM messages
-WHERE session_id = $1 ORDER BY seq_no DESC LIMIT $2
+DELIVERY_COLUMNS = """
+id, message_id, session_id, seq_no, part_no, platform, target, content, status, attempts,
+next_attempt_at, last_error, platform_message_id, created_at, sent_at
 """
 
-DELTA = f"""
-SELECT {_MESSAGE_COLUMNS} FROM messages
+SUMMARY_COLUMNS = "id, session_id, from_seq, to_seq, content, model, model_written, created_at"
+
+# --- sessions and messages ----------------------------------------------------------------
+
+MESSAGES_AFTER = f"""
+SELECT {MESSAGE_COLUMNS} FROM messages
 WHERE session_id = $1 AND seq_no > $2 ORDER BY seq_no LIMIT $3
 """
 
-_SESSION_COLUMNS = """
-id, platform, scope, chat_id, thread_id, status, title, selected_model, last_seq_no,
-message_count, created_at, updated_at, last_message_at, metadata
+# newest first; the caller reverses to seq order
+MESSAGES_BEFORE = f"""
+SELECT {MESSAGE_COLUMNS} FROM messages
+WHERE session_id = $1 AND seq_no < $2 ORDER BY seq_no DESC LIMIT $3
 """
 
-GET_SESSION = f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = $1"
+GET_SESSION = f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1"
 
-GET_ACTIVE_SESSION_BY_KEY = f"""
-SELECT {_SESSION_COLUMNS} FROM sessions
+# the active session of a place, else its newest closed one
+FIND_SESSION_BY_KEY = f"""
+SELECT {SESSION_COLUMNS} FROM sessions
 WHERE platform = $1 AND scope = $2 AND chat_id = $3
   AND coalesce(thread_id, '') = coalesce($4::text, '')
 ORDER BY (status = 'active') DESC, id DESC
 LIMIT 1
 """
 
+# Newest activity first. The keyset cursor is (last_message_at, id) of the last row seen;
+# ``$6`` says whether there is a cursor at all, since its timestamp may itself be NULL
+# (NULLS LAST: rows without activity come after every row with some).
 LIST_SESSIONS = f"""
-SELECT {_SESSION_COLUMNS} FROM sessions
+SELECT {SESSION_COLUMNS} FROM sessions
 WHERE ($1::text IS NULL OR platform = $1)
-  AND ($2::text IS NULL OR status = $2)
-  AND ($3::text IS NULL OR chat_id = $3)
-  AND ($4::bigint IS NULL OR id < $4)
-ORDER BY id DESC
-LIMIT $5
+  AND ($2::text IS NULL OR chat_id = $2)
+  AND ($3::text IS NULL OR status = $3)
+  AND ($4::text IS NULL OR title ILIKE '%' || $4 || '%' ESCAPE '\\')
+  AND ($5::text IS NULL OR thread_id = $5)
+  AND (NOT $6::boolean
+       OR ($7::timestamptz IS NOT NULL AND (last_message_at < $7
+                                            OR (last_message_at = $7 AND id < $8)
+                                            OR last_message_at IS NULL))
+       OR ($7::timestamptz IS NULL AND last_message_at IS NULL AND id < $8))
+ORDER BY last_message_at DESC NULLS LAST, id DESC
+LIMIT $9
 """
+
+SESSION_STATUS = "SELECT status FROM sessions WHERE id = $1"
 
 CLOSE_ACTIVE_SESSION = """
 UPDATE sessions SET status = 'closed', closed_at = now(), updated_at = now()
@@ -272,7 +221,8 @@ WHERE d.id IN (
     FOR UPDATE SKIP LOCKED
 )
 RETURNING d.id, d.message_id, d.session_id, d.seq_no, d.part_no, d.platform, d.target,
-          d.content, d.status, d.attempts, d.last_error, d.platform_message_id
+          d.content, d.status, d.attempts, d.next_attempt_at, d.last_error,
+          d.platform_message_id, d.created_at, d.sent_at
 """
 
 MARK_SENT = """
@@ -312,10 +262,8 @@ WHERE id = $1 AND status = 'failed'
 RETURNING id
 """
 
-DELIVERIES_FOR_SESSION = """
-SELECT id, message_id, session_id, seq_no, part_no, platform, target, content, status,
-       attempts, last_error, platform_message_id
-FROM deliveries WHERE session_id = $1 ORDER BY seq_no, part_no
+DELIVERIES_FOR_SESSION = f"""
+SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE session_id = $1 ORDER BY seq_no, part_no
 """
 
 DELIVERY_COUNTS = "SELECT status, count(*) AS n FROM deliveries GROUP BY status"
@@ -348,11 +296,13 @@ SELECT s.metadata, s.title, s.selected_model,
        (SELECT u.model FROM user_model_choices u
         WHERE u.platform = $3 AND u.user_id = $4) AS user_model,
        (SELECT m.metadata FROM messages m WHERE m.session_id = $1 AND m.seq_no = $2) AS place,
-       sm.id AS summary_id, sm.from_seq, sm.to_seq, sm.content AS summary_content,
-       sm.model AS summary_model, sm.model_written, sm.created_at AS summary_created_at
+       sm.id AS summary_id, sm.session_id AS summary_session_id,
+       sm.from_seq AS summary_from_seq, sm.to_seq AS summary_to_seq,
+       sm.content AS summary_content, sm.model AS summary_model,
+       sm.model_written AS summary_model_written, sm.created_at AS summary_created_at
 FROM sessions s
 LEFT JOIN LATERAL (
-    SELECT id, from_seq, to_seq, content, model, model_written, created_at
+    SELECT id, session_id, from_seq, to_seq, content, model, model_written, created_at
     FROM session_summaries
     WHERE session_id = s.id AND to_seq <= $5
     ORDER BY to_seq DESC, id DESC LIMIT 1
@@ -392,15 +342,13 @@ SELECT {_CONTEXT_COLUMNS} FROM messages m WHERE {_CONTEXT_FILTER}
 ORDER BY m.seq_no LIMIT $4
 """
 
-_SUMMARY_COLUMNS = "id, session_id, from_seq, to_seq, content, model, model_written, created_at"
-
 LATEST_SUMMARY = f"""
-SELECT {_SUMMARY_COLUMNS} FROM session_summaries
+SELECT {SUMMARY_COLUMNS} FROM session_summaries
 WHERE session_id = $1 ORDER BY to_seq DESC, id DESC LIMIT 1
 """
 
 LIST_SUMMARIES = f"""
-SELECT {_SUMMARY_COLUMNS} FROM session_summaries WHERE session_id = $1 ORDER BY to_seq, id
+SELECT {SUMMARY_COLUMNS} FROM session_summaries WHERE session_id = $1 ORDER BY to_seq, id
 """
 
 # Written only if it moves the session's summary forward: a replica (or an MCP client) that
@@ -410,7 +358,7 @@ INSERT_ROLLING_SUMMARY = f"""
 INSERT INTO session_summaries (session_id, from_seq, to_seq, content, model, model_written)
 SELECT $1, $2, $3, $4, $5, $6
 WHERE NOT EXISTS (SELECT 1 FROM session_summaries WHERE session_id = $1 AND to_seq >= $3)
-RETURNING {_SUMMARY_COLUMNS}
+RETURNING {SUMMARY_COLUMNS}
 """
 
 SET_SESSION_MODEL = """
@@ -453,4 +401,182 @@ MESSAGE_ID_AT = "SELECT id FROM messages WHERE session_id = $1 AND seq_no = $2"
 
 FEEDBACK_BY_SEQ = """
 SELECT seq_no, feedback FROM messages WHERE session_id = $1 AND feedback IS NOT NULL
+"""
+
+# --- the operator surface: admin API, MCP session tools, operator pages -------------------
+
+SESSION_COUNTS = """
+SELECT count(*) FILTER (WHERE status = 'active') AS active,
+       count(*) FILTER (WHERE status = 'closed') AS closed
+FROM sessions
+"""
+
+# Served from the partial unique index on active sessions.
+ACTIVE_SESSION_COUNT = "SELECT count(*) FROM sessions WHERE status = 'active'"
+
+PARTICIPANTS = """
+SELECT session_id, participant, role, display_name, last_read_seq, joined_at, metadata
+FROM session_participants WHERE session_id = $1 ORDER BY joined_at, participant
+"""
+
+CHECKPOINTS = """
+SELECT id, session_id, name, status, seq_no, detail, created_at, updated_at
+FROM session_checkpoints WHERE session_id = $1 ORDER BY id
+"""
+
+LINKS = """
+SELECT id, session_id, linked_session_id, relation, url, created_at
+FROM session_links WHERE session_id = $1 ORDER BY id
+"""
+
+ARTIFACTS = """
+SELECT id, session_id, kind, name, uri, content, seq_no, created_at, metadata
+FROM session_artifacts WHERE session_id = $1 ORDER BY id
+"""
+
+# by message id: the (message_id, part_no) unique index serves it for any status
+DELIVERIES_OF_MESSAGES = f"""
+SELECT {DELIVERY_COLUMNS} FROM deliveries
+WHERE message_id = ANY($1::bigint[]) ORDER BY seq_no, part_no
+"""
+
+LIST_DELIVERIES = f"""
+SELECT {DELIVERY_COLUMNS} FROM deliveries
+WHERE ($1::text IS NULL OR status = $1)
+  AND ($2::text IS NULL OR platform = $2)
+  AND ($3::bigint IS NULL OR session_id = $3)
+  AND ($4::bigint IS NULL OR id < $4)
+ORDER BY id DESC
+LIMIT $5
+"""
+
+GET_DELIVERY = f"SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE id = $1"
+
+SESSION_DELIVERY_COUNTS = """
+SELECT status, count(*) AS n FROM deliveries WHERE session_id = $1 GROUP BY status
+"""
+
+LIST_INBOUND_EVENTS = """
+SELECT id, platform, event_id, message_key, status, reason, payload, received_at
+FROM inbound_events
+WHERE status = $1
+  AND ($2::text IS NULL OR platform = $2)
+  AND ($3::bigint IS NULL OR id < $3)
+ORDER BY id DESC
+LIMIT $4
+"""
+
+INBOUND_COUNTS = """
+SELECT status, count(*) AS n FROM inbound_events WHERE status <> 'accepted' GROUP BY status
+"""
+
+# 'simple' matches the generated column's configuration, so the GIN index applies;
+# websearch_to_tsquery accepts any text (quotes, OR, -word) without syntax errors. Snippets
+# use ts_headline's plain mode: its fragment mode drops trailing numbers ("issue 42").
+SEARCH_SESSION = """
+SELECT m.id, m.session_id, m.seq_no, m.role, m.sender_name, m.created_at,
+       ts_headline('simple', m.content, query,
+                   'StartSel=«, StopSel=», MaxWords=35, MinWords=15') AS snippet,
+       ts_rank(m.content_tsv, query) AS rank,
+       s.platform, s.scope, s.chat_id, s.thread_id, s.title, s.status
+FROM messages m
+JOIN sessions s ON s.id = m.session_id,
+     websearch_to_tsquery('simple', $2) AS query
+WHERE m.session_id = $1 AND m.content_tsv @@ query
+  AND ($3::bigint IS NULL OR m.seq_no < $3)
+ORDER BY m.seq_no DESC
+LIMIT $4
+"""
+
+# Across sessions, newest first. Which plan is fast depends on how many messages match, and
+# the planner's estimate for a rare word is poor (it walked the whole primary key backwards
+# for a word in one message of 20,000): the store counts the matches through the GIN index,
+# capped, and picks SEARCH_ALL_FEW (GIN bitmap, then sort the few hits) or SEARCH_ALL_MANY
+# (walk messages newest first until `limit` hits: quick when the word is everywhere).
+SEARCH_ALL_COUNT = """
+SELECT count(*) FROM (
+    SELECT 1 FROM messages m, websearch_to_tsquery('simple', $1) AS query
+    WHERE m.content_tsv @@ query AND ($2::bigint IS NULL OR m.id < $2)
+    LIMIT $3
+) AS capped
+"""
+
+_SEARCH_ALL = """
+SELECT m.id, m.session_id, m.seq_no, m.role, m.sender_name, m.created_at,
+       ts_headline('simple', m.content, query,
+                   'StartSel=«, StopSel=», MaxWords=35, MinWords=15') AS snippet,
+       ts_rank(m.content_tsv, query) AS rank,
+       s.platform, s.scope, s.chat_id, s.thread_id, s.title, s.status
+FROM messages m
+JOIN sessions s ON s.id = m.session_id,
+     websearch_to_tsquery('simple', $1) AS query
+WHERE m.content_tsv @@ query
+  AND ($2::text IS NULL OR s.platform = $2)
+  AND ($3::bigint IS NULL OR m.id < $3)
+"""
+
+SEARCH_ALL_MANY = _SEARCH_ALL + "ORDER BY m.id DESC LIMIT $4"
+
+# "+ 0" hides the primary key's order from the planner, so it must filter through the GIN
+# index and sort the (few) matches
+SEARCH_ALL_FEW = _SEARCH_ALL + "ORDER BY m.id + 0 DESC LIMIT $4"
+
+# --- writes (MCP session tools) ---------------------------------------------------------
+
+# Where a message appended by a participant goes: the target stored at ingest on the
+# session's newest user message (thread-exact, never re-derived).
+LATEST_USER_TARGET = """
+SELECT reply_target FROM messages
+WHERE session_id = $1 AND role = 'user' AND reply_target IS NOT NULL
+ORDER BY seq_no DESC
+LIMIT 1
+"""
+
+# Allocates the next seq_no under the session's row lock, as ingest and finish_turn do, so
+# seq numbers stay dense whoever appends.
+ALLOCATE_SEQ = """
+UPDATE sessions
+SET last_seq_no = last_seq_no + 1, message_count = message_count + 1,
+    last_message_at = now(), updated_at = now()
+WHERE id = $1 AND status = 'active'
+RETURNING last_seq_no
+"""
+
+INSERT_PARTICIPANT_MESSAGE = f"""
+INSERT INTO messages (session_id, seq_no, role, sender_id, sender_name, content, model,
+                      tokens_used, metadata)
+VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8)
+RETURNING {MESSAGE_COLUMNS}
+"""
+
+UPSERT_PARTICIPANT = """
+INSERT INTO session_participants (session_id, participant, role, display_name, last_read_seq)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (session_id, participant) DO UPDATE SET
+    last_read_seq = greatest(session_participants.last_read_seq, excluded.last_read_seq),
+    display_name = coalesce(excluded.display_name, session_participants.display_name)
+RETURNING session_id, participant, role, display_name, last_read_seq, joined_at, metadata
+"""
+
+UPSERT_CHECKPOINT = """
+INSERT INTO session_checkpoints (session_id, name, status, seq_no, detail)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (session_id, name) DO UPDATE SET
+    status = excluded.status,
+    seq_no = coalesce(excluded.seq_no, session_checkpoints.seq_no),
+    detail = coalesce(excluded.detail, session_checkpoints.detail),
+    updated_at = now()
+RETURNING id, session_id, name, status, seq_no, detail, created_at, updated_at
+"""
+
+INSERT_SUMMARY = f"""
+INSERT INTO session_summaries (session_id, from_seq, to_seq, content, model, model_written)
+VALUES ($1, $2, $3, $4, $5, $6)
+RETURNING {SUMMARY_COLUMNS}
+"""
+
+INSERT_ARTIFACT = """
+INSERT INTO session_artifacts (session_id, kind, name, uri, content, seq_no, metadata)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+RETURNING id, session_id, kind, name, uri, content, seq_no, created_at, metadata
 """

@@ -1,150 +1,103 @@
-"""The session store: typed methods over an asyncpg pool. Callers never see SQL or records.
-
-Driver errors become ``StoreError`` in one place (``_wrap``)."""
+"""The session store: typed methods over the pool. Callers never see SQL or driver records,
+and never a driver error: ``Database`` translates them at its one boundary."""
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
-import asyncpg
 import structlog
 
-from gateway.domain import Envelope, EventKind, Ignored, Rejected, Reply, ReplyTarget, SessionKey
-from gateway.errors import LeaseLost, SessionNotFound, StoreError
 from session_store import queries as q
+from session_store.db import Database
+from session_store.errors import LeaseLost, SessionNotFound
 from session_store.records import (
     ContextRecord,
     DeliveryRecord,
+    InboundAnnotation,
+    InboundItem,
+    InboundMessage,
+    InboundNote,
     IngestResult,
     MessageRecord,
+    OutgoingReply,
     SessionRecord,
     SummaryRecord,
     TurnClaim,
     TurnState,
 )
+from session_store.values import ReplyTarget, SessionKey, SessionStatus
 
 log = structlog.get_logger(__name__)
 
 
-async def _init_connection(conn: asyncpg.Connection) -> None:
-    await conn.set_type_codec("jsonb", encoder=_dumps, decoder=json.loads, schema="pg_catalog")
-
-
-async def _no_reset(conn: asyncpg.Connection) -> None:
-    return None
-
-
-def _dumps(value: Any) -> str:
-    # default=str: a payload with a stray non-JSON value (bytes, datetime) is stored as text
-    # rather than failing the ingest
-    return json.dumps(value, default=str, separators=(",", ":"))
-
-
-def message_key(envelope: Envelope) -> str:
-    """The message's identity in its chat: the inbox's second dedupe key."""
-    return f"{envelope.key.scope}:{envelope.key.chat_id}:{envelope.message_id}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OutgoingReply:
-    """One assistant message and the parts it is delivered as (already split)."""
-
-    reply: Reply
-    parts: Sequence[str]
-
-
 class Store:
-    def __init__(self, pool: asyncpg.Pool, dsn: str) -> None:
-        self._pool = pool
-        #: kept for the few uses that need a dedicated connection (leader election)
-        self.dsn = dsn
+    """Sessions, messages, turns, deliveries and cursors: the gateway's hot path."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     @classmethod
     async def connect(cls, dsn: str, *, min_size: int = 2, max_size: int = 10) -> Store:
-        try:
-            pool = await asyncpg.create_pool(
-                dsn,
-                min_size=min_size,
-                max_size=max_size,
-                init=_init_connection,
-                # connections carry no session state (no SET, no LISTEN, no prepared names of
-                # our own), so the per-release RESET round trip is pure cost. ``reset=None``
-                # would mean asyncpg's default (that round trip); a no-op keeps only its local
-                # part (an open transaction is still rolled back)
-                reset=_no_reset,
-            )
-        except (OSError, asyncpg.PostgresError) as exc:
-            raise StoreError(f"cannot connect to the database: {exc}") from exc
-        assert pool is not None
-        return cls(pool, dsn)
+        return cls(await Database.connect(dsn, min_size=min_size, max_size=max_size))
+
+    @property
+    def dsn(self) -> str:
+        return self.db.dsn
 
     async def close(self) -> None:
-        await self._pool.close()
-
-    @asynccontextmanager
-    async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
-        try:
-            async with self._pool.acquire() as conn:
-                yield conn
-        except asyncpg.PostgresError as exc:
-            raise StoreError(str(exc)) from exc
+        await self.db.close()
 
     async def ping(self) -> None:
-        async with self._conn() as conn:
-            await conn.fetchval("SELECT 1")
+        await self.db.ping()
 
     # --- ingest --------------------------------------------------------------------------
 
-    async def ingest(
-        self, extracted: Envelope | Ignored | Rejected, *, raw: Mapping[str, Any] | None
-    ) -> IngestResult:
+    async def ingest(self, item: InboundItem, *, raw: Mapping[str, Any] | None) -> IngestResult:
         """Store one inbound event in one transaction; see ``queries.INGEST_MESSAGE``."""
-        if isinstance(extracted, Rejected | Ignored):
-            status = "rejected" if isinstance(extracted, Rejected) else "ignored"
-            async with self._conn() as conn:
+        if isinstance(item, InboundNote):
+            async with self.db.connection() as conn:
                 row_id = await conn.fetchval(
                     q.INSERT_INBOUND,
-                    extracted.platform,
-                    extracted.event_id,
+                    item.platform,
+                    item.event_id,
                     None,
-                    status,
-                    extracted.reason,
+                    item.status,
+                    item.reason,
                     _jsonable(raw),
                 )
             return IngestResult(
-                status=status if row_id is not None else "duplicate", reason=extracted.reason
+                status=item.status if row_id is not None else "duplicate", reason=item.reason
             )
-        if extracted.kind is not EventKind.MESSAGE:
-            return await self._ingest_annotation(extracted, raw)
-        async with self._conn() as conn:
-            row = await conn.fetchrow(q.INGEST_MESSAGE, *ingest_message_args(extracted, raw))
-        return ingest_message_result(row)
-
-    def connection(self) -> AbstractAsyncContextManager[asyncpg.Connection]:
-        """A pooled connection, driver errors mapped to ``StoreError``: for store helpers that
-        run their own transaction (``session_store.batching``)."""
-        return self._conn()
+        if isinstance(item, InboundAnnotation):
+            return await self._ingest_annotation(item, raw)
+        async with self.db.connection() as conn:
+            row = await conn.fetchrow(q.INGEST_MESSAGE, *_ingest_args(item, raw))
+        if row is None:
+            return IngestResult(status="duplicate")
+        return IngestResult(
+            status="accepted",
+            session_id=row["session_id"],
+            message_id=row["id"],
+            seq_no=row["seq_no"],
+            turn_requested=row["trigger"] == "answer",
+        )
 
     async def _ingest_annotation(
-        self, env: Envelope, raw: Mapping[str, Any] | None
+        self, item: InboundAnnotation, raw: Mapping[str, Any] | None
     ) -> IngestResult:
-        kind = env.kind.value
-        async with self._conn() as conn, conn.transaction():
-            found = await conn.fetchrow(q.FIND_MESSAGE_BY_KEY, env.key.platform, message_key(env))
-            status, reason = (
-                ("accepted", None) if found else ("ignored", f"{kind} of unknown message")
-            )
+        async with self.db.transaction() as conn:
+            found = await conn.fetchrow(q.FIND_MESSAGE_BY_KEY, item.platform, item.message_key)
+            reason = None if found else f"{item.kind} of unknown message"
             inbox_id = await conn.fetchval(
                 q.INSERT_INBOUND,
-                env.key.platform,
-                env.event_id,
+                item.platform,
+                item.event_id,
                 None,
-                status,
+                "accepted" if found else "ignored",
                 reason,
                 _jsonable(raw),
             )
@@ -153,16 +106,20 @@ class Store:
             if found is None:
                 return IngestResult(status="ignored", reason=reason)
             await conn.execute(
-                q.INSERT_ANNOTATION, found["id"], kind, env.text, {"event_id": env.event_id}
+                q.INSERT_ANNOTATION,
+                found["id"],
+                item.kind,
+                item.content,
+                {"event_id": item.event_id},
             )
-            if env.kind is EventKind.EDIT:
+            if item.kind == "edit":
                 await conn.execute(q.MARK_EDITED, found["id"])
         return IngestResult(
             status="accepted", session_id=found["session_id"], message_id=found["id"]
         )
 
     async def has_active_session(self, key: SessionKey) -> bool:
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             return bool(
                 await conn.fetchval(
                     q.HAS_ACTIVE_SESSION, key.platform, key.scope, key.chat_id, key.thread_id
@@ -171,19 +128,48 @@ class Store:
 
     # --- reading -------------------------------------------------------------------------
 
+    async def messages(
+        self,
+        session_id: int,
+        *,
+        after_seq: int | None = None,
+        before_seq: int | None = None,
+        limit: int = 100,
+        with_deliveries: bool = False,
+    ) -> list[MessageRecord]:
+        """Messages in seq order: the first ``limit`` after ``after_seq``, or, with
+        ``before_seq``, the last ``limit`` before it. With ``with_deliveries`` each assistant
+        message carries its delivery rows."""
+        async with self.db.connection() as conn:
+            if before_seq is not None:
+                rows = list(
+                    reversed(await conn.fetch(q.MESSAGES_BEFORE, session_id, before_seq, limit))
+                )
+            else:
+                rows = await conn.fetch(q.MESSAGES_AFTER, session_id, after_seq or 0, limit)
+            messages = [MessageRecord.from_row(r) for r in rows]
+            ids = [m.id for m in messages if m.role != "user"]
+            if not with_deliveries or not ids:
+                return messages
+            drows = await conn.fetch(q.DELIVERIES_OF_MESSAGES, ids)
+        by_message: dict[int, list[DeliveryRecord]] = {}
+        for d in (DeliveryRecord.from_row(r) for r in drows):
+            by_message.setdefault(d.message_id, []).append(d)
+        return [
+            replace(m, deliveries=tuple(by_message[m.id])) if m.id in by_message else m
+            for m in messages
+        ]
+
     async def recent(self, session_id: int, limit: int = 50) -> list[MessageRecord]:
-        """The newest ``limit`` messages, returned oldest first."""
-        async with self._conn() as conn:
-            rows = await conn.fetch(q.RECENT, session_id, limit)
-        return [MessageRecord.from_row(r) for r in reversed(rows)]
+        """The newest ``limit`` messages, oldest first."""
+        return await self.messages(session_id, before_seq=2**63 - 1, limit=limit)
 
     async def delta(self, session_id: int, after_seq: int, limit: int = 100) -> list[MessageRecord]:
-        async with self._conn() as conn:
-            rows = await conn.fetch(q.DELTA, session_id, after_seq, limit)
-        return [MessageRecord.from_row(r) for r in rows]
+        """Up to ``limit`` messages after ``after_seq``, oldest first."""
+        return await self.messages(session_id, after_seq=after_seq, limit=limit)
 
     async def get_session(self, session_id: int) -> SessionRecord:
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             row = await conn.fetchrow(q.GET_SESSION, session_id)
         if row is None:
             raise SessionNotFound(f"no session {session_id}")
@@ -191,9 +177,9 @@ class Store:
 
     async def find_session(self, key: SessionKey) -> SessionRecord | None:
         """The active session for ``key``, else its newest closed one."""
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             row = await conn.fetchrow(
-                q.GET_ACTIVE_SESSION_BY_KEY, key.platform, key.scope, key.chat_id, key.thread_id
+                q.FIND_SESSION_BY_KEY, key.platform, key.scope, key.chat_id, key.thread_id
             )
         return None if row is None else SessionRecord.from_row(row)
 
@@ -201,22 +187,38 @@ class Store:
         self,
         *,
         platform: str | None = None,
-        status: str | None = None,
         chat_id: str | None = None,
-        before_id: int | None = None,
-        limit: int = 100,
+        thread_id: str | None = None,
+        status: SessionStatus | None = None,
+        title_contains: str | None = None,
+        after: tuple[datetime | None, int] | None = None,
+        limit: int = 50,
     ) -> list[SessionRecord]:
-        async with self._conn() as conn:
-            rows = await conn.fetch(q.LIST_SESSIONS, platform, status, chat_id, before_id, limit)
+        """Newest activity first; ``after`` is the (last_message_at, id) of the last row of
+        the previous page."""
+        pattern = None if not title_contains else _like_escape(title_contains)
+        async with self.db.connection() as conn:
+            rows = await conn.fetch(
+                q.LIST_SESSIONS,
+                platform,
+                chat_id,
+                status,
+                pattern,
+                thread_id,
+                after is not None,
+                after[0] if after else None,
+                after[1] if after else None,
+                limit,
+            )
         return [SessionRecord.from_row(r) for r in rows]
 
     async def list_chats(self, platform: str, limit: int = 200) -> list[str]:
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             rows = await conn.fetch(q.LIST_CHATS, platform, limit)
         return [r["chat_id"] for r in rows]
 
     async def close_session(self, session_id: int) -> bool:
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             return await conn.fetchval(q.CLOSE_ACTIVE_SESSION, session_id) is not None
 
     # --- turns ---------------------------------------------------------------------------
@@ -225,7 +227,7 @@ class Store:
         self, *, lease_seconds: float, platforms: Sequence[str] | None = None
     ) -> TurnClaim | None:
         owner = str(uuid.uuid4())
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             row = await conn.fetchrow(
                 q.CLAIM_TURN, owner, lease_seconds, None if platforms is None else list(platforms)
             )
@@ -233,12 +235,7 @@ class Store:
             return None
         return TurnClaim(
             session_id=row["id"],
-            key=SessionKey(
-                platform=row["platform"],
-                scope=row["scope"],
-                chat_id=row["chat_id"],
-                thread_id=row["thread_id"],
-            ),
+            key=SessionKey.from_row(row),
             owner=owner,
             done_seq=row["turn_done_seq"],
             requested_seq=row["turn_requested_seq"],
@@ -247,13 +244,13 @@ class Store:
         )
 
     async def renew_turn(self, claim: TurnClaim, *, lease_seconds: float) -> None:
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             ok = await conn.fetchval(q.RENEW_TURN, claim.session_id, claim.owner, lease_seconds)
         if ok is None:
             raise LeaseLost(f"turn lease of session {claim.session_id} was taken over")
 
     async def release_turn(self, claim: TurnClaim) -> None:
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             await conn.execute(q.RELEASE_TURN, claim.session_id, claim.owner)
 
     async def finish_turn(
@@ -269,7 +266,7 @@ class Store:
         only while ``claim`` still owns the session. Returns the new messages' seq numbers."""
         if replies and target is None:
             raise ValueError("replies need a target")
-        async with self._conn() as conn, conn.transaction():
+        async with self.db.transaction() as conn:
             last = await conn.fetchval(
                 q.FINISH_TURN,
                 claim.session_id,
@@ -290,10 +287,10 @@ class Store:
                 q.INSERT_ASSISTANT_MESSAGES,
                 claim.session_id,
                 seqs,
-                [r.reply.text for r in replies],
-                [r.reply.model for r in replies],
-                [r.reply.tokens_used for r in replies],
-                [dict(r.reply.metadata) for r in replies],
+                [r.content for r in replies],
+                [r.model for r in replies],
+                [r.tokens_used for r in replies],
+                [dict(r.metadata) for r in replies],
             )
             ids = {row["seq_no"]: row["id"] for row in rows}
             mids: list[int] = []
@@ -323,20 +320,20 @@ class Store:
     async def claim_deliveries(
         self, *, platforms: Sequence[str], lease_seconds: float, limit: int = 1
     ) -> list[DeliveryRecord]:
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             rows = await conn.fetch(q.CLAIM_DELIVERIES, lease_seconds, list(platforms), limit)
         return [DeliveryRecord.from_row(r) for r in rows]
 
     async def mark_sent(self, delivery_id: int, platform_message_id: str | None) -> None:
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             await conn.execute(q.MARK_SENT, delivery_id, platform_message_id)
 
     async def mark_retry(self, delivery_id: int, *, delay: float, error: str) -> None:
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             await conn.execute(q.MARK_RETRY, delivery_id, delay, error)
 
     async def mark_failed(self, delivery_id: int, error: str) -> None:
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             await conn.execute(q.MARK_FAILED, delivery_id, error)
 
     async def recover_expired_sends(
@@ -347,7 +344,7 @@ class Store:
         failed as ambiguous rather than risk a duplicate. Returns (requeued, failed)."""
         requeued = failed = 0
         platforms = [*idempotent_platforms, *other_platforms]
-        async with self._conn() as conn, conn.transaction():
+        async with self.db.transaction() as conn:
             rows = await conn.fetch(q.EXPIRED_SENDING, platforms)
             for row in rows:
                 if row["platform"] in idempotent_platforms:
@@ -366,33 +363,33 @@ class Store:
         return requeued, failed
 
     async def retry_failed_delivery(self, delivery_id: int) -> bool:
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             return await conn.fetchval(q.RETRY_FAILED_DELIVERY, delivery_id) is not None
 
     async def deliveries_for_session(self, session_id: int) -> list[DeliveryRecord]:
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             rows = await conn.fetch(q.DELIVERIES_FOR_SESSION, session_id)
         return [DeliveryRecord.from_row(r) for r in rows]
 
     async def delivery_counts(self) -> dict[str, int]:
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             rows = await conn.fetch(q.DELIVERY_COUNTS)
         return {r["status"]: r["n"] for r in rows}
 
     async def oldest_pending_delivery_age(self) -> float | None:
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             value = await conn.fetchval(q.OLDEST_PENDING_AGE)
         return None if value is None else float(value)
 
     # --- adapter cursors -----------------------------------------------------------------
 
     async def load_cursor(self, name: str) -> str | None:
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             value = await conn.fetchval(q.LOAD_CURSOR, name)
         return None if value is None else str(value)
 
     async def save_cursor(self, name: str, value: str) -> None:
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             await conn.execute(q.SAVE_CURSOR, name, value)
 
     # --- agent runtime: context, summaries, model choice, feedback -----------------------
@@ -406,13 +403,13 @@ class Store:
         user_platform: str,
         user_id: str | None,
     ) -> TurnState:
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             row = await conn.fetchrow(
                 q.TURN_STATE, session_id, question_seq, user_platform, user_id, upto_seq
             )
         if row is None:
             raise SessionNotFound(f"no session {session_id}")
-        return TurnState.from_row(row, session_id)
+        return TurnState.from_row(row)
 
     async def context_page(
         self,
@@ -425,17 +422,17 @@ class Store:
     ) -> list[ContextRecord]:
         """Context messages with ``after_seq < seq_no <= upto_seq``, newest or oldest first."""
         sql = q.CONTEXT_NEWEST_FIRST if newest_first else q.CONTEXT_OLDEST_FIRST
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             rows = await conn.fetch(sql, session_id, after_seq, upto_seq, limit)
         return [ContextRecord.from_row(r) for r in rows]
 
     async def latest_summary(self, session_id: int) -> SummaryRecord | None:
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             row = await conn.fetchrow(q.LATEST_SUMMARY, session_id)
         return None if row is None else SummaryRecord.from_row(row)
 
     async def summaries(self, session_id: int) -> list[SummaryRecord]:
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             rows = await conn.fetch(q.LIST_SUMMARIES, session_id)
         return [SummaryRecord.from_row(r) for r in rows]
 
@@ -450,7 +447,7 @@ class Store:
         model_written: bool,
     ) -> SummaryRecord | None:
         """Store a summary of ``from_seq..to_seq``; ``None`` if one reaching as far exists."""
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             row = await conn.fetchrow(
                 q.INSERT_ROLLING_SUMMARY,
                 session_id,
@@ -466,13 +463,13 @@ class Store:
         self, session_id: int, *, platform: str, user_id: str | None, model: str
     ) -> None:
         """``/model NAME``: this session's model, and this person's choice for new ones."""
-        async with self._conn() as conn, conn.transaction():
+        async with self.db.transaction() as conn:
             await conn.execute(q.SET_SESSION_MODEL, session_id, model)
             if user_id:
                 await conn.execute(q.SET_USER_MODEL, platform, user_id, model)
 
     async def turn_requested_seq(self, session_id: int) -> int:
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             value = await conn.fetchval(q.TURN_REQUESTED_SEQ, session_id)
         if value is None:
             raise SessionNotFound(f"no session {session_id}")
@@ -484,7 +481,7 @@ class Store:
         is left. Raises ``SessionNotFound`` when ``message_id`` is not an assistant message."""
         if value not in (-1, 0, 1):
             raise ValueError("feedback must be -1, 0 or 1")
-        async with self._conn() as conn, conn.transaction():
+        async with self.db.transaction() as conn:
             # lock first: concurrent reactions on one message then recompute in turn
             if await conn.fetchval(q.LOCK_ASSISTANT_MESSAGE, message_id) is None:
                 raise SessionNotFound(f"no assistant message {message_id}")
@@ -499,59 +496,45 @@ class Store:
         self, platform: str, *, chat_id: str, platform_message_id: str
     ) -> int | None:
         """The assistant message a platform message id belongs to (for reactions)."""
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             value = await conn.fetchval(
                 q.FIND_MESSAGE_BY_PLATFORM_ID, platform, platform_message_id, chat_id
             )
         return None if value is None else int(value)
 
     async def message_id_at(self, session_id: int, seq_no: int) -> int | None:
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             value = await conn.fetchval(q.MESSAGE_ID_AT, session_id, seq_no)
         return None if value is None else int(value)
 
     async def feedback_by_seq(self, session_id: int) -> dict[int, int]:
-        async with self._conn() as conn:
+        async with self.db.connection() as conn:
             rows = await conn.fetch(q.FEEDBACK_BY_SEQ, session_id)
         return {r["seq_no"]: r["feedback"] for r in rows}
 
 
-def ingest_message_args(env: Envelope, raw: Mapping[str, Any] | None) -> tuple[Any, ...]:
-    """The parameters of ``queries.INGEST_MESSAGE`` for one message (shared with the batcher,
-    so batched and unbatched ingests store exactly the same row)."""
+def _ingest_args(msg: InboundMessage, raw: Mapping[str, Any] | None) -> tuple[Any, ...]:
+    """The parameters of ``queries.INGEST_MESSAGE`` for one message."""
     return (
-        env.key.platform,
-        env.event_id,
-        message_key(env),
+        msg.key.platform,
+        msg.event_id,
+        msg.message_key,
         _jsonable(raw),
-        env.key.scope,
-        env.key.chat_id,
-        env.key.thread_id,
-        env.trigger.value,
-        _title(env.text),
-        env.sender.id,
-        env.sender.name,
-        env.message_id,
-        env.reply_to_id,
-        env.text,
-        env.target.to_json(),
-        env.command,
-        env.backfill,
-        env.sent_at,
-        _message_metadata(env),
-    )
-
-
-def ingest_message_result(row: Mapping[str, Any] | None) -> IngestResult:
-    """What ``INGEST_MESSAGE`` returned, as the caller's result (no row: a duplicate)."""
-    if row is None:
-        return IngestResult(status="duplicate")
-    return IngestResult(
-        status="accepted",
-        session_id=row["session_id"],
-        message_id=row["id"],
-        seq_no=row["seq_no"],
-        turn_requested=row["trigger"] == "answer",
+        msg.key.scope,
+        msg.key.chat_id,
+        msg.key.thread_id,
+        msg.turn_request,
+        _title(msg.content),
+        msg.sender_id,
+        msg.sender_name,
+        msg.external_id,
+        msg.reply_to_external_id,
+        msg.content,
+        msg.target.to_json(),
+        msg.command,
+        msg.backfill,
+        msg.sent_at,
+        dict(msg.metadata),
     )
 
 
@@ -560,20 +543,10 @@ def _title(text: str) -> str:
     return line[:80]
 
 
-def _message_metadata(env: Envelope) -> dict[str, Any]:
-    meta: dict[str, Any] = dict(env.metadata)
-    if env.attachments:
-        meta["attachments"] = [
-            {k: v for k, v in vars_of(a).items() if v is not None} for a in env.attachments
-        ]
-    if env.sender.is_bot:
-        meta["sender_is_bot"] = True
-    return meta
-
-
-def vars_of(obj: Any) -> dict[str, Any]:
-    return {name: getattr(obj, name) for name in obj.__slots__}
-
-
 def _jsonable(raw: Mapping[str, Any] | None) -> Any:
     return None if raw is None else dict(raw)
+
+
+def _like_escape(text: str) -> str:
+    """``text`` as a literal inside ILIKE (``%`` and ``_`` are not wildcards here)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

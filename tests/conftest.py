@@ -14,9 +14,9 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
+from benchmarks.fakes.sink_server import SinkServer
 from session_store.migrator import migrate
 from session_store.store import Store
-from tests.plugins.sink_server import SinkServer
 
 # The gateway reads its configuration from the environment: tests must not see the
 # developer's. Cleared once here; tests pass settings explicitly.
@@ -122,7 +122,7 @@ async def store(database_url: str) -> AsyncIterator[Store]:
 
 @pytest.fixture
 async def sink() -> AsyncIterator[SinkServer]:
-    """The recording server behind the sink surface (tests/plugins/sink.py)."""
+    """The recording server behind the sink surface (benchmarks/fakes/sink.py)."""
     server = await SinkServer().start()
     try:
         yield server

@@ -27,10 +27,11 @@ Deliberately not handled (platforms.md §3):
 from __future__ import annotations
 
 from adapters.mattermost.adapter import MattermostAdapter, MattermostConfig
+from gateway.ports import AdapterContext
 from gateway.settings import Settings
 
 
-def create_adapter(settings: Settings) -> MattermostAdapter:
+def create_adapter(settings: Settings, context: AdapterContext) -> MattermostAdapter:
     """The adapter for ``MATTERMOST_URL`` / ``MATTERMOST_TOKEN`` (no I/O until ``start``)."""
     return MattermostAdapter(MattermostConfig.from_settings(settings))
 

@@ -50,7 +50,6 @@ from adapters.mattermost.urls import ServerUrls, server_urls
 from adapters.mattermost.websocket import Backoff, EventStream
 from gateway.domain import EventKind, Extracted, Rejected
 from gateway.errors import ConfigError, GatewayError
-from gateway.leadership import run_as_leader
 from gateway.ports import Intake
 from gateway.settings import Settings
 
@@ -175,8 +174,7 @@ class MattermostAdapter:
         # one websocket per bot across replicas: the stream (and its reconciliation) runs on
         # the replica holding this server's leader lock; sending works on every replica
         self._task = asyncio.create_task(
-            run_as_leader(
-                intake,
+            intake.lead(
                 f"mattermost-stream:{self._urls.scope}",
                 stream.run,
                 stopping=self._stopping,

@@ -26,10 +26,11 @@ Deliberately not handled (platforms.md §2):
 from __future__ import annotations
 
 from adapters.slack.adapter import SlackAdapter
+from gateway.ports import AdapterContext
 from gateway.settings import Settings
 
 
-def create_adapter(settings: Settings) -> SlackAdapter:
+def create_adapter(settings: Settings, context: AdapterContext) -> SlackAdapter:
     """Build the adapter; no I/O until ``start`` (identity via ``auth.test``)."""
     return SlackAdapter(settings)
 

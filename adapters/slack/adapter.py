@@ -282,11 +282,10 @@ class SlackAdapter:
         extracted = extract_event(payload, me=me, policy=self._policy)
         raw: Mapping[str, Any] = payload if isinstance(payload, Mapping) else {"body": payload}
         reaction = reaction_of(payload)
-        record_feedback = getattr(intake, "record_feedback", None)
-        if reaction is not None and record_feedback is not None:
+        if reaction is not None:
             # +1/-1 on the bot's reply is that reply's feedback (the event itself is still
             # recorded below as ignored: it is not a message)
-            await record_feedback(
+            await intake.record_feedback(
                 platform=PLATFORM,
                 chat_id=reaction.chat_id,
                 message_id=reaction.message_ts,

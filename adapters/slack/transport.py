@@ -121,6 +121,7 @@ class SlackTransport:
     #: chat.postMessage has no idempotency key: a retry after an ambiguous failure can
     #: double-post, so the core must not retry ambiguous sends blindly.
     idempotent = False
+    resend_window: float | None = None
 
     def __init__(self, client: AsyncWebClient) -> None:
         self.client = client

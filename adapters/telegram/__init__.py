@@ -32,11 +32,11 @@ from __future__ import annotations
 
 from adapters.telegram.adapter import TelegramAdapter
 from adapters.telegram.transport import TelegramTransport
-from gateway.ports import PlatformAdapter
+from gateway.ports import AdapterContext, PlatformAdapter
 from gateway.settings import Settings
 
 __all__ = ["TelegramAdapter", "TelegramTransport", "create_adapter"]
 
 
-def create_adapter(settings: Settings) -> PlatformAdapter:
+def create_adapter(settings: Settings, context: AdapterContext) -> PlatformAdapter:
     return TelegramAdapter(settings)

@@ -34,7 +34,6 @@ from adapters.telegram.transport import (
 )
 from gateway.domain import Extracted, Rejected
 from gateway.errors import ConfigError, GatewayError
-from gateway.leadership import run_as_leader
 from gateway.ports import Intake, Transport
 from gateway.settings import Settings
 
@@ -128,8 +127,7 @@ class TelegramAdapter:
             # two pollers on one token fight with 409 Conflict (platforms.md §1.7): the loop
             # runs only on the replica holding this bot's leader lock; sending works everywhere
             self._poll_task = asyncio.create_task(
-                run_as_leader(
-                    intake,
+                intake.lead(
                     f"telegram-polling:{self._identity.id}",
                     self._poll_loop,
                     stopping=self._stopping,
@@ -216,10 +214,9 @@ class TelegramAdapter:
         """👍/👎 on the bot's reply is that reply's feedback; the update itself is still
         recorded (as ignored) by the submit that follows."""
         reaction = reaction_of(update)
-        record = getattr(intake, "record_feedback", None)
-        if reaction is None or record is None:
+        if reaction is None:
             return
-        await record(
+        await intake.record_feedback(
             platform=PLATFORM,
             chat_id=reaction.chat_id,
             message_id=reaction.message_id,

@@ -165,6 +165,7 @@ class TelegramTransport:
     max_message_length = MAX_MESSAGE_LENGTH
     #: the Bot API has no idempotency key: a retried sendMessage posts again
     idempotent = False
+    resend_window: float | None = None
 
     def __init__(
         self,

@@ -10,7 +10,6 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from importlib import resources
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
@@ -18,12 +17,11 @@ from starlette.routing import Route
 
 from adapters.web.extract import PLATFORM, SCOPE, extract
 from adapters.web.transport import WebTransport
+from gateway.conversations import Conversations
 from gateway.domain import Rejected, SessionKey
-from gateway.errors import SessionNotFound
 from gateway.hub import Broadcast
 from gateway.intake import live_topic
 from gateway.ports import Intake
-from session_store.store import Store
 
 KEEPALIVE_SECONDS = 15.0
 
@@ -31,8 +29,8 @@ KEEPALIVE_SECONDS = 15.0
 class WebAdapter:
     platform = PLATFORM
 
-    def __init__(self, store: Store, live: Broadcast) -> None:
-        self._store = store
+    def __init__(self, conversations: Conversations, live: Broadcast) -> None:
+        self._conversations = conversations
         self._live = live
         self.transport = WebTransport(live)
         self._intake: Intake | None = None
@@ -77,27 +75,30 @@ class WebAdapter:
         return HTMLResponse(self._page)
 
     async def _channels(self, request: Request) -> Response:
-        chats = await self._store.list_chats(PLATFORM)
+        chats = await self._conversations.chats(PLATFORM)
         if "general" not in chats:
             chats.append("general")
         return JSONResponse({"channels": chats})
 
     async def _threads(self, request: Request) -> Response:
-        channel = request.path_params["channel"]
-        sessions = await self._store.list_sessions(platform=PLATFORM, chat_id=channel, limit=200)
-        seen: dict[str, dict[str, Any]] = {}
-        for s in sessions:  # newest first: the first session seen per thread is its latest
-            thread = s.key.thread_id or ""
-            if thread not in seen:
-                seen[thread] = {
-                    "thread_id": thread,
-                    "title": s.title,
-                    "session_id": s.id,
-                    "status": s.status,
-                    "message_count": s.message_count,
-                    "last_message_at": s.last_message_at.isoformat() if s.last_message_at else None,
-                }
-        return JSONResponse({"threads": list(seen.values())})
+        threads = await self._conversations.threads(PLATFORM, request.path_params["channel"])
+        return JSONResponse(
+            {
+                "threads": [
+                    {
+                        "thread_id": t.thread_id,
+                        "title": t.title,
+                        "session_id": t.session_id,
+                        "status": t.status,
+                        "message_count": t.message_count,
+                        "last_message_at": t.last_message_at.isoformat()
+                        if t.last_message_at
+                        else None,
+                    }
+                    for t in threads
+                ]
+            }
+        )
 
     async def _post(self, request: Request) -> Response:
         intake = self._intake
@@ -130,30 +131,24 @@ class WebAdapter:
         )
 
     async def _history(self, request: Request) -> Response:
-        key = self._key(request)
-        session = await self._store.find_session(key)
-        if session is None:
+        transcript = await self._conversations.transcript(self._key(request))
+        if transcript is None:
             return JSONResponse({"session_id": None, "messages": []})
-        messages = await self._store.recent(session.id, limit=500)
-        deliveries: dict[int, list[str]] = {}
-        for d in await self._store.deliveries_for_session(session.id):
-            deliveries.setdefault(d.seq_no, []).append(d.status)
-        feedback = await self._store.feedback_by_seq(session.id)
         return JSONResponse(
             {
-                "session_id": session.id,
-                "status": session.status,
+                "session_id": transcript.session_id,
+                "status": transcript.status,
                 "messages": [
                     {
                         "seq_no": m.seq_no,
                         "role": m.role,
                         "content": m.content,
-                        "sender": m.sender_name,
+                        "sender": m.sender,
                         "model": m.model,
-                        "delivery": _summary(deliveries.get(m.seq_no)),
-                        "feedback": feedback.get(m.seq_no),
+                        "delivery": m.delivery,
+                        "feedback": m.feedback,
                     }
-                    for m in messages
+                    for m in transcript.messages
                 ],
             }
         )
@@ -169,19 +164,14 @@ class WebAdapter:
         user = (body.get("user") if isinstance(body, dict) else None) or "guest"
         if value not in (-1, 0, 1) or isinstance(value, bool) or not isinstance(user, str):
             return JSONResponse({"error": "value must be 1, -1 or 0"}, status_code=422)
-        session = await self._store.find_session(self._key(request))
-        message_id = (
-            None
-            if session is None
-            else await self._store.message_id_at(session.id, request.path_params["seq"])
+        vote = await self._conversations.vote(
+            self._key(request), request.path_params["seq"], user_id=user[:64], value=value
         )
-        if message_id is None:
+        if vote.outcome == "no_such_message":
             return JSONResponse({"error": "no such message"}, status_code=404)
-        try:
-            result = await self._store.set_feedback(message_id, user_id=user[:64], value=value)
-        except SessionNotFound:
+        if vote.outcome == "not_an_answer":
             return JSONResponse({"error": "only answers take feedback"}, status_code=404)
-        return JSONResponse({"feedback": result})
+        return JSONResponse({"feedback": vote.feedback})
 
     async def _stream(self, request: Request) -> Response:
         topic = live_topic(self._key(request))
@@ -213,12 +203,3 @@ class WebAdapter:
             chat_id=request.path_params["channel"],
             thread_id=request.path_params["thread"],
         )
-
-
-def _summary(statuses: list[str] | None) -> str | None:
-    if not statuses:
-        return None
-    for status in ("failed", "sending", "pending"):
-        if status in statuses:
-            return status
-    return "sent"

@@ -16,6 +16,7 @@ class WebTransport:
     max_message_length = 20_000
     # the receipt is ours: a resend after a crash publishes again, which the page dedupes by id
     idempotent = True
+    resend_window: float | None = None
 
     def __init__(self, live: Broadcast) -> None:
         self._live = live

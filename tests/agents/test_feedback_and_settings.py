@@ -9,11 +9,11 @@ import httpx
 import pytest
 
 from adapters.web.extract import extract
+from benchmarks.fakes.sink import SinkAdapter
+from benchmarks.fakes.sink_server import SinkServer
 from gateway.domain import Envelope
 from gateway.errors import ConfigError, SessionNotFound
 from gateway.settings import load_settings
-from tests.plugins.sink import SinkAdapter
-from tests.plugins.sink_server import SinkServer
 from tests.support import running_gateway, wait_for
 
 

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from benchmarks.fakes.sink import SinkAdapter
+from benchmarks.fakes.sink_server import SinkServer
 from gateway.agent_clients import HttpAgent
 from gateway.agents import ContextMessage, SummaryRequest
 from gateway.domain import SessionKey
-from tests.plugins.sink import SinkAdapter
-from tests.plugins.sink_server import SinkServer
 from tests.support import running_gateway, wait_for
 
 SECRET = "shared-secret-for-tests"
@@ -116,7 +116,7 @@ async def test_the_http_agent_contract(
             {"chat": "c", "thread": "H", "id": "2", "text": "second", "user": "ann"}
         )
         await wait_for(lambda: len(sink.accepted) == 2)
-        async with gw.store._pool.acquire() as conn:
+        async with gw.store.db.connection() as conn:
             stored = await conn.fetchrow(
                 "SELECT model, tokens_used, metadata FROM messages "
                 "WHERE session_id = $1 AND role = 'assistant' ORDER BY seq_no DESC LIMIT 1",

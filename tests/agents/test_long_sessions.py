@@ -7,15 +7,17 @@ import itertools
 import random
 import re
 
+from benchmarks.fakes.sink import SinkAdapter
+from benchmarks.fakes.sink_server import SinkServer
 from gateway.agent_clients import OpenAIAgent
 from gateway.agents import EchoAgent, Turn
 from gateway.context import ContextAssembler, ContextPolicy, TokenCounter
-from gateway.domain import Envelope, Reply, ReplyTarget, Sender, SessionKey
+from gateway.domain import Envelope, ReplyTarget, Sender, SessionKey
+from gateway.intake import to_inbound
 from gateway.summaries import SummaryJob, SummaryWorker
-from session_store.store import OutgoingReply, Store
+from session_store.records import OutgoingReply
+from session_store.store import Store
 from tests.agents.fake_openai import FakeOpenAI, Step
-from tests.plugins.sink import SinkAdapter
-from tests.plugins.sink_server import SinkServer
 from tests.support import running_gateway, wait_for
 
 KEY = SessionKey(platform="sink", scope="test", chat_id="long", thread_id="T")
@@ -77,7 +79,7 @@ async def test_context_never_exceeds_the_window_across_a_2000_message_session(
             text = chat_text(rng, i)
             if i == 500:  # a paste bigger than the whole window, as the newest message
                 text = "m500 paste " + " ".join(f"{rng.getrandbits(32):08x}" for _ in range(4000))
-            stored = await store.ingest(envelope(i, text), raw=None)
+            stored = await store.ingest(to_inbound(envelope(i, text)), raw=None)
             assert stored.seq_no is not None and stored.session_id is not None
             claim = await store.claim_turn(lease_seconds=30, platforms=["sink"])
             assert claim is not None
@@ -127,8 +129,7 @@ async def test_context_never_exceeds_the_window_across_a_2000_message_session(
                 handled_seq=stored.seq_no,
                 replies=[
                     OutgoingReply(
-                        reply=Reply(text=answer, metadata={"answers_seq": stored.seq_no}),
-                        parts=[answer],
+                        content=answer, parts=[answer], metadata={"answers_seq": stored.seq_no}
                     )
                 ],
                 target=TARGET,

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from benchmarks.fakes.sink import SinkAdapter
+from benchmarks.fakes.sink_server import SinkServer
 from gateway.agent_clients import OpenAIAgent
 from gateway.agents import load_agent
 from gateway.runtime import Gateway
 from tests.agents.fake_openai import FakeOpenAI, Step
-from tests.plugins.sink import SinkAdapter
-from tests.plugins.sink_server import SinkServer
 from tests.support import make_settings, running_gateway, wait_for
 
 
@@ -22,7 +22,7 @@ def agent_for(fake: FakeOpenAI, **kw: Any) -> OpenAIAgent:
 
 
 async def rows(gw: Gateway, session_id: int) -> list[dict[str, Any]]:
-    async with gw.store._pool.acquire() as conn:
+    async with gw.store.db.connection() as conn:
         found = await conn.fetch(
             "SELECT seq_no, role, content, model, tokens_used, metadata FROM messages "
             "WHERE session_id = $1 ORDER BY seq_no",

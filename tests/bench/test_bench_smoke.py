@@ -34,7 +34,7 @@ def test_benchmarks_run_every_section_and_write_json(tmp_path: Path, pg_server: 
         assert heading in report
     results = json.loads(out.read_text())
     hot = results["hot"]
-    kinds = {"hot", "ingest", "hot_batched", "ingest_batched", "recent50", "context50", "delta"}
+    kinds = {"hot", "ingest", "recent50", "context50", "delta"}
     assert kinds <= set(hot)
     assert hot["hot"]["2"]["rate"]["median"] > 0
     assert hot["ingest"]["2"]["ratio"]["median"] > 0  # ours ÷ pgbench, same run

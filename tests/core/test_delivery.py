@@ -4,32 +4,34 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.fakes.sink import SinkTransport, sink_envelope
 from gateway.delivery import DeliverySettings, DeliveryWorker
-from gateway.domain import Reply, ReplyTarget
+from gateway.domain import ReplyTarget
 from gateway.hub import Signal
+from gateway.intake import to_inbound
 from gateway.metrics import Metrics
-from session_store.store import OutgoingReply, Store
-from tests.plugins.sink import SinkTransport, sink_envelope
+from session_store.records import OutgoingReply
+from session_store.store import Store
 from tests.support import wait_for
 
 
 async def _expired_send(store: Store) -> int:
     """A delivery claimed by a worker that then died: status 'sending', lease expired."""
     await store.ingest(
-        sink_envelope({"chat": "c", "thread": "t", "id": "1", "text": "q"}), raw=None
+        to_inbound(sink_envelope({"chat": "c", "thread": "t", "id": "1", "text": "q"})), raw=None
     )
     claim = await store.claim_turn(lease_seconds=30)
     assert claim is not None
     await store.finish_turn(
         claim,
         handled_seq=1,
-        replies=[OutgoingReply(reply=Reply(text="a"), parts=["a"])],
+        replies=[OutgoingReply(content="a", parts=["a"])],
         target=ReplyTarget(platform="sink", scope="test", chat_id="c", thread_id="t"),
     )
     [row] = await store.claim_deliveries(platforms=["sink"], lease_seconds=0.05)
 
     async def expired() -> bool:
-        async with store.connection() as conn:
+        async with store.db.connection() as conn:
             return bool(
                 await conn.fetchval(
                     "SELECT lease_until < now() FROM deliveries WHERE id = $1", row.id
@@ -53,8 +55,7 @@ async def test_a_send_whose_worker_died_is_requeued_only_where_a_resend_is_safe(
 ) -> None:
     delivery_id = await _expired_send(store)
     transport = SinkTransport("http://127.0.0.1:9/unused", idempotent=idempotent)
-    if window is not None:
-        transport.resend_window = window  # type: ignore[attr-defined]
+    transport.resend_window = window
     worker = DeliveryWorker(
         store,
         {"sink": transport},

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
 
+from benchmarks.fakes.sink import SinkAdapter
+from benchmarks.fakes.sink_server import SinkServer
 from gateway.agents import Turn
 from gateway.domain import Reply
-from gateway.leadership import run_as_leader
-from tests.plugins.sink import SinkAdapter
-from tests.plugins.sink_server import SinkServer
+from gateway.ports import Intake
 from tests.support import running_gateway, wait_for
 
 
@@ -178,7 +177,7 @@ async def test_two_schedulers_never_run_one_session_concurrently_and_answer_each
             await asyncio.sleep(0.05)
 
         async def all_handled() -> bool:
-            async with gw1.store._pool.acquire() as conn:
+            async with gw1.store.db.connection() as conn:
                 return bool(
                     await conn.fetchval(
                         "SELECT bool_and(turn_done_seq >= turn_requested_seq) AND count(*) = 3 "
@@ -225,9 +224,9 @@ async def test_single_connection_ingress_runs_on_one_leader_and_fails_over(
             self.polling = False
             self._loop: asyncio.Task[None] | None = None
 
-        async def start(self, intake: Any) -> None:
+        async def start(self, intake: Intake) -> None:
             await super().start(intake)
-            self._loop = asyncio.create_task(run_as_leader(intake, "sink-poller", self._poll))
+            self._loop = asyncio.create_task(intake.lead("sink-poller", self._poll))
 
         async def _poll(self) -> None:
             self.polling = True

@@ -11,8 +11,8 @@ import asyncpg
 import httpx
 import pytest
 
+from benchmarks.fakes.sink_server import SinkServer
 from tests.e2e.process import gateway_process, run_cli
-from tests.plugins.sink_server import SinkServer
 from tests.support import wait_for
 
 pytestmark = pytest.mark.slow
@@ -147,7 +147,7 @@ async def test_sigkill_with_a_pending_delivery_then_restart_delivers_it_once(
     sink.script.append(("429", 3))  # the first send is rate limited: the row waits, pending
     env = {
         "DATABASE_URL": database_url,
-        "GATEWAY_ADAPTERS": "tests.plugins.sink:create",
+        "GATEWAY_ADAPTERS": "benchmarks.fakes.sink:create",
         "SINK_URL": sink.url,
         "GATEWAY_POLL_SECONDS": "0.2",
     }
@@ -181,7 +181,7 @@ async def test_sigkill_during_a_turn_then_restart_answers_once(
 ) -> None:
     base = {
         "DATABASE_URL": database_url,
-        "GATEWAY_ADAPTERS": "tests.plugins.sink:create",
+        "GATEWAY_ADAPTERS": "benchmarks.fakes.sink:create",
         "SINK_URL": sink.url,
         "GATEWAY_LEASE_SECONDS": "2",
         "GATEWAY_POLL_SECONDS": "0.2",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,9 +14,9 @@ import pytest
 
 from adapters.mattermost.adapter import MattermostAdapter, MattermostConfig
 from adapters.mattermost.websocket import Backoff
+from benchmarks.fakes.mattermost import FakeMattermost
 from gateway.domain import Envelope, Extracted, Ignored, Rejected
 from gateway.ports import IngestOutcome
-from tests.fakes.mattermost import FakeMattermost
 
 PAYLOADS = Path(__file__).parents[1] / "payloads"  # copies of shared/payloads
 
@@ -62,6 +62,15 @@ class RecordingIntake:
         if isinstance(extracted, Ignored):
             return IngestOutcome(status="ignored", reason=extracted.reason)
         return IngestOutcome(status="rejected", reason=extracted.reason)
+
+    async def lead(
+        self,
+        name: str,
+        body: Callable[[], Coroutine[Any, Any, None]],
+        *,
+        stopping: asyncio.Event | None = None,
+    ) -> None:
+        await body()  # one process: it always leads
 
     async def knows(self, key: object) -> bool:
         return False

@@ -10,11 +10,11 @@ from contextlib import asynccontextmanager
 from typing import Any, cast
 
 from adapters.mattermost.adapter import MattermostAdapter
+from benchmarks.fakes.mattermost import FakeMattermost
 from gateway.agents import Agent, Turn
 from gateway.domain import Reply, SessionKey
 from gateway.runtime import Gateway
 from session_store.records import DeliveryRecord
-from tests.fakes.mattermost import FakeMattermost
 from tests.mattermost.conftest import connected, make_config
 from tests.support import running_gateway, wait_for
 

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 from websockets.asyncio.client import connect
 
-from tests.fakes.mattermost import FakeMattermost
+from benchmarks.fakes.mattermost import FakeMattermost
 from tests.mattermost.conftest import load_payload
 
 

@@ -12,9 +12,9 @@ from websockets.exceptions import InvalidStatus
 
 from adapters.mattermost.adapter import MattermostAdapter
 from adapters.mattermost.websocket import AuthenticationFailed, Backoff, EventStream
+from benchmarks.fakes.mattermost import FakeMattermost
 from gateway.domain import Envelope, EventKind, Extracted, ReplyTarget, Trigger
 from gateway.errors import ConfigError
-from tests.fakes.mattermost import FakeMattermost
 from tests.mattermost.conftest import (
     FAST_BACKOFF,
     RecordingIntake,

@@ -22,7 +22,7 @@ from cryptography.x509.oid import NameOID
 from adapters.mattermost.adapter import MattermostAdapter
 from adapters.mattermost.urls import server_urls
 from adapters.mattermost.websocket import EventStream
-from tests.fakes.mattermost import FakeMattermost
+from benchmarks.fakes.mattermost import FakeMattermost
 from tests.mattermost.conftest import (
     FAST_BACKOFF,
     RecordingIntake,

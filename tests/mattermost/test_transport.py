@@ -11,9 +11,9 @@ import pytest
 
 from adapters.mattermost.adapter import MattermostAdapter
 from adapters.mattermost.transport import MattermostTransport
+from benchmarks.fakes.mattermost import FakeMattermost
 from gateway.domain import ReplyTarget
 from gateway.errors import DeliveryError
-from tests.fakes.mattermost import FakeMattermost
 from tests.mattermost.conftest import make_config, wait_until
 
 

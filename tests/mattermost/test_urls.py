@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from adapters.mattermost import create_adapter
+from adapters.mattermost import MattermostAdapter, MattermostConfig
 from adapters.mattermost.urls import server_urls
 from gateway.errors import ConfigError
 from gateway.settings import Settings
@@ -109,20 +109,20 @@ def _settings(**values: Any) -> Settings:
     return Settings(**{"_env_file": None, **values})
 
 
-def test_create_adapter_from_settings_names_bad_url() -> None:
+def test_adapter_from_settings_names_bad_url() -> None:
     settings = _settings(MATTERMOST_URL="https://u:p@chat.example.com", MATTERMOST_TOKEN="t")
     with pytest.raises(ConfigError) as info:
-        create_adapter(settings)
+        MattermostAdapter(MattermostConfig.from_settings(settings))
     assert info.value.setting == "MATTERMOST_URL"
 
 
-def test_create_adapter_from_settings() -> None:
+def test_adapter_from_settings() -> None:
     settings = _settings(
         MATTERMOST_URL="https://chat.example.com/mm/",
         MATTERMOST_TOKEN="secret-token",
         MATTERMOST_REQUIRE_MENTION="true",
     )
-    adapter = create_adapter(settings)
+    adapter = MattermostAdapter(MattermostConfig.from_settings(settings))
     assert adapter.platform == "mattermost"
     assert adapter.scope == "chat.example.com/mm"
     assert adapter.transport.max_message_length == 16383

@@ -11,8 +11,8 @@ from typing import Any
 import asyncpg
 import httpx
 
-from tests.plugins.sink import SinkAdapter
-from tests.plugins.sink_server import SinkServer
+from benchmarks.fakes.sink import SinkAdapter
+from benchmarks.fakes.sink_server import SinkServer
 from tests.support import running_gateway, wait_for
 
 PROBLEM = "application/problem+json"
@@ -310,5 +310,5 @@ async def test_openapi_documents_the_admin_routes_and_the_bearer_scheme(
     assert {"after_seq", "before_seq", "limit"} <= params
     schemes = spec["components"]["securitySchemes"]
     assert any(s.get("scheme") == "bearer" for s in schemes.values())
-    assert "OpsDelivery" in spec["components"]["schemas"]
+    assert "DeliveryRecord" in spec["components"]["schemas"]
     assert not any(p.startswith("/web/") for p in paths)

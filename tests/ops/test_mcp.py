@@ -17,10 +17,11 @@ from mcp import Client, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
+from benchmarks.fakes.sink import SinkAdapter
+from benchmarks.fakes.sink_server import SinkServer
 from gateway.domain import Envelope, ReplyTarget, Sender, SessionKey
+from gateway.intake import to_inbound
 from session_store.store import Store
-from tests.plugins.sink import SinkAdapter
-from tests.plugins.sink_server import SinkServer
 from tests.support import running_gateway, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -220,7 +221,9 @@ async def test_mcp_over_stdio_appends_into_the_outbox(database_url: str, tmp_pat
             reply_to_message_id="m1",
         )
         stored = await store.ingest(
-            Envelope(key=key, target=target, message_id="m1", text="hi", sender=Sender(id="u")),
+            to_inbound(
+                Envelope(key=key, target=target, message_id="m1", text="hi", sender=Sender(id="u"))
+            ),
             raw={"text": "hi"},
         )
     finally:

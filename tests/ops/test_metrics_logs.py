@@ -10,8 +10,8 @@ import structlog
 from prometheus_client.parser import text_string_to_metric_families
 from structlog.testing import capture_logs
 
-from tests.plugins.sink import SinkAdapter
-from tests.plugins.sink_server import SinkServer
+from benchmarks.fakes.sink import SinkAdapter
+from benchmarks.fakes.sink_server import SinkServer
 from tests.support import running_gateway, wait_for
 
 CONTEXT = ("platform", "chat_id", "thread_id", "session_id", "seq_no")

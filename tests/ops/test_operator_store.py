@@ -9,6 +9,7 @@ import pytest
 
 from gateway.domain import Envelope, ReplyTarget, Sender, SessionKey
 from gateway.errors import RequestError
+from gateway.intake import to_inbound
 from session_store import operator as operator_module
 from session_store.operator import OperatorStore
 from session_store.store import Store
@@ -30,11 +31,11 @@ def _envelope(thread: str, n: int, text: str) -> Envelope:
 
 async def test_participant_appends_and_ingest_share_one_dense_seq(store: Store) -> None:
     ops = OperatorStore(store)
-    first = await store.ingest(_envelope("t", 0, "start"), raw=None)
+    first = await store.ingest(to_inbound(_envelope("t", 0, "start")), raw=None)
     assert first.session_id is not None
 
     async def user(n: int) -> None:
-        await store.ingest(_envelope("t", n, f"user {n}"), raw=None)
+        await store.ingest(to_inbound(_envelope("t", n, f"user {n}")), raw=None)
 
     async def agent(n: int) -> None:
         await ops.append_message(
@@ -45,7 +46,7 @@ async def test_participant_appends_and_ingest_share_one_dense_seq(store: Store) 
         )
 
     await asyncio.gather(*(user(n) for n in range(1, 21)), *(agent(n) for n in range(20)))
-    messages = await ops.messages(first.session_id, limit=100)
+    messages = await store.messages(first.session_id, limit=100, with_deliveries=True)
     assert [m.seq_no for m in messages] == list(range(1, 42))
     session = await ops.get_session(first.session_id)
     assert session.last_seq_no == session.message_count == 41
@@ -61,7 +62,7 @@ async def test_participant_appends_and_ingest_share_one_dense_seq(store: Store) 
 
 async def test_appending_needs_an_active_session_and_a_target_to_deliver(store: Store) -> None:
     ops = OperatorStore(store)
-    stored = await store.ingest(_envelope("x", 0, "hello"), raw=None)
+    stored = await store.ingest(to_inbound(_envelope("x", 0, "hello")), raw=None)
     sid = stored.session_id
     assert sid is not None
     await ops.close_session(sid)
@@ -79,7 +80,7 @@ async def test_both_cross_session_search_plans_page_the_same_newest_first(
     ops = OperatorStore(store)
     for n in range(12):
         text = f"needle number {n}" if n % 2 == 0 else f"hay {n}"
-        await store.ingest(_envelope(f"s{n % 3}", n, text), raw=None)
+        await store.ingest(to_inbound(_envelope(f"s{n % 3}", n, text)), raw=None)
     seen: list[str] = []
     before = None
     while True:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from starlette.applications import Starlette
 
-from adapters.slack import SlackAdapter, create_adapter
+from adapters.slack import SlackAdapter
+from benchmarks.fakes.slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack
 from gateway.domain import Envelope, Extracted, Ignored, Rejected, SessionKey
 from gateway.http import HttpServer
 from gateway.ports import IngestOutcome
 from gateway.settings import Settings
-from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack
 
 PAYLOADS = Path(__file__).parents[1] / "payloads"  # copies of shared/payloads
 
@@ -76,6 +76,15 @@ class RecordingIntake:
         if isinstance(extracted, Rejected):
             return IngestOutcome(status="rejected", reason=extracted.reason)
         return IngestOutcome(status="ignored", reason=extracted.reason)
+
+    async def lead(
+        self,
+        name: str,
+        body: Callable[[], Coroutine[Any, Any, None]],
+        *,
+        stopping: asyncio.Event | None = None,
+    ) -> None:
+        await body()  # one process: it always leads
 
     async def knows(self, key: SessionKey) -> bool:
         self.knows_calls.append(key)
@@ -146,7 +155,7 @@ async def running_adapter(
     if socket_mode:
         overrides.setdefault("SLACK_APP_TOKEN", APP_TOKEN)
         fake.mode = "socket"
-    adapter = create_adapter(slack_settings(fake, **overrides))
+    adapter = SlackAdapter(slack_settings(fake, **overrides))
     async with serve_routes(list(adapter.http_routes())) as base_url:
         fake.events_url = f"{base_url}/slack/events"
         await adapter.start(intake)

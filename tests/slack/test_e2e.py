@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 import adapters.slack.adapter as slack_adapter
-from adapters.slack import create_adapter
+from adapters.slack import SlackAdapter
+from benchmarks.fakes.slack import FakeSlack
 from gateway.agents import Agent, Turn
 from gateway.domain import Reply, SessionKey
 from gateway.runtime import Gateway
 from session_store.records import MessageRecord
-from tests.fakes.slack import FakeSlack
 from tests.slack.conftest import slack_settings
 from tests.support import running_gateway, wait_for
 
@@ -55,7 +55,7 @@ async def slack_gateway(
         overrides.setdefault("SLACK_APP_TOKEN", fake.app_token)
         overrides.setdefault("SLACK_SIGNING_SECRET", None)
         fake.mode = "socket"
-    adapter = create_adapter(slack_settings(fake, **overrides))
+    adapter = SlackAdapter(slack_settings(fake, **overrides))
     async with running_gateway(database_url, adapters=[adapter], agent=agent, web_chat=False) as gw:
         fake.events_url = f"{gw.url}slack/events"
         yield gw

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from adapters.slack import create_adapter
+from adapters.slack import SlackAdapter
+from benchmarks.fakes.slack import HUMAN, FakeSlack, wait_until
 from gateway.domain import Envelope, EventKind, Trigger
 from gateway.errors import ConfigError
-from tests.fakes.slack import HUMAN, FakeSlack, wait_until
 from tests.slack.conftest import (
     RecordingIntake,
     load_payload,
@@ -227,7 +227,7 @@ async def test_edits_deletes_and_joins(fake: FakeSlack, intake: RecordingIntake)
 
 
 async def test_routes_answer_503_until_started(fake: FakeSlack) -> None:
-    adapter = create_adapter(slack_settings(fake))
+    adapter = SlackAdapter(slack_settings(fake))
     async with serve_routes(list(adapter.http_routes())) as base:
         fake.events_url = f"{base}/slack/events"
         body = json.dumps(fake.wrap({"type": "reaction_added"})).encode()
@@ -236,7 +236,7 @@ async def test_routes_answer_503_until_started(fake: FakeSlack) -> None:
 
 
 async def test_bad_token_fails_start_with_a_config_error(fake: FakeSlack) -> None:
-    adapter = create_adapter(slack_settings(fake, SLACK_BOT_TOKEN="xoxb-wrong"))
+    adapter = SlackAdapter(slack_settings(fake, SLACK_BOT_TOKEN="xoxb-wrong"))
     with pytest.raises(ConfigError) as info:
         await adapter.start(RecordingIntake())
     assert info.value.setting == "SLACK_BOT_TOKEN"
@@ -246,7 +246,7 @@ async def test_bad_token_fails_start_with_a_config_error(fake: FakeSlack) -> Non
 
 
 async def test_socket_mode_only_serves_no_http_route(fake: FakeSlack) -> None:
-    adapter = create_adapter(
+    adapter = SlackAdapter(
         slack_settings(fake, SLACK_SIGNING_SECRET=None, SLACK_APP_TOKEN=fake.app_token)
     )
     assert list(adapter.http_routes()) == []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.fakes.slack import FakeSlack, wait_until
+from benchmarks.fakes.slack import FakeSlack, wait_until
 from tests.slack.conftest import RecordingIntake, running_adapter
 
 

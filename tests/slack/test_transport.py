@@ -7,9 +7,9 @@ import socket
 import pytest
 
 from adapters.slack.transport import SlackTransport, make_web_client
+from benchmarks.fakes.slack import BOT_TOKEN, HUMAN, TEAM_ID, FakeSlack
 from gateway.domain import ReplyTarget
 from gateway.errors import DeliveryError
-from tests.fakes.slack import BOT_TOKEN, HUMAN, TEAM_ID, FakeSlack
 
 
 def transport_for(fake: FakeSlack, *, token: str = BOT_TOKEN, timeout: int = 5) -> SlackTransport:

@@ -7,15 +7,14 @@ import asyncio
 from gateway.domain import (
     Envelope,
     EventKind,
-    Ignored,
-    Rejected,
-    Reply,
     ReplyTarget,
     Sender,
     SessionKey,
     Trigger,
 )
-from session_store.store import OutgoingReply, Store
+from gateway.intake import to_inbound
+from session_store.records import InboundItem, InboundNote, OutgoingReply
+from session_store.store import Store
 
 
 def envelope(
@@ -28,24 +27,27 @@ def envelope(
     trigger: Trigger = Trigger.ALWAYS,
     kind: EventKind = EventKind.MESSAGE,
     command: str | None = None,
-) -> Envelope:
+) -> InboundItem:
+    """What the core hands the store for a web chat message (``gateway.intake.to_inbound``)."""
     key = SessionKey(platform="web", scope="local", chat_id=chat, thread_id=thread)
-    return Envelope(
-        key=key,
-        target=ReplyTarget(
-            platform="web",
-            scope="local",
-            chat_id=chat,
-            thread_id=thread,
-            reply_to_message_id=message_id,
-        ),
-        message_id=message_id,
-        event_id=event_id,
-        text=text,
-        sender=Sender(id="u1", name="Ada"),
-        trigger=trigger,
-        kind=kind,
-        command=command,
+    return to_inbound(
+        Envelope(
+            key=key,
+            target=ReplyTarget(
+                platform="web",
+                scope="local",
+                chat_id=chat,
+                thread_id=thread,
+                reply_to_message_id=message_id,
+            ),
+            message_id=message_id,
+            event_id=event_id,
+            text=text,
+            sender=Sender(id="u1", name="Ada"),
+            trigger=trigger,
+            kind=kind,
+            command=command,
+        )
     )
 
 
@@ -120,9 +122,12 @@ async def test_closed_session_key_gets_a_fresh_session(store: Store) -> None:
 
 async def test_rejected_and_ignored_events_are_recorded_with_reason(store: Store) -> None:
     rej = await store.ingest(
-        Rejected(platform="web", reason="missing chat", event_id="x1"), raw={"bad": True}
+        InboundNote(platform="web", status="rejected", reason="missing chat", event_id="x1"),
+        raw={"bad": True},
     )
-    ign = await store.ingest(Ignored(platform="web", reason="bot message", event_id="x2"), raw={})
+    ign = await store.ingest(
+        InboundNote(platform="web", status="ignored", reason="bot message", event_id="x2"), raw={}
+    )
     assert (rej.status, ign.status) == ("rejected", "ignored")
     assert rej.reason == "missing chat"
 
@@ -154,7 +159,7 @@ async def test_trigger_rules_decide_whether_a_turn_is_requested(store: Store) ->
     await store.finish_turn(
         claim,
         handled_seq=3,
-        replies=[OutgoingReply(reply=Reply(text="ok"), parts=["ok"])],
+        replies=[OutgoingReply(content="ok", parts=["ok"])],
         target=ReplyTarget(platform="web", scope="local", chat_id="general", thread_id="t1"),
     )
     # the bot has now answered here, so an un-mentioned follow-up asks for a turn

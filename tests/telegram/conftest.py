@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +15,10 @@ import uvicorn
 from starlette.applications import Starlette
 
 from adapters.telegram.adapter import TelegramAdapter
+from benchmarks.fakes.telegram import FakeTelegram
 from gateway.domain import Envelope, Extracted, SessionKey
 from gateway.ports import IngestOutcome
 from gateway.settings import Settings
-from tests.fakes.telegram import FakeTelegram
 
 PAYLOADS = Path(__file__).parents[1] / "payloads"  # copies of shared/payloads
 
@@ -58,6 +58,15 @@ class RecordingIntake:
             self.in_submit -= 1
         status = "accepted" if isinstance(extracted, Envelope) else type(extracted).__name__
         return IngestOutcome(status=status.lower())
+
+    async def lead(
+        self,
+        name: str,
+        body: Callable[[], Coroutine[Any, Any, None]],
+        *,
+        stopping: asyncio.Event | None = None,
+    ) -> None:
+        await body()  # one process: it always leads
 
     async def knows(self, key: SessionKey) -> bool:
         return False

@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 
 from adapters.telegram.adapter import TelegramAdapter
+from benchmarks.fakes.telegram import Chat, FakeTelegram, utf16_len
 from gateway.agents import Turn
 from gateway.domain import Reply, SessionKey
 from gateway.runtime import Gateway
-from tests.fakes.telegram import Chat, FakeTelegram, utf16_len
 from tests.support import running_gateway, wait_for
 from tests.telegram.conftest import telegram_settings
 

@@ -10,9 +10,9 @@ import itertools
 import pytest
 from structlog.testing import capture_logs
 
+from benchmarks.fakes.telegram import FakeTelegram
 from gateway.domain import Envelope, Ignored, Rejected, Trigger
 from gateway.errors import ConfigError
-from tests.fakes.telegram import FakeTelegram
 from tests.telegram.conftest import AdapterFactory, RecordingIntake
 
 

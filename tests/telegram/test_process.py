@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.fakes.telegram import FakeTelegram
 from tests.e2e.process import gateway_process
-from tests.fakes.telegram import FakeTelegram
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,9 @@ from telegram.request import HTTPXRequest
 from adapters.telegram.adapter import TelegramAdapter
 from adapters.telegram.extract import BotIdentity, ExtractPolicy, extract_update
 from adapters.telegram.transport import TelegramBot, TelegramTransport
+from benchmarks.fakes.telegram import FakeTelegram
 from gateway.domain import Envelope, ReplyTarget
 from gateway.errors import DeliveryError
-from tests.fakes.telegram import FakeTelegram
 from tests.telegram.conftest import AdapterFactory
 
 

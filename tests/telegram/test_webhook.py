@@ -12,9 +12,9 @@ import pytest
 from starlette.applications import Starlette
 
 from adapters.telegram.adapter import TelegramAdapter
+from benchmarks.fakes.telegram import FakeTelegram
 from gateway.domain import Envelope, Ignored, Rejected
 from gateway.errors import ConfigError
-from tests.fakes.telegram import FakeTelegram
 from tests.telegram.conftest import RecordingIntake, serve_http, telegram_settings
 
 SECRET = "s3cret_Token-42"

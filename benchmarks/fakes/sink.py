@@ -1,7 +1,7 @@
 """A minimal surface for core tests: inbound over HTTP (``POST /sink/inbound``), outbound by
 POSTing each part to a recording HTTP server the test runs (``SINK_URL``).
 
-Loadable in a ``gateway run`` subprocess with ``GATEWAY_ADAPTERS=tests.plugins.sink:create``.
+Loadable in a ``gateway run`` subprocess with ``GATEWAY_ADAPTERS=benchmarks.fakes.sink:create``.
 The sink server answers 200 (sent), 429 + Retry-After (rate limited) or 400 (permanent), as the
 test scripts it, so the core's delivery policy is exercised over a real network hop."""
 
@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from gateway.domain import Envelope, ReplyTarget, Sender, SessionKey, Trigger
 from gateway.errors import DeliveryError
-from gateway.ports import Intake, SendResult
+from gateway.ports import AdapterContext, Intake, SendResult
 from gateway.settings import Settings
 
 PLATFORM = "sink"
@@ -29,6 +29,7 @@ class SinkTransport:
     platform = PLATFORM
     max_message_length = 4000
     idempotent = False
+    resend_window: float | None = None
 
     def __init__(self, url: str, *, idempotent: bool = False, max_length: int = 4000) -> None:
         self._url = url
@@ -126,5 +127,5 @@ class SinkAdapter:
         return JSONResponse({"status": outcome.status, "session_id": outcome.session_id})
 
 
-def create(settings: Settings) -> SinkAdapter:
+def create(settings: Settings, context: AdapterContext) -> SinkAdapter:
     return SinkAdapter(os.environ["SINK_URL"], idempotent=os.environ.get("SINK_IDEMPOTENT") == "1")

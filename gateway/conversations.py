@@ -1,0 +1,136 @@
+"""Conversations as a surface that shows them reads them: the chats of a platform, the
+threads of a chat, a thread's transcript with each reply's delivery state, and a person's vote
+on an answer. The web chat uses this port; it never holds the store."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from gateway.domain import SessionKey
+from gateway.errors import SessionNotFound
+from session_store.records import MessageRecord
+from session_store.store import Store
+from session_store.values import DeliveryStatus, Role, SessionStatus
+
+#: a thread's newest messages shown at once
+TRANSCRIPT_LIMIT = 500
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadInfo:
+    thread_id: str
+    title: str | None
+    session_id: int
+    status: SessionStatus
+    message_count: int
+    last_message_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TranscriptEntry:
+    seq_no: int
+    role: Role
+    content: str
+    sender: str | None
+    model: str | None
+    #: how the reply's delivery went (the worst state of its parts); None for user messages
+    delivery: DeliveryStatus | None
+    feedback: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Transcript:
+    session_id: int
+    status: SessionStatus
+    messages: Sequence[TranscriptEntry]
+
+
+VoteOutcome = Literal["recorded", "no_such_message", "not_an_answer"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Vote:
+    outcome: VoteOutcome
+    #: the answer's feedback after the vote (sign of everyone's votes), when recorded
+    feedback: int | None = None
+
+
+class Conversations:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def chats(self, platform: str, *, limit: int = 200) -> list[str]:
+        """Chats with sessions on ``platform``, most recently active first."""
+        return await self._store.list_chats(platform, limit)
+
+    async def threads(self, platform: str, chat_id: str, *, limit: int = 200) -> list[ThreadInfo]:
+        """The threads of a chat, newest activity first, each with its latest session."""
+        sessions = await self._store.list_sessions(platform=platform, chat_id=chat_id, limit=limit)
+        seen: dict[str, ThreadInfo] = {}
+        for s in sessions:  # newest first: the first session seen per thread is its latest
+            thread = s.key.thread_id or ""
+            if thread not in seen:
+                seen[thread] = ThreadInfo(
+                    thread_id=thread,
+                    title=s.title,
+                    session_id=s.id,
+                    status=s.status,
+                    message_count=s.message_count,
+                    last_message_at=s.last_message_at,
+                )
+        return list(seen.values())
+
+    async def transcript(
+        self, key: SessionKey, *, limit: int = TRANSCRIPT_LIMIT
+    ) -> Transcript | None:
+        """The newest ``limit`` messages of the place's current session, oldest first."""
+        session = await self._store.find_session(key)
+        if session is None:
+            return None
+        messages = await self._store.messages(
+            session.id, before_seq=session.last_seq_no + 1, limit=limit, with_deliveries=True
+        )
+        return Transcript(
+            session_id=session.id,
+            status=session.status,
+            messages=[_entry(m) for m in messages],
+        )
+
+    async def vote(self, key: SessionKey, seq_no: int, *, user_id: str, value: int) -> Vote:
+        """One person's feedback on the answer at ``seq_no`` of the place's current session:
+        +1, -1, or 0 to take it back."""
+        session = await self._store.find_session(key)
+        message_id = (
+            None if session is None else await self._store.message_id_at(session.id, seq_no)
+        )
+        if message_id is None:
+            return Vote(outcome="no_such_message")
+        try:
+            feedback = await self._store.set_feedback(message_id, user_id=user_id, value=value)
+        except SessionNotFound:
+            return Vote(outcome="not_an_answer")
+        return Vote(outcome="recorded", feedback=feedback)
+
+
+def _entry(m: MessageRecord) -> TranscriptEntry:
+    return TranscriptEntry(
+        seq_no=m.seq_no,
+        role=m.role,
+        content=m.content,
+        sender=m.sender_name,
+        model=m.model,
+        delivery=_worst({d.status for d in m.deliveries}),
+        feedback=m.feedback,
+    )
+
+
+def _worst(statuses: set[DeliveryStatus]) -> DeliveryStatus | None:
+    if not statuses:
+        return None
+    for status in ("failed", "sending", "pending"):
+        if status in statuses:
+            return status
+    return "sent"

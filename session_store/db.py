@@ -1,0 +1,146 @@
+"""The pool, and the one boundary where driver errors become the store's own.
+
+Every repository of the store (``Store``, ``OperatorStore``, ...) runs its SQL through
+``Database.connection()`` or ``Database.transaction()``; the leader lock and the migrator, which
+hold connections of their own, go through ``translated()``. Whatever the driver, the socket or
+a timeout raises there comes out as a ``StoreError`` that says whether it is transient and
+keeps PostgreSQL's sqlstate, so nothing above the store ever catches asyncpg.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import asyncpg
+import structlog
+
+from session_store.errors import StoreError
+
+log = structlog.get_logger(__name__)
+
+#: seconds to open one connection; a server that does not answer (a blackholed host) must not
+#: hold a worker for asyncpg's default minute
+CONNECT_TIMEOUT = 5.0
+#: seconds to wait for a free pooled connection before reporting the pool as exhausted
+ACQUIRE_TIMEOUT = 30.0
+
+#: sqlstate classes and codes after which the same call may succeed later: connection
+#: exceptions, serialization failures and deadlocks, insufficient resources, operator
+#: intervention (shutdown, "the database system is starting up"), system errors
+_TRANSIENT_CLASSES = ("08", "53", "57", "58")
+_TRANSIENT_CODES = ("40001", "40P01")
+
+
+def is_transient_sqlstate(sqlstate: str | None) -> bool:
+    if not sqlstate:
+        return False
+    return sqlstate.startswith(_TRANSIENT_CLASSES) or sqlstate in _TRANSIENT_CODES
+
+
+def translate(exc: BaseException) -> StoreError | None:
+    """The ``StoreError`` for a driver, socket or timeout error; ``None`` for anything else
+    (our own errors, cancellation, bugs), which the caller re-raises unchanged."""
+    if isinstance(exc, StoreError):
+        return None
+    if isinstance(exc, asyncpg.PostgresError):
+        sqlstate = getattr(exc, "sqlstate", None)
+        return StoreError(
+            str(exc) or type(exc).__name__,
+            transient=is_transient_sqlstate(sqlstate),
+            sqlstate=sqlstate,
+        )
+    if isinstance(exc, asyncpg.InterfaceError):
+        # "connection is closed", "another operation is in progress" after a dropped socket...
+        # the pool replaces the connection; only a closed pool stays broken
+        closing = "pool is closed" in str(exc) or "pool is closing" in str(exc)
+        return StoreError(f"database connection: {exc}", transient=not closing)
+    if isinstance(exc, TimeoutError):
+        return StoreError("database timeout", transient=True)
+    if isinstance(exc, OSError):
+        return StoreError(f"database unreachable: {exc}", transient=True)
+    return None
+
+
+@contextmanager
+def translated() -> Iterator[None]:
+    """Run a block whose driver errors must come out as ``StoreError``."""
+    try:
+        yield
+    except Exception as exc:
+        error = translate(exc)
+        if error is None:
+            raise
+        raise error from exc
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    await conn.set_type_codec("jsonb", encoder=_dumps, decoder=json.loads, schema="pg_catalog")
+
+
+async def _no_reset(conn: asyncpg.Connection) -> None:
+    return None
+
+
+def _dumps(value: Any) -> str:
+    # default=str: a payload with a stray non-JSON value (bytes, datetime) is stored as text
+    # rather than failing the ingest
+    return json.dumps(value, default=str, separators=(",", ":"))
+
+
+class Database:
+    """An asyncpg pool behind the error boundary. Connections carry no session state."""
+
+    def __init__(self, pool: asyncpg.Pool, dsn: str) -> None:
+        self._pool = pool
+        #: for the few uses that need a dedicated connection (leader election, LISTEN)
+        self.dsn = dsn
+
+    @classmethod
+    async def connect(cls, dsn: str, *, min_size: int = 2, max_size: int = 10) -> Database:
+        with translated():
+            pool = await asyncpg.create_pool(
+                dsn,
+                min_size=min_size,
+                max_size=max_size,
+                init=_init_connection,
+                timeout=CONNECT_TIMEOUT,
+                # connections carry no session state (no SET, no LISTEN, no prepared names of
+                # our own), so the per-release RESET round trip is pure cost. ``reset=None``
+                # would mean asyncpg's default (that round trip); a no-op keeps only its local
+                # part (an open transaction is still rolled back)
+                reset=_no_reset,
+            )
+        assert pool is not None
+        return cls(pool, dsn)
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection; every driver error inside becomes a ``StoreError``."""
+        try:
+            async with self._pool.acquire(timeout=ACQUIRE_TIMEOUT) as conn:
+                yield conn
+        except Exception as exc:
+            error = translate(exc)
+            if error is None:
+                raise
+            if error.transient:
+                # after a restart of the server every idle connection is dead: have the pool
+                # reopen them all instead of failing once per stale connection
+                await self._pool.expire_connections()
+            raise error from exc
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection inside a transaction (committed when the block ends)."""
+        async with self.connection() as conn, conn.transaction():
+            yield conn
+
+    async def ping(self) -> None:
+        async with self.connection() as conn:
+            await conn.fetchval("SELECT 1")

@@ -1,0 +1,123 @@
+"""Value types the store persists and every layer shares: where a conversation lives
+(``SessionKey``), where its replies go (``ReplyTarget``), and the states of stored rows.
+
+This module imports nothing of ours, so the store can own it and the core and the adapters can
+use it (``gateway.domain`` re-exports the keys). Each value read from a row is built in one
+``from_row`` / ``from_json``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+#: a session: open for new messages, or closed by ``/new`` (or an operator)
+SessionStatus = Literal["active", "closed"]
+#: who wrote a message
+Role = Literal["user", "assistant", "system", "tool"]
+#: an outbox row: waiting, claimed by a sender, delivered, or given up (visibly)
+DeliveryStatus = Literal["pending", "sending", "sent", "failed"]
+#: what ingest did with one inbound event
+IngestStatus = Literal["accepted", "duplicate", "ignored", "rejected"]
+#: an inbox row (a duplicate is never stored)
+InboundStatus = Literal["accepted", "ignored", "rejected"]
+#: whether a stored user message asked for an answer (``answer``) or is context only
+MessageTrigger = Literal["answer", "context"]
+#: does an inbound message ask for a turn: always, only if the bot already answered in this
+#: session (a thread follow-up without a mention), or never (context only). The core decides
+#: which from the platform's signals; the store applies it atomically with the session row.
+TurnRequest = Literal["always", "if_answered", "never"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionKey:
+    """Where a conversation lives: one session per key is active at a time.
+
+    ``scope`` makes ``chat_id`` unique on its platform (Slack team id, Telegram bot or
+    business connection, Mattermost server). ``thread_id`` is ``None`` for a place without
+    threads (a DM, Telegram's General topic, a non-forum group).
+    """
+
+    platform: str
+    scope: str
+    chat_id: str
+    thread_id: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.platform}:{self.scope}:{self.chat_id}:{self.thread_id or '-'}"
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> SessionKey:
+        """The key columns of a ``sessions`` row (``platform, scope, chat_id, thread_id``)."""
+        return cls(
+            platform=row["platform"],
+            scope=row["scope"],
+            chat_id=row["chat_id"],
+            thread_id=row["thread_id"],
+        )
+
+    @classmethod
+    def parse(cls, text: str) -> SessionKey:
+        """Inverse of ``str()``: ``platform:scope:chat:thread`` (``-`` = no thread)."""
+        # the scope may itself contain ':' (a Mattermost server "host:8065"); platform, chat
+        # and thread never do
+        platform, _, rest = text.partition(":")
+        parts = rest.rsplit(":", 2)
+        if not platform or len(parts) != 3 or not all(parts[:2]):
+            raise ValueError(f"not a session key (platform:scope:chat:thread): {text!r}")
+        scope, chat_id, thread = parts
+        return cls(
+            platform=platform,
+            scope=scope,
+            chat_id=chat_id,
+            thread_id=None if thread in ("", "-") else thread,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplyTarget:
+    """Everything delivery needs to land in the same place, computed once at ingest.
+
+    ``thread_id`` is the thread *as the platform wants it on send*: the Telegram topic id or
+    ``None`` (General, non-forum groups, private chats), the Slack root ``thread_ts``, the
+    Mattermost root post id. ``extra`` carries platform routing fields that must travel with
+    the reply (Telegram ``business_connection_id``, ``direct_messages_topic_id``).
+    Delivery reads the stored target and never re-derives it.
+    """
+
+    platform: str
+    scope: str
+    chat_id: str
+    thread_id: str | None = None
+    reply_to_message_id: str | None = None
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "platform": self.platform,
+            "scope": self.scope,
+            "chat_id": self.chat_id,
+            "thread_id": self.thread_id,
+            "reply_to_message_id": self.reply_to_message_id,
+            "extra": dict(self.extra),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | str) -> ReplyTarget:
+        if isinstance(data, str):
+            data = json.loads(data)
+        assert not isinstance(data, str)
+        return cls(
+            platform=str(data["platform"]),
+            scope=str(data["scope"]),
+            chat_id=str(data["chat_id"]),
+            thread_id=None if data.get("thread_id") is None else str(data["thread_id"]),
+            reply_to_message_id=(
+                None
+                if data.get("reply_to_message_id") is None
+                else str(data["reply_to_message_id"])
+            ),
+            extra={str(k): str(v) for k, v in (data.get("extra") or {}).items()},
+        )
