@@ -3,19 +3,32 @@ per-event context (platform, chat, thread, session, seq) bound through contextva
 
 from __future__ import annotations
 
+import itertools
 import logging
+import re
 import sys
 from typing import Any
 
 import structlog
 
-_SECRET_KEYS = ("token", "secret", "password", "authorization", "api_key")
+#: words that make a log key name a credential (``bot_token``, ``signing_secret``, ``api_key``,
+#: ``Authorization``); counts such as ``tokens_used`` or ``prompt_tokens`` are not credentials
+_SECRET_WORDS = frozenset({"token", "secret", "password", "passwd", "authorization", "cookie"})
+_SECRET_PAIRS = (("api", "key"), ("app", "key"), ("private", "key"))
+
+
+def is_secret_key(key: str) -> bool:
+    words = [w for w in re.split(r"[^a-z0-9]+", key.lower()) if w]
+    if _SECRET_WORDS.intersection(words) or {"apikey", "accesstoken"}.intersection(words):
+        return True
+    pairs = set(itertools.pairwise(words))
+    return any(pair in pairs for pair in _SECRET_PAIRS)
 
 
 def _redact(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
     """Never log a credential, whatever a caller passes by mistake."""
     for key in list(event):
-        if any(word in key.lower() for word in _SECRET_KEYS):
+        if is_secret_key(key):
             event[key] = "[redacted]"
     return event
 

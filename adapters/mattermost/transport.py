@@ -72,7 +72,7 @@ class MattermostTransport:
     #: the server remembers a pending_post_id for 30 s only (platforms.md §3.2,
     #: pendingPostIDsCacheTTL): a resend later than that could post twice, so the core
     #: treats a send that may have landed longer ago as ambiguous instead of resending it
-    resend_window = 30.0
+    resend_window: float | None = 30.0
 
     def __init__(self, api: MattermostApi, *, scope: str) -> None:
         self._api = api

@@ -27,6 +27,7 @@ async def test_feedback_is_per_person_changeable_and_found_by_the_platform_messa
         delivered = await wait_for(
             lambda: _sent_id(gw.store.deliveries_for_session(out.session_id))
         )
+        assert delivered is not None
         store = gw.store
         # a reaction names the bot's message by the platform's id of it, in its chat
         message_id = await store.find_bot_message(

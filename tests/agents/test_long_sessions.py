@@ -134,6 +134,7 @@ async def test_context_never_exceeds_the_window_across_a_2000_message_session(
                 ],
                 target=TARGET,
             )
+        assert claim is not None
         session = await store.get_session(claim.session_id)
         written = await store.summaries(claim.session_id)
     finally:
@@ -176,7 +177,7 @@ async def test_summaries_are_written_off_the_hot_path_and_then_used(
             out = await adapter.submit(
                 {"chat": "c", "thread": "S", "id": str(i), "text": f"message {i}: {words}"}
             )
-            await wait_for(lambda n=i: len(sink.accepted) == n + 1)
+            await wait_for(lambda: len(sink.accepted) == i + 1)  # noqa: B023 - awaited at once
             if not fake.turn_requests[-1].contents("user")[0].startswith("message 0:"):
                 evicted_at = i  # this turn left older turns out: it asked for a summary
                 break
@@ -220,7 +221,7 @@ async def test_agents_without_a_summarizer_get_extractive_summaries(
             out = await adapter.submit(
                 {"chat": "c", "thread": "E", "id": str(i), "text": f"note {i}: {words}"}
             )
-            await wait_for(lambda n=i: len(sink.accepted) == n + 1)
+            await wait_for(lambda: len(sink.accepted) == i + 1)  # noqa: B023 - awaited at once
         written = await wait_for(lambda: gw.store.summaries(out.session_id), timeout=5)
     assert not written[0].model_written and written[0].model is None
     assert written[0].content.startswith("Excerpts of earlier messages")

@@ -244,6 +244,7 @@ async def test_single_connection_ingress_runs_on_one_leader_and_fails_over(
     one, two = PollingSink(sink.url), PollingSink(sink.url)
     first = running_gateway(database_url, adapters=[one], web_chat=False)
     await first.__aenter__()
+    first_running = True
     try:
         await wait_for(lambda: one.polling)
         async with running_gateway(database_url, adapters=[two], web_chat=False):
@@ -252,10 +253,10 @@ async def test_single_connection_ingress_runs_on_one_leader_and_fails_over(
             # the follower still takes webhook-style ingress and its replies are delivered
             await two.submit({"chat": "c", "thread": "F", "id": "f1", "text": "from follower"})
             await wait_for(lambda: sink.texts_in("c", "F") == ["echo: from follower"])
+            first_running = False
             await first.__aexit__(None, None, None)  # the leader stops (or dies)
-            first = None
             await wait_for(lambda: two.polling, timeout=10)
             assert not one.polling
     finally:
-        if first is not None:
+        if first_running:
             await first.__aexit__(None, None, None)

@@ -97,7 +97,7 @@ async def test_a_session_with_its_parts_its_transcript_cursors_and_search(
     ):
         for n, word in enumerate(words):
             out = await adapter.submit({"chat": "c", "thread": "T", "id": str(n), "text": word})
-            await wait_for(lambda n=n: len(sink.accepted) == n + 1)
+            await wait_for(lambda: len(sink.accepted) == n + 1)  # noqa: B023 - awaited at once
         other = await adapter.submit({"chat": "c", "thread": "U", "id": "u", "text": "gamma too"})
         await wait_for(lambda: len(sink.accepted) == len(words) + 1)
         sid = out.session_id

@@ -21,7 +21,7 @@ REPO = DEPLOY.parent
 
 
 def _kube() -> list[dict[str, Any]]:
-    docs = []
+    docs: list[dict[str, Any]] = []
     for path in sorted((DEPLOY / "kubernetes").glob("*.yaml")):
         docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
     return docs
@@ -131,8 +131,8 @@ def test_kubernetes_deployment_probes_migrates_and_reads_a_secret() -> None:
             if "secretKeyRef" in e.get("valueFrom", {})
         }
         assert refs["DATABASE_URL"] == {"name": secret_name, "key": "DATABASE_URL"}
-    refs = {e["name"] for e in container["env"] if "valueFrom" in e}
-    assert "GATEWAY_ADMIN_TOKEN" in refs
+    from_secrets = {e["name"] for e in container["env"] if "valueFrom" in e}
+    assert "GATEWAY_ADMIN_TOKEN" in from_secrets
     assert set(secret["stringData"]) <= _setting_names()
     assert set(config["data"]) <= _setting_names()
 

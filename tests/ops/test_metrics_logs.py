@@ -6,12 +6,14 @@ from __future__ import annotations
 import re
 
 import httpx
+import pytest
 import structlog
 from prometheus_client.parser import text_string_to_metric_families
 from structlog.testing import capture_logs
 
 from benchmarks.fakes.sink import SinkAdapter
 from benchmarks.fakes.sink_server import SinkServer
+from gateway.logs import is_secret_key
 from tests.support import running_gateway, wait_for
 
 CONTEXT = ("platform", "chat_id", "thread_id", "session_id", "seq_no")
@@ -92,3 +94,29 @@ async def test_every_log_line_of_a_message_life_names_its_place_session_and_seq(
     assert inbound["session_id"] == finished["session_id"] == delivered["session_id"]
     assert [e["event"] for e in life].count("turn_finished") == 1  # one summary line per turn
     assert finished["outcome"] == "answered" and "duration_ms" in finished
+
+
+@pytest.mark.parametrize(
+    ("key", "secret"),
+    [
+        ("token", True),
+        ("bot_token", True),
+        ("GATEWAY_ADMIN_TOKEN", True),
+        ("signing_secret", True),
+        ("api_key", True),
+        ("apiKey", True),
+        ("OPENAI_API_KEY", True),
+        ("Authorization", True),
+        ("password", True),
+        ("set_cookie", True),
+        ("tokens_used", False),
+        ("estimated_prompt_tokens", False),
+        ("prompt_tokens", False),
+        ("tokenizer", False),
+        ("keyboard", False),
+    ],
+)
+def test_only_credentials_are_redacted_not_token_counts(key: str, secret: bool) -> None:
+    """Regression: every key containing "token" was redacted, so ``tokens_used`` and
+    ``estimated_prompt_tokens`` were logged as ``[redacted]`` (issue 11)."""
+    assert is_secret_key(key) is secret

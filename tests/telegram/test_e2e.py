@@ -214,6 +214,7 @@ async def test_deleted_topic_is_a_visible_failed_delivery(
         await wait_for(lambda: agent.turns, timeout=10)
         fake.delete_topic(forum, topic)  # deleted while the agent thinks
         session = await wait_for(lambda: _session_of(gw, forum, topic), timeout=10)
+        assert session is not None
 
         async def failed() -> Any:
             rows = await gw.store.deliveries_for_session(session)
