@@ -165,6 +165,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings()
     except ConfigError as exc:
+        if args.command == "doctor":  # doctor reports it like every other finding, with a fix
+            from gateway.doctor import config_failure, render
+
+            render([config_failure(exc)])
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.gateway_log_format, settings.gateway_log_level)

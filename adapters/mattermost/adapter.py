@@ -34,6 +34,7 @@ import httpx
 import structlog
 
 from adapters.mattermost.api import MattermostApi, MattermostApiError
+from adapters.mattermost.check import check_server
 from adapters.mattermost.extract import (
     PLATFORM,
     POST_EVENTS,
@@ -50,7 +51,7 @@ from adapters.mattermost.urls import ServerUrls, server_urls
 from adapters.mattermost.websocket import Backoff, EventStream
 from gateway.domain import EventKind, Extracted, Rejected
 from gateway.errors import ConfigError, GatewayError
-from gateway.ports import Intake
+from gateway.ports import Check, Intake
 from gateway.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -139,6 +140,18 @@ class MattermostAdapter:
 
     def http_routes(self) -> Sequence[Any]:
         return ()  # the websocket is outbound; nothing to serve
+
+    async def check(self) -> Sequence[Check]:
+        """users/me, and the teams and channels the bot is in (``gateway doctor`` / ``setup``);
+        its own short-lived client, so the adapter's is untouched."""
+        api = MattermostApi(
+            api_base=self._urls.api_base,
+            token=self._config.token,
+            ssl_context=self._config.ssl_context,
+            timeout=self._config.http_timeout,
+            trust_env=self._config.trust_env,
+        )
+        return await check_server(api, url=self._config.url)
 
     async def start(self, intake: Intake) -> None:
         self._intake = intake
