@@ -65,6 +65,8 @@ class MattermostConfig:
     token: str = field(repr=False)
     require_mention: bool = False
     answer_bots: bool = False
+    allowed_channels: frozenset[str] = frozenset()
+    allowed_users: frozenset[str] = frozenset()
     #: trust store for https:// servers; None = the system's (honours SSL_CERT_FILE)
     ssl_context: ssl.SSLContext | None = None
     backoff: Backoff = field(default_factory=Backoff)
@@ -88,6 +90,8 @@ class MattermostConfig:
             token=settings.mattermost_token.get_secret_value(),
             require_mention=settings.mattermost_require_mention,
             answer_bots=settings.gateway_answer_bots,
+            allowed_channels=frozenset(settings.mattermost_allowed_channels),
+            allowed_users=frozenset(settings.mattermost_allowed_users),
         )
 
 
@@ -223,6 +227,8 @@ class MattermostAdapter:
             bot=BotIdentity(user_id=user_id, username=username),
             require_mention=self._config.require_mention,
             answer_bots=self._config.answer_bots,
+            allowed_channels=self._config.allowed_channels,
+            allowed_users=self._config.allowed_users,
         )
         log.info(
             "mattermost_identity",

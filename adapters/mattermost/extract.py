@@ -76,6 +76,10 @@ class ExtractContext:
     bot: BotIdentity
     require_mention: bool = False
     answer_bots: bool = False
+    #: MATTERMOST_ALLOWED_CHANNELS / _USERS (ids); empty = everyone, the same rule as
+    #: TELEGRAM_ALLOWED_CHATS/USERS
+    allowed_channels: frozenset[str] = frozenset()
+    allowed_users: frozenset[str] = frozenset()
 
 
 # --- small pure helpers -------------------------------------------------------------------
@@ -246,6 +250,18 @@ def extract_post(
         return Rejected(platform=PLATFORM, reason="post without id, channel_id or user_id")
     if user_id == ctx.bot.user_id:
         return Ignored(platform=PLATFORM, reason="own post", event_id=f"post:{post_id}")
+    if ctx.allowed_channels and channel_id not in ctx.allowed_channels:
+        return Ignored(
+            platform=PLATFORM,
+            reason=f"channel {channel_id} is not in MATTERMOST_ALLOWED_CHANNELS",
+            event_id=f"post:{post_id}",
+        )
+    if ctx.allowed_users and user_id not in ctx.allowed_users:
+        return Ignored(
+            platform=PLATFORM,
+            reason=f"user {user_id} is not in MATTERMOST_ALLOWED_USERS",
+            event_id=f"post:{post_id}",
+        )
     post_type = _str(post, "type")
     if post_type.startswith("system_"):
         # joins, header changes, ... are server notices, not conversation

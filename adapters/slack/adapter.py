@@ -92,6 +92,8 @@ class SlackAdapter:
         self._policy = Policy(
             require_mention=settings.slack_require_mention,
             answer_bots=settings.gateway_answer_bots,
+            allowed_channels=frozenset(settings.slack_allowed_channels),
+            allowed_users=frozenset(settings.slack_allowed_users),
         )
         self._intake: Intake | None = None
         self._me: BotIdentity | None = None
