@@ -38,3 +38,5 @@ BOT_SCOPES: tuple[str, ...] = tuple(
 
 #: the app-level token's scope (Socket Mode: ``apps.connections.open``)
 APP_TOKEN_SCOPE = "connections:write"
+#: Web API methods called with the app-level token, not the bot token
+APP_TOKEN_METHODS: dict[str, tuple[str, ...]] = {"apps.connections.open": (APP_TOKEN_SCOPE,)}
