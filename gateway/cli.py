@@ -195,11 +195,17 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--limit", type=int, default=1000)
     sub.add_parser("doctor", help="check configuration, database and platform credentials")
     sub.add_parser("mcp", help="serve the MCP session tools over stdio (logs go to stderr)")
+    from gateway.setup import add_parser as add_setup_parser
+
+    add_setup_parser(sub)  # gateway setup telegram|slack|mattermost (issue 18)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "setup":
+        # before load_settings: setup is how a half-configured .env gets fixed
+        return _setup(args)
     try:
         settings = load_settings()
     except ConfigError as exc:
@@ -232,6 +238,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _setup(args: argparse.Namespace) -> int:
+    from gateway.setup import run_setup
+
+    # platform clients log at info; the person at the prompt wants the checks, not the logs
+    configure_logging("console", "warning")
+    try:
+        return _run_coro(run_setup(args))
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nsetup: interrupted, nothing written", file=sys.stderr)
         return 1
 
 
