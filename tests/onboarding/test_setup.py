@@ -13,7 +13,7 @@ import select
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,7 @@ from benchmarks.fakes.mattermost import FakeMattermost
 from benchmarks.fakes.slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack
 from benchmarks.fakes.telegram import FakeTelegram
 from gateway.setup import update_env_file
-from tests.e2e.process import REPO, clean_env
+from tests.e2e.process import clean_env
 from tests.support import wait_for
 
 
