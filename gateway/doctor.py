@@ -35,6 +35,7 @@ class _NoConversations(Conversations):
 async def collect_checks(settings: Settings) -> list[Check]:
     checks = [Check(name="configuration", ok=True, detail="settings parsed")]
     checks.append(await _check_database(settings))
+    checks.append(check_http_port(settings))
     checks.extend(await check_agent(settings))
     checks.extend(await check_surfaces(settings))
     return checks
@@ -92,6 +93,25 @@ async def _check_database(settings: Settings) -> Check:
     finally:
         await store.close()
     return Check(name="database", ok=True, detail="DATABASE_URL reachable")
+
+
+def check_http_port(settings: Settings) -> Check:
+    """Whether ``gateway run`` could listen where the settings say (a busy port made it exit
+    with a bare ``[Errno 98]``; issue 18)."""
+    from gateway.http import probe_listen
+
+    host, port = settings.gateway_http_host, settings.gateway_http_port
+    error = probe_listen(host, port)
+    if error is None:
+        where = "a free port" if port == 0 else f"{host}:{port}"
+        return Check(name="http", ok=True, detail=f"can listen on {where}")
+    return Check(
+        name="http",
+        ok=False,
+        detail=str(error),
+        fix=f"stop what listens there (a gateway already running?), or set {error.setting} "
+        "to a free one",
+    )
 
 
 # --- the agent -------------------------------------------------------------------------------

@@ -80,6 +80,21 @@ def _bind_error(exc: OSError, host: str, port: int) -> ConfigError:
     )
 
 
+def probe_listen(host: str, port: int) -> ConfigError | None:
+    """Bind and release ``host:port`` as ``HttpServer`` would (``gateway doctor``): the error
+    naming the setting, or None when it is free."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(1)
+    except OSError as exc:
+        return _bind_error(exc, host, port)
+    finally:
+        sock.close()
+    return None
+
+
 class HttpServer:
     def __init__(self, app: Any, host: str, port: int) -> None:
         # proto=IPPROTO_TCP is what makes asyncio disable Nagle on accepted connections

@@ -236,11 +236,13 @@ async def test_doctor_runs_every_configured_platform_check(
         MATTERMOST_URL=mattermost.url,
         MATTERMOST_TOKEN="bot-token",
         GATEWAY_WEB_CHAT=True,
+        GATEWAY_HTTP_PORT=0,  # 8080 may be taken on a shared machine
     )
     assert await run_doctor(config) == 0
     out = capsys.readouterr().out
     for line in (
         "ok  database: DATABASE_URL reachable",
+        "ok  http: can listen on a free port",
         "ok  telegram: getMe ok",
         "ok  slack scopes: all",
         "ok  mattermost channels: member of 1 team(s)",

@@ -43,3 +43,16 @@ async def test_gateway_run_on_a_busy_port_exits_2_naming_the_setting(
     assert code == 2, err
     assert "configuration error: GATEWAY_HTTP_PORT: port" in err
     assert "Errno" not in err
+
+
+async def test_doctor_finds_the_busy_port_and_names_the_setting(busy_port: int) -> None:
+    from gateway.doctor import check_http_port
+    from gateway.settings import Settings
+
+    def settings(port: int) -> Settings:
+        return Settings(_env_file=None, GATEWAY_HTTP_PORT=port)  # type: ignore[call-arg]
+
+    busy = check_http_port(settings(busy_port))
+    assert not busy.ok and f"port {busy_port} on 127.0.0.1 is already in use" in busy.detail
+    assert busy.fix is not None and "set GATEWAY_HTTP_PORT to a free one" in busy.fix
+    assert check_http_port(settings(0)).ok
