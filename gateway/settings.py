@@ -97,6 +97,10 @@ class Settings(BaseSettings):
     # message from another channel or person is ignored, with the reason stored
     slack_allowed_channels: CsvList = Field(default_factory=list, alias="SLACK_ALLOWED_CHANNELS")
     slack_allowed_users: CsvList = Field(default_factory=list, alias="SLACK_ALLOWED_USERS")
+    #: channels (ids) where every message is answered, as TELEGRAM_ANSWER_ALL_CHATS
+    slack_answer_all_channels: CsvList = Field(
+        default_factory=list, alias="SLACK_ANSWER_ALL_CHANNELS"
+    )
 
     # --- Mattermost -------------------------------------------------------------------
     mattermost_url: str | None = Field(default=None, alias="MATTERMOST_URL")
@@ -108,6 +112,10 @@ class Settings(BaseSettings):
     )
     mattermost_allowed_users: CsvList = Field(
         default_factory=list, alias="MATTERMOST_ALLOWED_USERS"
+    )
+    #: channels (ids) where every message is answered, as TELEGRAM_ANSWER_ALL_CHATS
+    mattermost_answer_all_channels: CsvList = Field(
+        default_factory=list, alias="MATTERMOST_ANSWER_ALL_CHANNELS"
     )
 
     # --- agent ------------------------------------------------------------------------
@@ -150,6 +158,8 @@ class Settings(BaseSettings):
         "slack_allowed_users",
         "mattermost_allowed_channels",
         "mattermost_allowed_users",
+        "slack_answer_all_channels",
+        "mattermost_answer_all_channels",
         "gateway_adapters",
         "agent_models",
         "agent_context_windows",

@@ -67,6 +67,7 @@ class MattermostConfig:
     answer_bots: bool = False
     allowed_channels: frozenset[str] = frozenset()
     allowed_users: frozenset[str] = frozenset()
+    answer_all_channels: frozenset[str] = frozenset()
     #: trust store for https:// servers; None = the system's (honours SSL_CERT_FILE)
     ssl_context: ssl.SSLContext | None = None
     backoff: Backoff = field(default_factory=Backoff)
@@ -92,6 +93,7 @@ class MattermostConfig:
             answer_bots=settings.gateway_answer_bots,
             allowed_channels=frozenset(settings.mattermost_allowed_channels),
             allowed_users=frozenset(settings.mattermost_allowed_users),
+            answer_all_channels=frozenset(settings.mattermost_answer_all_channels),
         )
 
 
@@ -229,6 +231,7 @@ class MattermostAdapter:
             answer_bots=self._config.answer_bots,
             allowed_channels=self._config.allowed_channels,
             allowed_users=self._config.allowed_users,
+            answer_all_channels=self._config.answer_all_channels,
         )
         log.info(
             "mattermost_identity",

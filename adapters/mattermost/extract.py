@@ -80,6 +80,8 @@ class ExtractContext:
     #: TELEGRAM_ALLOWED_CHATS/USERS
     allowed_channels: frozenset[str] = frozenset()
     allowed_users: frozenset[str] = frozenset()
+    #: MATTERMOST_ANSWER_ALL_CHANNELS: every post there is answered, not only mentions
+    answer_all_channels: frozenset[str] = frozenset()
 
 
 # --- small pure helpers -------------------------------------------------------------------
@@ -174,11 +176,17 @@ def reply_target(
 
 
 def _trigger(
-    *, channel_type: str, root_id: str, mentioned: bool, from_bot: bool, ctx: ExtractContext
+    *,
+    channel_id: str,
+    channel_type: str,
+    root_id: str,
+    mentioned: bool,
+    from_bot: bool,
+    ctx: ExtractContext,
 ) -> Trigger:
     if from_bot and not ctx.answer_bots:
         return Trigger.NEVER
-    if channel_type == "D" or mentioned:
+    if channel_type == "D" or mentioned or channel_id in ctx.answer_all_channels:
         return Trigger.ALWAYS
     # Group DMs behave like channels here: several people talk there, so only mentions and
     # follow-ups in a thread the bot answered in are for us.
@@ -345,7 +353,12 @@ def extract_post(
 
     mentioned = mentions_bot(text, mentions, ctx.bot)
     trigger = _trigger(
-        channel_type=channel_type, root_id=root_id, mentioned=mentioned, from_bot=from_bot, ctx=ctx
+        channel_id=channel_id,
+        channel_type=channel_type,
+        root_id=root_id,
+        mentioned=mentioned,
+        from_bot=from_bot,
+        ctx=ctx,
     )
     # A command only counts when the post is for us: a stray "/new" in a channel (or another
     # bot's) must not reset a session.

@@ -94,6 +94,7 @@ class SlackAdapter:
             answer_bots=settings.gateway_answer_bots,
             allowed_channels=frozenset(settings.slack_allowed_channels),
             allowed_users=frozenset(settings.slack_allowed_users),
+            answer_all_channels=frozenset(settings.slack_answer_all_channels),
         )
         self._intake: Intake | None = None
         self._me: BotIdentity | None = None

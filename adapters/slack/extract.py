@@ -65,6 +65,8 @@ class Policy:
     #: empty = every channel / every person (the same rule as TELEGRAM_ALLOWED_CHATS/USERS)
     allowed_channels: frozenset[str] = frozenset()
     allowed_users: frozenset[str] = frozenset()
+    #: SLACK_ANSWER_ALL_CHANNELS: every message there is answered, not only mentions
+    answer_all_channels: frozenset[str] = frozenset()
 
 
 def not_allowed(channel: str, sender_id: str | None, policy: Policy) -> str | None:
@@ -357,7 +359,7 @@ def _message(
 
     if sender.is_bot and not policy.answer_bots:
         trigger = Trigger.NEVER
-    elif is_dm or mentioned:
+    elif is_dm or mentioned or channel in policy.answer_all_channels:
         trigger = Trigger.ALWAYS
     elif is_reply:
         # The core answers a follow-up only if the bot already answered in this thread.

@@ -169,3 +169,49 @@ async def test_slack_gateway_answers_only_inside_its_allow_lists(database_url: s
         assert fake.bot_posts("C0CLOSED") == []
     finally:
         await fake.stop()
+
+
+# --- mention rules: the same table on every platform ------------------------------------------
+
+
+def _telegram_plain(answer_all: bool) -> Extracted:
+    update = json.loads((PAYLOADS / "telegram_update_forum_topic_message.json").read_text())
+    update["update_id"] = 1
+    chat = str(update["message"]["chat"]["id"])
+    return extract_update(
+        update,
+        bot=TelegramBot(id=1, username="GatewayTestBot"),
+        policy=ExtractPolicy.of(answer_all_chats=[chat] if answer_all else []),
+    )
+
+
+def _slack_plain(answer_all: bool) -> Extracted:
+    payload = json.loads((PAYLOADS / "slack_event_app_mention.docs.json").read_text())
+    payload["event"].update(type="message", channel_type="channel", text="no mention here")
+    return extract_event(
+        payload,
+        me=SlackBot(user_id="U0LAN0Z89"),
+        policy=Policy(answer_all_channels=frozenset({"C123ABC456"} if answer_all else ())),
+    )
+
+
+def _mattermost_plain(answer_all: bool) -> Extracted:
+    post = {"id": "p1", "channel_id": "ch1", "user_id": "alice1", "message": "no mention here"}
+    ctx = ExtractContext(
+        scope="mm.example.com",
+        bot=MattermostBot(user_id="bot1", username="bot"),
+        answer_all_channels=frozenset({"ch1"} if answer_all else ()),
+    )
+    return extract_post(post, ctx=ctx, channel_type="O")
+
+
+@pytest.mark.parametrize("extract", [_telegram_plain, _slack_plain, _mattermost_plain])
+@pytest.mark.parametrize("answer_all", [False, True])
+def test_a_plain_group_message_is_answered_only_in_answer_all_channels(
+    extract: Callable[[bool], Extracted], answer_all: bool
+) -> None:
+    from gateway.domain import Trigger
+
+    result = extract(answer_all)
+    assert isinstance(result, Envelope), result
+    assert result.trigger is (Trigger.ALWAYS if answer_all else Trigger.NEVER)
