@@ -321,3 +321,33 @@ def test_doctor_holds_no_platform_code() -> None:
     source = (Path(__file__).parents[2] / "gateway" / "doctor.py").read_text()
     for call in ("getMe", "auth.test", "users/me", "adapters."):
         assert not re.search(re.escape(call), source), call
+
+
+async def test_gateway_doctor_command_reports_a_bad_setting_with_its_fix() -> None:
+    from tests.e2e.process import run_cli
+
+    code, out, _ = await run_cli(["doctor"], {"AGENT": "http"})
+    assert code == 2
+    assert "BAD configuration: AGENT_HTTP_URL: required when AGENT=http" in out
+    assert "    fix: correct or unset AGENT_HTTP_URL" in out
+
+
+async def test_gateway_doctor_command_exits_1_for_webhook_mode_without_secret(
+    telegram: FakeTelegram,
+) -> None:
+    from tests.e2e.process import run_cli
+
+    code, out, _ = await run_cli(
+        ["doctor"],
+        {
+            "TELEGRAM_BOT_TOKEN": telegram.token,
+            "TELEGRAM_API_BASE_URL": telegram.base_url,
+            "TELEGRAM_MODE": "webhook",
+            "TELEGRAM_WEBHOOK_URL": "https://bot.example.com/telegram/webhook",
+            "GATEWAY_HTTP_PORT": "0",
+        },
+    )
+    assert code == 1, out
+    assert "BAD telegram webhook: TELEGRAM_WEBHOOK_SECRET: required" in out
+    assert "ok  telegram: getMe ok" in out
+    assert telegram.token not in out
