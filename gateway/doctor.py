@@ -38,6 +38,16 @@ async def collect_checks(settings: Settings) -> list[Check]:
     checks.append(check_http_port(settings))
     checks.extend(await check_agent(settings))
     checks.extend(await check_surfaces(settings))
+    if not (settings.telegram_bot_token or settings.slack_bot_token or settings.mattermost_url):
+        checks.append(
+            Check(
+                name="platforms",
+                ok=True,
+                detail="none configured: only the web chat answers",
+                fix="connect one with `gateway setup telegram|slack|mattermost` "
+                "(guides: docs/telegram.md, docs/slack.md, docs/mattermost.md)",
+            )
+        )
     return checks
 
 

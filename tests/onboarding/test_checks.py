@@ -351,3 +351,10 @@ async def test_gateway_doctor_command_exits_1_for_webhook_mode_without_secret(
     assert "BAD telegram webhook: TELEGRAM_WEBHOOK_SECRET: required" in out
     assert "ok  telegram: getMe ok" in out
     assert telegram.token not in out
+
+
+async def test_doctor_without_platforms_points_at_gateway_setup() -> None:
+    checks = await collect_checks(settings(GATEWAY_HTTP_PORT=0))
+    platforms = named(checks, "platforms")
+    assert platforms.ok and platforms.fix is not None
+    assert "gateway setup telegram|slack|mattermost" in platforms.fix
