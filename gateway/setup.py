@@ -34,6 +34,14 @@ GUIDES: Mapping[Platform, str] = {
 }
 
 
+#: the settings that switch each platform on (cleared for the others while checking one)
+_ENABLING: Mapping[Platform, tuple[str, ...]] = {
+    "telegram": ("TELEGRAM_BOT_TOKEN",),
+    "slack": ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"),
+    "mattermost": ("MATTERMOST_URL", "MATTERMOST_TOKEN"),
+}
+
+
 class SetupAborted(Exception):
     """A required answer is missing (stdin ended); the message says which and how to give it."""
 
@@ -158,7 +166,17 @@ async def check_platform(platform: Platform, values: Mapping[str, str]) -> list[
     """The platform adapter's own ``check()``, on settings made of ``values`` only."""
     from gateway.doctor import check_surfaces
 
-    settings = load_settings(_env_file=None, GATEWAY_WEB_CHAT=False, GATEWAY_ADAPTERS="", **values)
+    # only this platform: the others' settings in the environment are not checked here
+    others: dict[str, None] = {
+        name: None
+        for other, names in _ENABLING.items()
+        if other != platform
+        for name in names
+        if name not in values
+    }
+    settings = load_settings(
+        _env_file=None, GATEWAY_WEB_CHAT=False, GATEWAY_ADAPTERS="", **others, **values
+    )
     return [
         c
         for c in await check_surfaces(settings)

@@ -108,7 +108,9 @@ async def interact(
     return await asyncio.to_thread(run)
 
 
-async def setup_piped(tmp_path: Path, args: list[str], stdin: str = "") -> tuple[int, str, str]:
+async def setup_piped(
+    tmp_path: Path, args: list[str], stdin: str = "", env: Mapping[str, str] | None = None
+) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -116,7 +118,7 @@ async def setup_piped(tmp_path: Path, args: list[str], stdin: str = "") -> tuple
         "setup",
         *args,
         cwd=tmp_path,
-        env=clean_env({}),
+        env=clean_env(env or {}),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -372,6 +374,18 @@ async def test_mattermost_setup_with_flags_refuses_a_bad_token(tmp_path: Path) -
     assert code == 1
     assert "BAD mattermost: the server refused MATTERMOST_TOKEN" in out
     assert not (tmp_path / ".env").exists()
+
+
+async def test_setup_checks_only_the_platform_being_set_up(tmp_path: Path) -> None:
+    # another platform half-configured in the environment neither fails nor gets called
+    async with FakeMattermost() as fake:
+        code, out, err = await setup_piped(
+            tmp_path,
+            ["mattermost", "--url", fake.url, "--token", "bot-token"],
+            env={"TELEGRAM_BOT_TOKEN": "1:elsewhere", "SLACK_BOT_TOKEN": "xoxb-elsewhere"},
+        )
+    assert code == 0, err
+    assert "telegram" not in out and "slack" not in out
 
 
 # --- the .env writer --------------------------------------------------------------------------
