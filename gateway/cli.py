@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import signal
 import sys
 from collections.abc import AsyncIterator, Coroutine, Sequence
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -16,6 +18,9 @@ from gateway.domain import SessionKey
 from gateway.errors import ConfigError, GatewayError
 from gateway.logs import configure_logging
 from gateway.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from session_store.records import SessionRecord
 
 log = structlog.get_logger("gateway")
 
@@ -72,7 +77,9 @@ async def _migrate(settings: Settings) -> int:
     return 0
 
 
-async def _sessions_list(settings: Settings, platform: str | None, active: bool, limit: int) -> int:
+async def _sessions_list(
+    settings: Settings, platform: str | None, active: bool, limit: int, as_json: bool = False
+) -> int:
     from session_store.migrator import migrate
     from session_store.store import Store
 
@@ -85,12 +92,35 @@ async def _sessions_list(settings: Settings, platform: str | None, active: bool,
             )
         finally:
             await store.close()
+    if as_json:
+        # one JSON array, newest activity first, for scripts (`jq`)
+        print(json.dumps([_session_json(s) for s in sessions], indent=2))
+        return 0
     for s in sessions:
         last = s.last_message_at.isoformat(timespec="seconds") if s.last_message_at else "-"
         print(f"{s.id}\t{s.key}\t{s.status}\t{s.message_count} messages\t{last}")
     if not sessions:
         print("no sessions", file=sys.stderr)
     return 0
+
+
+def _session_json(s: SessionRecord) -> dict[str, Any]:
+    def when(value: datetime | None) -> str | None:
+        return value.isoformat() if value else None
+
+    return {
+        "id": s.id,
+        "key": str(s.key),
+        "platform": s.key.platform,
+        "scope": s.key.scope,
+        "chat_id": s.key.chat_id,
+        "thread_id": s.key.thread_id,
+        "status": s.status,
+        "title": s.title,
+        "message_count": s.message_count,
+        "created_at": when(s.created_at),
+        "last_message_at": when(s.last_message_at),
+    }
 
 
 async def _sessions_show(settings: Settings, ident: str, after: int, limit: int) -> int:
@@ -140,6 +170,13 @@ async def _mcp(settings: Settings) -> int:
         return await serve_stdio(settings, dsn)
 
 
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return number
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gateway", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -150,21 +187,32 @@ def _parser() -> argparse.ArgumentParser:
     lst = ssub.add_parser("list", help="one line per session")
     lst.add_argument("--platform")
     lst.add_argument("--active", action="store_true")
-    lst.add_argument("--limit", type=int, default=100)
+    lst.add_argument("--limit", type=_positive, default=100, help="at most N sessions")
+    lst.add_argument("--json", action="store_true", help="a JSON array instead of lines")
     show = ssub.add_parser("show", help="a session's transcript in seq order")
     show.add_argument("ident", metavar="ID-or-KEY", help="session id or platform:scope:chat:thread")
     show.add_argument("--after", type=int, default=0)
     show.add_argument("--limit", type=int, default=1000)
     sub.add_parser("doctor", help="check configuration, database and platform credentials")
     sub.add_parser("mcp", help="serve the MCP session tools over stdio (logs go to stderr)")
+    from gateway.setup import add_parser as add_setup_parser
+
+    add_setup_parser(sub)  # gateway setup telegram|slack|mattermost (issue 18)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "setup":
+        # before load_settings: setup is how a half-configured .env gets fixed
+        return _setup(args)
     try:
         settings = load_settings()
     except ConfigError as exc:
+        if args.command == "doctor":  # doctor reports it like every other finding, with a fix
+            from gateway.doctor import config_failure, render
+
+            render([config_failure(exc)])
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.gateway_log_format, settings.gateway_log_level)
@@ -178,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "mcp":
             coro = _mcp(settings)
         elif args.sessions_command == "list":
-            coro = _sessions_list(settings, args.platform, args.active, args.limit)
+            coro = _sessions_list(settings, args.platform, args.active, args.limit, args.json)
         else:
             coro = _sessions_show(settings, args.ident, args.after, args.limit)
         return _run_coro(coro)
@@ -190,6 +238,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _setup(args: argparse.Namespace) -> int:
+    from gateway.setup import run_setup
+
+    # platform clients log at info; the person at the prompt wants the checks, not the logs
+    configure_logging("console", "warning")
+    try:
+        return _run_coro(run_setup(args))
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nsetup: interrupted, nothing written", file=sys.stderr)
         return 1
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import socket
 from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -14,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute
 
-from gateway.errors import StoreError
+from gateway.errors import ConfigError, StoreError
 
 if TYPE_CHECKING:
     from gateway.runtime import Gateway
@@ -59,6 +60,41 @@ class _Server(uvicorn.Server):
         yield
 
 
+def _bind_error(exc: OSError, host: str, port: int) -> ConfigError:
+    if exc.errno == errno.EADDRINUSE:
+        return ConfigError(
+            "GATEWAY_HTTP_PORT",
+            f"port {port} on {host} is already in use (another gateway or program listens "
+            "there): stop it, or set GATEWAY_HTTP_PORT to a free port",
+        )
+    if exc.errno == errno.EACCES:
+        return ConfigError(
+            "GATEWAY_HTTP_PORT",
+            f"not allowed to listen on port {port}: ports below 1024 need privileges; "
+            "use a port of 1024 or above",
+        )
+    return ConfigError(
+        "GATEWAY_HTTP_HOST",
+        f"cannot listen on {host}:{port} ({exc.strerror or exc}): set GATEWAY_HTTP_HOST to an "
+        "address of this machine (127.0.0.1, or 0.0.0.0 for every interface)",
+    )
+
+
+def probe_listen(host: str, port: int) -> ConfigError | None:
+    """Bind and release ``host:port`` as ``HttpServer`` would (``gateway doctor``): the error
+    naming the setting, or None when it is free."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(1)
+    except OSError as exc:
+        return _bind_error(exc, host, port)
+    finally:
+        sock.close()
+    return None
+
+
 class HttpServer:
     def __init__(self, app: Any, host: str, port: int) -> None:
         # proto=IPPROTO_TCP is what makes asyncio disable Nagle on accepted connections
@@ -83,8 +119,13 @@ class HttpServer:
 
     async def start(self) -> None:
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind((self._host, self._port))
-        self._sock.listen(512)
+        # --- start-up errors name the setting (issue 18): exit 2, not a bare [Errno 98] ---
+        try:
+            self._sock.bind((self._host, self._port))
+            self._sock.listen(512)
+        except OSError as exc:
+            self._sock.close()
+            raise _bind_error(exc, self._host, self._port) from exc
         self._sock.setblocking(False)
         self._task = asyncio.create_task(self._server.serve([self._sock]), name="http-server")
         while not self._server.started:

@@ -18,6 +18,18 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Check:
+    """One finding of ``PlatformAdapter.check`` (and of ``gateway doctor``): what was checked,
+    whether it is fine, what was seen, and - when something is wrong or worth changing - the
+    exact setting or step that fixes it. ``ok`` with a ``fix`` is advice, not a failure."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class IngestOutcome:
     """What the core did with one inbound event; adapters ack the platform from it."""
 
@@ -135,6 +147,14 @@ class PlatformAdapter(Protocol):
     def http_routes(self) -> Sequence[Any]:
         """Starlette routes this surface serves on the gateway's HTTP server (webhooks).
         Mounted before ``start``; until ``start`` the handlers answer 503."""
+        ...
+
+    async def check(self) -> Sequence[Check]:
+        """Check the credentials and what the bot can see, live, without starting ingress
+        (``gateway doctor``, ``gateway setup``): the identity call (getMe, auth.test,
+        users/me), the permissions it reports, the settings this surface needs. Never
+        raises for a platform failure: each one is a ``Check`` with ``ok=False`` and a fix.
+        Opens and closes its own clients; call it on an adapter that is not started."""
         ...
 
 

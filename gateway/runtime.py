@@ -161,7 +161,12 @@ class Gateway:
 
     async def start(self) -> None:
         await self.operator.start()
-        await self.http.start()
+        try:
+            await self.http.start()
+        except BaseException:
+            # a busy GATEWAY_HTTP_PORT (ConfigError): nothing else started yet
+            await self.operator.stop()
+            raise
         await self.delivery.recover()
         for adapter in self.adapters:
             await adapter.start(self.intake)

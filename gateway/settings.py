@@ -93,11 +93,30 @@ class Settings(BaseSettings):
     slack_api_base_url: str = Field(default="https://slack.com/api/", alias="SLACK_API_BASE_URL")
     #: answer thread follow-ups only when mentioned
     slack_require_mention: bool = Field(default=False, alias="SLACK_REQUIRE_MENTION")
+    # allow-lists (issue 18), same semantics as TELEGRAM_ALLOWED_CHATS/USERS: when set, a
+    # message from another channel or person is ignored, with the reason stored
+    slack_allowed_channels: CsvList = Field(default_factory=list, alias="SLACK_ALLOWED_CHANNELS")
+    slack_allowed_users: CsvList = Field(default_factory=list, alias="SLACK_ALLOWED_USERS")
+    #: channels (ids) where every message is answered, as TELEGRAM_ANSWER_ALL_CHATS
+    slack_answer_all_channels: CsvList = Field(
+        default_factory=list, alias="SLACK_ANSWER_ALL_CHANNELS"
+    )
 
     # --- Mattermost -------------------------------------------------------------------
     mattermost_url: str | None = Field(default=None, alias="MATTERMOST_URL")
     mattermost_token: SecretStr | None = Field(default=None, alias="MATTERMOST_TOKEN")
     mattermost_require_mention: bool = Field(default=False, alias="MATTERMOST_REQUIRE_MENTION")
+    # allow-lists (issue 18): channel ids and user ids, as for Telegram and Slack
+    mattermost_allowed_channels: CsvList = Field(
+        default_factory=list, alias="MATTERMOST_ALLOWED_CHANNELS"
+    )
+    mattermost_allowed_users: CsvList = Field(
+        default_factory=list, alias="MATTERMOST_ALLOWED_USERS"
+    )
+    #: channels (ids) where every message is answered, as TELEGRAM_ANSWER_ALL_CHATS
+    mattermost_answer_all_channels: CsvList = Field(
+        default_factory=list, alias="MATTERMOST_ANSWER_ALL_CHANNELS"
+    )
 
     # --- agent ------------------------------------------------------------------------
     agent: str = Field(default="echo", alias="AGENT")
@@ -135,6 +154,12 @@ class Settings(BaseSettings):
         "telegram_allowed_chats",
         "telegram_allowed_users",
         "telegram_answer_all_chats",
+        "slack_allowed_channels",
+        "slack_allowed_users",
+        "mattermost_allowed_channels",
+        "mattermost_allowed_users",
+        "slack_answer_all_channels",
+        "mattermost_answer_all_channels",
         "gateway_adapters",
         "agent_models",
         "agent_context_windows",

@@ -34,6 +34,7 @@ import httpx
 import structlog
 
 from adapters.mattermost.api import MattermostApi, MattermostApiError
+from adapters.mattermost.check import check_server
 from adapters.mattermost.extract import (
     PLATFORM,
     POST_EVENTS,
@@ -50,7 +51,7 @@ from adapters.mattermost.urls import ServerUrls, server_urls
 from adapters.mattermost.websocket import Backoff, EventStream
 from gateway.domain import EventKind, Extracted, Rejected
 from gateway.errors import ConfigError, GatewayError
-from gateway.ports import Intake
+from gateway.ports import Check, Intake
 from gateway.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -64,6 +65,9 @@ class MattermostConfig:
     token: str = field(repr=False)
     require_mention: bool = False
     answer_bots: bool = False
+    allowed_channels: frozenset[str] = frozenset()
+    allowed_users: frozenset[str] = frozenset()
+    answer_all_channels: frozenset[str] = frozenset()
     #: trust store for https:// servers; None = the system's (honours SSL_CERT_FILE)
     ssl_context: ssl.SSLContext | None = None
     backoff: Backoff = field(default_factory=Backoff)
@@ -87,6 +91,9 @@ class MattermostConfig:
             token=settings.mattermost_token.get_secret_value(),
             require_mention=settings.mattermost_require_mention,
             answer_bots=settings.gateway_answer_bots,
+            allowed_channels=frozenset(settings.mattermost_allowed_channels),
+            allowed_users=frozenset(settings.mattermost_allowed_users),
+            answer_all_channels=frozenset(settings.mattermost_answer_all_channels),
         )
 
 
@@ -139,6 +146,18 @@ class MattermostAdapter:
 
     def http_routes(self) -> Sequence[Any]:
         return ()  # the websocket is outbound; nothing to serve
+
+    async def check(self) -> Sequence[Check]:
+        """users/me, and the teams and channels the bot is in (``gateway doctor`` / ``setup``);
+        its own short-lived client, so the adapter's is untouched."""
+        api = MattermostApi(
+            api_base=self._urls.api_base,
+            token=self._config.token,
+            ssl_context=self._config.ssl_context,
+            timeout=self._config.http_timeout,
+            trust_env=self._config.trust_env,
+        )
+        return await check_server(api, url=self._config.url)
 
     async def start(self, intake: Intake) -> None:
         self._intake = intake
@@ -210,6 +229,9 @@ class MattermostAdapter:
             bot=BotIdentity(user_id=user_id, username=username),
             require_mention=self._config.require_mention,
             answer_bots=self._config.answer_bots,
+            allowed_channels=self._config.allowed_channels,
+            allowed_users=self._config.allowed_users,
+            answer_all_channels=self._config.answer_all_channels,
         )
         log.info(
             "mattermost_identity",

@@ -76,6 +76,12 @@ class ExtractContext:
     bot: BotIdentity
     require_mention: bool = False
     answer_bots: bool = False
+    #: MATTERMOST_ALLOWED_CHANNELS / _USERS (ids); empty = everyone, the same rule as
+    #: TELEGRAM_ALLOWED_CHATS/USERS
+    allowed_channels: frozenset[str] = frozenset()
+    allowed_users: frozenset[str] = frozenset()
+    #: MATTERMOST_ANSWER_ALL_CHANNELS: every post there is answered, not only mentions
+    answer_all_channels: frozenset[str] = frozenset()
 
 
 # --- small pure helpers -------------------------------------------------------------------
@@ -170,11 +176,17 @@ def reply_target(
 
 
 def _trigger(
-    *, channel_type: str, root_id: str, mentioned: bool, from_bot: bool, ctx: ExtractContext
+    *,
+    channel_id: str,
+    channel_type: str,
+    root_id: str,
+    mentioned: bool,
+    from_bot: bool,
+    ctx: ExtractContext,
 ) -> Trigger:
     if from_bot and not ctx.answer_bots:
         return Trigger.NEVER
-    if channel_type == "D" or mentioned:
+    if channel_type == "D" or mentioned or channel_id in ctx.answer_all_channels:
         return Trigger.ALWAYS
     # Group DMs behave like channels here: several people talk there, so only mentions and
     # follow-ups in a thread the bot answered in are for us.
@@ -246,6 +258,18 @@ def extract_post(
         return Rejected(platform=PLATFORM, reason="post without id, channel_id or user_id")
     if user_id == ctx.bot.user_id:
         return Ignored(platform=PLATFORM, reason="own post", event_id=f"post:{post_id}")
+    if ctx.allowed_channels and channel_id not in ctx.allowed_channels:
+        return Ignored(
+            platform=PLATFORM,
+            reason=f"channel {channel_id} is not in MATTERMOST_ALLOWED_CHANNELS",
+            event_id=f"post:{post_id}",
+        )
+    if ctx.allowed_users and user_id not in ctx.allowed_users:
+        return Ignored(
+            platform=PLATFORM,
+            reason=f"user {user_id} is not in MATTERMOST_ALLOWED_USERS",
+            event_id=f"post:{post_id}",
+        )
     post_type = _str(post, "type")
     if post_type.startswith("system_"):
         # joins, header changes, ... are server notices, not conversation
@@ -329,7 +353,12 @@ def extract_post(
 
     mentioned = mentions_bot(text, mentions, ctx.bot)
     trigger = _trigger(
-        channel_type=channel_type, root_id=root_id, mentioned=mentioned, from_bot=from_bot, ctx=ctx
+        channel_id=channel_id,
+        channel_type=channel_type,
+        root_id=root_id,
+        mentioned=mentioned,
+        from_bot=from_bot,
+        ctx=ctx,
     )
     # A command only counts when the post is for us: a stray "/new" in a channel (or another
     # bot's) must not reset a session.

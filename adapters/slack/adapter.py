@@ -35,6 +35,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from adapters.slack.check import check_tokens
 from adapters.slack.extract import (
     PLATFORM,
     BotIdentity,
@@ -50,7 +51,7 @@ from adapters.slack.transport import SlackTransport, make_web_client
 from gateway.domain import Envelope, Extracted, Ignored, Rejected
 from gateway.errors import ConfigError, GatewayError
 from gateway.hub import KeyedLock
-from gateway.ports import IngestOutcome, Intake
+from gateway.ports import Check, IngestOutcome, Intake
 from gateway.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -91,6 +92,9 @@ class SlackAdapter:
         self._policy = Policy(
             require_mention=settings.slack_require_mention,
             answer_bots=settings.gateway_answer_bots,
+            allowed_channels=frozenset(settings.slack_allowed_channels),
+            allowed_users=frozenset(settings.slack_allowed_users),
+            answer_all_channels=frozenset(settings.slack_answer_all_channels),
         )
         self._intake: Intake | None = None
         self._me: BotIdentity | None = None
@@ -182,6 +186,15 @@ class SlackAdapter:
             user_id=user_id,
             bot_id=bot_id if isinstance(bot_id, str) and bot_id else None,
             team_id=team_id if isinstance(team_id, str) and team_id else None,
+        )
+
+    async def check(self) -> Sequence[Check]:
+        """auth.test, granted scopes, ingress settings (``gateway doctor`` / ``setup``)."""
+        return await check_tokens(
+            self._client,
+            base_url=self._base_url,
+            app_token=self._app_token,
+            events_api=self._verifier is not None,
         )
 
     # --- HTTP: Events API ------------------------------------------------------------------

@@ -57,10 +57,25 @@ class BotIdentity:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Policy:
-    """The settings extraction depends on (``SLACK_REQUIRE_MENTION``, ``GATEWAY_ANSWER_BOTS``)."""
+    """The settings extraction depends on (``SLACK_REQUIRE_MENTION``, ``GATEWAY_ANSWER_BOTS``,
+    ``SLACK_ALLOWED_CHANNELS``, ``SLACK_ALLOWED_USERS``)."""
 
     require_mention: bool = False
     answer_bots: bool = False
+    #: empty = every channel / every person (the same rule as TELEGRAM_ALLOWED_CHATS/USERS)
+    allowed_channels: frozenset[str] = frozenset()
+    allowed_users: frozenset[str] = frozenset()
+    #: SLACK_ANSWER_ALL_CHANNELS: every message there is answered, not only mentions
+    answer_all_channels: frozenset[str] = frozenset()
+
+
+def not_allowed(channel: str, sender_id: str | None, policy: Policy) -> str | None:
+    """Why a message from ``sender_id`` in ``channel`` is outside the allow-lists, or None."""
+    if policy.allowed_channels and channel not in policy.allowed_channels:
+        return f"channel {channel} is not in SLACK_ALLOWED_CHANNELS"
+    if policy.allowed_users and (sender_id or "") not in policy.allowed_users:
+        return f"user {sender_id} is not in SLACK_ALLOWED_USERS"
+    return None
 
 
 # --- the one routing rule ---------------------------------------------------------------
@@ -297,9 +312,9 @@ def _message_event(
     # message_changed / message_deleted are themselves ``hidden``: handle them before the
     # hidden check.
     if subtype == "message_changed":
-        return _edit(event, team_id=team_id, event_id=event_id, me=me)
+        return _edit(event, team_id=team_id, event_id=event_id, me=me, policy=policy)
     if subtype == "message_deleted":
-        return _delete(event, team_id=team_id, event_id=event_id, me=me)
+        return _delete(event, team_id=team_id, event_id=event_id, me=me, policy=policy)
     if event.get("hidden") is True or subtype == "message_replied":
         # message_replied arrives WITHOUT subtype over the Events API (platforms.md §2.5).
         return Ignored(platform=PLATFORM, reason="hidden notification", event_id=event_id)
@@ -330,18 +345,21 @@ def _message(
         )
     if _is_own(event, me):
         return Ignored(platform=PLATFORM, reason="own message", event_id=event_id)
+    sender = _sender(event)
+    refused = not_allowed(channel, sender.id, policy)
+    if refused is not None:
+        return Ignored(platform=PLATFORM, reason=refused, event_id=event_id)
     thread_ts = _str(event.get("thread_ts"))
     is_dm = is_dm_channel(channel, event.get("channel_type"))
     key, target = route(team_id=team_id, channel=channel, ts=ts, thread_ts=thread_ts, is_dm=is_dm)
     raw_text = event.get("text")
     text = raw_text if isinstance(raw_text, str) else ""
-    sender = _sender(event)
     mentioned = is_app_mention or mention_pattern(me.user_id).search(text) is not None
     is_reply = thread_ts is not None and thread_ts != ts
 
     if sender.is_bot and not policy.answer_bots:
         trigger = Trigger.NEVER
-    elif is_dm or mentioned:
+    elif is_dm or mentioned or channel in policy.answer_all_channels:
         trigger = Trigger.ALWAYS
     elif is_reply:
         # The core answers a follow-up only if the bot already answered in this thread.
@@ -373,7 +391,12 @@ def _message(
 
 
 def _edit(
-    event: Mapping[str, Any], *, team_id: str, event_id: str | None, me: BotIdentity
+    event: Mapping[str, Any],
+    *,
+    team_id: str,
+    event_id: str | None,
+    me: BotIdentity,
+    policy: Policy,
 ) -> Extracted:
     inner = event.get("message")
     channel = _str(event.get("channel"))
@@ -386,6 +409,9 @@ def _edit(
         return Rejected(platform=PLATFORM, reason="message_changed without ts", event_id=event_id)
     if _is_own(inner, me):
         return Ignored(platform=PLATFORM, reason="own message edited", event_id=event_id)
+    refused = not_allowed(channel, _sender(inner).id, policy)
+    if refused is not None:
+        return Ignored(platform=PLATFORM, reason=refused, event_id=event_id)
     previous = event.get("previous_message")
     text = inner.get("text") if isinstance(inner.get("text"), str) else ""
     if isinstance(previous, Mapping) and previous.get("text") == text:
@@ -412,7 +438,12 @@ def _edit(
 
 
 def _delete(
-    event: Mapping[str, Any], *, team_id: str, event_id: str | None, me: BotIdentity
+    event: Mapping[str, Any],
+    *,
+    team_id: str,
+    event_id: str | None,
+    me: BotIdentity,
+    policy: Policy,
 ) -> Extracted:
     channel = _str(event.get("channel"))
     previous = event.get("previous_message")
@@ -424,6 +455,13 @@ def _delete(
         )
     if _is_own(previous, me):
         return Ignored(platform=PLATFORM, reason="own message deleted", event_id=event_id)
+    if policy.allowed_channels and channel not in policy.allowed_channels:
+        # the deleted message's author may be unknown; the place is enough to refuse it
+        return Ignored(
+            platform=PLATFORM,
+            reason=f"channel {channel} is not in SLACK_ALLOWED_CHANNELS",
+            event_id=event_id,
+        )
     is_dm = is_dm_channel(channel, event.get("channel_type"))
     key, target = route(
         team_id=team_id,

@@ -17,6 +17,7 @@ from starlette.routing import Route
 from telegram import BotCommand
 from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError, TimedOut
 
+from adapters.telegram.check import check_bot
 from adapters.telegram.extract import (
     COMMANDS,
     PLATFORM,
@@ -34,7 +35,7 @@ from adapters.telegram.transport import (
 )
 from gateway.domain import Extracted, Rejected
 from gateway.errors import ConfigError, GatewayError
-from gateway.ports import Intake, Transport
+from gateway.ports import Check, Intake, Transport
 from gateway.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -187,6 +188,11 @@ class TelegramAdapter:
         if self._mode != "webhook":
             return []
         return [Route(WEBHOOK_PATH, self._webhook, methods=["POST"], name="telegram_webhook")]
+
+    async def check(self) -> Sequence[Check]:
+        """getMe, privacy mode, webhook settings (``gateway doctor`` / ``gateway setup``)."""
+        webhook = self._check_webhook_settings if self._mode == "webhook" else None
+        return await check_bot(self._bot, webhook_settings=webhook)
 
     def _check_webhook_settings(self) -> None:
         if not self._webhook_url:

@@ -21,7 +21,7 @@ from gateway.conversations import Conversations
 from gateway.domain import Rejected, SessionKey
 from gateway.hub import Broadcast
 from gateway.intake import live_topic
-from gateway.ports import Intake
+from gateway.ports import Check, Intake
 
 KEEPALIVE_SECONDS = 15.0
 
@@ -47,6 +47,10 @@ class WebAdapter:
     async def stop(self) -> None:
         self._stopping.set()
         self._intake = None
+
+    async def check(self) -> Sequence[Check]:
+        # nothing outside the gateway to reach: served on its own HTTP server
+        return [Check(name="web chat", ok=True, detail="served at / by the gateway's HTTP server")]
 
     def http_routes(self) -> Sequence[Route]:
         return [

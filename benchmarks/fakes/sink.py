@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from gateway.domain import Envelope, ReplyTarget, Sender, SessionKey, Trigger
 from gateway.errors import DeliveryError
-from gateway.ports import AdapterContext, Intake, SendResult
+from gateway.ports import AdapterContext, Check, Intake, SendResult
 from gateway.settings import Settings
 
 PLATFORM = "sink"
@@ -111,6 +111,9 @@ class SinkAdapter:
     async def stop(self) -> None:
         self._intake = None
         await self.transport.aclose()
+
+    async def check(self) -> Sequence[Check]:
+        return [Check(name="sink", ok=True, detail="test surface: nothing to check")]
 
     def http_routes(self) -> Sequence[Route]:
         return [Route("/sink/inbound", self._inbound, methods=["POST"])]

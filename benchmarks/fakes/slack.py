@@ -49,6 +49,17 @@ HUMAN = "U0HUMAN"
 DEFAULT_SUBSCRIPTIONS = frozenset(
     {"app_mention", "message.channels", "message.groups", "message.im", "message.mpim"}
 )
+#: the bot scopes an app installed from deploy/slack/manifest.*.yaml is granted; auth.test
+#: reports them in the ``x-oauth-scopes`` header, as Slack does for every Web API call
+DEFAULT_SCOPES = (
+    "app_mentions:read",
+    "channels:history",
+    "chat:write",
+    "groups:history",
+    "im:history",
+    "mpim:history",
+    "reactions:read",
+)
 _SUBSCRIPTION_OF_KIND = {
     "channel": "message.channels",
     "group": "message.groups",
@@ -190,6 +201,8 @@ class FakeSlack:
         self.app_token = app_token
         self.signing_secret = signing_secret
         self.subscriptions = set(subscriptions)
+        #: sent as ``x-oauth-scopes`` on Web API answers; None = no header
+        self.granted_scopes: list[str] | None = list(DEFAULT_SCOPES)
         #: where Events API bodies go (the gateway's ``/slack/events``); None = not delivered
         self.events_url: str | None = None
         #: "http" (Events API), "socket" (Socket Mode) or "none" (events only recorded)
@@ -392,13 +405,19 @@ class FakeSlack:
                     "user_id": self.bot_user_id,
                     "bot_id": self.bot_id,
                     "is_enterprise_install": False,
-                }
+                },
+                headers=self._scope_headers(),
             )
         if method == "chat.postMessage":
             return self._post_message(params)
         if method == "conversations.replies":
             return self._replies(params)
         return _error("unknown_method", status=404)
+
+    def _scope_headers(self) -> dict[str, str]:
+        if self.granted_scopes is None:
+            return {}
+        return {"x-oauth-scopes": ",".join(self.granted_scopes)}
 
     def _post_message(self, params: Mapping[str, Any]) -> web.Response:
         channel = self.channels.get(str(params.get("channel", "")))

@@ -179,6 +179,9 @@ class FakeTelegram:
         #: after Bot API 9.3; off = the documented 400 "message thread not found")
         self.thread_id_1_is_general = thread_id_1_is_general
         self.webhook_retry_delay = webhook_retry_delay
+        #: BotFather's /setprivacy (on by default for new bots); getMe reports it as
+        #: ``can_read_all_group_messages = not privacy_mode``
+        self.privacy_mode = True
 
         self.chats: dict[int, Chat] = {}
         self.business_chats: dict[tuple[str, int], Chat] = {}
@@ -609,7 +612,7 @@ class FakeTelegram:
         me = self.bot.to_dict()
         me.update(
             can_join_groups=True,
-            can_read_all_group_messages=False,
+            can_read_all_group_messages=not self.privacy_mode,
             supports_inline_queries=False,
             can_connect_to_business=False,
             has_main_web_app=False,

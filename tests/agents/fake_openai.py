@@ -92,12 +92,17 @@ class FakeOpenAI:
     script: deque[Step] = field(default_factory=deque)
     summary_script: deque[Step] = field(default_factory=deque)
     base_url: str = ""
+    #: what ``GET /v1/models`` lists
+    models: list[str] = field(default_factory=lambda: ["gpt-4o-mini"])
+    #: when set, ``GET /v1/models`` answers 401 unless this bearer key is sent
+    api_key: str | None = None
     _runner: web.AppRunner | None = None
     _closing: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def start(self) -> FakeOpenAI:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._complete)
+        app.router.add_get("/v1/models", self._models)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -125,6 +130,18 @@ class FakeOpenAI:
     @property
     def summary_requests(self) -> list[Recorded]:
         return [r for r in self.requests if r.is_summary]
+
+    async def _models(self, request: web.Request) -> web.Response:
+        if self.api_key is not None and request.headers.get("Authorization") != (
+            f"Bearer {self.api_key}"
+        ):
+            return web.json_response(
+                {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}},
+                status=401,
+            )
+        return web.json_response(
+            {"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]}
+        )
 
     async def _complete(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()

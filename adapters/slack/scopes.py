@@ -1,0 +1,42 @@
+"""What the Slack code uses, as data: the Web API methods it calls and the events it handles,
+with the scopes and subscriptions they need. ``check`` compares a token's granted scopes with
+these, and ``tests/slack/test_manifest.py`` checks both the code and the app manifests in
+``deploy/slack/`` against them, so a new call or event cannot ship without its scope."""
+
+from __future__ import annotations
+
+_HISTORY = ("channels:history", "groups:history", "im:history", "mpim:history")
+
+#: Web API method -> bot scopes it needs (docs.slack.dev/reference/methods/<method>)
+WEB_API_SCOPES: dict[str, tuple[str, ...]] = {
+    "auth.test": (),
+    "chat.postMessage": ("chat:write",),
+    # first contact inside a thread: the earlier messages as context (optional: without the
+    # scope the mention is answered without them)
+    "conversations.replies": _HISTORY,
+}
+
+#: event subscription -> the event ``type`` extraction sees, and the bot scope it needs
+EVENT_SUBSCRIPTIONS: dict[str, tuple[str, str]] = {
+    "app_mention": ("app_mention", "app_mentions:read"),
+    "message.channels": ("message", "channels:history"),
+    "message.groups": ("message", "groups:history"),
+    "message.im": ("message", "im:history"),
+    "message.mpim": ("message", "mpim:history"),
+    # 👍/👎 on the bot's answers are their feedback
+    "reaction_added": ("reaction_added", "reactions:read"),
+    "reaction_removed": ("reaction_removed", "reactions:read"),
+}
+
+#: every bot scope the code needs, sorted
+BOT_SCOPES: tuple[str, ...] = tuple(
+    sorted(
+        {s for scopes in WEB_API_SCOPES.values() for s in scopes}
+        | {scope for _, scope in EVENT_SUBSCRIPTIONS.values()}
+    )
+)
+
+#: the app-level token's scope (Socket Mode: ``apps.connections.open``)
+APP_TOKEN_SCOPE = "connections:write"
+#: Web API methods called with the app-level token, not the bot token
+APP_TOKEN_METHODS: dict[str, tuple[str, ...]] = {"apps.connections.open": (APP_TOKEN_SCOPE,)}
