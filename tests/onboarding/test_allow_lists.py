@@ -146,13 +146,15 @@ async def test_slack_gateway_answers_only_inside_its_allow_lists(database_url: s
         fake.add_channel("C0OPEN")
         fake.add_channel("C0CLOSED")
         adapter = SlackAdapter(
-            Settings(  # type: ignore[call-arg]
-                _env_file=None,
-                SLACK_BOT_TOKEN=BOT_TOKEN,
-                SLACK_SIGNING_SECRET=SIGNING_SECRET,
-                SLACK_API_BASE_URL=fake.api_url,
-                SLACK_ALLOWED_CHANNELS="C0OPEN",
-                SLACK_ALLOWED_USERS="U0HUMAN",
+            Settings(
+                _env_file=None,  # type: ignore[call-arg]
+                **{
+                    "SLACK_BOT_TOKEN": BOT_TOKEN,
+                    "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+                    "SLACK_API_BASE_URL": fake.api_url,
+                    "SLACK_ALLOWED_CHANNELS": "C0OPEN",
+                    "SLACK_ALLOWED_USERS": "U0HUMAN",
+                },
             )
         )
         async with running_gateway(database_url, adapters=[adapter], web_chat=False) as gw:
