@@ -138,7 +138,7 @@ async def test_slack_gateway_answers_only_inside_its_allow_lists(database_url: s
     # the settings reach the adapter: a real gateway against the fake Slack
     from adapters.slack import SlackAdapter
     from benchmarks.fakes.slack import BOT_TOKEN, SIGNING_SECRET, FakeSlack
-    from tests.support import running_gateway, wait_for
+    from tests.support import make_settings, running_gateway, wait_for
 
     fake = FakeSlack()
     await fake.start()
@@ -146,15 +146,13 @@ async def test_slack_gateway_answers_only_inside_its_allow_lists(database_url: s
         fake.add_channel("C0OPEN")
         fake.add_channel("C0CLOSED")
         adapter = SlackAdapter(
-            Settings(
-                _env_file=None,  # type: ignore[call-arg]
-                **{
-                    "SLACK_BOT_TOKEN": BOT_TOKEN,
-                    "SLACK_SIGNING_SECRET": SIGNING_SECRET,
-                    "SLACK_API_BASE_URL": fake.api_url,
-                    "SLACK_ALLOWED_CHANNELS": "C0OPEN",
-                    "SLACK_ALLOWED_USERS": "U0HUMAN",
-                },
+            make_settings(
+                database_url,
+                SLACK_BOT_TOKEN=BOT_TOKEN,
+                SLACK_SIGNING_SECRET=SIGNING_SECRET,
+                SLACK_API_BASE_URL=fake.api_url,
+                SLACK_ALLOWED_CHANNELS="C0OPEN",
+                SLACK_ALLOWED_USERS="U0HUMAN",
             )
         )
         async with running_gateway(database_url, adapters=[adapter], web_chat=False) as gw:
