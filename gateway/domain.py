@@ -22,6 +22,7 @@ __all__ = [
     "EventKind",
     "Extracted",
     "Ignored",
+    "Reaction",
     "Rejected",
     "Reply",
     "ReplyTarget",
@@ -111,6 +112,18 @@ class Rejected:
 
 
 Extracted = Envelope | Ignored | Rejected
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reaction:
+    """A thumbs up/down on a message, as feedback: ``value`` is +1, -1, or 0 (taken back).
+    ``message_id`` is the platform's id of the message reacted to (Telegram message_id, Slack
+    ts, Mattermost post id); the core records it only when that message is one of ours."""
+
+    chat_id: str
+    message_id: str
+    user_id: str
+    value: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

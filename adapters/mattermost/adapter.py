@@ -50,6 +50,7 @@ from adapters.mattermost.urls import ServerUrls, server_urls
 from adapters.mattermost.websocket import Backoff, EventStream
 from gateway.domain import EventKind, Extracted, Rejected
 from gateway.errors import ConfigError, GatewayError
+from gateway.ingress import ingest, record_reaction
 from gateway.ports import Intake
 from gateway.settings import Settings
 
@@ -250,8 +251,12 @@ class MattermostAdapter:
                 self._remember_type(post["channel_id"], raw_type)
             else:
                 hint = await self._channel_type(post["channel_id"])
-        extracted = extract_event(frame, ctx=ctx, channel_type_hint=hint)
-        await intake.submit(extracted, raw=frame)
+        await ingest(
+            intake,
+            platform=PLATFORM,
+            raw=frame,
+            extract=lambda: extract_event(frame, ctx=ctx, channel_type_hint=hint),
+        )
         if name == "posted" and post is not None:
             await self._seen(post)
 
@@ -259,15 +264,9 @@ class MattermostAdapter:
         """A thumbs up/down on one of the bot's replies is that reply's feedback; the core
         answers False for reactions on other posts. Not submitted: it is not a message."""
         intake, ctx = self._require()
-        reaction = reaction_of(frame, ctx=ctx)
-        if reaction is not None:
-            await intake.record_feedback(
-                platform=PLATFORM,
-                chat_id=reaction.chat_id,
-                message_id=reaction.message_id,
-                user_id=reaction.user_id,
-                value=reaction.value,
-            )
+        await record_reaction(
+            intake, platform=PLATFORM, reaction=lambda: reaction_of(frame, ctx=ctx)
+        )
 
     async def _record_failure(self, frame: dict[str, Any], exc: BaseException) -> None:
         """Handling ``frame`` raised: hold its post for a retry and leave a dead letter."""

@@ -29,6 +29,7 @@ from gateway.domain import (
     EventKind,
     Extracted,
     Ignored,
+    Reaction,
     Rejected,
     ReplyTarget,
     Sender,
@@ -58,16 +59,6 @@ class BotIdentity:
 
     user_id: str
     username: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Reaction:
-    """+1 / -1 (or taken back: 0) by ``user_id`` on post ``message_id`` in ``chat_id``."""
-
-    chat_id: str
-    message_id: str
-    user_id: str
-    value: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -21,6 +21,7 @@ from gateway.domain import (
     EventKind,
     Extracted,
     Ignored,
+    Reaction,
     Rejected,
     ReplyTarget,
     Sender,
@@ -579,16 +580,6 @@ def _ignored(reason: str, event_id: str) -> Ignored:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Reaction:
-    """A 👍/👎 reaction on a message, as feedback: ``value`` +1, -1, or 0 (taken back)."""
-
-    chat_id: str
-    message_id: str
-    user_id: str
-    value: int
 
 
 _REACTION_VALUES: Mapping[str, int] = {"👍": 1, "👎": -1}
