@@ -29,6 +29,7 @@ from gateway.domain import (
     EventKind,
     Extracted,
     Ignored,
+    Place,
     Reaction,
     Rejected,
     ReplyTarget,
@@ -286,6 +287,8 @@ def extract_post(
         metadata["channel_name"] = channel_name
     if root_id:
         metadata["root_id"] = root_id
+    # "D" is a direct message; a group message ("G") is named like a channel
+    place = Place(direct=channel_type == "D", chat_name=channel_name or None)
 
     if kind is EventKind.EDIT:
         edit_at = post.get("edit_at")
@@ -301,6 +304,7 @@ def extract_post(
             reply_to_id=root_id or None,
             attachments=_attachments(post),
             sent_at=_millis(edit_at),
+            place=place,
             metadata=metadata,
         )
     if kind is EventKind.DELETE:
@@ -315,6 +319,7 @@ def extract_post(
             trigger=Trigger.NEVER,
             reply_to_id=root_id or None,
             sent_at=_millis(post.get("delete_at")),
+            place=place,
             metadata=metadata,
         )
 
@@ -338,6 +343,7 @@ def extract_post(
         reply_to_id=root_id or None,
         attachments=_attachments(post),
         sent_at=_millis(create_at),
+        place=place,
         metadata=metadata,
     )
 

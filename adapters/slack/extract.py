@@ -29,6 +29,7 @@ from gateway.domain import (
     EventKind,
     Extracted,
     Ignored,
+    Place,
     Reaction,
     Rejected,
     ReplyTarget,
@@ -359,6 +360,7 @@ def _message(
         reply_to_id=thread_ts if is_reply else None,
         attachments=_attachments(event),
         sent_at=_sent_at(ts),
+        place=Place(direct=is_dm),
         metadata=metadata,
     )
 
@@ -477,5 +479,6 @@ def extract_history(
         attachments=_attachments(message),
         sent_at=_sent_at(ts),
         backfill=True,
+        place=Place(direct=is_dm),
         metadata={"backfill": True},
     )

@@ -21,6 +21,7 @@ from gateway.domain import (
     EventKind,
     Extracted,
     Ignored,
+    Place,
     Reaction,
     Rejected,
     ReplyTarget,
@@ -342,6 +343,10 @@ def _message(
         reply_to_id=reply_to_id,
         attachments=attachments,
         sent_at=_timestamp(message.get("edit_date") if edited else message.get("date")),
+        place=Place(
+            direct=chat_type == "private",
+            chat_name=chat["title"] if isinstance(chat.get("title"), str) else None,
+        ),
         metadata=metadata,
     )
 
