@@ -30,6 +30,7 @@ from adapters.telegram.transport import (
     TelegramBot,
     TelegramTransport,
     make_bot,
+    retry_after_seconds,
 )
 from gateway.domain import Extracted
 from gateway.errors import ConfigError, GatewayError
@@ -255,8 +256,7 @@ class TelegramAdapter:
             except asyncio.CancelledError:
                 raise
             except RetryAfter as exc:
-                # the private timedelta: the public property warns unless PTB_TIMEDELTA is set
-                delay = max(exc._retry_after.total_seconds(), self._backoff_initial)
+                delay = max(retry_after_seconds(exc), self._backoff_initial)
                 log.warning("telegram_polling_flood_control", retry_after=delay)
             except Conflict as exc:
                 delay = backoff

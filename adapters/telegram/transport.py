@@ -10,6 +10,7 @@ import contextlib
 import datetime as dtm
 import logging
 import os
+import warnings
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, cast
 
@@ -27,6 +28,7 @@ from telegram.error import (
     TelegramError,
     TimedOut,
 )
+from telegram.warnings import PTBDeprecationWarning
 
 from gateway.domain import ReplyTarget
 from gateway.errors import DeliveryError
@@ -114,7 +116,16 @@ def utf16_length(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-def _seconds(value: int | float | dtm.timedelta) -> float:
+def retry_after_seconds(exc: RetryAfter) -> float:
+    """``RetryAfter.retry_after`` (PTB's public attribute) in seconds.
+
+    PTB 22.2+ returns a ``timedelta`` when ``PTB_TIMEDELTA`` is on (``TelegramBot`` turns it
+    on unless the environment says otherwise) and otherwise an int or float plus a
+    ``PTBDeprecationWarning`` on every read; both shapes are accepted, and that one warning
+    is silenced here because we already read the value the way PTB asks us to."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        value = exc.retry_after
     if isinstance(value, dtm.timedelta):
         return value.total_seconds()
     return float(value)
@@ -123,8 +134,7 @@ def _seconds(value: int | float | dtm.timedelta) -> float:
 def translate_error(exc: TelegramError) -> DeliveryError:
     """The one place where PTB's exceptions become ``DeliveryError`` (style.md habit 6)."""
     if isinstance(exc, RetryAfter):
-        # the private timedelta: the public property warns unless PTB_TIMEDELTA is set
-        seconds = _seconds(exc._retry_after)
+        seconds = retry_after_seconds(exc)
         return DeliveryError(
             f"telegram flood control: retry after {seconds:g}s", retry_after=seconds
         )
