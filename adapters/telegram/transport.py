@@ -33,6 +33,7 @@ from telegram.warnings import PTBDeprecationWarning
 from gateway.domain import ReplyTarget
 from gateway.errors import DeliveryError
 from gateway.ports import SendResult
+from gateway.text import utf16_len
 
 log = structlog.get_logger(__name__)
 
@@ -110,10 +111,6 @@ def make_bot(token: str, base_url: str) -> TelegramBot:
     # HTTPXRequest does not retry, so a send is attempted exactly once per call
     # (architecture.md invariant 3).
     return TelegramBot(token=token, base_url=base_url)
-
-
-def utf16_length(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
 
 
 def retry_after_seconds(exc: RetryAfter) -> float:
@@ -240,7 +237,7 @@ class TelegramTransport:
     def measure(self, text: str) -> int:
         # Entity offsets count UTF-16 code units and the docs do not say which unit the 4096
         # limit uses, so count the larger one (platforms.md §1.9).
-        return utf16_length(text)
+        return utf16_len(text)
 
     def format(self, text: str) -> str:
         # Sent without parse_mode: Markdown from the agent stays literal, so a split can never
