@@ -117,11 +117,16 @@ class RecordingIntake:
     """
 
     def __init__(
-        self, *, fail_next: int = 0, fail: Callable[[Extracted], bool] | None = None
+        self,
+        *,
+        fail_next: int = 0,
+        fail: Callable[[Extracted], bool] | None = None,
+        cursors: Mapping[str, str] | None = None,
     ) -> None:
         self.submitted: list[Submitted] = []
         self.feedback: list[dict[str, Any]] = []
-        self.cursors: dict[str, str] = {}
+        #: the durable cursor store (pass a previous one to model a restart)
+        self.cursors: dict[str, str] = dict(cursors or {})
         #: keys with an envelope submitted: what ``knows`` answers True for
         self.known: set[SessionKey] = set()
         self.knows_calls: list[SessionKey] = []
@@ -207,3 +212,9 @@ class RecordingIntake:
     @property
     def rejected(self) -> list[Rejected]:
         return [s.extracted for s in self.submitted if isinstance(s.extracted, Rejected)]
+
+    def texts(self) -> list[str]:
+        return [e.text for e in self.envelopes]
+
+    def by_message(self, message_id: str) -> list[Envelope]:
+        return [e for e in self.envelopes if e.message_id == message_id]
