@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from gateway.agents import ContextMessage, ContextSummary
-from gateway.domain import ReplyTarget, SessionKey
+from gateway.domain import PLACE_KEY, Place, ReplyTarget, SessionKey
 from gateway.errors import ContextTooSmall
 from gateway.settings import Settings
 from session_store.records import ContextRecord, SummaryRecord
@@ -501,29 +501,45 @@ def _clean(value: Any, limit: int = 100) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def stored_place(metadata: Mapping[str, Any]) -> Place:
+    """The ``Place`` stored with a message. A message stored before adapters filled it
+    carries only its platform's own fields; they are read here, in this one place, so the
+    system prompt of an older conversation stays what it was."""
+    stored = metadata.get(PLACE_KEY)
+    if isinstance(stored, Mapping):
+        return Place.from_json(stored)
+    # legacy rows: Telegram chat_type/chat_title, Slack channel_type "im", Mattermost "D"
+    name = metadata.get("chat_title") or metadata.get("channel_display_name")
+    name = name or metadata.get("channel_name")
+    topic = metadata.get("topic_name")
+    return Place(
+        direct=metadata.get("chat_type") == "private"
+        or metadata.get("channel_type") in ("im", "D"),
+        chat_name=str(name) if name else None,
+        thread_name=str(topic) if topic else None,
+    )
+
+
 def describe_place(
     key: SessionKey,
     target: ReplyTarget,
     *,
-    place: Mapping[str, Any],
+    place: Place,
     title: str | None = None,
 ) -> str:
     """One sentence saying where the conversation is, from the stored key and target (the
-    same thread the reply goes to) and the names the adapter stored with the message."""
+    same thread the reply goes to) and the place the adapter described with the message."""
     label, chat_noun, thread_noun = _PLACES.get(key.platform, (key.platform, "chat", "thread"))
-    direct = place.get("chat_type") == "private" or place.get("channel_type") in ("im", "D")
-    chat_name = place.get("chat_title") or place.get("channel_display_name")
-    chat_name = chat_name or place.get("channel_name")
-    if direct:
+    if place.direct:
         chat = "a direct conversation"
-    elif chat_name:
-        chat = f'{chat_noun} "{_clean(chat_name)}" (id {_clean(key.chat_id)})'
+    elif place.chat_name:
+        chat = f'{chat_noun} "{_clean(place.chat_name)}" (id {_clean(key.chat_id)})'
     else:
         chat = f"{chat_noun} {_clean(key.chat_id)}"
     if target.thread_id is not None:
         where = f"{thread_noun} {_clean(target.thread_id)}"
-        if place.get("topic_name"):
-            where += f' ("{_clean(place["topic_name"])}")'
+        if place.thread_name:
+            where += f' ("{_clean(place.thread_name)}")'
         elif title:
             where += f' (started with "{_clean(title, 80)}")'
         reply_in = f"that same {thread_noun}"
@@ -627,7 +643,9 @@ class ContextAssembler:
             if self.counter.text(summary.content) > limit:
                 summary = replace(summary, content=_cut_to(summary.content, limit, self.counter))
         parts = [self.policy.system_prompt.strip()]
-        parts.append(describe_place(key, target, place=state.place, title=state.title))
+        parts.append(
+            describe_place(key, target, place=stored_place(state.place), title=state.title)
+        )
         if summary is not None:
             parts.append(summary_section(summary))
         system_prompt = "\n\n".join(p for p in parts if p)

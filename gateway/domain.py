@@ -17,11 +17,14 @@ from typing import Any
 from session_store.values import ReplyTarget, SessionKey
 
 __all__ = [
+    "PLACE_KEY",
     "Attachment",
     "Envelope",
     "EventKind",
     "Extracted",
     "Ignored",
+    "Place",
+    "Reaction",
     "Rejected",
     "Reply",
     "ReplyTarget",
@@ -66,6 +69,41 @@ class Attachment:
     size: int | None = None
 
 
+#: the key of a message's metadata the core stores its ``Place`` under
+PLACE_KEY = "place"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Place:
+    """Where a message was posted, in words the core can use without knowing the platform:
+    a direct conversation with one person or not, the chat's name (a group title, a channel
+    name) and the thread's name (a forum topic's name) where the platform gives them.
+
+    Each platform's extract fills it; the core stores it with the message (``as_json``) and
+    the context code reads it back (``from_json``), never the platform's own fields."""
+
+    direct: bool = False
+    chat_name: str | None = None
+    thread_name: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        stored: dict[str, Any] = {"direct": self.direct}
+        if self.chat_name:
+            stored["chat_name"] = self.chat_name
+        if self.thread_name:
+            stored["thread_name"] = self.thread_name
+        return stored
+
+    @classmethod
+    def from_json(cls, stored: Mapping[str, Any]) -> Place:
+        chat_name, thread_name = stored.get("chat_name"), stored.get("thread_name")
+        return cls(
+            direct=stored.get("direct") is True,
+            chat_name=chat_name if isinstance(chat_name, str) and chat_name else None,
+            thread_name=thread_name if isinstance(thread_name, str) and thread_name else None,
+        )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Envelope:
     """One inbound message, surface-agnostic.
@@ -89,6 +127,7 @@ class Envelope:
     attachments: tuple[Attachment, ...] = ()
     sent_at: datetime | None = None
     backfill: bool = False
+    place: Place = Place()
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -111,6 +150,18 @@ class Rejected:
 
 
 Extracted = Envelope | Ignored | Rejected
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reaction:
+    """A thumbs up/down on a message, as feedback: ``value`` is +1, -1, or 0 (taken back).
+    ``message_id`` is the platform's id of the message reacted to (Telegram message_id, Slack
+    ts, Mattermost post id); the core records it only when that message is one of ours."""
+
+    chat_id: str
+    message_id: str
+    user_id: str
+    value: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,7 +10,7 @@ from typing import Any
 
 import structlog
 
-from gateway.domain import Envelope, EventKind, Extracted, Rejected, SessionKey, Trigger
+from gateway.domain import PLACE_KEY, Envelope, EventKind, Extracted, Rejected, SessionKey, Trigger
 from gateway.hub import Broadcast, Signal
 from gateway.leadership import Body, LeaderElection
 from gateway.metrics import Metrics
@@ -84,6 +84,7 @@ def to_inbound(extracted: Extracted) -> InboundItem:
 
 def _message_metadata(env: Envelope) -> dict[str, Any]:
     meta: dict[str, Any] = dict(env.metadata)
+    meta[PLACE_KEY] = env.place.as_json()
     if env.attachments:
         meta["attachments"] = [
             {k: v for k, v in asdict(a).items() if v is not None} for a in env.attachments

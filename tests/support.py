@@ -14,12 +14,22 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from gateway.agents import Agent, EchoAgent
-from gateway.ports import PlatformAdapter
+from gateway.domain import Envelope, Extracted, Ignored, Rejected, SessionKey
+from gateway.ports import IngestOutcome, PlatformAdapter
 from gateway.runtime import Gateway
 from gateway.settings import Settings
 from session_store.store import Store
@@ -101,3 +111,130 @@ async def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s: {message}")
         await asyncio.sleep(interval)
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    """One ``submit`` call the intake accepted; unpacks as ``(extracted, raw)``."""
+
+    extracted: Extracted
+    raw: Mapping[str, Any] | None
+    returned_at: float  # time.monotonic() when submit returned
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.extracted, self.raw))
+
+
+class RecordingIntake:
+    """The ``Intake`` port for adapter tests: records what the adapter hands the core, stores
+    nothing, dedupes nothing.
+
+    Failure and timing knobs, each off by default: ``fail_next`` makes the next N submits
+    raise (a database outage; pass it at construction for "the first N"), ``fail`` makes
+    submits of matching events raise, ``gate`` makes every submit wait for it (to observe the
+    adapter while a submit is in flight), ``delay``/``delays`` make submits slow (a store that
+    takes its time; ``delays`` are consumed first, one per call).
+    """
+
+    def __init__(
+        self,
+        *,
+        fail_next: int = 0,
+        fail: Callable[[Extracted], bool] | None = None,
+        cursors: Mapping[str, str] | None = None,
+    ) -> None:
+        self.submitted: list[Submitted] = []
+        self.feedback: list[dict[str, Any]] = []
+        #: the durable cursor store (pass a previous one to model a restart)
+        self.cursors: dict[str, str] = dict(cursors or {})
+        #: keys with an envelope submitted: what ``knows`` answers True for
+        self.known: set[SessionKey] = set()
+        self.knows_calls: list[SessionKey] = []
+        self.fail_next = fail_next
+        self.fail = fail
+        self.gate: asyncio.Event | None = None
+        self.delay = 0.0
+        self.delays: list[float] = []
+        #: submit calls, failed ones included; ``failures`` counts the ones that raised
+        self.attempts = 0
+        self.failures = 0
+        self.in_submit = 0
+
+    async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
+        self.attempts += 1
+        self.in_submit += 1
+        try:
+            if self.gate is not None:
+                await self.gate.wait()
+            delay = self.delays.pop(0) if self.delays else self.delay
+            if delay:
+                await asyncio.sleep(delay)  # the store taking its time, not a wait-for-condition
+            if self.fail_next or (self.fail is not None and self.fail(extracted)):
+                self.fail_next = max(self.fail_next - 1, 0)
+                self.failures += 1
+                raise RuntimeError("database is down (test)")
+            self.submitted.append(Submitted(extracted, raw, time.monotonic()))
+        finally:
+            self.in_submit -= 1
+        if isinstance(extracted, Envelope):
+            self.known.add(extracted.key)
+            return IngestOutcome(status="accepted", session_id=1, seq_no=len(self.submitted))
+        if isinstance(extracted, Rejected):
+            return IngestOutcome(status="rejected", reason=extracted.reason)
+        return IngestOutcome(status="ignored", reason=extracted.reason)
+
+    async def lead(
+        self,
+        name: str,
+        body: Callable[[], Coroutine[Any, Any, None]],
+        *,
+        stopping: asyncio.Event | None = None,
+    ) -> None:
+        await body()  # one process: it always leads
+
+    async def knows(self, key: SessionKey) -> bool:
+        self.knows_calls.append(key)
+        return key in self.known
+
+    async def load_cursor(self, name: str) -> str | None:
+        return self.cursors.get(name)
+
+    async def save_cursor(self, name: str, value: str) -> None:
+        self.cursors[name] = value
+
+    async def record_feedback(
+        self, *, platform: str, chat_id: str, message_id: str, user_id: str, value: int
+    ) -> bool:
+        self.feedback.append(
+            {
+                "platform": platform,
+                "chat_id": chat_id,
+                "message_id": message_id,
+                "user_id": user_id,
+                "value": value,
+            }
+        )
+        return True
+
+    # --- views for assertions
+    @property
+    def extracted(self) -> list[Extracted]:
+        return [s.extracted for s in self.submitted]
+
+    @property
+    def envelopes(self) -> list[Envelope]:
+        return [s.extracted for s in self.submitted if isinstance(s.extracted, Envelope)]
+
+    @property
+    def ignored(self) -> list[Ignored]:
+        return [s.extracted for s in self.submitted if isinstance(s.extracted, Ignored)]
+
+    @property
+    def rejected(self) -> list[Rejected]:
+        return [s.extracted for s in self.submitted if isinstance(s.extracted, Rejected)]
+
+    def texts(self) -> list[str]:
+        return [e.text for e in self.envelopes]
+
+    def by_message(self, message_id: str) -> list[Envelope]:
+        return [e for e in self.envelopes if e.message_id == message_id]

@@ -41,16 +41,19 @@ from adapters.mattermost.extract import (
     REACTION_EVENTS,
     BotIdentity,
     ExtractContext,
+    Missed,
     extract_event,
-    extract_post,
+    missed_since,
     post_of,
+    post_order,
     reaction_of,
 )
 from adapters.mattermost.transport import MattermostTransport
 from adapters.mattermost.urls import ServerUrls, server_urls
 from adapters.mattermost.websocket import Backoff, EventStream
-from gateway.domain import EventKind, Extracted, Rejected
+from gateway.domain import Rejected
 from gateway.errors import ConfigError, GatewayError
+from gateway.ingress import ingest, record_reaction
 from gateway.ports import Check, Intake
 from gateway.settings import Settings
 
@@ -272,8 +275,12 @@ class MattermostAdapter:
                 self._remember_type(post["channel_id"], raw_type)
             else:
                 hint = await self._channel_type(post["channel_id"])
-        extracted = extract_event(frame, ctx=ctx, channel_type_hint=hint)
-        await intake.submit(extracted, raw=frame)
+        await ingest(
+            intake,
+            platform=PLATFORM,
+            raw=frame,
+            extract=lambda: extract_event(frame, ctx=ctx, channel_type_hint=hint),
+        )
         if name == "posted" and post is not None:
             await self._seen(post)
 
@@ -281,15 +288,9 @@ class MattermostAdapter:
         """A thumbs up/down on one of the bot's replies is that reply's feedback; the core
         answers False for reactions on other posts. Not submitted: it is not a message."""
         intake, ctx = self._require()
-        reaction = reaction_of(frame, ctx=ctx)
-        if reaction is not None:
-            await intake.record_feedback(
-                platform=PLATFORM,
-                chat_id=reaction.chat_id,
-                message_id=reaction.message_id,
-                user_id=reaction.user_id,
-                value=reaction.value,
-            )
+        await record_reaction(
+            intake, platform=PLATFORM, reaction=lambda: reaction_of(frame, ctx=ctx)
+        )
 
     async def _record_failure(self, frame: dict[str, Any], exc: BaseException) -> None:
         """Handling ``frame`` raised: hold its post for a retry and leave a dead letter."""
@@ -470,70 +471,44 @@ class MattermostAdapter:
         # since is exclusive on UpdateAt (server GetPostsSince): cursor - 1 also returns posts
         # created in the cursor's own millisecond; re-submitting one is deduped by the inbox.
         posts = await self._api.posts_since(cid, cursor - 1)
-        posts.sort(key=lambda p: (_int(p.get("create_at")), str(p.get("id"))))
+        posts.sort(key=post_order)
         submitted = 0
         for post in posts:
             if not isinstance(post.get("id"), str) or post.get("channel_id") != cid:
                 continue
-            create_at = _int(post.get("create_at"))
-            edit_at = _int(post.get("edit_at"))
-            delete_at = _int(post.get("delete_at"))
-            # A post at the cursor's millisecond may be one we already saw: submitting it
-            # again is deduped by the inbox, and its edits/deletion still count.
-            batch: list[Extracted] = []
-            if delete_at:
-                if delete_at >= cursor:  # deleted while away (never answered if unseen)
-                    batch.append(
-                        extract_post(
-                            post,
-                            ctx=ctx,
-                            channel_type=channel_type,
-                            kind=EventKind.DELETE,
-                            source="reconcile",
-                        )
-                    )
-            elif create_at >= cursor or edit_at >= cursor:
-                if create_at >= cursor:  # new while we were away
-                    batch.append(
-                        extract_post(
-                            post,
-                            ctx=ctx,
-                            channel_type=channel_type,
-                            team_id=team_id,
-                            source="reconcile",
-                        )
-                    )
-                if edit_at >= cursor:
-                    batch.append(
-                        extract_post(
-                            post,
-                            ctx=ctx,
-                            channel_type=channel_type,
-                            kind=EventKind.EDIT,
-                            source="reconcile",
-                        )
-                    )
-            else:
-                continue  # an older thread root the server adds for context
-            raw = {"source": "reconcile", "channel_type": channel_type, "post": post}
-            failed = False
-            for extracted in batch:
-                try:
-                    await intake.submit(extracted, raw=raw)
-                except Exception as exc:  # broad: same isolation as the websocket path
-                    log.exception(
-                        "mattermost_reconcile_submit_failed", channel_id=cid, post_id=post["id"]
-                    )
-                    if create_at >= cursor and not failed:
-                        await self._record_failure({"event": "posted", "data": {"post": post}}, exc)
-                    failed = True
-                    continue
-                submitted += 1
-            if failed:
-                continue
-            if create_at >= cursor:
-                await self._seen(post)
+            missed = missed_since(
+                post, cursor=cursor, ctx=ctx, channel_type=channel_type, team_id=team_id
+            )
+            submitted += await self._submit_missed(intake, post, missed, channel_type)
         return submitted
+
+    async def _submit_missed(
+        self, intake: Intake, post: Mapping[str, Any], missed: Missed, channel_type: str
+    ) -> int:
+        """Submit what one missed post yields; returns how many were stored. A failure
+        leaves a dead letter and holds a new post (its channel's cursor stays before it, so
+        it is fetched again); once all of a new post's events are stored, the cursor may
+        move past it."""
+        raw = {"source": "reconcile", "channel_type": channel_type, "post": post}
+        stored = 0
+        failed = False
+        for extracted in missed.events:
+            try:
+                await intake.submit(extracted, raw=raw)
+            except Exception as exc:  # broad: same isolation as the websocket path
+                log.exception(
+                    "mattermost_reconcile_submit_failed",
+                    channel_id=post["channel_id"],
+                    post_id=post["id"],
+                )
+                if missed.new and not failed:
+                    await self._record_failure({"event": "posted", "data": {"post": post}}, exc)
+                failed = True
+                continue
+            stored += 1
+        if missed.new and not failed:
+            await self._seen(post)
+        return stored
 
     async def _on_tick(self) -> None:
         """Idle tick of the read loop: retry held posts (their handling failed) with backoff."""
@@ -550,7 +525,3 @@ class MattermostAdapter:
             self._resync_failures = 0 if not self._held else self._resync_failures + 1
         delay = min(300.0, 5.0 * 2 ** min(self._resync_failures, 6))
         self._resync_at = time.monotonic() + delay
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -29,6 +29,8 @@ from gateway.domain import (
     EventKind,
     Extracted,
     Ignored,
+    Place,
+    Reaction,
     Rejected,
     ReplyTarget,
     Sender,
@@ -58,16 +60,6 @@ class BotIdentity:
 
     user_id: str
     username: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Reaction:
-    """+1 / -1 (or taken back: 0) by ``user_id`` on post ``message_id`` in ``chat_id``."""
-
-    chat_id: str
-    message_id: str
-    user_id: str
-    value: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -319,6 +311,8 @@ def extract_post(
         metadata["channel_name"] = channel_name
     if root_id:
         metadata["root_id"] = root_id
+    # "D" is a direct message; a group message ("G") is named like a channel
+    place = Place(direct=channel_type == "D", chat_name=channel_name or None)
 
     if kind is EventKind.EDIT:
         edit_at = post.get("edit_at")
@@ -334,6 +328,7 @@ def extract_post(
             reply_to_id=root_id or None,
             attachments=_attachments(post),
             sent_at=_millis(edit_at),
+            place=place,
             metadata=metadata,
         )
     if kind is EventKind.DELETE:
@@ -348,6 +343,7 @@ def extract_post(
             trigger=Trigger.NEVER,
             reply_to_id=root_id or None,
             sent_at=_millis(post.get("delete_at")),
+            place=place,
             metadata=metadata,
         )
 
@@ -376,6 +372,7 @@ def extract_post(
         reply_to_id=root_id or None,
         attachments=_attachments(post),
         sent_at=_millis(create_at),
+        place=place,
         metadata=metadata,
     )
 
@@ -471,3 +468,57 @@ def extract_event(
         team_id=team if isinstance(team, str) else None,
         channel_name=channel_name if isinstance(channel_name, str) else None,
     )
+
+
+# --- reconciliation: what one fetched post means since the cursor ---------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Missed:
+    """What one post fetched by reconciliation yields. ``events`` are to be submitted in
+    order; ``new`` says the post itself was created at or after the cursor (so the cursor
+    may move past it once every event is stored, and a failure must hold it)."""
+
+    events: tuple[Extracted, ...]
+    new: bool
+
+
+def missed_since(
+    post: Mapping[str, Any],
+    *,
+    cursor: int,
+    ctx: ExtractContext,
+    channel_type: str,
+    team_id: str | None = None,
+) -> Missed:
+    """The events a post yields since ``cursor`` (ms; "every post created before it was
+    handled"): created after it -> the message; edited after it -> an edit; deleted after
+    it -> only the deletion (never answered if we did not see it). A post at the cursor's
+    own millisecond may be one we already saw: submitting it again is deduped by the inbox,
+    and its edits/deletion still count. A post none of that applies to (an older thread root
+    the server adds for context) yields nothing."""
+    create_at = _int(post.get("create_at"))
+    edit_at = _int(post.get("edit_at"))
+    delete_at = _int(post.get("delete_at"))
+    new = create_at >= cursor
+
+    def extract(kind: EventKind, **extra: Any) -> Extracted:
+        return extract_post(
+            post, ctx=ctx, channel_type=channel_type, kind=kind, source="reconcile", **extra
+        )
+
+    if delete_at:
+        events = (extract(EventKind.DELETE),) if delete_at >= cursor else ()
+        return Missed(events=events, new=new)
+    created = (extract(EventKind.MESSAGE, team_id=team_id),) if new else ()
+    edited = (extract(EventKind.EDIT),) if edit_at >= cursor else ()
+    return Missed(events=created + edited, new=new)
+
+
+def post_order(post: Mapping[str, Any]) -> tuple[int, str]:
+    """Sort key for fetched posts: creation time, then id (a stable order in one ms)."""
+    return _int(post.get("create_at")), str(post.get("id"))
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -19,7 +19,6 @@ Ingress rules (architecture invariants 2, 3, 7; platforms.md §2.2-§2.7):
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -51,6 +50,7 @@ from adapters.slack.transport import SlackTransport, make_web_client
 from gateway.domain import Envelope, Extracted, Ignored, Rejected
 from gateway.errors import ConfigError, GatewayError
 from gateway.hub import KeyedLock
+from gateway.ingress import ingest, json_body
 from gateway.ports import Check, IngestOutcome, Intake
 from gateway.settings import Settings
 
@@ -223,14 +223,10 @@ class SlackAdapter:
         if not self._signature_ok(body, request):
             log.warning("slack_signature_rejected", retry_num=retry_num)
             return JSONResponse({"error": "invalid request"}, status_code=401)
-        try:
-            payload = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            await intake.submit(
-                Rejected(platform=PLATFORM, reason="malformed JSON body"),
-                raw={"body": body.decode("utf-8", "replace")[:65536]},
-            )
-            return JSONResponse({"error": "malformed JSON"}, status_code=400)
+        parsed = await json_body(intake, body, platform=PLATFORM, error={"error": "malformed JSON"})
+        if isinstance(parsed, Response):
+            return parsed
+        payload = parsed.value
         if isinstance(payload, Mapping) and payload.get("type") == "url_verification":
             return JSONResponse({"challenge": payload.get("challenge")})
         try:
@@ -292,29 +288,32 @@ class SlackAdapter:
     async def _ingest(
         self, payload: object, intake: Intake, me: BotIdentity
     ) -> tuple[Extracted, IngestOutcome]:
-        extracted = extract_event(payload, me=me, policy=self._policy)
         raw: Mapping[str, Any] = payload if isinstance(payload, Mapping) else {"body": payload}
-        reaction = reaction_of(payload)
-        if reaction is not None:
-            # +1/-1 on the bot's reply is that reply's feedback (the event itself is still
-            # recorded below as ignored: it is not a message)
-            await intake.record_feedback(
-                platform=PLATFORM,
-                chat_id=reaction.chat_id,
-                message_id=reaction.message_ts,
-                user_id=reaction.user_id,
-                value=reaction.value,
-            )
-        root = backfill_root(extracted) if isinstance(extracted, Envelope) else None
-        if isinstance(extracted, Envelope) and root is not None:
-            # app_mention and message for one post arrive together: the first stores the
-            # thread's history and then the mention; the second must wait for both, or it
-            # would see the session half-built and store the mention before the history
-            async with self._backfill_locks.hold(str(extracted.key)):
-                if not await intake.knows(extracted.key):
-                    await self._backfill(extracted, root, intake, me)
-                return extracted, await intake.submit(extracted, raw=raw)
-        return extracted, await intake.submit(extracted, raw=raw)
+        event_id = raw.get("event_id")
+
+        async def submit(extracted: Extracted) -> IngestOutcome:
+            root = backfill_root(extracted) if isinstance(extracted, Envelope) else None
+            if isinstance(extracted, Envelope) and root is not None:
+                # app_mention and message for one post arrive together: the first stores the
+                # thread's history and then the mention; the second must wait for both, or
+                # it would see the session half-built and store the mention before the history
+                async with self._backfill_locks.hold(str(extracted.key)):
+                    if not await intake.knows(extracted.key):
+                        await self._backfill(extracted, root, intake, me)
+                    return await intake.submit(extracted, raw=raw)
+            return await intake.submit(extracted, raw=raw)
+
+        # +1/-1 on the bot's reply is that reply's feedback (the reaction event itself is
+        # still recorded as ignored: it is not a message)
+        return await ingest(
+            intake,
+            platform=PLATFORM,
+            raw=raw,
+            extract=lambda: extract_event(payload, me=me, policy=self._policy),
+            reaction=lambda: reaction_of(payload),
+            event_id=event_id if isinstance(event_id, str) else None,
+            submit=submit,
+        )
 
     async def _backfill(
         self, mention: Envelope, root: str, intake: Intake, me: BotIdentity

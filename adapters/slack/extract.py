@@ -29,6 +29,8 @@ from gateway.domain import (
     EventKind,
     Extracted,
     Ignored,
+    Place,
+    Reaction,
     Rejected,
     ReplyTarget,
     Sender,
@@ -140,16 +142,6 @@ def strip_leading_mention(text: str, me: BotIdentity) -> str:
     return text.lstrip()[match.end() :].lstrip(" \t,:")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Reaction:
-    """A +1/-1 reaction on a message, as feedback: ``value`` is +1, -1, or 0 (taken back)."""
-
-    chat_id: str
-    message_ts: str
-    user_id: str
-    value: int
-
-
 _POSITIVE = frozenset({"+1", "thumbsup"})
 _NEGATIVE = frozenset({"-1", "thumbsdown"})
 
@@ -180,7 +172,7 @@ def reaction_of(payload: object) -> Reaction | None:
         return None
     if event["type"] == "reaction_removed":
         value = 0
-    return Reaction(chat_id=channel, message_ts=ts, user_id=user, value=value)
+    return Reaction(chat_id=channel, message_id=ts, user_id=user, value=value)
 
 
 #: commands that take an argument (``/model NAME``); the core reads the argument from the text
@@ -386,6 +378,7 @@ def _message(
         reply_to_id=thread_ts if is_reply else None,
         attachments=_attachments(event),
         sent_at=_sent_at(ts),
+        place=Place(direct=is_dm),
         metadata=metadata,
     )
 
@@ -524,5 +517,6 @@ def extract_history(
         attachments=_attachments(message),
         sent_at=_sent_at(ts),
         backfill=True,
+        place=Place(direct=is_dm),
         metadata={"backfill": True},
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -32,10 +31,12 @@ from adapters.telegram.transport import (
     TelegramBot,
     TelegramTransport,
     make_bot,
+    retry_after_seconds,
 )
-from gateway.domain import Extracted, Rejected
+from gateway.domain import Extracted
 from gateway.errors import ConfigError, GatewayError
-from gateway.ports import Check, Intake, Transport
+from gateway.ingress import ingest, json_body
+from gateway.ports import Check, IngestOutcome, Intake, Transport
 from gateway.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -214,34 +215,24 @@ class TelegramAdapter:
             # Only the "/" menu suffers; typed commands still work, so do not refuse to start.
             log.warning("telegram_set_commands_failed", error=exc.message)
 
-    # --- extraction -------------------------------------------------------------------------
+    # --- ingress ---------------------------------------------------------------------------
 
-    async def _feedback(self, intake: Intake, update: Mapping[str, Any]) -> None:
-        """👍/👎 on the bot's reply is that reply's feedback; the update itself is still
-        recorded (as ignored) by the submit that follows."""
-        reaction = reaction_of(update)
-        if reaction is None:
-            return
-        await intake.record_feedback(
-            platform=PLATFORM,
-            chat_id=reaction.chat_id,
-            message_id=reaction.message_id,
-            user_id=reaction.user_id,
-            value=reaction.value,
-        )
-
-    def _extract(self, payload: Mapping[str, Any]) -> Extracted:
+    async def _ingest_one(
+        self, intake: Intake, update: Mapping[str, Any]
+    ) -> tuple[Extracted, IngestOutcome]:
+        """Extract, record a 👍/👎 as feedback (the update itself is still recorded, as
+        ignored), submit; raises if not stored."""
         assert self._identity is not None
-        try:
-            return extract_update(payload, bot=self._identity, policy=self._policy)
-        except Exception as exc:  # a bug in extraction must not stop ingress
-            log.exception("telegram_extract_bug")
-            update_id = payload.get("update_id") if isinstance(payload, Mapping) else None
-            return Rejected(
-                platform=PLATFORM,
-                reason=f"extraction failed: {type(exc).__name__}: {exc}",
-                event_id=str(update_id) if isinstance(update_id, int) else None,
-            )
+        me, policy = self._identity, self._policy
+        update_id = update.get("update_id") if isinstance(update, Mapping) else None
+        return await ingest(
+            intake,
+            platform=PLATFORM,
+            raw=update,
+            extract=lambda: extract_update(update, bot=me, policy=policy),
+            reaction=lambda: reaction_of(update),
+            event_id=str(update_id) if isinstance(update_id, int) else None,
+        )
 
     # --- long polling -----------------------------------------------------------------------
 
@@ -271,8 +262,7 @@ class TelegramAdapter:
             except asyncio.CancelledError:
                 raise
             except RetryAfter as exc:
-                # the private timedelta: the public property warns unless PTB_TIMEDELTA is set
-                delay = max(exc._retry_after.total_seconds(), self._backoff_initial)
+                delay = max(retry_after_seconds(exc), self._backoff_initial)
                 log.warning("telegram_polling_flood_control", retry_after=delay)
             except Conflict as exc:
                 delay = backoff
@@ -304,9 +294,7 @@ class TelegramAdapter:
         for raw in updates:
             if self._stopping.is_set():
                 return  # the rest stay unconfirmed and are redelivered after the restart
-            extracted = self._extract(raw)
-            await self._feedback(intake, raw)
-            outcome = await intake.submit(extracted, raw=raw)
+            _, outcome = await self._ingest_one(intake, raw)
             update_id = raw.get("update_id") if isinstance(raw, Mapping) else None
             if isinstance(update_id, int):
                 # last processed + 1, not a running max: update ids restart at a random value
@@ -353,17 +341,17 @@ class TelegramAdapter:
         if len(body) > _MAX_WEBHOOK_BODY:
             return JSONResponse({"ok": False, "error": "too large"}, status_code=413)
         try:
-            payload = json.loads(body)
-        except ValueError:
-            payload = None
-        try:
-            if not isinstance(payload, dict):
-                rejected = Rejected(platform=PLATFORM, reason="webhook body is not a JSON object")
-                raw = {"body": body[:4096].decode("utf-8", errors="replace")}
-                await intake.submit(rejected, raw=raw)
-                return JSONResponse({"ok": False, "error": "bad json"}, status_code=400)
-            await self._feedback(intake, payload)
-            outcome = await intake.submit(self._extract(payload), raw=payload)
+            parsed = await json_body(
+                intake,
+                body,
+                platform=PLATFORM,
+                error={"ok": False, "error": "bad json"},
+                object_only=True,
+            )
+            if isinstance(parsed, Response):
+                return parsed
+            payload: dict[str, Any] = parsed.value
+            _, outcome = await self._ingest_one(intake, payload)
         except Exception:  # not stored: answer 500 so Telegram redelivers
             log.exception("telegram_webhook_ingest_failed")
             return JSONResponse({"ok": False, "error": "not stored"}, status_code=500)

@@ -21,6 +21,8 @@ from gateway.domain import (
     EventKind,
     Extracted,
     Ignored,
+    Place,
+    Reaction,
     Rejected,
     ReplyTarget,
     Sender,
@@ -341,6 +343,10 @@ def _message(
         reply_to_id=reply_to_id,
         attachments=attachments,
         sent_at=_timestamp(message.get("edit_date") if edited else message.get("date")),
+        place=Place(
+            direct=chat_type == "private",
+            chat_name=chat["title"] if isinstance(chat.get("title"), str) else None,
+        ),
         metadata=metadata,
     )
 
@@ -579,16 +585,6 @@ def _ignored(reason: str, event_id: str) -> Ignored:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Reaction:
-    """A 👍/👎 reaction on a message, as feedback: ``value`` +1, -1, or 0 (taken back)."""
-
-    chat_id: str
-    message_id: str
-    user_id: str
-    value: int
 
 
 _REACTION_VALUES: Mapping[str, int] = {"👍": 1, "👎": -1}

@@ -10,6 +10,7 @@ import contextlib
 import datetime as dtm
 import logging
 import os
+import warnings
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, cast
 
@@ -27,10 +28,12 @@ from telegram.error import (
     TelegramError,
     TimedOut,
 )
+from telegram.warnings import PTBDeprecationWarning
 
 from gateway.domain import ReplyTarget
 from gateway.errors import DeliveryError
 from gateway.ports import SendResult
+from gateway.text import utf16_len
 
 log = structlog.get_logger(__name__)
 
@@ -110,11 +113,16 @@ def make_bot(token: str, base_url: str) -> TelegramBot:
     return TelegramBot(token=token, base_url=base_url)
 
 
-def utf16_length(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
+def retry_after_seconds(exc: RetryAfter) -> float:
+    """``RetryAfter.retry_after`` (PTB's public attribute) in seconds.
 
-
-def _seconds(value: int | float | dtm.timedelta) -> float:
+    PTB 22.2+ returns a ``timedelta`` when ``PTB_TIMEDELTA`` is on (``TelegramBot`` turns it
+    on unless the environment says otherwise) and otherwise an int or float plus a
+    ``PTBDeprecationWarning`` on every read; both shapes are accepted, and that one warning
+    is silenced here because we already read the value the way PTB asks us to."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        value = exc.retry_after
     if isinstance(value, dtm.timedelta):
         return value.total_seconds()
     return float(value)
@@ -123,8 +131,7 @@ def _seconds(value: int | float | dtm.timedelta) -> float:
 def translate_error(exc: TelegramError) -> DeliveryError:
     """The one place where PTB's exceptions become ``DeliveryError`` (style.md habit 6)."""
     if isinstance(exc, RetryAfter):
-        # the private timedelta: the public property warns unless PTB_TIMEDELTA is set
-        seconds = _seconds(exc._retry_after)
+        seconds = retry_after_seconds(exc)
         return DeliveryError(
             f"telegram flood control: retry after {seconds:g}s", retry_after=seconds
         )
@@ -230,7 +237,7 @@ class TelegramTransport:
     def measure(self, text: str) -> int:
         # Entity offsets count UTF-16 code units and the docs do not say which unit the 4096
         # limit uses, so count the larger one (platforms.md §1.9).
-        return utf16_length(text)
+        return utf16_len(text)
 
     def format(self, text: str) -> str:
         # Sent without parse_mode: Markdown from the agent stays literal, so a split can never

@@ -27,7 +27,7 @@ from gateway.context import (
     resolve_model,
     truncate_message,
 )
-from gateway.domain import ReplyTarget, SessionKey
+from gateway.domain import Place, ReplyTarget, SessionKey
 from gateway.errors import ContextTooSmall
 from session_store.records import ContextRecord
 from tests.agents.fake_openai import realistic_tokens
@@ -308,16 +308,16 @@ def test_rendering_names_people_and_keeps_tool_pairs() -> None:
 def test_the_place_names_platform_chat_and_the_thread_the_reply_goes_to() -> None:
     key = SessionKey(platform="telegram", scope="bot1", chat_id="-100123", thread_id="42")
     target = ReplyTarget(platform="telegram", scope="bot1", chat_id="-100123", thread_id="42")
-    text = describe_place(key, target, place={"chat_title": "Team\nOps"}, title="deploy plan")
+    text = describe_place(key, target, place=Place(chat_name="Team\nOps"), title="deploy plan")
     assert "Telegram" in text and '"Team Ops"' in text and "forum topic 42" in text
     assert "deploy plan" in text and "same forum topic" in text
 
     key = SessionKey(platform="slack", scope="T1", chat_id="C9", thread_id="1700.1")
     target = ReplyTarget(platform="slack", scope="T1", chat_id="C9", thread_id="1700.1")
-    text = describe_place(key, target, place={})
+    text = describe_place(key, target, place=Place())
     assert "Slack, channel C9, thread 1700.1" in text
 
     key = SessionKey(platform="telegram", scope="bot1", chat_id="77")
     target = ReplyTarget(platform="telegram", scope="bot1", chat_id="77")
-    text = describe_place(key, target, place={"chat_type": "private"})
+    text = describe_place(key, target, place=Place(direct=True))
     assert "a direct conversation" in text and "no thread" in text

@@ -101,6 +101,7 @@ async def test_web_chat_over_http_with_live_stream(database_url: str, tmp_path: 
         await wait_for(lambda: _replied(client, gw.url, "team", "a1", 1), timeout=20)
 
         events: list[dict] = []
+        subscribed = asyncio.Event()
 
         async def listen() -> None:
             url = f"{gw.url}/web/api/channels/team/threads/a1/stream"
@@ -108,11 +109,13 @@ async def test_web_chat_over_http_with_live_stream(database_url: str, tmp_path: 
                 async for line in response.aiter_lines():
                     if line.startswith("data: "):
                         events.append(json.loads(line[6:]))
+                        if events[-1]["type"] == "connected":
+                            subscribed.set()  # sent by the server once it has subscribed
                         if any(e["type"] == "reply" for e in events):
                             return
 
         listener = asyncio.create_task(listen())
-        await asyncio.sleep(0.3)  # the stream is subscribed once its first bytes arrived
+        await asyncio.wait_for(subscribed.wait(), 20)
         await _post(client, gw.url, "team", text="again", client_msg_id="a2", thread_id="a1")
         await asyncio.wait_for(listener, 20)
         assert [e["text"] for e in events if e["type"] == "reply"] == ["echo: again"]

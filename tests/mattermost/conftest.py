@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +14,7 @@ import pytest
 from adapters.mattermost.adapter import MattermostAdapter, MattermostConfig
 from adapters.mattermost.websocket import Backoff
 from benchmarks.fakes.mattermost import FakeMattermost
-from gateway.domain import Envelope, Extracted, Ignored, Rejected
-from gateway.ports import IngestOutcome
+from tests.support import RecordingIntake
 
 PAYLOADS = Path(__file__).parents[1] / "payloads"  # copies of shared/payloads
 
@@ -39,79 +37,6 @@ async def wait_until(
         if loop.time() > deadline:
             pytest.fail(f"timed out after {timeout}s waiting for {message}")
         await asyncio.sleep(0.01)
-
-
-@dataclass
-class RecordingIntake:
-    """Implements the ``Intake`` protocol and records what it got. ``fail`` makes ``submit``
-    raise for matching envelopes (to exercise handler isolation)."""
-
-    submitted: list[tuple[Extracted, Mapping[str, Any] | None]] = field(default_factory=list)
-    cursors: dict[str, str] = field(default_factory=dict)
-    fail: Callable[[Extracted], bool] | None = None
-    failures: int = 0
-    feedback: list[dict[str, Any]] = field(default_factory=list)
-
-    async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
-        if self.fail is not None and self.fail(extracted):
-            self.failures += 1
-            raise RuntimeError("intake exploded")
-        self.submitted.append((extracted, raw))
-        if isinstance(extracted, Envelope):
-            return IngestOutcome(status="accepted")
-        if isinstance(extracted, Ignored):
-            return IngestOutcome(status="ignored", reason=extracted.reason)
-        return IngestOutcome(status="rejected", reason=extracted.reason)
-
-    async def lead(
-        self,
-        name: str,
-        body: Callable[[], Coroutine[Any, Any, None]],
-        *,
-        stopping: asyncio.Event | None = None,
-    ) -> None:
-        await body()  # one process: it always leads
-
-    async def knows(self, key: object) -> bool:
-        return False
-
-    async def load_cursor(self, name: str) -> str | None:
-        return self.cursors.get(name)
-
-    async def save_cursor(self, name: str, value: str) -> None:
-        self.cursors[name] = value
-
-    async def record_feedback(
-        self, *, platform: str, chat_id: str, message_id: str, user_id: str, value: int
-    ) -> bool:
-        self.feedback.append(
-            {
-                "platform": platform,
-                "chat_id": chat_id,
-                "message_id": message_id,
-                "user_id": user_id,
-                "value": value,
-            }
-        )
-        return True
-
-    @property
-    def envelopes(self) -> list[Envelope]:
-        return [e for e, _ in self.submitted if isinstance(e, Envelope)]
-
-    @property
-    def rejected(self) -> list[Rejected]:
-        return [e for e, _ in self.submitted if isinstance(e, Rejected)]
-
-    @property
-    def ignored(self) -> list[Ignored]:
-        return [e for e, _ in self.submitted if isinstance(e, Ignored)]
-
-    def texts(self) -> list[str]:
-        return [e.text for e in self.envelopes]
-
-    def by_message(self, message_id: str) -> list[Envelope]:
-        return [e for e in self.envelopes if e.message_id == message_id]
 
 
 @pytest.fixture

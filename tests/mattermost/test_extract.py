@@ -14,14 +14,13 @@ import pytest
 from adapters.mattermost.extract import (
     BotIdentity,
     ExtractContext,
-    Reaction,
     decode_mentions,
     extract_event,
     extract_post,
     parse_command,
     reaction_of,
 )
-from gateway.domain import Envelope, EventKind, Ignored, Rejected, SessionKey, Trigger
+from gateway.domain import Envelope, EventKind, Ignored, Reaction, Rejected, SessionKey, Trigger
 from tests.mattermost.conftest import PAYLOADS, load_payload
 
 SCOPE = "chat.example.com"

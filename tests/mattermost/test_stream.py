@@ -15,14 +15,8 @@ from adapters.mattermost.websocket import AuthenticationFailed, Backoff, EventSt
 from benchmarks.fakes.mattermost import FakeMattermost
 from gateway.domain import Envelope, EventKind, Extracted, ReplyTarget, Trigger
 from gateway.errors import ConfigError
-from tests.mattermost.conftest import (
-    FAST_BACKOFF,
-    RecordingIntake,
-    connected,
-    load_payload,
-    make_config,
-    wait_until,
-)
+from tests.mattermost.conftest import FAST_BACKOFF, connected, load_payload, make_config, wait_until
+from tests.support import RecordingIntake
 
 
 async def start(
@@ -136,7 +130,10 @@ async def test_exception_in_one_event_does_not_drop_the_connection(
     assert rejected[0][1] is not None and rejected[0][1]["event"] == "posted"
     # ...and the post is not lost: once the intake works again, the idle tick re-fetches it
     intake.fail = None
-    await wait_until(lambda: bool(intake.by_message(bad["id"])), message="held post resync")
+    # a resync that failed above backs off 10 s (5 s * 2**1) before the next try
+    await wait_until(
+        lambda: bool(intake.by_message(bad["id"])), timeout=15.0, message="held post resync"
+    )
     env = intake.by_message(bad["id"])[0]
     assert env.trigger is Trigger.ALWAYS and env.metadata["source"] == "reconcile"
     assert fake.connections_total == 1

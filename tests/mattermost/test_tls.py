@@ -23,13 +23,8 @@ from adapters.mattermost.adapter import MattermostAdapter
 from adapters.mattermost.urls import server_urls
 from adapters.mattermost.websocket import EventStream
 from benchmarks.fakes.mattermost import FakeMattermost
-from tests.mattermost.conftest import (
-    FAST_BACKOFF,
-    RecordingIntake,
-    connected,
-    make_config,
-    wait_until,
-)
+from tests.mattermost.conftest import FAST_BACKOFF, connected, make_config, wait_until
+from tests.support import RecordingIntake
 
 
 def _name(cn: str) -> x509.Name:

@@ -3,12 +3,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +14,9 @@ from starlette.applications import Starlette
 
 from adapters.slack import SlackAdapter
 from benchmarks.fakes.slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack
-from gateway.domain import Envelope, Extracted, Ignored, Rejected, SessionKey
 from gateway.http import HttpServer
-from gateway.ports import IngestOutcome
 from gateway.settings import Settings
+from tests.support import RecordingIntake
 
 PAYLOADS = Path(__file__).parents[1] / "payloads"  # copies of shared/payloads
 
@@ -41,73 +37,6 @@ def slack_settings(fake: FakeSlack | None = None, **overrides: Any) -> Settings:
     }
     values.update(overrides)
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
-
-
-@dataclass
-class Submitted:
-    extracted: Extracted
-    raw: Mapping[str, Any] | None
-    returned_at: float  # time.monotonic() when submit returned
-
-
-class RecordingIntake:
-    """Implements the core's ``Intake`` and records every call; dedupes nothing (stage 1)."""
-
-    def __init__(self) -> None:
-        self.submitted: list[Submitted] = []
-        self.known: set[SessionKey] = set()
-        self.knows_calls: list[SessionKey] = []
-        self.delay = 0.0  # simulated slow store
-        self.delays: list[float] = []  # per-call delays, consumed first
-        self.fail_next = 0
-        self.cursors: dict[str, str] = {}
-
-    async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
-        delay = self.delays.pop(0) if self.delays else self.delay
-        if delay:
-            await asyncio.sleep(delay)  # the store taking its time, not a wait-for-condition
-        if self.fail_next:
-            self.fail_next -= 1
-            raise RuntimeError("store unavailable")
-        self.submitted.append(Submitted(extracted, raw, time.monotonic()))
-        if isinstance(extracted, Envelope):
-            self.known.add(extracted.key)
-            return IngestOutcome(status="accepted", session_id=1, seq_no=len(self.submitted))
-        if isinstance(extracted, Rejected):
-            return IngestOutcome(status="rejected", reason=extracted.reason)
-        return IngestOutcome(status="ignored", reason=extracted.reason)
-
-    async def lead(
-        self,
-        name: str,
-        body: Callable[[], Coroutine[Any, Any, None]],
-        *,
-        stopping: asyncio.Event | None = None,
-    ) -> None:
-        await body()  # one process: it always leads
-
-    async def knows(self, key: SessionKey) -> bool:
-        self.knows_calls.append(key)
-        return key in self.known
-
-    async def load_cursor(self, name: str) -> str | None:
-        return self.cursors.get(name)
-
-    async def save_cursor(self, name: str, value: str) -> None:
-        self.cursors[name] = value
-
-    # --- views for assertions
-    @property
-    def envelopes(self) -> list[Envelope]:
-        return [s.extracted for s in self.submitted if isinstance(s.extracted, Envelope)]
-
-    @property
-    def ignored(self) -> list[Ignored]:
-        return [s.extracted for s in self.submitted if isinstance(s.extracted, Ignored)]
-
-    @property
-    def rejected(self) -> list[Rejected]:
-        return [s.extracted for s in self.submitted if isinstance(s.extracted, Rejected)]
 
 
 @pytest.fixture(autouse=True)

@@ -12,13 +12,8 @@ from adapters.slack import SlackAdapter
 from benchmarks.fakes.slack import HUMAN, FakeSlack, wait_until
 from gateway.domain import Envelope, EventKind, Trigger
 from gateway.errors import ConfigError
-from tests.slack.conftest import (
-    RecordingIntake,
-    load_payload,
-    running_adapter,
-    serve_routes,
-    slack_settings,
-)
+from tests.slack.conftest import load_payload, running_adapter, serve_routes, slack_settings
+from tests.support import RecordingIntake
 
 
 async def test_top_level_mention_arrives_twice_with_one_message_id(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from benchmarks.fakes.slack import FakeSlack, wait_until
-from tests.slack.conftest import RecordingIntake, running_adapter
+from tests.slack.conftest import running_adapter
+from tests.support import RecordingIntake
 
 
 async def test_envelopes_are_acked_only_after_submit_returned(

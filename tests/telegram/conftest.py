@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +16,8 @@ from starlette.applications import Starlette
 
 from adapters.telegram.adapter import TelegramAdapter
 from benchmarks.fakes.telegram import FakeTelegram
-from gateway.domain import Envelope, Extracted, SessionKey
-from gateway.ports import IngestOutcome
 from gateway.settings import Settings
+from tests.support import RecordingIntake
 
 PAYLOADS = Path(__file__).parents[1] / "payloads"  # copies of shared/payloads
 
@@ -29,61 +28,6 @@ def load_payload(name: str, *, update_id: int = 1) -> dict[str, Any]:
         # the capture showed only the Message; PTB and we need an integer (SOURCES.md)
         data["update_id"] = update_id
     return data
-
-
-class RecordingIntake:
-    """Implements the ``Intake`` protocol and records what the adapter submitted.
-
-    ``fail_first`` makes the first N submits raise (a database outage); ``gate`` makes
-    every submit wait for it (to observe the adapter while a submit is in flight)."""
-
-    def __init__(self, *, fail_first: int = 0) -> None:
-        self.submitted: list[tuple[Extracted, Mapping[str, Any] | None]] = []
-        self.attempts = 0
-        self.fail_first = fail_first
-        self.gate: asyncio.Event | None = None
-        self.in_submit = 0
-        self.cursors: dict[str, str] = {}
-
-    async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
-        self.attempts += 1
-        self.in_submit += 1
-        try:
-            if self.gate is not None:
-                await self.gate.wait()
-            if self.attempts <= self.fail_first:
-                raise RuntimeError("database is down (test)")
-            self.submitted.append((extracted, raw))
-        finally:
-            self.in_submit -= 1
-        status = "accepted" if isinstance(extracted, Envelope) else type(extracted).__name__
-        return IngestOutcome(status=status.lower())
-
-    async def lead(
-        self,
-        name: str,
-        body: Callable[[], Coroutine[Any, Any, None]],
-        *,
-        stopping: asyncio.Event | None = None,
-    ) -> None:
-        await body()  # one process: it always leads
-
-    async def knows(self, key: SessionKey) -> bool:
-        return False
-
-    async def load_cursor(self, name: str) -> str | None:
-        return self.cursors.get(name)
-
-    async def save_cursor(self, name: str, value: str) -> None:
-        self.cursors[name] = value
-
-    @property
-    def extracted(self) -> list[Extracted]:
-        return [e for e, _ in self.submitted]
-
-    @property
-    def envelopes(self) -> list[Envelope]:
-        return [e for e, _ in self.submitted if isinstance(e, Envelope)]
 
 
 def telegram_settings(fake: FakeTelegram, **overrides: Any) -> Settings:

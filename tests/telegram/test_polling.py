@@ -13,7 +13,8 @@ from structlog.testing import capture_logs
 from benchmarks.fakes.telegram import FakeTelegram
 from gateway.domain import Envelope, Ignored, Rejected, Trigger
 from gateway.errors import ConfigError
-from tests.telegram.conftest import AdapterFactory, RecordingIntake
+from tests.support import RecordingIntake
+from tests.telegram.conftest import AdapterFactory
 
 
 async def test_start_registers_commands_and_never_drops_pending(
@@ -48,7 +49,7 @@ async def test_updates_are_submitted_in_order_with_raw_payload(
     assert one.message_id == str(first["message_id"]) and one.key.thread_id == str(topic)
     assert one.trigger is Trigger.ALWAYS
     assert two.message_id == str(second["message_id"]) and two.key.thread_id is None
-    raw = intake.submitted[1][1]
+    raw = intake.submitted[1].raw
     assert raw is not None and raw["message"]["text"] == "one @GatewayTestBot"
     assert one.event_id == str(raw["update_id"])
 
@@ -77,7 +78,7 @@ async def test_offset_is_not_confirmed_until_submit_returned(
 async def test_failed_submit_means_the_update_is_redelivered(
     fake: FakeTelegram, start_adapter: AdapterFactory
 ) -> None:
-    flaky = RecordingIntake(fail_first=1)  # the database is down for the first submit
+    flaky = RecordingIntake(fail_next=1)  # the database is down for the first submit
     await start_adapter(intake_=flaky)
     chat = fake.private(fake.user())
     fake.user_says(chat, "must not be lost")
@@ -99,7 +100,7 @@ async def test_failure_mid_batch_keeps_the_earlier_updates_confirmed(
     ids = fake.pending_update_ids()
 
     class FailSecond(RecordingIntake):
-        async def submit(self, extracted, *, raw):  # type: ignore[no-untyped-def]
+        async def submit(self, extracted, *, raw):
             if self.attempts == 1:
                 self.attempts += 1
                 raise RuntimeError("transient (test)")

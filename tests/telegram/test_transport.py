@@ -5,16 +5,24 @@ translated into the right DeliveryError."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dtm
 import json
+import warnings
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from telegram.error import RetryAfter
 from telegram.request import HTTPXRequest
 
 from adapters.telegram.adapter import TelegramAdapter
 from adapters.telegram.extract import BotIdentity, ExtractPolicy, extract_update
-from adapters.telegram.transport import TelegramBot, TelegramTransport
+from adapters.telegram.transport import (
+    TelegramBot,
+    TelegramTransport,
+    retry_after_seconds,
+    translate_error,
+)
 from benchmarks.fakes.telegram import FakeTelegram
 from gateway.domain import Envelope, ReplyTarget
 from gateway.errors import DeliveryError
@@ -340,3 +348,23 @@ async def test_adapter_transport_is_usable_before_start(
     target = target_of(fake, fake.user_says(chat, "hi"))
     await adapter.transport.send(target, "late answer", idempotency_key="k")
     assert [s.text for s in fake.sent_to(chat)] == ["late answer"]
+
+
+@pytest.mark.parametrize("ptb_timedelta", ["true", "false", None])
+@pytest.mark.parametrize("given", [7, 2.5, dtm.timedelta(seconds=3)])
+def test_retry_after_is_read_through_the_public_attribute_without_a_warning(
+    monkeypatch: pytest.MonkeyPatch, ptb_timedelta: str | None, given: int | float | dtm.timedelta
+) -> None:
+    if ptb_timedelta is None:
+        monkeypatch.delenv("PTB_TIMEDELTA", raising=False)
+    else:
+        monkeypatch.setenv("PTB_TIMEDELTA", ptb_timedelta)
+    with warnings.catch_warnings():
+        # PTB's own constructor reads the property (and warns without PTB_TIMEDELTA)
+        warnings.simplefilter("ignore")
+        exc = RetryAfter(given)  # type: ignore[arg-type]  # PTB 22 takes a float too
+    expected = given.total_seconds() if isinstance(given, dtm.timedelta) else float(given)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning from our read fails the test
+        assert retry_after_seconds(exc) == expected
+        assert translate_error(exc).retry_after == expected

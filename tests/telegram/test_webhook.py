@@ -15,7 +15,8 @@ from adapters.telegram.adapter import TelegramAdapter
 from benchmarks.fakes.telegram import FakeTelegram
 from gateway.domain import Envelope, Ignored, Rejected
 from gateway.errors import ConfigError
-from tests.telegram.conftest import RecordingIntake, serve_http, telegram_settings
+from tests.support import RecordingIntake
+from tests.telegram.conftest import serve_http, telegram_settings
 
 SECRET = "s3cret_Token-42"
 
@@ -156,7 +157,7 @@ async def test_store_failure_answers_500_and_telegram_redelivers(
     fake: FakeTelegram, http_app: tuple[Starlette, str]
 ) -> None:
     app, base = http_app
-    flaky = RecordingIntake(fail_first=1)
+    flaky = RecordingIntake(fail_next=1)
     adapter = await make_webhook_adapter(fake, app, base, intake=flaky)
     try:
         chat = fake.private(fake.user())
