@@ -193,10 +193,6 @@ class AccessPolicy:
     def __init__(self, token: str | None) -> None:
         self._token = token.encode() if token else None
 
-    @property
-    def token_required(self) -> bool:
-        return self._token is not None
-
     def check(self, *, client: str | None, host: str | None, authorization: str | None) -> None:
         """Raise ``RequestError`` (401/403) unless the caller may go on."""
         try:

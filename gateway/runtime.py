@@ -26,7 +26,8 @@ from gateway.hub import Broadcast, Signal
 from gateway.intake import CoreIntake
 from gateway.metrics import Metrics
 from gateway.ports import AdapterContext, AdapterFactory, PlatformAdapter, Transport
-from gateway.settings import Settings
+from gateway.security import HttpPolicy
+from gateway.settings import Settings, is_loopback_bind
 from gateway.summaries import SummaryWorker
 from gateway.turns import TurnScheduler, TurnSettings
 from session_store.store import Store
@@ -141,8 +142,16 @@ class Gateway:
         routes: list[Any] = []
         for adapter in self.adapters:
             routes.extend(adapter.http_routes())
+        # security: what the HTTP guard enforces (routes needing larger bodies declare them
+        # here with self.http_policy.allow_larger(prefix, limit) before build_app)
+        self.http_policy = HttpPolicy.from_settings(settings)
         self.app = build_app(self, routes)
-        self.http = HttpServer(self.app, settings.gateway_http_host, settings.gateway_http_port)
+        self.http = HttpServer(
+            self.app,
+            settings.gateway_http_host,
+            settings.gateway_http_port,
+            limit_concurrency=settings.gateway_http_concurrency,
+        )
         self._turns_stopping = asyncio.Event()
         self._delivery_stopping = asyncio.Event()
         self._turn_task: asyncio.Task[None] | None = None
@@ -160,6 +169,15 @@ class Gateway:
         return f"http://{shown}:{self.http.port}/"
 
     async def start(self) -> None:
+        if not is_loopback_bind(self.settings.gateway_http_host) and not (
+            self.settings.gateway_admin_token
+        ):
+            # security: the admin API stays loopback-only, but say so
+            log.warning(
+                "http_exposed_without_admin_token",
+                host=self.settings.gateway_http_host,
+                hint="set GATEWAY_ADMIN_TOKEN to use /api/v1 and /mcp from other machines",
+            )
         await self.operator.start()
         await self.http.start()
         await self.delivery.recover()

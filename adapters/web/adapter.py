@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Sequence
 from importlib import resources
 
@@ -22,6 +23,7 @@ from gateway.domain import Rejected, SessionKey
 from gateway.hub import Broadcast
 from gateway.intake import live_topic
 from gateway.ports import Intake
+from gateway.security import page_headers
 
 KEEPALIVE_SECONDS = 15.0
 
@@ -39,6 +41,10 @@ class WebAdapter:
             resources.files("adapters.web")
             .joinpath("static/index.html")
             .read_text(encoding="utf-8")
+        )
+        # a CSP allowing exactly the page's own inline blocks (gateway.security)
+        self._page_headers = page_headers(
+            scripts=_blocks(self._page, "script"), styles=_blocks(self._page, "style")
         )
 
     async def start(self, intake: Intake) -> None:
@@ -72,7 +78,7 @@ class WebAdapter:
         ]
 
     async def _index(self, request: Request) -> Response:
-        return HTMLResponse(self._page)
+        return HTMLResponse(self._page, headers=self._page_headers)
 
     async def _channels(self, request: Request) -> Response:
         chats = await self._conversations.chats(PLATFORM)
@@ -203,3 +209,8 @@ class WebAdapter:
             chat_id=request.path_params["channel"],
             thread_id=request.path_params["thread"],
         )
+
+
+def _blocks(page: str, tag: str) -> list[str]:
+    """The contents of the page's inline ``<tag>`` blocks, exactly as the browser hashes them."""
+    return re.findall(rf"<{tag}>(.*?)</{tag}>", page, flags=re.DOTALL)
