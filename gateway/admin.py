@@ -427,7 +427,7 @@ def admin_router(
         platform: Annotated[str | None, Query(max_length=64)] = None,
     ) -> Page[InboundEvent]:
         """Inbound events that did not become messages (the dead-letter store), newest first,
-        with the reason and the raw payload."""
+        with the reason; the raw payload is left out (read one event for it)."""
 
         async def fetch(before: int | None, n: int) -> list[InboundEvent]:
             return await ops.inbound_events(
@@ -435,6 +435,17 @@ def admin_router(
             )
 
         return await paginate("inbound", cursor, limit, fetch, lambda e: [e.id])
+
+    @router.get(
+        "/inbound-events/{event_id}",
+        response_model=InboundEvent,
+        summary="One rejected inbound event, with its raw payload",
+    )
+    async def inbound_event(event_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> InboundEvent:
+        found = await ops.inbound_event(event_id)
+        if found is None:
+            raise RequestError(f"no inbound event {event_id}", status=404, title="Not found")
+        return found
 
     @router.get("/stats", response_model=Counts, summary="Live counts")
     async def stats() -> Counts:

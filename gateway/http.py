@@ -88,6 +88,9 @@ class HttpServer:
             timeout_graceful_shutdown=5,
             # connections + tasks served at once; uvicorn answers 503 beyond
             limit_concurrency=limit_concurrency,
+            # X-Forwarded-* are read by gateway.security, only from proxies we trust, and it
+            # keeps the connecting address for proxy sign-in
+            proxy_headers=False,
         )
         self._server = _Server(config)
         self._task: asyncio.Task[None] | None = None

@@ -15,6 +15,7 @@ from session_store.values import IngestStatus
 
 if TYPE_CHECKING:
     from gateway.settings import Settings
+    from gateway.webauth import WebIdentity
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,6 +147,8 @@ class AdapterContext:
 
     live: Broadcast
     conversations: Conversations
+    #: who is using the web chat (GATEWAY_WEB_AUTH); None where no web chat is served
+    identity: WebIdentity | None = None
 
 
 #: how every surface package is built: ``create_adapter(settings, context)``

@@ -30,6 +30,7 @@ from gateway.security import HttpPolicy
 from gateway.settings import Settings, is_loopback_bind
 from gateway.summaries import SummaryWorker
 from gateway.turns import TurnScheduler, TurnSettings
+from gateway.webauth import WebIdentity
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
@@ -84,7 +85,10 @@ class Gateway:
         self.turn_wake = Signal()
         self.delivery_wake = Signal()
         self.ready = False
-        self.adapter_context = AdapterContext(live=self.live, conversations=Conversations(store))
+        self.identity = WebIdentity.from_settings(settings, store)  # security: web chat sign-in
+        self.adapter_context = AdapterContext(
+            live=self.live, conversations=Conversations(store), identity=self.identity
+        )
         # surfaces given by the caller (tests) replace the configured platforms; the web chat
         # still follows GATEWAY_WEB_CHAT
         self.adapters: list[PlatformAdapter] = [

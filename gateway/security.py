@@ -27,6 +27,7 @@ import base64
 import hashlib
 import ipaddress
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,6 +94,8 @@ class HttpPolicy:
     webhook_prefixes: tuple[str, ...] = WEBHOOK_PREFIXES
     #: larger limits declared by routes: (path prefix, bytes)
     body_limits: list[tuple[str, int]] = field(default_factory=list)
+    #: proxies whose X-Forwarded-For/-Proto are believed (loopback ones always are)
+    trusted_proxies: tuple[Any, ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> HttpPolicy:
@@ -110,6 +113,9 @@ class HttpPolicy:
             allowed_hosts=allowed,
             max_body_bytes=settings.gateway_max_body_bytes,
             sse_per_client=settings.gateway_sse_per_client,
+            trusted_proxies=tuple(
+                ipaddress.ip_network(c, strict=False) for c in settings.gateway_trusted_proxies
+            ),
         )
 
     def allow_larger(self, prefix: str, limit: int) -> None:
@@ -191,6 +197,7 @@ class SecurityMiddleware:
             await self._app(scope, receive, send)
             return
         headers = _headers(scope)
+        scope = self._forwarded(scope, headers)
         refusal = self._refusal(scope, headers)
         if refusal is not None:
             status, title, detail = refusal
@@ -231,6 +238,31 @@ class SecurityMiddleware:
                     self._streams.pop(stream_client, None)
                 else:
                     self._streams[stream_client] = left
+
+    def _forwarded(self, scope: Scope, headers: Mapping[str, str]) -> Scope:
+        """Behind a proxy we trust (loopback, or GATEWAY_TRUSTED_PROXIES): the client is the
+        last address in X-Forwarded-For that is not one of our proxies, and the scheme is
+        X-Forwarded-Proto. The connecting address stays in ``scope["state"]["peer"]``."""
+        client = scope.get("client")
+        peer = client[0] if client else None
+        state = dict(scope.get("state") or {})
+        state[PEER] = peer
+        scope = {**scope, "state": state}
+        if not (_is_loopback_name(peer or "") or client_in(peer, self._policy.trusted_proxies)):
+            return scope
+        forwarded = headers.get("x-forwarded-for")
+        if forwarded:
+            hops = [h.strip() for h in forwarded.split(",") if h.strip()]
+            while hops and (
+                _is_loopback_name(hops[-1]) or client_in(hops[-1], self._policy.trusted_proxies)
+            ):
+                hops.pop()
+            if hops and _valid_ip(hops[-1]):
+                scope["client"] = (hops[-1], 0)
+        proto = headers.get("x-forwarded-proto", "").strip().lower()
+        if proto in ("http", "https") and scope["type"] == "http":
+            scope["scheme"] = proto
+        return scope
 
     def _refusal(self, scope: Scope, headers: Mapping[str, str]) -> tuple[int, str, str] | None:
         policy = self._policy
@@ -314,6 +346,17 @@ class SecurityMiddleware:
                 await send(message)
 
 
+PEER = "peer"
+
+
+def _valid_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
 def _headers(scope: Scope) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in scope.get("headers", ()):
@@ -348,3 +391,55 @@ def client_in(client: str | None, networks: Iterable[Any]) -> bool:
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
     return any(ip.version == net.version and ip in net for net in networks)
+
+
+# --- stored raw payloads ----------------------------------------------------------------------
+
+#: a stored raw payload is cut to about this many characters of JSON
+MAX_RAW_CHARS = 65_536
+#: keys never stored: Slack's legacy verification token, and credentials in general
+_SECRET_KEYS = frozenset({"token", "password", "authorization", "secret", "api_key"})
+
+
+def scrub_raw(raw: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What the inbox keeps of a raw payload: secrets removed (Slack's ``token``), strings
+    PostgreSQL cannot hold made safe (NUL, lone surrogates), and cut to ``MAX_RAW_CHARS``
+    (``{"truncated": true, "chars": n, "head": "..."}``)."""
+    if raw is None:
+        return None
+    clean = _scrub(raw, 0)
+    assert isinstance(clean, dict)
+    text = json.dumps(clean, default=str, separators=(",", ":"), ensure_ascii=False)
+    if len(text) <= MAX_RAW_CHARS:
+        return clean
+    return {"truncated": True, "chars": len(text), "head": text[:MAX_RAW_CHARS]}
+
+
+def _scrub(value: Any, depth: int) -> Any:
+    if depth > 32:
+        return "…"
+    if isinstance(value, str):
+        return _safe_text(value)
+    if isinstance(value, Mapping):
+        return {
+            _safe_text(str(k)): _scrub(v, depth + 1)
+            for k, v in value.items()
+            if str(k).lower() not in _SECRET_KEYS
+        }
+    if isinstance(value, list | tuple):
+        return [_scrub(v, depth + 1) for v in value]
+    if value is None or isinstance(value, bool | int | float):
+        if isinstance(value, float) and not math.isfinite(value):  # NaN, inf are not JSON
+            return None
+        return value
+    return _safe_text(str(value))
+
+
+def _safe_text(text: str) -> str:
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
