@@ -166,6 +166,12 @@ class Settings(BaseSettings):
         mode="before",
     )(_split_csv)
 
+    @field_validator("gateway_admin_token")
+    @classmethod
+    def _empty_token_is_unset(cls, value: SecretStr | None) -> SecretStr | None:
+        # `GATEWAY_ADMIN_TOKEN=` in an env file means "no token", as it always did
+        return value if value is not None and value.get_secret_value() else None
+
     @field_validator("database_url")
     @classmethod
     def _check_dsn(cls, value: str | None) -> str | None:
