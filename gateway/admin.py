@@ -265,6 +265,37 @@ class _GuardedASGI:
 _BEARER = HTTPBearer(auto_error=False, description="GATEWAY_ADMIN_TOKEN")
 
 
+_PROBLEM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["type", "title", "status", "detail"],
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "errors": {"type": "array", "items": {"type": "object"}},
+    },
+}
+#: every admin call can answer these, as RFC 9457 problem documents (documented so clients
+#: and schemathesis know them)
+_PROBLEMS: dict[int | str, dict[str, Any]] = {
+    status: {
+        "description": description,
+        "content": {PROBLEM_JSON: {"schema": _PROBLEM_SCHEMA}},
+    }
+    for status, description in {
+        400: "malformed request (a bad cursor, contradictory parameters, NUL in the URL)",
+        401: "GATEWAY_ADMIN_TOKEN is set and the bearer token is missing or wrong",
+        403: "no token set and the caller is not local, a foreign Host, or a cross-site request",
+        404: "no such session, delivery or event",
+        413: "the body is over GATEWAY_MAX_BODY_BYTES",
+        415: "a state-changing request whose body is not application/json",
+        422: "invalid parameters",
+        503: "the database is unavailable; retry later",
+    }.items()
+}
+
+
 class MessagesPage(BaseModel):
     session_id: int
     last_seq_no: int
@@ -291,7 +322,9 @@ def admin_router(
             authorization=request.headers.get("authorization"),
         )
 
-    router = APIRouter(prefix=API_PREFIX, dependencies=[Depends(guard)], tags=["admin"])
+    router = APIRouter(
+        prefix=API_PREFIX, dependencies=[Depends(guard)], tags=["admin"], responses=_PROBLEMS
+    )
 
     def search_words(q: str) -> str:
         if not re.search(r"\w", q):
