@@ -214,3 +214,15 @@ async def test_feedback_seq_past_int64_and_bad_paths_are_4xx(database_url: str) 
             assert 400 <= (await c.get(path)).status_code < 500, path
         extra = await c.post(f"{base}/1/feedback", json={"value": 1, "user": "mallory"})
         assert extra.status_code == 422
+
+
+async def test_the_cookie_is_secure_behind_an_https_proxy(database_url: str) -> None:
+    # a proxy on loopback (or in GATEWAY_TRUSTED_PROXIES) terminates TLS
+    async with accounts_gateway(database_url) as gw, httpx.AsyncClient(base_url=gw.url) as c:
+        ok = await c.post(
+            "/login",
+            json={"name": "ann", "password": "ann-password"},
+            headers={"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.7"},
+        )
+        assert ok.status_code == 200
+        assert "Secure" in ok.headers["set-cookie"]
