@@ -85,9 +85,15 @@ class Gateway:
         self.turn_wake = Signal()
         self.delivery_wake = Signal()
         self.ready = False
-        self.identity = WebIdentity.from_settings(settings, store)  # security: web chat sign-in
+        # security: web chat sign-in, and what the HTTP guard enforces (routes needing larger
+        # bodies declare them through the context's http_policy.allow_larger)
+        self.identity = WebIdentity.from_settings(settings, store)
+        self.http_policy = HttpPolicy.from_settings(settings)
         self.adapter_context = AdapterContext(
-            live=self.live, conversations=Conversations(store), identity=self.identity
+            live=self.live,
+            conversations=Conversations(store),
+            identity=self.identity,
+            http_policy=self.http_policy,
         )
         # surfaces given by the caller (tests) replace the configured platforms; the web chat
         # still follows GATEWAY_WEB_CHAT
@@ -146,9 +152,6 @@ class Gateway:
         routes: list[Any] = []
         for adapter in self.adapters:
             routes.extend(adapter.http_routes())
-        # security: what the HTTP guard enforces (routes needing larger bodies declare them
-        # here with self.http_policy.allow_larger(prefix, limit) before build_app)
-        self.http_policy = HttpPolicy.from_settings(settings)
         self.app = build_app(self, routes)
         self.http = HttpServer(
             self.app,

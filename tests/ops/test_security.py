@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -15,6 +16,7 @@ import structlog
 from gateway.errors import ConfigError
 from gateway.runtime import Gateway
 from gateway.security import HttpPolicy, page_headers
+from tests.e2e.process import run_cli
 from tests.support import make_settings, running_gateway, wait_for
 
 TOKEN = "0123456789abcdef0123456789abcdef"
@@ -246,3 +248,37 @@ async def test_a_public_bind_without_a_token_logs_a_warning(database_url: str) -
         async with running_gateway(database_url, web_chat=False, GATEWAY_HTTP_HOST="0.0.0.0") as gw:
             assert isinstance(gw, Gateway)
     assert any(e["event"] == "http_exposed_without_admin_token" for e in logs)
+
+
+@pytest.mark.parametrize(
+    ("env", "setting"),
+    [
+        ({"GATEWAY_HTTP_HOST": "0.0.0.0"}, "GATEWAY_WEB_AUTH"),
+        ({"GATEWAY_ADMIN_TOKEN": "too-short"}, "GATEWAY_ADMIN_TOKEN"),
+        ({"GATEWAY_WEB_AUTH": "proxy"}, "GATEWAY_TRUSTED_PROXIES"),
+    ],
+)
+async def test_gateway_run_exits_2_naming_the_setting(
+    tmp_path: Path, env: dict[str, str], setting: str
+) -> None:
+    code, _, err = await run_cli(["run"], {"GATEWAY_DATA_DIR": str(tmp_path), **env})
+    assert code == 2 and setting in err, err
+
+
+async def test_users_add_list_remove(database_url: str, tmp_path: Path) -> None:
+    env = {"DATABASE_URL": database_url, "GATEWAY_WEB_AUTH": "accounts"}
+    code, out, err = await run_cli(["users", "add", "ann"], env, stdin=b"a long password\n")
+    assert code == 0, err
+    code, out, _ = await run_cli(["users", "list"], env)
+    assert code == 0 and out.split("\t")[0] == "ann"
+    short = await run_cli(["users", "add", "bob"], env, stdin=b"short\n")
+    assert short[0] == 1 and "at least" in short[2]
+    assert (await run_cli(["users", "add", "bad name!"], env, stdin=b"x" * 10))[0] == 1
+    async with running_gateway(database_url, GATEWAY_WEB_AUTH="accounts") as gw:
+        async with httpx.AsyncClient(base_url=gw.url) as c:
+            ok = await c.post("/login", json={"name": "ann", "password": "a long password"})
+            assert ok.status_code == 200
+    code, out, _ = await run_cli(["users", "remove", "ann"], env)
+    assert code == 0
+    assert (await run_cli(["users", "remove", "ann"], env))[0] == 1
+    assert (await run_cli(["users", "list"], env))[1] == ""
