@@ -14,8 +14,8 @@ from gateway.hub import Broadcast
 from session_store.values import IngestStatus
 
 if TYPE_CHECKING:
-    from gateway.settings import Settings
     from gateway.security import HttpPolicy
+    from gateway.settings import Settings
     from gateway.webauth import WebIdentity
 
 
