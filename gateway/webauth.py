@@ -53,6 +53,8 @@ LOCAL_USER = "local"
 #: a person's name: what the accounts, the proxy header and the private channel accept
 PERSON_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,63}$")
 MIN_PASSWORD = 8
+#: password checks running at once (argon2id takes tens of milliseconds of CPU each)
+VERIFY_CONCURRENCY = 2
 _HASHER = PasswordHasher()
 _dummy_hash: list[str] = []
 
@@ -133,6 +135,9 @@ class WebIdentity:
         self._trusted = trusted
         self._key: bytes | None = None
         self._failures = _Failures(MAX_FAILURES, FAIL_WINDOW)
+        #: password checks are slow on purpose: a flood of sign-ins waits here instead of
+        #: taking every CPU
+        self._verifying = asyncio.Semaphore(VERIFY_CONCURRENCY)
         self._login_page = (
             resources.files("gateway.ui").joinpath("static/login.html").read_text(encoding="utf-8")
         )
@@ -246,9 +251,10 @@ class WebIdentity:
                 headers={"Retry-After": str(int(wait) + 1)},
             )
         account = await self._accounts.get(name) if valid_name(name) else None
-        ok = await asyncio.to_thread(
-            _verify, account.password_hash if account else _dummy(), password
-        )
+        async with self._verifying:
+            ok = await asyncio.to_thread(
+                _verify, account.password_hash if account else _dummy(), password
+            )
         if account is None or not ok:
             self._failures.add(f"ip:{client}")
             self._failures.add(f"name:{name.lower()}")

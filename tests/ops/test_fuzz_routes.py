@@ -25,7 +25,7 @@ from session_store.accounts import AccountStore
 from tests.support import running_gateway
 
 TOKEN = "fuzz-token-0123456789abcdef-0123456789"
-EXAMPLES = 60
+EXAMPLES = 50
 
 # --- a real gateway on its own event loop, for synchronous hypothesis tests -------------------
 
