@@ -235,6 +235,8 @@ class WebIdentity:
             or not isinstance(body["name"], str)
             or not isinstance(body["password"], str)
             or len(body["password"]) > 1024
+            or not _utf8(body["name"])
+            or not _utf8(body["password"])
         ):
             return JSONResponse({"error": 'send {"name": ..., "password": ...}'}, status_code=422)
         name, password = body["name"].strip(), body["password"]
@@ -294,6 +296,15 @@ def peer_address(request: Request) -> str | None:
         peer = state[PEER]
         return peer if isinstance(peer, str) else None
     return request.client.host if request.client else None
+
+
+def _utf8(text: str) -> bool:
+    """Text a password hasher and PostgreSQL can take: encodable, no NUL."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False  # a lone surrogate from a JSON escape
+    return "\x00" not in text
 
 
 def _verify(password_hash: str, password: str) -> bool:

@@ -102,7 +102,9 @@ QUERY_NAMES = [
 ]  # fmt: skip
 WORDS = ["general", "~ann", "~local", "t1", "web:local:general:t1", "1", "0", "-1"]
 
+# weighted towards names that exist, so requests get past routing to the handlers
 segment = st.one_of(
+    st.sampled_from(WORDS),
     st.sampled_from(WORDS),
     st.text(max_size=40),
     st.integers(min_value=-(2**70), max_value=2**70).map(str),
@@ -136,10 +138,31 @@ shaped = st.fixed_dictionaries(
         "user": json_value,
     },
 )
+_special = st.tuples(st.text(max_size=10), st.sampled_from(["\x00", "\ud800", "\udfff"]))
+nasty_text = st.one_of(
+    _special.map("".join),
+    _special.map("".join),
+    st.text(max_size=60),
+    st.sampled_from(["hi", "/new", "/model x", "/help"]),
+)
+# well-formed but for one value: what reaches the handlers' own validation
+almost_valid = st.one_of(
+    st.fixed_dictionaries(
+        {"text": nasty_text, "client_msg_id": st.sampled_from(["m1", "m2"]) | st.text(max_size=8)},
+        optional={"thread_id": st.sampled_from(["t1", "m1"]) | json_value},
+    ),
+    st.fixed_dictionaries({"value": json_value | st.sampled_from([1, -1, 0])}),
+    st.fixed_dictionaries(
+        {"name": st.sampled_from(["ann", "bob"]) | nasty_text, "password": nasty_text}
+    ),
+)
 body = st.one_of(
+    almost_valid.map(lambda v: json.dumps(v).encode()),
+    almost_valid.map(lambda v: json.dumps(v).encode()),
     st.binary(max_size=300),
     json_value.map(lambda v: json.dumps(v).encode()),
     shaped.map(lambda v: json.dumps(v).encode()),
+    almost_valid.map(lambda v: json.dumps(v).encode()),
 )
 header_text = st.text(
     alphabet=st.characters(min_codepoint=32, max_codepoint=255, exclude_characters="\x7f"),
@@ -165,7 +188,7 @@ random_headers = st.fixed_dictionaries(
         "range": header_text,
     },
 )
-# half the requests look like our own page's (so they reach the handlers), half anything
+# most requests look like our own page's (so they reach the handlers), the rest anything
 same_site = st.fixed_dictionaries(
     {"content-type": st.just(b"application/json")},
     optional={
@@ -175,7 +198,7 @@ same_site = st.fixed_dictionaries(
         "cookie": header_text.map(lambda v: b"gw_session=" + v if v else b"gw_session=x"),
     },
 )
-headers = st.one_of(same_site, random_headers)
+headers = st.one_of(same_site, same_site, random_headers)
 query = st.dictionaries(st.sampled_from(QUERY_NAMES) | st.text(max_size=8), segment, max_size=4)
 
 

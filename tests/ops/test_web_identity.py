@@ -4,6 +4,7 @@ malformed posts get 4xx."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -124,8 +125,18 @@ async def test_sign_in_attempts_are_rate_limited(database_url: str) -> None:
         limited = await _sign_in(c, "ann", "ann-password")
         assert limited.status_code == 429 and int(limited.headers["retry-after"]) > 0
         # malformed sign-ins are 4xx
-        for body in ({}, {"name": "ann"}, {"name": 1, "password": 2}, [1]):
-            assert (await c.post("/login", json=body)).status_code == 422
+        for body in (
+            {},
+            {"name": "ann"},
+            {"name": 1, "password": 2},
+            [1],
+            # found by the fuzz test: a lone surrogate reached argon2 (500)
+            {"name": "ann", "password": "\ud800"},
+            {"name": "a\ud800", "password": "x"},
+            {"name": "ann", "password": "a\x00b"},
+        ):
+            raw = json.dumps(body).encode()  # lone surrogates travel as JSON escapes
+            assert (await c.post("/login", content=raw, headers=_json())).status_code == 422
         assert (await c.post("/login", content=b"\xff", headers=_json())).status_code == 422
 
 
@@ -188,8 +199,6 @@ async def test_zero_config_is_one_local_user(database_url: str) -> None:
 async def test_malformed_posts_are_4xx(
     database_url: str, body: dict[str, object], status: int
 ) -> None:
-    import json
-
     raw = json.dumps(body).encode()  # \u0000 and \ud800 travel as JSON escapes
     async with running_gateway(database_url) as gw, httpx.AsyncClient(base_url=gw.url) as c:
         response = await c.post(POST, content=raw, headers=_json())
