@@ -193,10 +193,6 @@ class AccessPolicy:
     def __init__(self, token: str | None) -> None:
         self._token = token.encode() if token else None
 
-    @property
-    def token_required(self) -> bool:
-        return self._token is not None
-
     def check(self, *, client: str | None, host: str | None, authorization: str | None) -> None:
         """Raise ``RequestError`` (401/403) unless the caller may go on."""
         try:
@@ -269,6 +265,37 @@ class _GuardedASGI:
 _BEARER = HTTPBearer(auto_error=False, description="GATEWAY_ADMIN_TOKEN")
 
 
+_PROBLEM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["type", "title", "status", "detail"],
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "errors": {"type": "array", "items": {"type": "object"}},
+    },
+}
+#: every admin call can answer these, as RFC 9457 problem documents (documented so clients
+#: and schemathesis know them)
+_PROBLEMS: dict[int | str, dict[str, Any]] = {
+    status: {
+        "description": description,
+        "content": {PROBLEM_JSON: {"schema": _PROBLEM_SCHEMA}},
+    }
+    for status, description in {
+        400: "malformed request (a bad cursor, contradictory parameters, NUL in the URL)",
+        401: "GATEWAY_ADMIN_TOKEN is set and the bearer token is missing or wrong",
+        403: "no token set and the caller is not local, a foreign Host, or a cross-site request",
+        404: "no such session, delivery or event",
+        413: "the body is over GATEWAY_MAX_BODY_BYTES",
+        415: "a state-changing request whose body is not application/json",
+        422: "invalid parameters",
+        503: "the database is unavailable; retry later",
+    }.items()
+}
+
+
 class MessagesPage(BaseModel):
     session_id: int
     last_seq_no: int
@@ -295,7 +322,9 @@ def admin_router(
             authorization=request.headers.get("authorization"),
         )
 
-    router = APIRouter(prefix=API_PREFIX, dependencies=[Depends(guard)], tags=["admin"])
+    router = APIRouter(
+        prefix=API_PREFIX, dependencies=[Depends(guard)], tags=["admin"], responses=_PROBLEMS
+    )
 
     def search_words(q: str) -> str:
         if not re.search(r"\w", q):
@@ -431,7 +460,7 @@ def admin_router(
         platform: Annotated[str | None, Query(max_length=64)] = None,
     ) -> Page[InboundEvent]:
         """Inbound events that did not become messages (the dead-letter store), newest first,
-        with the reason and the raw payload."""
+        with the reason; the raw payload is left out (read one event for it)."""
 
         async def fetch(before: int | None, n: int) -> list[InboundEvent]:
             return await ops.inbound_events(
@@ -439,6 +468,17 @@ def admin_router(
             )
 
         return await paginate("inbound", cursor, limit, fetch, lambda e: [e.id])
+
+    @router.get(
+        "/inbound-events/{event_id}",
+        response_model=InboundEvent,
+        summary="One rejected inbound event, with its raw payload",
+    )
+    async def inbound_event(event_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> InboundEvent:
+        found = await ops.inbound_event(event_id)
+        if found is None:
+            raise RequestError(f"no inbound event {event_id}", status=404, title="Not found")
+        return found
 
     @router.get("/stats", response_model=Counts, summary="Live counts")
     async def stats() -> Counts:

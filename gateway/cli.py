@@ -157,6 +157,62 @@ async def _sessions_show(settings: Settings, ident: str, after: int, limit: int)
     return 0
 
 
+# --- web chat accounts (issue 13) -------------------------------------------------------------
+
+
+def _read_password() -> str:
+    """From the terminal (asked twice), or the first line of stdin when it is not one."""
+    if not sys.stdin.isatty():
+        return sys.stdin.readline().rstrip("\r\n")
+    import getpass
+
+    first = getpass.getpass("password: ")
+    if getpass.getpass("again: ") != first:
+        raise ConfigError("password", "the two passwords differ")
+    return first
+
+
+async def _users(settings: Settings, command: str, name: str | None) -> int:
+    from gateway.webauth import MIN_PASSWORD, hash_password, valid_name
+    from session_store.accounts import AccountStore
+    from session_store.migrator import migrate
+    from session_store.store import Store
+
+    if name is not None and not valid_name(name):
+        print("a name is 1-64 letters, digits, '.', '_', '@', '+' or '-'", file=sys.stderr)
+        return 1
+    password_hash = None
+    if command == "add":
+        password = _read_password()
+        if len(password) < MIN_PASSWORD:
+            print(f"the password must be at least {MIN_PASSWORD} characters", file=sys.stderr)
+            return 1
+        password_hash = await asyncio.to_thread(hash_password, password)
+    async with database(settings) as dsn:
+        await migrate(dsn)
+        store = await Store.connect(dsn, min_size=1, max_size=2)
+        try:
+            accounts = AccountStore(store.db)
+            if command == "add":
+                assert name is not None and password_hash is not None
+                await accounts.add(name, password_hash)
+                print(f"{name}: saved (signed out everywhere)")
+            elif command == "remove":
+                assert name is not None
+                if not await accounts.remove(name):
+                    print(f"no account {name}", file=sys.stderr)
+                    return 1
+                print(f"{name}: removed")
+            else:
+                for account in await accounts.list():
+                    print(f"{account.name}\t{account.created_at.isoformat(timespec='seconds')}")
+        finally:
+            await store.close()
+    if settings.gateway_web_auth != "accounts" and command == "add":
+        print("note: accounts are used when GATEWAY_WEB_AUTH=accounts", file=sys.stderr)
+    return 0
+
+
 async def _doctor(settings: Settings) -> int:
     from gateway.doctor import run_doctor
 
@@ -193,6 +249,13 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("ident", metavar="ID-or-KEY", help="session id or platform:scope:chat:thread")
     show.add_argument("--after", type=int, default=0)
     show.add_argument("--limit", type=int, default=1000)
+    users = sub.add_parser("users", help="web chat accounts (GATEWAY_WEB_AUTH=accounts)")
+    usub = users.add_subparsers(dest="users_command", required=True)
+    add = usub.add_parser("add", help="add an account, or set its password (stdin if piped)")
+    add.add_argument("name")
+    usub.add_parser("list", help="one line per account")
+    remove = usub.add_parser("remove", help="remove an account (signs it out)")
+    remove.add_argument("name")
     sub.add_parser("doctor", help="check configuration, database and platform credentials")
     sub.add_parser("mcp", help="serve the MCP session tools over stdio (logs go to stderr)")
     from gateway.setup import add_parser as add_setup_parser
@@ -225,6 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             coro = _doctor(settings)
         elif args.command == "mcp":
             coro = _mcp(settings)
+        elif args.command == "users":
+            coro = _users(settings, args.users_command, getattr(args, "name", None))
         elif args.sessions_command == "list":
             coro = _sessions_list(settings, args.platform, args.active, args.limit, args.json)
         else:

@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute
 
 from gateway.errors import ConfigError, StoreError
+from gateway.security import SecurityMiddleware
 
 if TYPE_CHECKING:
     from gateway.runtime import Gateway
@@ -40,6 +41,12 @@ def build_app(gateway: Gateway, extra_routes: Sequence[BaseRoute]) -> FastAPI:
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics(request: Request) -> Response:
+        if gateway.settings.gateway_metrics_auth:  # security: GATEWAY_METRICS_AUTH
+            gateway.operator.policy.check(
+                client=request.client.host if request.client else None,
+                host=request.headers.get("host"),
+                authorization=request.headers.get("authorization"),
+            )
         await gateway.refresh_gauges()
         return PlainTextResponse(
             gateway.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8"
@@ -49,6 +56,8 @@ def build_app(gateway: Gateway, extra_routes: Sequence[BaseRoute]) -> FastAPI:
     gateway.operator.mount(app)
     for route in extra_routes:
         app.router.routes.append(route)
+    # security: Host allow-list, same-origin, body limits, stream caps, page headers
+    app.add_middleware(SecurityMiddleware, policy=gateway.http_policy)
     return app
 
 
@@ -96,7 +105,7 @@ def probe_listen(host: str, port: int) -> ConfigError | None:
 
 
 class HttpServer:
-    def __init__(self, app: Any, host: str, port: int) -> None:
+    def __init__(self, app: Any, host: str, port: int, *, limit_concurrency: int = 1000) -> None:
         # proto=IPPROTO_TCP is what makes asyncio disable Nagle on accepted connections
         # (it checks sock.proto); with proto 0 every keep-alive response waited ~40 ms for
         # the client's delayed ACK between its header and body writes
@@ -108,7 +117,16 @@ class HttpServer:
         self._host = host
         self._port = port
         config = uvicorn.Config(
-            app, log_config=None, lifespan="off", access_log=False, timeout_graceful_shutdown=5
+            app,
+            log_config=None,
+            lifespan="off",
+            access_log=False,
+            timeout_graceful_shutdown=5,
+            # connections + tasks served at once; uvicorn answers 503 beyond
+            limit_concurrency=limit_concurrency,
+            # X-Forwarded-* are read by gateway.security, only from proxies we trust, and it
+            # keeps the connecting address for proxy sign-in
+            proxy_headers=False,
         )
         self._server = _Server(config)
         self._task: asyncio.Task[None] | None = None

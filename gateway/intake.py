@@ -15,6 +15,7 @@ from gateway.hub import Broadcast, Signal
 from gateway.leadership import Body, LeaderElection
 from gateway.metrics import Metrics
 from gateway.ports import IngestOutcome
+from gateway.security import scrub_raw
 from session_store.records import InboundAnnotation, InboundItem, InboundMessage, InboundNote
 from session_store.store import Store
 from session_store.values import TurnRequest
@@ -114,7 +115,8 @@ class CoreIntake:
     async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
         platform = extracted.key.platform if isinstance(extracted, Envelope) else extracted.platform
         started = time.perf_counter()
-        result = await self._store.ingest(to_inbound(extracted), raw=raw)
+        # security: secrets stripped, NUL/surrogates made storable, size capped
+        result = await self._store.ingest(to_inbound(extracted), raw=scrub_raw(raw))
         self._metrics.ingest_seconds.labels(platform).observe(time.perf_counter() - started)
         self._metrics.inbound.labels(platform, result.status).inc()
         if isinstance(extracted, Envelope):

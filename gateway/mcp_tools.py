@@ -303,13 +303,18 @@ async def serve_stdio(settings: Settings, dsn: str) -> int:
     from gateway.hub import Broadcast
     from gateway.ports import AdapterContext
     from gateway.runtime import build_adapters
+    from gateway.webauth import WebIdentity
     from session_store.migrator import migrate
     from session_store.store import Store
 
     await migrate(dsn)
     store = await Store.connect(dsn, min_size=1, max_size=4)
     try:
-        context = AdapterContext(live=Broadcast(), conversations=Conversations(store))
+        context = AdapterContext(
+            live=Broadcast(),
+            conversations=Conversations(store),
+            identity=WebIdentity.from_settings(settings, store),
+        )
         adapters = build_adapters(settings, context)
         transports: dict[str, Transport] = {a.platform: a.transport for a in adapters}
         service = OperatorService(OperatorStore(store), transports=transports)

@@ -14,7 +14,9 @@ from gateway.hub import Broadcast
 from session_store.values import IngestStatus
 
 if TYPE_CHECKING:
+    from gateway.security import HttpPolicy
     from gateway.settings import Settings
+    from gateway.webauth import WebIdentity
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,6 +168,11 @@ class AdapterContext:
 
     live: Broadcast
     conversations: Conversations
+    #: who is using the web chat (GATEWAY_WEB_AUTH); None where no web chat is served
+    identity: WebIdentity | None = None
+    #: the HTTP guard's policy: a route that takes bodies over GATEWAY_MAX_BODY_BYTES
+    #: (uploads) declares it with ``http_policy.allow_larger(prefix, limit)``
+    http_policy: HttpPolicy | None = None
 
 
 #: how every surface package is built: ``create_adapter(settings, context)``

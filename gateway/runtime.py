@@ -26,9 +26,11 @@ from gateway.hub import Broadcast, Signal
 from gateway.intake import CoreIntake
 from gateway.metrics import Metrics
 from gateway.ports import AdapterContext, AdapterFactory, PlatformAdapter, Transport
-from gateway.settings import Settings
+from gateway.security import HttpPolicy
+from gateway.settings import Settings, is_loopback_bind
 from gateway.summaries import SummaryWorker
 from gateway.turns import TurnScheduler, TurnSettings
+from gateway.webauth import WebIdentity
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
@@ -83,7 +85,16 @@ class Gateway:
         self.turn_wake = Signal()
         self.delivery_wake = Signal()
         self.ready = False
-        self.adapter_context = AdapterContext(live=self.live, conversations=Conversations(store))
+        # security: web chat sign-in, and what the HTTP guard enforces (routes needing larger
+        # bodies declare them through the context's http_policy.allow_larger)
+        self.identity = WebIdentity.from_settings(settings, store)
+        self.http_policy = HttpPolicy.from_settings(settings)
+        self.adapter_context = AdapterContext(
+            live=self.live,
+            conversations=Conversations(store),
+            identity=self.identity,
+            http_policy=self.http_policy,
+        )
         # surfaces given by the caller (tests) replace the configured platforms; the web chat
         # still follows GATEWAY_WEB_CHAT
         self.adapters: list[PlatformAdapter] = [
@@ -142,7 +153,12 @@ class Gateway:
         for adapter in self.adapters:
             routes.extend(adapter.http_routes())
         self.app = build_app(self, routes)
-        self.http = HttpServer(self.app, settings.gateway_http_host, settings.gateway_http_port)
+        self.http = HttpServer(
+            self.app,
+            settings.gateway_http_host,
+            settings.gateway_http_port,
+            limit_concurrency=settings.gateway_http_concurrency,
+        )
         self._turns_stopping = asyncio.Event()
         self._delivery_stopping = asyncio.Event()
         self._turn_task: asyncio.Task[None] | None = None
@@ -160,6 +176,15 @@ class Gateway:
         return f"http://{shown}:{self.http.port}/"
 
     async def start(self) -> None:
+        if not is_loopback_bind(self.settings.gateway_http_host) and not (
+            self.settings.gateway_admin_token
+        ):
+            # security: the admin API stays loopback-only, but say so
+            log.warning(
+                "http_exposed_without_admin_token",
+                host=self.settings.gateway_http_host,
+                hint="set GATEWAY_ADMIN_TOKEN to use /api/v1 and /mcp from other machines",
+            )
         await self.operator.start()
         try:
             await self.http.start()

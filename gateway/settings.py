@@ -6,6 +6,7 @@ Nothing is read at import: ``load_settings()`` is called by the CLI (and by test
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -70,6 +71,28 @@ class Settings(BaseSettings):
     gateway_adapters: CsvList = Field(default_factory=list, alias="GATEWAY_ADAPTERS")
     #: answer messages from other bots (never our own)
     gateway_answer_bots: bool = Field(default=False, alias="GATEWAY_ANSWER_BOTS")
+
+    # --- who may use the HTTP server (gateway/security.py, gateway/webauth.py) ----------
+    #: web chat identity: one local user (loopback binds only), accounts, or a proxy header
+    gateway_web_auth: Literal["none", "accounts", "proxy"] = Field(
+        default="none", alias="GATEWAY_WEB_AUTH"
+    )
+    gateway_web_auth_header: str = Field(
+        default="X-Forwarded-User", min_length=1, alias="GATEWAY_WEB_AUTH_HEADER"
+    )
+    #: proxy addresses (CIDRs) whose GATEWAY_WEB_AUTH_HEADER is believed
+    gateway_trusted_proxies: CsvList = Field(default_factory=list, alias="GATEWAY_TRUSTED_PROXIES")
+    #: Host header values accepted; unset: loopback names on a loopback bind, else any
+    gateway_allowed_hosts: CsvList = Field(default_factory=list, alias="GATEWAY_ALLOWED_HOSTS")
+    gateway_max_body_bytes: int = Field(
+        default=1_048_576, ge=1024, le=2**40, alias="GATEWAY_MAX_BODY_BYTES"
+    )
+    #: live streams (SSE) one client address may hold open at once
+    gateway_sse_per_client: int = Field(default=16, ge=1, alias="GATEWAY_SSE_PER_CLIENT")
+    #: connections and tasks uvicorn serves at once (503 beyond)
+    gateway_http_concurrency: int = Field(default=1000, ge=8, alias="GATEWAY_HTTP_CONCURRENCY")
+    #: /metrics needs the admin token too (when one is set)
+    gateway_metrics_auth: bool = Field(default=False, alias="GATEWAY_METRICS_AUTH")
 
     # --- Telegram ---------------------------------------------------------------------
     telegram_bot_token: SecretStr | None = Field(default=None, alias="TELEGRAM_BOT_TOKEN")
@@ -163,8 +186,16 @@ class Settings(BaseSettings):
         "gateway_adapters",
         "agent_models",
         "agent_context_windows",
+        "gateway_trusted_proxies",
+        "gateway_allowed_hosts",
         mode="before",
     )(_split_csv)
+
+    @field_validator("gateway_admin_token")
+    @classmethod
+    def _empty_token_is_unset(cls, value: SecretStr | None) -> SecretStr | None:
+        # `GATEWAY_ADMIN_TOKEN=` in an env file means "no token", as it always did
+        return value if value is not None and value.get_secret_value() else None
 
     @field_validator("database_url")
     @classmethod
@@ -191,6 +222,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _contradictions(self) -> Settings:
+        self._check_access()
         if self.mattermost_url and not self.mattermost_token:
             raise ConfigError("MATTERMOST_TOKEN", "required when MATTERMOST_URL is set")
         if self.mattermost_token and not self.mattermost_url:
@@ -224,6 +256,38 @@ class Settings(BaseSettings):
                 )
         return self
 
+    def _check_access(self) -> None:
+        """Who may reach the HTTP server: a long admin token, identity off only on loopback."""
+        token = self.gateway_admin_token
+        if token is not None and len(token.get_secret_value()) < 32:
+            raise ConfigError(
+                "GATEWAY_ADMIN_TOKEN",
+                "must be at least 32 characters (for example `openssl rand -hex 32`)",
+            )
+        if (
+            self.gateway_web_chat
+            and self.gateway_web_auth == "none"
+            and not is_loopback_bind(self.gateway_http_host)
+        ):
+            raise ConfigError(
+                "GATEWAY_WEB_AUTH",
+                f"is none (one local user, no sign-in), which is allowed only on a loopback "
+                f"bind, but GATEWAY_HTTP_HOST={self.gateway_http_host}; set "
+                "GATEWAY_WEB_AUTH=accounts or proxy, or GATEWAY_WEB_CHAT=false",
+            )
+        for cidr in self.gateway_trusted_proxies:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError:
+                raise ConfigError(
+                    "GATEWAY_TRUSTED_PROXIES", f"{cidr!r} is not an address or CIDR"
+                ) from None
+        if self.gateway_web_auth == "proxy" and not self.gateway_trusted_proxies:
+            raise ConfigError(
+                "GATEWAY_TRUSTED_PROXIES",
+                "required when GATEWAY_WEB_AUTH=proxy (the addresses of the reverse proxy)",
+            )
+
     def context_windows(self) -> dict[str, int]:
         """``AGENT_CONTEXT_WINDOWS`` as {lower-case model name: tokens}."""
         windows: dict[str, int] = {}
@@ -233,6 +297,18 @@ class Settings(BaseSettings):
                 raise ConfigError("AGENT_CONTEXT_WINDOWS", f"{pair!r} is not model=tokens")
             windows[name.strip().lower()] = int(value)
         return windows
+
+
+def is_loopback_bind(host: str) -> bool:
+    """Whether binding ``host`` serves only this machine (``127.0.0.1``, ``::1``,
+    ``localhost``)."""
+    name = host.strip().strip("[]").lower()
+    if name in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -444,13 +444,17 @@ def _context(m: MessageRecord) -> ContextMessage:
     )
 
 
+APOLOGY = "Sorry, I could not answer that just now. Please try again."
+
+
 def _apology(reason: str, *, model: str | None = None) -> Reply:
-    short = reason if len(reason) <= 200 else reason[:197] + "..."
+    # the thread gets a plain message; the reason (model or upstream error text) stays in the
+    # metadata, the logs and /ops (issue 13)
     metadata: dict[str, object] = {"error": reason, "failed_turn": True}
     if model is not None:
         metadata["agent_model"] = model
     return Reply(
-        text=f"Sorry, I could not answer that just now ({short}). Please try again.",
+        text=APOLOGY,
         model=COMMAND_MODEL,
         metadata=metadata,
     )

@@ -159,6 +159,12 @@ class OperatorStore:
             rows = await conn.fetch(q.LIST_INBOUND_EVENTS, status, platform, before_id, limit)
         return [InboundEvent.from_row(r) for r in rows]
 
+    async def inbound_event(self, event_id: int) -> InboundEvent | None:
+        """One rejected or ignored inbound event, with its raw payload."""
+        async with self._db.connection() as conn:
+            row = await conn.fetchrow(q.GET_INBOUND_EVENT, event_id)
+        return None if row is None else InboundEvent.from_row(row)
+
     # --- super-session writes ------------------------------------------------------------
 
     async def append_message(

@@ -456,14 +456,20 @@ SESSION_DELIVERY_COUNTS = """
 SELECT status, count(*) AS n FROM deliveries WHERE session_id = $1 GROUP BY status
 """
 
+# lists leave the raw payload out (it can be large); GET_INBOUND_EVENT has it
 LIST_INBOUND_EVENTS = """
-SELECT id, platform, event_id, message_key, status, reason, payload, received_at
+SELECT id, platform, event_id, message_key, status, reason, NULL::jsonb AS payload, received_at
 FROM inbound_events
 WHERE status = $1
   AND ($2::text IS NULL OR platform = $2)
   AND ($3::bigint IS NULL OR id < $3)
 ORDER BY id DESC
 LIMIT $4
+"""
+
+GET_INBOUND_EVENT = """
+SELECT id, platform, event_id, message_key, status, reason, payload, received_at
+FROM inbound_events WHERE id = $1 AND status <> 'accepted'
 """
 
 INBOUND_COUNTS = """

@@ -228,3 +228,21 @@ CREATE TABLE message_feedback (
 -- Reactions name the bot's message by the platform's id of it, which lives on the delivery.
 CREATE INDEX deliveries_platform_message ON deliveries (platform, platform_message_id)
     WHERE platform_message_id IS NOT NULL;
+
+-- Issue 13, web chat identity (migration 0005).
+-- A person who may sign in to the web chat. password_hash is an argon2id PHC string;
+-- sessions_valid_after revokes every cookie issued before it (sign-out, removal).
+CREATE TABLE web_accounts (
+    id                    bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name                  text        NOT NULL UNIQUE,
+    password_hash         text        NOT NULL,
+    created_at            timestamptz NOT NULL DEFAULT now(),
+    sessions_valid_after  timestamptz NOT NULL DEFAULT now()
+);
+
+-- The HMAC key of session cookies, made on first use.
+CREATE TABLE web_auth_keys (
+    id          smallint    PRIMARY KEY CHECK (id = 1),
+    secret      bytea       NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now()
+);

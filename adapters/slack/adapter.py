@@ -211,8 +211,10 @@ class SlackAdapter:
         try:
             # is_valid enforces the 5-minute replay window (abs(now - ts) > 300 -> False).
             return self._verifier.is_valid(body=body, timestamp=timestamp, signature=signature)
-        except (ValueError, UnicodeDecodeError):
-            return False  # non-numeric timestamp or a body that is not UTF-8: not Slack's
+        except (ValueError, UnicodeDecodeError, TypeError):
+            # non-numeric timestamp, a body that is not UTF-8, or a non-ASCII signature
+            # (compare_digest raises TypeError on it): not Slack's
+            return False
 
     async def _handle_http(self, request: Request) -> Response:
         intake, me = self._intake, self._me

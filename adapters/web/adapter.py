@@ -8,29 +8,51 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Sequence
 from importlib import resources
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Route
 
-from adapters.web.extract import PLATFORM, SCOPE, extract
+from adapters.web.extract import CHANNEL, PLATFORM, SCOPE, THREAD, extract
 from adapters.web.transport import WebTransport
 from gateway.conversations import Conversations
 from gateway.domain import Rejected, SessionKey
 from gateway.hub import Broadcast
 from gateway.intake import live_topic
 from gateway.ports import Check, Intake
+from gateway.security import page_headers
+from gateway.webauth import WebIdentity, private_channel
 
 KEEPALIVE_SECONDS = 15.0
+MAX_SEQ = 2**63 - 1
+_FEEDBACK_KEYS = frozenset({"value"})
+
+
+class _Refused(Exception):
+    """A request this person may not make: answered with ``response``."""
+
+    def __init__(self, response: Response) -> None:
+        self.response = response
 
 
 class WebAdapter:
     platform = PLATFORM
 
-    def __init__(self, conversations: Conversations, live: Broadcast) -> None:
+    def __init__(
+        self, conversations: Conversations, live: Broadcast, identity: WebIdentity
+    ) -> None:
         self._conversations = conversations
+        self._identity = identity
         self._live = live
         self.transport = WebTransport(live)
         self._intake: Intake | None = None
@@ -39,6 +61,10 @@ class WebAdapter:
             resources.files("adapters.web")
             .joinpath("static/index.html")
             .read_text(encoding="utf-8")
+        )
+        # a CSP allowing exactly the page's own inline blocks (gateway.security)
+        self._page_headers = page_headers(
+            scripts=_blocks(self._page, "script"), styles=_blocks(self._page, "style")
         )
 
     async def start(self, intake: Intake) -> None:
@@ -54,7 +80,9 @@ class WebAdapter:
 
     def http_routes(self) -> Sequence[Route]:
         return [
+            *self._identity.routes(),
             Route("/", self._index, methods=["GET"]),
+            Route("/web/api/me", self._me, methods=["GET"]),
             Route("/web/api/channels", self._channels, methods=["GET"]),
             Route("/web/api/channels/{channel}/threads", self._threads, methods=["GET"]),
             Route("/web/api/channels/{channel}/messages", self._post, methods=["POST"]),
@@ -75,17 +103,85 @@ class WebAdapter:
             ),
         ]
 
+    # --- who may see what -------------------------------------------------------------------
+
+    async def _person(self, request: Request) -> str:
+        person = await self._identity.person(request)
+        if person is None:
+            raise _Refused(
+                JSONResponse(
+                    {"error": "sign in first", "login": "/login"},
+                    status_code=401,
+                    headers={"Cache-Control": "no-store"},
+                )
+            )
+        return person
+
+    @staticmethod
+    def _channel(request: Request, person: str) -> str:
+        """The channel of the path, if this person may see it: shared channels are everyone's,
+        a private one (``~name``) only its owner's."""
+        channel = str(request.path_params["channel"])
+        if not CHANNEL.match(channel) or (
+            channel.startswith("~") and channel != private_channel(person)
+        ):
+            raise _Refused(JSONResponse({"error": "no such channel"}, status_code=404))
+        return channel
+
+    def _key(self, request: Request, person: str) -> SessionKey:
+        thread = str(request.path_params["thread"])
+        if not THREAD.match(thread):
+            raise _Refused(JSONResponse({"error": "no such thread"}, status_code=404))
+        return SessionKey(
+            platform=PLATFORM,
+            scope=SCOPE,
+            chat_id=self._channel(request, person),
+            thread_id=thread,
+        )
+
+    # --- routes ------------------------------------------------------------------------------
+
     async def _index(self, request: Request) -> Response:
-        return HTMLResponse(self._page)
+        if await self._identity.person(request) is None:
+            if self._identity.mode == "accounts":
+                return RedirectResponse("/login", status_code=303)
+            return PlainTextResponse(
+                "not signed in: open the web chat through the sign-in proxy", status_code=401
+            )
+        return HTMLResponse(self._page, headers=self._page_headers)
+
+    async def _me(self, request: Request) -> Response:
+        try:
+            person = await self._person(request)
+        except _Refused as refused:
+            return refused.response
+        return JSONResponse(
+            {
+                "user": person,
+                "auth": self._identity.mode,
+                "private_channel": private_channel(person),
+                "can_sign_out": self._identity.mode == "accounts",
+            }
+        )
 
     async def _channels(self, request: Request) -> Response:
-        chats = await self._conversations.chats(PLATFORM)
+        try:
+            person = await self._person(request)
+        except _Refused as refused:
+            return refused.response
+        mine = private_channel(person)
+        chats = [c for c in await self._conversations.chats(PLATFORM) if not c.startswith("~")]
         if "general" not in chats:
             chats.append("general")
-        return JSONResponse({"channels": chats})
+        return JSONResponse({"channels": chats, "private": mine})
 
     async def _threads(self, request: Request) -> Response:
-        threads = await self._conversations.threads(PLATFORM, request.path_params["channel"])
+        try:
+            person = await self._person(request)
+            channel = self._channel(request, person)
+        except _Refused as refused:
+            return refused.response
+        threads = await self._conversations.threads(PLATFORM, channel)
         return JSONResponse(
             {
                 "threads": [
@@ -108,18 +204,21 @@ class WebAdapter:
         intake = self._intake
         if intake is None:
             return JSONResponse({"error": "starting up"}, status_code=503)
-        channel = request.path_params["channel"]
         try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            person = await self._person(request)
+            channel = self._channel(request, person)
+        except _Refused as refused:
+            return refused.response
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
             body = None
         if not isinstance(body, dict):
             rejected = Rejected(platform=PLATFORM, reason="body is not a JSON object")
-            await intake.submit(
-                rejected, raw={"body": (await request.body()).decode(errors="replace")[:10_000]}
-            )
+            await intake.submit(rejected, raw={"body": raw.decode(errors="replace")[:10_000]})
             return JSONResponse({"error": rejected.reason}, status_code=400)
-        extracted = extract(channel, body)
+        extracted = extract(channel, body, sender=person)
         outcome = await intake.submit(extracted, raw=body)
         if isinstance(extracted, Rejected):
             return JSONResponse({"error": extracted.reason}, status_code=422)
@@ -135,7 +234,11 @@ class WebAdapter:
         )
 
     async def _history(self, request: Request) -> Response:
-        transcript = await self._conversations.transcript(self._key(request))
+        try:
+            key = self._key(request, await self._person(request))
+        except _Refused as refused:
+            return refused.response
+        transcript = await self._conversations.transcript(key)
         if transcript is None:
             return JSONResponse({"session_id": None, "messages": []})
         return JSONResponse(
@@ -154,23 +257,34 @@ class WebAdapter:
                     }
                     for m in transcript.messages
                 ],
-            }
+            },
+            headers={"Cache-Control": "no-store"},
         )
 
     async def _feedback(self, request: Request) -> Response:
-        """Thumbs up/down on an answer: ``{"value": 1 | -1 | 0, "user": name}``; 0 takes
-        this person's feedback back. Answers with the message's resulting feedback."""
+        """Thumbs up/down on an answer: ``{"value": 1 | -1 | 0}`` from the signed-in person;
+        0 takes their feedback back. Answers with the message's resulting feedback."""
         try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            person = await self._person(request)
+            key = self._key(request, person)
+        except _Refused as refused:
+            return refused.response
+        seq = request.path_params["seq"]
+        if not 0 < seq <= MAX_SEQ:
+            return JSONResponse({"error": "no such message"}, status_code=404)
+        try:
+            body = json.loads(await request.body())
+        except (ValueError, UnicodeDecodeError):
             body = None
         value = body.get("value") if isinstance(body, dict) else None
-        user = (body.get("user") if isinstance(body, dict) else None) or "guest"
-        if value not in (-1, 0, 1) or isinstance(value, bool) or not isinstance(user, str):
-            return JSONResponse({"error": "value must be 1, -1 or 0"}, status_code=422)
-        vote = await self._conversations.vote(
-            self._key(request), request.path_params["seq"], user_id=user[:64], value=value
-        )
+        if (
+            not isinstance(body, dict)
+            or set(body) - _FEEDBACK_KEYS
+            or value not in (-1, 0, 1)
+            or isinstance(value, bool)
+        ):
+            return JSONResponse({"error": 'send {"value": 1, -1 or 0}'}, status_code=422)
+        vote = await self._conversations.vote(key, seq, user_id=person, value=value)
         if vote.outcome == "no_such_message":
             return JSONResponse({"error": "no such message"}, status_code=404)
         if vote.outcome == "not_an_answer":
@@ -178,7 +292,10 @@ class WebAdapter:
         return JSONResponse({"feedback": vote.feedback})
 
     async def _stream(self, request: Request) -> Response:
-        topic = live_topic(self._key(request))
+        try:
+            topic = live_topic(self._key(request, await self._person(request)))
+        except _Refused as refused:
+            return refused.response
 
         async def events() -> AsyncIterator[str]:
             async with self._live.subscribe(topic) as queue:
@@ -199,11 +316,7 @@ class WebAdapter:
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
 
-    @staticmethod
-    def _key(request: Request) -> SessionKey:
-        return SessionKey(
-            platform=PLATFORM,
-            scope=SCOPE,
-            chat_id=request.path_params["channel"],
-            thread_id=request.path_params["thread"],
-        )
+
+def _blocks(page: str, tag: str) -> list[str]:
+    """The contents of the page's inline ``<tag>`` blocks, exactly as the browser hashes them."""
+    return re.findall(rf"<{tag}>(.*?)</{tag}>", page, flags=re.DOTALL)

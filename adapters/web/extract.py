@@ -15,31 +15,44 @@ PLATFORM = "web"
 SCOPE = "local"
 MAX_TEXT = 20_000
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+#: a shared channel, or a person's private one (``~name``, see gateway.webauth)
+CHANNEL = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}|~[A-Za-z0-9][A-Za-z0-9_.@+-]{0,63})$")
+THREAD = _NAME
+#: what a post may carry; the sender is the signed-in person, never a field of the body
+_KEYS = frozenset({"text", "client_msg_id", "thread_id"})
 _COMMANDS = {"/new": "new", "/help": "help"}
 #: commands that take an argument (``/model NAME``)
 _COMMANDS_WITH_ARGUMENT = {"/model": "model"}
 
 
-def extract(channel: str, body: Mapping[str, Any]) -> Envelope | Rejected:
+def extract(channel: str, body: Mapping[str, Any], *, sender: str) -> Envelope | Rejected:
+    """``sender`` is the signed-in person (from ``gateway.webauth``)."""
+
     def reject(reason: str) -> Rejected:
         return Rejected(platform=PLATFORM, reason=reason, event_id=None)
 
-    if not _NAME.match(channel):
+    if not CHANNEL.match(channel):
         return reject("channel must be 1-64 letters, digits, '.', '_' or '-'")
+    extra = set(body) - _KEYS
+    if extra:
+        return reject(f"unknown fields: {', '.join(sorted(str(k)[:40] for k in extra)[:5])}")
     text = body.get("text")
     if not isinstance(text, str) or not text.strip():
         return reject("text must be a non-empty string")
     if len(text) > MAX_TEXT:
         return reject(f"text is longer than {MAX_TEXT} characters")
+    if "\x00" in text:
+        return reject("text must not contain NUL characters")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return reject("text is not valid Unicode (a lone surrogate)")
     client_id = body.get("client_msg_id")
     if not isinstance(client_id, str) or not _NAME.match(client_id):
         return reject("client_msg_id must be 1-64 letters, digits, '.', '_' or '-'")
     thread = body.get("thread_id")
     if thread is not None and (not isinstance(thread, str) or not _NAME.match(thread)):
         return reject("thread_id must be 1-64 letters, digits, '.', '_' or '-'")
-    user = body.get("user") or "guest"
-    if not isinstance(user, str) or len(user) > 64:
-        return reject("user must be a string of at most 64 characters")
     thread_id = thread or client_id
     key = SessionKey(platform=PLATFORM, scope=SCOPE, chat_id=channel, thread_id=thread_id)
     return Envelope(
@@ -54,7 +67,7 @@ def extract(channel: str, body: Mapping[str, Any]) -> Envelope | Rejected:
         message_id=client_id,
         event_id=None,
         text=text,
-        sender=Sender(id=user, name=user),
+        sender=Sender(id=sender, name=sender),
         trigger=Trigger.ALWAYS,
         command=_command(text),
     )

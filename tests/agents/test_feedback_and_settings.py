@@ -74,7 +74,7 @@ async def test_web_chat_thumbs_store_feedback_on_the_answer(database_url: str) -
         async with httpx.AsyncClient(base_url=base) as client:
             sent = await client.post(
                 "/web/api/channels/general/messages",
-                json={"text": "hello", "client_msg_id": "m1", "user": "ann"},
+                json={"text": "hello", "client_msg_id": "m1"},
             )
             thread = sent.json()["thread_id"]
             history = f"/web/api/channels/general/threads/{thread}/messages"
@@ -86,10 +86,10 @@ async def test_web_chat_thumbs_store_feedback_on_the_answer(database_url: str) -
             reply = await wait_for(answer)
             assert reply["feedback"] is None
             url = f"{history}/{reply['seq_no']}/feedback"
-            liked = await client.post(url, json={"value": 1, "user": "ann"})
+            liked = await client.post(url, json={"value": 1})
             assert liked.status_code == 200 and liked.json() == {"feedback": 1}
             assert (await answer() or {})["feedback"] == 1
-            taken_back = await client.post(url, json={"value": 0, "user": "ann"})
+            taken_back = await client.post(url, json={"value": 0})
             assert taken_back.json() == {"feedback": None}
             assert (await client.post(url, json={"value": 5})).status_code == 422
             question = f"{history}/1/feedback"
@@ -100,7 +100,7 @@ async def test_web_chat_thumbs_store_feedback_on_the_answer(database_url: str) -
 
 def test_web_chat_maps_model_commands_with_their_argument() -> None:
     def command(text: str) -> str | None:
-        env = extract("general", {"text": text, "client_msg_id": "m1"})
+        env = extract("general", {"text": text, "client_msg_id": "m1"}, sender="local")
         assert isinstance(env, Envelope)
         return env.command
 

@@ -27,6 +27,7 @@ STORE_MODULES = (
     "session_store.db",
 )
 
+
 #: static imports of ``adapters`` from the core that are known and scheduled to go. Each entry
 #: must still exist (a test says so), so the list shrinks as soon as the import is gone.
 def imported_modules(source: str) -> Iterator[str]:

@@ -45,7 +45,7 @@ class GatewayProcess:
 
 
 async def run_cli(
-    args: list[str], env: Mapping[str, str], timeout: float = 60
+    args: list[str], env: Mapping[str, str], timeout: float = 60, *, stdin: bytes | None = None
 ) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -54,10 +54,11 @@ async def run_cli(
         *args,
         env=clean_env(env),
         cwd=str(REPO),
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
 

@@ -83,7 +83,7 @@ async def test_zero_config_run_uses_embedded_postgres_answers_and_keeps_data(
         code, out, err = await run_cli(["sessions", "show", "web:local:general:m1"], env)
         assert code == 0, err
         assert (
-            "[1] user:guest: hello embedded" in out and "[2] assistant: echo: hello embedded" in out
+            "[1] user:local: hello embedded" in out and "[2] assistant: echo: hello embedded" in out
         )
     finally:
         _stop_embedded(tmp_path / "data" / "pgdata")

@@ -164,3 +164,74 @@ def test_the_deploy_readme_says_where_each_ingress_runs() -> None:
     for ingress in ("Telegram webhook", "Slack Events API", "long polling", "Socket Mode"):
         assert ingress in text
     assert "GATEWAY_ADMIN_TOKEN" in text and "loopback" in text
+
+
+# --- issue 13: safe defaults, working systemd steps, consistent Socket Mode statements ---------
+
+
+def _env_example() -> dict[str, str]:
+    values = {}
+    for line in (DEPLOY / "gateway.env.example").read_text().splitlines():
+        if line and not line.startswith("#") and "=" in line:
+            name, _, value = line.partition("=")
+            values[name.strip()] = value.strip()
+    return values
+
+
+def _dockerfile_env() -> dict[str, str]:
+    text = (DEPLOY / "Dockerfile").read_text().replace("\\\n", " ")
+    return dict(re.findall(r"\b(GATEWAY_[A-Z_]+)=(\S+)", text))
+
+
+def test_every_deployment_serves_the_web_chat_only_behind_sign_in() -> None:
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    compose_env = {
+        k: re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", str(v))
+        for k, v in compose["services"]["gateway"]["environment"].items()
+    }
+    config = _one("ConfigMap", _kube())["data"]
+    deployments = {
+        "Dockerfile": _dockerfile_env(),
+        "compose": {**_env_example(), **compose_env},
+        "kubernetes": config,
+        "systemd": _env_example(),
+    }
+    for name, env in deployments.items():
+        chat_on = env.get("GATEWAY_WEB_CHAT", "true").lower() != "false"
+        assert not chat_on or env.get("GATEWAY_WEB_AUTH") in ("accounts", "proxy"), name
+        # and the gateway accepts these settings as they stand (no exit 2)
+        values = {k: v for k, v in env.items() if k in _setting_names() and v}
+        Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+def test_the_systemd_steps_work_as_written(tmp_path: Path) -> None:
+    """Run the unit's install steps with / moved under a temporary directory (and without the
+    owner flags, which need root): each must succeed in order."""
+    text = (DEPLOY / "systemd" / "chat-gateway.service").read_text()
+    steps = [
+        line.lstrip("#").strip()
+        for line in text.splitlines()
+        if line.startswith("#   install ") or line.startswith("#   cp ")
+    ]
+    assert any(s.startswith("install -d") and "/etc/chat-gateway" in s for s in steps)
+    for step in steps:
+        command = step.split(" && ")[0]
+        command = re.sub(r"-o \S+ -g \S+ ", "", command)
+        command = command.replace(" /etc/", f" {tmp_path}/etc/")
+        if command.startswith("cp "):
+            (tmp_path / "etc/systemd/system").mkdir(parents=True, exist_ok=True)
+        result = subprocess.run(
+            command, shell=True, cwd=REPO, capture_output=True, text=True, check=False
+        )
+        assert result.returncode == 0, f"{step}: {result.stderr}"
+    assert (tmp_path / "etc/chat-gateway/gateway.env").is_file()
+
+
+def test_socket_mode_statements_agree() -> None:
+    example = (DEPLOY / "gateway.env.example").read_text()
+    [slack_line] = [line for line in example.splitlines() if line.startswith("# Slack:")]
+    assert "every replica" in slack_line and "on one" not in slack_line
+    deploy_readme = (DEPLOY / "README.md").read_text()
+    [row] = [line for line in deploy_readme.splitlines() if line.startswith("| Slack Socket Mode")]
+    assert "every replica" in row
+    assert "so is Slack Socket Mode" in (REPO / "README.md").read_text()

@@ -201,9 +201,13 @@ async def test_an_agent_follows_and_takes_part_in_a_session_over_http(
 
 
 async def test_mcp_over_http_with_a_token(database_url: str) -> None:
-    async with running_gateway(database_url, GATEWAY_ADMIN_TOKEN="tok-123") as gw:
+    async with running_gateway(
+        database_url, GATEWAY_ADMIN_TOKEN="tok-123-0123456789abcdef-0123456789"
+    ) as gw:
         async with (
-            httpx2.AsyncClient(headers={"Authorization": "Bearer tok-123"}) as http,
+            httpx2.AsyncClient(
+                headers={"Authorization": "Bearer tok-123-0123456789abcdef-0123456789"}
+            ) as http,
             Client(streamable_http_client(f"{gw.url}mcp", http_client=http)) as client,
         ):
             assert (await call(client, "list_sessions"))["sessions"] == []

@@ -49,7 +49,15 @@ async def test_url_verification_is_answered_with_the_challenge(
 
 @pytest.mark.parametrize(
     "tamper",
-    ["bad-signature", "stale", "future", "missing-headers", "non-numeric-ts", "body-changed"],
+    [
+        "bad-signature",
+        "non-ascii-signature",
+        "stale",
+        "future",
+        "missing-headers",
+        "non-numeric-ts",
+        "body-changed",
+    ],
 )
 async def test_bad_or_stale_signature_is_401_and_nothing_is_stored(
     fake: FakeSlack, intake: RecordingIntake, tamper: str
@@ -68,6 +76,9 @@ async def test_bad_or_stale_signature_is_401_and_nothing_is_stored(
     headers = fake.sign(body)
     if tamper == "bad-signature":
         headers["X-Slack-Signature"] = "v0=" + "0" * 64
+    elif tamper == "non-ascii-signature":
+        # was a 500: compare_digest raises TypeError on non-ASCII str (issue 13)
+        headers["X-Slack-Signature"] = "v0=" + "é" * 64
     elif tamper == "stale":
         headers = fake.sign(body, timestamp=int(time.time()) - 301)  # 5-minute window
     elif tamper == "future":

@@ -191,7 +191,14 @@ async function loadRejected() {
   const body = $("rejected-rows"); body.replaceChildren();
   for (const ev of page.items) {
     const tr = el("tr");
-    const payload = el("td"); payload.append(el("pre", "payload mono", JSON.stringify(ev.payload, null, 2)));
+    // the list leaves raw payloads out: one click loads this event's
+    const payload = el("td"); const show = el("button", "show-payload", "show");
+    show.type = "button";
+    show.onclick = async () => {
+      const one = await api("/api/v1/inbound-events/" + encodeURIComponent(ev.id));
+      payload.replaceChildren(el("pre", "payload mono", JSON.stringify(one.payload, null, 2)));
+    };
+    payload.append(show);
     tr.append(cell(ev.id, "mono"), cell(ev.platform), cell(ago(ev.received_at)), cell(ev.reason), payload);
     body.append(tr);
   }
