@@ -89,6 +89,13 @@ class Transport(Protocol):
         """Convert the agent's Markdown to the platform's markup (identity by default)."""
         ...
 
+    def parts(self, text: str) -> list[str]:
+        """The agent's reply as outbox rows, in order: split within ``max_message_length``
+        and each part in the form ``send`` takes. Most surfaces split the Markdown and
+        ``format`` each part (``gateway.text.format_parts``); Telegram renders first and
+        splits the rendering, so its entities stay valid across the cut."""
+        ...
+
     def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
         """Pacing rules for a send to ``target``: ``(key, min_interval_seconds)`` pairs.
         Two sends sharing a key are spaced by at least its interval; other keys (other

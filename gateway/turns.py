@@ -25,7 +25,6 @@ from gateway.hub import Signal
 from gateway.metrics import Metrics
 from gateway.ports import Transport
 from gateway.summaries import SummaryJob, SummaryWorker
-from gateway.text import split_text
 from session_store.records import MessageRecord, OutgoingReply, TurnClaim
 from session_store.store import Store
 
@@ -404,13 +403,13 @@ class TurnScheduler:
             # where this reply sits in the transcript: after what it answered, even though
             # messages that arrived meanwhile have lower seq numbers (gateway.context)
             reply = replace(reply, metadata={**reply.metadata, "answers_seq": handled_seq})
-            parts = split_text(reply.text, transport.max_message_length, transport.measure)
+            parts = transport.parts(reply.text)
             if not parts:
                 continue
             outgoing.append(
                 OutgoingReply(
                     content=reply.text,
-                    parts=[transport.format(p) for p in parts],
+                    parts=parts,
                     model=reply.model,
                     tokens_used=reply.tokens_used,
                     metadata=reply.metadata,

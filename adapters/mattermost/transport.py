@@ -19,6 +19,7 @@ from adapters.mattermost.extract import PLATFORM
 from gateway.domain import ReplyTarget
 from gateway.errors import DeliveryError
 from gateway.ports import SendResult
+from gateway.text import format_parts
 
 log = structlog.get_logger(__name__)
 
@@ -105,6 +106,9 @@ class MattermostTransport:
     def format(self, text: str) -> str:
         # Mattermost renders Markdown natively
         return text
+
+    def parts(self, text: str) -> list[str]:
+        return format_parts(text, self.max_message_length, self.measure, self.format)
 
     def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
         # Mattermost's optional rate limiter defaults to 10 req/s per client address

@@ -18,6 +18,7 @@ from adapters.slack.mrkdwn import markdown_to_mrkdwn
 from gateway.domain import ReplyTarget
 from gateway.errors import DeliveryError
 from gateway.ports import SendResult
+from gateway.text import format_parts
 
 PLATFORM = "slack"
 
@@ -132,6 +133,9 @@ class SlackTransport:
 
     def format(self, text: str) -> str:
         return markdown_to_mrkdwn(text)
+
+    def parts(self, text: str) -> list[str]:
+        return format_parts(text, self.max_message_length, self.measure, self.format)
 
     def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
         # chat.postMessage: about one message per second per channel (platforms.md §2.8);

@@ -28,6 +28,7 @@ from telegram.error import (
     TimedOut,
 )
 
+from adapters.telegram import markdown
 from gateway.domain import ReplyTarget
 from gateway.errors import DeliveryError
 from gateway.ports import SendResult
@@ -159,7 +160,7 @@ def _int(value: str, field: str) -> int:
 
 
 class TelegramTransport:
-    """sendMessage / sendChatAction to a stored ``ReplyTarget``, plain text only."""
+    """sendMessage (text plus entities) / sendChatAction to a stored ``ReplyTarget``."""
 
     platform = PLATFORM
     max_message_length = MAX_MESSAGE_LENGTH
@@ -233,9 +234,12 @@ class TelegramTransport:
         return utf16_length(text)
 
     def format(self, text: str) -> str:
-        # Sent without parse_mode: Markdown from the agent stays literal, so a split can never
-        # produce an unbalanced entity ("can't parse entities").
-        return text
+        # one part's outbox row; ``parts`` is what the core calls for a whole reply
+        return markdown.encode(markdown.render(text))
+
+    def parts(self, text: str) -> list[str]:
+        # rendered before it is split, so entities are cut with the text (markdown.py)
+        return markdown.to_parts(text, self.max_message_length)
 
     def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
         rules = [(f"chat:{target.chat_id}", self._chat_interval)]
@@ -245,7 +249,11 @@ class TelegramTransport:
         return rules
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
+        # the outbox row is the encoded payload: text plus entities, never parse_mode
+        text, entities = markdown.decode(text)
         kwargs = self._routing(target)
+        if entities:
+            kwargs["entities"] = [telegram.MessageEntity.de_json(e, None) for e in entities]
         if target.reply_to_message_id is not None:
             # allow_sending_without_reply: if the user deleted their message the answer still
             # lands in the same place, because the thread is always passed explicitly

@@ -9,6 +9,7 @@ from gateway.domain import ReplyTarget, SessionKey
 from gateway.hub import Broadcast
 from gateway.intake import live_topic
 from gateway.ports import SendResult
+from gateway.text import format_parts
 
 
 class WebTransport:
@@ -26,6 +27,9 @@ class WebTransport:
 
     def format(self, text: str) -> str:
         return text
+
+    def parts(self, text: str) -> list[str]:
+        return format_parts(text, self.max_message_length, self.measure, self.format)
 
     def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
         return ()

@@ -21,6 +21,7 @@ from gateway.domain import Envelope, ReplyTarget, Sender, SessionKey, Trigger
 from gateway.errors import DeliveryError
 from gateway.ports import AdapterContext, Intake, SendResult
 from gateway.settings import Settings
+from gateway.text import format_parts
 
 PLATFORM = "sink"
 
@@ -42,6 +43,9 @@ class SinkTransport:
 
     def format(self, text: str) -> str:
         return text
+
+    def parts(self, text: str) -> list[str]:
+        return format_parts(text, self.max_message_length, self.measure, self.format)
 
     def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
         return ()

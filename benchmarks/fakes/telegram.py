@@ -138,6 +138,8 @@ class Sent:
     business_connection_id: str | None
     direct_messages_topic_id: int | None
     params: dict[str, Any]
+    #: the ``entities`` the bot sent with the text (validated as the Bot API does)
+    entities: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -755,6 +757,10 @@ class FakeTelegram:
             return _error(400, "Bad Request: message text is empty")
         if utf16_len(text) > MAX_TEXT:
             return _error(400, TOO_LONG)
+        entities = _as_json(params.get("entities")) or []
+        problem = _check_entities(text, entities, params.get("parse_mode"))
+        if problem is not None:
+            return _error(400, f"Bad Request: can't parse entities: {problem}")
         thread = _as_int(params.get("message_thread_id"))
         if thread == 1 and chat.is_forum and self.thread_id_1_is_general:
             thread = None
@@ -787,6 +793,10 @@ class FakeTelegram:
         mid = chat.next_message_id()
         message = self._base_message(chat, mid, self.bot)
         message["text"] = text
+        if entities:
+            message["entities"] = sorted(
+                [*entities, *_entities(text)], key=lambda e: (e["offset"], -e["length"])
+            )
         if topic is not None:
             message["message_thread_id"] = topic
             message["is_topic_message"] = True
@@ -811,6 +821,7 @@ class FakeTelegram:
                 business_connection_id=chat.business_connection_id,
                 direct_messages_topic_id=dm_topic,
                 params=params,
+                entities=list(entities),
             )
         )
         return _ok(message)
@@ -973,6 +984,61 @@ def _strip(message: Mapping[str, Any]) -> dict[str, Any]:
 
 def _utf16_offset(text: str, index: int) -> int:
     return utf16_len(text[:index])
+
+
+#: MessageEntity types a bot may send (Bot API "MessageEntity")
+ENTITY_TYPES = frozenset(
+    {
+        "mention", "hashtag", "cashtag", "bot_command", "url", "email", "phone_number",
+        "bold", "italic", "underline", "strikethrough", "spoiler", "blockquote",
+        "expandable_blockquote", "code", "pre", "text_link", "text_mention", "custom_emoji",
+    }
+)  # fmt: skip
+
+
+def _check_entities(text: str, entities: Any, parse_mode: Any) -> str | None:
+    """Why ``entities`` are not valid for ``text`` (None when they are), as the Bot API
+    checks them: a list of MessageEntity objects, offsets and lengths in UTF-16 code units
+    inside the text and not splitting a surrogate pair, never together with a parse_mode
+    ("entities: ... can be specified instead of parse_mode"), url on text_link, no entity
+    inside pre/code, no intersecting entities. [fake's wording] for the error texts."""
+    if not entities:
+        return None
+    if parse_mode:
+        return "entities and parse_mode are mutually exclusive"
+    if not isinstance(entities, list):
+        return "entities must be a JSON array"
+    units = utf16_len(text)
+    # UTF-16 offsets that fall inside a surrogate pair
+    inside_pairs, pos = set(), 0
+    for ch in text:
+        pos += 1
+        if ord(ch) > 0xFFFF:
+            inside_pairs.add(pos)
+            pos += 1
+    spans: list[tuple[int, int, str]] = []
+    for e in entities:
+        if not isinstance(e, Mapping) or e.get("type") not in ENTITY_TYPES:
+            return f"unsupported entity {e!r}"
+        offset, length = e.get("offset"), e.get("length")
+        if not isinstance(offset, int) or not isinstance(length, int):
+            return "entity offset and length must be integers"
+        if offset < 0 or length <= 0 or offset + length > units:
+            return f"entity {e['type']} [{offset}, {offset + length}) is outside the text"
+        if offset in inside_pairs or offset + length in inside_pairs:
+            return f"entity {e['type']} cuts a surrogate pair"
+        if e["type"] == "text_link" and not str(e.get("url") or ""):
+            return "text_link without url"
+        spans.append((offset, offset + length, str(e["type"])))
+    for a0, a1, at in spans:
+        for b0, b1, bt in spans:
+            if (a0, a1, at) == (b0, b1, bt):
+                continue
+            if a0 < b0 < a1 < b1:
+                return f"entities {at} and {bt} intersect"
+            if at in ("pre", "code") and a0 <= b0 and b1 <= a1 and (a0, a1) != (b0, b1):
+                return f"{at} cannot contain {bt}"
+    return None
 
 
 def _entities(text: str) -> list[dict[str, Any]]:
