@@ -110,8 +110,16 @@ class Transport(Protocol):
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult: ...
 
+    #: seconds between typing heartbeats: below the platform's expiry of the indicator
+    typing_interval: float
+
     async def typing(self, target: ReplyTarget) -> None:
-        """Show a typing indicator in the target's thread (no-op where unsupported)."""
+        """Show a typing indicator in the target's thread (no-op where unsupported). Held by
+        ``gateway.typing.hold_typing``: renewed every ``typing_interval``, then cleared."""
+        ...
+
+    async def clear_typing(self, target: ReplyTarget) -> None:
+        """End the indicator now (no-op where it expires on its own or with the reply)."""
         ...
 
 

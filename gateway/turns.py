@@ -25,6 +25,7 @@ from gateway.hub import Signal
 from gateway.metrics import Metrics
 from gateway.ports import Transport
 from gateway.summaries import SummaryJob, SummaryWorker
+from gateway.typing import hold_typing
 from session_store.records import MessageRecord, OutgoingReply, TurnClaim
 from session_store.store import Store
 
@@ -39,7 +40,6 @@ HELP_TEXT = (
 )
 NEW_TEXT = "Started a new session. Earlier messages in this thread are no longer used as context."
 COMMAND_MODEL = "command"
-TYPING_INTERVAL = 4.0
 #: AGENT_BUSY_MODE=interrupt restarts a run at most this often, so a chatty thread still
 #: gets an answer (the last run then sees everything that arrived)
 MAX_INTERRUPTS = 3
@@ -372,15 +372,8 @@ class TurnScheduler:
 
     async def _keep_typing(self, target: ReplyTarget) -> None:
         transport = self._transports.get(target.platform)
-        if transport is None:
-            return
-        while True:
-            try:
-                await transport.typing(target)
-            except Exception as exc:  # noqa: BLE001 - a typing indicator is cosmetic:
-                # its failure must never fail the turn
-                log.debug("typing_failed", error=str(exc))
-            await asyncio.sleep(TYPING_INTERVAL)
+        if transport is not None:
+            await hold_typing(transport, target)  # renewed until cancelled, then cleared
 
     async def _keep_lease(self, claim: TurnClaim) -> None:
         interval = self._settings.lease_seconds / 3

@@ -74,6 +74,8 @@ class MattermostTransport:
     #: pendingPostIDsCacheTTL): a resend later than that could post twice, so the core
     #: treats a send that may have landed longer ago as ambiguous instead of resending it
     resend_window = 30.0
+    #: clients show user_typing for a few seconds; renewed like Telegram's chat action
+    typing_interval = 4.0
 
     def __init__(self, api: MattermostApi, *, scope: str) -> None:
         self._api = api
@@ -162,3 +164,8 @@ class MattermostTransport:
             )
         except Exception:  # broad: a typing indicator is cosmetic, never fail a turn for it
             log.debug("mattermost_typing_failed", exc_info=True)
+
+    async def clear_typing(self, target: ReplyTarget) -> None:
+        # Mattermost has no "stopped typing" action: clients drop the indicator a few
+        # seconds after the last user_typing, or when the post arrives.
+        return None

@@ -41,6 +41,8 @@ MAX_MESSAGE_LENGTH = 4096
 #: Telegram FAQ: ~1 message/s per chat, 20 messages/minute per group (platforms.md §1.10)
 CHAT_INTERVAL = 1.0
 GROUP_INTERVAL = 3.0
+#: sendChatAction: "the status is set for 5 seconds or less" (platforms.md §1), so renew at 4
+TYPING_INTERVAL = 4.0
 
 
 class TelegramBot(telegram.Bot):
@@ -167,6 +169,7 @@ class TelegramTransport:
     #: the Bot API has no idempotency key: a retried sendMessage posts again
     idempotent = False
     resend_window: float | None = None
+    typing_interval = TYPING_INTERVAL
 
     def __init__(
         self,
@@ -294,6 +297,11 @@ class TelegramTransport:
         except (TelegramError, DeliveryError) as exc:
             # A lost typing indicator is cosmetic; the reply itself is what must not be lost.
             log.info("telegram_typing_failed", chat_id=target.chat_id, error=str(exc))
+
+    async def clear_typing(self, target: ReplyTarget) -> None:
+        # The Bot API cannot cancel a chat action: the bot's next message ends it, and it
+        # expires within 5 s once the heartbeat stops.
+        return None
 
     def _routing(self, target: ReplyTarget) -> dict[str, Any]:
         """Thread and business routing shared by sendMessage and sendChatAction: the topic id

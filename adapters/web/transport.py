@@ -18,6 +18,8 @@ class WebTransport:
     # the receipt is ours: a resend after a crash publishes again, which the page dedupes by id
     idempotent = True
     resend_window: float | None = None
+    #: the page hides "typing…" 5 s after the last heartbeat, and at once on typing_done
+    typing_interval = 4.0
 
     def __init__(self, live: Broadcast) -> None:
         self._live = live
@@ -35,20 +37,22 @@ class WebTransport:
         return ()
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
-        key = SessionKey(
-            platform=target.platform,
-            scope=target.scope,
-            chat_id=target.chat_id,
-            thread_id=target.thread_id,
+        self._live.publish(
+            live_topic(_key(target)), {"type": "reply", "id": idempotency_key, "text": text}
         )
-        self._live.publish(live_topic(key), {"type": "reply", "id": idempotency_key, "text": text})
         return SendResult(platform_message_id=idempotency_key)
 
     async def typing(self, target: ReplyTarget) -> None:
-        key = SessionKey(
-            platform=target.platform,
-            scope=target.scope,
-            chat_id=target.chat_id,
-            thread_id=target.thread_id,
-        )
-        self._live.publish(live_topic(key), {"type": "typing"})
+        self._live.publish(live_topic(_key(target)), {"type": "typing"})
+
+    async def clear_typing(self, target: ReplyTarget) -> None:
+        self._live.publish(live_topic(_key(target)), {"type": "typing_done"})
+
+
+def _key(target: ReplyTarget) -> SessionKey:
+    return SessionKey(
+        platform=target.platform,
+        scope=target.scope,
+        chat_id=target.chat_id,
+        thread_id=target.thread_id,
+    )

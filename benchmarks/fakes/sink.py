@@ -31,6 +31,7 @@ class SinkTransport:
     max_message_length = 4000
     idempotent = False
     resend_window: float | None = None
+    typing_interval = 4.0
 
     def __init__(self, url: str, *, idempotent: bool = False, max_length: int = 4000) -> None:
         self._url = url
@@ -72,6 +73,9 @@ class SinkTransport:
         return SendResult(platform_message_id=str(response.json()["id"]))
 
     async def typing(self, target: ReplyTarget) -> None:
+        return None
+
+    async def clear_typing(self, target: ReplyTarget) -> None:
         return None
 
     async def aclose(self) -> None:

@@ -82,6 +82,7 @@ class Message:
     subtype: str | None = None
     metadata: Any = None
     files: list[dict[str, Any]] | None = None
+    blocks: list[dict[str, Any]] | None = None
 
     @property
     def is_reply(self) -> bool:
@@ -212,6 +213,10 @@ class FakeSlack:
         self.calls: list[ApiCall] = []
         self.deliveries: list[Delivery] = []
         self.thread_violations: list[ThreadViolation] = []
+        #: ``assistant.threads.setStatus`` calls: (channel, thread_ts, status); "" clears
+        self.statuses: list[tuple[str, str, str]] = []
+        #: the error ``assistant.threads.setStatus`` answers with (None = it works)
+        self.set_status_error: str | None = None
         self.socket_connections = 0
         self._faults: dict[str, list[Fault]] = {}
         self._ts_counter = itertools.count(1)
@@ -398,6 +403,8 @@ class FakeSlack:
             return self._post_message(params)
         if method == "conversations.replies":
             return self._replies(params)
+        if method == "assistant.threads.setStatus":
+            return self._set_status(params)
         return _error("unknown_method", status=404)
 
     def _post_message(self, params: Mapping[str, Any]) -> web.Response:
@@ -422,10 +429,16 @@ class FakeSlack:
                 self.thread_violations.append(
                     ThreadViolation(channel.id, thread_ts, "thread_ts is a reply's own ts")
                 )
+        blocks = params.get("blocks")
+        if isinstance(blocks, str):
+            blocks = json.loads(blocks)
+        if blocks is not None and _blocks_problem(blocks) is not None:
+            return _error("invalid_blocks")
         metadata = params.get("metadata")
         if isinstance(metadata, str):
             metadata = json.loads(metadata)
         message = Message(
+            blocks=blocks,
             channel=channel.id,
             ts=self.next_ts(),
             text=text,
@@ -447,6 +460,21 @@ class FakeSlack:
                 "message": self._api_message(message, channel),
             }
         )
+
+    def _set_status(self, params: Mapping[str, Any]) -> web.Response:
+        if self.set_status_error is not None:
+            return _error(self.set_status_error)
+        channel = self.channels.get(str(params.get("channel_id", "")))
+        if channel is None:
+            return _error("channel_not_found")
+        thread_ts = str(params.get("thread_ts") or "")
+        if channel.find(thread_ts) is None:
+            return _error("invalid_thread_ts")
+        status = params.get("status")
+        if not isinstance(status, str):
+            return _error("invalid_arguments")
+        self.statuses.append((channel.id, thread_ts, status))
+        return web.json_response({"ok": True})
 
     def _replies(self, params: Mapping[str, Any]) -> web.Response:
         channel = self.channels.get(str(params.get("channel", "")))
@@ -482,6 +510,8 @@ class FakeSlack:
             data["metadata"] = message.metadata
         if message.files:
             data["files"] = message.files
+        if message.blocks:
+            data["blocks"] = message.blocks
         replies = [m for m in channel.messages if m.thread_ts == message.ts and m is not message]
         if replies:
             data["thread_ts"] = message.ts
@@ -893,6 +923,53 @@ class FakeSlack:
             return False
         delivery.attempts.append(Attempt(attempt, 200, retry_reason))
         return True
+
+
+#: Block Kit limits the fake enforces (docs.slack.dev/reference/block-kit/blocks)
+MAX_BLOCKS = 50
+MAX_SECTION_TEXT = 3000
+_RICH_TEXT_ELEMENTS = {
+    "rich_text_section",
+    "rich_text_preformatted",
+    "rich_text_quote",
+    "rich_text_list",
+}
+
+
+def _blocks_problem(blocks: Any) -> str | None:
+    """Why Slack would answer ``invalid_blocks`` (None when the blocks are valid), for the
+    block types the gateway sends: ``section`` with mrkdwn/plain text, ``rich_text``."""
+    if not isinstance(blocks, list) or not blocks or len(blocks) > MAX_BLOCKS:
+        return "blocks must be a list of 1-50 blocks"
+    for block in blocks:
+        kind = block.get("type") if isinstance(block, Mapping) else None
+        if kind == "section":
+            text = block.get("text")
+            if not isinstance(text, Mapping) or text.get("type") not in ("mrkdwn", "plain_text"):
+                return "section needs a text object"
+            body = text.get("text")
+            if not isinstance(body, str) or not body or len(body) > MAX_SECTION_TEXT:
+                return "section text must be 1-3000 characters"
+        elif kind == "rich_text":
+            elements = block.get("elements")
+            if not isinstance(elements, list) or not elements:
+                return "rich_text needs elements"
+            for element in elements:
+                if not isinstance(element, Mapping) or element.get("type") not in (
+                    _RICH_TEXT_ELEMENTS
+                ):
+                    return "unknown rich text element"
+                inner = element.get("elements")
+                if not isinstance(inner, list) or not inner:
+                    return "rich text element needs elements"
+                for leaf in inner:
+                    if not isinstance(leaf, Mapping) or (
+                        leaf.get("type") == "text" and not leaf.get("text")
+                    ):
+                        return "rich text leaf needs text"
+        elif kind not in ("divider", "header", "context", "image", "actions"):
+            return f"unsupported block type {kind!r}"
+    return None
 
 
 def _error(error: str, *, status: int = 200) -> web.Response:

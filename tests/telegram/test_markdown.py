@@ -4,6 +4,7 @@ Bot API, which validates entities as the real one does."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,6 +15,8 @@ from adapters.telegram import markdown
 from adapters.telegram.transport import TelegramBot, TelegramTransport
 from benchmarks.fakes.telegram import FakeTelegram, _check_entities
 from gateway.text import utf16_len
+from gateway.typing import hold_typing
+from tests.support import wait_for
 from tests.telegram.test_transport import target_of
 
 
@@ -194,3 +197,18 @@ async def test_legacy_plain_row_is_sent_as_text(
     [sent] = fake.sent_to(chat, None)
     assert sent.text == "**stored before entities**" and sent.entities == []
     assert "entities" not in fake.calls("sendMessage")[-1].params
+
+
+async def test_typing_is_renewed_in_the_topic_while_held(
+    fake: FakeTelegram, transport: TelegramTransport
+) -> None:
+    forum = fake.forum()
+    topic = fake.create_topic(forum, "A")
+    target = target_of(fake, fake.user_says(forum, "slow question", topic=topic))
+    assert transport.typing_interval < 5  # a chat action lasts "5 seconds or less"
+    transport.typing_interval = 0.05
+    holder = asyncio.create_task(hold_typing(transport, target))
+    await wait_for(lambda: len(fake.typing) >= 3, timeout=5)
+    holder.cancel()
+    await asyncio.gather(holder, return_exceptions=True)
+    assert {t for t in fake.typing} == {(forum.id, topic, "typing")}
