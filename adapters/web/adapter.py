@@ -25,6 +25,24 @@ from gateway.ports import Intake
 
 KEEPALIVE_SECONDS = 15.0
 
+#: the page's own files, served from the package (no CDN): name -> (path, type, max-age)
+STATIC_FILES = {
+    "app.js": ("static/app.js", "text/javascript; charset=utf-8", 0),
+    "favicon.svg": ("static/favicon.svg", "image/svg+xml", 86400),
+    "vendor/markdown-it.min.js": (
+        "static/vendor/markdown-it.min.js",
+        "text/javascript; charset=utf-8",
+        86400,
+    ),
+}
+#: scripts only from this origin (none inline), so even a rendering bug cannot run a script
+#: that came in a message; styles inline are the page's own
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+    "frame-ancestors 'none'"
+)
+
 
 class WebAdapter:
     platform = PLATFORM
@@ -35,11 +53,12 @@ class WebAdapter:
         self.transport = WebTransport(live)
         self._intake: Intake | None = None
         self._stopping = asyncio.Event()
-        self._page = (
-            resources.files("adapters.web")
-            .joinpath("static/index.html")
-            .read_text(encoding="utf-8")
-        )
+        package = resources.files("adapters.web")
+        self._page = package.joinpath("static/index.html").read_text(encoding="utf-8")
+        self._static = {
+            name: (package.joinpath(path).read_bytes(), media_type, max_age)
+            for name, (path, media_type, max_age) in STATIC_FILES.items()
+        }
 
     async def start(self, intake: Intake) -> None:
         self._intake = intake
@@ -51,6 +70,8 @@ class WebAdapter:
     def http_routes(self) -> Sequence[Route]:
         return [
             Route("/", self._index, methods=["GET"]),
+            Route("/favicon.ico", self._favicon, methods=["GET"]),
+            Route("/web/static/{name:path}", self._static_file, methods=["GET"]),
             Route("/web/api/channels", self._channels, methods=["GET"]),
             Route("/web/api/channels/{channel}/threads", self._threads, methods=["GET"]),
             Route("/web/api/channels/{channel}/messages", self._post, methods=["POST"]),
@@ -72,7 +93,27 @@ class WebAdapter:
         ]
 
     async def _index(self, request: Request) -> Response:
-        return HTMLResponse(self._page)
+        return HTMLResponse(
+            self._page,
+            headers={
+                "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+                "Cache-Control": "no-cache",
+            },
+        )
+
+    async def _static_file(self, request: Request) -> Response:
+        found = self._static.get(request.path_params["name"])
+        if found is None:
+            return JSONResponse({"error": "not found"}, status_code=404)
+        body, media_type, max_age = found
+        cache = f"public, max-age={max_age}" if max_age else "no-cache"
+        return Response(body, media_type=media_type, headers={"Cache-Control": cache})
+
+    async def _favicon(self, request: Request) -> Response:
+        body, media_type, _ = self._static["favicon.svg"]
+        return Response(
+            body, media_type=media_type, headers={"Cache-Control": "public, max-age=86400"}
+        )
 
     async def _channels(self, request: Request) -> Response:
         chats = await self._conversations.chats(PLATFORM)
