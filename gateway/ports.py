@@ -115,7 +115,8 @@ class Transport(Protocol):
 
     async def typing(self, target: ReplyTarget) -> None:
         """Show a typing indicator in the target's thread (no-op where unsupported). Held by
-        ``gateway.typing.hold_typing``: renewed every ``typing_interval``, then cleared."""
+        ``gateway.typing_indicator.hold_typing``: renewed every ``typing_interval``, then
+        cleared."""
         ...
 
     async def clear_typing(self, target: ReplyTarget) -> None:

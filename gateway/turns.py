@@ -25,7 +25,7 @@ from gateway.hub import Signal
 from gateway.metrics import Metrics
 from gateway.ports import Transport
 from gateway.summaries import SummaryJob, SummaryWorker
-from gateway.typing import hold_typing
+from gateway.typing_indicator import hold_typing
 from session_store.records import MessageRecord, OutgoingReply, TurnClaim
 from session_store.store import Store
 

@@ -15,7 +15,7 @@ from adapters.telegram import markdown
 from adapters.telegram.transport import TelegramBot, TelegramTransport
 from benchmarks.fakes.telegram import FakeTelegram, _check_entities
 from gateway.text import utf16_len
-from gateway.typing import hold_typing
+from gateway.typing_indicator import hold_typing
 from tests.support import wait_for
 from tests.telegram.test_transport import target_of
 
