@@ -14,7 +14,7 @@ entities obey the Bot API's nesting rules (``pre``/``code`` contain nothing, a l
 code, blockquotes are not nested, entities never intersect because they come from a tree).
 
 Rendering: bold, italic, strikethrough, inline code, code blocks with their language, links
-(http/https/tg/mailto only; other targets stay as their text), headings in bold, lists with
+(http/https/tg only; other targets stay as their text), headings in bold, lists with
 ``•`` / ``1.`` markers indented per level, blockquotes, rules as a line, tables as rows of
 cells separated by ``|`` with a bold header. Raw HTML is never interpreted (``html=False``):
 it stays literal text.
@@ -23,6 +23,7 @@ it stays literal text.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -35,7 +36,8 @@ from gateway.text import split_spans, utf16_len
 
 #: one parser for the process: CommonMark plus GFM strikethrough and tables, no raw HTML
 _PARSER = MarkdownIt("commonmark", {"html": False}).enable(["strikethrough", "table"])
-_LINK_SCHEMES = ("http://", "https://", "tg://", "mailto:")
+_LINK_SCHEMES = ("http://", "https://", "tg://")
+_LANGUAGE = re.compile(r"^[A-Za-z0-9_+#.-]{1,32}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +97,12 @@ def split(rendered: Rendered, limit: int) -> list[Rendered]:
 
 
 def to_parts(markdown: str, limit: int) -> list[str]:
-    """The outbox rows for one reply: each an encoded ``sendMessage`` payload."""
-    return [encode(p) for p in split(render(markdown), limit)]
+    """The outbox rows for one reply: each an encoded ``sendMessage`` payload. A reply whose
+    rendering is empty (only an empty link, say) goes out as its literal text instead."""
+    parts = split(render(markdown), limit)
+    if not parts and markdown.strip():
+        parts = split(Rendered(text=markdown.strip(), entities=()), limit)
+    return [encode(p) for p in parts]
 
 
 def encode(part: Rendered) -> str:
@@ -208,7 +214,8 @@ class _Out:
             self.wrap("bold", lambda: self.inlines(node.children))
         elif kind in ("fence", "code_block"):
             code = node.content.rstrip("\n")
-            lang = node.info.split()[0] if node.info.strip() else None
+            words = node.info.split()
+            lang = words[0] if words and _LANGUAGE.match(words[0]) else None
             self.wrap("pre", lambda: self.emit(code), lang=lang)
         elif kind == "blockquote":
             # blockquotes cannot be nested: an inner one is rendered inside the outer entity

@@ -154,6 +154,13 @@ def translate_error(exc: TelegramError) -> DeliveryError:
     return DeliveryError(f"telegram: {exc.message}")
 
 
+def _about_entities(exc: BadRequest) -> bool:
+    """Telegram refused the formatting ("can't parse entities", "wrong ... url" of a
+    text_link), not the message: then sending it unformatted is safe and loses nothing."""
+    message = exc.message.lower()
+    return "entit" in message or "url" in message
+
+
 def _int(value: str, field: str) -> int:
     try:
         return int(value)
@@ -269,7 +276,19 @@ class TelegramTransport:
             kwargs["direct_messages_topic_id"] = _int(dm_topic, "direct_messages_topic_id")
         try:
             async with self._call():
-                message = await self._bot.send_message(chat_id=target.chat_id, text=text, **kwargs)
+                try:
+                    message = await self._bot.send_message(
+                        chat_id=target.chat_id, text=text, **kwargs
+                    )
+                except BadRequest as exc:
+                    if "entities" not in kwargs or not _about_entities(exc):
+                        raise
+                    # refused before anything was posted: the same text without formatting
+                    log.warning("telegram_entities_refused", error=exc.message)
+                    del kwargs["entities"]
+                    message = await self._bot.send_message(
+                        chat_id=target.chat_id, text=text, **kwargs
+                    )
         except TelegramError as exc:
             error = translate_error(exc)
             log.warning(

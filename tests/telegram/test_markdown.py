@@ -212,3 +212,31 @@ async def test_typing_is_renewed_in_the_topic_while_held(
     holder.cancel()
     await asyncio.gather(holder, return_exceptions=True)
     assert {t for t in fake.typing} == {(forum.id, topic, "typing")}
+
+
+def test_a_reply_that_renders_empty_is_sent_literally() -> None:
+    assert [markdown.decode(r) for r in markdown.to_parts("[](https://e.com)", 4096)] == [
+        ("[](https://e.com)", [])
+    ]
+    assert markdown.to_parts("  \n ", 4096) == []
+
+
+def test_odd_code_languages_are_left_out() -> None:
+    [entity] = markdown.render("```{.python .numberLines}\nx\n```").payload()["entities"]
+    assert entity == {"type": "pre", "offset": 0, "length": 1}
+
+
+async def test_refused_entities_fall_back_to_plain_text_once(
+    fake: FakeTelegram, transport: TelegramTransport
+) -> None:
+    chat = fake.group()
+    target = target_of(fake, fake.user_says(chat, "go"))
+    fake.fail_next(
+        "sendMessage", status=400, description="Bad Request: can't parse entities: wrong url"
+    )
+    [row] = transport.parts("see [docs](https://e.com) **now**")
+    await transport.send(target, row, idempotency_key="k")
+    first, second = fake.calls("sendMessage")
+    assert "entities" in first.params and "entities" not in second.params
+    [sent] = fake.sent_to(chat, None)
+    assert sent.text == "see docs now" and sent.entities == []
