@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.conversations import Conversations
-from gateway.domain import Extracted, ReplyTarget, SessionKey
+from gateway.domain import Extracted, OutgoingFile, ReplyTarget, SessionKey
 from gateway.hub import Broadcast
 from session_store.values import IngestStatus
 
@@ -112,6 +112,13 @@ class Transport(Protocol):
 
     #: seconds between typing heartbeats: below the platform's expiry of the indicator
     typing_interval: float
+
+    async def send_file(
+        self, target: ReplyTarget, file: OutgoingFile, *, idempotency_key: str
+    ) -> SendResult:
+        """Upload ``file`` into the target's thread (caption included). Raises
+        ``DeliveryError`` like ``send``; ``gateway.files.send_part`` picks one or the other."""
+        ...
 
     async def typing(self, target: ReplyTarget) -> None:
         """Show a typing indicator in the target's thread (no-op where unsupported). Held by

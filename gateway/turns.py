@@ -21,6 +21,7 @@ from gateway.agents import Agent, Calibrating, ContextMessage, Turn
 from gateway.context import Assembled, ContextAssembler, ContextPolicy, TokenCounter
 from gateway.domain import Reply, ReplyTarget
 from gateway.errors import AgentError, ContextTooSmall, LeaseLost, StoreError
+from gateway.files import outbox_parts
 from gateway.hub import Signal
 from gateway.metrics import Metrics
 from gateway.ports import Transport
@@ -396,7 +397,7 @@ class TurnScheduler:
             # where this reply sits in the transcript: after what it answered, even though
             # messages that arrived meanwhile have lower seq numbers (gateway.context)
             reply = replace(reply, metadata={**reply.metadata, "answers_seq": handled_seq})
-            parts = transport.parts(reply.text)
+            parts = outbox_parts(transport, reply.text, reply.files)
             if not parts:
                 continue
             outgoing.append(

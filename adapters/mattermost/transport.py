@@ -16,7 +16,7 @@ import structlog
 
 from adapters.mattermost.api import MattermostApi, MattermostApiError
 from adapters.mattermost.extract import PLATFORM
-from gateway.domain import ReplyTarget
+from gateway.domain import OutgoingFile, ReplyTarget
 from gateway.errors import DeliveryError
 from gateway.ports import SendResult
 from gateway.text import format_parts
@@ -129,7 +129,14 @@ class MattermostTransport:
             if self._inflight == 0:
                 self._drained.set()
 
-    async def _send(self, target: ReplyTarget, text: str, idempotency_key: str) -> SendResult:
+    async def _send(
+        self,
+        target: ReplyTarget,
+        text: str,
+        idempotency_key: str,
+        *,
+        file_ids: list[str] | None = None,
+    ) -> SendResult:
         body: dict[str, Any] = {
             "channel_id": target.chat_id,
             # the stored root id; "" posts at the top level (a DM answer)
@@ -137,6 +144,8 @@ class MattermostTransport:
             "message": text,
             "pending_post_id": idempotency_key,
         }
+        if file_ids:
+            body["file_ids"] = file_ids
         try:
             post = await self._api.create_post(body)
         except (MattermostApiError, httpx.HTTPError, ValueError) as exc:
@@ -153,6 +162,26 @@ class MattermostTransport:
             raise error from exc
         post_id = post.get("id")
         return SendResult(platform_message_id=post_id if isinstance(post_id, str) else None)
+
+    async def send_file(
+        self, target: ReplyTarget, file: OutgoingFile, *, idempotency_key: str
+    ) -> SendResult:
+        if self._closed:
+            raise DeliveryError("mattermost adapter stopped")
+        self._inflight += 1
+        self._drained.clear()
+        try:
+            try:
+                # an upload that is never posted is an orphan, invisible; the post carries
+                # the pending_post_id, so a retried send cannot post the file twice
+                file_id = await self._api.upload_file(target.chat_id, file.name, file.data)
+            except (MattermostApiError, httpx.HTTPError, ValueError) as exc:
+                raise translate_error(exc) from exc
+            return await self._send(target, file.caption or "", idempotency_key, file_ids=[file_id])
+        finally:
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._drained.set()
 
     async def typing(self, target: ReplyTarget) -> None:
         sender = self._typing

@@ -12,13 +12,13 @@ from typing import Any
 
 import aiohttp
 import structlog
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from adapters.slack.blocks import code_blocks
 from adapters.slack.mrkdwn import markdown_to_mrkdwn
-from gateway.domain import ReplyTarget
+from gateway.domain import OutgoingFile, ReplyTarget
 from gateway.errors import DeliveryError
 from gateway.ports import SendResult
 from gateway.text import format_parts
@@ -210,6 +210,29 @@ class SlackTransport:
             },
             **extra,
         )
+
+    async def send_file(
+        self, target: ReplyTarget, file: OutgoingFile, *, idempotency_key: str
+    ) -> SendResult:
+        # files.uploadV2 (getUploadURLExternal, the upload, completeUploadExternal) shares the
+        # file into the stored thread; the caption is its initial comment
+        try:
+            response = await self.client.files_upload_v2(
+                channel=target.chat_id,
+                thread_ts=target.thread_id,
+                content=file.data,
+                filename=file.name,
+                title=file.name,
+                initial_comment=file.caption,
+            )
+        except (TimeoutError, SlackApiError, aiohttp.ClientError) as exc:
+            raise translate_error(exc) from exc
+        except SlackRequestError as exc:
+            # the upload step itself failed (not 200): nothing was shared yet
+            raise DeliveryError(f"slack upload failed: {exc}") from exc
+        uploaded = response.get("file")
+        file_id = uploaded.get("id") if isinstance(uploaded, Mapping) else None
+        return SendResult(platform_message_id=file_id if isinstance(file_id, str) else None)
 
     async def typing(self, target: ReplyTarget) -> None:
         # ``assistant.threads.setStatus`` (chat:write): "<app> is thinking…" under the thread,

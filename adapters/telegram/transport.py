@@ -29,7 +29,7 @@ from telegram.error import (
 )
 
 from adapters.telegram import markdown
-from gateway.domain import ReplyTarget
+from gateway.domain import OutgoingFile, ReplyTarget
 from gateway.errors import DeliveryError
 from gateway.ports import SendResult
 
@@ -43,6 +43,9 @@ CHAT_INTERVAL = 1.0
 GROUP_INTERVAL = 3.0
 #: sendChatAction: "the status is set for 5 seconds or less" (platforms.md §1), so renew at 4
 TYPING_INTERVAL = 4.0
+#: sendPhoto/sendDocument: "0-1024 characters after entities parsing"; photos up to 10 MB
+MAX_CAPTION_LENGTH = 1024
+MAX_PHOTO_BYTES = 10 * 1024 * 1024
 
 
 class TelegramBot(telegram.Bot):
@@ -161,6 +164,12 @@ def _about_entities(exc: BadRequest) -> bool:
     return "entit" in message or "url" in message
 
 
+def _clip_utf16(text: str, limit: int) -> str:
+    while utf16_length(text) > limit:
+        text = text[: -max(1, (utf16_length(text) - limit) // 2)]
+    return text
+
+
 def _int(value: str, field: str) -> int:
     try:
         return int(value)
@@ -261,19 +270,9 @@ class TelegramTransport:
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
         # the outbox row is the encoded payload: text plus entities, never parse_mode
         text, entities = markdown.decode(text)
-        kwargs = self._routing(target)
+        kwargs = self._placement(target)
         if entities:
             kwargs["entities"] = [telegram.MessageEntity.de_json(e, None) for e in entities]
-        if target.reply_to_message_id is not None:
-            # allow_sending_without_reply: if the user deleted their message the answer still
-            # lands in the same place, because the thread is always passed explicitly
-            kwargs["reply_parameters"] = telegram.ReplyParameters(
-                message_id=_int(target.reply_to_message_id, "reply_to_message_id"),
-                allow_sending_without_reply=True,
-            )
-        dm_topic = target.extra.get("direct_messages_topic_id")
-        if dm_topic is not None:
-            kwargs["direct_messages_topic_id"] = _int(dm_topic, "direct_messages_topic_id")
         try:
             async with self._call():
                 try:
@@ -304,6 +303,37 @@ class TelegramTransport:
             raise error from exc
         return SendResult(platform_message_id=str(message.message_id))
 
+    async def send_file(
+        self, target: ReplyTarget, file: OutgoingFile, *, idempotency_key: str
+    ) -> SendResult:
+        # a picture as a photo (compressed, shown inline), anything else as a document; both
+        # in the same topic / reply chain as a text reply
+        kwargs = self._placement(target)
+        if file.caption:
+            kwargs["caption"] = _clip_utf16(file.caption, MAX_CAPTION_LENGTH)
+        try:
+            async with self._call():
+                if file.is_image and len(file.data) <= MAX_PHOTO_BYTES:
+                    message = await self._bot.send_photo(
+                        chat_id=target.chat_id, photo=file.data, filename=file.name, **kwargs
+                    )
+                else:
+                    message = await self._bot.send_document(
+                        chat_id=target.chat_id, document=file.data, filename=file.name, **kwargs
+                    )
+        except TelegramError as exc:
+            error = translate_error(exc)
+            log.warning(
+                "telegram_upload_failed",
+                chat_id=target.chat_id,
+                thread_id=target.thread_id,
+                idempotency_key=idempotency_key,
+                error=str(error),
+                permanent=error.permanent,
+            )
+            raise error from exc
+        return SendResult(platform_message_id=str(message.message_id))
+
     async def typing(self, target: ReplyTarget) -> None:
         if "direct_messages_topic_id" in target.extra:
             # sendChatAction: "channel direct messages chats aren't supported" (Bot API)
@@ -321,6 +351,21 @@ class TelegramTransport:
         # The Bot API cannot cancel a chat action: the bot's next message ends it, and it
         # expires within 5 s once the heartbeat stops.
         return None
+
+    def _placement(self, target: ReplyTarget) -> dict[str, Any]:
+        """Where a message or an upload goes: the routing plus the reply and DM topic."""
+        kwargs = self._routing(target)
+        if target.reply_to_message_id is not None:
+            # allow_sending_without_reply: if the user deleted their message the answer still
+            # lands in the same place, because the thread is always passed explicitly
+            kwargs["reply_parameters"] = telegram.ReplyParameters(
+                message_id=_int(target.reply_to_message_id, "reply_to_message_id"),
+                allow_sending_without_reply=True,
+            )
+        dm_topic = target.extra.get("direct_messages_topic_id")
+        if dm_topic is not None:
+            kwargs["direct_messages_topic_id"] = _int(dm_topic, "direct_messages_topic_id")
+        return kwargs
 
     def _routing(self, target: ReplyTarget) -> dict[str, Any]:
         """Thread and business routing shared by sendMessage and sendChatAction: the topic id

@@ -39,7 +39,7 @@ STATIC_FILES = {
 #: that came in a message; styles inline are the page's own
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-    "img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+    "img-src 'self' data: blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; "
     "frame-ancestors 'none'"
 )
 
@@ -222,6 +222,9 @@ class WebAdapter:
                 # a real event, sent once subscribed: the page reloads history on it, so a reply
                 # published between its history load and this subscription is not missed
                 yield 'data: {"type": "connected"}\n\n'
+                if self.transport.is_typing(topic):
+                    # a new thread subscribes after its first turn began: say so now
+                    yield 'data: {"type": "typing"}\n\n'
                 while not self._stopping.is_set():
                     try:
                         event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)

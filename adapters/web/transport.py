@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 
 from adapters.web.extract import PLATFORM
-from gateway.domain import ReplyTarget, SessionKey
+from gateway.domain import OutgoingFile, ReplyTarget, SessionKey
 from gateway.hub import Broadcast
 from gateway.intake import live_topic
 from gateway.ports import SendResult
@@ -23,6 +24,11 @@ class WebTransport:
 
     def __init__(self, live: Broadcast) -> None:
         self._live = live
+        #: live topics whose typing indicator is held right now (told to late subscribers)
+        self._typing: set[str] = set()
+
+    def is_typing(self, topic: str) -> bool:
+        return topic in self._typing
 
     def measure(self, text: str) -> int:
         return len(text)
@@ -42,11 +48,32 @@ class WebTransport:
         )
         return SendResult(platform_message_id=idempotency_key)
 
+    async def send_file(
+        self, target: ReplyTarget, file: OutgoingFile, *, idempotency_key: str
+    ) -> SendResult:
+        # inline on the live stream: the page shows a picture, or a download link
+        self._live.publish(
+            live_topic(_key(target)),
+            {
+                "type": "file",
+                "id": idempotency_key,
+                "name": file.name,
+                "mime_type": file.mime_type,
+                "caption": file.caption,
+                "data": base64.b64encode(file.data).decode("ascii"),
+            },
+        )
+        return SendResult(platform_message_id=idempotency_key)
+
     async def typing(self, target: ReplyTarget) -> None:
-        self._live.publish(live_topic(_key(target)), {"type": "typing"})
+        topic = live_topic(_key(target))
+        self._typing.add(topic)
+        self._live.publish(topic, {"type": "typing"})
 
     async def clear_typing(self, target: ReplyTarget) -> None:
-        self._live.publish(live_topic(_key(target)), {"type": "typing_done"})
+        topic = live_topic(_key(target))
+        self._typing.discard(topic)
+        self._live.publish(topic, {"type": "typing_done"})
 
 
 def _key(target: ReplyTarget) -> SessionKey:

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway.domain import Envelope, ReplyTarget, Sender, SessionKey, Trigger
+from gateway.domain import Envelope, OutgoingFile, ReplyTarget, Sender, SessionKey, Trigger
 from gateway.errors import DeliveryError
 from gateway.ports import AdapterContext, Intake, SendResult
 from gateway.settings import Settings
@@ -52,10 +52,13 @@ class SinkTransport:
         return ()
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
+        return await self._post(target, text, idempotency_key)
+
+    async def _post(self, target: ReplyTarget, text: str, key: str, **extra: Any) -> SendResult:
         try:
             response = await self._client.post(
                 self._url,
-                json={"target": target.to_json(), "text": text, "key": idempotency_key},
+                json={"target": target.to_json(), "text": text, "key": key, **extra},
             )
         except httpx.TimeoutException as exc:
             raise DeliveryError("timeout", ambiguous=True) from exc
@@ -71,6 +74,13 @@ class SinkTransport:
                 permanent=response.status_code < 500,
             )
         return SendResult(platform_message_id=str(response.json()["id"]))
+
+    async def send_file(
+        self, target: ReplyTarget, file: OutgoingFile, *, idempotency_key: str
+    ) -> SendResult:
+        # recorded like a text part, the file described beside it
+        described = {"name": file.name, "mime_type": file.mime_type, "size": len(file.data)}
+        return await self._post(target, file.caption or "", idempotency_key, file=described)
 
     async def typing(self, target: ReplyTarget) -> None:
         return None

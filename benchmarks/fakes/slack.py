@@ -163,6 +163,19 @@ class Fault:
 
 
 @dataclass
+class Upload:
+    id: str
+    filename: str
+    length: int
+    data: bytes | None = None
+    #: where completeUploadExternal shared it
+    channel: str | None = None
+    thread_ts: str | None = None
+    title: str | None = None
+    initial_comment: str | None = None
+
+
+@dataclass
 class ThreadViolation:
     channel: str
     thread_ts: str
@@ -215,6 +228,8 @@ class FakeSlack:
         self.thread_violations: list[ThreadViolation] = []
         #: ``assistant.threads.setStatus`` calls: (channel, thread_ts, status); "" clears
         self.statuses: list[tuple[str, str, str]] = []
+        #: files.uploadV2: file id -> the upload (bytes arrive at the upload URL)
+        self.uploads: dict[str, Upload] = {}
         #: the error ``assistant.threads.setStatus`` answers with (None = it works)
         self.set_status_error: str | None = None
         self.socket_connections = 0
@@ -234,6 +249,7 @@ class FakeSlack:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._api)
+        app.router.add_post("/upload/{file_id}", self._upload)
         app.router.add_get("/link/", self._socket_link)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
@@ -405,6 +421,10 @@ class FakeSlack:
             return self._replies(params)
         if method == "assistant.threads.setStatus":
             return self._set_status(params)
+        if method == "files.getUploadURLExternal":
+            return self._upload_url(params)
+        if method == "files.completeUploadExternal":
+            return self._complete_upload(params)
         return _error("unknown_method", status=404)
 
     def _post_message(self, params: Mapping[str, Any]) -> web.Response:
@@ -475,6 +495,74 @@ class FakeSlack:
             return _error("invalid_arguments")
         self.statuses.append((channel.id, thread_ts, status))
         return web.json_response({"ok": True})
+
+    def _upload_url(self, params: Mapping[str, Any]) -> web.Response:
+        filename = str(params.get("filename") or "")
+        try:
+            length = int(params.get("length") or 0)
+        except (TypeError, ValueError):
+            length = 0
+        if not filename or length <= 0:
+            return _error("invalid_arguments")
+        file_id = f"F{len(self.uploads) + 1:08d}"
+        self.uploads[file_id] = Upload(id=file_id, filename=filename, length=length)
+        return web.json_response(
+            {
+                "ok": True,
+                "upload_url": f"http://127.0.0.1:{self.port}/upload/{file_id}",
+                "file_id": file_id,
+            }
+        )
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        upload = self.uploads.get(request.match_info["file_id"])
+        if upload is None:
+            return web.Response(status=404, text="no such upload")
+        upload.data = await request.read()
+        return web.Response(text=f"OK - {len(upload.data)}")
+
+    def _complete_upload(self, params: Mapping[str, Any]) -> web.Response:
+        files = params.get("files")
+        if isinstance(files, str):
+            files = json.loads(files)
+        if not isinstance(files, list) or not files:
+            return _error("invalid_arguments")
+        channel_id = params.get("channel_id")
+        channel = self.channels.get(str(channel_id)) if channel_id else None
+        if channel_id and channel is None:
+            return _error("channel_not_found")
+        if channel is not None and self.bot_user_id not in channel.members:
+            return _error("not_in_channel")
+        thread_ts = str(params.get("thread_ts") or "") or None
+        if thread_ts is not None and (channel is None or channel.find(thread_ts) is None):
+            return _error("invalid_thread_ts")
+        shared = []
+        for item in files:
+            upload = self.uploads.get(str(item.get("id"))) if isinstance(item, Mapping) else None
+            if upload is None or upload.data is None or len(upload.data) != upload.length:
+                return _error("file_upload_size_mismatch" if upload else "file_not_found")
+            upload.title = item.get("title")
+            shared.append(upload)
+        comment = params.get("initial_comment")
+        for upload in shared:
+            upload.channel = channel.id if channel else None
+            upload.thread_ts = thread_ts
+            upload.initial_comment = comment if isinstance(comment, str) else None
+        if channel is not None:
+            # the share shows up as the bot's message (with the files) where it was put
+            message = Message(
+                channel=channel.id,
+                ts=self.next_ts(),
+                text=comment if isinstance(comment, str) else "",
+                user=self.bot_user_id,
+                bot_id=self.bot_id,
+                thread_ts=thread_ts,
+                files=[{"id": u.id, "name": u.filename, "title": u.title} for u in shared],
+            )
+            channel.messages.append(message)
+        return web.json_response(
+            {"ok": True, "files": [{"id": u.id, "title": u.title} for u in shared]}
+        )
 
     def _replies(self, params: Mapping[str, Any]) -> web.Response:
         channel = self.channels.get(str(params.get("channel", "")))

@@ -43,6 +43,9 @@ from aiohttp import web
 
 DEFAULT_TOKEN = "123456789:TEST-fake-token_for-tests"
 MAX_TEXT = 4096
+MAX_CAPTION = 1024
+#: sendPhoto: "The photo must be at most 10 MB in size"
+MAX_PHOTO_BYTES = 10 * 1024 * 1024
 #: update types delivered when allowed_updates is empty (Bot API getUpdates)
 _NOT_BY_DEFAULT = frozenset({"chat_member", "message_reaction", "message_reaction_count"})
 _PATH_RE = re.compile(r"^/bot(?P<token>[^/]+)/(?P<method>[A-Za-z]+)$")
@@ -140,6 +143,18 @@ class Sent:
     params: dict[str, Any]
     #: the ``entities`` the bot sent with the text (validated as the Bot API does)
     entities: list[dict[str, Any]] = field(default_factory=list)
+    #: sendPhoto / sendDocument: "photo" or "document" and the uploaded file (text = caption)
+    media: str | None = None
+    upload: Upload | None = None
+
+
+@dataclass
+class Upload:
+    """A file the bot uploaded (multipart ``InputFile``)."""
+
+    filename: str
+    content_type: str
+    data: bytes
 
 
 @dataclass
@@ -598,6 +613,8 @@ class FakeTelegram:
             "getwebhookinfo": self._get_webhook_info,
             "setmycommands": self._set_my_commands,
             "sendmessage": self._send_message,
+            "sendphoto": self._send_photo,
+            "senddocument": self._send_document,
             "sendchataction": self._send_chat_action,
             "createforumtopic": self._create_forum_topic,
             "close": self._ok_true,
@@ -748,16 +765,36 @@ class FakeTelegram:
             return _error(400, "Bad Request: TOPIC_CLOSED")
         return None
 
-    async def _send_message(self, params: dict[str, Any]) -> web.Response:
+    async def _send_photo(self, params: dict[str, Any]) -> web.Response:
+        return await self._send_message(params, media="photo")
+
+    async def _send_document(self, params: dict[str, Any]) -> web.Response:
+        return await self._send_message(params, media="document")
+
+    async def _send_message(
+        self, params: dict[str, Any], *, media: str | None = None
+    ) -> web.Response:
         chat = self._find_chat(params)
         if isinstance(chat, web.Response):
             return chat
-        text = str(params.get("text") or "")
-        if not text.strip():
-            return _error(400, "Bad Request: message text is empty")
-        if utf16_len(text) > MAX_TEXT:
-            return _error(400, TOO_LONG)
-        entities = _as_json(params.get("entities")) or []
+        upload: Upload | None = None
+        if media is None:
+            text = str(params.get("text") or "")
+            if not text.strip():
+                return _error(400, "Bad Request: message text is empty")
+            if utf16_len(text) > MAX_TEXT:
+                return _error(400, TOO_LONG)
+        else:
+            upload = params.get("_files", {}).get(media)
+            if upload is None:
+                # [fake's wording] only uploads are modelled (no file_id / URL re-use)
+                return _error(400, f"Bad Request: there is no {media} in the request")
+            if media == "photo" and len(upload.data) > MAX_PHOTO_BYTES:
+                return _error(400, "Bad Request: PHOTO_INVALID_DIMENSIONS")
+            text = str(params.get("caption") or "")
+            if utf16_len(text) > MAX_CAPTION:
+                return _error(400, "Bad Request: message caption is too long")
+        entities = _as_json(params.get("entities" if media is None else "caption_entities")) or []
         problem = _check_entities(text, entities, params.get("parse_mode"))
         if problem is not None:
             return _error(400, f"Bad Request: can't parse entities: {problem}")
@@ -792,7 +829,21 @@ class FakeTelegram:
         topic = chat.topic_of.get(replied_id) if replied_id is not None else thread
         mid = chat.next_message_id()
         message = self._base_message(chat, mid, self.bot)
-        message["text"] = text
+        if media is None:
+            message["text"] = text
+        else:
+            assert upload is not None
+            message[media] = (
+                [{"file_id": f"file-{mid}", "file_unique_id": f"u{mid}", "width": 1, "height": 1}]
+                if media == "photo"
+                else {
+                    "file_id": f"file-{mid}",
+                    "file_unique_id": f"u{mid}",
+                    "file_name": upload.filename,
+                }
+            )
+            if text:
+                message["caption"] = text
         if entities:
             message["entities"] = sorted(
                 [*entities, *_entities(text)], key=lambda e: (e["offset"], -e["length"])
@@ -822,6 +873,8 @@ class FakeTelegram:
                 direct_messages_topic_id=dm_topic,
                 params=params,
                 entities=list(entities),
+                media=media,
+                upload=upload,
             )
         )
         return _ok(message)
@@ -926,8 +979,19 @@ async def _read_params(request: web.Request) -> tuple[dict[str, Any], bytes]:
     params: dict[str, Any] = dict(request.query)
     if request.content_type == "multipart/form-data":
         form = await request.post()
+        files: dict[str, Upload] = {}
         for key, value in form.items():
-            params[key] = value if isinstance(value, str) else getattr(value, "filename", "")
+            if isinstance(value, str):
+                params[key] = value
+            else:
+                params[key] = getattr(value, "filename", "")
+                files[key] = Upload(
+                    filename=str(getattr(value, "filename", "")),
+                    content_type=str(getattr(value, "content_type", "")),
+                    data=value.file.read(),
+                )
+        if files:
+            params["_files"] = files
         return params, b""
     body = await request.read()
     if not body:

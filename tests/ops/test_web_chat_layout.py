@@ -1,13 +1,15 @@
 """The web chat in Debian's chromium at a phone's width (360 px) and at desktop width: the
 message pane is visible, the thread list is reachable, a reply's Markdown is rendered by the
 vendored markdown-it (bold, code blocks) while raw HTML from a message is shown as text and
-never run, the thumbs are SVG, the favicon is served, and the typing indicator comes and goes.
+never run, the thumbs are SVG, the favicon is served, the typing indicator comes and goes, and
+an answer's file shows inline.
 
 Screenshots go to ``$WEB_CHAT_SCREENSHOTS`` when set (to look at them), else a tmp dir."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,11 +18,20 @@ import httpx
 from playwright.async_api import Browser, Page, expect
 
 from gateway.agents import Turn
-from gateway.domain import Reply
+from gateway.domain import OutgoingFile, Reply
 from tests.ops.test_browser import TIMEOUT_MS, _record_errors, browser  # noqa: F401 - fixture
 from tests.support import running_gateway
 
 PHONE = {"width": 360, "height": 740}
+#: a 1x1 PNG: an answer's file, shown inline
+PIXEL = OutgoingFile(
+    name="pixel.png",
+    mime_type="image/png",
+    data=base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    ),
+    caption="a pixel",
+)
 DESKTOP = {"width": 1280, "height": 800}
 
 
@@ -38,7 +49,7 @@ class MarkdownAgent:
             "```python\nprint('hi')  # <b>not bold</b>\n```\n\n"
             "<script>window.pwnedByReply = 1</script> [js](javascript:alert(1))"
         )
-        return [Reply(text=text, model="md-model")]
+        return [Reply(text=text, model="md-model", files=(PIXEL,))]
 
 
 def shots_dir(tmp_path: Path) -> Path:
@@ -92,6 +103,14 @@ async def test_markdown_reply_on_desktop_and_phone(
             await expect(user).to_have_text("what is <script>window.pwnedByUser = 1</script>?")
             assert await desktop.evaluate(
                 "window.pwnedByUser === undefined && window.pwnedByReply === undefined"
+            )
+            # the answer's file arrives after its text, inline (a picture and its download link)
+            card = desktop.locator(".msg.file")
+            await expect(card.locator("a.download")).to_have_text("pixel.png")
+            await expect(card.locator(".body")).to_have_text("a pixel")
+            await expect(card.locator("img")).to_have_count(1)
+            assert await card.locator("img").evaluate(
+                "img => img.complete && img.naturalWidth === 1"
             )
             # thumbs drawn as SVG (no emoji font needed)
             thumbs = desktop.locator(".msg.assistant .fb button")

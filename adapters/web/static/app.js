@@ -67,6 +67,7 @@ async function loadHistory() {
     if (m.role === "assistant" && m.model !== "command") d.append(feedbackBar(m));
     log.append(d);
   }
+  for (const f of liveFiles.get(state.thread) || []) log.append(fileCard(f));
   log.scrollTop = log.scrollHeight;
 }
 
@@ -103,6 +104,29 @@ async function sendFeedback(seq, value) {
   await loadHistory();
 }
 
+// files an answer carries arrive on the live stream (not in the stored history): shown
+// inline below the conversation for as long as the page is open
+const liveFiles = new Map();
+function addFile(e) {
+  const list = liveFiles.get(state.thread) || [];
+  if (list.some((f) => f.id === e.id)) return;  // a resent part: the same file
+  list.push(e); liveFiles.set(state.thread, list);
+  const log = $("log"); log.append(fileCard(e)); log.scrollTop = log.scrollHeight;
+}
+function fileCard(e) {
+  const d = el("div", "msg assistant file");
+  d.append(el("div", "who", "assistant · file"));
+  const bytes = Uint8Array.from(atob(e.data), (c) => c.charCodeAt(0));
+  const url = URL.createObjectURL(new Blob([bytes], { type: e.mime_type }));
+  if (/^image\/(png|jpeg|webp|gif)$/.test(e.mime_type)) {
+    const img = el("img"); img.src = url; img.alt = e.name; d.append(img);
+  }
+  const link = el("a", "download", e.name); link.href = url; link.download = e.name;
+  d.append(link);
+  if (e.caption) d.append(el("div", "body", e.caption));
+  return d;
+}
+
 // the indicator is a lease: each heartbeat extends it 5 s, typing_done or a reply ends it
 let typingTimer = null;
 function showTyping() {
@@ -122,6 +146,7 @@ function subscribe() {
     if (e.type === "typing") { showTyping(); return; }
     hideTyping();
     if (e.type === "typing_done") return;
+    if (e.type === "file") { addFile(e); return; }
     loadHistory(); loadThreads();
   };
   src.onopen = () => loadHistory();  // reload on (re)connect: nothing missed while away
