@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from adapters.telegram import markdown
 from adapters.telegram.transport import TelegramBot, TelegramTransport
@@ -240,3 +242,33 @@ async def test_refused_entities_fall_back_to_plain_text_once(
     assert "entities" in first.params and "entities" not in second.params
     [sent] = fake.sent_to(chat, None)
     assert sent.text == "see docs now" and sent.entities == []
+
+
+_PIECES = [
+    "**b**", "*i*", "~~s~~", "`c`", "[l](https://e.com/x)", "😀", "🎉🎉", "é", " ", "\n",
+    "\n\n", "- ", "1. ", "> ", "# ", "```py\n", "```\n", "<b>", "&amp;", "|a|b|\n|-|-|\n",
+    "word", "longerword", "\\*", "_", "__u__", "***bi***",
+]  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    pieces=st.lists(st.sampled_from(_PIECES), min_size=1, max_size=60),
+    limit=st.integers(min_value=8, max_value=120),
+)
+def test_any_markdown_renders_and_splits_into_parts_the_api_accepts(
+    pieces: list[str], limit: int
+) -> None:
+    source = "".join(pieces)
+    whole = markdown.render(source)
+    payload = whole.payload()
+    assert _check_entities(payload["text"], payload["entities"], None) is None
+    for part in markdown.split(whole, limit):
+        p = part.payload()
+        assert p["text"] and utf16_len(p["text"]) <= limit
+        assert p["text"] == p["text"].strip()
+        assert _check_entities(p["text"], p["entities"], None) is None
+    for row in markdown.to_parts(source, limit):
+        text, entities = markdown.decode(row)
+        assert utf16_len(text) <= limit
+        assert _check_entities(text, entities, None) is None
