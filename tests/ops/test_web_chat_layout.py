@@ -154,3 +154,29 @@ async def test_markdown_reply_on_desktop_and_phone(
             if phone is not None:
                 await phone.close()
     assert errors == []
+
+
+async def test_a_session_that_does_not_exist_shows_a_clean_empty_state(
+    database_url: str,
+    browser: Browser,  # noqa: F811 - the imported fixture
+) -> None:
+    async with running_gateway(database_url) as gw:
+        page = await browser.new_page(viewport=PHONE)
+        page.set_default_timeout(TIMEOUT_MS)
+        script_errors: list[str] = []
+        page.on("pageerror", lambda exc: script_errors.append(str(exc)))
+        try:
+            await page.goto(f"{gw.url}ops/sessions/424242")
+            await expect(page.locator("#session-title")).to_have_text("No such session")
+            facts = page.locator("#session-facts")
+            await expect(facts).to_contain_text("There is no session 424242")
+            await expect(facts.locator("a")).to_have_attribute("href", "/ops")
+            await expect(page.locator("#transcript")).to_be_hidden()
+            await expect(page.locator("#notice")).to_have_text("")
+            # it stays that way: the 2 s refresh does not bring an error back
+            await asyncio.sleep(2.5)
+            await expect(page.locator("#notice")).to_have_text("")
+            await expect(page.locator("#session-title")).to_have_text("No such session")
+        finally:
+            await page.close()
+    assert script_errors == []
