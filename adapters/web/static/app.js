@@ -108,6 +108,7 @@ async function sendFeedback(seq, value) {
 // inline below the conversation for as long as the page is open
 const liveFiles = new Map();
 function addFile(e) {
+  if (!e.data) return;  // relayed from another replica without its bytes (too big to relay)
   const list = liveFiles.get(state.thread) || [];
   if (list.some((f) => f.id === e.id)) return;  // a resent part: the same file
   list.push(e); liveFiles.set(state.thread, list);
