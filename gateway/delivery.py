@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import structlog
 
 from gateway.errors import DeliveryError, StoreError
+from gateway.files import send_part
 from gateway.hub import Signal
 from gateway.metrics import Metrics
 from gateway.ports import Transport
@@ -154,8 +155,8 @@ class DeliveryWorker:
         if wait > 0:
             await asyncio.sleep(wait)
         try:
-            result = await transport.send(
-                target, delivery.content, idempotency_key=f"gw-{delivery.id}"
+            result = await send_part(  # a message, or an upload for a file part
+                transport, target, delivery.content, idempotency_key=f"gw-{delivery.id}"
             )
         except DeliveryError as exc:
             await self._failed(delivery, transport, exc, bound)

@@ -23,6 +23,7 @@ __all__ = [
     "EventKind",
     "Extracted",
     "Ignored",
+    "OutgoingFile",
     "Place",
     "Reaction",
     "Rejected",
@@ -172,3 +173,22 @@ class Reply:
     model: str | None = None
     tokens_used: int | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: images and files that go out with the answer, each as an upload into the same thread
+    #: (an outbox part of its own, after the text; ``gateway.files``)
+    files: tuple[OutgoingFile, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutgoingFile:
+    """A file an answer carries: uploaded into the thread (Telegram sendPhoto/sendDocument,
+    Slack files.uploadV2, a Mattermost file post, inline in the web chat)."""
+
+    name: str
+    mime_type: str
+    data: bytes
+    caption: str | None = None
+
+    @property
+    def is_image(self) -> bool:
+        """Shown as a picture where the platform has one (Telegram sendPhoto)."""
+        return self.mime_type in ("image/png", "image/jpeg", "image/webp")

@@ -18,7 +18,6 @@ from typing import Any, Generic, TypeVar
 from gateway.domain import SessionKey
 from gateway.errors import RequestError, SessionNotFound
 from gateway.ports import Transport
-from gateway.text import split_text
 from session_store.operator import OperatorStore
 from session_store.records import MessageRecord, SearchHit, SessionRecord
 from session_store.values import Role, SessionStatus
@@ -221,8 +220,7 @@ class OperatorService:
                     status=409,
                     title="Conflict",
                 )
-            pieces = split_text(content, transport.max_message_length, transport.measure)
-            parts = [transport.format(p) for p in pieces]
+            parts = transport.parts(content)
             if not parts:
                 raise RequestError("content is empty after trimming; nothing to deliver")
         message = await self.ops.append_message(

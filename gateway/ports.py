@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.conversations import Conversations
-from gateway.domain import Extracted, ReplyTarget, SessionKey
+from gateway.domain import Extracted, OutgoingFile, ReplyTarget, SessionKey
 from gateway.hub import Broadcast
 from session_store.values import IngestStatus
 
@@ -103,6 +103,13 @@ class Transport(Protocol):
         """Convert the agent's Markdown to the platform's markup (identity by default)."""
         ...
 
+    def parts(self, text: str) -> list[str]:
+        """The agent's reply as outbox rows, in order: split within ``max_message_length``
+        and each part in the form ``send`` takes. Most surfaces split the Markdown and
+        ``format`` each part (``gateway.text.format_parts``); Telegram renders first and
+        splits the rendering, so its entities stay valid across the cut."""
+        ...
+
     def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
         """Pacing rules for a send to ``target``: ``(key, min_interval_seconds)`` pairs.
         Two sends sharing a key are spaced by at least its interval; other keys (other
@@ -117,8 +124,24 @@ class Transport(Protocol):
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult: ...
 
+    #: seconds between typing heartbeats: below the platform's expiry of the indicator
+    typing_interval: float
+
+    async def send_file(
+        self, target: ReplyTarget, file: OutgoingFile, *, idempotency_key: str
+    ) -> SendResult:
+        """Upload ``file`` into the target's thread (caption included). Raises
+        ``DeliveryError`` like ``send``; ``gateway.files.send_part`` picks one or the other."""
+        ...
+
     async def typing(self, target: ReplyTarget) -> None:
-        """Show a typing indicator in the target's thread (no-op where unsupported)."""
+        """Show a typing indicator in the target's thread (no-op where unsupported). Held by
+        ``gateway.typing_indicator.hold_typing``: renewed every ``typing_interval``, then
+        cleared."""
+        ...
+
+    async def clear_typing(self, target: ReplyTarget) -> None:
+        """End the indicator now (no-op where it expires on its own or with the reply)."""
         ...
 
 

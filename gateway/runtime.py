@@ -22,8 +22,9 @@ from gateway.conversations import Conversations
 from gateway.delivery import DeliverySettings, DeliveryWorker
 from gateway.errors import ConfigError, StoreError
 from gateway.http import HttpServer, build_app
-from gateway.hub import Broadcast, Signal
+from gateway.hub import Signal
 from gateway.intake import CoreIntake
+from gateway.live import ReplicatedBroadcast
 from gateway.metrics import Metrics
 from gateway.ports import AdapterContext, AdapterFactory, PlatformAdapter, Transport
 from gateway.security import HttpPolicy
@@ -31,6 +32,7 @@ from gateway.settings import Settings, is_loopback_bind
 from gateway.summaries import SummaryWorker
 from gateway.turns import TurnScheduler, TurnSettings
 from gateway.webauth import WebIdentity
+from session_store.live import LiveChannel
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
@@ -81,7 +83,10 @@ class Gateway:
         self.store = store
         self.agent = agent
         self.metrics = Metrics()
-        self.live = Broadcast()
+        # live events reach the subscribers of every replica (LISTEN/NOTIFY; gateway/live.py)
+        self.live = ReplicatedBroadcast(LiveChannel(store.db))
+        self._live_stopping = asyncio.Event()
+        self._live_task: asyncio.Task[None] | None = None
         self.turn_wake = Signal()
         self.delivery_wake = Signal()
         self.ready = False
@@ -197,6 +202,7 @@ class Gateway:
             await adapter.start(self.intake)
             self._started_adapters.append(adapter)
             log.info("adapter_started", platform=adapter.platform)
+        self._live_task = asyncio.create_task(self.live.run(self._live_stopping), name="live-relay")
         self._turn_task = asyncio.create_task(
             self.turns.run(self._turns_stopping), name="turn-scheduler"
         )
@@ -248,6 +254,13 @@ class Gateway:
         # closes the pool after this returns
         await self.operator.stop()
         await self.http.stop()
+        # 5. the live relay (nothing publishes any more)
+        self._live_stopping.set()
+        if self._live_task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._live_task), 5.0)
+            except TimeoutError:
+                await _cancel(self._live_task)
         log.info("gateway_stopped")
 
     async def refresh_gauges(self) -> None:

@@ -67,7 +67,7 @@ def page_headers(*, scripts: Iterable[str] = (), styles: Iterable[str] = ()) -> 
 
     csp = (
         f"default-src 'self'; script-src 'self'{hashes(scripts)}; "
-        f"style-src 'self'{hashes(styles)}; img-src 'self' data:; connect-src 'self'; "
+        f"style-src 'self'{hashes(styles)}; img-src 'self' data: blob:; connect-src 'self'; "
         "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     )
     return {"Content-Security-Policy": csp, "Cache-Control": "no-store"}

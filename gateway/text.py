@@ -53,6 +53,34 @@ def split_text(text: str, limit: int, measure: Measure = len) -> list[str]:
     return parts
 
 
+def format_parts(
+    text: str, limit: int, measure: Measure, format: Callable[[str], str]
+) -> list[str]:
+    """The common ``Transport.parts``: split the Markdown, then ``format`` each part."""
+    return [format(p) for p in split_text(text, limit, measure)]
+
+
+def split_spans(text: str, limit: int, measure: Measure = len) -> list[tuple[int, int]]:
+    """Where to cut ``text`` (already rendered, no markup) into parts of at most ``limit``:
+    ``(start, end)`` index pairs into ``text``, each part without surrounding whitespace,
+    cut at the same boundaries ``split_text`` prefers. For a transport that renders before
+    it splits (Telegram entities) and carries its formatting across the cuts itself."""
+    if limit <= 0:
+        raise ValueError("limit must be positive")
+    spans: list[tuple[int, int]] = []
+    start = len(text) - len(text.lstrip())
+    while start < len(text):
+        rest = text[start:]
+        if measure(rest.rstrip()) <= limit:
+            spans.append((start, start + len(rest.rstrip())))
+            break
+        head = _cut(rest, limit, measure)
+        spans.append((start, start + len(head.rstrip())))
+        start += len(head)
+        start += len(text[start:]) - len(text[start:].lstrip())
+    return spans
+
+
 def _cut(text: str, budget: int, measure: Measure) -> str:
     """The longest prefix within ``budget`` that ends at the best available boundary."""
     budget = max(budget, 1)

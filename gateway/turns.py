@@ -21,11 +21,12 @@ from gateway.agents import Agent, Calibrating, ContextMessage, Turn
 from gateway.context import Assembled, ContextAssembler, ContextPolicy, TokenCounter
 from gateway.domain import Reply, ReplyTarget
 from gateway.errors import AgentError, ContextTooSmall, LeaseLost, StoreError
+from gateway.files import outbox_parts
 from gateway.hub import Signal
 from gateway.metrics import Metrics
 from gateway.ports import Transport
 from gateway.summaries import SummaryJob, SummaryWorker
-from gateway.text import split_text
+from gateway.typing_indicator import hold_typing
 from session_store.records import MessageRecord, OutgoingReply, TurnClaim
 from session_store.store import Store
 
@@ -40,7 +41,6 @@ HELP_TEXT = (
 )
 NEW_TEXT = "Started a new session. Earlier messages in this thread are no longer used as context."
 COMMAND_MODEL = "command"
-TYPING_INTERVAL = 4.0
 #: AGENT_BUSY_MODE=interrupt restarts a run at most this often, so a chatty thread still
 #: gets an answer (the last run then sees everything that arrived)
 MAX_INTERRUPTS = 3
@@ -373,15 +373,8 @@ class TurnScheduler:
 
     async def _keep_typing(self, target: ReplyTarget) -> None:
         transport = self._transports.get(target.platform)
-        if transport is None:
-            return
-        while True:
-            try:
-                await transport.typing(target)
-            except Exception as exc:  # noqa: BLE001 - a typing indicator is cosmetic:
-                # its failure must never fail the turn
-                log.debug("typing_failed", error=str(exc))
-            await asyncio.sleep(TYPING_INTERVAL)
+        if transport is not None:
+            await hold_typing(transport, target)  # renewed until cancelled, then cleared
 
     async def _keep_lease(self, claim: TurnClaim) -> None:
         interval = self._settings.lease_seconds / 3
@@ -404,13 +397,13 @@ class TurnScheduler:
             # where this reply sits in the transcript: after what it answered, even though
             # messages that arrived meanwhile have lower seq numbers (gateway.context)
             reply = replace(reply, metadata={**reply.metadata, "answers_seq": handled_seq})
-            parts = split_text(reply.text, transport.max_message_length, transport.measure)
+            parts = outbox_parts(transport, reply.text, reply.files)
             if not parts:
                 continue
             outgoing.append(
                 OutgoingReply(
                     content=reply.text,
-                    parts=[transport.format(p) for p in parts],
+                    parts=parts,
                     model=reply.model,
                     tokens_used=reply.tokens_used,
                     metadata=reply.metadata,

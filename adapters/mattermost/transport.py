@@ -16,9 +16,10 @@ import structlog
 
 from adapters.mattermost.api import MattermostApi, MattermostApiError
 from adapters.mattermost.extract import PLATFORM
-from gateway.domain import ReplyTarget
+from gateway.domain import OutgoingFile, ReplyTarget
 from gateway.errors import DeliveryError
 from gateway.ports import SendResult
+from gateway.text import format_parts
 
 log = structlog.get_logger(__name__)
 
@@ -73,6 +74,8 @@ class MattermostTransport:
     #: pendingPostIDsCacheTTL): a resend later than that could post twice, so the core
     #: treats a send that may have landed longer ago as ambiguous instead of resending it
     resend_window: float | None = 30.0
+    #: clients show user_typing for a few seconds; renewed like Telegram's chat action
+    typing_interval = 4.0
 
     def __init__(self, api: MattermostApi, *, scope: str) -> None:
         self._api = api
@@ -106,6 +109,9 @@ class MattermostTransport:
         # Mattermost renders Markdown natively
         return text
 
+    def parts(self, text: str) -> list[str]:
+        return format_parts(text, self.max_message_length, self.measure, self.format)
+
     def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
         # Mattermost's optional rate limiter defaults to 10 req/s per client address
         # (RateLimitSettings.PerSec); keep one channel calm and the whole server under it.
@@ -123,7 +129,14 @@ class MattermostTransport:
             if self._inflight == 0:
                 self._drained.set()
 
-    async def _send(self, target: ReplyTarget, text: str, idempotency_key: str) -> SendResult:
+    async def _send(
+        self,
+        target: ReplyTarget,
+        text: str,
+        idempotency_key: str,
+        *,
+        file_ids: list[str] | None = None,
+    ) -> SendResult:
         body: dict[str, Any] = {
             "channel_id": target.chat_id,
             # the stored root id; "" posts at the top level (a DM answer)
@@ -131,6 +144,8 @@ class MattermostTransport:
             "message": text,
             "pending_post_id": idempotency_key,
         }
+        if file_ids:
+            body["file_ids"] = file_ids
         try:
             post = await self._api.create_post(body)
         except (MattermostApiError, httpx.HTTPError, ValueError) as exc:
@@ -148,6 +163,26 @@ class MattermostTransport:
         post_id = post.get("id")
         return SendResult(platform_message_id=post_id if isinstance(post_id, str) else None)
 
+    async def send_file(
+        self, target: ReplyTarget, file: OutgoingFile, *, idempotency_key: str
+    ) -> SendResult:
+        if self._closed:
+            raise DeliveryError("mattermost adapter stopped")
+        self._inflight += 1
+        self._drained.clear()
+        try:
+            try:
+                # an upload that is never posted is an orphan, invisible; the post carries
+                # the pending_post_id, so a retried send cannot post the file twice
+                file_id = await self._api.upload_file(target.chat_id, file.name, file.data)
+            except (MattermostApiError, httpx.HTTPError, ValueError) as exc:
+                raise translate_error(exc) from exc
+            return await self._send(target, file.caption or "", idempotency_key, file_ids=[file_id])
+        finally:
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._drained.set()
+
     async def typing(self, target: ReplyTarget) -> None:
         sender = self._typing
         if sender is None:
@@ -158,3 +193,8 @@ class MattermostTransport:
             )
         except Exception:  # broad: a typing indicator is cosmetic, never fail a turn for it
             log.debug("mattermost_typing_failed", exc_info=True)
+
+    async def clear_typing(self, target: ReplyTarget) -> None:
+        # Mattermost has no "stopped typing" action: clients drop the indicator a few
+        # seconds after the last user_typing, or when the post arrives.
+        return None

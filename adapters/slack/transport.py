@@ -11,13 +11,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aiohttp
-from slack_sdk.errors import SlackApiError
+import structlog
+from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
+from adapters.slack.blocks import code_blocks
 from adapters.slack.mrkdwn import markdown_to_mrkdwn
-from gateway.domain import ReplyTarget
+from gateway.domain import OutgoingFile, ReplyTarget
 from gateway.errors import DeliveryError
 from gateway.ports import SendResult
+from gateway.text import format_parts
+
+log = structlog.get_logger(__name__)
 
 PLATFORM = "slack"
 
@@ -52,6 +58,20 @@ PERMANENT_ERRORS = frozenset(
 #: Slack's own words for these: "It's possible some aspect of the operation succeeded before
 #: the error was raised" — the post may exist, so a blind retry could double-post.
 AMBIGUOUS_ERRORS = frozenset({"internal_error", "fatal_error", "request_timeout"})
+#: ``assistant.threads.setStatus`` answers meaning "not for this app/token": stop trying
+STATUS_UNAVAILABLE = frozenset(
+    {
+        "missing_scope",
+        "not_allowed_token_type",
+        "unknown_method",
+        "method_deprecated",
+        "invalid_auth",
+        "not_authed",
+        "feature_not_enabled",
+        "access_denied",
+    }
+)
+THINKING_STATUS = "is thinking…"
 RATE_LIMIT_ERRORS = frozenset({"ratelimited", "rate_limited"})
 _DEFAULT_RETRY_AFTER = 1.0
 
@@ -77,6 +97,12 @@ def _retry_after(headers: Mapping[str, Any] | None) -> float:
             except (TypeError, ValueError):
                 break
     return _DEFAULT_RETRY_AFTER
+
+
+def _error_code(exc: SlackApiError) -> str | None:
+    data = getattr(exc.response, "data", None)
+    error = data.get("error") if isinstance(data, Mapping) else None
+    return error if isinstance(error, str) else None
 
 
 def translate_error(exc: BaseException) -> DeliveryError:
@@ -122,9 +148,13 @@ class SlackTransport:
     #: double-post, so the core must not retry ambiguous sends blindly.
     idempotent = False
     resend_window: float | None = None
+    #: the thread status lasts 2 minutes without a reply; renewed well before that
+    typing_interval = 60.0
 
     def __init__(self, client: AsyncWebClient) -> None:
         self.client = client
+        self._status_available = True
+        self._status_shown: set[tuple[str, str]] = set()
 
     def measure(self, text: str) -> int:
         # Slack's documented limits count characters (code points), not bytes or UTF-16 units.
@@ -133,33 +163,105 @@ class SlackTransport:
     def format(self, text: str) -> str:
         return markdown_to_mrkdwn(text)
 
+    def parts(self, text: str) -> list[str]:
+        return format_parts(text, self.max_message_length, self.measure, self.format)
+
     def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
         # chat.postMessage: about one message per second per channel (platforms.md §2.8);
         # other channels are not held back.
         return [(f"channel:{target.scope}:{target.chat_id}", 1.0)]
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
+        # code fences become rich-text preformatted blocks; ``text`` stays the fallback
+        blocks = code_blocks(text)
         try:
-            response = await self.client.chat_postMessage(
-                channel=target.chat_id,
-                # Always the ROOT ts computed at ingest (never a reply's own ts); None = post
-                # in the channel/DM itself.
-                thread_ts=target.thread_id,
-                text=text,
-                # Recorded with the post so an ambiguous send can be reconciled by reading the
-                # thread (message metadata survives in conversations.replies).
-                metadata={
-                    "event_type": "gateway_reply",
-                    "event_payload": {"idempotency_key": idempotency_key},
-                },
-            )
+            try:
+                response = await self._post(target, text, blocks, idempotency_key)
+            except SlackApiError as exc:
+                if blocks is None or _error_code(exc) != "invalid_blocks":
+                    raise
+                # refused before anything was posted: the text alone carries the message
+                log.warning("slack_blocks_refused", channel=target.chat_id)
+                response = await self._post(target, text, None, idempotency_key)
         except (TimeoutError, SlackApiError, aiohttp.ClientError) as exc:
             raise translate_error(exc) from exc
         ts = response.get("ts")
         return SendResult(platform_message_id=ts if isinstance(ts, str) else None)
 
+    async def _post(
+        self,
+        target: ReplyTarget,
+        text: str,
+        blocks: list[dict[str, Any]] | None,
+        idempotency_key: str,
+    ) -> AsyncSlackResponse:
+        extra: dict[str, Any] = {} if blocks is None else {"blocks": blocks}
+        return await self.client.chat_postMessage(
+            channel=target.chat_id,
+            # Always the ROOT ts computed at ingest (never a reply's own ts); None = post
+            # in the channel/DM itself.
+            thread_ts=target.thread_id,
+            text=text,
+            # Recorded with the post so an ambiguous send can be reconciled by reading the
+            # thread (message metadata survives in conversations.replies).
+            metadata={
+                "event_type": "gateway_reply",
+                "event_payload": {"idempotency_key": idempotency_key},
+            },
+            **extra,
+        )
+
+    async def send_file(
+        self, target: ReplyTarget, file: OutgoingFile, *, idempotency_key: str
+    ) -> SendResult:
+        # files.uploadV2 (getUploadURLExternal, the upload, completeUploadExternal) shares the
+        # file into the stored thread; the caption is its initial comment
+        try:
+            response = await self.client.files_upload_v2(
+                channel=target.chat_id,
+                thread_ts=target.thread_id,
+                content=file.data,
+                filename=file.name,
+                title=file.name,
+                initial_comment=file.caption,
+            )
+        except (TimeoutError, SlackApiError, aiohttp.ClientError) as exc:
+            raise translate_error(exc) from exc
+        except SlackRequestError as exc:
+            # the upload step itself failed (not 200): nothing was shared yet
+            raise DeliveryError(f"slack upload failed: {exc}") from exc
+        uploaded = response.get("file")
+        file_id = uploaded.get("id") if isinstance(uploaded, Mapping) else None
+        return SendResult(platform_message_id=file_id if isinstance(file_id, str) else None)
+
     async def typing(self, target: ReplyTarget) -> None:
-        # Slack has no typing indicator for bots over the Web API (the RTM "typing" message is
-        # gone with RTM for new apps); the Assistant ``setStatus`` API only works in assistant
-        # threads. Deliberately a no-op.
-        return None
+        # ``assistant.threads.setStatus`` (chat:write): "<app> is thinking…" under the thread,
+        # removed by Slack after 2 min or when the app replies. A thread is needed (it takes a
+        # thread_ts); where Slack refuses the method for this app, it is not tried again.
+        if self._status_available and target.thread_id is not None:
+            if await self._set_status(target, THINKING_STATUS):
+                self._status_shown.add((target.chat_id, target.thread_id))
+
+    async def clear_typing(self, target: ReplyTarget) -> None:
+        key = (target.chat_id, target.thread_id or "")
+        if key in self._status_shown:
+            self._status_shown.discard(key)
+            await self._set_status(target, "")
+
+    async def _set_status(self, target: ReplyTarget, status: str) -> bool:
+        try:
+            await self.client.assistant_threads_setStatus(
+                channel_id=target.chat_id, thread_ts=target.thread_id or "", status=status
+            )
+        except SlackApiError as exc:
+            error = _error_code(exc)
+            if error in STATUS_UNAVAILABLE:
+                self._status_available = False
+                log.info("slack_thread_status_unavailable", error=error)
+            else:
+                log.debug("slack_thread_status_failed", error=error)
+            return False
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            log.debug("slack_thread_status_failed", error=type(exc).__name__)
+            return False
+        return True

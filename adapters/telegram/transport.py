@@ -30,7 +30,8 @@ from telegram.error import (
 )
 from telegram.warnings import PTBDeprecationWarning
 
-from gateway.domain import ReplyTarget
+from adapters.telegram import markdown
+from gateway.domain import OutgoingFile, ReplyTarget
 from gateway.errors import DeliveryError
 from gateway.ports import SendResult
 from gateway.text import utf16_len
@@ -43,6 +44,11 @@ MAX_MESSAGE_LENGTH = 4096
 #: Telegram FAQ: ~1 message/s per chat, 20 messages/minute per group (platforms.md §1.10)
 CHAT_INTERVAL = 1.0
 GROUP_INTERVAL = 3.0
+#: sendChatAction: "the status is set for 5 seconds or less" (platforms.md §1), so renew at 4
+TYPING_INTERVAL = 4.0
+#: sendPhoto/sendDocument: "0-1024 characters after entities parsing"; photos up to 10 MB
+MAX_CAPTION_LENGTH = 1024
+MAX_PHOTO_BYTES = 10 * 1024 * 1024
 
 
 class TelegramBot(telegram.Bot):
@@ -158,6 +164,19 @@ def translate_error(exc: TelegramError) -> DeliveryError:
     return DeliveryError(f"telegram: {exc.message}")
 
 
+def _about_entities(exc: BadRequest) -> bool:
+    """Telegram refused the formatting ("can't parse entities", "wrong ... url" of a
+    text_link), not the message: then sending it unformatted is safe and loses nothing."""
+    message = exc.message.lower()
+    return "entit" in message or "url" in message
+
+
+def _clip_utf16(text: str, limit: int) -> str:
+    while utf16_len(text) > limit:
+        text = text[: -max(1, (utf16_len(text) - limit) // 2)]
+    return text
+
+
 def _int(value: str, field: str) -> int:
     try:
         return int(value)
@@ -166,13 +185,14 @@ def _int(value: str, field: str) -> int:
 
 
 class TelegramTransport:
-    """sendMessage / sendChatAction to a stored ``ReplyTarget``, plain text only."""
+    """sendMessage (text plus entities) / sendChatAction to a stored ``ReplyTarget``."""
 
     platform = PLATFORM
     max_message_length = MAX_MESSAGE_LENGTH
     #: the Bot API has no idempotency key: a retried sendMessage posts again
     idempotent = False
     resend_window: float | None = None
+    typing_interval = TYPING_INTERVAL
 
     def __init__(
         self,
@@ -240,9 +260,12 @@ class TelegramTransport:
         return utf16_len(text)
 
     def format(self, text: str) -> str:
-        # Sent without parse_mode: Markdown from the agent stays literal, so a split can never
-        # produce an unbalanced entity ("can't parse entities").
-        return text
+        # one part's outbox row; ``parts`` is what the core calls for a whole reply
+        return markdown.encode(markdown.render(text))
+
+    def parts(self, text: str) -> list[str]:
+        # rendered before it is split, so entities are cut with the text (markdown.py)
+        return markdown.to_parts(text, self.max_message_length)
 
     def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
         rules = [(f"chat:{target.chat_id}", self._chat_interval)]
@@ -252,20 +275,26 @@ class TelegramTransport:
         return rules
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
-        kwargs = self._routing(target)
-        if target.reply_to_message_id is not None:
-            # allow_sending_without_reply: if the user deleted their message the answer still
-            # lands in the same place, because the thread is always passed explicitly
-            kwargs["reply_parameters"] = telegram.ReplyParameters(
-                message_id=_int(target.reply_to_message_id, "reply_to_message_id"),
-                allow_sending_without_reply=True,
-            )
-        dm_topic = target.extra.get("direct_messages_topic_id")
-        if dm_topic is not None:
-            kwargs["direct_messages_topic_id"] = _int(dm_topic, "direct_messages_topic_id")
+        # the outbox row is the encoded payload: text plus entities, never parse_mode
+        text, entities = markdown.decode(text)
+        kwargs = self._placement(target)
+        if entities:
+            kwargs["entities"] = [telegram.MessageEntity.de_json(e, None) for e in entities]
         try:
             async with self._call():
-                message = await self._bot.send_message(chat_id=target.chat_id, text=text, **kwargs)
+                try:
+                    message = await self._bot.send_message(
+                        chat_id=target.chat_id, text=text, **kwargs
+                    )
+                except BadRequest as exc:
+                    if "entities" not in kwargs or not _about_entities(exc):
+                        raise
+                    # refused before anything was posted: the same text without formatting
+                    log.warning("telegram_entities_refused", error=exc.message)
+                    del kwargs["entities"]
+                    message = await self._bot.send_message(
+                        chat_id=target.chat_id, text=text, **kwargs
+                    )
         except TelegramError as exc:
             error = translate_error(exc)
             log.warning(
@@ -277,6 +306,37 @@ class TelegramTransport:
                 permanent=error.permanent,
                 retry_after=error.retry_after,
                 ambiguous=error.ambiguous,
+            )
+            raise error from exc
+        return SendResult(platform_message_id=str(message.message_id))
+
+    async def send_file(
+        self, target: ReplyTarget, file: OutgoingFile, *, idempotency_key: str
+    ) -> SendResult:
+        # a picture as a photo (compressed, shown inline), anything else as a document; both
+        # in the same topic / reply chain as a text reply
+        kwargs = self._placement(target)
+        if file.caption:
+            kwargs["caption"] = _clip_utf16(file.caption, MAX_CAPTION_LENGTH)
+        try:
+            async with self._call():
+                if file.is_image and len(file.data) <= MAX_PHOTO_BYTES:
+                    message = await self._bot.send_photo(
+                        chat_id=target.chat_id, photo=file.data, filename=file.name, **kwargs
+                    )
+                else:
+                    message = await self._bot.send_document(
+                        chat_id=target.chat_id, document=file.data, filename=file.name, **kwargs
+                    )
+        except TelegramError as exc:
+            error = translate_error(exc)
+            log.warning(
+                "telegram_upload_failed",
+                chat_id=target.chat_id,
+                thread_id=target.thread_id,
+                idempotency_key=idempotency_key,
+                error=str(error),
+                permanent=error.permanent,
             )
             raise error from exc
         return SendResult(platform_message_id=str(message.message_id))
@@ -293,6 +353,26 @@ class TelegramTransport:
         except (TelegramError, DeliveryError) as exc:
             # A lost typing indicator is cosmetic; the reply itself is what must not be lost.
             log.info("telegram_typing_failed", chat_id=target.chat_id, error=str(exc))
+
+    async def clear_typing(self, target: ReplyTarget) -> None:
+        # The Bot API cannot cancel a chat action: the bot's next message ends it, and it
+        # expires within 5 s once the heartbeat stops.
+        return None
+
+    def _placement(self, target: ReplyTarget) -> dict[str, Any]:
+        """Where a message or an upload goes: the routing plus the reply and DM topic."""
+        kwargs = self._routing(target)
+        if target.reply_to_message_id is not None:
+            # allow_sending_without_reply: if the user deleted their message the answer still
+            # lands in the same place, because the thread is always passed explicitly
+            kwargs["reply_parameters"] = telegram.ReplyParameters(
+                message_id=_int(target.reply_to_message_id, "reply_to_message_id"),
+                allow_sending_without_reply=True,
+            )
+        dm_topic = target.extra.get("direct_messages_topic_id")
+        if dm_topic is not None:
+            kwargs["direct_messages_topic_id"] = _int(dm_topic, "direct_messages_topic_id")
+        return kwargs
 
     def _routing(self, target: ReplyTarget) -> dict[str, Any]:
         """Thread and business routing shared by sendMessage and sendChatAction: the topic id

@@ -45,6 +45,18 @@ class _Refused(Exception):
         self.response = response
 
 
+#: the page's own files, served from the package (no CDN): name -> (path, type, max-age)
+STATIC_FILES = {
+    "app.js": ("static/app.js", "text/javascript; charset=utf-8", 0),
+    "favicon.svg": ("static/favicon.svg", "image/svg+xml", 86400),
+    "vendor/markdown-it.min.js": (
+        "static/vendor/markdown-it.min.js",
+        "text/javascript; charset=utf-8",
+        86400,
+    ),
+}
+
+
 class WebAdapter:
     platform = PLATFORM
 
@@ -57,12 +69,14 @@ class WebAdapter:
         self.transport = WebTransport(live)
         self._intake: Intake | None = None
         self._stopping = asyncio.Event()
-        self._page = (
-            resources.files("adapters.web")
-            .joinpath("static/index.html")
-            .read_text(encoding="utf-8")
-        )
-        # a CSP allowing exactly the page's own inline blocks (gateway.security)
+        package = resources.files("adapters.web")
+        self._page = package.joinpath("static/index.html").read_text(encoding="utf-8")
+        self._static = {
+            name: (package.joinpath(path).read_bytes(), media_type, max_age)
+            for name, (path, media_type, max_age) in STATIC_FILES.items()
+        }
+        # a CSP allowing the page's own inline styles and scripts only from this origin
+        # (gateway.security), so even a rendering bug cannot run a script from a message
         self._page_headers = page_headers(
             scripts=_blocks(self._page, "script"), styles=_blocks(self._page, "style")
         )
@@ -83,6 +97,8 @@ class WebAdapter:
             *self._identity.routes(),
             Route("/", self._index, methods=["GET"]),
             Route("/web/api/me", self._me, methods=["GET"]),
+            Route("/favicon.ico", self._favicon, methods=["GET"]),
+            Route("/web/static/{name:path}", self._static_file, methods=["GET"]),
             Route("/web/api/channels", self._channels, methods=["GET"]),
             Route("/web/api/channels/{channel}/threads", self._threads, methods=["GET"]),
             Route("/web/api/channels/{channel}/messages", self._post, methods=["POST"]),
@@ -162,6 +178,20 @@ class WebAdapter:
                 "private_channel": private_channel(person),
                 "can_sign_out": self._identity.mode == "accounts",
             }
+        )
+
+    async def _static_file(self, request: Request) -> Response:
+        found = self._static.get(request.path_params["name"])
+        if found is None:
+            return JSONResponse({"error": "not found"}, status_code=404)
+        body, media_type, max_age = found
+        cache = f"public, max-age={max_age}" if max_age else "no-cache"
+        return Response(body, media_type=media_type, headers={"Cache-Control": cache})
+
+    async def _favicon(self, request: Request) -> Response:
+        body, media_type, _ = self._static["favicon.svg"]
+        return Response(
+            body, media_type=media_type, headers={"Cache-Control": "public, max-age=86400"}
         )
 
     async def _channels(self, request: Request) -> Response:
@@ -302,6 +332,9 @@ class WebAdapter:
                 # a real event, sent once subscribed: the page reloads history on it, so a reply
                 # published between its history load and this subscription is not missed
                 yield 'data: {"type": "connected"}\n\n'
+                if self.transport.is_typing(topic):
+                    # a new thread subscribes after its first turn began: say so now
+                    yield 'data: {"type": "typing"}\n\n'
                 while not self._stopping.is_set():
                     try:
                         event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 
 from adapters.web.extract import PLATFORM
-from gateway.domain import ReplyTarget, SessionKey
+from gateway.domain import OutgoingFile, ReplyTarget, SessionKey
 from gateway.hub import Broadcast
 from gateway.intake import live_topic
 from gateway.ports import SendResult
+from gateway.text import format_parts
 
 
 class WebTransport:
@@ -17,9 +19,16 @@ class WebTransport:
     # the receipt is ours: a resend after a crash publishes again, which the page dedupes by id
     idempotent = True
     resend_window: float | None = None
+    #: the page hides "typing…" 5 s after the last heartbeat, and at once on typing_done
+    typing_interval = 4.0
 
     def __init__(self, live: Broadcast) -> None:
         self._live = live
+        #: live topics whose typing indicator is held right now (told to late subscribers)
+        self._typing: set[str] = set()
+
+    def is_typing(self, topic: str) -> bool:
+        return topic in self._typing
 
     def measure(self, text: str) -> int:
         return len(text)
@@ -27,24 +36,50 @@ class WebTransport:
     def format(self, text: str) -> str:
         return text
 
+    def parts(self, text: str) -> list[str]:
+        return format_parts(text, self.max_message_length, self.measure, self.format)
+
     def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
         return ()
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
-        key = SessionKey(
-            platform=target.platform,
-            scope=target.scope,
-            chat_id=target.chat_id,
-            thread_id=target.thread_id,
+        self._live.publish(
+            live_topic(_key(target)), {"type": "reply", "id": idempotency_key, "text": text}
         )
-        self._live.publish(live_topic(key), {"type": "reply", "id": idempotency_key, "text": text})
+        return SendResult(platform_message_id=idempotency_key)
+
+    async def send_file(
+        self, target: ReplyTarget, file: OutgoingFile, *, idempotency_key: str
+    ) -> SendResult:
+        # inline on the live stream: the page shows a picture, or a download link
+        self._live.publish(
+            live_topic(_key(target)),
+            {
+                "type": "file",
+                "id": idempotency_key,
+                "name": file.name,
+                "mime_type": file.mime_type,
+                "caption": file.caption,
+                "data": base64.b64encode(file.data).decode("ascii"),
+            },
+        )
         return SendResult(platform_message_id=idempotency_key)
 
     async def typing(self, target: ReplyTarget) -> None:
-        key = SessionKey(
-            platform=target.platform,
-            scope=target.scope,
-            chat_id=target.chat_id,
-            thread_id=target.thread_id,
-        )
-        self._live.publish(live_topic(key), {"type": "typing"})
+        topic = live_topic(_key(target))
+        self._typing.add(topic)
+        self._live.publish(topic, {"type": "typing"})
+
+    async def clear_typing(self, target: ReplyTarget) -> None:
+        topic = live_topic(_key(target))
+        self._typing.discard(topic)
+        self._live.publish(topic, {"type": "typing_done"})
+
+
+def _key(target: ReplyTarget) -> SessionKey:
+    return SessionKey(
+        platform=target.platform,
+        scope=target.scope,
+        chat_id=target.chat_id,
+        thread_id=target.thread_id,
+    )

@@ -116,6 +116,21 @@ class Fault:
     delay: float = 0.0  # for delay_response: the request is processed, the answer is late
 
 
+#: the request's bytes as read by the route wrapper (a file upload's body)
+RAW_BODY = web.RequestKey("raw_body", bytes)
+
+
+@dataclass
+class UploadedFile:
+    id: str
+    channel_id: str
+    name: str
+    data: bytes
+    user_id: str
+    #: the post that carries it (a file is attached to one post)
+    post_id: str | None = None
+
+
 @dataclass
 class RecordedRequest:
     method: str
@@ -179,6 +194,7 @@ class FakeMattermost:
         self.users: dict[str, User] = {}
         self.channels: dict[str, Channel] = {}
         self.posts: dict[str, dict[str, Any]] = {}
+        self.files: dict[str, UploadedFile] = {}
         self._pending: dict[str, tuple[str, float]] = {}
         self._faults: dict[str, deque[Fault]] = {}
         self.requests: list[RecordedRequest] = []
@@ -272,6 +288,7 @@ class FakeMattermost:
             "/api/v4/channels/{channel_id}/posts", self._route("posts_since", self._posts_since)
         )
         r.add_post("/api/v4/posts", self._route("create_post", self._create_post))
+        r.add_post("/api/v4/files", self._route("upload_file", self._upload_file))
         r.add_get("/api/v4/websocket", self._websocket)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
@@ -725,6 +742,7 @@ class FakeMattermost:
             body: Any = None
             if request.can_read_body:
                 raw = await request.read()
+                request[RAW_BODY] = raw
                 try:
                     body = json.loads(raw) if raw else None
                 except ValueError:
@@ -850,6 +868,28 @@ class FakeMattermost:
             }
         )
 
+    async def _upload_file(self, request: web.Request, user: User, body: Any) -> web.Response:
+        """The non-multipart upload: channel_id and filename in the query, bytes as body."""
+        channel = self.channels.get(request.query.get("channel_id", ""))
+        if channel is None or user.id not in channel.members:
+            return _error(
+                403,
+                "api.context.permissions.app_error",
+                "You do not have the appropriate permissions.",
+            )
+        filename = request.query.get("filename", "")
+        data = request.get(RAW_BODY, b"")
+        if not filename or not data:
+            return _error(
+                400, "api.file.upload_file.incorrect_number_of_files.app_error", "Bad upload."
+            )
+        file_id = f"file{len(self.files) + 1:022d}"
+        self.files[file_id] = UploadedFile(
+            id=file_id, channel_id=channel.id, name=filename, data=data, user_id=user.id
+        )
+        info = {"id": file_id, "name": filename, "size": len(data), "channel_id": channel.id}
+        return _json({"file_infos": [info], "client_ids": []}, status=201)
+
     async def _create_post(self, request: web.Request, user: User, body: Any) -> web.Response:
         if not isinstance(body, dict):
             return _error(
@@ -891,11 +931,30 @@ class FakeMattermost:
         if error is not None:
             self._pending.pop(pending, None)
             return _error(error[0], error[1], "Invalid RootId parameter.", "createPost")
+        file_ids = body.get("file_ids") or []
+        if not isinstance(file_ids, list) or any(
+            not isinstance(f, str)
+            or f not in self.files
+            or self.files[f].channel_id != channel.id
+            or self.files[f].post_id is not None
+            for f in file_ids
+        ):
+            self._pending.pop(pending, None)
+            return _error(400, "api.post.create_post.file_ids.app_error", "Invalid file_ids.")
+        if not message and not file_ids:
+            self._pending.pop(pending, None)
+            return _error(
+                400, "model.post.is_valid.msg.app_error", "Invalid Message.", "Post.IsValid"
+            )
         raw_props = body.get("props")
         props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
         post = self._store_post(
             channel, user, message, root_id=root_id, props=props, pending_post_id=pending
         )
+        if file_ids:
+            post["file_ids"] = list(file_ids)
+            for f in file_ids:
+                self.files[f].post_id = post["id"]
         if pending:
             self._pending[pending] = (post["id"], now + PENDING_TTL)
         await self._broadcast_posted(channel, post)

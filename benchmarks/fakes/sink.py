@@ -17,10 +17,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway.domain import Envelope, ReplyTarget, Sender, SessionKey, Trigger
+from gateway.domain import Envelope, OutgoingFile, ReplyTarget, Sender, SessionKey, Trigger
 from gateway.errors import DeliveryError
 from gateway.ports import AdapterContext, Check, Intake, SendResult
 from gateway.settings import Settings
+from gateway.text import format_parts
 
 PLATFORM = "sink"
 
@@ -30,6 +31,7 @@ class SinkTransport:
     max_message_length = 4000
     idempotent = False
     resend_window: float | None = None
+    typing_interval = 4.0
 
     def __init__(self, url: str, *, idempotent: bool = False, max_length: int = 4000) -> None:
         self._url = url
@@ -43,14 +45,20 @@ class SinkTransport:
     def format(self, text: str) -> str:
         return text
 
+    def parts(self, text: str) -> list[str]:
+        return format_parts(text, self.max_message_length, self.measure, self.format)
+
     def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
         return ()
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
+        return await self._post(target, text, idempotency_key)
+
+    async def _post(self, target: ReplyTarget, text: str, key: str, **extra: Any) -> SendResult:
         try:
             response = await self._client.post(
                 self._url,
-                json={"target": target.to_json(), "text": text, "key": idempotency_key},
+                json={"target": target.to_json(), "text": text, "key": key, **extra},
             )
         except httpx.TimeoutException as exc:
             raise DeliveryError("timeout", ambiguous=True) from exc
@@ -67,7 +75,17 @@ class SinkTransport:
             )
         return SendResult(platform_message_id=str(response.json()["id"]))
 
+    async def send_file(
+        self, target: ReplyTarget, file: OutgoingFile, *, idempotency_key: str
+    ) -> SendResult:
+        # recorded like a text part, the file described beside it
+        described = {"name": file.name, "mime_type": file.mime_type, "size": len(file.data)}
+        return await self._post(target, file.caption or "", idempotency_key, file=described)
+
     async def typing(self, target: ReplyTarget) -> None:
+        return None
+
+    async def clear_typing(self, target: ReplyTarget) -> None:
         return None
 
     async def aclose(self) -> None:

@@ -93,6 +93,7 @@ class Message:
     subtype: str | None = None
     metadata: Any = None
     files: list[dict[str, Any]] | None = None
+    blocks: list[dict[str, Any]] | None = None
 
     @property
     def is_reply(self) -> bool:
@@ -173,6 +174,19 @@ class Fault:
 
 
 @dataclass
+class Upload:
+    id: str
+    filename: str
+    length: int
+    data: bytes | None = None
+    #: where completeUploadExternal shared it
+    channel: str | None = None
+    thread_ts: str | None = None
+    title: str | None = None
+    initial_comment: str | None = None
+
+
+@dataclass
 class ThreadViolation:
     channel: str
     thread_ts: str
@@ -225,6 +239,12 @@ class FakeSlack:
         self.calls: list[ApiCall] = []
         self.deliveries: list[Delivery] = []
         self.thread_violations: list[ThreadViolation] = []
+        #: ``assistant.threads.setStatus`` calls: (channel, thread_ts, status); "" clears
+        self.statuses: list[tuple[str, str, str]] = []
+        #: files.uploadV2: file id -> the upload (bytes arrive at the upload URL)
+        self.uploads: dict[str, Upload] = {}
+        #: the error ``assistant.threads.setStatus`` answers with (None = it works)
+        self.set_status_error: str | None = None
         self.socket_connections = 0
         self._faults: dict[str, list[Fault]] = {}
         self._ts_counter = itertools.count(1)
@@ -242,6 +262,7 @@ class FakeSlack:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._api)
+        app.router.add_post("/upload/{file_id}", self._upload)
         app.router.add_get("/link/", self._socket_link)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
@@ -412,6 +433,12 @@ class FakeSlack:
             return self._post_message(params)
         if method == "conversations.replies":
             return self._replies(params)
+        if method == "assistant.threads.setStatus":
+            return self._set_status(params)
+        if method == "files.getUploadURLExternal":
+            return self._upload_url(params)
+        if method == "files.completeUploadExternal":
+            return self._complete_upload(params)
         return _error("unknown_method", status=404)
 
     def _scope_headers(self) -> dict[str, str]:
@@ -441,10 +468,16 @@ class FakeSlack:
                 self.thread_violations.append(
                     ThreadViolation(channel.id, thread_ts, "thread_ts is a reply's own ts")
                 )
+        blocks = params.get("blocks")
+        if isinstance(blocks, str):
+            blocks = json.loads(blocks)
+        if blocks is not None and _blocks_problem(blocks) is not None:
+            return _error("invalid_blocks")
         metadata = params.get("metadata")
         if isinstance(metadata, str):
             metadata = json.loads(metadata)
         message = Message(
+            blocks=blocks,
             channel=channel.id,
             ts=self.next_ts(),
             text=text,
@@ -465,6 +498,89 @@ class FakeSlack:
                 "ts": message.ts,
                 "message": self._api_message(message, channel),
             }
+        )
+
+    def _set_status(self, params: Mapping[str, Any]) -> web.Response:
+        if self.set_status_error is not None:
+            return _error(self.set_status_error)
+        channel = self.channels.get(str(params.get("channel_id", "")))
+        if channel is None:
+            return _error("channel_not_found")
+        thread_ts = str(params.get("thread_ts") or "")
+        if channel.find(thread_ts) is None:
+            return _error("invalid_thread_ts")
+        status = params.get("status")
+        if not isinstance(status, str):
+            return _error("invalid_arguments")
+        self.statuses.append((channel.id, thread_ts, status))
+        return web.json_response({"ok": True})
+
+    def _upload_url(self, params: Mapping[str, Any]) -> web.Response:
+        filename = str(params.get("filename") or "")
+        try:
+            length = int(params.get("length") or 0)
+        except (TypeError, ValueError):
+            length = 0
+        if not filename or length <= 0:
+            return _error("invalid_arguments")
+        file_id = f"F{len(self.uploads) + 1:08d}"
+        self.uploads[file_id] = Upload(id=file_id, filename=filename, length=length)
+        return web.json_response(
+            {
+                "ok": True,
+                "upload_url": f"http://127.0.0.1:{self.port}/upload/{file_id}",
+                "file_id": file_id,
+            }
+        )
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        upload = self.uploads.get(request.match_info["file_id"])
+        if upload is None:
+            return web.Response(status=404, text="no such upload")
+        upload.data = await request.read()
+        return web.Response(text=f"OK - {len(upload.data)}")
+
+    def _complete_upload(self, params: Mapping[str, Any]) -> web.Response:
+        files = params.get("files")
+        if isinstance(files, str):
+            files = json.loads(files)
+        if not isinstance(files, list) or not files:
+            return _error("invalid_arguments")
+        channel_id = params.get("channel_id")
+        channel = self.channels.get(str(channel_id)) if channel_id else None
+        if channel_id and channel is None:
+            return _error("channel_not_found")
+        if channel is not None and self.bot_user_id not in channel.members:
+            return _error("not_in_channel")
+        thread_ts = str(params.get("thread_ts") or "") or None
+        if thread_ts is not None and (channel is None or channel.find(thread_ts) is None):
+            return _error("invalid_thread_ts")
+        shared = []
+        for item in files:
+            upload = self.uploads.get(str(item.get("id"))) if isinstance(item, Mapping) else None
+            if upload is None or upload.data is None or len(upload.data) != upload.length:
+                return _error("file_upload_size_mismatch" if upload else "file_not_found")
+            upload.title = item.get("title")
+            shared.append(upload)
+        comment = params.get("initial_comment")
+        for upload in shared:
+            upload.channel = channel.id if channel else None
+            upload.thread_ts = thread_ts
+            upload.initial_comment = comment if isinstance(comment, str) else None
+        if channel is not None:
+            # the share shows up as the bot's message (with the files) where it was put
+            message = Message(
+                channel=channel.id,
+                ts=self.next_ts(),
+                text=comment if isinstance(comment, str) else "",
+                user=self.bot_user_id,
+                bot_id=self.bot_id,
+                thread_ts=thread_ts,
+                files=[{"id": u.id, "name": u.filename, "title": u.title} for u in shared],
+            )
+            channel.messages.append(message)
+        return web.json_response(
+            {"ok": True, "files": [{"id": u.id, "title": u.title} for u in shared]}
         )
 
     def _replies(self, params: Mapping[str, Any]) -> web.Response:
@@ -501,6 +617,8 @@ class FakeSlack:
             data["metadata"] = message.metadata
         if message.files:
             data["files"] = message.files
+        if message.blocks:
+            data["blocks"] = message.blocks
         replies = [m for m in channel.messages if m.thread_ts == message.ts and m is not message]
         if replies:
             data["thread_ts"] = message.ts
@@ -912,6 +1030,53 @@ class FakeSlack:
             return False
         delivery.attempts.append(Attempt(attempt, 200, retry_reason))
         return True
+
+
+#: Block Kit limits the fake enforces (docs.slack.dev/reference/block-kit/blocks)
+MAX_BLOCKS = 50
+MAX_SECTION_TEXT = 3000
+_RICH_TEXT_ELEMENTS = {
+    "rich_text_section",
+    "rich_text_preformatted",
+    "rich_text_quote",
+    "rich_text_list",
+}
+
+
+def _blocks_problem(blocks: Any) -> str | None:
+    """Why Slack would answer ``invalid_blocks`` (None when the blocks are valid), for the
+    block types the gateway sends: ``section`` with mrkdwn/plain text, ``rich_text``."""
+    if not isinstance(blocks, list) or not blocks or len(blocks) > MAX_BLOCKS:
+        return "blocks must be a list of 1-50 blocks"
+    for block in blocks:
+        kind = block.get("type") if isinstance(block, Mapping) else None
+        if kind == "section":
+            text = block.get("text")
+            if not isinstance(text, Mapping) or text.get("type") not in ("mrkdwn", "plain_text"):
+                return "section needs a text object"
+            body = text.get("text")
+            if not isinstance(body, str) or not body or len(body) > MAX_SECTION_TEXT:
+                return "section text must be 1-3000 characters"
+        elif kind == "rich_text":
+            elements = block.get("elements")
+            if not isinstance(elements, list) or not elements:
+                return "rich_text needs elements"
+            for element in elements:
+                if not isinstance(element, Mapping) or element.get("type") not in (
+                    _RICH_TEXT_ELEMENTS
+                ):
+                    return "unknown rich text element"
+                inner = element.get("elements")
+                if not isinstance(inner, list) or not inner:
+                    return "rich text element needs elements"
+                for leaf in inner:
+                    if not isinstance(leaf, Mapping) or (
+                        leaf.get("type") == "text" and not leaf.get("text")
+                    ):
+                        return "rich text leaf needs text"
+        elif kind not in ("divider", "header", "context", "image", "actions"):
+            return f"unsupported block type {kind!r}"
+    return None
 
 
 def _error(error: str, *, status: int = 200) -> web.Response:

@@ -43,6 +43,9 @@ from aiohttp import web
 
 DEFAULT_TOKEN = "123456789:TEST-fake-token_for-tests"
 MAX_TEXT = 4096
+MAX_CAPTION = 1024
+#: sendPhoto: "The photo must be at most 10 MB in size"
+MAX_PHOTO_BYTES = 10 * 1024 * 1024
 #: update types delivered when allowed_updates is empty (Bot API getUpdates)
 _NOT_BY_DEFAULT = frozenset({"chat_member", "message_reaction", "message_reaction_count"})
 _PATH_RE = re.compile(r"^/bot(?P<token>[^/]+)/(?P<method>[A-Za-z]+)$")
@@ -138,6 +141,20 @@ class Sent:
     business_connection_id: str | None
     direct_messages_topic_id: int | None
     params: dict[str, Any]
+    #: the ``entities`` the bot sent with the text (validated as the Bot API does)
+    entities: list[dict[str, Any]] = field(default_factory=list)
+    #: sendPhoto / sendDocument: "photo" or "document" and the uploaded file (text = caption)
+    media: str | None = None
+    upload: Upload | None = None
+
+
+@dataclass
+class Upload:
+    """A file the bot uploaded (multipart ``InputFile``)."""
+
+    filename: str
+    content_type: str
+    data: bytes
 
 
 @dataclass
@@ -599,6 +616,8 @@ class FakeTelegram:
             "getwebhookinfo": self._get_webhook_info,
             "setmycommands": self._set_my_commands,
             "sendmessage": self._send_message,
+            "sendphoto": self._send_photo,
+            "senddocument": self._send_document,
             "sendchataction": self._send_chat_action,
             "createforumtopic": self._create_forum_topic,
             "close": self._ok_true,
@@ -749,21 +768,45 @@ class FakeTelegram:
             return _error(400, "Bad Request: TOPIC_CLOSED")
         return None
 
-    async def _send_message(self, params: dict[str, Any]) -> web.Response:
+    async def _send_photo(self, params: dict[str, Any]) -> web.Response:
+        return await self._send_message(params, media="photo")
+
+    async def _send_document(self, params: dict[str, Any]) -> web.Response:
+        return await self._send_message(params, media="document")
+
+    async def _send_message(
+        self, params: dict[str, Any], *, media: str | None = None
+    ) -> web.Response:
         chat = self._find_chat(params)
         if isinstance(chat, web.Response):
             return chat
-        text = str(params.get("text") or "")
-        if not text.strip():
-            return _error(400, "Bad Request: message text is empty")
-        if utf16_len(text) > MAX_TEXT:
-            return _error(400, TOO_LONG)
+        upload: Upload | None = None
+        if media is None:
+            text = str(params.get("text") or "")
+            if not text.strip():
+                return _error(400, "Bad Request: message text is empty")
+            if utf16_len(text) > MAX_TEXT:
+                return _error(400, TOO_LONG)
+        else:
+            upload = params.get("_files", {}).get(media)
+            if upload is None:
+                # [fake's wording] only uploads are modelled (no file_id / URL re-use)
+                return _error(400, f"Bad Request: there is no {media} in the request")
+            if media == "photo" and len(upload.data) > MAX_PHOTO_BYTES:
+                return _error(400, "Bad Request: PHOTO_INVALID_DIMENSIONS")
+            text = str(params.get("caption") or "")
+            if utf16_len(text) > MAX_CAPTION:
+                return _error(400, "Bad Request: message caption is too long")
+        entities = _as_json(params.get("entities" if media is None else "caption_entities")) or []
+        entity_problem = _check_entities(text, entities, params.get("parse_mode"))
+        if entity_problem is not None:
+            return _error(400, f"Bad Request: can't parse entities: {entity_problem}")
         thread = _as_int(params.get("message_thread_id"))
         if thread == 1 and chat.is_forum and self.thread_id_1_is_general:
             thread = None
-        problem = self._check_thread(chat, thread)
-        if problem is not None:
-            return problem
+        thread_problem = self._check_thread(chat, thread)
+        if thread_problem is not None:
+            return thread_problem
         dm_topic = _as_int(params.get("direct_messages_topic_id"))
         if chat.is_direct_messages:
             if dm_topic is None or dm_topic not in chat.dm_topics.values():
@@ -789,7 +832,25 @@ class FakeTelegram:
         topic = chat.topic_of.get(replied_id) if replied_id is not None else thread
         mid = chat.next_message_id()
         message = self._base_message(chat, mid, self.bot)
-        message["text"] = text
+        if media is None:
+            message["text"] = text
+        else:
+            assert upload is not None
+            message[media] = (
+                [{"file_id": f"file-{mid}", "file_unique_id": f"u{mid}", "width": 1, "height": 1}]
+                if media == "photo"
+                else {
+                    "file_id": f"file-{mid}",
+                    "file_unique_id": f"u{mid}",
+                    "file_name": upload.filename,
+                }
+            )
+            if text:
+                message["caption"] = text
+        if entities:
+            message["entities"] = sorted(
+                [*entities, *_entities(text)], key=lambda e: (e["offset"], -e["length"])
+            )
         if topic is not None:
             message["message_thread_id"] = topic
             message["is_topic_message"] = True
@@ -814,6 +875,9 @@ class FakeTelegram:
                 business_connection_id=chat.business_connection_id,
                 direct_messages_topic_id=dm_topic,
                 params=params,
+                entities=list(entities),
+                media=media,
+                upload=upload,
             )
         )
         return _ok(message)
@@ -918,8 +982,19 @@ async def _read_params(request: web.Request) -> tuple[dict[str, Any], bytes]:
     params: dict[str, Any] = dict(request.query)
     if request.content_type == "multipart/form-data":
         form = await request.post()
+        files: dict[str, Upload] = {}
         for key, value in form.items():
-            params[key] = value if isinstance(value, str) else getattr(value, "filename", "")
+            if isinstance(value, str):
+                params[key] = value
+            elif isinstance(value, web.FileField):
+                params[key] = value.filename
+                files[key] = Upload(
+                    filename=value.filename,
+                    content_type=value.content_type,
+                    data=value.file.read(),
+                )
+        if files:
+            params["_files"] = files
         return params, b""
     body = await request.read()
     if not body:
@@ -976,6 +1051,61 @@ def _strip(message: Mapping[str, Any]) -> dict[str, Any]:
 
 def _utf16_offset(text: str, index: int) -> int:
     return utf16_len(text[:index])
+
+
+#: MessageEntity types a bot may send (Bot API "MessageEntity")
+ENTITY_TYPES = frozenset(
+    {
+        "mention", "hashtag", "cashtag", "bot_command", "url", "email", "phone_number",
+        "bold", "italic", "underline", "strikethrough", "spoiler", "blockquote",
+        "expandable_blockquote", "code", "pre", "text_link", "text_mention", "custom_emoji",
+    }
+)  # fmt: skip
+
+
+def _check_entities(text: str, entities: Any, parse_mode: Any) -> str | None:
+    """Why ``entities`` are not valid for ``text`` (None when they are), as the Bot API
+    checks them: a list of MessageEntity objects, offsets and lengths in UTF-16 code units
+    inside the text and not splitting a surrogate pair, never together with a parse_mode
+    ("entities: ... can be specified instead of parse_mode"), url on text_link, no entity
+    inside pre/code, no intersecting entities. [fake's wording] for the error texts."""
+    if not entities:
+        return None
+    if parse_mode:
+        return "entities and parse_mode are mutually exclusive"
+    if not isinstance(entities, list):
+        return "entities must be a JSON array"
+    units = utf16_len(text)
+    # UTF-16 offsets that fall inside a surrogate pair
+    inside_pairs, pos = set(), 0
+    for ch in text:
+        pos += 1
+        if ord(ch) > 0xFFFF:
+            inside_pairs.add(pos)
+            pos += 1
+    spans: list[tuple[int, int, str]] = []
+    for e in entities:
+        if not isinstance(e, Mapping) or e.get("type") not in ENTITY_TYPES:
+            return f"unsupported entity {e!r}"
+        offset, length = e.get("offset"), e.get("length")
+        if not isinstance(offset, int) or not isinstance(length, int):
+            return "entity offset and length must be integers"
+        if offset < 0 or length <= 0 or offset + length > units:
+            return f"entity {e['type']} [{offset}, {offset + length}) is outside the text"
+        if offset in inside_pairs or offset + length in inside_pairs:
+            return f"entity {e['type']} cuts a surrogate pair"
+        if e["type"] == "text_link" and not str(e.get("url") or ""):
+            return "text_link without url"
+        spans.append((offset, offset + length, str(e["type"])))
+    for a0, a1, at in spans:
+        for b0, b1, bt in spans:
+            if (a0, a1, at) == (b0, b1, bt):
+                continue
+            if a0 < b0 < a1 < b1:
+                return f"entities {at} and {bt} intersect"
+            if at in ("pre", "code") and a0 <= b0 and b1 <= a1 and (a0, a1) != (b0, b1):
+                return f"{at} cannot contain {bt}"
+    return None
 
 
 def _entities(text: str) -> list[dict[str, Any]]:

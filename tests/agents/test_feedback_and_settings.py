@@ -94,8 +94,10 @@ async def test_web_chat_thumbs_store_feedback_on_the_answer(database_url: str) -
             assert (await client.post(url, json={"value": 5})).status_code == 422
             question = f"{history}/1/feedback"
             assert (await client.post(question, json={"value": 1})).status_code == 404
+            # the page's script is served beside it (a CSP forbids inline scripts)
             page = (await client.get("/")).text
-            assert "sendFeedback" in page
+            assert '<script src="/web/static/app.js">' in page
+            assert "sendFeedback" in (await client.get("/web/static/app.js")).text
 
 
 def test_web_chat_maps_model_commands_with_their_argument() -> None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.text import split_text, utf16_len
+from gateway.text import format_parts, split_spans, split_text, utf16_len
 
 
 def test_short_text_is_one_part() -> None:
@@ -49,3 +49,18 @@ def test_a_code_block_cut_in_two_is_closed_and_reopened() -> None:
     assert len(parts) > 1
     assert all(p.count("```") % 2 == 0 for p in parts)
     assert parts[1].startswith("```python")
+
+
+def test_split_spans_cut_rendered_text_at_boundaries_without_whitespace() -> None:
+    text = "  first paragraph here.\n\nsecond 😀 paragraph that is longer  "
+    spans = split_spans(text, 24, utf16_len)
+    parts = [text[a:b] for a, b in spans]
+    # the emoji counts two UTF-16 units: "second 😀 paragraph that" would be 25
+    assert parts == ["first paragraph here.", "second 😀 paragraph", "that is longer"]
+    assert all(utf16_len(p) <= 24 and p == p.strip() for p in parts)
+    assert split_spans("   ", 10) == []
+    assert split_spans("short", 10) == [(0, 5)]
+
+
+def test_format_parts_splits_then_formats_each_part() -> None:
+    assert format_parts("aaa bbb ccc", 8, len, str.upper) == ["AAA", "BBB CCC"]

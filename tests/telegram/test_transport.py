@@ -335,7 +335,14 @@ def test_pace_per_chat_and_per_group(transport: TelegramTransport) -> None:
     private = ReplyTarget(platform="telegram", scope="bot", chat_id="42")
     assert list(transport.pace(group)) == [("chat:-1001", 1.0), ("group:-1001", 3.0)]
     assert list(transport.pace(private)) == [("chat:42", 1.0)]
-    assert transport.format("**bold** _x_") == "**bold** _x_"
+    # one part rendered to its outbox row: text plus entities (tests/telegram/test_markdown.py)
+    assert json.loads(transport.format("**bold** _x_")) == {
+        "text": "bold x",
+        "entities": [
+            {"type": "bold", "offset": 0, "length": 4},
+            {"type": "italic", "offset": 5, "length": 1},
+        ],
+    }
     assert transport.idempotent is False
 
 

@@ -343,12 +343,30 @@ function initSession() {
   view.ref = decodeURIComponent(location.pathname.slice("/ops/sessions/".length));
   $("earlier").onclick = () => loadEarlier().catch(notice);
   $("search-form").onsubmit = (e) => { e.preventDefault(); searchSession().catch(notice); };
-  every(2000, async () => { await loadDetail(); await refreshTranscript(); });
+  every(2000, async () => { if (!view.missing) { await loadDetail(); await refreshTranscript(); } });
 }
 
 async function startSession() {
-  await loadDetail();
+  try {
+    await loadDetail();
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 404) return showMissingSession();
+    throw e;
+  }
   await refreshTranscript();
+}
+
+// a session that does not exist (a stale link, a typo): say so once, stop polling
+function showMissingSession() {
+  view.missing = true;
+  document.title = "No such session · chat gateway";
+  $("notice").textContent = "";
+  $("session-title").textContent = "No such session";
+  $("session-key").textContent = view.ref;
+  const back = el("a", "", "Back to the sessions");
+  back.href = "/ops";
+  $("session-facts").replaceChildren(el("span", "", "There is no session " + view.ref + ". "), back);
+  for (const hide of document.querySelectorAll(".grid, #search-form, #search-hits, h2, #earlier, #transcript")) hide.style.display = "none";
 }
 
 // --- start --------------------------------------------------------------------------------

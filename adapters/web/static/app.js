@@ -1,0 +1,193 @@
+"use strict";
+// Everything user-supplied is inserted with textContent, never innerHTML. The one exception
+// is an assistant reply's Markdown, rendered by the vendored markdown-it with raw HTML off
+// (html: false escapes any tag in the text; its link validator refuses javascript: URLs).
+const md = window.markdownit({ html: false, linkify: false, breaks: true });
+md.renderer.rules.link_open = (tokens, idx, options, env, self) => {
+  tokens[idx].attrSet("target", "_blank");
+  tokens[idx].attrSet("rel", "noopener noreferrer nofollow");
+  return self.renderToken(tokens, idx, options);
+};
+function markdownBody(text) {
+  const body = el("div", "body md");
+  body.innerHTML = md.render(text);
+  return body;
+}
+const state = { channel: "general", thread: null, source: null, poll: null };
+// deep links: #channel/thread
+(function fromHash() {
+  const [c, t] = decodeURIComponent(location.hash.slice(1)).split("/");
+  if (c && /^(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}|~[A-Za-z0-9][A-Za-z0-9_.@+-]{0,63})$/.test(c)) state.channel = c;
+  if (t && /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/.test(t)) state.thread = t;
+})();
+const $ = (id) => document.getElementById(id);
+// signed out (or the sign-in expired): back to the sign-in page
+const api = (path, opts) => fetch(path, opts).then((r) => { if (r.status === 401) { location.href = "/login"; throw new Error("signed out"); } return r.json(); });
+const newId = () => (crypto.randomUUID ? crypto.randomUUID() : String(Date.now()) + Math.random().toString(16).slice(2)).replace(/[^A-Za-z0-9_-]/g, "").slice(0, 32);
+
+function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined) e.textContent = text; return e; }
+
+async function loadChannels() {
+  const data = await api("/web/api/channels");
+  const box = $("channels"); box.replaceChildren();
+  if (!data.channels.includes(state.channel)) data.channels.push(state.channel);
+  for (const c of data.channels) {
+    const b = el("button", "item" + (c === state.channel ? " active" : ""), "# " + c);
+    b.onclick = () => { state.channel = c; state.thread = null; render(); };  // stays on the list
+    box.append(b);
+  }
+}
+
+async function loadThreads() {
+  const data = await api(`/web/api/channels/${encodeURIComponent(state.channel)}/threads`);
+  const box = $("thread-list"); box.replaceChildren();
+  for (const t of data.threads) {
+    const b = el("button", "thread" + (t.thread_id === state.thread ? " active" : ""));
+    b.dataset.thread = t.thread_id;
+    b.append(el("div", "", t.title || "(untitled)"), el("div", "meta", `${t.message_count} messages · ${t.status}`));
+    b.onclick = () => { state.thread = t.thread_id; showConversation(); render(); };
+    box.append(b);
+  }
+}
+
+let historyRequests = 0;
+async function loadHistory() {
+  const log = $("log");
+  if (!state.thread) { log.replaceChildren(el("p", "meta", "Start a new thread by sending a message.")); return; }
+  const mine = ++historyRequests;
+  const data = await api(`/web/api/channels/${encodeURIComponent(state.channel)}/threads/${encodeURIComponent(state.thread)}/messages`);
+  // responses can arrive out of order: an older one must not replace a newer view
+  if (mine !== historyRequests) return;
+  log.replaceChildren();
+  for (const m of data.messages) {
+    const d = el("div", "msg " + m.role);
+    d.dataset.seq = m.seq_no;
+    const who = m.role === "assistant" ? "assistant" + (m.delivery ? ` · ${m.delivery}` : "") : (m.sender || "user");
+    const body = m.role === "assistant" ? markdownBody(m.content) : el("div", "body", m.content);
+    d.append(el("div", "who", who), body);
+    if (m.role === "assistant" && m.model !== "command") d.append(feedbackBar(m));
+    log.append(d);
+  }
+  for (const f of liveFiles.get(state.thread) || []) log.append(fileCard(f));
+  log.scrollTop = log.scrollHeight;
+}
+
+// thumbs up/down on an answer: stored as its feedback; clicking the lit one takes it back.
+// Drawn as inline SVG: no emoji font may be installed.
+const THUMB_UP = "M14 9V5a3 3 0 0 0-3-3l-4 9v11h11.28a2 2 0 0 0 2-1.7l1.38-9a2 2 0 0 0-2-2.3zM7 22H4a2 2 0 0 1-2-2v-7a2 2 0 0 1 2-2h3";
+const THUMB_DOWN = "M10 15v4a3 3 0 0 0 3 3l4-9V2H5.72a2 2 0 0 0-2 1.7l-1.38 9a2 2 0 0 0 2 2.3zm7-13h2.67A2.31 2.31 0 0 1 22 4v7a2.31 2.31 0 0 1-2.33 2H17";
+function icon(path) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", "0 0 24 24"); svg.setAttribute("aria-hidden", "true");
+  svg.setAttribute("fill", "none"); svg.setAttribute("stroke", "currentColor");
+  svg.setAttribute("stroke-width", "2"); svg.setAttribute("stroke-linecap", "round"); svg.setAttribute("stroke-linejoin", "round");
+  const p = document.createElementNS(ns, "path"); p.setAttribute("d", path); svg.append(p);
+  return svg;
+}
+function feedbackBar(m) {
+  const bar = el("div", "fb");
+  for (const [value, path, title] of [[1, THUMB_UP, "Good answer"], [-1, THUMB_DOWN, "Bad answer"]]) {
+    const b = el("button", m.feedback === value ? "on" : "");
+    b.append(icon(path));
+    b.title = title; b.type = "button"; b.setAttribute("aria-label", title);
+    b.setAttribute("aria-pressed", String(m.feedback === value));
+    b.onclick = () => sendFeedback(m.seq_no, m.feedback === value ? 0 : value);
+    bar.append(b);
+  }
+  return bar;
+}
+
+async function sendFeedback(seq, value) {
+  const url = `/web/api/channels/${encodeURIComponent(state.channel)}/threads/${encodeURIComponent(state.thread)}/messages/${seq}/feedback`;
+  await fetch(url, { method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ value }) });
+  await loadHistory();
+}
+
+// files an answer carries arrive on the live stream (not in the stored history): shown
+// inline below the conversation for as long as the page is open
+const liveFiles = new Map();
+function addFile(e) {
+  if (!e.data) return;  // relayed from another replica without its bytes (too big to relay)
+  const list = liveFiles.get(state.thread) || [];
+  if (list.some((f) => f.id === e.id)) return;  // a resent part: the same file
+  list.push(e); liveFiles.set(state.thread, list);
+  const log = $("log"); log.append(fileCard(e)); log.scrollTop = log.scrollHeight;
+}
+function fileCard(e) {
+  const d = el("div", "msg assistant file");
+  d.append(el("div", "who", "assistant · file"));
+  const bytes = Uint8Array.from(atob(e.data), (c) => c.charCodeAt(0));
+  const url = URL.createObjectURL(new Blob([bytes], { type: e.mime_type }));
+  if (/^image\/(png|jpeg|webp|gif)$/.test(e.mime_type)) {
+    const img = el("img"); img.src = url; img.alt = e.name; d.append(img);
+  }
+  const link = el("a", "download", e.name); link.href = url; link.download = e.name;
+  d.append(link);
+  if (e.caption) d.append(el("div", "body", e.caption));
+  return d;
+}
+
+// the indicator is a lease: each heartbeat extends it 5 s, typing_done or a reply ends it
+let typingTimer = null;
+function showTyping() {
+  $("typing").textContent = "assistant is typing…";
+  clearTimeout(typingTimer); typingTimer = setTimeout(hideTyping, 5000);
+}
+function hideTyping() { clearTimeout(typingTimer); $("typing").textContent = ""; }
+
+function subscribe() {
+  if (state.source) { state.source.close(); state.source = null; }
+  if (state.poll) { clearInterval(state.poll); state.poll = null; }
+  if (!state.thread) return;
+  const url = `/web/api/channels/${encodeURIComponent(state.channel)}/threads/${encodeURIComponent(state.thread)}/stream`;
+  const src = new EventSource(url);
+  src.onmessage = (ev) => {
+    const e = JSON.parse(ev.data);
+    if (e.type === "typing") { showTyping(); return; }
+    hideTyping();
+    if (e.type === "typing_done") return;
+    if (e.type === "file") { addFile(e); return; }
+    loadHistory(); loadThreads();
+  };
+  src.onopen = () => loadHistory();  // reload on (re)connect: nothing missed while away
+  state.source = src;
+  state.poll = setInterval(loadHistory, 10000);  // fallback if a proxy buffers the stream
+}
+
+async function render() {
+  history.replaceState(null, "", "#" + encodeURIComponent(state.channel) + (state.thread ? "/" + encodeURIComponent(state.thread) : ""));
+  $("title").textContent = "#" + state.channel;
+  $("subtitle").textContent = state.thread ? "thread " + state.thread.slice(0, 8) : "new thread";
+  await Promise.all([loadChannels(), loadThreads(), loadHistory()]);
+  subscribe();
+}
+
+async function send(text) {
+  const body = { text, client_msg_id: newId() };
+  if (state.thread) body.thread_id = state.thread;
+  const res = await fetch(`/web/api/channels/${encodeURIComponent(state.channel)}/messages`, {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  const data = await res.json();
+  if (!res.ok) { alert(data.error || "could not send"); return; }
+  if (state.thread !== data.thread_id) { state.thread = data.thread_id; await render(); } else { await loadHistory(); }
+}
+
+$("composer").onsubmit = (e) => { e.preventDefault(); const t = $("text").value.trim(); if (t) { $("text").value = ""; send(t); } };
+$("text").onkeydown = (e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); } };
+$("new-thread").onclick = () => { state.thread = null; showConversation(); render(); $("text").focus(); };
+// phones show one pane at a time (see the CSS): the list, or the conversation
+function showConversation() { document.body.classList.remove("show-list"); }
+$("show-list").onclick = () => document.body.classList.add("show-list");
+if (!state.thread) document.body.classList.add("show-list");
+$("new-channel").onsubmit = (e) => { e.preventDefault(); const n = $("channel-name").value.trim().replace(/[^A-Za-z0-9_.-]/g, "-").slice(0, 64); if (n) { state.channel = n; state.thread = null; $("channel-name").value = ""; render(); } };
+$("sign-out").onclick = async () => {
+  await fetch("/logout", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+  location.href = "/login";
+};
+api("/web/api/me").then((me) => {
+  $("me").textContent = me.user;
+  $("sign-out").hidden = !me.can_sign_out;
+  render();
+});

@@ -1,0 +1,76 @@
+"""Live events between replicas over PostgreSQL ``LISTEN``/``NOTIFY`` (the web chat's streams
+show what any replica published, not only their own).
+
+``notify`` sends on a pooled connection; ``listen`` holds one dedicated connection (a LISTEN
+is session state, which the pool's connections never carry) and reconnects after a loss.
+A notification's payload must stay under PostgreSQL's 8000 bytes (``MAX_PAYLOAD_BYTES``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+import structlog
+
+from session_store.db import CONNECT_TIMEOUT, Database, translated
+from session_store.errors import StoreError
+
+log = structlog.get_logger(__name__)
+
+CHANNEL = "gateway_live"
+#: PostgreSQL refuses a NOTIFY payload of 8000 bytes or more
+MAX_PAYLOAD_BYTES = 7900
+#: how often the listener checks that its connection is alive (asyncpg has no callback for
+#: a silently dropped socket)
+PROBE_SECONDS = 5.0
+
+
+class LiveChannel:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def notify(self, payload: str) -> None:
+        """Send ``payload`` to every listening replica (this one included). Raises
+        ``StoreError``; ``ValueError`` when the payload is too big."""
+        if len(payload.encode("utf-8")) > MAX_PAYLOAD_BYTES:
+            raise ValueError("live payload over the NOTIFY limit")
+        async with self._db.connection() as conn:
+            await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, payload)
+
+    async def listen(
+        self,
+        on_payload: Callable[[str], None],
+        stopping: asyncio.Event,
+        *,
+        retry_seconds: float = 1.0,
+    ) -> None:
+        """Call ``on_payload`` for every notification until ``stopping`` is set. A lost
+        connection is reopened (events sent meanwhile are lost: pages reload their history
+        on reconnect, so a live event is a hint, never the record)."""
+        while not stopping.is_set():
+            conn: asyncpg.Connection | None = None
+            try:
+                with translated():
+                    conn = await asyncpg.connect(self._db.dsn, timeout=CONNECT_TIMEOUT)
+
+                    def deliver(_c: Any, _pid: int, _channel: str, payload: str) -> None:
+                        on_payload(payload)
+
+                    await conn.add_listener(CHANNEL, deliver)
+                while not stopping.is_set():
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stopping.wait(), PROBE_SECONDS)
+                    if not stopping.is_set():
+                        with translated():
+                            await conn.fetchval("SELECT 1")
+            except StoreError as error:
+                log.warning("live_listen_lost", error=str(error))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), retry_seconds)
+            finally:
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(conn.close(), 2.0)
