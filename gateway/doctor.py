@@ -19,6 +19,7 @@ from gateway.errors import ConfigError
 from gateway.hub import Broadcast
 from gateway.ports import AdapterContext, Check
 from gateway.settings import Settings
+from gateway.webauth import WebIdentity
 
 #: how long one agent probe may take
 AGENT_TIMEOUT_SECONDS = 10.0
@@ -56,7 +57,11 @@ async def check_surfaces(settings: Settings, *, platforms: bool = True) -> list[
     setting) is one failed check naming that setting."""
     from gateway.runtime import build_adapters
 
-    context = AdapterContext(live=Broadcast(), conversations=_NoConversations())
+    context = AdapterContext(
+        live=Broadcast(),
+        conversations=_NoConversations(),
+        identity=WebIdentity.from_settings(settings, None),
+    )
     try:
         adapters = build_adapters(settings, context, platforms=platforms)
     except ConfigError as exc:

@@ -147,10 +147,12 @@ class WebIdentity:
         )
 
     @classmethod
-    def from_settings(cls, settings: Settings, store: Store) -> WebIdentity:
+    def from_settings(cls, settings: Settings, store: Store | None) -> WebIdentity:
+        """The identity provider the settings ask for; without a store (``gateway doctor``,
+        which builds surfaces only to check them) nobody can sign in with an account."""
         return cls(
             settings.gateway_web_auth,
-            accounts=AccountStore(store.db),
+            accounts=None if store is None else AccountStore(store.db),
             header=settings.gateway_web_auth_header,
             trusted=tuple(
                 ipaddress.ip_network(c, strict=False) for c in settings.gateway_trusted_proxies

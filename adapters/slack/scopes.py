@@ -14,6 +14,10 @@ WEB_API_SCOPES: dict[str, tuple[str, ...]] = {
     # first contact inside a thread: the earlier messages as context (optional: without the
     # scope the mention is answered without them)
     "conversations.replies": _HISTORY,
+    # answers that carry files: uploaded into the thread (files.uploadV2)
+    "files.upload.v2": ("files:write",),
+    # the typing indicator of an assistant thread (optional: without the scope, none is shown)
+    "assistant.threads.setStatus": ("assistant:write",),
 }
 
 #: event subscription -> the event ``type`` extraction sees, and the bot scope it needs

@@ -53,8 +53,10 @@ DEFAULT_SUBSCRIPTIONS = frozenset(
 #: reports them in the ``x-oauth-scopes`` header, as Slack does for every Web API call
 DEFAULT_SCOPES = (
     "app_mentions:read",
+    "assistant:write",
     "channels:history",
     "chat:write",
+    "files:write",
     "groups:history",
     "im:history",
     "mpim:history",
