@@ -28,6 +28,7 @@ from gateway.metrics import Metrics
 from gateway.ports import AdapterContext, AdapterFactory, PlatformAdapter, Transport
 from gateway.settings import Settings
 from gateway.summaries import SummaryWorker
+from gateway.tools.service import ToolService
 from gateway.turns import TurnScheduler, TurnSettings
 from session_store.store import Store
 
@@ -103,6 +104,12 @@ class Gateway:
             store, ContextPolicy.from_settings(settings), TokenCounter()
         )
         self.summaries = SummaryWorker(store, agent, self.context, metrics=self.metrics)
+        # tools (issue 14): built-ins + the tools file's MCP servers, under a fail-closed policy
+        self.tools: ToolService | None = None
+        if settings.gateway_tools:
+            self.tools = ToolService.from_path(
+                store, settings.gateway_tools_file, metrics=self.metrics
+            )
         self.turns = TurnScheduler(
             store,
             agent,
@@ -118,6 +125,7 @@ class Gateway:
             ),
             context=self.context,
             summaries=self.summaries,
+            tools=self.tools,
         )
         self.delivery = DeliveryWorker(
             store,
@@ -160,6 +168,8 @@ class Gateway:
         return f"http://{shown}:{self.http.port}/"
 
     async def start(self) -> None:
+        if self.tools is not None:
+            self.tools.log_catalog()
         await self.operator.start()
         await self.http.start()
         await self.delivery.recover()

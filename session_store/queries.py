@@ -189,9 +189,9 @@ RETURNING last_seq_no
 
 INSERT_ASSISTANT_MESSAGES = """
 INSERT INTO messages (session_id, seq_no, role, content, model, tokens_used, metadata)
-SELECT $1, seq, 'assistant', content, model, tokens, meta
-FROM unnest($2::bigint[], $3::text[], $4::text[], $5::integer[], $6::jsonb[])
-    AS r(seq, content, model, tokens, meta)
+SELECT $1, seq, role, content, model, tokens, meta
+FROM unnest($2::bigint[], $3::text[], $4::text[], $5::integer[], $6::jsonb[], $7::text[])
+    AS r(seq, content, model, tokens, meta, role)
 RETURNING id, seq_no
 """
 

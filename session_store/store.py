@@ -291,6 +291,7 @@ class Store:
                 [r.model for r in replies],
                 [r.tokens_used for r in replies],
                 [dict(r.metadata) for r in replies],
+                [r.role for r in replies],
             )
             ids = {row["seq_no"]: row["id"] for row in rows}
             mids: list[int] = []
