@@ -76,10 +76,12 @@ class TurnToolbox:
                 role="assistant", content=content, tool_calls=tuple(c.to_chat() for c in calls)
             )
         )
-        results = await asyncio.gather(*(self._one(c) for c in calls))
-        return list(results)
+        done = await asyncio.gather(*(self._one(c) for c in calls))
+        # stored in call order (as the model will read them), whatever finished first
+        self.exchange.extend(x for _, x in done)
+        return [r for r, _ in done]
 
-    async def _one(self, call: ToolCall) -> ToolResult:
+    async def _one(self, call: ToolCall) -> tuple[ToolResult, Exchanged]:
         started = time.perf_counter()
         outcome, text = await self._execute(call)
         elapsed = time.perf_counter() - started
@@ -97,17 +99,15 @@ class TurnToolbox:
             duration_ms=round(elapsed * 1000, 1),
             output_chars=len(text),
         )
-        self.exchange.append(
-            Exchanged(
-                role="tool",
-                content=text,
-                tool_call_id=call.id,
-                tool_name=call.name,
-                outcome=outcome,
-                duration_ms=round(elapsed * 1000, 1),
-            )
+        stored = Exchanged(
+            role="tool",
+            content=text,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            outcome=outcome,
+            duration_ms=round(elapsed * 1000, 1),
         )
-        return ToolResult(call_id=call.id, name=call.name, content=text, outcome=outcome)
+        return ToolResult(call_id=call.id, name=call.name, content=text, outcome=outcome), stored
 
     async def _execute(self, call: ToolCall) -> tuple[str, str]:
         # fail closed: offered this turn AND still allowed by policy for this caller
