@@ -94,6 +94,7 @@ async def _sessions_list(settings: Settings, platform: str | None, active: bool,
 
 
 async def _sessions_show(settings: Settings, ident: str, after: int, limit: int) -> int:
+    from gateway.tools.display import tool_lines
     from session_store.migrator import migrate
     from session_store.store import Store
 
@@ -124,6 +125,9 @@ async def _sessions_show(settings: Settings, ident: str, after: int, limit: int)
         who = m.sender_name or m.sender_id or m.role
         label = f"{m.role}:{who}" if m.role == "user" else m.role
         print(f"[{m.seq_no}] {label}: {m.content}")
+        # tool calls, results and routing (issue 14)
+        for line in tool_lines(m.role, m.metadata):
+            print(line)
     return 0
 
 

@@ -287,3 +287,31 @@ async def test_the_offered_schemas_come_out_of_the_prompt_budget(
     sent_schema = json.dumps(fake.turn_requests[0].body["tools"])
     assert len(fake.turn_requests[0].body["tools"]) == len(routing["offered"])
     assert sent_schema
+
+
+async def test_sessions_show_and_the_admin_api_display_calls_results_and_routing(
+    database_url: str, fake: FakeOpenAI, sink: SinkServer, capsys: Any
+) -> None:
+    from gateway.cli import _sessions_show
+    from tests.support import make_settings
+
+    adapter = SinkAdapter(sink.url)
+    fake.script.extend([Step(tool_calls=[call("current_time", {}, "t9")]), Step(text="Noon.")])
+    async with running_gateway(
+        database_url, adapters=[adapter], agent=agent_for(fake), web_chat=False, AGENT_MODEL="small"
+    ) as gw:
+        out = await adapter.submit({"chat": "c", "thread": "G", "id": "1", "text": "time?"})
+        await wait_for(lambda: len(sink.accepted) == 1)
+        import httpx
+
+        async with httpx.AsyncClient() as client:
+            page = (await client.get(f"{gw.url}api/v1/sessions/{out.session_id}/messages")).json()
+    code = await _sessions_show(make_settings(database_url), str(out.session_id), 0, 100)
+    shown = capsys.readouterr().out
+    assert code == 0
+    assert "-> call t9: current_time({})" in shown
+    assert "<- result of t9 (current_time): ok" in shown
+    assert "routing: phase=lookup domains=time confidence=1.0" in shown
+    roles = [(m["role"], bool(m["metadata"].get("tool_calls"))) for m in page["items"]]
+    assert roles == [("user", False), ("assistant", True), ("tool", False), ("assistant", False)]
+    assert page["items"][-1]["metadata"]["offered_tools"] == ["current_time"]
