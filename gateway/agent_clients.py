@@ -403,6 +403,10 @@ def turn_payload(turn: Turn) -> dict[str, Any]:
         },
         "context": [_message_json(m) for m in turn.context],
         "new_messages": [_message_json(m) for m in turn.new_messages],
+        # tools (issue 14): the schemas offered this turn, OpenAI format; answer with
+        # {"tool_calls": [...]} to have the gateway run them (README, "Tools and agents")
+        "tools": [dict(t) for t in turn.tools],
+        "tool_exchange": [],
         "limits": {
             "context_window": turn.context_window,
             "max_output_tokens": turn.max_output_tokens,
@@ -465,8 +469,36 @@ class HttpAgent:
         )
 
     async def respond(self, turn: Turn) -> Sequence[Reply]:
-        response = await self._call(turn_payload(turn), retries=self._retries)
-        data = _json_body(response, "the agent service")
+        payload = turn_payload(turn)
+        exchange: list[dict[str, Any]] = payload["tool_exchange"]
+        steps = 0
+        while True:
+            response = await self._call(payload, retries=self._retries)
+            data = _json_body(response, "the agent service")
+            raw_calls = data.get("tool_calls") if isinstance(data, Mapping) else None
+            if not raw_calls or turn.toolbox is None or not turn.tools:
+                break
+            if steps >= turn.toolbox.max_steps:
+                raise AgentError("the agent service kept calling tools past the step limit")
+            steps += 1
+            calls, content = _read_tool_calls(
+                {
+                    "choices": [
+                        {"message": {"tool_calls": raw_calls, "content": data.get("content")}}
+                    ]
+                }
+            )
+            results = await turn.toolbox.run(calls, content=content or "")
+            exchange.append(
+                {
+                    "role": "assistant",
+                    "content": content or "",
+                    "tool_calls": [c.to_chat() for c in calls],
+                }
+            )
+            exchange.extend(
+                {"role": "tool", "tool_call_id": r.call_id, "content": r.content} for r in results
+            )
         replies = data.get("replies") if isinstance(data, Mapping) else None
         if not isinstance(replies, list):
             raise AgentError('the agent service\'s answer has no "replies" list')
