@@ -46,7 +46,8 @@ async def _get_json(
 
 
 async def run_doctor(settings: Settings) -> int:
-    checks: list[tuple[str, bool, str]] = []
+    #: ``None``: a note that does not fail the doctor (tools left out by policy)
+    checks: list[tuple[str, bool | None, str]] = []
     checks.append(("configuration", True, "settings parsed"))
     ok, detail = await _check_database(settings)
     checks.append(("database", ok, detail))
@@ -108,9 +109,32 @@ async def run_doctor(settings: Settings) -> int:
                 )
             except httpx.HTTPError as exc:
                 checks.append(("mattermost", False, f"cannot reach Mattermost: {exc}"))
-    for name, good, detail in checks:
-        print(f"{'ok ' if good else 'BAD'} {name}: {detail}")
-    return 0 if all(good for _, good, _ in checks) else 1
+    checks.extend(await _check_tools(settings))
+    for name, state, text in checks:
+        print(f"{'ok ' if state else 'note' if state is None else 'BAD'} {name}: {text}")
+    return 0 if all(state is not False for _, state, _ in checks) else 1
+
+
+async def _check_tools(settings: Settings) -> list[tuple[str, bool | None, str]]:
+    """Tools (issue 14): the file parses, MCP servers answer, and which tools are left out
+    for lack of a valid policy entry (never offered to the model: fail closed)."""
+    from gateway.errors import ConfigError
+    from gateway.tools.service import inspect_tools
+
+    if not settings.gateway_tools:
+        return [("tools", True, "off (GATEWAY_TOOLS=false)")]
+    try:
+        catalog, unreachable = await inspect_tools(settings)
+    except ConfigError as exc:
+        return [("tools", False, str(exc))]
+    out: list[tuple[str, bool | None, str]] = [
+        ("tools", True, f"offered under a policy: {', '.join(catalog.names) or 'none'}")
+    ]
+    for name in unreachable:
+        out.append((f"mcp {name}", False, "cannot connect (its tools are not offered)"))
+    for x in catalog.left_out:
+        out.append((f"tool {x.name}", None, f"left out, never offered: {x.reason}"))
+    return out
 
 
 def _mattermost_api_base(url: str) -> str:

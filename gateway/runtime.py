@@ -169,7 +169,7 @@ class Gateway:
 
     async def start(self) -> None:
         if self.tools is not None:
-            self.tools.log_catalog()
+            await self.tools.start()  # MCP servers discovered, tools left out logged
         await self.operator.start()
         await self.http.start()
         await self.delivery.recover()
@@ -205,6 +205,8 @@ class Gateway:
         await _cancel(self._summary_task)
         if isinstance(self.agent, Closeable):
             await self.agent.aclose()
+        if self.tools is not None:
+            await self.tools.stop()
         # 2. deliveries: stop claiming, let in-flight sends finish for a bounded time
         self._delivery_stopping.set()
         self.delivery_wake.set()

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from gateway.tools.catalog import Tool, ToolCaller, ToolPolicy, ToolSpec
+from gateway.tools.catalog import Tool, ToolCaller, ToolHandler, ToolPolicy, ToolSpec
 from session_store.operator import OperatorStore
 from session_store.store import Store
 from session_store.tool_store import ToolStore
@@ -72,6 +72,50 @@ DEFAULT_POLICIES: dict[str, ToolPolicy] = {
         aliases=("time", "date", "today", "now", "clock", "what day"),
         priority=40,
         source="default",
+    ),
+}
+
+
+BUILTIN_SPECS: dict[str, ToolSpec] = {
+    "search_thread": ToolSpec(
+        name="search_thread",
+        description="Full-text search of this thread's earlier messages.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "words to look for"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 20},
+            },
+            "required": ["query"],
+        },
+    ),
+    "list_my_sessions": ToolSpec(
+        name="list_my_sessions",
+        description="The asker's own conversations (threads/topics they wrote in).",
+        parameters={
+            "type": "object",
+            "properties": {"limit": {"type": "integer", "minimum": 1, "maximum": 50}},
+        },
+    ),
+    "read_session": ToolSpec(
+        name="read_session",
+        description="The latest messages of another conversation the asker takes part in.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "session_id": {"type": "integer"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+            },
+            "required": ["session_id"],
+        },
+    ),
+    "current_time": ToolSpec(
+        name="current_time",
+        description="The current date and time, optionally in an IANA timezone.",
+        parameters={
+            "type": "object",
+            "properties": {"timezone": {"type": "string", "description": "e.g. UTC"}},
+        },
     ),
 }
 
@@ -148,58 +192,10 @@ def builtin_tools(store: Store) -> list[Tool]:
         now = datetime.now(UTC).astimezone(tz)
         return json.dumps({"timezone": zone, "now": now.isoformat(), "weekday": now.strftime("%A")})
 
-    obj = "object"
-    return [
-        Tool(
-            spec=ToolSpec(
-                name="search_thread",
-                description="Full-text search of this thread's earlier messages.",
-                parameters={
-                    "type": obj,
-                    "properties": {
-                        "query": {"type": "string", "description": "words to look for"},
-                        "limit": {"type": "integer", "minimum": 1, "maximum": 20},
-                    },
-                    "required": ["query"],
-                },
-            ),
-            handler=search_thread,
-        ),
-        Tool(
-            spec=ToolSpec(
-                name="list_my_sessions",
-                description="The asker's own conversations (threads/topics they wrote in).",
-                parameters={
-                    "type": obj,
-                    "properties": {"limit": {"type": "integer", "minimum": 1, "maximum": 50}},
-                },
-            ),
-            handler=list_my_sessions,
-        ),
-        Tool(
-            spec=ToolSpec(
-                name="read_session",
-                description="The latest messages of another conversation the asker takes part in.",
-                parameters={
-                    "type": obj,
-                    "properties": {
-                        "session_id": {"type": "integer"},
-                        "limit": {"type": "integer", "minimum": 1, "maximum": 50},
-                    },
-                    "required": ["session_id"],
-                },
-            ),
-            handler=read_session,
-        ),
-        Tool(
-            spec=ToolSpec(
-                name="current_time",
-                description="The current date and time, optionally in an IANA timezone.",
-                parameters={
-                    "type": obj,
-                    "properties": {"timezone": {"type": "string", "description": "e.g. UTC"}},
-                },
-            ),
-            handler=current_time,
-        ),
-    ]
+    handlers: dict[str, ToolHandler] = {
+        "search_thread": search_thread,
+        "list_my_sessions": list_my_sessions,
+        "read_session": read_session,
+        "current_time": current_time,
+    }
+    return [Tool(spec=BUILTIN_SPECS[n], handler=h) for n, h in handlers.items()]

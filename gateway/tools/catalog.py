@@ -10,6 +10,7 @@ name is refused, whatever the model says.
 from __future__ import annotations
 
 import fnmatch
+import re
 import tomllib
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -359,6 +360,15 @@ def load_tools_file(path: Path | None) -> ToolsFile:
 # --- tools and the catalog -------------------------------------------------------------------
 
 
+_WIRE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def wire_name(name: str) -> str:
+    """The name the model sees: OpenAI allows only ``[A-Za-z0-9_-]{1,64}``, so the
+    ``server.tool`` of an MCP tool goes on the wire as ``server__tool``."""
+    return _WIRE.sub("_", name.replace(".", "__"))[:64]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolSpec:
     """What the model is shown: a name, a description and a JSON-schema of arguments."""
@@ -369,11 +379,15 @@ class ToolSpec:
     #: ``builtin`` or ``mcp:<server>``
     source: str = "builtin"
 
+    @property
+    def wire_name(self) -> str:
+        return wire_name(self.name)
+
     def openai_schema(self) -> dict[str, Any]:
         return {
             "type": "function",
             "function": {
-                "name": self.name,
+                "name": self.wire_name,
                 "description": self.description,
                 "parameters": dict(self.parameters) or {"type": "object", "properties": {}},
             },

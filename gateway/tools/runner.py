@@ -12,7 +12,7 @@ import asyncio
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 import structlog
@@ -21,7 +21,7 @@ from gateway.agents import ToolCall, ToolResult
 from gateway.errors import GatewayError
 from gateway.metrics import Metrics
 from gateway.tools.builtin import ToolInputError
-from gateway.tools.catalog import ToolCaller, ToolPolicy, ToolPolicyCatalog
+from gateway.tools.catalog import ToolCaller, ToolPolicy, ToolPolicyCatalog, wire_name
 
 log = structlog.get_logger(__name__)
 
@@ -70,6 +70,14 @@ class TurnToolbox:
     approvals: Approvals | None = None
     exchange: list[Exchanged] = field(default_factory=list)
 
+    def _resolve(self, called: str) -> str:
+        """The catalog name of a called wire name (``files__read`` -> ``files.read``), only
+        among the offered tools; anything else stays as called (and is refused)."""
+        for name in self.offered:
+            if wire_name(name) == called:
+                return name
+        return called
+
     async def run(self, calls: Sequence[ToolCall], *, content: str = "") -> list[ToolResult]:
         self.exchange.append(
             Exchanged(
@@ -82,18 +90,15 @@ class TurnToolbox:
         return [r for r, _ in done]
 
     async def _one(self, call: ToolCall) -> tuple[ToolResult, Exchanged]:
+        name = self._resolve(call.name)
         started = time.perf_counter()
         outcome, text = await self._execute(call)
         elapsed = time.perf_counter() - started
-        self.metrics.tool_calls.labels(
-            call.name if call.name in self.offered else "other", outcome
-        ).inc()
-        self.metrics.tool_seconds.labels(
-            call.name if call.name in self.offered else "other"
-        ).observe(elapsed)
+        self.metrics.tool_calls.labels(name if name in self.offered else "other", outcome).inc()
+        self.metrics.tool_seconds.labels(name if name in self.offered else "other").observe(elapsed)
         log.info(
             "tool_called",
-            tool=call.name,
+            tool=name,
             call_id=call.id,
             outcome=outcome,
             duration_ms=round(elapsed * 1000, 1),
@@ -103,13 +108,14 @@ class TurnToolbox:
             role="tool",
             content=text,
             tool_call_id=call.id,
-            tool_name=call.name,
+            tool_name=name,
             outcome=outcome,
             duration_ms=round(elapsed * 1000, 1),
         )
-        return ToolResult(call_id=call.id, name=call.name, content=text, outcome=outcome), stored
+        return ToolResult(call_id=call.id, name=name, content=text, outcome=outcome), stored
 
-    async def _execute(self, call: ToolCall) -> tuple[str, str]:
+    async def _execute(self, wired: ToolCall) -> tuple[str, str]:
+        call = replace(wired, name=self._resolve(wired.name))
         # fail closed: offered this turn AND still allowed by policy for this caller
         reason = (
             "not offered in this turn"

@@ -3,14 +3,17 @@ policy) and, per turn, the routed bundle and its toolbox."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import structlog
 
 from gateway.metrics import Metrics
-from gateway.tools.builtin import DEFAULT_POLICIES, builtin_tools
+from gateway.settings import Settings
+from gateway.tools.builtin import BUILTIN_SPECS, DEFAULT_POLICIES, builtin_tools
 from gateway.tools.catalog import (
     Tool,
     ToolCaller,
@@ -18,8 +21,9 @@ from gateway.tools.catalog import (
     ToolsFile,
     load_tools_file,
 )
+from gateway.tools.mcp_client import McpServerConnection
 from gateway.tools.routing import Bundle, select_bundle
-from gateway.tools.runner import Approvals, TurnToolbox
+from gateway.tools.runner import Approvals, ToolFailed, TurnToolbox
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
@@ -46,6 +50,33 @@ class ToolService:
             [*builtin_tools(store), *extra], defaults=DEFAULT_POLICIES, tools_file=tools_file
         )
         self.approvals: Approvals | None = None
+        self.servers = [McpServerConnection(c, register=self._register) for c in tools_file.servers]
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def _register(self, source: str, tools: Sequence[Tool]) -> None:
+        """Replace the tools of one MCP server (none while it is disconnected)."""
+        self.catalog.remove_source(source)
+        for tool in tools:
+            self.catalog.add(tool, defaults={})
+
+    async def start(self) -> None:
+        """Connect the MCP servers (each waited for up to its connect timeout: a server
+        that is down at start is discovered when it comes up), then log the catalog."""
+        for server in self.servers:
+            self._tasks.append(
+                asyncio.create_task(server.run(), name=f"mcp-server-{server.config.name}")
+            )
+        await asyncio.gather(*(s.wait_connected(s.config.connect_timeout) for s in self.servers))
+        for server in self.servers:
+            if not server.connections:
+                log.warning("mcp_server_unavailable_at_start", server=server.config.name)
+        self.log_catalog()
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
 
     @classmethod
     def from_path(cls, store: Store, path: Path | None, *, metrics: Metrics) -> ToolService:
@@ -86,3 +117,37 @@ class ToolService:
             approvals=self.approvals,
         )
         return Prepared(bundle=bundle, toolbox=toolbox)
+
+
+async def inspect_tools(settings: Settings) -> tuple[ToolPolicyCatalog, list[str]]:
+    """For ``gateway doctor``: the catalog the gateway would build (the tools file's MCP
+    servers connected once, then closed) and the servers that could not be reached."""
+
+    async def never(args: Mapping[str, Any], caller: ToolCaller) -> str:
+        raise ToolFailed("inspection only")
+
+    tools_file = load_tools_file(settings.gateway_tools_file)
+    catalog = ToolPolicyCatalog(
+        [Tool(spec=s, handler=never) for s in BUILTIN_SPECS.values()],
+        defaults=DEFAULT_POLICIES,
+        tools_file=tools_file,
+    )
+
+    def register(source: str, tools: Sequence[Tool]) -> None:
+        catalog.remove_source(source)
+        for tool in tools:
+            catalog.add(tool, defaults={})
+
+    servers = [McpServerConnection(c, register=register) for c in tools_file.servers]
+    unreachable: list[str] = []
+    for server in servers:
+        task = asyncio.create_task(server.run(), name=f"doctor-mcp-{server.config.name}")
+        try:
+            if not await server.wait_connected(server.config.connect_timeout):
+                unreachable.append(server.config.name)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        # the supervisor withdraws the tools when it stops; keep what was discovered
+        register(server.source, server.last_tools)
+    return catalog, unreachable
