@@ -28,6 +28,7 @@ from gateway.metrics import Metrics
 from gateway.ports import AdapterContext, AdapterFactory, PlatformAdapter, Transport
 from gateway.settings import Settings
 from gateway.summaries import SummaryWorker
+from gateway.tools.approvals import ApprovalService
 from gateway.tools.service import ToolService
 from gateway.turns import TurnScheduler, TurnSettings
 from session_store.store import Store
@@ -84,7 +85,18 @@ class Gateway:
         self.turn_wake = Signal()
         self.delivery_wake = Signal()
         self.ready = False
-        self.adapter_context = AdapterContext(live=self.live, conversations=Conversations(store))
+        # approvals in the thread (issue 14): adapters report clicks to it
+        self.approvals: ApprovalService | None = None
+        if settings.gateway_tools:
+            self.approvals = ApprovalService(
+                store,
+                metrics=self.metrics,
+                seconds=settings.gateway_approval_seconds,
+                delivery_wake=self.delivery_wake,
+            )
+        self.adapter_context = AdapterContext(
+            live=self.live, conversations=Conversations(store), approvals=self.approvals
+        )
         # surfaces given by the caller (tests) replace the configured platforms; the web chat
         # still follows GATEWAY_WEB_CHAT
         self.adapters: list[PlatformAdapter] = [
@@ -110,6 +122,9 @@ class Gateway:
             self.tools = ToolService.from_path(
                 store, settings.gateway_tools_file, metrics=self.metrics
             )
+            self.tools.approvals = self.approvals
+            if self.approvals is not None:
+                self.approvals.transports = self.transports
         self.turns = TurnScheduler(
             store,
             agent,

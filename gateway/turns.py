@@ -271,6 +271,8 @@ class TurnScheduler:
                 chat_id=claim.key.chat_id,
                 thread_id=claim.key.thread_id,
                 user_id=question.sender_id,
+                turn_seq=question.seq_no,
+                target=target,
             )
             asked = "\n".join(m.content for m in pending if m.role == "user" and not m.command)
             tools = self._tools.prepare(caller, asked, count=self._context.counter.text)

@@ -21,7 +21,7 @@ from gateway.conversations import Conversations
 from gateway.domain import Rejected, SessionKey
 from gateway.hub import Broadcast
 from gateway.intake import live_topic
-from gateway.ports import Intake
+from gateway.ports import ApprovalClick, ApprovalDecider, Intake
 
 KEEPALIVE_SECONDS = 15.0
 
@@ -29,8 +29,14 @@ KEEPALIVE_SECONDS = 15.0
 class WebAdapter:
     platform = PLATFORM
 
-    def __init__(self, conversations: Conversations, live: Broadcast) -> None:
+    def __init__(
+        self,
+        conversations: Conversations,
+        live: Broadcast,
+        approvals: ApprovalDecider | None = None,
+    ) -> None:
         self._conversations = conversations
+        self._approvals = approvals
         self._live = live
         self.transport = WebTransport(live)
         self._intake: Intake | None = None
@@ -67,6 +73,11 @@ class WebAdapter:
             Route(
                 "/web/api/channels/{channel}/threads/{thread}/messages/{seq:int}/feedback",
                 self._feedback,
+                methods=["POST"],
+            ),
+            Route(
+                "/web/api/channels/{channel}/threads/{thread}/approvals/{approval}",
+                self._approval,
                 methods=["POST"],
             ),
         ]
@@ -147,6 +158,7 @@ class WebAdapter:
                         "model": m.model,
                         "delivery": m.delivery,
                         "feedback": m.feedback,
+                        "approval": dict(m.approval) if m.approval else None,
                     }
                     for m in transcript.messages
                 ],
@@ -172,6 +184,35 @@ class WebAdapter:
         if vote.outcome == "not_an_answer":
             return JSONResponse({"error": "only answers take feedback"}, status_code=404)
         return JSONResponse({"feedback": vote.feedback})
+
+    async def _approval(self, request: Request) -> Response:
+        """Approve / Deny on an approval card (issue 14): ``{"decision": "approve" | "deny",
+        "user": name}``. Only the asker (or an approver) decides; anyone else gets a polite
+        refusal (403) and nothing changes; a second click answers "already decided"."""
+        if self._approvals is None:
+            return JSONResponse({"error": "approvals are off"}, status_code=404)
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            body = None
+        decision = body.get("decision") if isinstance(body, dict) else None
+        user = (body.get("user") if isinstance(body, dict) else None) or "guest"
+        if decision not in ("approve", "deny") or not isinstance(user, str) or len(user) > 64:
+            return JSONResponse({"error": 'decision must be "approve" or "deny"'}, 422)
+        outcome = await self._approvals.click(
+            ApprovalClick(
+                platform=PLATFORM,
+                approval_id=request.path_params["approval"][:64],
+                user_id=user,
+                approve=decision == "approve",
+                chat_id=request.path_params["channel"],
+                thread_id=request.path_params["thread"],
+            )
+        )
+        status = {"unknown": 404, "not_allowed": 403}.get(outcome.outcome, 200)
+        return JSONResponse(
+            {"outcome": outcome.outcome, "message": outcome.message}, status_code=status
+        )
 
     async def _stream(self, request: Request) -> Response:
         topic = live_topic(self._key(request))

@@ -8,7 +8,7 @@ from adapters.web.extract import PLATFORM
 from gateway.domain import ReplyTarget, SessionKey
 from gateway.hub import Broadcast
 from gateway.intake import live_topic
-from gateway.ports import SendResult
+from gateway.ports import APPROVAL_EXTRA, SendResult
 
 
 class WebTransport:
@@ -37,14 +37,29 @@ class WebTransport:
             chat_id=target.chat_id,
             thread_id=target.thread_id,
         )
-        self._live.publish(live_topic(key), {"type": "reply", "id": idempotency_key, "text": text})
+        event: dict[str, object] = {"type": "reply", "id": idempotency_key, "text": text}
+        approval = target.extra.get(APPROVAL_EXTRA)
+        if approval:
+            # an approval card (issue 14): the page shows Approve / Deny buttons for it
+            event["approval_id"] = approval
+        self._live.publish(live_topic(key), event)
         return SendResult(platform_message_id=idempotency_key)
 
-    async def typing(self, target: ReplyTarget) -> None:
-        key = SessionKey(
-            platform=target.platform,
-            scope=target.scope,
-            chat_id=target.chat_id,
-            thread_id=target.thread_id,
+    async def retire_card(self, target: ReplyTarget, platform_message_id: str, text: str) -> None:
+        """The page re-reads the thread on this event and shows the decision, no buttons."""
+        self._live.publish(
+            live_topic(_key(target)),
+            {"type": "approval_decided", "id": platform_message_id, "text": text},
         )
-        self._live.publish(live_topic(key), {"type": "typing"})
+
+    async def typing(self, target: ReplyTarget) -> None:
+        self._live.publish(live_topic(_key(target)), {"type": "typing"})
+
+
+def _key(target: ReplyTarget) -> SessionKey:
+    return SessionKey(
+        platform=target.platform,
+        scope=target.scope,
+        chat_id=target.chat_id,
+        thread_id=target.thread_id,
+    )

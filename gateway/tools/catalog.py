@@ -19,6 +19,7 @@ from typing import Any, Literal, cast
 
 import structlog
 
+from gateway.domain import ReplyTarget
 from gateway.errors import ConfigError
 
 log = structlog.get_logger(__name__)
@@ -404,6 +405,9 @@ class ToolCaller:
     chat_id: str
     thread_id: str | None
     user_id: str | None
+    #: the seq of the message this turn answers, and where its answer goes (approvals)
+    turn_seq: int = 0
+    target: ReplyTarget | None = None
 
     @property
     def chat_ref(self) -> str:

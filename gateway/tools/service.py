@@ -13,6 +13,7 @@ import structlog
 
 from gateway.metrics import Metrics
 from gateway.settings import Settings
+from gateway.tools.approvals import ApprovalService
 from gateway.tools.builtin import BUILTIN_SPECS, DEFAULT_POLICIES, builtin_tools
 from gateway.tools.catalog import (
     Tool,
@@ -52,6 +53,7 @@ class ToolService:
         self.approvals: Approvals | None = None
         self.servers = [McpServerConnection(c, register=self._register) for c in tools_file.servers]
         self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = asyncio.Event()
 
     def _register(self, source: str, tools: Sequence[Tool]) -> None:
         """Replace the tools of one MCP server (none while it is disconnected)."""
@@ -67,12 +69,18 @@ class ToolService:
                 asyncio.create_task(server.run(), name=f"mcp-server-{server.config.name}")
             )
         await asyncio.gather(*(s.wait_connected(s.config.connect_timeout) for s in self.servers))
+        if isinstance(self.approvals, ApprovalService):
+            # expiry and card retirement, also for requests left open by a previous run
+            self._tasks.append(
+                asyncio.create_task(self.approvals.run(self._stopping), name="approval-sweeper")
+            )
         for server in self.servers:
             if not server.connections:
                 log.warning("mcp_server_unavailable_at_start", server=server.config.name)
         self.log_catalog()
 
     async def stop(self) -> None:
+        self._stopping.set()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
