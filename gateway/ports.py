@@ -55,6 +55,11 @@ class Intake(Protocol):
         when that message is not one of ours (a reaction on someone else's post)."""
         ...
 
+    async def approval_click(self, click: ApprovalClick) -> ClickOutcome:
+        """Someone pressed an approval card's button or reacted ✅/❌ to it (issue 14): the
+        core checks the place, the card and the person, and decides the request once."""
+        ...
+
     async def lead(
         self,
         name: str,
@@ -195,8 +200,6 @@ class AdapterContext:
 
     live: Broadcast
     conversations: Conversations
-    #: approval clicks (issue 14); ``None`` when tools are off
-    approvals: ApprovalDecider | None = None
 
 
 #: how every surface package is built: ``create_adapter(settings, context)``

@@ -94,9 +94,7 @@ class Gateway:
                 seconds=settings.gateway_approval_seconds,
                 delivery_wake=self.delivery_wake,
             )
-        self.adapter_context = AdapterContext(
-            live=self.live, conversations=Conversations(store), approvals=self.approvals
-        )
+        self.adapter_context = AdapterContext(live=self.live, conversations=Conversations(store))
         # surfaces given by the caller (tests) replace the configured platforms; the web chat
         # still follows GATEWAY_WEB_CHAT
         self.adapters: list[PlatformAdapter] = [
@@ -111,6 +109,7 @@ class Gateway:
             live=self.live,
             leader_interval=max(settings.gateway_poll_seconds * 5, 1.0),
         )
+        self.intake.approvals = self.approvals  # approval clicks from the adapters (issue 14)
         # the agent's context: per-model budgets, calibrated estimates, rolling summaries
         self.context = ContextAssembler(
             store, ContextPolicy.from_settings(settings), TokenCounter()

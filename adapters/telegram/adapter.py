@@ -22,6 +22,7 @@ from adapters.telegram.extract import (
     PLATFORM,
     BotIdentity,
     ExtractPolicy,
+    callback_of,
     extract_update,
     reaction_of,
 )
@@ -34,7 +35,7 @@ from adapters.telegram.transport import (
 )
 from gateway.domain import Extracted, Rejected
 from gateway.errors import ConfigError, GatewayError
-from gateway.ports import Intake, Transport
+from gateway.ports import ApprovalClick, Intake, Transport
 from gateway.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -54,6 +55,8 @@ ALLOWED_UPDATES: tuple[str, ...] = (
     "edited_business_message",
     "deleted_business_messages",
     "message_reaction",
+    # approval buttons (issue 14)
+    "callback_query",
 )
 #: Bot API updates are small; anything larger is not Telegram talking to us
 _MAX_WEBHOOK_BODY = 1 << 20
@@ -224,6 +227,37 @@ class TelegramAdapter:
             value=reaction.value,
         )
 
+    async def _callback(self, update: Mapping[str, Any]) -> None:
+        """An inline button press: an approval card's is decided by the core (which checks
+        the chat, topic, card and who pressed); every query is answered (answerCallbackQuery)
+        so the client stops its spinner, with the outcome as a short notice. The update is
+        still recorded (as ignored) by the submit that follows."""
+        found = callback_of(update)
+        if found is None:
+            return
+        query_id, press = found
+        text: str | None = None
+        alert = False
+        if press is not None and self._intake is not None:
+            outcome = await self._intake.approval_click(
+                ApprovalClick(
+                    platform=PLATFORM,
+                    approval_id=press.approval_id,
+                    user_id=press.user_id,
+                    approve=press.approve,
+                    chat_id=press.chat_id,
+                    thread_id=press.thread_id,
+                    message_id=press.message_id,
+                )
+            )
+            text = outcome.message
+            alert = outcome.outcome == "not_allowed"
+        try:
+            await self._bot.answer_callback_query(query_id, text=text, show_alert=alert)
+        except TelegramError as exc:
+            # a query older than ~15 s cannot be answered any more; the decision stands
+            log.info("telegram_answer_callback_failed", error=exc.message)
+
     def _extract(self, payload: Mapping[str, Any]) -> Extracted:
         assert self._identity is not None
         try:
@@ -300,6 +334,7 @@ class TelegramAdapter:
                 return  # the rest stay unconfirmed and are redelivered after the restart
             extracted = self._extract(raw)
             await self._feedback(intake, raw)
+            await self._callback(raw)
             outcome = await intake.submit(extracted, raw=raw)
             update_id = raw.get("update_id") if isinstance(raw, Mapping) else None
             if isinstance(update_id, int):
@@ -357,6 +392,7 @@ class TelegramAdapter:
                 await intake.submit(rejected, raw=raw)
                 return JSONResponse({"ok": False, "error": "bad json"}, status_code=400)
             await self._feedback(intake, payload)
+            await self._callback(payload)
             outcome = await intake.submit(self._extract(payload), raw=payload)
         except Exception:  # not stored: answer 500 so Telegram redelivers
             log.exception("telegram_webhook_ingest_failed")

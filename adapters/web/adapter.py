@@ -21,7 +21,7 @@ from gateway.conversations import Conversations
 from gateway.domain import Rejected, SessionKey
 from gateway.hub import Broadcast
 from gateway.intake import live_topic
-from gateway.ports import ApprovalClick, ApprovalDecider, Intake
+from gateway.ports import ApprovalClick, Intake
 
 KEEPALIVE_SECONDS = 15.0
 
@@ -29,14 +29,8 @@ KEEPALIVE_SECONDS = 15.0
 class WebAdapter:
     platform = PLATFORM
 
-    def __init__(
-        self,
-        conversations: Conversations,
-        live: Broadcast,
-        approvals: ApprovalDecider | None = None,
-    ) -> None:
+    def __init__(self, conversations: Conversations, live: Broadcast) -> None:
         self._conversations = conversations
-        self._approvals = approvals
         self._live = live
         self.transport = WebTransport(live)
         self._intake: Intake | None = None
@@ -189,8 +183,9 @@ class WebAdapter:
         """Approve / Deny on an approval card (issue 14): ``{"decision": "approve" | "deny",
         "user": name}``. Only the asker (or an approver) decides; anyone else gets a polite
         refusal (403) and nothing changes; a second click answers "already decided"."""
-        if self._approvals is None:
-            return JSONResponse({"error": "approvals are off"}, status_code=404)
+        intake = self._intake
+        if intake is None:
+            return JSONResponse({"error": "starting up"}, status_code=503)
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -199,7 +194,7 @@ class WebAdapter:
         user = (body.get("user") if isinstance(body, dict) else None) or "guest"
         if decision not in ("approve", "deny") or not isinstance(user, str) or len(user) > 64:
             return JSONResponse({"error": 'decision must be "approve" or "deny"'}, 422)
-        outcome = await self._approvals.click(
+        outcome = await intake.approval_click(
             ApprovalClick(
                 platform=PLATFORM,
                 approval_id=request.path_params["approval"][:64],

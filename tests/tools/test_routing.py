@@ -110,7 +110,7 @@ def test_a_confident_turn_offers_its_domains_tools_only() -> None:
         catalog(), CALLER, "file a bug about the login page", max_tokens=10_000, count=estimate_text
     )
     assert bundle.names == ("jira.create_issue",)
-    assert bundle.schemas[0]["function"]["name"] == "jira.create_issue"
+    assert bundle.schemas[0]["function"]["name"] == "jira__create_issue"  # OpenAI-safe
 
 
 def test_a_bundle_over_its_schema_budget_is_trimmed_by_priority_and_logged() -> None:
