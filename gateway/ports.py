@@ -161,6 +161,7 @@ class ApprovalClick:
     chat, thread and card message before anything is decided."""
 
     platform: str
+    #: the opaque id a button carries; empty for a reaction (found by ``message_id``)
     approval_id: str
     user_id: str
     approve: bool

@@ -107,3 +107,11 @@ VALUES ($1, $2, $3, 1, $4, $5, $6)
 APPROVAL_STATES = """
 SELECT id, status, decided_by, tool_name FROM tool_approvals WHERE id = ANY($1::text[])
 """
+
+# A reaction names the card by its post: the card's delivery holds that platform id.
+GET_APPROVAL_BY_CARD = f"""
+SELECT {APPROVAL_COLUMNS} FROM tool_approvals a
+JOIN deliveries d ON d.message_id = a.card_message_id
+WHERE d.platform = $1 AND d.platform_message_id = $2
+LIMIT 1
+"""

@@ -68,6 +68,13 @@ class ToolStore:
             row = await conn.fetchrow(q.GET_APPROVAL, approval_id)
         return None if row is None else ApprovalRecord.from_row(row)
 
+    async def approval_by_card(
+        self, platform: str, platform_message_id: str
+    ) -> ApprovalRecord | None:
+        async with self._db.connection() as conn:
+            row = await conn.fetchrow(q.GET_APPROVAL_BY_CARD, platform, platform_message_id)
+        return None if row is None else ApprovalRecord.from_row(row)
+
     async def decide_approval(
         self, approval_id: str, *, version: int, status: ApprovalStatus, decided_by: str
     ) -> bool:

@@ -40,6 +40,7 @@ from adapters.mattermost.extract import (
     REACTION_EVENTS,
     BotIdentity,
     ExtractContext,
+    approval_reaction_of,
     extract_event,
     extract_post,
     post_of,
@@ -50,7 +51,7 @@ from adapters.mattermost.urls import ServerUrls, server_urls
 from adapters.mattermost.websocket import Backoff, EventStream
 from gateway.domain import EventKind, Extracted, Rejected
 from gateway.errors import ConfigError, GatewayError
-from gateway.ports import Intake
+from gateway.ports import ApprovalClick, Intake
 from gateway.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -259,6 +260,23 @@ class MattermostAdapter:
         """A thumbs up/down on one of the bot's replies is that reply's feedback; the core
         answers False for reactions on other posts. Not submitted: it is not a message."""
         intake, ctx = self._require()
+        approval = approval_reaction_of(frame, ctx=ctx)
+        if approval is not None:
+            # ✅/❌ on an approval card (issue 14); the core finds the card by its post id
+            # and answers "unknown" for any other post. Mattermost has no per-user notice
+            # for a refused reaction without interactive buttons: it is logged only.
+            outcome = await intake.approval_click(
+                ApprovalClick(
+                    platform=PLATFORM,
+                    approval_id="",
+                    user_id=approval.user_id,
+                    approve=approval.approve,
+                    chat_id=approval.chat_id,
+                    message_id=approval.post_id,
+                )
+            )
+            log.info("mattermost_approval_reaction", outcome=outcome.outcome)
+            return
         reaction = reaction_of(frame, ctx=ctx)
         if reaction is not None:
             await intake.record_feedback(

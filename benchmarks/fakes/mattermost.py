@@ -272,6 +272,7 @@ class FakeMattermost:
             "/api/v4/channels/{channel_id}/posts", self._route("posts_since", self._posts_since)
         )
         r.add_post("/api/v4/posts", self._route("create_post", self._create_post))
+        r.add_put("/api/v4/posts/{post_id}/patch", self._route("patch_post", self._patch_post))
         r.add_get("/api/v4/websocket", self._websocket)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
@@ -849,6 +850,21 @@ class FakeMattermost:
                 "has_next": False,
             }
         )
+
+    async def _patch_post(self, request: web.Request, user: User, body: Any) -> web.Response:
+        """PUT /posts/{id}/patch: only the author may edit; ``message`` replaces the text."""
+        post = self.posts.get(request.match_info["post_id"])
+        if post is None or post.get("delete_at"):
+            return _error(404, "app.post.get.app_error", "Unable to get the post.")
+        if post["user_id"] != user.id:
+            return _error(
+                403,
+                "api.context.permissions.app_error",
+                "You do not have the appropriate permissions.",
+            )
+        if isinstance(body, dict) and isinstance(body.get("message"), str):
+            await self.edit_post(post["id"], body["message"])
+        return _json(post)
 
     async def _create_post(self, request: web.Request, user: User, body: Any) -> web.Response:
         if not isinstance(body, dict):

@@ -159,7 +159,13 @@ class ApprovalService:
     # --- clicks from the adapters (the ApprovalDecider port) ---------------------------------
 
     async def click(self, click: ApprovalClick) -> ClickOutcome:
-        record = await self._store.get_approval(click.approval_id)
+        if click.approval_id:
+            record = await self._store.get_approval(click.approval_id)
+        elif click.message_id is not None:
+            # a reaction (Mattermost) names the card post, not the request
+            record = await self._store.approval_by_card(click.platform, click.message_id)
+        else:
+            record = None
         if record is None or not _same_place(record, click):
             log.warning("approval_click_unknown", approval_id=click.approval_id)
             return ClickOutcome(outcome="unknown", message="This request is not known here.")
