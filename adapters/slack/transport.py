@@ -11,13 +11,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aiohttp
+import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.mrkdwn import markdown_to_mrkdwn
 from gateway.domain import ReplyTarget
 from gateway.errors import DeliveryError
-from gateway.ports import SendResult
+from gateway.ports import APPROVAL_EXTRA, SendResult
+
+log = structlog.get_logger(__name__)
 
 PLATFORM = "slack"
 
@@ -113,6 +116,37 @@ def translate_error(exc: BaseException) -> DeliveryError:
     return DeliveryError(f"slack send failed: {exc.__class__.__name__}", ambiguous=True)
 
 
+#: the approval buttons' action ids (the value is the request's opaque id)
+APPROVE_ACTION = "gateway_approval_approve"
+DENY_ACTION = "gateway_approval_deny"
+
+
+def approval_blocks(text: str, approval_id: str) -> list[dict[str, Any]]:
+    return [
+        {"type": "section", "text": {"type": "mrkdwn", "text": text}},
+        {
+            "type": "actions",
+            "block_id": "approval",
+            "elements": [
+                {
+                    "type": "button",
+                    "action_id": APPROVE_ACTION,
+                    "style": "primary",
+                    "text": {"type": "plain_text", "text": "Approve"},
+                    "value": approval_id,
+                },
+                {
+                    "type": "button",
+                    "action_id": DENY_ACTION,
+                    "style": "danger",
+                    "text": {"type": "plain_text", "text": "Deny"},
+                    "value": approval_id,
+                },
+            ],
+        },
+    ]
+
+
 class SlackTransport:
     """``Transport`` for Slack. ``send`` posts once; it never retries by itself."""
 
@@ -139,8 +173,12 @@ class SlackTransport:
         return [(f"channel:{target.scope}:{target.chat_id}", 1.0)]
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
+        approval = target.extra.get(APPROVAL_EXTRA)
+        # an approval card (issue 14): buttons carrying only the opaque id
+        blocks = approval_blocks(text, approval) if approval else None
         try:
             response = await self.client.chat_postMessage(
+                blocks=blocks,
                 channel=target.chat_id,
                 # Always the ROOT ts computed at ingest (never a reply's own ts); None = post
                 # in the channel/DM itself.
@@ -157,6 +195,27 @@ class SlackTransport:
             raise translate_error(exc) from exc
         ts = response.get("ts")
         return SendResult(platform_message_id=ts if isinstance(ts, str) else None)
+
+    async def retire_card(self, target: ReplyTarget, platform_message_id: str, text: str) -> None:
+        """chat.update with the decision and no actions block: the buttons are gone."""
+        try:
+            await self.client.chat_update(
+                channel=target.chat_id,
+                ts=platform_message_id,
+                text=text,
+                blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": text}}],
+            )
+        except (TimeoutError, SlackApiError, aiohttp.ClientError) as exc:
+            raise translate_error(exc) from exc
+
+    async def notify(self, target: ReplyTarget, user_id: str, text: str) -> None:
+        """A notice only ``user_id`` sees, in the card's thread (chat.postEphemeral)."""
+        try:
+            await self.client.chat_postEphemeral(
+                channel=target.chat_id, user=user_id, text=text, thread_ts=target.thread_id
+            )
+        except (TimeoutError, SlackApiError, aiohttp.ClientError) as exc:
+            log.info("slack_ephemeral_failed", error=str(translate_error(exc)))
 
     async def typing(self, target: ReplyTarget) -> None:
         # Slack has no typing indicator for bots over the Web API (the RTM "typing" message is

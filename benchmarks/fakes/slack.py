@@ -28,6 +28,7 @@ import hmac
 import itertools
 import json
 import time
+import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -82,6 +83,8 @@ class Message:
     subtype: str | None = None
     metadata: Any = None
     files: list[dict[str, Any]] | None = None
+    blocks: list[dict[str, Any]] | None = None
+    edited: bool = False
 
     @property
     def is_reply(self) -> bool:
@@ -189,6 +192,8 @@ class FakeSlack:
         self.bot_token = bot_token
         self.app_token = app_token
         self.signing_secret = signing_secret
+        #: chat.postEphemeral calls (the polite refusals only one person sees)
+        self.ephemerals: list[dict[str, Any]] = []
         self.subscriptions = set(subscriptions)
         #: where Events API bodies go (the gateway's ``/slack/events``); None = not delivered
         self.events_url: str | None = None
@@ -398,7 +403,88 @@ class FakeSlack:
             return self._post_message(params)
         if method == "conversations.replies":
             return self._replies(params)
+        if method == "chat.update":
+            return self._update(params)
+        if method == "chat.postEphemeral":
+            self.ephemerals.append(dict(params))
+            return web.json_response({"ok": True, "message_ts": self.next_ts()})
         return _error("unknown_method", status=404)
+
+    def _update(self, params: Mapping[str, Any]) -> web.Response:
+        """chat.update: new text and blocks (blocks omitted: the old ones are removed)."""
+        channel = self.channels.get(str(params.get("channel", "")))
+        message = channel.find(str(params.get("ts", ""))) if channel is not None else None
+        if channel is None or message is None:
+            return _error("message_not_found")
+        if message.user != self.bot_user_id:
+            return _error("cant_update_message")
+        message.text = str(params.get("text") or message.text)
+        blocks = params.get("blocks")
+        message.blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
+        message.edited = True
+        return web.json_response({"ok": True, "channel": channel.id, "ts": message.ts})
+
+    async def click_button(
+        self,
+        url: str,
+        message: Message,
+        action_id: str,
+        *,
+        user: str = HUMAN,
+        signed: bool = True,
+        value: str | None = None,
+    ) -> tuple[int, bytes]:
+        """A person presses a button of the bot's message: Slack POSTs a signed
+        ``application/x-www-form-urlencoded`` body with ``payload`` = the ``block_actions``
+        JSON to the app's interactivity URL. ``value``: press a button as it was before the
+        message was updated (a second click on a stale card)."""
+        assert self._session is not None
+        if value is None:
+            action = next(
+                a
+                for b in message.blocks or []
+                if b.get("type") == "actions"
+                for a in b.get("elements", [])
+                if a.get("action_id") == action_id
+            )
+            value = action.get("value")
+        payload = {
+            "type": "block_actions",
+            "team": {"id": self.team_id},
+            "user": {"id": user, "team_id": self.team_id},
+            "api_app_id": "A0FAKE",
+            "container": {
+                "type": "message",
+                "message_ts": message.ts,
+                "channel_id": message.channel,
+                "is_ephemeral": False,
+                "thread_ts": message.thread_ts,
+            },
+            "channel": {"id": message.channel},
+            "message": {
+                "type": "message",
+                "ts": message.ts,
+                "thread_ts": message.thread_ts,
+                "text": message.text,
+            },
+            "response_url": f"http://127.0.0.1:{self.port}/response/{message.ts}",
+            "trigger_id": "1.2.3",
+            "actions": [
+                {
+                    "type": "button",
+                    "action_id": action_id,
+                    "block_id": "approval",
+                    "value": value,
+                    "action_ts": self.next_ts(),
+                }
+            ],
+        }
+        body = urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        if signed:
+            headers.update(self.sign(body))
+        async with self._session.post(url, data=body, headers=headers) as resp:
+            return resp.status, await resp.read()
 
     def _post_message(self, params: Mapping[str, Any]) -> web.Response:
         channel = self.channels.get(str(params.get("channel", "")))
@@ -425,6 +511,9 @@ class FakeSlack:
         metadata = params.get("metadata")
         if isinstance(metadata, str):
             metadata = json.loads(metadata)
+        blocks = params.get("blocks")
+        if isinstance(blocks, str):
+            blocks = json.loads(blocks)
         message = Message(
             channel=channel.id,
             ts=self.next_ts(),
@@ -433,6 +522,7 @@ class FakeSlack:
             bot_id=self.bot_id,
             thread_ts=thread_ts,
             metadata=metadata,
+            blocks=blocks if isinstance(blocks, list) else None,
         )
         channel.messages.append(message)
         if self.echo_bot_messages and not self._stopping:
