@@ -66,7 +66,8 @@ def card_text(record: ApprovalRecord, policy: ToolPolicy, minutes: int) -> str:
     return (
         f"Approval needed: the assistant wants to run {record.tool_name} "
         f"({policy.operation}, risk {policy.risk}) with {_short(record.arguments)}.\n"
-        f"Only the person who asked can decide. Expires in {minutes} min if nobody does."
+        f"Only the person who asked{' (or an approver)' if record.approvers else ''} can "
+        f"decide. Expires in {minutes} min if nobody does."
     )
 
 
@@ -100,7 +101,13 @@ class ApprovalService:
     # --- the waiting turn (the toolbox's Approvals port) -------------------------------------
 
     async def decide(
-        self, call: ToolCall, arguments: Mapping[str, Any], policy: ToolPolicy, caller: ToolCaller
+        self,
+        call: ToolCall,
+        arguments: Mapping[str, Any],
+        policy: ToolPolicy,
+        caller: ToolCaller,
+        *,
+        approvers: tuple[str, ...] = (),
     ) -> Decision:
         if caller.target is None or caller.user_id is None:
             return "denied"  # nowhere to ask, or nobody to ask: fail closed
@@ -111,7 +118,7 @@ class ApprovalService:
             tool_name=policy.name,
             arguments=arguments,
             owner=f"{caller.platform}:{caller.user_id}",
-            approvers=policy.approvers,
+            approvers=approvers or policy.approvers,
             target=caller.target,
             expires_in=self.seconds,
         )

@@ -32,7 +32,13 @@ class Approvals(Protocol):
     """Asks the asker in the thread before a ``confirm`` tool runs (``gateway.tools.approvals``)."""
 
     async def decide(
-        self, call: ToolCall, arguments: Mapping[str, Any], policy: ToolPolicy, caller: ToolCaller
+        self,
+        call: ToolCall,
+        arguments: Mapping[str, Any],
+        policy: ToolPolicy,
+        caller: ToolCaller,
+        *,
+        approvers: tuple[str, ...] = (),
     ) -> Decision: ...
 
 
@@ -136,7 +142,15 @@ class TurnToolbox:
         if policy.confirm:
             if self.approvals is None:
                 return "not_approved", "not approved: approvals are not available here"
-            decision = await self.approvals.decide(call, parsed, policy, self.caller)
+            decision = await self.approvals.decide(
+                call,
+                parsed,
+                policy,
+                self.caller,
+                # who besides the asker may decide: the tool's entry + [approvers] for the
+                # chat or thread (a policy of its own, separate from who may run tools)
+                approvers=self.catalog.approvers_for(call.name, self.caller),
+            )
             log.info("tool_approval_decided", tool=call.name, decision=decision)
             if decision != "approved":
                 return "not_approved", f"not approved ({decision}): the tool did not run"

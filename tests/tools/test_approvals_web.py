@@ -197,3 +197,37 @@ async def test_expiry_tells_the_model_not_approved_and_the_turn_goes_on(
     assert late.json()["outcome"] == "already_decided"
     follow = fake.turn_requests[-1].body["messages"][-1]
     assert follow["role"] == "tool" and follow["content"].startswith("not approved (expired)")
+
+
+async def test_a_configured_approver_may_decide_for_the_asker(
+    database_url: str, fake: FakeOpenAI, tmp_path: Path
+) -> None:
+    path = tmp_path / "tools.toml"
+    path.write_text(POLICY + '\n[approvers]\n"web:general" = ["web:boss"]\n')
+    ops = Ops()
+    fake.script.extend([Step(tool_calls=[RESTART]), Step(text="Done.")])
+    thread = "t-boss"
+    async with running_gateway(
+        database_url,
+        agent=OpenAIAgent(base_url=fake.base_url, api_key="k", model="small"),
+        AGENT_MODEL="small",
+        GATEWAY_TOOLS_FILE=str(path),
+    ) as gw:
+        ops.install(gw)
+        await post(
+            gw,
+            "/web/api/channels/general/messages",
+            {"text": "restart the api", "client_msg_id": thread, "user": "ann"},
+        )
+
+        async def card_shown() -> Any:
+            return [m for m in await history(gw, thread) if m.get("approval")]
+
+        [card] = await wait_for(card_shown)
+        assert "(or an approver)" in card["content"]
+        url = f"/web/api/channels/general/threads/{thread}/approvals/{card['approval']['id']}"
+        decided = await post(gw, url, {"decision": "approve", "user": "boss"})
+        assert decided.json()["outcome"] == "approved"
+        await wait_for(lambda: ops.runs, timeout=10)
+        [row] = await approvals(gw)
+    assert row["decided_by"] == "web:boss" and row["owner"] == "web:ann"
