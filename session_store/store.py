@@ -278,6 +278,13 @@ class Store:
             )
             if last is None:
                 raise LeaseLost(f"turn lease of session {claim.session_id} was taken over")
+            await conn.execute(
+                q.UPSERT_TURN_PARTICIPANTS,
+                claim.session_id,
+                claim.done_seq,
+                handled_seq,
+                last if replies else 0,
+            )
             if not replies:
                 return []
             assert target is not None
