@@ -35,6 +35,13 @@ TOOLS = {
     "link_session_artifact",
     "close_session",
     "mark_read",
+    # issue 14 §10
+    "create_session",
+    "append_session_messages",
+    "get_session_summaries",
+    "get_session_checkpoints",
+    "get_session_artifacts",
+    "get_session_participants",
 }
 
 
