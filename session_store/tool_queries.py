@@ -78,7 +78,12 @@ WHERE a.status <> 'pending' AND NOT a.card_retired
 ORDER BY a.decided_at LIMIT $1
 """
 
-MARK_CARD_RETIRED = "UPDATE tool_approvals SET card_retired = true WHERE id = $1"
+# claimed before the platform call, so the click, the turn and the sweeper retire a card once
+MARK_CARD_RETIRED = """
+UPDATE tool_approvals SET card_retired = true WHERE id = $1 AND NOT card_retired RETURNING id
+"""
+
+UNMARK_CARD_RETIRED = "UPDATE tool_approvals SET card_retired = false WHERE id = $1"
 
 LOCK_APPROVAL_CARD = "SELECT card_message_id FROM tool_approvals WHERE id = $1 FOR UPDATE"
 

@@ -99,9 +99,15 @@ class ToolStore:
             rows = await conn.fetch(q.UNRETIRED_APPROVALS, limit)
         return [ApprovalRecord.from_row(r) for r in rows]
 
-    async def mark_card_retired(self, approval_id: str) -> None:
+    async def mark_card_retired(self, approval_id: str) -> bool:
+        """Claim the card's retirement; ``False`` if someone retired (or is retiring) it."""
         async with self._db.connection() as conn:
-            await conn.execute(q.MARK_CARD_RETIRED, approval_id)
+            return await conn.fetchval(q.MARK_CARD_RETIRED, approval_id) is not None
+
+    async def unmark_card_retired(self, approval_id: str) -> None:
+        """The platform call failed: let the sweeper try again."""
+        async with self._db.connection() as conn:
+            await conn.execute(q.UNMARK_CARD_RETIRED, approval_id)
 
     async def queue_card(
         self,

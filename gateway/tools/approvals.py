@@ -219,6 +219,8 @@ class ApprovalService:
             return
         if record.card_platform_message_id is None:
             return  # not sent yet: the sweeper retires it once it is
+        if not await self._store.mark_card_retired(record.id):
+            return  # the click, the turn or the sweeper got there first
         transport = self.transports.get(record.target.platform)
         if isinstance(transport, ApprovalCards):
             try:
@@ -227,8 +229,8 @@ class ApprovalService:
                 )
             except Exception as exc:  # noqa: BLE001 - a platform error: the sweeper retries
                 log.warning("approval_card_retire_failed", approval_id=record.id, error=str(exc))
+                await self._store.unmark_card_retired(record.id)
                 return
-        await self._store.mark_card_retired(record.id)
         log.info("approval_card_retired", approval_id=record.id, status=record.status)
 
     async def sweep(self) -> None:

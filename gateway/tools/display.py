@@ -39,8 +39,6 @@ def tool_lines(role: str, metadata: Mapping[str, Any]) -> list[str]:
             lines.append(f"    offered tools: {', '.join(map(str, offered)) or '(none)'}")
     approval = metadata.get("approval")
     if isinstance(approval, Mapping):
-        lines.append(
-            f"    approval {approval.get('id')}: {approval.get('status')}"
-            + (f" by {approval.get('decided_by')}" if approval.get("decided_by") else "")
-        )
+        # the card message; the request's state lives in tool_approvals (see /ops)
+        lines.append(f"    approval card {approval.get('id')} for {approval.get('tool')}")
     return lines

@@ -280,7 +280,7 @@ function toolLines(m) {
     out.push("routing: " + md.routing.phase + " · domains " + ((md.routing.domains || []).join(", ") || "–") + " · confidence " + md.routing.confidence);
     if (Array.isArray(md.offered_tools)) out.push("offered tools: " + (md.offered_tools.join(", ") || "(none)"));
   }
-  if (md.approval) out.push("approval " + md.approval.id + ": " + md.approval.status + (md.approval.decided_by ? " by " + md.approval.decided_by : ""));
+  if (md.approval) out.push("approval card " + md.approval.id + " for " + md.approval.tool);
   return out;
 }
 
