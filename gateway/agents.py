@@ -165,10 +165,20 @@ class Calibrating(Protocol):
     calibrates: bool
 
 
+@runtime_checkable
+class ToolAware(Protocol):
+    """Optional: an agent that says whether it calls tools. Agents without this attribute
+    are offered the turn's tools (``Turn.tools``/``Turn.toolbox``); ``uses_tools = False``
+    skips routing and leaves the whole budget to the transcript."""
+
+    uses_tools: bool
+
+
 class EchoAgent:
     """Zero-config agent: answers with the newest message's text."""
 
     name = "echo"
+    uses_tools = False
 
     async def respond(self, turn: Turn) -> Sequence[Reply]:
         if not turn.new_messages:

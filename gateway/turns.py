@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import structlog
 
-from gateway.agents import Agent, Calibrating, ContextMessage, Turn
+from gateway.agents import Agent, Calibrating, ContextMessage, ToolAware, Turn
 from gateway.context import Assembled, ContextAssembler, ContextPolicy, TokenCounter
 from gateway.domain import Reply, ReplyTarget
 from gateway.errors import AgentError, ContextTooSmall, LeaseLost, StoreError
@@ -263,7 +263,9 @@ class TurnScheduler:
         new messages (``AGENT_BUSY_MODE=interrupt``)."""
         # tools (issue 14): the routed bundle's schemas come out of the prompt budget
         tools = None
-        if self._tools is not None:
+        if self._tools is not None and not (
+            isinstance(self._agent, ToolAware) and not self._agent.uses_tools
+        ):
             caller = ToolCaller(
                 session_id=claim.session_id,
                 platform=claim.key.platform,
