@@ -231,3 +231,38 @@ async def test_a_configured_approver_may_decide_for_the_asker(
         await wait_for(lambda: ops.runs, timeout=10)
         [row] = await approvals(gw)
     assert row["decided_by"] == "web:boss" and row["owner"] == "web:ann"
+
+
+async def test_a_click_on_another_replica_decides_the_turn_waiting_on_this_one(
+    database_url: str, fake: FakeOpenAI, tmp_path: Path
+) -> None:
+    ops = Ops()
+    fake.script.extend([Step(tool_calls=[RESTART]), Step(text="Restarted on replica one.")])
+    thread = "t-replicas"
+    async with gateway(database_url, fake, tmp_path) as one:
+        ops.install(one)
+        await post(
+            one,
+            "/web/api/channels/general/messages",
+            {"text": "restart the api", "client_msg_id": thread, "user": "ann"},
+        )
+
+        async def card_shown() -> Any:
+            return [m for m in await history(one, thread) if m.get("approval")]
+
+        [card] = await wait_for(card_shown)
+        # the turn is waiting on replica one; replica two starts only now and takes the click
+        async with gateway(database_url, fake, tmp_path) as two:
+            url = f"/web/api/channels/general/threads/{thread}/approvals/{card['approval']['id']}"
+            decided = await post(two, url, {"decision": "approve", "user": "ann"})
+            assert decided.json()["outcome"] == "approved"
+
+            async def answered() -> Any:
+                return [
+                    m
+                    for m in await history(one, thread)
+                    if m["content"] == "Restarted on replica one."
+                ]
+
+            await wait_for(answered, timeout=15)
+    assert ops.runs == [{"service": "api"}]  # run by replica one's waiting turn, once
