@@ -424,21 +424,9 @@ class FakeSlack:
         message.edited = True
         return web.json_response({"ok": True, "channel": channel.id, "ts": message.ts})
 
-    async def click_button(
-        self,
-        url: str,
-        message: Message,
-        action_id: str,
-        *,
-        user: str = HUMAN,
-        signed: bool = True,
-        value: str | None = None,
-    ) -> tuple[int, bytes]:
-        """A person presses a button of the bot's message: Slack POSTs a signed
-        ``application/x-www-form-urlencoded`` body with ``payload`` = the ``block_actions``
-        JSON to the app's interactivity URL. ``value``: press a button as it was before the
-        message was updated (a second click on a stale card)."""
-        assert self._session is not None
+    def _interaction_payload(
+        self, message: Message, action_id: str, *, user: str, value: str | None
+    ) -> dict[str, Any]:
         if value is None:
             action = next(
                 a
@@ -448,7 +436,7 @@ class FakeSlack:
                 if a.get("action_id") == action_id
             )
             value = action.get("value")
-        payload = {
+        return {
             "type": "block_actions",
             "team": {"id": self.team_id},
             "user": {"id": user, "team_id": self.team_id},
@@ -479,6 +467,34 @@ class FakeSlack:
                 }
             ],
         }
+
+    async def click_button_socket(
+        self, message: Message, action_id: str, *, user: str = HUMAN, value: str | None = None
+    ) -> Delivery:
+        """The same press delivered as a Socket Mode ``interactive`` envelope (acked)."""
+        payload = self._interaction_payload(message, action_id, user=user, value=value)
+        delivery = Delivery(
+            event_id=f"interactive-{message.ts}", payload=payload, transport="socket"
+        )
+        await self._deliver_socket(delivery, "interactive")
+        return delivery
+
+    async def click_button(
+        self,
+        url: str,
+        message: Message,
+        action_id: str,
+        *,
+        user: str = HUMAN,
+        signed: bool = True,
+        value: str | None = None,
+    ) -> tuple[int, bytes]:
+        """A person presses a button of the bot's message: Slack POSTs a signed
+        ``application/x-www-form-urlencoded`` body with ``payload`` = the ``block_actions``
+        JSON to the app's interactivity URL. ``value``: press a button as it was before the
+        message was updated (a second click on a stale card)."""
+        assert self._session is not None
+        payload = self._interaction_payload(message, action_id, user=user, value=value)
         body = urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
         headers = {"Content-Type": "application/x-www-form-urlencoded"}
         if signed:

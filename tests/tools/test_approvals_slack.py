@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.slack import SlackAdapter
-from adapters.slack.transport import APPROVE_ACTION
+from adapters.slack.transport import APPROVE_ACTION, DENY_ACTION
 from benchmarks.fakes.slack import HUMAN, FakeSlack
 from gateway.agent_clients import OpenAIAgent
 from tests.agents.fake_openai import FakeOpenAI, Step
@@ -64,3 +64,39 @@ async def test_slack_buttons_through_interactions_only_the_asker_decides_once(
     assert again["user"] == HUMAN and again["text"] == "Already decided: approved."
     assert posted.text.startswith(f"✅ Approved by slack:{HUMAN}")
     assert not any(b.get("type") == "actions" for b in posted.blocks or [])
+
+
+async def test_slack_socket_mode_interactive_envelope_decides_and_is_acked(
+    database_url: str, fake: FakeOpenAI, tmp_path: Path
+) -> None:
+    tools_file = tmp_path / "tools.toml"
+    tools_file.write_text(POLICY)
+    runs: list[Mapping[str, Any]] = []
+    fake.script.extend([Step(tool_calls=[RESTART]), Step(text="Denied, so nothing ran.")])
+    async with FakeSlack() as slack:
+        slack.add_channel("C0OPS")
+        slack.mode = "socket"
+        adapter = SlackAdapter(
+            slack_settings(slack, SLACK_APP_TOKEN=slack.app_token, SLACK_SIGNING_SECRET=None)
+        )
+        async with running_gateway(
+            database_url,
+            adapters=[adapter],
+            agent=OpenAIAgent(base_url=fake.base_url, api_key="k", model="small"),
+            web_chat=False,
+            AGENT_MODEL="small",
+            GATEWAY_TOOLS_FILE=str(tools_file),
+        ) as gw:
+            install(gw, runs)
+            await slack.user_posts("C0OPS", f"<@{slack.bot_user_id}> restart the api")
+            posted = await wait_for(
+                lambda: next((m for m in slack.bot_posts("C0OPS") if m.blocks), None)
+            )
+            delivery = await slack.click_button_socket(posted, DENY_ACTION)
+            await wait_for(
+                lambda: any(m.text == "Denied, so nothing ran." for m in slack.bot_posts("C0OPS")),
+                timeout=15,
+            )
+            await wait_for(lambda: posted.edited)
+    assert delivery.succeeded and runs == []
+    assert posted.text.startswith(f"❌ Denied by slack:{HUMAN}")
