@@ -42,6 +42,11 @@ async def _run(settings: Settings) -> int:
     from session_store.store import Store
 
     agent = load_agent(settings.agent, settings)
+    if settings.gateway_tools:
+        # a bad tools file stops start-up (exit 2) before the database is started
+        from gateway.tools.catalog import load_tools_file
+
+        load_tools_file(settings.gateway_tools_file)
     async with database(settings) as dsn:
         await migrate(dsn)
         store = await Store.connect(dsn, max_size=settings.gateway_db_pool_size)

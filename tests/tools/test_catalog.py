@@ -191,3 +191,18 @@ def test_built_in_tools_are_offered_under_their_defaults_without_a_file() -> Non
     )
     assert catalog.available(caller()) == sorted(names) and catalog.left_out == []
     assert all(p.operation == "read" for n in names if (p := catalog.policy(n)))
+
+
+def test_gateway_run_with_a_bad_tools_file_exits_2_naming_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gateway.cli import main
+
+    bad = tmp_path / "tools.toml"
+    bad.write_text("[mcp.files]\n# neither command nor url\n")
+    monkeypatch.chdir(tmp_path)  # no .env from the developer's working directory
+    monkeypatch.setenv("GATEWAY_TOOLS_FILE", str(bad))
+    monkeypatch.setenv("DATABASE_URL", "postgresql://nobody@127.0.0.1:9/never")
+    assert main(["run"]) == 2
+    err = capsys.readouterr().err
+    assert "GATEWAY_TOOLS_FILE" in err and "exactly one of command or url" in err
