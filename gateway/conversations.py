@@ -105,7 +105,10 @@ class Conversations:
             session_id=session.id,
             status=session.status,
             messages=[
-                replace(_entry(m), approval=states.get(cards[m.seq_no] or "")) for m in messages
+                replace(_entry(m), approval=states.get(cards[m.seq_no] or ""))
+                for m in messages
+                # the tool exchange (calls and results) is the agent's working, not the chat
+                if m.role != "tool" and not m.metadata.get("tool_calls")
             ],
         )
 

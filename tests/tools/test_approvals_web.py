@@ -162,6 +162,19 @@ async def test_web_chat_approval_survives_a_restart_only_the_asker_decides_and_o
     assert len(shown) == 1  # one card, not a second one after the restart
     assert 'gateway_tool_approvals_total{outcome="approved"} 1.0' in metrics
     assert [r["metadata"]["outcome"] for r in tool_results] == ["ok"]
+    # the web chat shows the conversation, not the tool exchange
+    shown_all = await history_of(database_url, thread)
+    assert {m["role"] for m in shown_all} <= {"user", "assistant"}
+    assert all(m["content"] for m in shown_all)  # no empty tool-call bubbles
+
+
+async def history_of(database_url: str, thread: str) -> list[dict[str, Any]]:
+    async with gateway_plain(database_url) as gw:
+        return await history(gw, thread)
+
+
+def gateway_plain(database_url: str) -> Any:
+    return running_gateway(database_url)
 
 
 async def _retired(gw: Gateway) -> bool:
