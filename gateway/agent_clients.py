@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import httpx
 import structlog
 
-from gateway.agents import ContextMessage, SummaryRequest, SummaryResult, Turn
+from gateway.agents import ContextMessage, SummaryRequest, SummaryResult, ToolCall, Turn
 from gateway.context import render_prompt
 from gateway.domain import Reply
 from gateway.errors import AgentError
@@ -171,23 +171,58 @@ class OpenAIAgent:
             self._client = None
 
     async def respond(self, turn: Turn) -> Sequence[Reply]:
+        """The tool loop (issue 14): offer the turn's tools, run the calls the model makes
+        (a step's calls in parallel, through the turn's toolbox), feed the results back, and
+        repeat until the model answers in text. After ``max_steps`` steps of calls the model
+        is asked once more with no tools offered, so the turn always ends in an answer."""
         model = turn.model or self.model
         messages = render_prompt(turn.system_prompt, turn.context)
-        data = await self._complete(
-            model, messages, turn.max_output_tokens or self._max_output_tokens
-        )
-        text, usage, finish = _read_completion(data)
-        tokens = usage.get("total_tokens")
-        if tokens is None and "prompt_tokens" in usage and "completion_tokens" in usage:
-            tokens = usage["prompt_tokens"] + usage["completion_tokens"]
-        return [
-            Reply(
-                text=text,
-                model=str(data.get("model") or model),
-                tokens_used=tokens,
-                metadata={"usage": usage, "finish_reason": finish, "requested_model": model},
-            )
-        ]
+        limit = turn.max_output_tokens or self._max_output_tokens
+        toolbox = turn.toolbox if turn.tools else None
+        steps = 0
+        first_usage: dict[str, int] | None = None
+        total = 0
+        while True:
+            offer = turn.tools if toolbox is not None and steps < toolbox.max_steps else ()
+            data = await self._complete(model, messages, limit, tools=offer)
+            usage = _read_usage(data)
+            if first_usage is None:
+                first_usage = usage
+            tokens = usage.get("total_tokens")
+            if tokens is None:
+                tokens = usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
+            total += tokens
+            calls, content = _read_tool_calls(data) if offer else ([], None)
+            if calls and toolbox is not None:
+                steps += 1
+                results = await toolbox.run(calls, content=content or "")
+                messages.append(
+                    {
+                        "role": "assistant",
+                        "content": content or "",
+                        "tool_calls": [c.to_chat() for c in calls],
+                    }
+                )
+                messages.extend(
+                    {"role": "tool", "tool_call_id": r.call_id, "content": r.content}
+                    for r in results
+                )
+                continue
+            text, _, finish = _read_completion(data)
+            return [
+                Reply(
+                    text=text,
+                    model=str(data.get("model") or model),
+                    tokens_used=total or None,
+                    metadata={
+                        # the first request's usage: the prompt exactly as the estimate saw it
+                        "usage": first_usage,
+                        "finish_reason": finish,
+                        "requested_model": model,
+                        **({"tool_steps": steps} if steps else {}),
+                    },
+                )
+            ]
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult | None:
         messages = [
@@ -203,9 +238,20 @@ class OpenAIAgent:
         )
 
     async def _complete(
-        self, model: str, messages: list[dict[str, Any]], max_output_tokens: int
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        max_output_tokens: int,
+        *,
+        tools: Sequence[Mapping[str, Any]] = (),
     ) -> Mapping[str, Any]:
-        body = {"model": model, "messages": messages, self._limit_field: max_output_tokens}
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            self._limit_field: max_output_tokens,
+        }
+        if tools:
+            body["tools"] = [dict(t) for t in tools]
         response = await _post(
             self._http(),
             self._url,
@@ -218,6 +264,50 @@ class OpenAIAgent:
         if not isinstance(data, Mapping):
             raise AgentError("the model server's answer is not a JSON object")
         return data
+
+
+def _read_tool_calls(data: Mapping[str, Any]) -> tuple[list[ToolCall], str | None]:
+    """The tool calls of a completion (OpenAI format), with the text that came with them.
+    A call without an id gets one (some local servers omit it); one without a name is
+    skipped (nothing could answer it)."""
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        return [], None
+    message = choices[0].get("message")
+    if not isinstance(message, Mapping):
+        return [], None
+    raw = message.get("tool_calls")
+    content = message.get("content") if isinstance(message.get("content"), str) else None
+    if not isinstance(raw, list):
+        return [], content
+    calls: list[ToolCall] = []
+    for n, item in enumerate(raw):
+        fn = item.get("function") if isinstance(item, Mapping) else None
+        if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
+            continue
+        args = fn.get("arguments")
+        if isinstance(args, Mapping):
+            args = json.dumps(args)
+        call_id = item.get("id") if isinstance(item.get("id"), str) and item.get("id") else None
+        calls.append(
+            ToolCall(
+                id=call_id or f"call_{n}",
+                name=fn["name"],
+                arguments=args if isinstance(args, str) else "{}",
+            )
+        )
+    return calls, content
+
+
+def _read_usage(data: Mapping[str, Any]) -> dict[str, int]:
+    raw_usage = data.get("usage")
+    usage: dict[str, int] = {}
+    if isinstance(raw_usage, Mapping):
+        for name in ("prompt_tokens", "completion_tokens", "total_tokens"):
+            value = raw_usage.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                usage[name] = value
+    return usage
 
 
 def _read_completion(data: Mapping[str, Any]) -> tuple[str, dict[str, int], str | None]:
@@ -313,6 +403,10 @@ def turn_payload(turn: Turn) -> dict[str, Any]:
         },
         "context": [_message_json(m) for m in turn.context],
         "new_messages": [_message_json(m) for m in turn.new_messages],
+        # tools (issue 14): the schemas offered this turn, OpenAI format; answer with
+        # {"tool_calls": [...]} to have the gateway run them (README, "Tools and agents")
+        "tools": [dict(t) for t in turn.tools],
+        "tool_exchange": [],
         "limits": {
             "context_window": turn.context_window,
             "max_output_tokens": turn.max_output_tokens,
@@ -375,8 +469,36 @@ class HttpAgent:
         )
 
     async def respond(self, turn: Turn) -> Sequence[Reply]:
-        response = await self._call(turn_payload(turn), retries=self._retries)
-        data = _json_body(response, "the agent service")
+        payload = turn_payload(turn)
+        exchange: list[dict[str, Any]] = payload["tool_exchange"]
+        steps = 0
+        while True:
+            response = await self._call(payload, retries=self._retries)
+            data = _json_body(response, "the agent service")
+            raw_calls = data.get("tool_calls") if isinstance(data, Mapping) else None
+            if not raw_calls or turn.toolbox is None or not turn.tools:
+                break
+            if steps >= turn.toolbox.max_steps:
+                raise AgentError("the agent service kept calling tools past the step limit")
+            steps += 1
+            calls, content = _read_tool_calls(
+                {
+                    "choices": [
+                        {"message": {"tool_calls": raw_calls, "content": data.get("content")}}
+                    ]
+                }
+            )
+            results = await turn.toolbox.run(calls, content=content or "")
+            exchange.append(
+                {
+                    "role": "assistant",
+                    "content": content or "",
+                    "tool_calls": [c.to_chat() for c in calls],
+                }
+            )
+            exchange.extend(
+                {"role": "tool", "tool_call_id": r.call_id, "content": r.content} for r in results
+            )
         replies = data.get("replies") if isinstance(data, Mapping) else None
         if not isinstance(replies, list):
             raise AgentError('the agent service\'s answer has no "replies" list')

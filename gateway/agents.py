@@ -40,6 +40,46 @@ class ContextSummary:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """One call the model asked for, in the chat format's terms (``arguments`` is the raw
+    JSON text the model wrote; it may be malformed, and that is the tool's result then)."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_chat(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResult:
+    call_id: str
+    name: str
+    content: str
+    #: ok | error | refused | timeout | not_approved
+    outcome: str = "ok"
+
+
+@runtime_checkable
+class Toolbox(Protocol):
+    """The tools of one turn (issue 14): only the offered ones run, each under its policy,
+    timeout and output cap; errors come back as results, never as exceptions. Every call
+    and result is recorded and stored with the turn."""
+
+    max_steps: int
+
+    async def run(self, calls: Sequence[ToolCall], *, content: str = "") -> list[ToolResult]:
+        """Run one step's calls (in parallel); ``content`` is the assistant text that came
+        with them."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Turn:
     """What an agent sees: this session's own context only, oldest first, and which of those
     messages are new since the last answer. ``target`` says where the answer will land."""
@@ -61,6 +101,10 @@ class Turn:
     #: our estimate of the rendered prompt (system message + context) in the model's tokens
     estimated_prompt_tokens: int | None = None
     session_metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: the tool schemas offered this turn (OpenAI ``tools`` format) and where to run calls;
+    #: empty / ``None`` when no tool is offered
+    tools: Sequence[Mapping[str, Any]] = ()
+    toolbox: Toolbox | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,10 +165,20 @@ class Calibrating(Protocol):
     calibrates: bool
 
 
+@runtime_checkable
+class ToolAware(Protocol):
+    """Optional: an agent that says whether it calls tools. Agents without this attribute
+    are offered the turn's tools (``Turn.tools``/``Turn.toolbox``); ``uses_tools = False``
+    skips routing and leaves the whole budget to the transcript."""
+
+    uses_tools: bool
+
+
 class EchoAgent:
     """Zero-config agent: answers with the newest message's text."""
 
     name = "echo"
+    uses_tools = False
 
     async def respond(self, turn: Turn) -> Sequence[Reply]:
         if not turn.new_messages:

@@ -47,6 +47,11 @@ async def _run(settings: Settings) -> int:
     from session_store.store import Store
 
     agent = load_agent(settings.agent, settings)
+    if settings.gateway_tools:
+        # a bad tools file stops start-up (exit 2) before the database is started
+        from gateway.tools.catalog import load_tools_file
+
+        load_tools_file(settings.gateway_tools_file)
     async with database(settings) as dsn:
         await migrate(dsn)
         store = await Store.connect(dsn, max_size=settings.gateway_db_pool_size)
@@ -124,6 +129,7 @@ def _session_json(s: SessionRecord) -> dict[str, Any]:
 
 
 async def _sessions_show(settings: Settings, ident: str, after: int, limit: int) -> int:
+    from gateway.tools.display import tool_lines
     from session_store.migrator import migrate
     from session_store.store import Store
 
@@ -154,6 +160,9 @@ async def _sessions_show(settings: Settings, ident: str, after: int, limit: int)
         who = m.sender_name or m.sender_id or m.role
         label = f"{m.role}:{who}" if m.role == "user" else m.role
         print(f"[{m.seq_no}] {label}: {m.content}")
+        # tool calls, results and routing (issue 14)
+        for line in tool_lines(m.role, m.metadata):
+            print(line)
     return 0
 
 

@@ -4,15 +4,16 @@ on an answer. The web chat uses this port; it never holds the store."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from gateway.domain import SessionKey
 from gateway.errors import SessionNotFound
 from session_store.records import MessageRecord
 from session_store.store import Store
+from session_store.tool_store import ToolStore
 from session_store.values import DeliveryStatus, Role, SessionStatus
 
 #: a thread's newest messages shown at once
@@ -39,6 +40,8 @@ class TranscriptEntry:
     #: how the reply's delivery went (the worst state of its parts); None for user messages
     delivery: DeliveryStatus | None
     feedback: int | None
+    #: an approval card (issue 14): ``{"id", "status", "decided_by", "tool"}``
+    approval: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,10 +96,20 @@ class Conversations:
         messages = await self._store.messages(
             session.id, before_seq=session.last_seq_no + 1, limit=limit, with_deliveries=True
         )
+        # approval cards show their request's current state (issue 14)
+        cards = {m.seq_no: _approval_id(m) for m in messages}
+        states = await ToolStore(self._store).approval_states(
+            [a for a in cards.values() if a is not None]
+        )
         return Transcript(
             session_id=session.id,
             status=session.status,
-            messages=[_entry(m) for m in messages],
+            messages=[
+                replace(_entry(m), approval=states.get(cards[m.seq_no] or ""))
+                for m in messages
+                # the tool exchange (calls and results) is the agent's working, not the chat
+                if m.role != "tool" and not m.metadata.get("tool_calls")
+            ],
         )
 
     async def vote(self, key: SessionKey, seq_no: int, *, user_id: str, value: int) -> Vote:
@@ -113,6 +126,12 @@ class Conversations:
         except SessionNotFound:
             return Vote(outcome="not_an_answer")
         return Vote(outcome="recorded", feedback=feedback)
+
+
+def _approval_id(m: MessageRecord) -> str | None:
+    card = m.metadata.get("approval")
+    found = card.get("id") if isinstance(card, Mapping) else None
+    return found if isinstance(found, str) else None
 
 
 def _entry(m: MessageRecord) -> TranscriptEntry:

@@ -39,6 +39,7 @@ async def collect_checks(settings: Settings) -> list[Check]:
     checks.append(check_http_port(settings))
     checks.extend(await check_agent(settings))
     checks.extend(await check_surfaces(settings))
+    checks.extend(await check_tools(settings))
     if not (settings.telegram_bot_token or settings.slack_bot_token or settings.mattermost_url):
         checks.append(
             Check(
@@ -270,6 +271,46 @@ async def run_doctor(settings: Settings) -> int:
     checks = await collect_checks(settings)
     render(checks)
     return 0 if all(c.ok for c in checks) else 1
+
+
+async def check_tools(settings: Settings) -> list[Check]:
+    """Tools (issue 14): the file parses, MCP servers answer, and which tools are left out
+    for lack of a valid policy entry (never offered to the model: fail closed)."""
+    from gateway.tools.service import inspect_tools
+
+    if not settings.gateway_tools:
+        return [Check(name="tools", ok=True, detail="off (GATEWAY_TOOLS=false)")]
+    try:
+        catalog, unreachable = await inspect_tools(settings)
+    except ConfigError as exc:
+        return [Check(name="tools", ok=False, detail=str(exc), fix=f"correct {exc.setting}")]
+    out = [
+        Check(
+            name="tools",
+            ok=True,
+            detail=f"offered under a policy: {', '.join(catalog.names) or 'none'}",
+        )
+    ]
+    for name in unreachable:
+        out.append(
+            Check(
+                name=f"mcp {name}",
+                ok=False,
+                detail="cannot connect (its tools are not offered)",
+                fix=f"start the server or correct [mcp.{name}] in GATEWAY_TOOLS_FILE",
+            )
+        )
+    # left out by the fail-closed policy: a note (tip), not a failure
+    for x in catalog.left_out:
+        out.append(
+            Check(
+                name=f"tool {x.name}",
+                ok=True,
+                detail=f"left out, never offered: {x.reason}",
+                fix=f'give it a policy entry [tools."{x.name}"] in GATEWAY_TOOLS_FILE',
+            )
+        )
+    return out
 
 
 def config_failure(exc: ConfigError) -> Check:

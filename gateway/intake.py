@@ -14,7 +14,7 @@ from gateway.domain import PLACE_KEY, Envelope, EventKind, Extracted, Rejected, 
 from gateway.hub import Broadcast, Signal
 from gateway.leadership import Body, LeaderElection
 from gateway.metrics import Metrics
-from gateway.ports import IngestOutcome
+from gateway.ports import ApprovalClick, ApprovalDecider, ClickOutcome, IngestOutcome
 from gateway.security import scrub_raw
 from session_store.records import InboundAnnotation, InboundItem, InboundMessage, InboundNote
 from session_store.store import Store
@@ -111,6 +111,8 @@ class CoreIntake:
         self._metrics = metrics
         self._turn_wake = turn_wake
         self._live = live
+        #: approvals in the thread (issue 14), set by the composition root
+        self.approvals: ApprovalDecider | None = None
 
     async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
         platform = extracted.key.platform if isinstance(extracted, Envelope) else extracted.platform
@@ -173,6 +175,11 @@ class CoreIntake:
 
     async def save_cursor(self, name: str, value: str) -> None:
         await self._store.save_cursor(name, value)
+
+    async def approval_click(self, click: ApprovalClick) -> ClickOutcome:
+        if self.approvals is None:
+            return ClickOutcome(outcome="unknown", message="Approvals are off here.")
+        return await self.approvals.click(click)
 
     async def record_feedback(
         self, *, platform: str, chat_id: str, message_id: str, user_id: str, value: int

@@ -17,9 +17,10 @@ from typing import Annotated, Any, Literal
 import structlog
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
 
+from gateway.domain import SessionKey
 from gateway.errors import GatewayError
 from gateway.operator import OperatorService
 from gateway.ports import PlatformAdapter, Transport
@@ -46,12 +47,22 @@ ParticipantName = Annotated[
 Seq = Annotated[int, Field(ge=1, lt=2**63)]
 CheckpointStatus = Literal["open", "in_progress", "blocked", "done", "cancelled"]
 
+
+class BatchItem(BaseModel):
+    """One message of a batch append."""
+
+    content: Annotated[str, Field(min_length=1, max_length=20_000)]
+    role: Literal["assistant", "user", "system"] = "assistant"
+    model: Annotated[str | None, Field(max_length=128)] = None
+
+
 INSTRUCTIONS = (
     "Sessions of a chat gateway: each is one conversation place (a Slack thread, a Telegram "
     "topic, a web chat thread) with an append-only transcript numbered by seq_no. Follow a "
     "session with get_session_delta(after_seq=the last seq you saw), take part with "
-    "append_session_message (deliver=true sends it to the thread), and keep your place with "
-    "mark_read."
+    "append_session_message (deliver=true sends it to the thread) or append_session_messages "
+    "(a batch), keep your place with mark_read, open a place with create_session, and read "
+    "its summaries, checkpoints, artifacts and participants with the get_session_* tools."
 )
 
 
@@ -289,6 +300,82 @@ def build_mcp_server(service: OperatorService) -> MCPServer:
             "last_read_seq": cursor.last_read_seq,
             "unread": max(latest.last_seq_no - cursor.last_read_seq, 0),
         }
+
+    # --- issue 14 §10: create, batch append, and the super-session reads ----------------------
+
+    @server.tool()
+    async def create_session(
+        platform: Annotated[str, Field(min_length=1, max_length=64)],
+        scope: Annotated[str, Field(min_length=1, max_length=256)],
+        chat: Annotated[str, Field(min_length=1, max_length=256)],
+        participant: ParticipantName,
+        thread: Annotated[str | None, Field(max_length=256)] = None,
+        title: Annotated[str | None, Field(max_length=200)] = None,
+        kind: Annotated[str, Field(min_length=1, max_length=64)] = "chat",
+    ) -> dict[str, Any]:
+        """Open a session for a place (platform, scope, chat, thread), or return the active
+        one if it exists already (created=false). The creator becomes a participant. Messages
+        appended to it are stored; delivering needs a user message's reply target first."""
+        key = SessionKey(platform=platform, scope=scope, chat_id=chat, thread_id=thread)
+        with _as_tool_error():
+            session, created = await ops.create_session(
+                key, participant=participant, title=title, kind=kind
+            )
+        log.info("mcp_session_created", session_id=session.id, created=created)
+        return {
+            "session_id": session.id,
+            "key": str(session.key),
+            "created": created,
+            "status": session.status,
+            "last_seq_no": session.last_seq_no,
+        }
+
+    @server.tool()
+    async def append_session_messages(
+        session: SessionRef,
+        participant: ParticipantName,
+        messages: Annotated[list[BatchItem], Field(min_length=1, max_length=100)],
+    ) -> dict[str, Any]:
+        """Append up to 100 messages as participant in one transaction (all or none,
+        consecutive seq numbers). Stored only: use append_session_message with deliver=true
+        to post to the thread."""
+        with _as_tool_error():
+            found = await service.resolve(session)
+            stored = await ops.append_messages(
+                found.id,
+                participant=participant,
+                items=[(m.content, m.role, m.model) for m in messages],
+            )
+        return {"session_id": found.id, "seq_nos": [m.seq_no for m in stored]}
+
+    @server.tool()
+    async def get_session_summaries(session: SessionRef) -> dict[str, Any]:
+        """The session's rolling summaries (seq ranges they stand for), newest first."""
+        with _as_tool_error():
+            detail = await ops.session_detail((await service.resolve(session)).id)
+        return {"session_id": detail.session.id, "summaries": _json(detail.summaries)}
+
+    @server.tool()
+    async def get_session_checkpoints(session: SessionRef) -> dict[str, Any]:
+        """The session's tracked steps and their status."""
+        with _as_tool_error():
+            detail = await ops.session_detail((await service.resolve(session)).id)
+        return {"session_id": detail.session.id, "checkpoints": _json(detail.checkpoints)}
+
+    @server.tool()
+    async def get_session_artifacts(session: SessionRef) -> dict[str, Any]:
+        """The outputs linked to the session (uri or inline content)."""
+        with _as_tool_error():
+            detail = await ops.session_detail((await service.resolve(session)).id)
+        return {"session_id": detail.session.id, "artifacts": _json(detail.artifacts)}
+
+    @server.tool()
+    async def get_session_participants(session: SessionRef) -> dict[str, Any]:
+        """Who takes part (platform users with role user, the assistant, MCP agents) and how
+        far each has read."""
+        with _as_tool_error():
+            detail = await ops.session_detail((await service.resolve(session)).id)
+        return {"session_id": detail.session.id, "participants": _json(detail.participants)}
 
     return server
 

@@ -73,6 +73,28 @@ class Metrics:
             "Sessions open for new messages (status active)",
             registry=self.registry,
         )
+        # --- tools (issue 14) ---
+        self.tool_calls = Counter(
+            "gateway_tool_calls",
+            "Tool calls by tool and outcome (ok, error, refused, timeout, not_approved)",
+            ["tool", "outcome"],
+            registry=self.registry,
+        )
+        self.tool_seconds = Histogram(
+            "gateway_tool_seconds", "Tool call latency", ["tool"], registry=self.registry
+        )
+        self.routing_decisions = Counter(
+            "gateway_tool_routing_decisions",
+            "Per-turn routing decisions by phase (explore = low confidence, read-only bundle)",
+            ["phase"],
+            registry=self.registry,
+        )
+        self.approvals = Counter(
+            "gateway_tool_approvals",
+            "Approval requests by outcome (requested, approved, denied, expired, refused_click)",
+            ["outcome"],
+            registry=self.registry,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

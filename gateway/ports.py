@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from gateway.conversations import Conversations
 from gateway.domain import Extracted, OutgoingFile, ReplyTarget, SessionKey
@@ -67,6 +67,11 @@ class Intake(Protocol):
         """A reaction on one of the bot's messages (``message_id`` is the platform's id of
         it, as the send returned): +1, -1, or 0 when the person takes it back. Returns False
         when that message is not one of ours (a reaction on someone else's post)."""
+        ...
+
+    async def approval_click(self, click: ApprovalClick) -> ClickOutcome:
+        """Someone pressed an approval card's button or reacted ✅/❌ to it (issue 14): the
+        core checks the place, the card and the person, and decides the request once."""
         ...
 
     async def lead(
@@ -181,6 +186,56 @@ class PlatformAdapter(Protocol):
         raises for a platform failure: each one is a ``Check`` with ``ok=False`` and a fix.
         Opens and closes its own clients; call it on an adapter that is not started."""
         ...
+
+
+# --- approvals in the thread (issue 14) -------------------------------------------------------
+#
+# A card asking to approve a tool call is delivered through the outbox like any reply; its
+# delivery target carries ``extra["approval_id"]`` (an opaque id, nothing else), and a
+# transport that can show buttons adds them to that send (Telegram inline keyboard, web chat
+# buttons, Slack buttons). Clicks come back through ``ApprovalDecider.click``; on any outcome
+# the core retires the card through ``ApprovalCards.retire_card``.
+
+#: ``ReplyTarget.extra`` key marking a delivery as an approval card
+APPROVAL_EXTRA = "approval_id"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalClick:
+    """Someone pressed a card's button (or reacted ✅/❌): checked against the request's
+    chat, thread and card message before anything is decided."""
+
+    platform: str
+    #: the opaque id a button carries; empty for a reaction (found by ``message_id``)
+    approval_id: str
+    user_id: str
+    approve: bool
+    chat_id: str
+    #: the thread as the platform reports it with the click; ``None``: not reported
+    thread_id: str | None = None
+    #: the card's platform message id as the click reports it; ``None``: not reported
+    message_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClickOutcome:
+    #: approved | denied | already_decided | expired | not_allowed | unknown
+    outcome: str
+    #: a short, polite answer for the person who clicked
+    message: str
+
+
+class ApprovalDecider(Protocol):
+    async def click(self, click: ApprovalClick) -> ClickOutcome: ...
+
+
+@runtime_checkable
+class ApprovalCards(Protocol):
+    """A transport that can retire a card: remove its buttons and show the decision."""
+
+    async def retire_card(
+        self, target: ReplyTarget, platform_message_id: str, text: str
+    ) -> None: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -30,6 +30,8 @@ from gateway.ports import AdapterContext, AdapterFactory, PlatformAdapter, Trans
 from gateway.security import HttpPolicy
 from gateway.settings import Settings, is_loopback_bind
 from gateway.summaries import SummaryWorker
+from gateway.tools.approvals import ApprovalService
+from gateway.tools.service import ToolService
 from gateway.turns import TurnScheduler, TurnSettings
 from gateway.webauth import WebIdentity
 from session_store.live import LiveChannel
@@ -90,6 +92,15 @@ class Gateway:
         self.turn_wake = Signal()
         self.delivery_wake = Signal()
         self.ready = False
+        # approvals in the thread (issue 14): adapters report clicks to it
+        self.approvals: ApprovalService | None = None
+        if settings.gateway_tools:
+            self.approvals = ApprovalService(
+                store,
+                metrics=self.metrics,
+                seconds=settings.gateway_approval_seconds,
+                delivery_wake=self.delivery_wake,
+            )
         # security: web chat sign-in, and what the HTTP guard enforces (routes needing larger
         # bodies declare them through the context's http_policy.allow_larger)
         self.identity = WebIdentity.from_settings(settings, store)
@@ -114,11 +125,21 @@ class Gateway:
             live=self.live,
             leader_interval=max(settings.gateway_poll_seconds * 5, 1.0),
         )
+        self.intake.approvals = self.approvals  # approval clicks from the adapters (issue 14)
         # the agent's context: per-model budgets, calibrated estimates, rolling summaries
         self.context = ContextAssembler(
             store, ContextPolicy.from_settings(settings), TokenCounter()
         )
         self.summaries = SummaryWorker(store, agent, self.context, metrics=self.metrics)
+        # tools (issue 14): built-ins + the tools file's MCP servers, under a fail-closed policy
+        self.tools: ToolService | None = None
+        if settings.gateway_tools:
+            self.tools = ToolService.from_path(
+                store, settings.gateway_tools_file, metrics=self.metrics
+            )
+            self.tools.approvals = self.approvals
+            if self.approvals is not None:
+                self.approvals.transports = self.transports
         self.turns = TurnScheduler(
             store,
             agent,
@@ -134,6 +155,7 @@ class Gateway:
             ),
             context=self.context,
             summaries=self.summaries,
+            tools=self.tools,
         )
         self.delivery = DeliveryWorker(
             store,
@@ -190,6 +212,8 @@ class Gateway:
                 host=self.settings.gateway_http_host,
                 hint="set GATEWAY_ADMIN_TOKEN to use /api/v1 and /mcp from other machines",
             )
+        if self.tools is not None:
+            await self.tools.start()  # MCP servers discovered, tools left out logged
         await self.operator.start()
         try:
             await self.http.start()
@@ -231,6 +255,8 @@ class Gateway:
         await _cancel(self._summary_task)
         if isinstance(self.agent, Closeable):
             await self.agent.aclose()
+        if self.tools is not None:
+            await self.tools.stop()
         # 2. deliveries: stop claiming, let in-flight sends finish for a bounded time
         self._delivery_stopping.set()
         self.delivery_wake.set()

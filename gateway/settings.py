@@ -173,6 +173,16 @@ class Settings(BaseSettings):
     #: messages arriving during a run: ``queue`` them for the next run, or ``interrupt`` it
     agent_busy_mode: Literal["queue", "interrupt"] = Field(default="queue", alias="AGENT_BUSY_MODE")
 
+    # --- tools (issue 14) ---------------------------------------------------------------
+    #: the tools file (TOML: MCP servers, policy entries, access lists); unset: built-ins only
+    gateway_tools_file: Path | None = Field(default=None, alias="GATEWAY_TOOLS_FILE")
+    #: an approval request not decided within this many seconds expires ("not approved")
+    gateway_approval_seconds: float = Field(
+        default=600.0, gt=0, le=86400 * 7, alias="GATEWAY_APPROVAL_SECONDS"
+    )
+    #: offer tools to the agent at all (``false``: the agent only talks, as before issue 14)
+    gateway_tools: bool = Field(default=True, alias="GATEWAY_TOOLS")
+
     _split = field_validator(
         "telegram_allowed_chats",
         "telegram_allowed_users",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import structlog
 
-from gateway.agents import Agent, Calibrating, ContextMessage, Turn
+from gateway.agents import Agent, Calibrating, ContextMessage, ToolAware, Turn
 from gateway.context import Assembled, ContextAssembler, ContextPolicy, TokenCounter
 from gateway.domain import Reply, ReplyTarget
 from gateway.errors import AgentError, ContextTooSmall, LeaseLost, StoreError
@@ -26,6 +26,9 @@ from gateway.hub import Signal
 from gateway.metrics import Metrics
 from gateway.ports import Transport
 from gateway.summaries import SummaryJob, SummaryWorker
+from gateway.tools.catalog import ToolCaller
+from gateway.tools.runner import TurnToolbox
+from gateway.tools.service import ToolService
 from gateway.typing_indicator import hold_typing
 from session_store.records import MessageRecord, OutgoingReply, TurnClaim
 from session_store.store import Store
@@ -69,11 +72,13 @@ class TurnScheduler:
         settings: TurnSettings,
         context: ContextAssembler | None = None,
         summaries: SummaryWorker | None = None,
+        tools: ToolService | None = None,
     ) -> None:
         self._store = store
         self._agent = agent
         self._context = context or ContextAssembler(store, ContextPolicy(), TokenCounter())
         self._summaries = summaries
+        self._tools = tools
         self._transports = transports
         self._metrics = metrics
         self._wake = wake
@@ -256,6 +261,24 @@ class TurnScheduler:
     ) -> tuple[list[Reply], str] | None:
         """Run the agent on this session's context; ``None`` when the run was interrupted by
         new messages (``AGENT_BUSY_MODE=interrupt``)."""
+        # tools (issue 14): the routed bundle's schemas come out of the prompt budget
+        tools = None
+        if self._tools is not None and not (
+            isinstance(self._agent, ToolAware) and not self._agent.uses_tools
+        ):
+            caller = ToolCaller(
+                session_id=claim.session_id,
+                platform=claim.key.platform,
+                scope=claim.key.scope,
+                chat_id=claim.key.chat_id,
+                thread_id=claim.key.thread_id,
+                user_id=question.sender_id,
+                turn_seq=question.seq_no,
+                target=target,
+            )
+            asked = "\n".join(m.content for m in pending if m.role == "user" and not m.command)
+            tools = self._tools.prepare(caller, asked, count=self._context.counter.text)
+        tool_tokens = tools.bundle.schema_tokens if tools is not None else 0
         try:
             ctx = await self._context.assemble(
                 session_id=claim.session_id,
@@ -264,6 +287,9 @@ class TurnScheduler:
                 upto_seq=handled_seq,
                 question_seq=question.seq_no,
                 user_id=question.sender_id,
+                tool_tokens=self._context.counter.calibrated(
+                    self._context.policy.default_model, tool_tokens
+                ),
             )
         except ContextTooSmall as exc:
             log.warning("context_too_small", error=str(exc))
@@ -284,6 +310,8 @@ class TurnScheduler:
             max_output_tokens=ctx.max_output_tokens,
             estimated_prompt_tokens=ctx.estimated_tokens,
             session_metadata=ctx.session_metadata,
+            tools=tools.bundle.schemas if tools is not None else (),
+            toolbox=tools.toolbox if tools is not None else None,
         )
         typing = asyncio.create_task(self._keep_typing(target), name="typing-indicator")
         renew = asyncio.create_task(self._keep_lease(claim), name="turn-lease-renewal")
@@ -313,7 +341,19 @@ class TurnScheduler:
                 # becomes a visible apology in the thread, never a dead worker
                 log.exception("agent_crashed")
                 return [_apology(f"{type(exc).__name__}: {exc}", model=ctx.model)], "agent_failed"
-            self._calibrate(ctx, replies)
+            self._calibrate(ctx, replies, extra_raw=tool_tokens)
+            if tools is not None:
+                replies = tool_exchange(tools.toolbox) + [
+                    replace(
+                        r,
+                        metadata={
+                            **r.metadata,
+                            "routing": tools.bundle.decision.to_json(),
+                            "offered_tools": list(tools.bundle.names),
+                        },
+                    )
+                    for r in replies
+                ]
             return replies, "answered"
         finally:
             self._metrics.agent_seconds.labels(self._agent.name).observe(
@@ -350,7 +390,7 @@ class TurnScheduler:
                 )
             )
 
-    def _calibrate(self, ctx: Assembled, replies: Sequence[Reply]) -> None:
+    def _calibrate(self, ctx: Assembled, replies: Sequence[Reply], *, extra_raw: int = 0) -> None:
         """Feed the server's prompt count back into the estimate, for agents that send the
         prompt exactly as we rendered it (``calibrates = True``)."""
         if not (isinstance(self._agent, Calibrating) and self._agent.calibrates) or not replies:
@@ -358,7 +398,7 @@ class TurnScheduler:
         usage = replies[0].metadata.get("usage")
         actual = usage.get("prompt_tokens") if isinstance(usage, Mapping) else None
         if isinstance(actual, int):
-            self._context.counter.observe(ctx.model, raw=ctx.raw_tokens, actual=actual)
+            self._context.counter.observe(ctx.model, raw=ctx.raw_tokens + extra_raw, actual=actual)
 
     async def _watch_new_asks(self, session_id: int, handled_seq: int) -> None:
         """Returns once a message asking for an answer arrives after ``handled_seq``."""
@@ -397,6 +437,19 @@ class TurnScheduler:
             # where this reply sits in the transcript: after what it answered, even though
             # messages that arrived meanwhile have lower seq numbers (gateway.context)
             reply = replace(reply, metadata={**reply.metadata, "answers_seq": handled_seq})
+            role = reply.metadata.get(TOOL_ROLE)
+            if role in ("assistant", "tool"):
+                # a tool call or result: stored in the transcript, never delivered
+                outgoing.append(
+                    OutgoingReply(
+                        content=reply.text,
+                        parts=[],
+                        model=reply.model,
+                        metadata=reply.metadata,
+                        role=role,
+                    )
+                )
+                continue
             parts = outbox_parts(transport, reply.text, reply.files)
             if not parts:
                 continue
@@ -419,6 +472,30 @@ class TurnScheduler:
         if seqs:
             self._delivery_wake.set()
         log.info("turn_replies_recorded", reply_seqs=seqs, handled_seq=handled_seq)
+
+
+#: marks a reply that is part of the tool exchange (see ``tool_exchange``)
+TOOL_ROLE = "tool_exchange_role"
+
+
+def tool_exchange(toolbox: TurnToolbox | None) -> list[Reply]:
+    """The calls and results a turn's toolbox recorded, as transcript-only replies."""
+    if toolbox is None:
+        return []
+    out: list[Reply] = []
+    for x in toolbox.exchange:
+        meta: dict[str, object] = {TOOL_ROLE: x.role}
+        if x.tool_calls:
+            meta["tool_calls"] = [dict(c) for c in x.tool_calls]
+        if x.tool_call_id is not None:
+            meta.update(
+                tool_call_id=x.tool_call_id,
+                tool_name=x.tool_name,
+                outcome=x.outcome,
+                duration_ms=x.duration_ms,
+            )
+        out.append(Reply(text=x.content, model="tool" if x.role == "tool" else None, metadata=meta))
+    return out
 
 
 def _target_of(message: MessageRecord) -> ReplyTarget:

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 import asyncpg
 
+from session_store import mcp_queries as mq
 from session_store import queries as q
 from session_store.errors import RequestError, SessionNotFound
 from session_store.records import (
@@ -32,7 +33,7 @@ from session_store.records import (
     SummaryRecord,
 )
 from session_store.store import Store
-from session_store.values import DeliveryStatus, InboundStatus, ReplyTarget, Role
+from session_store.values import DeliveryStatus, InboundStatus, ReplyTarget, Role, SessionKey
 
 #: up to this many matching messages, a cross-session search sorts them all (see
 #: operator_queries.SEARCH_ALL_COUNT)
@@ -316,6 +317,69 @@ class OperatorStore:
         """Close an active session; False if it was already closed."""
         await self.get_session(session_id)
         return await self.store.close_session(session_id)
+
+    # --- MCP additions (issue 14 §10) --------------------------------------------------------
+
+    async def create_session(
+        self,
+        key: SessionKey,
+        *,
+        participant: str,
+        title: str | None = None,
+        kind: str = "chat",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> tuple[SessionRecord, bool]:
+        """The active session of ``key``, created if there is none (``True``); the creator
+        becomes a participant (role agent)."""
+        async with self._db.transaction() as conn:
+            args = (key.platform, key.scope, key.chat_id, key.thread_id)
+            row = await conn.fetchrow(mq.CREATE_SESSION, *args, title, kind, dict(metadata or {}))
+            created = row is not None
+            if row is None:
+                row = await conn.fetchrow(mq.ACTIVE_SESSION, *args)
+            if row is None:  # created and closed in between: vanishingly rare, say so
+                raise RequestError("the session was closed while being opened; try again")
+            session = SessionRecord.from_row(row)
+            await conn.execute(
+                q.UPSERT_PARTICIPANT, session.id, participant, "agent", participant, 0
+            )
+        return session, created
+
+    async def append_messages(
+        self,
+        session_id: int,
+        *,
+        participant: str,
+        items: Sequence[tuple[str, Role, str | None]],
+    ) -> list[MessageRecord]:
+        """Append ``(content, role, model)`` items as ``participant`` in ONE transaction
+        (all or nothing, consecutive seq numbers); stored only, never delivered."""
+        if not items:
+            return []
+        async with self._db.transaction() as conn:
+            last = await conn.fetchval(mq.ALLOCATE_SEQS, session_id, len(items))
+            if last is None:
+                await self._raise_not_active(conn, session_id)
+            first = last - len(items) + 1
+            out: list[MessageRecord] = []
+            for seq, (content, role, model) in zip(range(first, last + 1), items, strict=True):
+                row = await conn.fetchrow(
+                    q.INSERT_PARTICIPANT_MESSAGE,
+                    session_id,
+                    seq,
+                    role,
+                    participant,
+                    content,
+                    model,
+                    None,
+                    {"participant": participant, "batch": True},
+                )
+                assert row is not None
+                out.append(MessageRecord.from_row(row))
+            await conn.execute(
+                q.UPSERT_PARTICIPANT, session_id, participant, "agent", participant, last
+            )
+        return out
 
     async def _raise_not_active(self, conn: asyncpg.Connection, session_id: int) -> NoReturn:
         status = await conn.fetchval(q.SESSION_STATUS, session_id)

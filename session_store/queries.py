@@ -187,11 +187,29 @@ WHERE id = $1 AND turn_owner = $2
 RETURNING last_seq_no
 """
 
+# Issue 14 §10: platform users who speak in a session are its participants (role 'user',
+# named platform:user_id, their read cursor at their newest message), next to the assistant
+# (cursor at its newest reply). Written with the turn, from the messages it handled, so the
+# ingest hot path stays one statement.
+UPSERT_TURN_PARTICIPANTS = """
+INSERT INTO session_participants (session_id, participant, role, display_name, last_read_seq)
+SELECT $1, s.platform || ':' || m.sender_id, 'user', max(m.sender_name), max(m.seq_no)
+FROM messages m JOIN sessions s ON s.id = m.session_id
+WHERE m.session_id = $1 AND m.seq_no > $2 AND m.seq_no <= $3
+  AND m.role = 'user' AND m.sender_id IS NOT NULL
+GROUP BY s.platform, m.sender_id
+UNION ALL
+SELECT $1, 'assistant', 'assistant', NULL, $4::bigint WHERE $4::bigint > 0
+ON CONFLICT (session_id, participant) DO UPDATE SET
+    last_read_seq = greatest(session_participants.last_read_seq, excluded.last_read_seq),
+    display_name = coalesce(excluded.display_name, session_participants.display_name)
+"""
+
 INSERT_ASSISTANT_MESSAGES = """
 INSERT INTO messages (session_id, seq_no, role, content, model, tokens_used, metadata)
-SELECT $1, seq, 'assistant', content, model, tokens, meta
-FROM unnest($2::bigint[], $3::text[], $4::text[], $5::integer[], $6::jsonb[])
-    AS r(seq, content, model, tokens, meta)
+SELECT $1, seq, role, content, model, tokens, meta
+FROM unnest($2::bigint[], $3::text[], $4::text[], $5::integer[], $6::jsonb[], $7::text[])
+    AS r(seq, content, model, tokens, meta, role)
 RETURNING id, seq_no
 """
 

@@ -90,6 +90,9 @@ class OutgoingReply:
     model: str | None = None
     tokens_used: int | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: ``tool`` for a tool result; an assistant message with tool calls (in ``metadata``)
+    #: and a tool result have no ``parts``: stored in the transcript, never delivered
+    role: Literal["assistant", "tool"] = "assistant"
 
 
 # --- sessions, messages, deliveries ----------------------------------------------------

@@ -278,6 +278,13 @@ class Store:
             )
             if last is None:
                 raise LeaseLost(f"turn lease of session {claim.session_id} was taken over")
+            await conn.execute(
+                q.UPSERT_TURN_PARTICIPANTS,
+                claim.session_id,
+                claim.done_seq,
+                handled_seq,
+                last if replies else 0,
+            )
             if not replies:
                 return []
             assert target is not None
@@ -291,6 +298,7 @@ class Store:
                 [r.model for r in replies],
                 [r.tokens_used for r in replies],
                 [dict(r.metadata) for r in replies],
+                [r.role for r in replies],
             )
             ids = {row["seq_no"]: row["id"] for row in rows}
             mids: list[int] = []

@@ -121,3 +121,7 @@ class ReplyTarget:
             ),
             extra={str(k): str(v) for k, v in (data.get("extra") or {}).items()},
         )
+
+
+#: a tool approval request's state (issue 14)
+ApprovalStatus = Literal["pending", "approved", "denied", "expired"]

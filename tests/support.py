@@ -29,7 +29,7 @@ from typing import Any, TypeVar, overload
 
 from gateway.agents import Agent, EchoAgent
 from gateway.domain import Envelope, Extracted, Ignored, Rejected, SessionKey
-from gateway.ports import IngestOutcome, PlatformAdapter
+from gateway.ports import ApprovalClick, ClickOutcome, IngestOutcome, PlatformAdapter
 from gateway.runtime import Gateway
 from gateway.settings import Settings
 from session_store.store import Store
@@ -145,6 +145,7 @@ class RecordingIntake:
     ) -> None:
         self.submitted: list[Submitted] = []
         self.feedback: list[dict[str, Any]] = []
+        self.clicks: list[ApprovalClick] = []
         #: the durable cursor store (pass a previous one to model a restart)
         self.cursors: dict[str, str] = dict(cursors or {})
         #: keys with an envelope submitted: what ``knows`` answers True for
@@ -201,6 +202,10 @@ class RecordingIntake:
 
     async def save_cursor(self, name: str, value: str) -> None:
         self.cursors[name] = value
+
+    async def approval_click(self, click: ApprovalClick) -> ClickOutcome:
+        self.clicks.append(click)
+        return ClickOutcome(outcome="unknown", message="no approvals in this test")
 
     async def record_feedback(
         self, *, platform: str, chat_id: str, message_id: str, user_id: str, value: int

@@ -42,6 +42,7 @@ from adapters.mattermost.extract import (
     BotIdentity,
     ExtractContext,
     Missed,
+    approval_reaction_of,
     extract_event,
     missed_since,
     post_of,
@@ -54,7 +55,7 @@ from adapters.mattermost.websocket import Backoff, EventStream
 from gateway.domain import Rejected
 from gateway.errors import ConfigError, GatewayError
 from gateway.ingress import ingest, record_reaction
-from gateway.ports import Check, Intake
+from gateway.ports import ApprovalClick, Check, Intake
 from gateway.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -288,6 +289,23 @@ class MattermostAdapter:
         """A thumbs up/down on one of the bot's replies is that reply's feedback; the core
         answers False for reactions on other posts. Not submitted: it is not a message."""
         intake, ctx = self._require()
+        approval = approval_reaction_of(frame, ctx=ctx)
+        if approval is not None:
+            # ✅/❌ on an approval card (issue 14); the core finds the card by its post id
+            # and answers "unknown" for any other post. Mattermost has no per-user notice
+            # for a refused reaction without interactive buttons: it is logged only.
+            outcome = await intake.approval_click(
+                ApprovalClick(
+                    platform=PLATFORM,
+                    approval_id="",
+                    user_id=approval.user_id,
+                    approve=approval.approve,
+                    chat_id=approval.chat_id,
+                    message_id=approval.post_id,
+                )
+            )
+            log.info("mattermost_approval_reaction", outcome=outcome.outcome)
+            return
         await record_reaction(
             intake, platform=PLATFORM, reaction=lambda: reaction_of(frame, ctx=ctx)
         )

@@ -154,6 +154,10 @@ class MattermostApi:
         result = await self.request("POST", "posts", json=body)
         return result if isinstance(result, dict) else {}
 
+    async def patch_post(self, post_id: str, message: str) -> dict[str, Any]:
+        result = await self.request("PUT", f"posts/{post_id}/patch", json={"message": message})
+        return result if isinstance(result, dict) else {}
+
 
 def _dicts(value: Any) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []

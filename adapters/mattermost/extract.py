@@ -522,3 +522,51 @@ def post_order(post: Mapping[str, Any]) -> tuple[int, str]:
 
 def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+#: approval cards (issue 14): reacting ✅ approves, ❌ denies (Mattermost emoji names)
+APPROVE_EMOJIS = frozenset({"white_check_mark", "heavy_check_mark", "ballot_box_with_check"})
+DENY_EMOJIS = frozenset({"x", "negative_squared_cross_mark", "heavy_multiplication_x"})
+APPROVE_EMOJI_TEXT = ":white_check_mark:"
+DENY_EMOJI_TEXT = ":x:"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalReaction:
+    chat_id: str
+    post_id: str
+    user_id: str
+    approve: bool
+
+
+def approval_reaction_of(
+    event: Mapping[str, Any], *, ctx: ExtractContext
+) -> ApprovalReaction | None:
+    """``reaction_added`` of ✅ or ❌ by someone other than the bot, else ``None`` (which post
+    it is on, and whether that post is an open approval card, is the core's question)."""
+    if event.get("event") != "reaction_added":
+        return None
+    data = event.get("data")
+    raw = data.get("reaction") if isinstance(data, Mapping) else None
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return None
+    if not isinstance(raw, Mapping):
+        return None
+    user, post, emoji = raw.get("user_id"), raw.get("post_id"), raw.get("emoji_name")
+    channel = raw.get("channel_id")
+    if not channel:
+        broadcast = event.get("broadcast")
+        channel = broadcast.get("channel_id") if isinstance(broadcast, Mapping) else None
+    if not all(isinstance(v, str) and v for v in (user, post, emoji, channel)):
+        return None
+    if user == ctx.bot.user_id:
+        return None
+    base = _SKIN_TONE.sub("", str(emoji))
+    if base not in APPROVE_EMOJIS and base not in DENY_EMOJIS:
+        return None
+    return ApprovalReaction(
+        chat_id=str(channel), post_id=str(post), user_id=str(user), approve=base in APPROVE_EMOJIS
+    )

@@ -15,10 +15,10 @@ import httpx
 import structlog
 
 from adapters.mattermost.api import MattermostApi, MattermostApiError
-from adapters.mattermost.extract import PLATFORM
+from adapters.mattermost.extract import APPROVE_EMOJI_TEXT, DENY_EMOJI_TEXT, PLATFORM
 from gateway.domain import OutgoingFile, ReplyTarget
 from gateway.errors import DeliveryError
-from gateway.ports import SendResult
+from gateway.ports import APPROVAL_EXTRA, SendResult
 from gateway.text import format_parts
 
 log = structlog.get_logger(__name__)
@@ -137,6 +137,9 @@ class MattermostTransport:
         *,
         file_ids: list[str] | None = None,
     ) -> SendResult:
+        if target.extra.get(APPROVAL_EXTRA):
+            # an approval card (issue 14): decided by reacting to this very post
+            text += f"\n\nReact with {APPROVE_EMOJI_TEXT} to approve or {DENY_EMOJI_TEXT} to deny."
         body: dict[str, Any] = {
             "channel_id": target.chat_id,
             # the stored root id; "" posts at the top level (a DM answer)
@@ -182,6 +185,13 @@ class MattermostTransport:
             self._inflight -= 1
             if self._inflight == 0:
                 self._drained.set()
+
+    async def retire_card(self, target: ReplyTarget, platform_message_id: str, text: str) -> None:
+        """Edit the card to show the decision (reactions cannot be taken away)."""
+        try:
+            await self._api.patch_post(platform_message_id, text)
+        except (MattermostApiError, httpx.HTTPError, ValueError) as exc:
+            raise translate_error(exc) from exc
 
     async def typing(self, target: ReplyTarget) -> None:
         sender = self._typing

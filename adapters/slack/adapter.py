@@ -19,6 +19,8 @@ Ingress rules (architecture invariants 2, 3, 7; platforms.md §2.2-§2.7):
 from __future__ import annotations
 
 import asyncio
+import json
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,6 +41,7 @@ from adapters.slack.extract import (
     PLATFORM,
     BotIdentity,
     Policy,
+    approval_action_of,
     backfill_root,
     extract_event,
     extract_history,
@@ -46,12 +49,17 @@ from adapters.slack.extract import (
     reaction_of,
     ts_key,
 )
-from adapters.slack.transport import SlackTransport, make_web_client
-from gateway.domain import Envelope, Extracted, Ignored, Rejected
+from adapters.slack.transport import (
+    APPROVE_ACTION,
+    DENY_ACTION,
+    SlackTransport,
+    make_web_client,
+)
+from gateway.domain import Envelope, Extracted, Ignored, Rejected, ReplyTarget
 from gateway.errors import ConfigError, GatewayError
 from gateway.hub import KeyedLock
 from gateway.ingress import ingest, json_body
-from gateway.ports import Check, IngestOutcome, Intake
+from gateway.ports import ApprovalClick, Check, IngestOutcome, Intake
 from gateway.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -202,7 +210,11 @@ class SlackAdapter:
     def http_routes(self) -> Sequence[Any]:
         if self._verifier is None:
             return []  # Socket Mode only: no public endpoint to protect
-        return [Route("/slack/events", self._handle_http, methods=["POST"])]
+        return [
+            Route("/slack/events", self._handle_http, methods=["POST"]),
+            # approval buttons (issue 14); Slack's "Interactivity Request URL"
+            Route("/slack/interactions", self._handle_interaction, methods=["POST"]),
+        ]
 
     def _signature_ok(self, body: bytes, request: Request) -> bool:
         assert self._verifier is not None
@@ -247,6 +259,58 @@ class SlackAdapter:
             return JSONResponse({"error": extracted.reason}, status_code=400)
         return Response(status_code=200)
 
+    async def _handle_interaction(self, request: Request) -> Response:
+        """``POST /slack/interactions``: signature verified over the raw form body, then the
+        approval press is decided by the core. Slack wants the 200 within 3 s; the decision
+        is one row update."""
+        intake = self._intake
+        if intake is None:
+            return JSONResponse({"error": "not ready"}, status_code=503)
+        body = await request.body()
+        if not self._signature_ok(body, request):
+            log.warning("slack_interaction_signature_rejected")
+            return JSONResponse({"error": "invalid request"}, status_code=401)
+        try:
+            form = urllib.parse.parse_qs(body.decode("utf-8"), strict_parsing=True)
+            payload = json.loads(form["payload"][0])
+        except (ValueError, KeyError, IndexError, UnicodeDecodeError):
+            return JSONResponse({"error": "malformed interaction"}, status_code=400)
+        if not isinstance(payload, Mapping):
+            return JSONResponse({"error": "malformed interaction"}, status_code=400)
+        await self._on_interaction(payload, intake)
+        return Response(status_code=200)
+
+    async def _on_interaction(self, payload: Mapping[str, Any], intake: Intake) -> bool:
+        """Decide an approval press (HTTP or Socket Mode ``interactive``); tell only the
+        presser when it was not theirs to decide. ``False``: not an approval press."""
+        press = approval_action_of(payload, approve_action=APPROVE_ACTION, deny_action=DENY_ACTION)
+        if press is None:
+            return False
+        outcome = await intake.approval_click(
+            ApprovalClick(
+                platform=PLATFORM,
+                approval_id=press.approval_id,
+                user_id=press.user_id,
+                approve=press.approve,
+                chat_id=press.channel_id,
+                thread_id=press.thread_ts,
+                message_id=press.message_ts,
+            )
+        )
+        log.info("slack_approval_press", outcome=outcome.outcome)
+        if outcome.outcome not in ("approved", "denied"):
+            await self.transport.notify(
+                ReplyTarget(
+                    platform=PLATFORM,
+                    scope=(self._me.team_id if self._me else None) or "",
+                    chat_id=press.channel_id,
+                    thread_id=press.thread_ts,
+                ),
+                press.user_id,
+                outcome.message,
+            )
+        return True
+
     # --- Socket Mode -------------------------------------------------------------------------
 
     async def _on_socket_request(
@@ -263,6 +327,10 @@ class SlackAdapter:
                 return  # not acked: Slack redelivers to a live connection
             if request.type == "events_api":
                 _, outcome = await self._ingest(request.payload, intake, me)
+            elif request.type == "interactive" and await self._on_interaction(
+                request.payload, intake
+            ):
+                outcome = IngestOutcome(status="ignored", reason="approval button")
             else:
                 # interactive / slash_commands are not part of this gateway; ack so Slack stops
                 # redelivering, and keep a record of what was dropped.

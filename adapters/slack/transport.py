@@ -20,7 +20,7 @@ from adapters.slack.blocks import code_blocks
 from adapters.slack.mrkdwn import markdown_to_mrkdwn
 from gateway.domain import OutgoingFile, ReplyTarget
 from gateway.errors import DeliveryError
-from gateway.ports import SendResult
+from gateway.ports import APPROVAL_EXTRA, SendResult
 from gateway.text import format_parts
 
 log = structlog.get_logger(__name__)
@@ -139,6 +139,37 @@ def translate_error(exc: BaseException) -> DeliveryError:
     return DeliveryError(f"slack send failed: {exc.__class__.__name__}", ambiguous=True)
 
 
+#: the approval buttons' action ids (the value is the request's opaque id)
+APPROVE_ACTION = "gateway_approval_approve"
+DENY_ACTION = "gateway_approval_deny"
+
+
+def approval_blocks(text: str, approval_id: str) -> list[dict[str, Any]]:
+    return [
+        {"type": "section", "text": {"type": "mrkdwn", "text": text}},
+        {
+            "type": "actions",
+            "block_id": "approval",
+            "elements": [
+                {
+                    "type": "button",
+                    "action_id": APPROVE_ACTION,
+                    "style": "primary",
+                    "text": {"type": "plain_text", "text": "Approve"},
+                    "value": approval_id,
+                },
+                {
+                    "type": "button",
+                    "action_id": DENY_ACTION,
+                    "style": "danger",
+                    "text": {"type": "plain_text", "text": "Deny"},
+                    "value": approval_id,
+                },
+            ],
+        },
+    ]
+
+
 class SlackTransport:
     """``Transport`` for Slack. ``send`` posts once; it never retries by itself."""
 
@@ -172,8 +203,10 @@ class SlackTransport:
         return [(f"channel:{target.scope}:{target.chat_id}", 1.0)]
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
-        # code fences become rich-text preformatted blocks; ``text`` stays the fallback
-        blocks = code_blocks(text)
+        # an approval card (issue 14): buttons carrying only the opaque id; otherwise code
+        # fences become rich-text preformatted blocks; ``text`` stays the fallback
+        approval = target.extra.get(APPROVAL_EXTRA)
+        blocks = approval_blocks(text, approval) if approval else code_blocks(text)
         try:
             try:
                 response = await self._post(target, text, blocks, idempotency_key)
@@ -233,6 +266,27 @@ class SlackTransport:
         uploaded = response.get("file")
         file_id = uploaded.get("id") if isinstance(uploaded, Mapping) else None
         return SendResult(platform_message_id=file_id if isinstance(file_id, str) else None)
+
+    async def retire_card(self, target: ReplyTarget, platform_message_id: str, text: str) -> None:
+        """chat.update with the decision and no actions block: the buttons are gone."""
+        try:
+            await self.client.chat_update(
+                channel=target.chat_id,
+                ts=platform_message_id,
+                text=text,
+                blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": text}}],
+            )
+        except (TimeoutError, SlackApiError, aiohttp.ClientError) as exc:
+            raise translate_error(exc) from exc
+
+    async def notify(self, target: ReplyTarget, user_id: str, text: str) -> None:
+        """A notice only ``user_id`` sees, in the card's thread (chat.postEphemeral)."""
+        try:
+            await self.client.chat_postEphemeral(
+                channel=target.chat_id, user=user_id, text=text, thread_ts=target.thread_id
+            )
+        except (TimeoutError, SlackApiError, aiohttp.ClientError) as exc:
+            log.info("slack_ephemeral_failed", error=str(translate_error(exc)))
 
     async def typing(self, target: ReplyTarget) -> None:
         # ``assistant.threads.setStatus`` (chat:write): "<app> is thinking…" under the thread,

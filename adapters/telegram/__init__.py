@@ -24,8 +24,9 @@ Deliberately not handled (platforms.md §1):
   of following ``migrate_to_chat_id``.
 - Only per-chat (1/s) and per-group (20/min) pacing; the ~30 messages/s global limit is left
   to 429 + ``retry_after``.
-- ``sendMessageDraft`` streaming, reactions, callback queries, inline mode, and Bot API 10.x
-  ``guest_message`` / ``managed_bot`` updates (ignored with a reason).
+- ``sendMessageDraft`` streaming, callback queries other than approval buttons (answered,
+  nothing else), inline mode, and Bot API 10.x ``guest_message`` / ``managed_bot`` updates
+  (ignored with a reason).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from adapters.telegram.extract import (
     PLATFORM,
     BotIdentity,
     ExtractPolicy,
+    callback_of,
     extract_update,
     reaction_of,
 )
@@ -36,7 +37,7 @@ from adapters.telegram.transport import (
 from gateway.domain import Extracted
 from gateway.errors import ConfigError, GatewayError
 from gateway.ingress import ingest, json_body
-from gateway.ports import Check, IngestOutcome, Intake, Transport
+from gateway.ports import ApprovalClick, Check, IngestOutcome, Intake, Transport
 from gateway.settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -56,6 +57,8 @@ ALLOWED_UPDATES: tuple[str, ...] = (
     "edited_business_message",
     "deleted_business_messages",
     "message_reaction",
+    # approval buttons (issue 14)
+    "callback_query",
 )
 #: Bot API updates are small; anything larger is not Telegram talking to us
 _MAX_WEBHOOK_BODY = 1 << 20
@@ -217,11 +220,44 @@ class TelegramAdapter:
 
     # --- ingress ---------------------------------------------------------------------------
 
+    async def _callback(self, update: Mapping[str, Any]) -> None:
+        """An inline button press: an approval card's is decided by the core (which checks
+        the chat, topic, card and who pressed); every query is answered (answerCallbackQuery)
+        so the client stops its spinner, with the outcome as a short notice. The update is
+        still recorded (as ignored) by the submit that follows."""
+        found = callback_of(update)
+        if found is None:
+            return
+        query_id, press = found
+        text: str | None = None
+        alert = False
+        if press is not None and self._intake is not None:
+            outcome = await self._intake.approval_click(
+                ApprovalClick(
+                    platform=PLATFORM,
+                    approval_id=press.approval_id,
+                    user_id=press.user_id,
+                    approve=press.approve,
+                    chat_id=press.chat_id,
+                    thread_id=press.thread_id,
+                    message_id=press.message_id,
+                )
+            )
+            text = outcome.message
+            alert = outcome.outcome == "not_allowed"
+        try:
+            await self._bot.answer_callback_query(query_id, text=text, show_alert=alert)
+        except TelegramError as exc:
+            # a query older than ~15 s cannot be answered any more; the decision stands
+            log.info("telegram_answer_callback_failed", error=exc.message)
+
     async def _ingest_one(
         self, intake: Intake, update: Mapping[str, Any]
     ) -> tuple[Extracted, IngestOutcome]:
         """Extract, record a 👍/👎 as feedback (the update itself is still recorded, as
-        ignored), submit; raises if not stored."""
+        ignored), submit; raises if not stored. An approval button press is decided first
+        (and the query answered); the update itself is then recorded like any other."""
+        await self._callback(update)
         assert self._identity is not None
         me, policy = self._identity, self._policy
         update_id = update.get("update_id") if isinstance(update, Mapping) else None

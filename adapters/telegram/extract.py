@@ -623,3 +623,54 @@ def reaction_of(update: Mapping[str, Any]) -> Reaction | None:
         user_id=str(user.get("id")),
         value=new[-1] if new else 0,
     )
+
+
+#: ``callback_data`` of the approval buttons (issue 14): ``apv:<opaque id>:y|n`` (<= 64 bytes)
+APPROVAL_PREFIX = "apv:"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalPress:
+    """A press of an approval card's inline button (a ``callback_query`` update)."""
+
+    query_id: str
+    approval_id: str
+    approve: bool
+    user_id: str
+    chat_id: str
+    #: the forum topic of the card, as the platform reports it (None: no topic)
+    thread_id: str | None
+    message_id: str
+
+
+def callback_of(update: Mapping[str, Any]) -> tuple[str, ApprovalPress | None] | None:
+    """For a ``callback_query`` update: its query id (every query must be answered, or the
+    client shows a spinner) and the approval press it carries, if it is one; else ``None``."""
+    query = update.get("callback_query")
+    if not isinstance(query, Mapping) or not isinstance(query.get("id"), str):
+        return None
+    query_id = str(query["id"])
+    data, user, message = query.get("data"), query.get("from"), query.get("message")
+    if not (
+        isinstance(data, str)
+        and data.startswith(APPROVAL_PREFIX)
+        and isinstance(user, Mapping)
+        and isinstance(message, Mapping)
+        and isinstance(message.get("chat"), Mapping)
+        and _is_int(message.get("message_id"))
+    ):
+        return query_id, None
+    approval_id, _, choice = data[len(APPROVAL_PREFIX) :].rpartition(":")
+    if not approval_id or choice not in ("y", "n"):
+        return query_id, None
+    topic = message.get("message_thread_id")
+    in_topic = _is_int(topic) and bool(message.get("is_topic_message"))
+    return query_id, ApprovalPress(
+        query_id=query_id,
+        approval_id=approval_id,
+        approve=choice == "y",
+        user_id=str(user.get("id")),
+        chat_id=str(message["chat"].get("id")),
+        thread_id=str(topic) if in_topic else None,
+        message_id=str(message["message_id"]),
+    )

@@ -31,9 +31,10 @@ from telegram.error import (
 from telegram.warnings import PTBDeprecationWarning
 
 from adapters.telegram import markdown
+from adapters.telegram.extract import APPROVAL_PREFIX
 from gateway.domain import OutgoingFile, ReplyTarget
 from gateway.errors import DeliveryError
-from gateway.ports import SendResult
+from gateway.ports import APPROVAL_EXTRA, SendResult
 from gateway.text import utf16_len
 
 log = structlog.get_logger(__name__)
@@ -280,6 +281,21 @@ class TelegramTransport:
         kwargs = self._placement(target)
         if entities:
             kwargs["entities"] = [telegram.MessageEntity.de_json(e, None) for e in entities]
+        approval = target.extra.get(APPROVAL_EXTRA)
+        if approval:
+            # an approval card (issue 14): the buttons carry only the opaque id
+            kwargs["reply_markup"] = telegram.InlineKeyboardMarkup(
+                [
+                    [
+                        telegram.InlineKeyboardButton(
+                            "✅ Approve", callback_data=f"{APPROVAL_PREFIX}{approval}:y"
+                        ),
+                        telegram.InlineKeyboardButton(
+                            "❌ Deny", callback_data=f"{APPROVAL_PREFIX}{approval}:n"
+                        ),
+                    ]
+                ]
+            )
         try:
             async with self._call():
                 try:
@@ -340,6 +356,27 @@ class TelegramTransport:
             )
             raise error from exc
         return SendResult(platform_message_id=str(message.message_id))
+
+    async def retire_card(self, target: ReplyTarget, platform_message_id: str, text: str) -> None:
+        """editMessageText without a keyboard: the buttons go, the decision shows."""
+        kwargs: dict[str, Any] = {}
+        business = target.extra.get("business_connection_id")
+        if business:
+            kwargs["business_connection_id"] = business
+        try:
+            async with self._call():
+                await self._bot.edit_message_text(
+                    text=text,
+                    chat_id=target.chat_id,
+                    message_id=_int(platform_message_id, "message_id"),
+                    **kwargs,
+                )
+        except BadRequest as exc:
+            if "not modified" in exc.message:
+                return  # retired before (a retry after a lost answer)
+            raise translate_error(exc) from exc
+        except TelegramError as exc:
+            raise translate_error(exc) from exc
 
     async def typing(self, target: ReplyTarget) -> None:
         if "direct_messages_topic_id" in target.extra:

@@ -29,13 +29,14 @@ from gateway.conversations import Conversations
 from gateway.domain import Rejected, SessionKey
 from gateway.hub import Broadcast
 from gateway.intake import live_topic
-from gateway.ports import Check, Intake
+from gateway.ports import ApprovalClick, Check, Intake
 from gateway.security import page_headers
 from gateway.webauth import WebIdentity, private_channel
 
 KEEPALIVE_SECONDS = 15.0
 MAX_SEQ = 2**63 - 1
 _FEEDBACK_KEYS = frozenset({"value"})
+_DECISIONS = ("approve", "deny")
 
 
 class _Refused(Exception):
@@ -115,6 +116,11 @@ class WebAdapter:
             Route(
                 "/web/api/channels/{channel}/threads/{thread}/messages/{seq:int}/feedback",
                 self._feedback,
+                methods=["POST"],
+            ),
+            Route(
+                "/web/api/channels/{channel}/threads/{thread}/approvals/{approval}",
+                self._approval,
                 methods=["POST"],
             ),
         ]
@@ -284,6 +290,7 @@ class WebAdapter:
                         "model": m.model,
                         "delivery": m.delivery,
                         "feedback": m.feedback,
+                        "approval": dict(m.approval) if m.approval else None,
                     }
                     for m in transcript.messages
                 ],
@@ -320,6 +327,40 @@ class WebAdapter:
         if vote.outcome == "not_an_answer":
             return JSONResponse({"error": "only answers take feedback"}, status_code=404)
         return JSONResponse({"feedback": vote.feedback})
+
+    async def _approval(self, request: Request) -> Response:
+        """Approve / Deny on an approval card (issue 14): ``{"decision": "approve" | "deny"}``
+        from the signed-in person. Only the asker (or an approver) decides; anyone else gets a
+        polite refusal (403) and nothing changes; a second click answers "already decided"."""
+        intake = self._intake
+        if intake is None:
+            return JSONResponse({"error": "starting up"}, status_code=503)
+        try:
+            person = await self._person(request)
+            key = self._key(request, person)
+        except _Refused as refused:
+            return refused.response
+        try:
+            body = json.loads(await request.body())
+        except (ValueError, UnicodeDecodeError):
+            body = None
+        decision = body.get("decision") if isinstance(body, dict) else None
+        if not isinstance(body, dict) or set(body) - {"decision"} or decision not in _DECISIONS:
+            return JSONResponse({"error": 'send {"decision": "approve" or "deny"}'}, 422)
+        outcome = await intake.approval_click(
+            ApprovalClick(
+                platform=PLATFORM,
+                approval_id=request.path_params["approval"][:64],
+                user_id=person,
+                approve=decision == "approve",
+                chat_id=key.chat_id,
+                thread_id=key.thread_id,
+            )
+        )
+        status = {"unknown": 404, "not_allowed": 403}.get(outcome.outcome, 200)
+        return JSONResponse(
+            {"outcome": outcome.outcome, "message": outcome.message}, status_code=status
+        )
 
     async def _stream(self, request: Request) -> Response:
         try:

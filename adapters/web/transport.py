@@ -9,7 +9,7 @@ from adapters.web.extract import PLATFORM
 from gateway.domain import OutgoingFile, ReplyTarget, SessionKey
 from gateway.hub import Broadcast
 from gateway.intake import live_topic
-from gateway.ports import SendResult
+from gateway.ports import APPROVAL_EXTRA, SendResult
 from gateway.text import format_parts
 
 
@@ -43,9 +43,12 @@ class WebTransport:
         return ()
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
-        self._live.publish(
-            live_topic(_key(target)), {"type": "reply", "id": idempotency_key, "text": text}
-        )
+        event: dict[str, object] = {"type": "reply", "id": idempotency_key, "text": text}
+        approval = target.extra.get(APPROVAL_EXTRA)
+        if approval:
+            # an approval card (issue 14): the page shows Approve / Deny buttons for it
+            event["approval_id"] = approval
+        self._live.publish(live_topic(_key(target)), event)
         return SendResult(platform_message_id=idempotency_key)
 
     async def send_file(
@@ -64,6 +67,13 @@ class WebTransport:
             },
         )
         return SendResult(platform_message_id=idempotency_key)
+
+    async def retire_card(self, target: ReplyTarget, platform_message_id: str, text: str) -> None:
+        """The page re-reads the thread on this event and shows the decision, no buttons."""
+        self._live.publish(
+            live_topic(_key(target)),
+            {"type": "approval_decided", "id": platform_message_id, "text": text},
+        )
 
     async def typing(self, target: ReplyTarget) -> None:
         topic = live_topic(_key(target))

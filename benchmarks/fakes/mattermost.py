@@ -289,6 +289,7 @@ class FakeMattermost:
         )
         r.add_post("/api/v4/posts", self._route("create_post", self._create_post))
         r.add_post("/api/v4/files", self._route("upload_file", self._upload_file))
+        r.add_put("/api/v4/posts/{post_id}/patch", self._route("patch_post", self._patch_post))
         r.add_get("/api/v4/websocket", self._websocket)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
@@ -889,6 +890,21 @@ class FakeMattermost:
         )
         info = {"id": file_id, "name": filename, "size": len(data), "channel_id": channel.id}
         return _json({"file_infos": [info], "client_ids": []}, status=201)
+
+    async def _patch_post(self, request: web.Request, user: User, body: Any) -> web.Response:
+        """PUT /posts/{id}/patch: only the author may edit; ``message`` replaces the text."""
+        post = self.posts.get(request.match_info["post_id"])
+        if post is None or post.get("delete_at"):
+            return _error(404, "app.post.get.app_error", "Unable to get the post.")
+        if post["user_id"] != user.id:
+            return _error(
+                403,
+                "api.context.permissions.app_error",
+                "You do not have the appropriate permissions.",
+            )
+        if isinstance(body, dict) and isinstance(body.get("message"), str):
+            await self.edit_post(post["id"], body["message"])
+        return _json(post)
 
     async def _create_post(self, request: web.Request, user: User, body: Any) -> web.Response:
         if not isinstance(body, dict):

@@ -28,6 +28,7 @@ import hmac
 import itertools
 import json
 import time
+import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -96,6 +97,7 @@ class Message:
     metadata: Any = None
     files: list[dict[str, Any]] | None = None
     blocks: list[dict[str, Any]] | None = None
+    edited: bool = False
 
     @property
     def is_reply(self) -> bool:
@@ -216,6 +218,8 @@ class FakeSlack:
         self.bot_token = bot_token
         self.app_token = app_token
         self.signing_secret = signing_secret
+        #: chat.postEphemeral calls (the polite refusals only one person sees)
+        self.ephemerals: list[dict[str, Any]] = []
         self.subscriptions = set(subscriptions)
         #: sent as ``x-oauth-scopes`` on Web API answers; None = no header
         self.granted_scopes: list[str] | None = list(DEFAULT_SCOPES)
@@ -441,12 +445,109 @@ class FakeSlack:
             return self._upload_url(params)
         if method == "files.completeUploadExternal":
             return self._complete_upload(params)
+        if method == "chat.update":
+            return self._update(params)
+        if method == "chat.postEphemeral":
+            self.ephemerals.append(dict(params))
+            return web.json_response({"ok": True, "message_ts": self.next_ts()})
         return _error("unknown_method", status=404)
 
     def _scope_headers(self) -> dict[str, str]:
         if self.granted_scopes is None:
             return {}
         return {"x-oauth-scopes": ",".join(self.granted_scopes)}
+
+    def _update(self, params: Mapping[str, Any]) -> web.Response:
+        """chat.update: new text and blocks (blocks omitted: the old ones are removed)."""
+        channel = self.channels.get(str(params.get("channel", "")))
+        message = channel.find(str(params.get("ts", ""))) if channel is not None else None
+        if channel is None or message is None:
+            return _error("message_not_found")
+        if message.user != self.bot_user_id:
+            return _error("cant_update_message")
+        message.text = str(params.get("text") or message.text)
+        blocks = params.get("blocks")
+        message.blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
+        message.edited = True
+        return web.json_response({"ok": True, "channel": channel.id, "ts": message.ts})
+
+    def _interaction_payload(
+        self, message: Message, action_id: str, *, user: str, value: str | None
+    ) -> dict[str, Any]:
+        if value is None:
+            action = next(
+                a
+                for b in message.blocks or []
+                if b.get("type") == "actions"
+                for a in b.get("elements", [])
+                if a.get("action_id") == action_id
+            )
+            value = action.get("value")
+        return {
+            "type": "block_actions",
+            "team": {"id": self.team_id},
+            "user": {"id": user, "team_id": self.team_id},
+            "api_app_id": "A0FAKE",
+            "container": {
+                "type": "message",
+                "message_ts": message.ts,
+                "channel_id": message.channel,
+                "is_ephemeral": False,
+                "thread_ts": message.thread_ts,
+            },
+            "channel": {"id": message.channel},
+            "message": {
+                "type": "message",
+                "ts": message.ts,
+                "thread_ts": message.thread_ts,
+                "text": message.text,
+            },
+            "response_url": f"http://127.0.0.1:{self.port}/response/{message.ts}",
+            "trigger_id": "1.2.3",
+            "actions": [
+                {
+                    "type": "button",
+                    "action_id": action_id,
+                    "block_id": "approval",
+                    "value": value,
+                    "action_ts": self.next_ts(),
+                }
+            ],
+        }
+
+    async def click_button_socket(
+        self, message: Message, action_id: str, *, user: str = HUMAN, value: str | None = None
+    ) -> Delivery:
+        """The same press delivered as a Socket Mode ``interactive`` envelope (acked)."""
+        payload = self._interaction_payload(message, action_id, user=user, value=value)
+        delivery = Delivery(
+            event_id=f"interactive-{message.ts}", payload=payload, transport="socket"
+        )
+        await self._deliver_socket(delivery, "interactive")
+        return delivery
+
+    async def click_button(
+        self,
+        url: str,
+        message: Message,
+        action_id: str,
+        *,
+        user: str = HUMAN,
+        signed: bool = True,
+        value: str | None = None,
+    ) -> tuple[int, bytes]:
+        """A person presses a button of the bot's message: Slack POSTs a signed
+        ``application/x-www-form-urlencoded`` body with ``payload`` = the ``block_actions``
+        JSON to the app's interactivity URL. ``value``: press a button as it was before the
+        message was updated (a second click on a stale card)."""
+        assert self._session is not None
+        payload = self._interaction_payload(message, action_id, user=user, value=value)
+        body = urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        if signed:
+            headers.update(self.sign(body))
+        async with self._session.post(url, data=body, headers=headers) as resp:
+            return resp.status, await resp.read()
 
     def _post_message(self, params: Mapping[str, Any]) -> web.Response:
         channel = self.channels.get(str(params.get("channel", "")))
@@ -479,7 +580,6 @@ class FakeSlack:
         if isinstance(metadata, str):
             metadata = json.loads(metadata)
         message = Message(
-            blocks=blocks,
             channel=channel.id,
             ts=self.next_ts(),
             text=text,
@@ -487,6 +587,7 @@ class FakeSlack:
             bot_id=self.bot_id,
             thread_ts=thread_ts,
             metadata=metadata,
+            blocks=blocks if isinstance(blocks, list) else None,
         )
         channel.messages.append(message)
         if self.echo_bot_messages and not self._stopping:

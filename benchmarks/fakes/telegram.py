@@ -207,6 +207,11 @@ class FakeTelegram:
         self.requests: list[Recorded] = []
         self.sent: list[Sent] = []
         self.typing: list[tuple[int, int | None, str]] = []
+        #: editMessageText calls: (chat id, message id, new text, reply_markup or None)
+        self.edits: list[tuple[int, int, str, Any]] = []
+        #: answerCallbackQuery calls: (callback_query_id, text, show_alert)
+        self.callback_answers: list[tuple[str, str | None, bool]] = []
+        self._callback_ids = itertools.count(4_000_000_001)
         self.commands: list[dict[str, Any]] = []
         self.webhook_url: str | None = None
         self.webhook_secret: str | None = None
@@ -619,6 +624,8 @@ class FakeTelegram:
             "sendphoto": self._send_photo,
             "senddocument": self._send_document,
             "sendchataction": self._send_chat_action,
+            "editmessagetext": self._edit_message_text,
+            "answercallbackquery": self._answer_callback_query,
             "createforumtopic": self._create_forum_topic,
             "close": self._ok_true,
             "logout": self._ok_true,
@@ -864,6 +871,9 @@ class FakeTelegram:
             message["business_connection_id"] = chat.business_connection_id
         if dm_topic is not None and chat.is_direct_messages:
             message["direct_messages_topic"] = {"topic_id": dm_topic}
+        markup = _as_json(params.get("reply_markup"))
+        if isinstance(markup, Mapping):
+            message["reply_markup"] = dict(markup)
         self._store(chat, message, topic=topic)
         self.sent.append(
             Sent(
@@ -881,6 +891,56 @@ class FakeTelegram:
             )
         )
         return _ok(message)
+
+    async def _edit_message_text(self, params: dict[str, Any]) -> web.Response:
+        """editMessageText: new text; the inline keyboard is kept only if sent again."""
+        chat = self._find_chat(params)
+        if isinstance(chat, web.Response):
+            return chat
+        mid = _as_int(params.get("message_id"))
+        message = chat.messages.get(mid) if mid is not None else None
+        if message is None or mid is None:
+            return _error(400, "Bad Request: message to edit not found")
+        text = str(params.get("text") or "")
+        markup = _as_json(params.get("reply_markup"))
+        if text == message.get("text") and markup == message.get("reply_markup"):
+            return _error(400, "Bad Request: message is not modified")
+        message["text"] = text
+        if isinstance(markup, Mapping):
+            message["reply_markup"] = dict(markup)
+        else:
+            message.pop("reply_markup", None)
+        message["edit_date"] = int(time.time())
+        self.edits.append((chat.id, mid, text, markup))
+        return _ok(message)
+
+    async def _answer_callback_query(self, params: dict[str, Any]) -> web.Response:
+        query = str(params.get("callback_query_id") or "")
+        if not query:
+            return _error(400, "Bad Request: query is too old and response timeout expired")
+        text = params.get("text")
+        self.callback_answers.append(
+            (query, str(text) if text is not None else None, _as_bool(params.get("show_alert")))
+        )
+        return _ok(True)
+
+    def user_clicks(self, chat: Chat, message_id: int, data: str, *, user: User) -> str:
+        """A person presses an inline button of the bot's message: the ``callback_query``
+        update Telegram sends (the message as it is now, the button's ``callback_data``).
+        Returns the callback query id."""
+        query_id = str(next(self._callback_ids))
+        self.push(
+            {
+                "callback_query": {
+                    "id": query_id,
+                    "from": user.to_dict(),
+                    "message": dict(chat.messages[message_id]),
+                    "chat_instance": f"ci{chat.id}",
+                    "data": data,
+                }
+            }
+        )
+        return query_id
 
     async def _send_chat_action(self, params: dict[str, Any]) -> web.Response:
         chat = self._find_chat(params)

@@ -10,6 +10,7 @@ have their own script, so a test can slow summaries down without slowing replies
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import re
 import time
@@ -33,6 +34,9 @@ class Step:
     drop: bool = False
     usage: dict[str, int] | None = None
     retry_after: float | None = None
+    #: answer with these tool calls instead of text (several = parallel calls): each
+    #: ``{"name": ..., "arguments": {...} or "raw json", "id": optional}``
+    tool_calls: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -52,6 +56,11 @@ class Recorded:
     def system(self) -> str:
         messages = self.body["messages"]
         return str(messages[0]["content"]) if messages[0]["role"] == "system" else ""
+
+    @property
+    def tool_names(self) -> list[str]:
+        """The names of the tools this request offered."""
+        return [t["function"]["name"] for t in self.body.get("tools") or []]
 
     def contents(self, role: str) -> list[str]:
         return [str(m["content"]) for m in self.body["messages"] if m["role"] == role]
@@ -172,6 +181,44 @@ class FakeOpenAI:
                     {"error": {"message": f"scripted failure {step.status}", "type": "test"}},
                     status=step.status,
                     headers=headers,
+                )
+            if step.tool_calls is not None:
+                calls = [
+                    {
+                        "id": c.get("id") or f"call_{len(self.requests)}_{n}",
+                        "type": "function",
+                        "function": {
+                            "name": c["name"],
+                            "arguments": c["arguments"]
+                            if isinstance(c.get("arguments"), str)
+                            else json.dumps(c.get("arguments") or {}),
+                        },
+                    }
+                    for n, c in enumerate(step.tool_calls)
+                ]
+                return web.json_response(
+                    {
+                        "id": f"chatcmpl-{len(self.requests)}",
+                        "object": "chat.completion",
+                        "model": body["model"] + self.model_suffix,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {
+                                    "role": "assistant",
+                                    "content": step.text,
+                                    "tool_calls": calls,
+                                },
+                                "finish_reason": "tool_calls",
+                            }
+                        ],
+                        "usage": step.usage
+                        or {
+                            "prompt_tokens": record.true_prompt_tokens,
+                            "completion_tokens": 10,
+                            "total_tokens": record.true_prompt_tokens + 10,
+                        },
+                    }
                 )
             users = [m for m in body["messages"] if m["role"] == "user"]
             text = step.text

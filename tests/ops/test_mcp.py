@@ -35,6 +35,13 @@ TOOLS = {
     "link_session_artifact",
     "close_session",
     "mark_read",
+    # issue 14 §10
+    "create_session",
+    "append_session_messages",
+    "get_session_summaries",
+    "get_session_checkpoints",
+    "get_session_artifacts",
+    "get_session_participants",
 }
 
 
@@ -192,9 +199,13 @@ async def test_an_agent_follows_and_takes_part_in_a_session_over_http(
 
         detail = await gw.operator.ops.session_detail(sid)
         assert [c.status for c in detail.checkpoints] == ["done"]
-        assert {p.participant: p.last_read_seq for p in detail.participants} == {
-            "reviewer": 4,
-            "follower": 4,
+        # MCP participants keep their cursors; the platform user and the assistant who spoke
+        # are participants too (issue 14 §10)
+        agents = {p.participant: p.last_read_seq for p in detail.participants if p.role == "agent"}
+        assert agents == {"reviewer": 4, "follower": 4}
+        assert {p.participant: p.role for p in detail.participants if p.role != "agent"} == {
+            "sink:tester": "user",
+            "assistant": "assistant",
         }
         assert detail.summaries[0].model == "test-model"
     assert len(sink.accepted) == 4  # nothing else was sent anywhere

@@ -66,10 +66,37 @@ async function loadHistory() {
     const body = m.role === "assistant" ? markdownBody(m.content) : el("div", "body", m.content);
     d.append(el("div", "who", who), body);
     if (m.role === "assistant" && m.model !== "command") d.append(feedbackBar(m));
+    if (m.approval) d.append(approvalBar(m.approval));
     log.append(d);
   }
   for (const f of liveFiles.get(state.thread) || []) log.append(fileCard(f));
   log.scrollTop = log.scrollHeight;
+}
+
+// an approval card (issue 14): buttons while pending, the decision once made; the person
+// deciding is the signed-in one (the server never takes a name from the page)
+function approvalBar(a) {
+  const bar = el("div", "fb approval");
+  if (a.status !== "pending") {
+    bar.append(el("span", "meta", a.status + (a.decided_by ? " by " + a.decided_by : "")));
+    return bar;
+  }
+  for (const [decision, label] of [["approve", "\u2705 Approve"], ["deny", "\u274C Deny"]]) {
+    const b = el("button", "", label);
+    b.type = "button";
+    b.onclick = () => sendApproval(a.id, decision);
+    bar.append(b);
+  }
+  return bar;
+}
+
+async function sendApproval(id, decision) {
+  const url = `/web/api/channels/${encodeURIComponent(state.channel)}/threads/${encodeURIComponent(state.thread)}/approvals/${encodeURIComponent(id)}`;
+  const res = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ decision }) });
+  const data = await res.json();
+  if (data.message) $("typing").textContent = data.message;
+  await loadHistory();
 }
 
 // thumbs up/down on an answer: stored as its feedback; clicking the lit one takes it back.

@@ -270,6 +270,27 @@ function renderDelivery(d) {
   return row;
 }
 
+// tool calls, results, routing and approvals (issue 14), from the message's metadata
+function toolLines(m) {
+  const md = m.metadata || {};
+  const out = [];
+  if (m.role === "assistant" && Array.isArray(md.tool_calls)) {
+    for (const c of md.tool_calls) {
+      const fn = c.function || {};
+      out.push("→ call " + c.id + ": " + fn.name + "(" + String(fn.arguments || "").slice(0, 200) + ")");
+    }
+  }
+  if (m.role === "tool" && md.tool_call_id) {
+    out.push("← result of " + md.tool_call_id + " (" + md.tool_name + "): " + md.outcome + ", " + md.duration_ms + " ms");
+  }
+  if (md.routing) {
+    out.push("routing: " + md.routing.phase + " · domains " + ((md.routing.domains || []).join(", ") || "–") + " · confidence " + md.routing.confidence);
+    if (Array.isArray(md.offered_tools)) out.push("offered tools: " + (md.offered_tools.join(", ") || "(none)"));
+  }
+  if (md.approval) out.push("approval card " + md.approval.id + " for " + md.approval.tool);
+  return out;
+}
+
 function renderMessage(m) {
   const box = el("div", "msg " + m.role);
   box.dataset.seq = m.seq_no;
@@ -286,8 +307,9 @@ function renderMessage(m) {
   if (m.edited_at) meta.append(el("span", "", "edited"));
   if (m.role === "user" && m.reply_target) meta.append(el("span", "mono target", "replies go to " + targetText(m.reply_target)));
   box.append(meta, el("div", "body", m.content));
+  for (const line of toolLines(m)) box.append(el("div", "meta tool", line));
   for (const d of m.deliveries || []) box.append(renderDelivery(d));
-  if (m.role === "assistant" && !(m.deliveries || []).length) box.append(el("div", "delivery muted", "not delivered (stored only)"));
+  if (m.role === "assistant" && !(m.deliveries || []).length && !(m.metadata || {}).tool_calls) box.append(el("div", "delivery muted", "not delivered (stored only)"));
   return box;
 }
 

@@ -1,0 +1,169 @@
+"""One turn's toolbox: runs the model's calls under the catalog's policy (issue 14).
+
+Fail closed at call time too: a call to a tool that was not offered this turn, or that the
+policy no longer allows for this caller, is refused without running. Each call has a timeout
+and an output cap; anything a tool raises becomes an error result for the model. Calls of one
+step run in parallel. Every call and result is recorded, to be stored with the turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol
+
+import structlog
+
+from gateway.agents import ToolCall, ToolResult
+from gateway.errors import GatewayError
+from gateway.metrics import Metrics
+from gateway.tools.builtin import ToolInputError
+from gateway.tools.catalog import ToolCaller, ToolPolicy, ToolPolicyCatalog, wire_name
+
+log = structlog.get_logger(__name__)
+
+Decision = Literal["approved", "denied", "expired"]
+
+
+class Approvals(Protocol):
+    """Asks the asker in the thread before a ``confirm`` tool runs (``gateway.tools.approvals``)."""
+
+    async def decide(
+        self,
+        call: ToolCall,
+        arguments: Mapping[str, Any],
+        policy: ToolPolicy,
+        caller: ToolCaller,
+        *,
+        approvers: tuple[str, ...] = (),
+    ) -> Decision: ...
+
+
+class ToolFailed(GatewayError):
+    """A tool's own failure (an MCP server's error result, a lost connection)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Exchanged:
+    """One message of the tool exchange, as stored: an assistant message with calls, or a
+    tool result."""
+
+    role: Literal["assistant", "tool"]
+    content: str
+    tool_calls: tuple[Mapping[str, Any], ...] = ()
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    outcome: str | None = None
+    duration_ms: float | None = None
+
+
+def cap_output(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... output cut at {limit} of {len(text)} characters ...]"
+
+
+@dataclass(kw_only=True)
+class TurnToolbox:
+    catalog: ToolPolicyCatalog
+    caller: ToolCaller
+    offered: frozenset[str]
+    metrics: Metrics
+    max_steps: int
+    approvals: Approvals | None = None
+    exchange: list[Exchanged] = field(default_factory=list)
+
+    def _resolve(self, called: str) -> str:
+        """The catalog name of a called wire name (``files__read`` -> ``files.read``), only
+        among the offered tools; anything else stays as called (and is refused)."""
+        for name in self.offered:
+            if wire_name(name) == called:
+                return name
+        return called
+
+    async def run(self, calls: Sequence[ToolCall], *, content: str = "") -> list[ToolResult]:
+        self.exchange.append(
+            Exchanged(
+                role="assistant", content=content, tool_calls=tuple(c.to_chat() for c in calls)
+            )
+        )
+        done = await asyncio.gather(*(self._one(c) for c in calls))
+        # stored in call order (as the model will read them), whatever finished first
+        self.exchange.extend(x for _, x in done)
+        return [r for r, _ in done]
+
+    async def _one(self, call: ToolCall) -> tuple[ToolResult, Exchanged]:
+        name = self._resolve(call.name)
+        started = time.perf_counter()
+        outcome, text = await self._execute(call)
+        elapsed = time.perf_counter() - started
+        self.metrics.tool_calls.labels(name if name in self.offered else "other", outcome).inc()
+        self.metrics.tool_seconds.labels(name if name in self.offered else "other").observe(elapsed)
+        log.info(
+            "tool_called",
+            tool=name,
+            call_id=call.id,
+            outcome=outcome,
+            duration_ms=round(elapsed * 1000, 1),
+            output_chars=len(text),
+        )
+        stored = Exchanged(
+            role="tool",
+            content=text,
+            tool_call_id=call.id,
+            tool_name=name,
+            outcome=outcome,
+            duration_ms=round(elapsed * 1000, 1),
+        )
+        return ToolResult(call_id=call.id, name=name, content=text, outcome=outcome), stored
+
+    async def _execute(self, wired: ToolCall) -> tuple[str, str]:
+        call = replace(wired, name=self._resolve(wired.name))
+        # fail closed: offered this turn AND still allowed by policy for this caller
+        reason = (
+            "not offered in this turn"
+            if call.name not in self.offered
+            else self.catalog.check(call.name, self.caller)
+        )
+        tool = self.catalog.tool(call.name)
+        policy = self.catalog.policy(call.name)
+        if reason is not None or tool is None or policy is None:
+            log.warning("tool_refused", tool=call.name, reason=reason or "no valid policy entry")
+            return "refused", f"error: the tool {call.name!r} is not available ({reason})"
+        try:
+            parsed = json.loads(call.arguments or "{}")
+        except ValueError:
+            return "error", "error: the arguments are not valid JSON"
+        if not isinstance(parsed, dict):
+            return "error", "error: the arguments must be a JSON object"
+        if policy.confirm:
+            if self.approvals is None:
+                return "not_approved", "not approved: approvals are not available here"
+            decision = await self.approvals.decide(
+                call,
+                parsed,
+                policy,
+                self.caller,
+                # who besides the asker may decide: the tool's entry + [approvers] for the
+                # chat or thread (a policy of its own, separate from who may run tools)
+                approvers=self.catalog.approvers_for(call.name, self.caller),
+            )
+            log.info("tool_approval_decided", tool=call.name, decision=decision)
+            if decision != "approved":
+                return "not_approved", f"not approved ({decision}): the tool did not run"
+        timeout = policy.timeout_seconds or self.catalog.file.timeout_seconds
+        limit = policy.max_output_chars or self.catalog.file.max_output_chars
+        try:
+            text = await asyncio.wait_for(tool.handler(parsed, self.caller), timeout)
+        except TimeoutError:
+            return "timeout", f"error: the tool did not answer within {timeout:g} seconds"
+        except (ToolInputError, ToolFailed) as exc:
+            return "error", f"error: {exc}"
+        except Exception as exc:  # noqa: BLE001 - a tool is third-party code (MCP, plugins):
+            # its failure is the model's information, never a failed turn
+            log.warning("tool_crashed", tool=call.name, error=repr(exc))
+            return "error", f"error: the tool failed ({type(exc).__name__})"
+        return "ok", cap_output(text, limit)

@@ -1,0 +1,159 @@
+"""The store's tools area: reads the built-in tools make on behalf of the asker."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from session_store import tool_queries as q
+from session_store.records import SessionRecord
+from session_store.store import Store
+from session_store.tool_records import ApprovalRecord
+from session_store.values import ApprovalStatus, ReplyTarget
+
+
+class ToolStore:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._db = store.db
+
+    async def asker_sessions(
+        self, *, platform: str, scope: str, user_id: str, limit: int = 20
+    ) -> list[SessionRecord]:
+        async with self._db.connection() as conn:
+            rows = await conn.fetch(q.ASKER_SESSIONS, platform, scope, user_id, limit)
+        return [SessionRecord.from_row(r) for r in rows]
+
+    async def takes_part(self, session_id: int, *, platform: str, scope: str, user_id: str) -> bool:
+        async with self._db.connection() as conn:
+            found = await conn.fetchval(q.TAKES_PART, session_id, platform, scope, user_id)
+        return bool(found)
+
+    # --- approvals ---------------------------------------------------------------------------
+
+    async def open_approval(
+        self,
+        *,
+        approval_id: str,
+        session_id: int,
+        idempotency_key: str,
+        tool_name: str,
+        arguments: Mapping[str, Any],
+        owner: str,
+        approvers: Sequence[str],
+        target: ReplyTarget,
+        expires_in: float,
+    ) -> tuple[ApprovalRecord, bool]:
+        """The request for ``idempotency_key``: a new one (``True``), or the one a previous
+        run of the same turn made (``False``), with whatever was decided meanwhile."""
+        async with self._db.transaction() as conn:
+            status = await conn.execute(
+                q.INSERT_APPROVAL,
+                approval_id,
+                session_id,
+                idempotency_key,
+                tool_name,
+                dict(arguments),
+                owner,
+                list(approvers),
+                target.to_json(),
+                expires_in,
+            )
+            row = await conn.fetchrow(q.GET_APPROVAL_BY_KEY, idempotency_key)
+        assert row is not None
+        return ApprovalRecord.from_row(row), status.endswith(" 1")
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        async with self._db.connection() as conn:
+            row = await conn.fetchrow(q.GET_APPROVAL, approval_id)
+        return None if row is None else ApprovalRecord.from_row(row)
+
+    async def approval_by_card(
+        self, platform: str, platform_message_id: str
+    ) -> ApprovalRecord | None:
+        async with self._db.connection() as conn:
+            row = await conn.fetchrow(q.GET_APPROVAL_BY_CARD, platform, platform_message_id)
+        return None if row is None else ApprovalRecord.from_row(row)
+
+    async def decide_approval(
+        self, approval_id: str, *, version: int, status: ApprovalStatus, decided_by: str
+    ) -> bool:
+        """Compare-and-set on ``version``: ``False`` when someone decided (or it expired)
+        first."""
+        async with self._db.connection() as conn:
+            found = await conn.fetchval(q.DECIDE_APPROVAL, approval_id, version, status, decided_by)
+        return found is not None
+
+    async def expire_approval(self, approval_id: str, *, version: int) -> bool:
+        async with self._db.connection() as conn:
+            found = await conn.fetchval(q.EXPIRE_APPROVAL, approval_id, version)
+        return found is not None
+
+    async def overdue_approvals(self, limit: int = 100) -> list[tuple[str, int]]:
+        async with self._db.connection() as conn:
+            rows = await conn.fetch(q.OVERDUE_APPROVALS, limit)
+        return [(r["id"], r["version"]) for r in rows]
+
+    async def unretired_approvals(self, limit: int = 100) -> list[ApprovalRecord]:
+        async with self._db.connection() as conn:
+            rows = await conn.fetch(q.UNRETIRED_APPROVALS, limit)
+        return [ApprovalRecord.from_row(r) for r in rows]
+
+    async def mark_card_retired(self, approval_id: str) -> bool:
+        """Claim the card's retirement; ``False`` if someone retired (or is retiring) it."""
+        async with self._db.connection() as conn:
+            return await conn.fetchval(q.MARK_CARD_RETIRED, approval_id) is not None
+
+    async def unmark_card_retired(self, approval_id: str) -> None:
+        """The platform call failed: let the sweeper try again."""
+        async with self._db.connection() as conn:
+            await conn.execute(q.UNMARK_CARD_RETIRED, approval_id)
+
+    async def queue_card(
+        self,
+        approval_id: str,
+        *,
+        session_id: int,
+        text: str,
+        target: ReplyTarget,
+        metadata: Mapping[str, Any],
+    ) -> int | None:
+        """Put the request's card in the outbox: a session message (seq-numbered, kept out
+        of the agent's context) and its delivery row, in one transaction, once per request.
+        Returns the message's seq, or ``None`` if the card was queued before."""
+        async with self._db.transaction() as conn:
+            # lock first, then look (two runs of one turn must not queue two cards)
+            queued = await conn.fetchrow(q.LOCK_APPROVAL_CARD, approval_id)
+            if queued is None or queued["card_message_id"] is not None:
+                return None
+            seq = await conn.fetchval(q.ALLOCATE_CARD_SEQ, session_id)
+            message_id = await conn.fetchval(
+                q.INSERT_CARD_MESSAGE, session_id, seq, text, dict(metadata)
+            )
+            await conn.execute(q.SET_CARD_MESSAGE, approval_id, message_id)
+            await conn.execute(
+                q.INSERT_CARD_DELIVERY,
+                message_id,
+                session_id,
+                seq,
+                target.platform,
+                target.to_json(),
+                text,
+            )
+        return int(seq)
+
+    async def approval_states(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Status, decider and tool of each request (for transcripts showing the cards)."""
+        if not ids:
+            return {}
+        async with self._db.connection() as conn:
+            rows = await conn.fetch(q.APPROVAL_STATES, list(ids))
+        return {
+            r["id"]: {
+                "id": r["id"],
+                "status": r["status"],
+                "decided_by": r["decided_by"],
+                "tool": r["tool_name"],
+            }
+            for r in rows
+        }
