@@ -11,6 +11,10 @@ _HISTORY = ("channels:history", "groups:history", "im:history", "mpim:history")
 WEB_API_SCOPES: dict[str, tuple[str, ...]] = {
     "auth.test": (),
     "chat.postMessage": ("chat:write",),
+    # approval cards (issue 14): retired in place once decided, and a notice only the person
+    # who pressed someone else's button sees
+    "chat.update": ("chat:write",),
+    "chat.postEphemeral": ("chat:write",),
     # first contact inside a thread: the earlier messages as context (optional: without the
     # scope the mention is answered without them)
     "conversations.replies": _HISTORY,

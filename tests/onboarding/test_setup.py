@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.slack.scopes import BOT_SCOPES
 from benchmarks.fakes.mattermost import FakeMattermost
 from benchmarks.fakes.slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack
 from benchmarks.fakes.telegram import FakeTelegram
@@ -298,7 +299,7 @@ async def test_slack_socket_mode_setup_on_a_terminal_then_the_gateway_answers(
     )
     assert code == 0, output
     assert BOT_TOKEN not in output and APP_TOKEN not in output
-    assert "ok  slack scopes: all 7 bot scopes granted" in output
+    assert f"ok  slack scopes: all {len(BOT_SCOPES)} bot scopes granted" in output
     assert "ok  slack socket mode" in output
     written = env_file(tmp_path / ".env")
     assert written["SLACK_BOT_TOKEN"] == BOT_TOKEN and written["SLACK_APP_TOKEN"] == APP_TOKEN

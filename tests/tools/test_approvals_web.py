@@ -53,14 +53,27 @@ def tools_file(tmp_path: Path) -> str:
     return str(path)
 
 
+#: who is signed in comes from a trusted reverse proxy's header (issue 13): the tests run the
+#: web chat with GATEWAY_WEB_AUTH=proxy and loopback trusted, so each request says who it is
+#: the way oauth2-proxy would; a name in the body is refused
+WEB_AUTH = {"GATEWAY_WEB_AUTH": "proxy", "GATEWAY_TRUSTED_PROXIES": "127.0.0.0/8"}
+
+
+def _as(user: str) -> dict[str, str]:
+    return {"X-Forwarded-User": user}
+
+
 async def post(gw: Gateway, path: str, body: dict[str, Any]) -> httpx.Response:
+    """POST ``body`` as the person named by its ``user`` key (default ann)."""
+    payload = dict(body)
+    user = payload.pop("user", "ann")
     async with httpx.AsyncClient() as client:
-        return await client.post(f"{gw.url}{path.lstrip('/')}", json=body)
+        return await client.post(f"{gw.url}{path.lstrip('/')}", json=payload, headers=_as(user))
 
 
-async def get(gw: Gateway, path: str) -> Any:
+async def get(gw: Gateway, path: str, *, user: str = "ann") -> Any:
     async with httpx.AsyncClient() as client:
-        return (await client.get(f"{gw.url}{path.lstrip('/')}")).json()
+        return (await client.get(f"{gw.url}{path.lstrip('/')}", headers=_as(user))).json()
 
 
 async def approvals(gw: Gateway) -> list[dict[str, Any]]:
@@ -83,6 +96,7 @@ def gateway(database_url: str, fake: FakeOpenAI, tmp_path: Path, **kw: Any) -> A
         agent=OpenAIAgent(base_url=fake.base_url, api_key="k", model="small"),
         AGENT_MODEL="small",
         GATEWAY_TOOLS_FILE=tools_file(tmp_path),
+        **WEB_AUTH,
         **kw,
     )
 
@@ -174,7 +188,7 @@ async def history_of(database_url: str, thread: str) -> list[dict[str, Any]]:
 
 
 def gateway_plain(database_url: str) -> Any:
-    return running_gateway(database_url)
+    return running_gateway(database_url, **WEB_AUTH)
 
 
 async def _retired(gw: Gateway) -> bool:
@@ -225,6 +239,7 @@ async def test_a_configured_approver_may_decide_for_the_asker(
         agent=OpenAIAgent(base_url=fake.base_url, api_key="k", model="small"),
         AGENT_MODEL="small",
         GATEWAY_TOOLS_FILE=str(path),
+        **WEB_AUTH,
     ) as gw:
         ops.install(gw)
         await post(

@@ -202,8 +202,9 @@ async def test_doctor_lists_tools_left_out_for_lack_of_a_policy_entry(
     )
     code = await run_doctor(make_settings(database_url, GATEWAY_TOOLS_FILE=str(tools_file)))
     out = capsys.readouterr().out
-    assert "note tool notes.delete_note: left out, never offered: no policy entry" in out
-    assert "note tool notes.internal_debug: left out, never offered: malformed" in out
+    # a note, not a failure: printed as ok with a tip naming the policy entry to add
+    assert "ok  tool notes.delete_note: left out, never offered: no policy entry" in out
+    assert "ok  tool notes.internal_debug: left out, never offered: malformed" in out
     assert "BAD mcp gone: cannot connect" in out
     assert "notes.read_note" in out.split("ok  tools:")[1].splitlines()[0]
     assert code == 1  # the unreachable server
