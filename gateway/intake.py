@@ -15,6 +15,7 @@ from gateway.hub import Broadcast, Signal
 from gateway.leadership import Body, LeaderElection
 from gateway.metrics import Metrics
 from gateway.ports import IngestOutcome
+from gateway.supervisor import Beat, Supervisor
 from session_store.records import InboundAnnotation, InboundItem, InboundMessage, InboundNote
 from session_store.store import Store
 from session_store.values import TurnRequest
@@ -102,6 +103,7 @@ class CoreIntake:
         turn_wake: Signal,
         live: Broadcast,
         leader_interval: float = 5.0,
+        supervisor: Supervisor | None = None,
     ) -> None:
         #: leader election for single-connection ingress (see ``gateway.leadership``)
         self.election = LeaderElection(store.dsn, interval=leader_interval)
@@ -109,6 +111,7 @@ class CoreIntake:
         self._metrics = metrics
         self._turn_wake = turn_wake
         self._live = live
+        self._supervisor = supervisor
 
     async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
         platform = extracted.key.platform if isinstance(extracted, Envelope) else extracted.platform
@@ -160,7 +163,19 @@ class CoreIntake:
         )
 
     async def lead(self, name: str, body: Body, *, stopping: asyncio.Event | None = None) -> None:
-        await self.election.run(name, body, stopping=stopping)
+        """Run an adapter's receive loop ``body`` on the leader, supervised: if it raises,
+        it is logged, counted (``gateway_worker_restarts_total{worker="ingress:NAME"}``)
+        and started again with backoff; it ends when it returns or ``stopping`` is set."""
+        if self._supervisor is None:
+            await self.election.run(name, body, stopping=stopping)
+            return
+
+        async def elected(beat: Beat) -> None:
+            await self.election.run(name, body, stopping=stopping)
+
+        await self._supervisor.supervise(
+            f"ingress:{name}", elected, stopping=stopping, restart_on_return=False
+        )
 
     async def knows(self, key: SessionKey) -> bool:
         return await self._store.has_active_session(key)

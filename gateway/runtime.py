@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib
 from collections.abc import Sequence
 from typing import Any
@@ -28,12 +29,16 @@ from gateway.metrics import Metrics
 from gateway.ports import AdapterContext, AdapterFactory, PlatformAdapter, Transport
 from gateway.settings import Settings
 from gateway.summaries import SummaryWorker
+from gateway.supervisor import Beat, Supervisor, pause
 from gateway.turns import TurnScheduler, TurnSettings
+from session_store.liveness import ProcessLiveness
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
 
 DRAIN_SECONDS = 10.0
+#: seconds between checks of this process's liveness lock (``session_store.liveness``)
+LIVENESS_INTERVAL = 0.5
 
 
 def build_adapters(
@@ -79,6 +84,10 @@ class Gateway:
         self.store = store
         self.agent = agent
         self.metrics = Metrics()
+        # issue 12: every long-lived loop runs supervised; this process's liveness is an
+        # advisory lock, so its claims are taken over within seconds if it dies
+        self.supervisor = Supervisor(self.metrics)
+        self.liveness = ProcessLiveness(store.dsn)
         self.live = Broadcast()
         self.turn_wake = Signal()
         self.delivery_wake = Signal()
@@ -97,6 +106,7 @@ class Gateway:
             turn_wake=self.turn_wake,
             live=self.live,
             leader_interval=max(settings.gateway_poll_seconds * 5, 1.0),
+            supervisor=self.supervisor,
         )
         # the agent's context: per-model budgets, calibrated estimates, rolling summaries
         self.context = ContextAssembler(
@@ -150,6 +160,8 @@ class Gateway:
         self._summaries_stopping = asyncio.Event()
         self._summary_task: asyncio.Task[None] | None = None
         self._started_adapters: list[PlatformAdapter] = []
+        self._liveness_stopping = asyncio.Event()
+        self._liveness_task: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
@@ -159,22 +171,93 @@ class Gateway:
             shown = f"[{shown}]"
         return f"http://{shown}:{self.http.port}/"
 
+    def _supervised(
+        self,
+        name: str,
+        bodies: Sequence[tuple[str, Any, float | None, bool]],
+        stopping: asyncio.Event,
+    ) -> asyncio.Task[None]:
+        """One task running ``bodies`` (name, body(stopping, beat), stall_after, required),
+        each under the supervisor."""
+
+        async def run_all() -> None:
+            await asyncio.gather(
+                *(
+                    self.supervisor.supervise(
+                        loop,
+                        functools.partial(body, stopping),
+                        stopping=stopping,
+                        stall_after=stall,
+                        required=required,
+                    )
+                    for loop, body, stall, required in bodies
+                )
+            )
+
+        return asyncio.create_task(run_all(), name=name)
+
+    async def _keep_liveness(self, stopping: asyncio.Event, beat: Beat) -> None:
+        while not stopping.is_set():
+            beat()
+            try:
+                self.store.process_id = await self.liveness.ensure()
+            except StoreError as exc:
+                log.warning("process_liveness_failed", error=str(exc))
+            await pause(LIVENESS_INTERVAL, stopping)
+
     async def start(self) -> None:
         await self.operator.start()
         await self.http.start()
+        # this process's liveness first: its claims carry its id from the first one on
+        self.store.process_id = await self.liveness.ensure()
+        self._liveness_task = self._supervised(
+            "liveness",
+            [("liveness", self._keep_liveness, LIVENESS_INTERVAL * 10, True)],
+            self._liveness_stopping,
+        )
         await self.delivery.recover()
         for adapter in self.adapters:
             await adapter.start(self.intake)
             self._started_adapters.append(adapter)
             log.info("adapter_started", platform=adapter.platform)
-        self._turn_task = asyncio.create_task(
-            self.turns.run(self._turns_stopping), name="turn-scheduler"
+        poll = self.settings.gateway_poll_seconds
+        lease = self.settings.gateway_lease_seconds
+        # a loop is wedged after several of its intervals without progress: idle polls,
+        # items and lease renewals all count (an agent call renews every lease/3)
+        turn_stall = max(5 * poll, lease)
+        delivery_stall = max(5 * poll, self.delivery.lease_seconds)
+        self._turn_task = self._supervised(
+            "turn-scheduler",
+            [
+                (f"turn-{n}", self.turns.work, turn_stall, True)
+                for n in range(self.settings.gateway_turn_workers)
+            ],
+            self._turns_stopping,
         )
-        self._summary_task = asyncio.create_task(
-            self.summaries.run(self._summaries_stopping), name="summaries"
+        self._summary_task = self._supervised(
+            "summaries",
+            # cold path: not required for readiness, and a summary may take an agent's while
+            [
+                (f"summary-{n}", self.summaries.work, None, False)
+                for n in range(self.summaries.workers)
+            ],
+            self._summaries_stopping,
         )
-        self._delivery_task = asyncio.create_task(
-            self.delivery.run(self._delivery_stopping), name="delivery"
+        self._delivery_task = self._supervised(
+            "delivery",
+            [
+                (
+                    "delivery-recovery",
+                    self.delivery.recovery_loop,
+                    5 * self.delivery.recovery_interval,
+                    True,
+                ),
+                *(
+                    (f"delivery-{n}", self.delivery.work, delivery_stall, True)
+                    for n in range(self.settings.gateway_delivery_workers)
+                ),
+            ],
+            self._delivery_stopping,
         )
         self.ready = True
         log.info(
@@ -185,6 +268,18 @@ class Gateway:
         )
 
     async def stop(self) -> None:
+        """Stop in order. Never raises because a loop died earlier: each step is logged
+        and the next one runs."""
+        try:
+            await self._stop()
+        finally:
+            self._liveness_stopping.set()
+            with contextlib.suppress(Exception):
+                await _cancel(self._liveness_task)
+            with contextlib.suppress(Exception):
+                await self.liveness.close()
+
+    async def _stop(self) -> None:
         self.ready = False
         # 1. turns: cancel running agent calls; each hands its session back (release_turn)
         self._turns_stopping.set()
@@ -203,6 +298,8 @@ class Gateway:
                 await asyncio.wait_for(asyncio.shield(self._delivery_task), DRAIN_SECONDS)
             except TimeoutError:
                 await _cancel(self._delivery_task)
+            except Exception:
+                log.exception("delivery_task_failed")
         # 3. adapters: stop ingress and close their clients, only now that nothing sends any
         # more. An event that arrives meanwhile is stored (acked after commit) and gets its
         # turn after the next start.
@@ -231,8 +328,15 @@ class Gateway:
 
 
 async def _cancel(task: asyncio.Task[None] | None) -> None:
-    if task is None or task.done():
+    """Cancel ``task`` and wait for it; an exception it died of earlier is logged, never
+    raised (shutdown must go on)."""
+    if task is None:
         return
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
+    if not task.done():
+        task.cancel()
+    try:
         await task
+    except asyncio.CancelledError:
+        pass
+    except Exception:
+        log.exception("task_failed_before_stop", task=task.get_name())
