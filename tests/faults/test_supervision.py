@@ -74,6 +74,9 @@ async def test_one_failed_item_never_stops_the_workers(database_url: str, sink: 
 
         await wait_for(send_recorded, timeout=10)
         [bug] = await gw.store.deliveries_for_session(2)
+        async with httpx.AsyncClient(base_url=gw.url) as client:
+            listed = (await client.get("/api/v1/deliveries", params={"status": "failed"})).json()
+        assert [(d["id"], d["ambiguous"]) for d in listed["items"]] == [(bug.id, True)]
         metrics = gw.metrics.render().decode()
         # the loops survived item by item: nothing had to be restarted
         assert gw.supervisor.down() == []
