@@ -144,3 +144,26 @@ async def test_stop_does_not_raise_because_a_task_died_earlier(database_url: str
         await asyncio.sleep(0)
         assert gw._summary_task.done()
     # leaving the block ran Gateway.stop(): it did not raise
+
+
+async def test_an_adapter_receive_loop_that_crashes_is_restarted_on_the_leader(
+    database_url: str,
+) -> None:
+    async with running_gateway(database_url) as gw:
+        gw.supervisor._restart_initial = 0.01
+        stopping = asyncio.Event()
+        runs: list[int] = []
+
+        async def receive_loop() -> None:
+            runs.append(len(runs))
+            if len(runs) <= 2:
+                raise RuntimeError("socket handler bug")
+            await stopping.wait()
+
+        led = asyncio.create_task(gw.intake.lead("probe-ingress", receive_loop, stopping=stopping))
+        await wait_for(lambda: len(runs) == 3, timeout=10)
+        metrics = gw.metrics.render().decode()
+        assert 'gateway_worker_restarts_total{worker="ingress:probe-ingress"} 2.0' in metrics
+        assert 'gateway_worker_up{worker="ingress:probe-ingress"} 1.0' in metrics
+        stopping.set()
+        await asyncio.wait_for(led, 10)
