@@ -155,7 +155,7 @@ NEXT_PROCESS_ID = "SELECT nextval('gateway_process_ids')::integer"
 #: a claim's process is dead: it holds no liveness lock. Not within a few seconds of the
 #: server's own start: after a database restart every lock is gone until each live process
 #: has reconnected (it does within a second), and live owners must not be robbed meanwhile.
-_RESTART_GRACE = "pg_postmaster_start_time() < now() - interval '5 seconds'"
+_RESTART_GRACE = "pg_postmaster_start_time() < now() - interval '3 seconds'"
 
 
 def _dead(column: str) -> str:
