@@ -191,6 +191,7 @@ class DeliveryWorker:
                 log.warning(
                     "delivery_lease_renewal_failed", delivery_id=delivery.id, error=str(exc)
                 )
+                beat()  # retrying through an outage is not being wedged
                 continue
             beat()
 

@@ -20,6 +20,7 @@ import contextlib
 import random
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -40,6 +41,11 @@ STALL_INTERVALS = 5
 
 def no_beat() -> None:
     """The ``beat`` of a loop run outside a supervisor."""
+
+
+#: the beat of the supervised loop this code runs in (tasks it creates inherit it): a write
+#: retried through a database outage is a loop waiting on an outage, not a wedged one
+CURRENT_BEAT: ContextVar[Beat] = ContextVar("gateway_loop_beat", default=no_beat)
 
 
 def item_backoff(failures: int, *, initial: float = 0.1, cap: float = 1.0) -> float:
@@ -73,6 +79,7 @@ async def persist(
             if not exc.transient or time.monotonic() >= give_up:
                 raise
             failures += 1
+            CURRENT_BEAT.get()()
             if failures == 1:
                 log.warning("store_write_retrying", write=what, error=str(exc), **context)
             await asyncio.sleep(item_backoff(failures, cap=0.5))
@@ -130,6 +137,8 @@ class Supervisor:
 
         def beat() -> None:
             state.last_beat = time.monotonic()
+
+        CURRENT_BEAT.set(beat)
 
         delay = self._restart_initial
         try:

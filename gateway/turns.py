@@ -430,6 +430,7 @@ class TurnScheduler:
                 raise
             except StoreError as exc:
                 log.warning("turn_lease_renewal_failed", error=str(exc))
+                beat()  # retrying through an outage is not being wedged
                 continue
             beat()
 

@@ -52,6 +52,11 @@ def translate(exc: BaseException) -> StoreError | None:
             transient=is_transient_sqlstate(sqlstate),
             sqlstate=sqlstate,
         )
+    if isinstance(exc, asyncpg.InternalClientError):
+        # "cannot switch to state N; another operation is in progress": a connection left
+        # half-way through a protocol exchange when the server went away (seen in the fault
+        # campaign after a fast shutdown). The pool replaces it; the call may be retried.
+        return StoreError(f"database connection: {exc}", transient=True)
     if isinstance(exc, asyncpg.InterfaceError) and isinstance(exc, ValueError):
         # asyncpg's client-side DataError: an argument it cannot encode (an integer out of
         # range, text with lone surrogates). The same value fails every time (issue 12)
