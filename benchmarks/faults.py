@@ -237,7 +237,6 @@ class Campaign:
     recoveries: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     faults: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     slowest: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
-    t0: float = 0.0
 
     async def run(self) -> dict[str, Any]:
         rng = random.Random(self.seed)
@@ -270,7 +269,6 @@ class Campaign:
         pending_faults: list[tuple[str, float, set[str]]] = []
         client = httpx.AsyncClient(timeout=10)
         started = time.monotonic()
-        self.t0 = started
         stop_load = asyncio.Event()
 
         def outstanding() -> set[str]:
@@ -443,11 +441,13 @@ class Campaign:
             "platform_deduped_resends": sink.resends,
             "faults": dict(self.faults),
             "worst_recovery_seconds": {k: max(v) for k, v in self.recoveries.items()},
+            "median_recovery_seconds": {
+                k: sorted(v)[len(v) // 2] for k, v in self.recoveries.items()
+            },
             "unrecovered_faults": {
                 k: n - len(self.recoveries.get(k, [])) for k, n in self.faults.items()
             },
             "slowest": self.slowest,
-            "accepted_at": {m: round(t - self.t0, 2) for m, t in self.accepted_at.items()},
             "examples": {
                 "lost": lost[:5],
                 "duplicated": duplicated[:5],
@@ -468,12 +468,14 @@ def markdown(result: dict[str, Any]) -> str:
         f"{result['duplicated']} | {result['misrouted']} | {result['leaked']} | "
         f"{result['poison_answered']}/{result['poison_offered']} |",
         "",
-        "| fault | injected | worst recovery (s) |",
-        "| --- | ---: | ---: |",
+        "| fault | injected | median recovery (s) | worst recovery (s) |",
+        "| --- | ---: | ---: | ---: |",
     ]
     for kind, n in sorted(result["faults"].items()):
+        median = result["median_recovery_seconds"].get(kind)
         worst = result["worst_recovery_seconds"].get(kind)
-        lines.append(f"| {kind} | {n} | {'-' if worst is None else f'{worst:.2f}'} |")
+        shown = ["-" if x is None else f"{x:.2f}" for x in (median, worst)]
+        lines.append(f"| {kind} | {n} | {shown[0]} | {shown[1]} |")
     lines.append("")
     lines.append(
         f"Inbound duplicates offered: {result['duplicates_offered']}; sends repeated under the "
