@@ -166,3 +166,27 @@ async def test_mattermost(database_url: str) -> None:
             stored = await _sanitized_user_messages(gw.store)
     assert [c for c, _ in stored][-1] == "@gatewaybot normal one"
     assert CLEAN in stored[0][0]
+
+
+async def test_an_item_postgresql_refuses_for_good_becomes_a_dead_letter(
+    database_url: str,
+) -> None:
+    """A message id too big for the inbox's unique index (sqlstate 54000) can never be stored:
+    intake keeps a rejected dead letter with the reason, and the surface moves on."""
+    import secrets
+
+    huge_id = secrets.token_hex(6000)  # 12,000 incompressible characters
+    async with running_gateway(database_url) as gw:
+        key = SessionKey(platform="web", scope="local", chat_id="c", thread_id="t")
+        target = ReplyTarget(platform="web", scope="local", chat_id="c", thread_id="t")
+        poison = Env(key=key, target=target, message_id=huge_id, text="hi", sender=Sender(id="u"))
+        outcome = await gw.intake.submit(poison, raw={"id": huge_id})
+        assert outcome.status == "rejected"
+        normal = Env(key=key, target=target, message_id="m2", text="next", sender=Sender(id="u"))
+        assert (await gw.intake.submit(normal, raw=None)).status == "accepted"
+        async with gw.store.db.connection() as conn:
+            row = await conn.fetchrow(
+                "SELECT status, reason, payload FROM inbound_events WHERE status = 'rejected'"
+            )
+    assert row["reason"] == "cannot be stored: 54000"
+    assert row["payload"] == {"unstorable": True, "sqlstate": "54000"}
