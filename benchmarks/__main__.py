@@ -297,7 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="runs per figure (median, min-max)")
     parser.add_argument("--json", type=Path, help="also write every result as JSON here")
     parser.add_argument(
-        "--only", help=f"comma-separated sections to run (default all: {','.join(SECTIONS)})"
+        "--only",
+        help=f"comma-separated sections to run (default all: {','.join(SECTIONS)}); "
+        "or 'faults' alone: the fault campaign (--minutes, --seed)",
     )
     parser.add_argument(
         "--profile",
@@ -305,7 +307,15 @@ def main(argv: list[str] | None = None) -> int:
         help="also profile: the store hot path (pyinstrument, to stderr) and the gateway "
         "process during the sustained phase (py-spy, in the report)",
     )
+    # issue 12: the fault campaign runs on its own (three replicas on a PostgreSQL of its own)
+    parser.add_argument("--minutes", type=float, default=1.0, help="faults: campaign length")
+    parser.add_argument("--seed", type=int, default=1, help="faults: the schedule's seed")
     args = parser.parse_args(argv)
+    if args.only == "faults":
+        from benchmarks import faults
+
+        configure_logging("console", "warning")
+        return faults.main(args.minutes, args.seed)
     # the report owns stdout; the store's own logs (migrations applied...) are noise here
     configure_logging("console", "warning")
     try:

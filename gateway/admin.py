@@ -129,7 +129,12 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     async def on_store_error(request: Request, exc: Exception) -> Response:
         if not _ours(request):
-            raise exc
+            # issue 12: ingress (web chat, webhooks) while the database is unreachable: 503
+            # so the sender retries; generic body, the error is in the log
+            log.warning("store_unavailable", path=request.url.path, error=str(exc))
+            return JSONResponse(
+                {"error": "temporarily unavailable"}, status_code=503, headers={"Retry-After": "1"}
+            )
         log.warning("admin_store_error", path=request.url.path, error=str(exc))
         return problem(503, "Database unavailable", str(exc), headers={"Retry-After": "5"})
 

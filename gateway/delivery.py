@@ -9,7 +9,6 @@ a bounded number of attempts, and visible permanent failures. Transports only do
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import time
 from collections import OrderedDict
@@ -18,11 +17,12 @@ from dataclasses import dataclass
 
 import structlog
 
-from gateway.errors import DeliveryError, StoreError
+from gateway.errors import DeliveryError, LeaseLost, StoreError
 from gateway.files import send_part
 from gateway.hub import Signal
 from gateway.metrics import Metrics
-from gateway.ports import Transport
+from gateway.ports import SendResult, Transport
+from gateway.supervisor import Beat, item_backoff, no_beat, pause, persist
 from session_store.records import DeliveryRecord
 from session_store.store import Store
 
@@ -112,34 +112,91 @@ class DeliveryWorker:
             log.warning("expired_sends_recovered", requeued=requeued, failed_ambiguous=failed)
             self._wake.set()
 
-    async def _recovery(self, stopping: asyncio.Event) -> None:
+    @property
+    def lease_seconds(self) -> float:
+        return self._settings.lease_seconds
+
+    @property
+    def recovery_interval(self) -> float:
+        """Sends of a dead process are found by their process's liveness, so recovery looks
+        often (a cheap indexed query) rather than once per lease."""
+        return min(max(self._settings.poll_seconds, 0.5), self._settings.lease_seconds / 4)
+
+    async def _recovery(self, stopping: asyncio.Event, beat: Beat = no_beat) -> None:
         while not stopping.is_set():
+            beat()
             try:
                 await self.recover()
             except StoreError as exc:
                 log.warning("delivery_recovery_failed", error=str(exc))
-            interval = max(self._settings.lease_seconds / 4, self._settings.poll_seconds)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), interval)
+            await pause(self.recovery_interval, stopping)
+
+    async def recovery_loop(self, stopping: asyncio.Event, beat: Beat = no_beat) -> None:
+        await self._recovery(stopping, beat)
 
     async def _worker(self, stopping: asyncio.Event) -> None:
+        await self.work(stopping)
+
+    async def work(self, stopping: asyncio.Event, beat: Beat = no_beat) -> None:
+        """One delivery worker. Any failure of one delivery (a store error while recording
+        it, a bug) is logged with the delivery and retried after a jittered backoff; the
+        worker goes on."""
+        failures = 0
         while not stopping.is_set():
+            beat()
             try:
                 claimed = await self._store.claim_deliveries(
                     platforms=self._platforms, lease_seconds=self._settings.lease_seconds
                 )
             except StoreError as exc:
-                log.warning("delivery_claim_failed", error=str(exc))
-                await asyncio.sleep(self._settings.poll_seconds)
+                failures += 1
+                log.warning("delivery_claim_failed", error=str(exc), failures=failures)
+                await pause(item_backoff(failures), stopping)
                 continue
             if not claimed:
+                failures = 0
                 await self._wake.wait(self._settings.poll_seconds)
                 continue
             self._wake.set()  # more may be due: let an idle sibling look too
             for delivery in claimed:
-                await self.deliver(delivery)
+                try:
+                    await self.deliver(delivery, beat=beat)
+                    failures = 0
+                except LeaseLost as exc:
+                    # taken over (recovered after our lease, or our process looked dead):
+                    # the new holder decides; we write nothing
+                    log.warning("delivery_claim_lost", delivery_id=delivery.id, error=str(exc))
+                except Exception:
+                    failures += 1
+                    log.exception(
+                        "delivery_crashed",
+                        delivery_id=delivery.id,
+                        platform=delivery.platform,
+                        session_id=delivery.session_id,
+                        seq_no=delivery.seq_no,
+                        part_no=delivery.part_no,
+                    )
+                    await pause(item_backoff(failures), stopping)
 
-    async def deliver(self, delivery: DeliveryRecord) -> None:
+    async def _keep_lease(self, delivery: DeliveryRecord, beat: Beat) -> None:
+        """Renew the delivery's lease while it waits for pacing or is being sent, so that
+        recovery never takes a send that a live worker is still making."""
+        lease = self._settings.lease_seconds
+        while True:
+            await asyncio.sleep(lease / 3)
+            try:
+                await self._store.renew_delivery(delivery, lease_seconds=lease)
+            except LeaseLost:
+                raise
+            except StoreError as exc:
+                log.warning(
+                    "delivery_lease_renewal_failed", delivery_id=delivery.id, error=str(exc)
+                )
+                beat()  # retrying through an outage is not being wedged
+                continue
+            beat()
+
+    async def deliver(self, delivery: DeliveryRecord, *, beat: Beat = no_beat) -> None:
         transport = self._transports[delivery.platform]
         target = delivery.target
         bound = log.bind(
@@ -151,29 +208,56 @@ class DeliveryWorker:
             part_no=delivery.part_no,
             delivery_id=delivery.id,
         )
-        wait = self._pacer.reserve(list(transport.pace(target)))
-        if wait > 0:
-            await asyncio.sleep(wait)
+        renew = asyncio.create_task(self._keep_lease(delivery, beat), name="delivery-lease")
         try:
-            result = await send_part(  # a message, or an upload for a file part
-                transport, target, delivery.content, idempotency_key=f"gw-{delivery.id}"
-            )
-        except DeliveryError as exc:
-            await self._failed(delivery, transport, exc, bound)
-            return
-        except Exception as exc:  # noqa: BLE001 - a transport bug must not kill the worker:
-            # it is recorded on the row and retried like a transient failure
-            bound.exception("delivery_transport_crashed")
-            await self._failed(
-                delivery, transport, DeliveryError(f"{type(exc).__name__}: {exc}"), bound
-            )
-            return
-        await self._store.mark_sent(delivery.id, result.platform_message_id)
+            wait = self._pacer.reserve(list(transport.pace(target)))
+            send = asyncio.ensure_future(self._paced_send(transport, delivery, wait))
+            done, _ = await asyncio.wait({send, renew}, return_when=asyncio.FIRST_COMPLETED)
+            if renew in done and send not in done:
+                # the claim was taken over while we waited or sent: the new holder decides
+                send.cancel()
+                await asyncio.gather(send, return_exceptions=True)
+                renew.result()
+                raise LeaseLost(f"delivery {delivery.id}: lease renewal stopped")
+            try:
+                result = send.result()
+            except DeliveryError as exc:
+                await self._failed(delivery, transport, exc, bound)
+                return
+            except Exception as exc:  # noqa: BLE001 - a transport bug must not kill the
+                # worker. Whether the platform got it is unknown: for a transport without
+                # idempotency that is ambiguous (never resent blindly), else retried
+                bound.exception("delivery_transport_crashed")
+                await self._failed(
+                    delivery,
+                    transport,
+                    DeliveryError(f"{type(exc).__name__}: {exc}", ambiguous=True),
+                    bound,
+                )
+                return
+        finally:
+            renew.cancel()
+            await asyncio.gather(renew, return_exceptions=True)
+        await persist(
+            lambda: self._store.mark_sent(delivery, result.platform_message_id),
+            what="mark_sent",
+            delivery_id=delivery.id,
+        )
         self._metrics.deliveries.labels(delivery.platform, "sent").inc()
         bound.info(
             "reply_delivered",
             platform_message_id=result.platform_message_id,
             attempts=delivery.attempts,
+        )
+
+    async def _paced_send(
+        self, transport: Transport, delivery: DeliveryRecord, wait: float
+    ) -> SendResult:
+        if wait > 0:
+            await asyncio.sleep(wait)
+        # a message, or an upload for a file part
+        return await send_part(
+            transport, delivery.target, delivery.content, idempotency_key=f"gw-{delivery.id}"
         )
 
     async def _failed(
@@ -185,7 +269,11 @@ class DeliveryWorker:
     ) -> None:
         reason = str(exc) or type(exc).__name__
         if exc.permanent:
-            await self._store.mark_failed(delivery.id, reason)
+            await persist(
+                lambda: self._store.mark_failed(delivery, reason),
+                what="mark_failed",
+                delivery_id=delivery.id,
+            )
             self._metrics.deliveries.labels(delivery.platform, "failed").inc()
             bound.warning("delivery_failed", error=reason, permanent=True)
             return
@@ -195,19 +283,31 @@ class DeliveryWorker:
             delay = backoff(delivery.attempts, self._settings.max_backoff)
         if exc.ambiguous and not self._resend_safe_after(transport, delay):
             # the platform may already show it; resending could double-post
-            await self._store.mark_failed(delivery.id, f"ambiguous: {reason}")
+            await persist(
+                lambda: self._store.mark_failed(delivery, f"ambiguous: {reason}", ambiguous=True),
+                what="mark_failed",
+                delivery_id=delivery.id,
+            )
             self._metrics.deliveries.labels(delivery.platform, "failed").inc()
             bound.warning("delivery_ambiguous", error=reason)
             return
         if delivery.attempts >= self._settings.max_attempts:
-            await self._store.mark_failed(
-                delivery.id, f"gave up after {delivery.attempts} attempts: {reason}"
+            await persist(
+                lambda: self._store.mark_failed(
+                    delivery, f"gave up after {delivery.attempts} attempts: {reason}"
+                ),
+                what="mark_failed",
+                delivery_id=delivery.id,
             )
             self._metrics.deliveries.labels(delivery.platform, "failed").inc()
             bound.warning("delivery_failed", error=reason, attempts=delivery.attempts)
             return
         if exc.retry_after is not None:
             self._metrics.retry_after_seconds.labels(delivery.platform).inc(delay)
-        await self._store.mark_retry(delivery.id, delay=delay, error=reason)
+        await persist(
+            lambda: self._store.mark_retry(delivery, delay=delay, error=reason),
+            what="mark_retry",
+            delivery_id=delivery.id,
+        )
         self._metrics.deliveries.labels(delivery.platform, "retry").inc()
         bound.info("delivery_retry_scheduled", error=reason, delay_s=round(delay, 2))

@@ -25,18 +25,26 @@ if TYPE_CHECKING:
 def build_app(gateway: Gateway, extra_routes: Sequence[BaseRoute]) -> FastAPI:
     app = FastAPI(title="chat gateway", version="0.1.0", docs_url=None, redoc_url=None)
 
+    # issue 12: bodies are generic (no error text); the reasons are in the logs and in
+    # gateway_worker_up / gateway_worker_restarts_total
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> Response:
+        # wedged: a supervised loop made no progress for several of its intervals; an
+        # orchestrator restarts the process
+        if gateway.supervisor.wedged():
+            return JSONResponse({"status": "wedged"}, status_code=503)
         return JSONResponse({"status": "ok"})
 
     @app.get("/readyz", include_in_schema=False)
     async def readyz() -> Response:
         if not gateway.ready:
             return JSONResponse({"status": "starting"}, status_code=503)
+        if gateway.supervisor.down():
+            return JSONResponse({"status": "degraded"}, status_code=503)
         try:
             await asyncio.wait_for(gateway.store.ping(), 2.0)
-        except (StoreError, TimeoutError) as exc:
-            return JSONResponse({"status": "database unavailable", "error": str(exc)}, 503)
+        except (StoreError, TimeoutError):
+            return JSONResponse({"status": "database unavailable"}, status_code=503)
         return JSONResponse({"status": "ready"})
 
     @app.get("/metrics", include_in_schema=False)

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import math
+import re
 import time
 from collections.abc import Mapping
-from dataclasses import asdict
-from typing import Any
+from dataclasses import asdict, fields, is_dataclass, replace
+from typing import Any, TypeVar
 
 import structlog
 
 from gateway.domain import PLACE_KEY, Envelope, EventKind, Extracted, Rejected, SessionKey, Trigger
+from gateway.errors import StoreError
 from gateway.hub import Broadcast, Signal
 from gateway.leadership import Body, LeaderElection
+from gateway.logs import is_secret_key
 from gateway.metrics import Metrics
 from gateway.ports import ApprovalClick, ApprovalDecider, ClickOutcome, IngestOutcome
-from gateway.security import scrub_raw
+from gateway.supervisor import Beat, Supervisor
 from session_store.records import InboundAnnotation, InboundItem, InboundMessage, InboundNote
 from session_store.store import Store
 from session_store.values import TurnRequest
@@ -41,8 +46,98 @@ def message_key(envelope: Envelope) -> str:
     return f"{envelope.key.scope}:{envelope.key.chat_id}:{envelope.message_id}"
 
 
+# --- poison-proof intake (issue 12) ---------------------------------------------------------
+# What PostgreSQL cannot store is cleaned here, once for every surface: NUL characters are
+# removed and lone surrogates replaced (text and jsonb refuse both), non-finite floats and
+# integers too long to print become text, and an oversized raw payload is truncated. What was
+# changed is noted in the message's metadata (``sanitized``).
+
+#: raw payloads bigger than this (as JSON) are stored truncated
+MAX_RAW_BYTES = 256 * 1024
+#: how much of a truncated payload is kept
+RAW_HEAD_BYTES = 16 * 1024
+_SURROGATES = re.compile("[\ud800-\udfff]")
+T = TypeVar("T")
+
+
+def clean_text(text: str, notes: set[str]) -> str:
+    """``text`` as PostgreSQL can store it: NUL removed, lone surrogates replaced by U+FFFD."""
+    if "\x00" in text:
+        notes.add("nul_removed")
+        text = text.replace("\x00", "")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        notes.add("surrogates_replaced")
+        text = _SURROGATES.sub("\ufffd", text)
+    return text
+
+
+def clean_value(value: T, notes: set[str]) -> T:
+    """``value`` (text, numbers, mappings, sequences, frozen records) with everything
+    PostgreSQL cannot store cleaned, recursively."""
+    out: Any = value
+    if isinstance(value, str):
+        out = clean_text(value, notes)
+    elif isinstance(value, bool) or value is None:
+        out = value
+    elif isinstance(value, float) and not math.isfinite(value):
+        notes.add("number_as_text")
+        out = repr(value)
+    elif isinstance(value, int) and value.bit_length() > 1000:
+        # Python refuses to print integers of more than 4300 digits; no id is that long
+        notes.add("number_as_text")
+        out = f"<integer of {value.bit_length()} bits>"
+    elif isinstance(value, Mapping):
+        out = {clean_text(str(k), notes): clean_value(v, notes) for k, v in value.items()}
+    elif isinstance(value, list | tuple):
+        out = type(value)(clean_value(v, notes) for v in value)
+    elif is_dataclass(value) and not isinstance(value, type):
+        changes = {
+            f.name: clean_value(getattr(value, f.name), notes) for f in fields(value) if f.init
+        }
+        out = replace(value, **changes)
+    return out  # type: ignore[no-any-return]
+
+
+def clean_raw(raw: Mapping[str, Any] | None, notes: set[str]) -> Mapping[str, Any] | None:
+    """The raw payload as the inbox can keep it: credentials stripped at any depth (Slack's
+    legacy ``token``, an ``Authorization``, a ``password``), cleaned, and truncated when
+    oversized."""
+    if raw is None:
+        return None
+    cleaned: dict[str, Any] = clean_value(_without_secrets(dict(raw)), notes)
+    try:
+        size = len(json.dumps(cleaned, default=str, separators=(",", ":")))
+    except (TypeError, ValueError):  # a value no JSON encoder takes, or nested too deep
+        notes.add("raw_unencodable")
+        return {"unencodable": True, "repr": repr(cleaned)[:RAW_HEAD_BYTES]}
+    if size > MAX_RAW_BYTES:
+        notes.add("raw_truncated")
+        head = json.dumps(cleaned, default=str)[:RAW_HEAD_BYTES]
+        return {"truncated": True, "bytes": size, "head": head}
+    return cleaned
+
+
+def _without_secrets(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _without_secrets(v) for k, v in value.items() if not is_secret_key(str(k))}
+    if isinstance(value, list | tuple):
+        return [_without_secrets(v) for v in value]
+    return value
+
+
 def to_inbound(extracted: Extracted) -> InboundItem:
-    """What the store keeps of one extracted event."""
+    """What the store keeps of one extracted event, cleaned of what PostgreSQL cannot
+    store (see ``clean_value``; noted in a message's metadata as ``sanitized``)."""
+    notes: set[str] = set()
+    item = clean_value(_to_inbound(extracted), notes)
+    if notes and isinstance(item, InboundMessage):
+        item = replace(item, metadata={**item.metadata, "sanitized": sorted(notes)})
+    return item
+
+
+def _to_inbound(extracted: Extracted) -> InboundItem:
     if isinstance(extracted, Rejected):
         return InboundNote(
             platform=extracted.platform,
@@ -104,6 +199,7 @@ class CoreIntake:
         turn_wake: Signal,
         live: Broadcast,
         leader_interval: float = 5.0,
+        supervisor: Supervisor | None = None,
     ) -> None:
         #: leader election for single-connection ingress (see ``gateway.leadership``)
         self.election = LeaderElection(store.dsn, interval=leader_interval)
@@ -113,12 +209,41 @@ class CoreIntake:
         self._live = live
         #: approvals in the thread (issue 14), set by the composition root
         self.approvals: ApprovalDecider | None = None
+        self._supervisor = supervisor
 
     async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
         platform = extracted.key.platform if isinstance(extracted, Envelope) else extracted.platform
         started = time.perf_counter()
-        # security: secrets stripped, NUL/surrogates made storable, size capped
-        result = await self._store.ingest(to_inbound(extracted), raw=scrub_raw(raw))
+        notes: set[str] = set()
+        stored_raw = clean_raw(raw, notes)
+        item = to_inbound(extracted)
+        if notes and isinstance(item, InboundMessage):
+            sanitized = sorted({*item.metadata.get("sanitized", ()), *notes})
+            item = replace(item, metadata={**item.metadata, "sanitized": sanitized})
+        try:
+            result = await self._store.ingest(item, raw=stored_raw)
+        except StoreError as exc:
+            if exc.transient:
+                raise  # the database is away: not stored, the surface retries later
+            # the database refuses this item for good: keep a dead letter with the reason
+            # so that the surface moves past it (a poison item never blocks the ones behind)
+            log.error(
+                "inbound_unstorable",
+                platform=platform,
+                error=str(exc),
+                sqlstate=exc.sqlstate,
+                event_id=item.event_id,
+            )
+            reason = f"cannot be stored: {exc.sqlstate or type(exc).__name__}"
+            result = await self._store.ingest(
+                InboundNote(
+                    platform=platform,
+                    status="rejected",
+                    reason=reason,
+                    event_id=item.event_id,
+                ),
+                raw={"unstorable": True, "sqlstate": exc.sqlstate},
+            )
         self._metrics.ingest_seconds.labels(platform).observe(time.perf_counter() - started)
         self._metrics.inbound.labels(platform, result.status).inc()
         if isinstance(extracted, Envelope):
@@ -165,7 +290,19 @@ class CoreIntake:
         )
 
     async def lead(self, name: str, body: Body, *, stopping: asyncio.Event | None = None) -> None:
-        await self.election.run(name, body, stopping=stopping)
+        """Run an adapter's receive loop ``body`` on the leader, supervised: if it raises,
+        it is logged, counted (``gateway_worker_restarts_total{worker="ingress:NAME"}``)
+        and started again with backoff; it ends when it returns or ``stopping`` is set."""
+        if self._supervisor is None:
+            await self.election.run(name, body, stopping=stopping)
+            return
+
+        async def elected(beat: Beat) -> None:
+            await self.election.run(name, body, stopping=stopping)
+
+        await self._supervisor.supervise(
+            f"ingress:{name}", elected, stopping=stopping, restart_on_return=False
+        )
 
     async def knows(self, key: SessionKey) -> bool:
         return await self._store.has_active_session(key)

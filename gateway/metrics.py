@@ -96,5 +96,19 @@ class Metrics:
             registry=self.registry,
         )
 
+        # supervised loops (gateway.supervisor): restarts after a crash, and which are running
+        self.worker_restarts = Counter(
+            "gateway_worker_restarts",
+            "Restarts of a supervised loop after it crashed or exited",
+            ["worker"],
+            registry=self.registry,
+        )
+        self.worker_up = Gauge(
+            "gateway_worker_up",
+            "1 while a supervised loop runs, 0 while it is down (waiting to restart)",
+            ["worker"],
+            registry=self.registry,
+        )
+
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib
 from collections.abc import Sequence
 from typing import Any
@@ -30,16 +31,20 @@ from gateway.ports import AdapterContext, AdapterFactory, PlatformAdapter, Trans
 from gateway.security import HttpPolicy
 from gateway.settings import Settings, is_loopback_bind
 from gateway.summaries import SummaryWorker
+from gateway.supervisor import Beat, Supervisor, pause
 from gateway.tools.approvals import ApprovalService
 from gateway.tools.service import ToolService
 from gateway.turns import TurnScheduler, TurnSettings
 from gateway.webauth import WebIdentity
 from session_store.live import LiveChannel
+from session_store.liveness import ProcessLiveness
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
 
 DRAIN_SECONDS = 10.0
+#: seconds between checks of this process's liveness lock (``session_store.liveness``)
+LIVENESS_INTERVAL = 0.5
 
 
 def build_adapters(
@@ -85,6 +90,10 @@ class Gateway:
         self.store = store
         self.agent = agent
         self.metrics = Metrics()
+        # issue 12: every long-lived loop runs supervised; this process's liveness is an
+        # advisory lock, so its claims are taken over within seconds if it dies
+        self.supervisor = Supervisor(self.metrics)
+        self.liveness = ProcessLiveness(store.dsn)
         # live events reach the subscribers of every replica (LISTEN/NOTIFY; gateway/live.py)
         self.live = ReplicatedBroadcast(LiveChannel(store.db))
         self._live_stopping = asyncio.Event()
@@ -124,6 +133,7 @@ class Gateway:
             turn_wake=self.turn_wake,
             live=self.live,
             leader_interval=max(settings.gateway_poll_seconds * 5, 1.0),
+            supervisor=self.supervisor,
         )
         self.intake.approvals = self.approvals  # approval clicks from the adapters (issue 14)
         # the agent's context: per-model budgets, calibrated estimates, rolling summaries
@@ -193,6 +203,8 @@ class Gateway:
         self._summaries_stopping = asyncio.Event()
         self._summary_task: asyncio.Task[None] | None = None
         self._started_adapters: list[PlatformAdapter] = []
+        self._liveness_stopping = asyncio.Event()
+        self._liveness_task: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
@@ -201,6 +213,44 @@ class Gateway:
         if ":" in shown:
             shown = f"[{shown}]"
         return f"http://{shown}:{self.http.port}/"
+
+    def _supervised(
+        self,
+        name: str,
+        bodies: Sequence[tuple[str, Any, float | None, bool]],
+        stopping: asyncio.Event,
+    ) -> asyncio.Task[None]:
+        """One task running ``bodies`` (name, body(stopping, beat), stall_after, required),
+        each under the supervisor."""
+
+        async def run_all() -> None:
+            await asyncio.gather(
+                *(
+                    self.supervisor.supervise(
+                        loop,
+                        functools.partial(body, stopping),
+                        stopping=stopping,
+                        stall_after=stall,
+                        required=required,
+                    )
+                    for loop, body, stall, required in bodies
+                )
+            )
+
+        return asyncio.create_task(run_all(), name=name)
+
+    async def _relay_live(self, stopping: asyncio.Event, beat: Beat) -> None:
+        beat()
+        await self.live.run(stopping)
+
+    async def _keep_liveness(self, stopping: asyncio.Event, beat: Beat) -> None:
+        while not stopping.is_set():
+            beat()
+            try:
+                self.store.process_id = await self.liveness.ensure()
+            except StoreError as exc:
+                log.warning("process_liveness_failed", error=str(exc))
+            await pause(LIVENESS_INTERVAL, stopping)
 
     async def start(self) -> None:
         if not is_loopback_bind(self.settings.gateway_http_host) and not (
@@ -221,20 +271,60 @@ class Gateway:
             # a busy GATEWAY_HTTP_PORT (ConfigError): nothing else started yet
             await self.operator.stop()
             raise
+        # this process's liveness first: its claims carry its id from the first one on
+        self.store.process_id = await self.liveness.ensure()
+        self._liveness_task = self._supervised(
+            "liveness",
+            [("liveness", self._keep_liveness, LIVENESS_INTERVAL * 10, True)],
+            self._liveness_stopping,
+        )
         await self.delivery.recover()
         for adapter in self.adapters:
             await adapter.start(self.intake)
             self._started_adapters.append(adapter)
             log.info("adapter_started", platform=adapter.platform)
-        self._live_task = asyncio.create_task(self.live.run(self._live_stopping), name="live-relay")
-        self._turn_task = asyncio.create_task(
-            self.turns.run(self._turns_stopping), name="turn-scheduler"
+        # the live relay is cosmetic (streams reload history on reconnect): not required
+        self._live_task = self._supervised(
+            "live-relay", [("live-relay", self._relay_live, None, False)], self._live_stopping
         )
-        self._summary_task = asyncio.create_task(
-            self.summaries.run(self._summaries_stopping), name="summaries"
+        poll = self.settings.gateway_poll_seconds
+        lease = self.settings.gateway_lease_seconds
+        # a loop is wedged after several of its intervals without progress: idle polls,
+        # items and lease renewals all count (an agent call renews every lease/3)
+        turn_stall = max(5 * poll, lease)
+        delivery_stall = max(5 * poll, self.delivery.lease_seconds)
+        self._turn_task = self._supervised(
+            "turn-scheduler",
+            [
+                (f"turn-{n}", self.turns.work, turn_stall, True)
+                for n in range(self.settings.gateway_turn_workers)
+            ],
+            self._turns_stopping,
         )
-        self._delivery_task = asyncio.create_task(
-            self.delivery.run(self._delivery_stopping), name="delivery"
+        self._summary_task = self._supervised(
+            "summaries",
+            # cold path: not required for readiness, and a summary may take an agent's while
+            [
+                (f"summary-{n}", self.summaries.work, None, False)
+                for n in range(self.summaries.workers)
+            ],
+            self._summaries_stopping,
+        )
+        self._delivery_task = self._supervised(
+            "delivery",
+            [
+                (
+                    "delivery-recovery",
+                    self.delivery.recovery_loop,
+                    5 * self.delivery.recovery_interval,
+                    True,
+                ),
+                *(
+                    (f"delivery-{n}", self.delivery.work, delivery_stall, True)
+                    for n in range(self.settings.gateway_delivery_workers)
+                ),
+            ],
+            self._delivery_stopping,
         )
         self.ready = True
         log.info(
@@ -245,6 +335,18 @@ class Gateway:
         )
 
     async def stop(self) -> None:
+        """Stop in order. Never raises because a loop died earlier: each step is logged
+        and the next one runs."""
+        try:
+            await self._stop()
+        finally:
+            self._liveness_stopping.set()
+            with contextlib.suppress(Exception):
+                await _cancel(self._liveness_task)
+            with contextlib.suppress(Exception):
+                await self.liveness.close()
+
+    async def _stop(self) -> None:
         self.ready = False
         # 1. turns: cancel running agent calls; each hands its session back (release_turn)
         self._turns_stopping.set()
@@ -265,6 +367,8 @@ class Gateway:
                 await asyncio.wait_for(asyncio.shield(self._delivery_task), DRAIN_SECONDS)
             except TimeoutError:
                 await _cancel(self._delivery_task)
+            except Exception:
+                log.exception("delivery_task_failed")
         # 3. adapters: stop ingress and close their clients, only now that nothing sends any
         # more. An event that arrives meanwhile is stored (acked after commit) and gets its
         # turn after the next start.
@@ -287,6 +391,8 @@ class Gateway:
                 await asyncio.wait_for(asyncio.shield(self._live_task), 5.0)
             except TimeoutError:
                 await _cancel(self._live_task)
+            except Exception:
+                log.exception("live_relay_failed")
         log.info("gateway_stopped")
 
     async def refresh_gauges(self) -> None:
@@ -300,8 +406,15 @@ class Gateway:
 
 
 async def _cancel(task: asyncio.Task[None] | None) -> None:
-    if task is None or task.done():
+    """Cancel ``task`` and wait for it; an exception it died of earlier is logged, never
+    raised (shutdown must go on)."""
+    if task is None:
         return
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
+    if not task.done():
+        task.cancel()
+    try:
         await task
+    except asyncio.CancelledError:
+        pass
+    except Exception:
+        log.exception("task_failed_before_stop", task=task.get_name())

@@ -27,7 +27,6 @@ import base64
 import hashlib
 import ipaddress
 import json
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -394,52 +393,3 @@ def client_in(client: str | None, networks: Iterable[Any]) -> bool:
 
 
 # --- stored raw payloads ----------------------------------------------------------------------
-
-#: a stored raw payload is cut to about this many characters of JSON
-MAX_RAW_CHARS = 65_536
-#: keys never stored: Slack's legacy verification token, and credentials in general
-_SECRET_KEYS = frozenset({"token", "password", "authorization", "secret", "api_key"})
-
-
-def scrub_raw(raw: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """What the inbox keeps of a raw payload: secrets removed (Slack's ``token``), strings
-    PostgreSQL cannot hold made safe (NUL, lone surrogates), and cut to ``MAX_RAW_CHARS``
-    (``{"truncated": true, "chars": n, "head": "..."}``)."""
-    if raw is None:
-        return None
-    clean = _scrub(raw, 0)
-    assert isinstance(clean, dict)
-    text = json.dumps(clean, default=str, separators=(",", ":"), ensure_ascii=False)
-    if len(text) <= MAX_RAW_CHARS:
-        return clean
-    return {"truncated": True, "chars": len(text), "head": text[:MAX_RAW_CHARS]}
-
-
-def _scrub(value: Any, depth: int) -> Any:
-    if depth > 32:
-        return "…"
-    if isinstance(value, str):
-        return _safe_text(value)
-    if isinstance(value, Mapping):
-        return {
-            _safe_text(str(k)): _scrub(v, depth + 1)
-            for k, v in value.items()
-            if str(k).lower() not in _SECRET_KEYS
-        }
-    if isinstance(value, list | tuple):
-        return [_scrub(v, depth + 1) for v in value]
-    if value is None or isinstance(value, bool | int | float):
-        if isinstance(value, float) and not math.isfinite(value):  # NaN, inf are not JSON
-            return None
-        return value
-    return _safe_text(str(value))
-
-
-def _safe_text(text: str) -> str:
-    if "\x00" in text:
-        text = text.replace("\x00", "\ufffd")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "replace").decode("utf-8")
-    return text

@@ -35,6 +35,7 @@ from gateway.context import (
 from gateway.domain import SessionKey
 from gateway.errors import AgentError, StoreError
 from gateway.metrics import Metrics
+from gateway.supervisor import item_backoff
 from session_store.records import SummaryRecord
 from session_store.store import Store
 
@@ -125,8 +126,18 @@ class SummaryWorker:
                 return self._pending.pop(session_id)
         return None
 
+    @property
+    def workers(self) -> int:
+        return self._workers
+
     async def _worker(self, stopping: asyncio.Event) -> None:
+        await self.work(stopping)
+
+    async def work(self, stopping: asyncio.Event, beat: Callable[[], None] = lambda: None) -> None:
+        """One summary worker; a job that fails in any way is logged and dropped (the
+        session asks again on its next evicting turn)."""
         while not stopping.is_set():
+            beat()
             job = self._next()
             if job is None:
                 self._wake.clear()
@@ -141,6 +152,9 @@ class SummaryWorker:
             except (AgentError, StoreError) as exc:
                 # the session asks again on its next evicting turn; nothing is lost meanwhile
                 log.warning("summary_failed", session_id=job.session_id, error=str(exc))
+            except Exception:
+                log.exception("summary_crashed", session_id=job.session_id)
+                await asyncio.sleep(item_backoff(1))
             finally:
                 self._running.discard(job.session_id)
                 self._wake.set()  # a job for this session may have waited for us

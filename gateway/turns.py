@@ -26,6 +26,7 @@ from gateway.hub import Signal
 from gateway.metrics import Metrics
 from gateway.ports import Transport
 from gateway.summaries import SummaryJob, SummaryWorker
+from gateway.supervisor import Beat, item_backoff, no_beat, pause, persist
 from gateway.tools.catalog import ToolCaller
 from gateway.tools.runner import TurnToolbox
 from gateway.tools.service import ToolService
@@ -92,23 +93,47 @@ class TurnScheduler:
                 group.create_task(self._worker(stopping), name=f"turn-worker-{n}")
 
     async def _worker(self, stopping: asyncio.Event) -> None:
+        await self.work(stopping)
+
+    async def work(self, stopping: asyncio.Event, beat: Beat = no_beat) -> None:
+        """One turn worker: claim, run, repeat. A failed claim or a failed turn (any
+        exception) is logged with its context and retried after a jittered backoff; the
+        worker itself goes on (a session whose turn crashed is retried once its lease ends)."""
+        failures = 0
         while not stopping.is_set():
+            beat()
             try:
                 claim = await self._store.claim_turn(
                     lease_seconds=self._settings.lease_seconds, platforms=self._platforms
                 )
             except StoreError as exc:
-                log.warning("turn_claim_failed", error=str(exc))
-                await asyncio.sleep(self._settings.poll_seconds)
+                failures += 1
+                log.warning("turn_claim_failed", error=str(exc), failures=failures)
+                await pause(item_backoff(failures), stopping)
                 continue
             if claim is None:
+                failures = 0
                 await self._wake.wait(self._settings.poll_seconds)
                 continue
             # other workers may find more due sessions; don't let them sleep on our wake-up
             self._wake.set()
-            await self.run_turn(claim)
+            try:
+                await self.run_turn(claim, beat=beat)
+                failures = 0
+            except Exception:
+                failures += 1
+                log.exception(
+                    "turn_crashed",
+                    platform=claim.key.platform,
+                    chat_id=claim.key.chat_id,
+                    thread_id=claim.key.thread_id,
+                    session_id=claim.session_id,
+                    seq_no=claim.requested_seq,
+                )
+                self._metrics.turns.labels(claim.key.platform, "crashed").inc()
+                await pause(item_backoff(failures), stopping)
 
-    async def run_turn(self, claim: TurnClaim) -> None:
+    async def run_turn(self, claim: TurnClaim, *, beat: Beat = no_beat) -> None:
         structlog.contextvars.bind_contextvars(
             platform=claim.key.platform,
             chat_id=claim.key.chat_id,
@@ -119,7 +144,7 @@ class TurnScheduler:
         )
         started = time.perf_counter()
         try:
-            outcome = await self._run_turn(claim)
+            outcome = await self._run_turn(claim, beat)
             self._metrics.turns.labels(claim.key.platform, outcome).inc()
             self._metrics.turn_seconds.labels(claim.key.platform).observe(
                 time.perf_counter() - started
@@ -140,15 +165,22 @@ class TurnScheduler:
             raise
         except StoreError as exc:
             self._metrics.turns.labels(claim.key.platform, "store_error").inc()
-            log.error("turn_store_error", error=str(exc))
+            log.error("turn_store_error", error=str(exc), transient=exc.transient)
+            # hand the session back as soon as the database answers again, so the turn
+            # runs again at once instead of after the lease
             with contextlib.suppress(StoreError):
-                await self._store.release_turn(claim)
+                await persist(
+                    lambda: self._store.release_turn(claim),
+                    what="release_turn",
+                    deadline=self._settings.lease_seconds,
+                    session_id=claim.session_id,
+                )
         finally:
             structlog.contextvars.unbind_contextvars(
                 "platform", "chat_id", "thread_id", "session_id", "seq_no"
             )
 
-    async def _run_turn(self, claim: TurnClaim) -> str:
+    async def _run_turn(self, claim: TurnClaim, beat: Beat = no_beat) -> str:
         interrupts = 0
         while True:
             pending = await self._store.delta(claim.session_id, claim.done_seq, limit=1000)
@@ -192,6 +224,7 @@ class TurnScheduler:
                     question=questions[-1],
                     handled_seq=handled_seq,
                     interruptible=interrupts < MAX_INTERRUPTS,
+                    beat=beat,
                 )
                 if answer is None:
                     # AGENT_BUSY_MODE=interrupt: new messages arrived; start over with them
@@ -258,6 +291,7 @@ class TurnScheduler:
         question: MessageRecord,
         handled_seq: int,
         interruptible: bool,
+        beat: Beat = no_beat,
     ) -> tuple[list[Reply], str] | None:
         """Run the agent on this session's context; ``None`` when the run was interrupted by
         new messages (``AGENT_BUSY_MODE=interrupt``)."""
@@ -314,7 +348,7 @@ class TurnScheduler:
             toolbox=tools.toolbox if tools is not None else None,
         )
         typing = asyncio.create_task(self._keep_typing(target), name="typing-indicator")
-        renew = asyncio.create_task(self._keep_lease(claim), name="turn-lease-renewal")
+        renew = asyncio.create_task(self._keep_lease(claim, beat), name="turn-lease-renewal")
         agent_task = asyncio.create_task(self._agent.respond(turn), name="agent-respond")
         watch: asyncio.Task[None] | None = None
         if interruptible and self._settings.busy_mode == "interrupt":
@@ -416,11 +450,22 @@ class TurnScheduler:
         if transport is not None:
             await hold_typing(transport, target)  # renewed until cancelled, then cleared
 
-    async def _keep_lease(self, claim: TurnClaim) -> None:
+    async def _keep_lease(self, claim: TurnClaim, beat: Beat = no_beat) -> None:
+        """Renew the lease while the agent runs (each renewal is the worker's progress). A
+        renewal the database cannot answer is retried: the lease is lost only when another
+        worker took the session over (``LeaseLost``)."""
         interval = self._settings.lease_seconds / 3
         while True:
             await asyncio.sleep(interval)
-            await self._store.renew_turn(claim, lease_seconds=self._settings.lease_seconds)
+            try:
+                await self._store.renew_turn(claim, lease_seconds=self._settings.lease_seconds)
+            except LeaseLost:
+                raise
+            except StoreError as exc:
+                log.warning("turn_lease_renewal_failed", error=str(exc))
+                beat()  # retrying through an outage is not being wedged
+                continue
+            beat()
 
     async def _finish(
         self,
@@ -462,12 +507,18 @@ class TurnScheduler:
                     metadata=reply.metadata,
                 )
             )
-        seqs = await self._store.finish_turn(
-            claim,
-            handled_seq=handled_seq,
-            replies=outgoing,
-            target=target,
-            close_session=close,
+        # the answer is decided: write it through a database outage rather than ask the
+        # agent again (fenced: a taken-over claim raises LeaseLost)
+        seqs = await persist(
+            lambda: self._store.finish_turn(
+                claim,
+                handled_seq=handled_seq,
+                replies=outgoing,
+                target=target,
+                close_session=close,
+            ),
+            what="finish_turn",
+            session_id=claim.session_id,
         )
         if seqs:
             self._delivery_wake.set()

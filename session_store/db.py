@@ -52,6 +52,17 @@ def translate(exc: BaseException) -> StoreError | None:
             transient=is_transient_sqlstate(sqlstate),
             sqlstate=sqlstate,
         )
+    if isinstance(exc, asyncpg.InternalClientError):
+        # "cannot switch to state N; another operation is in progress": a connection left
+        # half-way through a protocol exchange when the server went away (seen in the fault
+        # campaign after a fast shutdown). The pool replaces it; the call may be retried.
+        return StoreError(f"database connection: {exc}", transient=True)
+    if isinstance(exc, asyncpg.InterfaceError) and isinstance(exc, ValueError):
+        # asyncpg's client-side DataError: an argument it cannot encode (an integer out of
+        # range, text with lone surrogates). The same value fails every time (issue 12)
+        return StoreError(f"invalid value: {exc}", transient=False, sqlstate="22000")
+    if isinstance(exc, UnicodeError):
+        return StoreError(f"invalid text: {exc}", transient=False, sqlstate="22021")
     if isinstance(exc, asyncpg.InterfaceError):
         # "connection is closed", "another operation is in progress" after a dropped socket...
         # the pool replaces the connection; only a closed pool stays broken

@@ -82,7 +82,7 @@ backfill, reply_target, model, tokens_used, feedback, edited_at, created_at, met
 
 DELIVERY_COLUMNS = """
 id, message_id, session_id, seq_no, part_no, platform, target, content, status, attempts,
-next_attempt_at, last_error, platform_message_id, created_at, sent_at
+next_attempt_at, last_error, platform_message_id, created_at, sent_at, claim_token, ambiguous
 """
 
 SUMMARY_COLUMNS = "id, session_id, from_seq, to_seq, content, model, model_written, created_at"
@@ -141,13 +141,39 @@ RETURNING id
 # Claim one session with unanswered messages whose lease is free (or expired: the worker
 # that held it died). SKIP LOCKED lets concurrent workers pass over each other's rows; the
 # row lock makes the claim itself atomic.
-CLAIM_TURN = """
+# --- process liveness (issue 12, migration 0004) ----------------------------------------
+# A gateway process holds the advisory lock (PROCESS_LOCK_CLASS, its id) on a dedicated
+# connection while it lives. These are the ids whose lock is held in this database now.
+PROCESS_LOCK_CLASS = 71717171
+LIVE_PROCESSES = f"""
+SELECT l.objid::bigint FROM pg_locks l
+WHERE l.locktype = 'advisory' AND l.classid = {PROCESS_LOCK_CLASS} AND l.objsubid = 2
+  AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+"""
+NEXT_PROCESS_ID = "SELECT nextval('gateway_process_ids')::integer"
+
+#: a claim's process is dead: it holds no liveness lock. Not within a few seconds of the
+#: server's own start: after a database restart every lock is gone until each live process
+#: has reconnected (it does within a second), and live owners must not be robbed meanwhile.
+_RESTART_GRACE = "pg_postmaster_start_time() < now() - interval '3 seconds'"
+
+
+def _dead(column: str) -> str:
+    return f"({column} IS NOT NULL AND {_RESTART_GRACE} AND {column} NOT IN ({LIVE_PROCESSES}))"
+
+
+LOCK_PROCESS = f"SELECT pg_try_advisory_lock({PROCESS_LOCK_CLASS}, $1)"
+
+# Claim one session with unanswered messages whose lease is free, expired, or held by a
+# process that is dead (its liveness lock is gone: takeover in seconds, not after the lease).
+CLAIM_TURN = f"""
 UPDATE sessions s
-SET turn_owner = $1, turn_lease_until = now() + make_interval(secs => $2)
+SET turn_owner = $1, turn_lease_until = now() + make_interval(secs => $2), turn_process = $4
 WHERE s.id = (
     SELECT id FROM sessions
     WHERE turn_requested_seq > turn_done_seq
-      AND (turn_lease_until IS NULL OR turn_lease_until < now())
+      AND (turn_lease_until IS NULL OR turn_lease_until < now()
+           OR (turn_process IS DISTINCT FROM $4 AND {_dead("turn_process")}))
       AND ($3::text[] IS NULL OR platform = ANY($3))
     ORDER BY last_message_at NULLS FIRST, id
     LIMIT 1
@@ -164,7 +190,7 @@ RETURNING id
 """
 
 RELEASE_TURN = """
-UPDATE sessions SET turn_owner = NULL, turn_lease_until = NULL
+UPDATE sessions SET turn_owner = NULL, turn_lease_until = NULL, turn_process = NULL
 WHERE id = $1 AND turn_owner = $2
 """
 
@@ -178,6 +204,7 @@ SET last_seq_no = last_seq_no + $3,
     turn_done_seq = greatest(turn_done_seq, $4),
     turn_owner = NULL,
     turn_lease_until = NULL,
+    turn_process = NULL,
     answered = answered OR $5,
     status = CASE WHEN $6 THEN 'closed' ELSE status END,
     closed_at = CASE WHEN $6 THEN now() ELSE closed_at END,
@@ -224,7 +251,8 @@ FROM unnest($4::bigint[], $5::bigint[], $6::integer[], $7::text[]) AS r(mid, seq
 CLAIM_DELIVERIES = """
 UPDATE deliveries d
 SET status = 'sending', attempts = d.attempts + 1,
-    lease_until = now() + make_interval(secs => $1)
+    lease_until = now() + make_interval(secs => $1),
+    claim_token = gen_random_uuid(), claim_process = $4
 WHERE d.id IN (
     SELECT c.id FROM deliveries c
     WHERE c.status = 'pending' AND c.next_attempt_at <= now()
@@ -240,42 +268,67 @@ WHERE d.id IN (
 )
 RETURNING d.id, d.message_id, d.session_id, d.seq_no, d.part_no, d.platform, d.target,
           d.content, d.status, d.attempts, d.next_attempt_at, d.last_error,
-          d.platform_message_id, d.created_at, d.sent_at
+          d.platform_message_id, d.created_at, d.sent_at, d.claim_token, d.ambiguous
 """
 
+# MARK_SENT / MARK_RETRY / MARK_FAILED / RENEW_DELIVERY are fenced by the claim's token
+# ($2): a worker whose claim was taken over (recovered, requeued, claimed again) writes
+# nothing, and learns it from the empty RETURNING.
 MARK_SENT = """
 UPDATE deliveries
-SET status = 'sent', platform_message_id = $2, sent_at = now(), lease_until = NULL
-WHERE id = $1 AND status = 'sending'
+SET status = 'sent', platform_message_id = $3, sent_at = now(), lease_until = NULL,
+    claim_process = NULL
+WHERE id = $1 AND status = 'sending' AND claim_token = $2
+RETURNING id
 """
 
 MARK_RETRY = """
 UPDATE deliveries
-SET status = 'pending', next_attempt_at = now() + make_interval(secs => $2), last_error = $3,
-    lease_until = NULL
-WHERE id = $1 AND status = 'sending'
+SET status = 'pending', next_attempt_at = now() + make_interval(secs => $3), last_error = $4,
+    lease_until = NULL, claim_process = NULL
+WHERE id = $1 AND status = 'sending' AND claim_token = $2
+RETURNING id
 """
 
 MARK_FAILED = """
-UPDATE deliveries SET status = 'failed', last_error = $2, lease_until = NULL
-WHERE id = $1 AND status IN ('sending', 'pending')
+UPDATE deliveries SET status = 'failed', last_error = $3, lease_until = NULL, ambiguous = $4,
+    claim_process = NULL
+WHERE id = $1 AND status = 'sending' AND claim_token = $2
+RETURNING id
 """
 
-# Sends whose worker died mid-flight: the platform may or may not have the message.
-EXPIRED_SENDING = """
+RENEW_DELIVERY = """
+UPDATE deliveries SET lease_until = now() + make_interval(secs => $3)
+WHERE id = $1 AND status = 'sending' AND claim_token = $2
+RETURNING id
+"""
+
+# A send found in flight by recovery, with nobody left to finish it.
+MARK_AMBIGUOUS = """
+UPDATE deliveries SET status = 'failed', last_error = $2, lease_until = NULL, ambiguous = true,
+    claim_process = NULL, claim_token = NULL
+WHERE id = $1
+"""
+
+# Sends whose worker died mid-flight (lease expired, or its process is dead): the platform
+# may or may not have the message.
+EXPIRED_SENDING = f"""
 SELECT id, platform FROM deliveries
-WHERE status = 'sending' AND lease_until < now() AND platform = ANY($1)
+WHERE status = 'sending' AND platform = ANY($1)
+  AND (lease_until < now()
+       OR {_dead("claim_process")})
 FOR UPDATE SKIP LOCKED
 """
 
 REQUEUE_DELIVERY = """
 UPDATE deliveries SET status = 'pending', next_attempt_at = now(), lease_until = NULL,
-    last_error = $2
+    last_error = $2, claim_token = NULL, claim_process = NULL
 WHERE id = $1
 """
 
 RETRY_FAILED_DELIVERY = """
-UPDATE deliveries SET status = 'pending', next_attempt_at = now(), attempts = 0
+UPDATE deliveries SET status = 'pending', next_attempt_at = now(), attempts = 0,
+    ambiguous = false
 WHERE id = $1 AND status = 'failed'
 RETURNING id
 """

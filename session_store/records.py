@@ -152,6 +152,11 @@ class DeliveryRecord:
     next_attempt_at: datetime
     created_at: datetime
     sent_at: datetime | None
+    #: the fencing token of the claim that is sending it (None when not claimed)
+    claim_token: str | None = None
+    #: failed because the send may or may not have reached the platform: retrying it may
+    #: post it twice (look at the thread first)
+    ambiguous: bool = False
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> DeliveryRecord:
@@ -171,6 +176,8 @@ class DeliveryRecord:
             next_attempt_at=row["next_attempt_at"],
             created_at=row["created_at"],
             sent_at=row["sent_at"],
+            claim_token=None if row["claim_token"] is None else str(row["claim_token"]),
+            ambiguous=row["ambiguous"],
         )
 
 

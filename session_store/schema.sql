@@ -22,6 +22,8 @@ CREATE TABLE sessions (
     turn_done_seq     bigint      NOT NULL DEFAULT 0,
     turn_owner        uuid,
     turn_lease_until  timestamptz,
+    -- the gateway process holding the turn (its liveness lock, migration 0004)
+    turn_process      integer,
     answered          boolean     NOT NULL DEFAULT false,
     created_at        timestamptz NOT NULL DEFAULT now(),
     updated_at        timestamptz NOT NULL DEFAULT now(),
@@ -122,6 +124,11 @@ CREATE TABLE deliveries (
     platform_message_id text,
     created_at          timestamptz NOT NULL DEFAULT now(),
     sent_at             timestamptz,
+    -- the claim's fencing token and owning process; ambiguous: may or may not have been
+    -- posted (migration 0004)
+    claim_token         uuid,
+    claim_process       integer,
+    ambiguous           boolean     NOT NULL DEFAULT false,
     CONSTRAINT deliveries_part UNIQUE (message_id, part_no)
 );
 CREATE INDEX deliveries_due ON deliveries (next_attempt_at, id) WHERE status = 'pending';
@@ -275,3 +282,6 @@ CREATE TABLE tool_approvals (
 CREATE INDEX tool_approvals_open ON tool_approvals (expires_at) WHERE status = 'pending';
 CREATE INDEX tool_approvals_unretired ON tool_approvals (decided_at)
     WHERE status <> 'pending' AND NOT card_retired;
+
+-- Faults (issue 12): ids of gateway processes, whose liveness is an advisory lock.
+CREATE SEQUENCE gateway_process_ids AS integer MINVALUE 1 MAXVALUE 2147483647 CYCLE;

@@ -39,6 +39,10 @@ class Store:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        #: this process's id while it holds its liveness lock (``session_store.liveness``);
+        #: recorded on the turns and deliveries it claims, so that they are taken over at
+        #: once if it dies. None: claims carry no process and wait for their lease.
+        self.process_id: int | None = None
 
     @classmethod
     async def connect(cls, dsn: str, *, min_size: int = 2, max_size: int = 10) -> Store:
@@ -229,7 +233,11 @@ class Store:
         owner = str(uuid.uuid4())
         async with self.db.connection() as conn:
             row = await conn.fetchrow(
-                q.CLAIM_TURN, owner, lease_seconds, None if platforms is None else list(platforms)
+                q.CLAIM_TURN,
+                owner,
+                lease_seconds,
+                None if platforms is None else list(platforms),
+                self.process_id,
             )
         if row is None:
             return None
@@ -329,20 +337,33 @@ class Store:
         self, *, platforms: Sequence[str], lease_seconds: float, limit: int = 1
     ) -> list[DeliveryRecord]:
         async with self.db.connection() as conn:
-            rows = await conn.fetch(q.CLAIM_DELIVERIES, lease_seconds, list(platforms), limit)
+            rows = await conn.fetch(
+                q.CLAIM_DELIVERIES, lease_seconds, list(platforms), limit, self.process_id
+            )
         return [DeliveryRecord.from_row(r) for r in rows]
 
-    async def mark_sent(self, delivery_id: int, platform_message_id: str | None) -> None:
-        async with self.db.connection() as conn:
-            await conn.execute(q.MARK_SENT, delivery_id, platform_message_id)
+    # The writes below are fenced by the claim: they raise ``LeaseLost`` (and change nothing)
+    # when the delivery is no longer held by ``delivery``'s claim.
 
-    async def mark_retry(self, delivery_id: int, *, delay: float, error: str) -> None:
+    async def _fenced(self, query: str, delivery: DeliveryRecord, *args: Any) -> None:
         async with self.db.connection() as conn:
-            await conn.execute(q.MARK_RETRY, delivery_id, delay, error)
+            row_id = await conn.fetchval(query, delivery.id, _token(delivery), *args)
+        if row_id is None:
+            raise LeaseLost(f"delivery {delivery.id} is no longer held by this claim")
 
-    async def mark_failed(self, delivery_id: int, error: str) -> None:
-        async with self.db.connection() as conn:
-            await conn.execute(q.MARK_FAILED, delivery_id, error)
+    async def renew_delivery(self, delivery: DeliveryRecord, *, lease_seconds: float) -> None:
+        await self._fenced(q.RENEW_DELIVERY, delivery, lease_seconds)
+
+    async def mark_sent(self, delivery: DeliveryRecord, platform_message_id: str | None) -> None:
+        await self._fenced(q.MARK_SENT, delivery, platform_message_id)
+
+    async def mark_retry(self, delivery: DeliveryRecord, *, delay: float, error: str) -> None:
+        await self._fenced(q.MARK_RETRY, delivery, delay, error)
+
+    async def mark_failed(
+        self, delivery: DeliveryRecord, error: str, *, ambiguous: bool = False
+    ) -> None:
+        await self._fenced(q.MARK_FAILED, delivery, error, ambiguous)
 
     async def recover_expired_sends(
         self, *, idempotent_platforms: Sequence[str], other_platforms: Sequence[str]
@@ -362,7 +383,7 @@ class Store:
                     requeued += 1
                 else:
                     await conn.execute(
-                        q.MARK_FAILED,
+                        q.MARK_AMBIGUOUS,
                         row["id"],
                         "ambiguous: the worker stopped during the send; the platform may or "
                         "may not show it (retry from the admin API if it does not)",
@@ -544,6 +565,12 @@ def _ingest_args(msg: InboundMessage, raw: Mapping[str, Any] | None) -> tuple[An
         msg.sent_at,
         dict(msg.metadata),
     )
+
+
+def _token(delivery: DeliveryRecord) -> uuid.UUID:
+    if delivery.claim_token is None:
+        raise LeaseLost(f"delivery {delivery.id} was not claimed")
+    return uuid.UUID(delivery.claim_token)
 
 
 def _title(text: str) -> str:

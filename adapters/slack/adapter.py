@@ -245,9 +245,9 @@ class SlackAdapter:
             return JSONResponse({"challenge": payload.get("challenge")})
         try:
             extracted, outcome = await self._ingest(payload, intake, me)
-        except Exception:  # broad on purpose: the store failed: answer 500 so Slack retries later
+        except Exception:  # broad on purpose: the store failed: answer 503 so Slack retries later
             log.exception("slack_ingest_failed", retry_num=retry_num)
-            return JSONResponse({"error": "not stored"}, status_code=500)
+            return JSONResponse({"error": "not stored"}, status_code=503)
         log.info(
             "slack_event_ingested",
             status=outcome.status,

@@ -292,8 +292,10 @@ class TelegramAdapter:
                 finally:
                     self._in_fetch = False
                 self._sent_offset = offset
-                backoff = self._backoff_initial
                 await self._ingest(updates)
+                # reset only after a successful ingest: a fetch that works while storing
+                # fails must keep backing off (issue 12)
+                backoff = self._backoff_initial
                 continue
             except asyncio.CancelledError:
                 raise
@@ -318,8 +320,10 @@ class TelegramAdapter:
             except TelegramError as exc:
                 delay = backoff
                 log.warning("telegram_polling_failed", error=exc.message, retry_in=delay)
-            except Exception:  # intake down (DB) or a bug: retry, never exit
-                delay = backoff
+            except Exception:  # intake down (DB) or a bug: retry, never exit. The offset
+                # stays put (Telegram keeps the updates); retried at least every
+                # _INGEST_RETRY_MAX seconds so answers resume soon after the database does
+                delay = min(backoff, _INGEST_RETRY_MAX)
                 log.exception("telegram_ingest_failed", offset=self._offset, retry_in=delay)
             backoff = min(backoff * 2, self._backoff_max)
             await self._pause(delay)
@@ -388,9 +392,9 @@ class TelegramAdapter:
                 return parsed
             payload: dict[str, Any] = parsed.value
             _, outcome = await self._ingest_one(intake, payload)
-        except Exception:  # not stored: answer 500 so Telegram redelivers
+        except Exception:  # not stored: answer 503 so Telegram redelivers
             log.exception("telegram_webhook_ingest_failed")
-            return JSONResponse({"ok": False, "error": "not stored"}, status_code=500)
+            return JSONResponse({"ok": False, "error": "not stored"}, status_code=503)
         log.info(
             "telegram_update_ingested",
             update_id=payload.get("update_id"),
@@ -399,6 +403,10 @@ class TelegramAdapter:
             via="webhook",
         )
         return JSONResponse({"ok": True})
+
+
+#: the longest pause of polling while updates cannot be stored (a database outage)
+_INGEST_RETRY_MAX = 2.0
 
 
 def _client(request: Request) -> str | None:

@@ -162,13 +162,13 @@ async def test_slow_store_means_slack_retries_and_both_carry_the_same_event_id(
     assert first.message_id == retry.message_id
 
 
-async def test_store_failure_answers_500_and_the_retry_is_stored(
+async def test_store_failure_answers_503_and_the_retry_is_stored(
     fake: FakeSlack, intake: RecordingIntake
 ) -> None:
     intake.fail_next = 1
     async with running_adapter(fake, intake):
         (delivery,) = (await fake.user_posts("D0DM", "hi")).deliveries
-    assert [a.status for a in delivery.attempts] == [500, 200]
+    assert [a.status for a in delivery.attempts] == [503, 200]
     (stored,) = intake.envelopes
     assert stored.event_id == delivery.event_id
 

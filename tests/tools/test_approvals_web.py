@@ -56,7 +56,7 @@ def tools_file(tmp_path: Path) -> str:
 #: who is signed in comes from a trusted reverse proxy's header (issue 13): the tests run the
 #: web chat with GATEWAY_WEB_AUTH=proxy and loopback trusted, so each request says who it is
 #: the way oauth2-proxy would; a name in the body is refused
-WEB_AUTH = {"GATEWAY_WEB_AUTH": "proxy", "GATEWAY_TRUSTED_PROXIES": "127.0.0.0/8"}
+WEB_AUTH: dict[str, Any] = {"GATEWAY_WEB_AUTH": "proxy", "GATEWAY_TRUSTED_PROXIES": "127.0.0.0/8"}
 
 
 def _as(user: str) -> dict[str, str]:

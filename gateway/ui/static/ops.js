@@ -161,6 +161,12 @@ async function searchMessages() {
   box.hidden = false;
 }
 
+// issue 12: an ambiguous send may already be on the platform; retrying may post it twice
+function ambiguousOk(d) {
+  return !d.ambiguous || window.confirm("This reply may already be posted (the send was cut off). " +
+    "Check the thread first. Send it again anyway?");
+}
+
 async function retry(id) {
   await api("/api/v1/deliveries/" + encodeURIComponent(id) + "/retry", { method: "POST" });
 }
@@ -175,10 +181,12 @@ async function loadFailed() {
     const s = el("td"); s.append(link);
     const button = el("button", "secondary", "Retry");
     button.type = "button";
-    button.onclick = () => retry(d.id).then(() => Promise.all([loadFailed(), loadCounts()])).catch(notice);
+    button.onclick = () => ambiguousOk(d) && retry(d.id).then(() => Promise.all([loadFailed(), loadCounts()])).catch(notice);
     const action = el("td"); action.append(button);
+    const error = cell(d.last_error || "", "error");
+    if (d.ambiguous) error.prepend(badge("ambiguous"), " ");
     tr.append(cell(d.id, "mono"), s, cell(d.seq_no + "/" + d.part_no), cell(targetText(d.target), "mono"),
-      cell(d.attempts), cell(d.last_error || "", "error"), action);
+      cell(d.attempts), error, action);
     body.append(tr);
   }
   if (!page.items.length) {
@@ -258,13 +266,14 @@ function renderDelivery(d) {
   const row = el("div", "delivery");
   row.dataset.deliveryId = d.id;
   row.append(badge(d.status, "delivery-status"), el("span", "", "part " + d.part_no),
+    ...(d.ambiguous ? [badge("ambiguous")] : []),
     el("span", "", "attempts " + d.attempts), el("span", "mono target", "→ " + targetText(d.target)));
   if (d.platform_message_id) row.append(el("span", "mono", "platform id " + d.platform_message_id));
   if (d.last_error) row.append(el("span", "error", d.last_error));
   if (d.status === "failed") {
     const b = el("button", "secondary", "Retry");
     b.type = "button";
-    b.onclick = () => retry(d.id).then(refreshTranscript).catch(notice);
+    b.onclick = () => ambiguousOk(d) && retry(d.id).then(refreshTranscript).catch(notice);
     row.append(b);
   }
   return row;

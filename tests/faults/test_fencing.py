@@ -1,0 +1,148 @@
+"""Fencing: a worker that stalled while its claim was taken over writes nothing: not its
+turn's answer, not its delivery's outcome; and a delivery's lease is renewed while it waits
+for pacing, so its loss is noticed before anything is sent."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+
+from benchmarks.fakes.sink import SinkTransport, sink_envelope
+from benchmarks.fakes.sink_server import SinkServer
+from gateway.delivery import DeliverySettings, DeliveryWorker
+from gateway.domain import ReplyTarget
+from gateway.errors import LeaseLost
+from gateway.hub import Signal
+from gateway.intake import to_inbound
+from gateway.metrics import Metrics
+from session_store.records import DeliveryRecord, OutgoingReply
+from session_store.store import Store
+
+TARGET = ReplyTarget(platform="sink", scope="test", chat_id="c", thread_id="t")
+
+
+class PacedSink(SinkTransport):
+    def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
+        return [("chat:c", 2.0)]
+
+
+async def _expire(store: Store, table: str, column: str, row_id: int) -> None:
+    async with store.db.connection() as conn:
+        await conn.execute(
+            f"UPDATE {table} SET {column} = now() - interval '1 second' WHERE id = $1", row_id
+        )
+
+
+async def _delivery(store: Store, *, lease: float) -> DeliveryRecord:
+    await store.ingest(
+        to_inbound(sink_envelope({"chat": "c", "thread": "t", "id": "1", "text": "q"})), raw=None
+    )
+    claim = await store.claim_turn(lease_seconds=30)
+    assert claim is not None
+    await store.finish_turn(
+        claim, handled_seq=1, replies=[OutgoingReply(content="a", parts=["a"])], target=TARGET
+    )
+    [row] = await store.claim_deliveries(platforms=["sink"], lease_seconds=lease)
+    return row
+
+
+async def test_a_stalled_turn_whose_lease_was_taken_over_cannot_write_its_answer(
+    store: Store,
+) -> None:
+    await store.ingest(
+        to_inbound(sink_envelope({"chat": "c", "thread": "t", "id": "1", "text": "q"})), raw=None
+    )
+    stalled = await store.claim_turn(lease_seconds=30)
+    assert stalled is not None
+    await _expire(store, "sessions", "turn_lease_until", stalled.session_id)
+    taker = await store.claim_turn(lease_seconds=30)
+    assert taker is not None and taker.owner != stalled.owner
+    with pytest.raises(LeaseLost):
+        await store.finish_turn(
+            stalled,
+            handled_seq=1,
+            replies=[OutgoingReply(content="late", parts=["late"])],
+            target=TARGET,
+        )
+    assert [m.content for m in await store.recent(stalled.session_id)] == ["q"]
+    await store.finish_turn(
+        taker, handled_seq=1, replies=[OutgoingReply(content="a", parts=["a"])], target=TARGET
+    )
+    assert [m.content for m in await store.recent(stalled.session_id)] == ["q", "a"]
+
+
+async def test_a_stalled_delivery_whose_claim_was_taken_over_cannot_send_or_mark_it(
+    store: Store, sink: SinkServer
+) -> None:
+    stalled = await _delivery(store, lease=0.6)
+    transport = PacedSink(sink.url)
+    worker = DeliveryWorker(
+        store,
+        {"sink": transport},
+        metrics=Metrics(),
+        wake=Signal(),
+        settings=DeliverySettings(lease_seconds=0.6),
+    )
+    # the chat's previous send was just now: this one waits ~2 s for its pacing slot
+    worker._pacer.reserve(list(transport.pace(TARGET)))
+    delivering = asyncio.create_task(worker.deliver(stalled))
+    # meanwhile its claim is taken over (lease expired, recovered, claimed again)
+    await _expire(store, "deliveries", "lease_until", stalled.id)
+    assert await store.recover_expired_sends(idempotent_platforms=["sink"], other_platforms=[]) == (
+        1,
+        0,
+    )
+    [taker] = await store.claim_deliveries(platforms=["sink"], lease_seconds=30)
+    assert taker.id == stalled.id and taker.claim_token != stalled.claim_token
+
+    # the next lease renewal finds the claim gone: the paced send is cancelled, not made
+    with pytest.raises(LeaseLost):
+        await asyncio.wait_for(delivering, 5)
+    assert sink.received == []
+    # and none of the stalled claim's writes land
+    with pytest.raises(LeaseLost):
+        await store.mark_sent(stalled, "late-id")
+    with pytest.raises(LeaseLost):
+        await store.mark_retry(stalled, delay=1, error="late")
+    with pytest.raises(LeaseLost):
+        await store.mark_failed(stalled, "late", ambiguous=True)
+    [row] = await store.deliveries_for_session(stalled.session_id)
+    assert (row.status, row.claim_token, row.platform_message_id, row.ambiguous) == (
+        "sending",
+        taker.claim_token,
+        None,
+        False,
+    )
+    await store.mark_sent(taker, "real-id")
+    [row] = await store.deliveries_for_session(stalled.session_id)
+    assert (row.status, row.platform_message_id) == ("sent", "real-id")
+    await transport.aclose()
+
+
+async def test_a_live_delivery_keeps_its_lease_while_it_waits_for_pacing(
+    store: Store, sink: SinkServer
+) -> None:
+    delivery = await _delivery(store, lease=0.6)
+    transport = PacedSink(sink.url)
+    worker = DeliveryWorker(
+        store,
+        {"sink": transport},
+        metrics=Metrics(),
+        wake=Signal(),
+        settings=DeliverySettings(lease_seconds=0.6),
+    )
+    worker._pacer.reserve(list(transport.pace(TARGET)))
+    delivering = asyncio.create_task(worker.deliver(delivery))
+    # recovery runs repeatedly during the ~2 s wait: the renewed lease never expires
+    for _ in range(8):
+        assert await store.recover_expired_sends(
+            idempotent_platforms=[], other_platforms=["sink"]
+        ) == (0, 0)
+        await asyncio.sleep(0.25)
+    await asyncio.wait_for(delivering, 5)
+    [row] = await store.deliveries_for_session(delivery.session_id)
+    assert row.status == "sent" and not row.ambiguous
+    assert len(sink.accepted) == 1
+    await transport.aclose()
