@@ -24,11 +24,13 @@ from gateway.errors import ConfigError, StoreError
 from gateway.http import HttpServer, build_app
 from gateway.hub import Broadcast, Signal
 from gateway.intake import CoreIntake
+from gateway.knowledge.service import Knowledge, KnowledgeSettings, build_embedder
 from gateway.metrics import Metrics
 from gateway.ports import AdapterContext, AdapterFactory, PlatformAdapter, Transport
 from gateway.settings import Settings
 from gateway.summaries import SummaryWorker
 from gateway.turns import TurnScheduler, TurnSettings
+from session_store.knowledge import KnowledgeStore
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
@@ -103,6 +105,15 @@ class Gateway:
             store, ContextPolicy.from_settings(settings), TokenCounter()
         )
         self.summaries = SummaryWorker(store, agent, self.context, metrics=self.metrics)
+        # --- knowledge base (issue 15): ingest job worker, retrieval for turns -------------
+        self.knowledge = Knowledge(
+            KnowledgeStore(store.db),
+            build_embedder(settings),
+            KnowledgeSettings.from_settings(settings),
+        )
+        self._knowledge_stopping = asyncio.Event()
+        self._knowledge_task: asyncio.Task[None] | None = None
+        # --- end knowledge base ------------------------------------------------------------
         self.turns = TurnScheduler(
             store,
             agent,
@@ -118,6 +129,7 @@ class Gateway:
             ),
             context=self.context,
             summaries=self.summaries,
+            knowledge=self.knowledge,
         )
         self.delivery = DeliveryWorker(
             store,
@@ -176,6 +188,9 @@ class Gateway:
         self._delivery_task = asyncio.create_task(
             self.delivery.run(self._delivery_stopping), name="delivery"
         )
+        # --- knowledge base (issue 15) -------------------------------------------------------
+        await self._start_knowledge()
+        # --- end knowledge base ------------------------------------------------------------
         self.ready = True
         log.info(
             "gateway_started",
@@ -195,6 +210,10 @@ class Gateway:
         await _cancel(self._summary_task)
         if isinstance(self.agent, Closeable):
             await self.agent.aclose()
+        # knowledge base (issue 15): a job cut short is taken over when its lease runs out
+        self._knowledge_stopping.set()
+        await _cancel(self._knowledge_task)
+        await self.knowledge.aclose()
         # 2. deliveries: stop claiming, let in-flight sends finish for a bounded time
         self._delivery_stopping.set()
         self.delivery_wake.set()
@@ -219,6 +238,22 @@ class Gateway:
         await self.operator.stop()
         await self.http.stop()
         log.info("gateway_stopped")
+
+    async def _start_knowledge(self) -> None:
+        """Start the ingest job worker; say plainly when retrieval is full-text only."""
+        try:
+            if not await self.knowledge.store.vector_enabled():
+                log.warning(
+                    "kb_lexical_only",
+                    reason="this PostgreSQL has no pgvector (the vector extension): knowledge "
+                    "base retrieval uses full-text search only; install pgvector and run "
+                    "`gateway migrate` on a fresh database to add embeddings",
+                )
+        except StoreError as exc:
+            log.warning("kb_check_failed", error=str(exc))
+        self._knowledge_task = asyncio.create_task(
+            self.knowledge.run(self._knowledge_stopping), name="kb-jobs"
+        )
 
     async def refresh_gauges(self) -> None:
         with contextlib.suppress(StoreError):

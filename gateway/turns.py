@@ -22,6 +22,8 @@ from gateway.context import Assembled, ContextAssembler, ContextPolicy, TokenCou
 from gateway.domain import Reply, ReplyTarget
 from gateway.errors import AgentError, ContextTooSmall, LeaseLost, StoreError
 from gateway.hub import Signal
+from gateway.knowledge.embed import EmbeddingError
+from gateway.knowledge.service import Knowledge, TurnKnowledge
 from gateway.metrics import Metrics
 from gateway.ports import Transport
 from gateway.summaries import SummaryJob, SummaryWorker
@@ -69,6 +71,7 @@ class TurnScheduler:
         settings: TurnSettings,
         context: ContextAssembler | None = None,
         summaries: SummaryWorker | None = None,
+        knowledge: Knowledge | None = None,
     ) -> None:
         self._store = store
         self._agent = agent
@@ -80,6 +83,7 @@ class TurnScheduler:
         self._delivery_wake = delivery_wake
         self._settings = settings
         self._platforms = sorted(transports)
+        self._knowledge = knowledge
 
     async def run(self, stopping: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as group:
@@ -269,6 +273,7 @@ class TurnScheduler:
             log.warning("context_too_small", error=str(exc))
             return [_apology(str(exc))], "agent_failed"
         self._note_context(claim, ctx, handled_seq)
+        knowledge = await self._retrieve(claim, ctx, question)  # knowledge base (issue 15)
         new_messages = [_context(m) for m in pending if m.role == "user" and m.command is None]
         turn = Turn(
             session_id=claim.session_id,
@@ -278,7 +283,9 @@ class TurnScheduler:
             new_messages=new_messages,
             selected_model=ctx.model if ctx.model_source == "session" else None,
             model=ctx.model,
-            system_prompt=ctx.system_prompt,
+            system_prompt=ctx.system_prompt
+            if knowledge is None
+            else f"{ctx.system_prompt}\n\n{knowledge.prompt}",
             summary=ctx.summary,
             context_window=ctx.window,
             max_output_tokens=ctx.max_output_tokens,
@@ -305,6 +312,8 @@ class TurnScheduler:
                 return None  # the finally below cancels the agent call
             try:
                 replies = list(agent_task.result())
+                if knowledge is not None:  # knowledge base (issue 15): frozen citations
+                    replies = knowledge.cite(replies)
             except AgentError as exc:
                 log.warning("agent_failed", error=str(exc), model=ctx.model)
                 return [_apology(str(exc), model=ctx.model)], "agent_failed"
@@ -323,6 +332,23 @@ class TurnScheduler:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _retrieve(
+        self, claim: TurnClaim, ctx: Assembled, question: MessageRecord
+    ) -> TurnKnowledge | None:
+        """Knowledge base (issue 15): passages for the question within what is left of the
+        prompt budget. A failure here never fails the turn: it is answered without them."""
+        if self._knowledge is None:
+            return None
+        try:
+            return await self._knowledge.for_turn(
+                claim.key,
+                question.content,
+                token_budget=ctx.prompt_budget - ctx.estimated_tokens,
+            )
+        except (StoreError, EmbeddingError) as exc:
+            log.warning("kb_retrieval_failed", error=str(exc))
+            return None
 
     def _note_context(self, claim: TurnClaim, ctx: Assembled, handled_seq: int) -> None:
         """Log and measure the prompt; ask for a summary when older turns were left out
