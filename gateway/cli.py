@@ -157,6 +157,10 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--limit", type=int, default=1000)
     sub.add_parser("doctor", help="check configuration, database and platform credentials")
     sub.add_parser("mcp", help="serve the MCP session tools over stdio (logs go to stderr)")
+    # knowledge base (issue 15): gateway kb add|list|remove|search
+    from gateway.knowledge.commands import add_parser as add_kb_parser
+
+    add_kb_parser(sub)
     return parser
 
 
@@ -177,6 +181,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             coro = _doctor(settings)
         elif args.command == "mcp":
             coro = _mcp(settings)
+        elif args.command == "kb":  # knowledge base (issue 15)
+            from gateway.knowledge.commands import run as run_kb
+
+            coro = run_kb(settings, args)
         elif args.sessions_command == "list":
             coro = _sessions_list(settings, args.platform, args.active, args.limit)
         else:
