@@ -108,6 +108,10 @@ async def run_doctor(settings: Settings) -> int:
                 )
             except httpx.HTTPError as exc:
                 checks.append(("mattermost", False, f"cannot reach Mattermost: {exc}"))
+    # knowledge base (issue 15): the embedding endpoint and pgvector
+    from gateway.knowledge.health import knowledge_checks
+
+    checks.extend(await knowledge_checks(settings))
     for name, good, detail in checks:
         print(f"{'ok ' if good else 'BAD'} {name}: {detail}")
     return 0 if all(good for _, good, _ in checks) else 1

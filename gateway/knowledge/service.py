@@ -86,6 +86,9 @@ class KnowledgeSettings:
     max_prompt_tokens: int = 2000
     #: how often access counts are written (off the hot path)
     flush_seconds: float = 2.0
+    #: a passage only the embeddings found goes into a prompt only this similar (cosine):
+    #: vector search always returns its nearest rows, relevant or not
+    min_vector_score: float = 0.3
 
     @classmethod
     def from_settings(cls, settings: Settings) -> KnowledgeSettings:
@@ -400,13 +403,16 @@ class Knowledge:
         result = await self.search(
             question, kbs=scope_kbs(key), limit=max(self.settings.passages * 2, 10)
         )
-        budget = min(token_budget, self.settings.max_prompt_tokens)
+        s = self.settings
+        budget = min(token_budget, s.max_prompt_tokens)
         chosen: list[PassageHit] = []
         lines = [PROMPT_HEADER]
         used = estimate_text(PROMPT_HEADER)
         for hit in result.hits:
             if len(chosen) >= self.settings.passages:
                 break
+            if hit.lexical_rank is None and (hit.vector_score or 0.0) < s.min_vector_score:
+                continue
             label = source_label({"document_name": hit.document_name, **_loc(hit)})
             block = f"[{len(chosen) + 1}] {label}\n{hit.content}"
             cost = estimate_text(block) + 2

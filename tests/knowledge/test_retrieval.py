@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from gateway.knowledge.service import Knowledge, KnowledgeSettings
-from session_store.knowledge import RRF_K, KnowledgeStore
+from gateway.domain import Reply, SessionKey
+from gateway.knowledge.service import Knowledge, KnowledgeSettings, TurnKnowledge
+from session_store.knowledge import RRF_K, KnowledgeStore, PassageHit
+from session_store.store import Store
 from tests.knowledge.conftest import drain
 from tests.knowledge.documents import make_pdf
 
@@ -167,3 +169,54 @@ def test_kb_cli_add_list_search_remove_on_the_zero_config_database(tmp_path: Pat
     assert [line.split("\t")[-1] for line in listed.stdout.strip().splitlines()] == ["notes.md"]
     missing = gateway("kb", "add", str(tmp_path / "nope.pdf"))
     assert missing.returncode == 1 and "failed: cannot read" in missing.stdout
+
+
+async def test_turn_passages_fit_the_token_budget(concepts: Knowledge) -> None:
+    key = SessionKey(platform="p", scope="s", chat_id="c", thread_id="t")
+    assert await concepts.for_turn(key, "cat food prices", token_budget=20) is None
+    found = await concepts.for_turn(key, "cat food prices", token_budget=4000)
+    assert found is not None
+    assert found.passages[0].document_name == "food.md"
+    assert found.prompt.splitlines()[2] == "[1] food.md — Prices"
+    assert found.trace["chosen"] == [p.chunk_id for p in found.passages]
+
+
+def test_cite_adds_footnotes_only_for_passages_the_model_cited() -> None:
+    hits = tuple(
+        PassageHit(
+            chunk_id=10 + n,
+            document_id=n,
+            document_name=f"doc{n}.pdf",
+            kb_name="default",
+            ordinal=0,
+            page=n + 1,
+            section="Intro" if n == 1 else "",
+            content=f"passage {n}",
+            score=0.03,
+            lexical_rank=1,
+            lexical_score=0.1,
+            vector_rank=None,
+            vector_score=None,
+        )
+        for n in range(3)
+    )
+    tk = TurnKnowledge(passages=hits, prompt="", trace={"query": "q"})
+    first, second = tk.cite([Reply(text="A [2] and [7] and [2]."), Reply(text="plain")])
+    assert first.text == "A [2] and [7] and [2].\n\nSources:\n[2] doc1.pdf, p. 2 — Intro"
+    assert [c["chunk_id"] for c in first.metadata["citations"]] == [11]
+    assert first.metadata["retrieval_trace"] == {"query": "q"}
+    assert second.text == "plain" and "citations" not in second.metadata
+
+
+async def test_without_pgvector_ingest_and_search_are_full_text_only(store: Store) -> None:
+    # what a server without the vector extension gets: no embedding column in use
+    ks = KnowledgeStore(store.db)
+    ks._vector = False
+    k = Knowledge(ks, ConceptEmbedder(), KnowledgeSettings())
+    await k.add("food.md", b"Cat food prices rose.")
+    await k.add("felines.md", b"The feline sleeps.")
+    await drain(k)
+    result = await k.search("cat", kbs=["default"])
+    assert result.mode == "lexical"
+    assert [h.document_name for h in result.hits] == ["food.md"]
+    assert result.hits[0].vector_rank is None
