@@ -67,6 +67,15 @@ CREATE TABLE kb_chunks (
 CREATE INDEX kb_chunks_tsv ON kb_chunks USING gin (tsv);
 CREATE INDEX kb_chunks_kb ON kb_chunks (kb_id);
 
+-- How many passages of a knowledge base hold each word (lexeme): full-text search matches on
+-- the question's rarest words, so its cost stays bounded however common the others are.
+CREATE TABLE kb_terms (
+    kb_id   bigint  NOT NULL REFERENCES kb_bases (id),
+    lexeme  text    NOT NULL,
+    ndoc    integer NOT NULL,
+    PRIMARY KEY (kb_id, lexeme)
+);
+
 -- The vector column and its index only where the server ships pgvector (the embedded
 -- PostgreSQL does); elsewhere retrieval is full-text only and start-up and `doctor` say so.
 -- The HNSW index covers the built-in 256-dimension embedder; other dimensions are scanned.

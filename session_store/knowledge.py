@@ -20,6 +20,10 @@ from session_store.values import ReplyTarget
 DocumentState = Literal["queued", "parsing", "embedding", "ready", "failed"]
 #: reciprocal-rank fusion constant (the usual 60)
 RRF_K = 60
+#: full text matches on the question's rarest words while they are in fewer passages than
+#: this, and ranks at most ``LEXICAL_RANKED`` matches (bounded cost on a large base)
+LEXICAL_MATCH_BUDGET = 500
+LEXICAL_RANKED = 1000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -284,6 +288,10 @@ class KnowledgeStore:
         """Delete a document and its passages (gone from retrieval at once); citations already
         frozen with answers stay as they are."""
         async with self._db.transaction() as conn:
+            kb_id = await conn.fetchval(q.DOCUMENT_KB, document_id)
+            if kb_id is None:
+                return False
+            await conn.execute(q.REMOVE_TERMS, document_id, kb_id)
             sha = await conn.fetchval(q.DELETE_DOCUMENT, document_id)
             if sha is None:
                 return False
@@ -327,6 +335,7 @@ class KnowledgeStore:
             kb_id = await conn.fetchval(q.FINISH_JOB, doc.id, job.owner, pages, len(chunks))
             if kb_id is None:
                 raise LeaseLost(f"ingest job of document {doc.id} was taken over")
+            await conn.execute(q.REMOVE_TERMS, doc.id, kb_id)
             await conn.execute(q.DELETE_CHUNKS, doc.id)
             columns = (
                 [c.ordinal for c in chunks],
@@ -347,6 +356,7 @@ class KnowledgeStore:
                 )
             else:
                 await conn.execute(q.INSERT_CHUNKS, doc.id, kb_id, *columns)
+            await conn.execute(q.ADD_TERMS, doc.id, kb_id)
 
     async def fail_job(self, job: IngestJob, error: str, *, retry_in: float | None) -> None:
         """A failed try: queued again after ``retry_in`` seconds, or failed for good."""
@@ -380,6 +390,8 @@ class KnowledgeStore:
             limit,
             RRF_K,
             dims if use_vector else None,
+            LEXICAL_MATCH_BUDGET,
+            LEXICAL_RANKED,
         )
         if not use_vector:
             async with self._db.connection() as conn:

@@ -124,6 +124,36 @@ RETURNING kb_id
 
 DELETE_CHUNKS = "DELETE FROM kb_chunks WHERE document_id = $1"
 
+# Word statistics, kept with the passages (in lexeme order, so concurrent ingests lock the
+# shared rows in one order): added after a document's passages are written, taken off before
+# they are deleted.
+ADD_TERMS = """
+INSERT INTO kb_terms AS t (kb_id, lexeme, ndoc)
+SELECT $2, u.lexeme, count(*)
+FROM kb_chunks c, unnest(c.tsv) AS u
+WHERE c.document_id = $1
+GROUP BY u.lexeme
+ORDER BY u.lexeme
+ON CONFLICT (kb_id, lexeme) DO UPDATE SET ndoc = t.ndoc + excluded.ndoc
+"""
+REMOVE_TERMS = """
+WITH gone AS (
+    SELECT u.lexeme, count(*) AS n
+    FROM kb_chunks c, unnest(c.tsv) AS u
+    WHERE c.document_id = $1
+    GROUP BY u.lexeme
+), locked AS (
+    SELECT t.kb_id, t.lexeme FROM kb_terms t JOIN gone g ON g.lexeme = t.lexeme
+    WHERE t.kb_id = $2
+    ORDER BY t.lexeme
+    FOR UPDATE OF t
+)
+UPDATE kb_terms t SET ndoc = t.ndoc - g.n
+FROM gone g, locked l
+WHERE t.kb_id = l.kb_id AND t.lexeme = l.lexeme AND g.lexeme = t.lexeme
+"""
+DOCUMENT_KB = "SELECT kb_id FROM kb_documents WHERE id = $1"
+
 INSERT_CHUNKS = """
 INSERT INTO kb_chunks (document_id, kb_id, ordinal, page, section, content, tokens)
 SELECT $1, $2, x.ordinal, x.page, x.section, x.content, x.tokens
@@ -152,18 +182,37 @@ RETURNING id
 
 JOB_COUNTS = "SELECT state, count(*)::int AS n FROM kb_documents GROUP BY state"
 
-# Hybrid retrieval: full text (any of the question's words, ranked by cover density) and
-# embeddings, each the best ``$5`` candidates, fused by reciprocal rank (``1 / ($7 + rank)``).
-# ``$1`` the knowledge bases searched, ``$4`` those of them embedded by the query's model.
+# Hybrid retrieval: full text and embeddings, each the best ``$5`` candidates, fused by
+# reciprocal rank (``1 / ($7 + rank)``). ``$1`` the knowledge bases searched, ``$4`` those of
+# them embedded by the query's model.
+#
+# Full text matches any word of the question, but only on its rarest words (by ``kb_terms``)
+# while their passages number under ``$9`` (the rarest always counts), and ranks at most
+# ``$10`` matches by cover density over all the question's words: a question made of common
+# words cannot make it rank the whole base.
 _SEARCH = """
-WITH q AS (
-    SELECT to_tsquery('english', replace(plainto_tsquery('english', $2)::text, ' & ', ' | '))
-           AS tsq
-), lex AS (
-    SELECT c.id, ts_rank_cd(c.tsv, q.tsq) AS score
+WITH words AS (
+    SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', $2)) AS u
+), df AS (
+    SELECT w.lexeme, sum(t.ndoc) AS ndoc
+    FROM words w JOIN kb_terms t ON t.lexeme = w.lexeme AND t.kb_id = ANY($1::bigint[])
+    GROUP BY w.lexeme
+    HAVING sum(t.ndoc) > 0
+), rare AS (
+    SELECT lexeme, sum(ndoc) OVER (ORDER BY ndoc, lexeme) - ndoc AS before FROM df
+), q AS (
+    SELECT (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM df) AS ranking,
+           (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM rare
+            WHERE before < $9) AS matching
+), matched AS (
+    SELECT c.id, c.tsv
     FROM kb_chunks c, q
-    WHERE c.kb_id = ANY($1::bigint[]) AND c.tsv @@ q.tsq
-    ORDER BY score DESC, c.id
+    WHERE c.kb_id = ANY($1::bigint[]) AND c.tsv @@ q.matching
+    LIMIT $10
+), lex AS (
+    SELECT m.id, ts_rank_cd(m.tsv, q.ranking) AS score
+    FROM matched m, q
+    ORDER BY score DESC, m.id
     LIMIT $5
 ), lexr AS (
     SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank FROM lex
