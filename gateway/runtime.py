@@ -150,6 +150,8 @@ class Gateway:
             admin_token=token.get_secret_value() if token else None,
             delivery_wake=self.delivery_wake,
         )
+        # knowledge base (issue 15): files shared in a thread are announced there when read
+        self.knowledge.announce = self._announce_file
         routes: list[Any] = []
         for adapter in self.adapters:
             routes.extend(adapter.http_routes())
@@ -238,6 +240,11 @@ class Gateway:
         await self.operator.stop()
         await self.http.stop()
         log.info("gateway_stopped")
+
+    async def _announce_file(self, session_key: str, text: str) -> None:
+        await self.operator.service.append(
+            session_key, participant="knowledge", content=text, deliver=True
+        )
 
     async def _start_knowledge(self) -> None:
         """Start the ingest job worker; say plainly when retrieval is full-text only."""

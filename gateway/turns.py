@@ -22,8 +22,9 @@ from gateway.context import Assembled, ContextAssembler, ContextPolicy, TokenCou
 from gateway.domain import Reply, ReplyTarget
 from gateway.errors import AgentError, ContextTooSmall, LeaseLost, StoreError
 from gateway.hub import Signal
+from gateway.knowledge.attachments import FileSource
 from gateway.knowledge.embed import EmbeddingError
-from gateway.knowledge.service import Knowledge, TurnKnowledge
+from gateway.knowledge.service import Knowledge, TurnKnowledge, shared_files
 from gateway.metrics import Metrics
 from gateway.ports import Transport
 from gateway.summaries import SummaryJob, SummaryWorker
@@ -273,7 +274,8 @@ class TurnScheduler:
             log.warning("context_too_small", error=str(exc))
             return [_apology(str(exc))], "agent_failed"
         self._note_context(claim, ctx, handled_seq)
-        knowledge = await self._retrieve(claim, ctx, question)  # knowledge base (issue 15)
+        # knowledge base (issue 15): files shared here, passages for the question
+        knowledge = await self._retrieve(claim, ctx, question, pending, target)
         new_messages = [_context(m) for m in pending if m.role == "user" and m.command is None]
         turn = Turn(
             session_id=claim.session_id,
@@ -284,7 +286,7 @@ class TurnScheduler:
             selected_model=ctx.model if ctx.model_source == "session" else None,
             model=ctx.model,
             system_prompt=ctx.system_prompt
-            if knowledge is None
+            if knowledge is None or not knowledge.prompt
             else f"{ctx.system_prompt}\n\n{knowledge.prompt}",
             summary=ctx.summary,
             context_window=ctx.window,
@@ -334,17 +336,36 @@ class TurnScheduler:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _retrieve(
-        self, claim: TurnClaim, ctx: Assembled, question: MessageRecord
+        self,
+        claim: TurnClaim,
+        ctx: Assembled,
+        question: MessageRecord,
+        pending: Sequence[MessageRecord],
+        target: ReplyTarget,
     ) -> TurnKnowledge | None:
-        """Knowledge base (issue 15): passages for the question within what is left of the
-        prompt budget. A failure here never fails the turn: it is answered without them."""
+        """Knowledge base (issue 15): files shared with these messages go into the thread's
+        knowledge base (a bounded wait for them to be read), then passages for the question
+        within what is left of the prompt budget. A failure here never fails the turn: it is
+        answered without them."""
         if self._knowledge is None:
             return None
         try:
+            notes: list[str] = []
+            shared = shared_files(pending)
+            if shared:
+                transport = self._transports.get(claim.key.platform)
+                notes = await self._knowledge.take_attachments(
+                    claim.key,
+                    target,
+                    shared,
+                    transport if isinstance(transport, FileSource) else None,
+                    wait_seconds=self._settings.lease_seconds / 2,
+                )
             return await self._knowledge.for_turn(
                 claim.key,
                 question.content,
                 token_budget=ctx.prompt_budget - ctx.estimated_tokens,
+                notes=notes,
             )
         except (StoreError, EmbeddingError) as exc:
             log.warning("kb_retrieval_failed", error=str(exc))

@@ -303,6 +303,17 @@ class KnowledgeStore:
             status = await conn.execute(q.REQUEUE_DOCUMENT, document_id)
         return str(status).endswith(" 1")
 
+    async def set_notify(self, document_id: int, target: ReplyTarget) -> None:
+        async with self._db.connection() as conn:
+            await conn.execute(q.SET_NOTIFY, document_id, target.to_json())
+
+    async def take_notify(self, document_id: int) -> ReplyTarget | None:
+        """The thread to tell that a finished document is ready or failed, for the one caller
+        that gets to tell it (``None`` for everyone else)."""
+        async with self._db.connection() as conn:
+            target = await conn.fetchval(q.TAKE_NOTIFY, document_id)
+        return None if target is None else ReplyTarget.from_json(target)
+
     async def job_counts(self) -> dict[str, int]:
         async with self._db.connection() as conn:
             rows = await conn.fetch(q.JOB_COUNTS)

@@ -180,6 +180,16 @@ WHERE id = $1 AND lease_owner = $2
 RETURNING id
 """
 
+SET_NOTIFY = "UPDATE kb_documents SET notify_target = $2 WHERE id = $1"
+
+# Whoever takes the notice tells the thread (the turn that waited, or the job worker): once.
+TAKE_NOTIFY = """
+UPDATE kb_documents d SET notify_target = NULL
+FROM (SELECT id, notify_target FROM kb_documents WHERE id = $1 FOR UPDATE) AS old
+WHERE d.id = old.id AND old.notify_target IS NOT NULL AND d.state IN ('ready', 'failed')
+RETURNING old.notify_target
+"""
+
 JOB_COUNTS = "SELECT state, count(*)::int AS n FROM kb_documents GROUP BY state"
 
 # Hybrid retrieval: full text and embeddings, each the best ``$5`` candidates, fused by

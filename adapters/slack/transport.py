@@ -9,14 +9,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.mrkdwn import markdown_to_mrkdwn
-from gateway.domain import ReplyTarget
+from gateway.domain import Attachment, ReplyTarget
 from gateway.errors import DeliveryError
+from gateway.knowledge.attachments import FileFetchError, download
 from gateway.ports import SendResult
 
 PLATFORM = "slack"
@@ -157,6 +159,28 @@ class SlackTransport:
             raise translate_error(exc) from exc
         ts = response.get("ts")
         return SendResult(platform_message_id=ts if isinstance(ts, str) else None)
+
+    async def fetch_file(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        """A shared file (knowledge base, issue 15): ``url_private`` with the bot token, sent
+        only to Slack's own hosts (or the configured API host, a local fake)."""
+        import httpx
+
+        url = attachment.url
+        if not url:
+            raise FileFetchError(f"Slack gave no download link for {attachment.name or 'a file'}")
+        host = urlsplit(url).hostname or ""
+        api_host = urlsplit(self.client.base_url).hostname or ""
+        if not (host == "slack.com" or host.endswith(".slack.com") or host == api_host):
+            raise FileFetchError(f"refusing to send the bot token to {host}")
+        async with httpx.AsyncClient(timeout=60, follow_redirects=False) as http:
+            return await download(
+                http,
+                url,
+                max_bytes=max_bytes,
+                name=attachment.name,
+                headers={"Authorization": f"Bearer {self.client.token}"},
+                refuse_html=attachment.mime_type != "text/html",
+            )
 
     async def typing(self, target: ReplyTarget) -> None:
         # Slack has no typing indicator for bots over the Web API (the RTM "typing" message is

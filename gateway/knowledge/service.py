@@ -12,22 +12,24 @@ import socket
 import time
 import uuid
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
 
 from gateway.context import estimate_text
-from gateway.domain import Reply, ReplyTarget, SessionKey
-from gateway.errors import LeaseLost, StoreError
+from gateway.domain import Attachment, Reply, ReplyTarget, SessionKey
+from gateway.errors import GatewayError, LeaseLost, StoreError
 from gateway.hub import Signal
+from gateway.knowledge.attachments import FileFetchError, FileSource, too_large
 from gateway.knowledge.chunk import chunk_blocks
 from gateway.knowledge.embed import Embedder, EmbeddingError, LocalEmbedder, RemoteEmbedder
 from gateway.knowledge.parse import MEDIA_TYPES, ParseError, detect_format, parse_document
 from gateway.settings import Settings
 from session_store.knowledge import (
     AddedDocument,
+    DocumentRecord,
     DocumentState,
     IngestJob,
     KnowledgeBase,
@@ -35,10 +37,14 @@ from session_store.knowledge import (
     NewChunk,
     PassageHit,
 )
+from session_store.records import MessageRecord
 
 log = structlog.get_logger(__name__)
 
 DEFAULT_KB = "default"
+#: tells a thread (by its session key) something about a file shared there
+Announce = Callable[[str, str], Awaitable[None]]
+_BUSY = ("queued", "parsing", "embedding")
 
 
 def thread_kb(key: SessionKey) -> str:
@@ -115,6 +121,8 @@ class TurnKnowledge:
     passages: tuple[PassageHit, ...]
     prompt: str
     trace: Mapping[str, Any]
+    #: what became of files shared with the question (ready, failed, too big...)
+    notes: tuple[str, ...] = ()
 
     def cite(self, replies: Sequence[Reply]) -> list[Reply]:
         """Attach the trace to the answer, and to each reply that cites ``[n]`` its frozen
@@ -130,6 +138,8 @@ class TurnKnowledge:
                 & set(range(1, len(self.passages) + 1))
             )
             text = reply.text
+            if index == 0 and self.notes:
+                text = "\n".join(self.notes) + "\n\n" + text
             if cited:
                 citations = [_citation(n, self.passages[n - 1]) for n in cited]
                 metadata["citations"] = citations
@@ -140,6 +150,39 @@ class TurnKnowledge:
                 )
             out.append(replace(reply, text=text, metadata=metadata))
         return out
+
+
+def shared_files(messages: Sequence[MessageRecord]) -> list[Attachment]:
+    """The files people shared in ``messages`` (user messages' stored attachment metadata)."""
+    out: list[Attachment] = []
+    for m in messages:
+        if m.role != "user":
+            continue
+        for item in m.metadata.get("attachments") or ():
+            if isinstance(item, Mapping) and isinstance(item.get("kind"), str):
+                size = item.get("size")
+                out.append(
+                    Attachment(
+                        kind=item["kind"],
+                        name=item.get("name") if isinstance(item.get("name"), str) else None,
+                        url=item.get("url") if isinstance(item.get("url"), str) else None,
+                        mime_type=item.get("mime_type")
+                        if isinstance(item.get("mime_type"), str)
+                        else None,
+                        size=size if isinstance(size, int) else None,
+                        file_id=item.get("file_id")
+                        if isinstance(item.get("file_id"), str)
+                        else None,
+                    )
+                )
+    return out
+
+
+def document_note(doc: DocumentRecord) -> str:
+    if doc.state == "ready":
+        pages = f"{doc.pages} pages, " if doc.pages else ""
+        return f"📄 {doc.name} is ready ({pages}{doc.chunk_count} passages): ask me about it."
+    return f"⚠️ I could not read {doc.name}: {doc.error}"
 
 
 def source_label(citation: Mapping[str, Any]) -> str:
@@ -181,7 +224,9 @@ class Knowledge:
         settings: KnowledgeSettings | None = None,
         *,
         wake: Signal | None = None,
+        announce: Announce | None = None,
     ) -> None:
+        self.announce = announce
         self.store = store
         self.embedder = embedder
         self.settings = settings or KnowledgeSettings()
@@ -292,9 +337,11 @@ class Knowledge:
                 return True
             await self._ingest(job)
             log.info("kb_document_ready", name=doc.name)
+            await self._tell(doc.id)
         except ParseError as exc:
             await self.store.fail_job(job, str(exc), retry_in=None)
             log.info("kb_document_failed", error=str(exc))
+            await self._tell(doc.id)
         except LeaseLost:
             log.warning("kb_job_lease_lost")
         except EmbeddingError as exc:
@@ -319,6 +366,21 @@ class Knowledge:
                 error = f"gave up after {attempts} tries: {error}"
             await self.store.fail_job(job, error, retry_in=None)
             log.warning("kb_document_failed", error=error)
+            await self._tell(job.document.id)
+
+    async def _tell(self, document_id: int) -> None:
+        """Tell the thread that shared the document how it went (if no turn told it)."""
+        if self.announce is None or document_id < 0:
+            return
+        doc = await self.store.get_document(document_id)
+        if doc is None or not doc.kb_name.startswith("thread:"):
+            return
+        if await self.store.take_notify(doc.id) is None:
+            return
+        try:
+            await self.announce(doc.kb_name.removeprefix("thread:"), document_note(doc))
+        except GatewayError as exc:  # a closed session, a platform gone: logged, not retried
+            log.warning("kb_announce_failed", document_id=doc.id, error=str(exc))
 
     async def _ingest(self, job: IngestJob) -> None:
         doc = job.document
@@ -363,6 +425,66 @@ class Knowledge:
             with contextlib.suppress(asyncio.CancelledError, LeaseLost, StoreError):
                 await renew
 
+    # --- files shared in a thread ----------------------------------------------------------
+
+    async def take_attachments(
+        self,
+        key: SessionKey,
+        target: ReplyTarget,
+        attachments: Sequence[Attachment],
+        source: FileSource | None,
+        *,
+        wait_seconds: float,
+    ) -> list[str]:
+        """Fetch files shared with a question into the thread's knowledge base and wait (a
+        bounded time) for them to be read. Returns what to tell the thread: ready, failed,
+        too big, unsupported, or still being read (then the job worker tells it later)."""
+        notes: list[str] = []
+        added: list[int] = []
+        limit = self.settings.max_file_bytes
+        for a in attachments:
+            name = a.name or a.file_id or a.kind
+            if a.size is not None and a.size > limit:
+                notes.append(f"⚠️ {too_large(name, a.size, limit)} (GATEWAY_MAX_FILE_BYTES).")
+                continue
+            if source is None:
+                notes.append(f"⚠️ I cannot fetch files from {key.platform} here ({name}).")
+                continue
+            try:
+                data = await source.fetch_file(a, max_bytes=limit)
+                # the waiting turn tells the thread; the job worker only if it stops waiting
+                new = await self.add(
+                    a.name or f"{a.kind}-{a.file_id or 'file'}",
+                    data,
+                    kb=thread_kb(key),
+                    media_type=a.mime_type,
+                )
+            except (FileFetchError, FileRejected) as exc:
+                notes.append(f"⚠️ {exc}")
+                continue
+            added.append(new.document.id)
+        deadline = time.monotonic() + wait_seconds
+        docs: list[DocumentRecord] = []
+        while added:
+            docs = [d for d in [await self.store.get_document(i) for i in added] if d]
+            if all(d.state not in _BUSY for d in docs) or time.monotonic() >= deadline:
+                break
+            self.wake.set()
+            await asyncio.sleep(0.1)
+        for doc in docs:
+            if doc.state in _BUSY:
+                # hand the news to the job worker; if it finished meanwhile, tell it here
+                await self.store.set_notify(doc.id, target)
+                now = await self.store.get_document(doc.id)
+                if now is not None and now.state not in _BUSY:
+                    if await self.store.take_notify(doc.id) is not None:
+                        notes.append(document_note(now))
+                    continue
+                notes.append(f"⏳ {doc.name} is still being read; I will say here when it is.")
+            else:
+                notes.append(document_note(doc))
+        return notes
+
     # --- retrieval -------------------------------------------------------------------------
 
     async def search(self, query: str, *, kbs: Sequence[str], limit: int = 5) -> SearchResult:
@@ -394,12 +516,21 @@ class Knowledge:
         )
 
     async def for_turn(
-        self, key: SessionKey, question: str, *, token_budget: int
+        self,
+        key: SessionKey,
+        question: str,
+        *,
+        token_budget: int,
+        notes: Sequence[str] = (),
     ) -> TurnKnowledge | None:
         """Passages for a question asked in ``key``, within ``token_budget`` tokens; ``None``
-        when nothing relevant is found (or nothing fits)."""
+        when nothing relevant is found (or nothing fits) and there is nothing to tell."""
         if not question.strip():
-            return None
+            return (
+                TurnKnowledge(passages=(), prompt="", trace={}, notes=tuple(notes))
+                if notes
+                else None
+            )
         result = await self.search(
             question, kbs=scope_kbs(key), limit=max(self.settings.passages * 2, 10)
         )
@@ -431,9 +562,13 @@ class Knowledge:
             "timings_ms": dict(result.timings_ms),
         }
         if not chosen:
+            if notes:
+                return TurnKnowledge(passages=(), prompt="", trace=trace, notes=tuple(notes))
             return None
         self.count_access(chosen)
-        return TurnKnowledge(passages=tuple(chosen), prompt="\n\n".join(lines), trace=trace)
+        return TurnKnowledge(
+            passages=tuple(chosen), prompt="\n\n".join(lines), trace=trace, notes=tuple(notes)
+        )
 
     # --- access counters (off the hot path) ------------------------------------------------
 
