@@ -179,6 +179,9 @@ class FakeMattermost:
         self.users: dict[str, User] = {}
         self.channels: dict[str, Channel] = {}
         self.posts: dict[str, dict[str, Any]] = {}
+        #: files attached to posts (mime type, bytes), served at /api/v4/files/{id}
+        self.files: dict[str, tuple[str, bytes]] = {}
+        self.file_downloads: list[str] = []
         self._pending: dict[str, tuple[str, float]] = {}
         self._faults: dict[str, deque[Fault]] = {}
         self.requests: list[RecordedRequest] = []
@@ -273,6 +276,7 @@ class FakeMattermost:
         )
         r.add_post("/api/v4/posts", self._route("create_post", self._create_post))
         r.add_get("/api/v4/websocket", self._websocket)
+        r.add_get("/api/v4/files/{file_id}", self._route("file", self._file))
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -349,8 +353,11 @@ class FakeMattermost:
         mention_bot: bool = False,
         props: dict[str, Any] | None = None,
         post_type: str = "",
+        files: list[tuple[str, bytes, str]] | None = None,
     ) -> dict[str, Any]:
-        """A person (or another bot) posts; connected websockets receive ``posted``."""
+        """A person (or another bot) posts; connected websockets receive ``posted``.
+        ``files``: ``(name, content, mime type)`` attached to the post (``file_ids`` and
+        ``metadata.files``), downloadable at ``/api/v4/files/{id}``."""
         ch = channel if isinstance(channel, Channel) else self.channels[channel]
         author = user if isinstance(user, User) else self.user_by_name(user)
         if mention_bot:
@@ -367,6 +374,14 @@ class FakeMattermost:
             pending_post_id=f"{author.id}:{self._now()}",
             post_type=post_type,
         )
+        if files:
+            infos = []
+            for name, content, mime in files:
+                file_id = new_id()
+                self.files[file_id] = (mime, content)
+                infos.append({"id": file_id, "name": name, "mime_type": mime, "size": len(content)})
+            post["file_ids"] = [f["id"] for f in infos]
+            post["metadata"] = {"files": infos}
         await self._broadcast_posted(ch, post)
         return post
 
@@ -717,6 +732,13 @@ class FakeMattermost:
             }
         )
         return _json(body, status=fault.status, headers=fault.headers)
+
+    async def _file(self, request: web.Request, user: User, body: Any) -> web.Response:
+        found = self.files.get(request.match_info["file_id"])
+        if found is None:
+            return web.json_response({"id": "app.file.get.app_error"}, status=404)
+        self.file_downloads.append(request.match_info["file_id"])
+        return web.Response(body=found[1], content_type=found[0])
 
     def _route(
         self, name: str, handler: Callable[[web.Request, User, Any], Awaitable[web.Response]]

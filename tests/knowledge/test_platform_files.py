@@ -122,3 +122,35 @@ async def test_a_file_not_read_in_time_is_announced_once_by_the_job_worker(
     assert again == ["📄 notes.md is ready (1 passages): ask me about it."]
     await drain(knowledge)
     assert len(told) == 1
+
+
+async def test_a_pdf_posted_in_mattermost_is_fetched_and_cited(database_url: str) -> None:
+    from adapters.mattermost.adapter import MattermostAdapter
+    from benchmarks.fakes.mattermost import FakeMattermost
+    from tests.mattermost.conftest import connected, make_config
+
+    async with FakeMattermost() as mm:
+        adapter = MattermostAdapter(make_config(mm))
+        async with running_gateway(
+            database_url, adapters=[adapter], agent=CitingAgent(), web_chat=False
+        ) as gw:
+            await connected(adapter)
+            post = await mm.user_posts(
+                mm.town_square,
+                "How long do customers get refunds?",
+                mention_bot=True,
+                files=[("handbook.pdf", make_pdf(PAGES), "application/pdf")],
+            )
+
+            def answers() -> list[str]:
+                return [
+                    p["message"] for p in mm.posts_in(mm.town_square, root_id=post["id"], by=mm.bot)
+                ]
+
+            await wait_for(answers, timeout=30, message="the answer")
+            text = answers()[0]
+            assert text.startswith("📄 handbook.pdf is ready (3 pages")
+            assert text.endswith("[1] handbook.pdf, p. 3")
+            assert mm.file_downloads == post["file_ids"]
+            docs = await gw.knowledge.store.list_documents()
+            assert [d.name for d in docs] == ["handbook.pdf"]
