@@ -154,3 +154,32 @@ async def test_a_pdf_posted_in_mattermost_is_fetched_and_cited(database_url: str
             assert mm.file_downloads == post["file_ids"]
             docs = await gw.knowledge.store.list_documents()
             assert [d.name for d in docs] == ["handbook.pdf"]
+
+
+async def test_a_document_in_a_telegram_topic_is_fetched_with_getfile_and_cited(
+    database_url: str,
+) -> None:
+    from benchmarks.fakes.telegram import FakeTelegram
+    from tests.telegram.test_e2e import adapter_for
+
+    async with FakeTelegram() as tg:
+        forum = tg.forum("Team")
+        alice = tg.user("Alice")
+        topic = tg.create_topic(forum, "Policies", by=alice)
+        async with running_gateway(
+            database_url, adapters=[adapter_for(tg)], agent=CitingAgent(), web_chat=False
+        ) as gw:
+            document = tg.upload("handbook.pdf", make_pdf(PAGES), "application/pdf")
+            tg.user_says(
+                forum,
+                "@GatewayTestBot How long do customers get refunds?",
+                user=alice,
+                topic=topic,
+                extra={"document": document},
+            )
+            await wait_for(lambda: tg.sent_to(forum, topic), timeout=30, message="the answer")
+            text = tg.sent_to(forum, topic)[0].text
+            assert text.startswith("📄 handbook.pdf is ready (3 pages")
+            assert text.endswith("[1] handbook.pdf, p. 3")
+            assert tg.file_downloads == [document["file_id"]]
+            assert [d.name for d in await gw.knowledge.store.list_documents()] == ["handbook.pdf"]
