@@ -153,6 +153,10 @@ class Gateway:
         # knowledge base (issue 15): files shared in a thread are announced there when read
         self.knowledge.announce = self._announce_file
         routes: list[Any] = []
+        # knowledge base (issue 15): /api/v1/kb, behind the admin API's access policy
+        from gateway.knowledge.admin_api import knowledge_router
+
+        routes.extend(knowledge_router(self.knowledge, self.operator.policy).routes)
         for adapter in self.adapters:
             routes.extend(adapter.http_routes())
         self.app = build_app(self, routes)

@@ -1,0 +1,53 @@
+"""The knowledge base in the admin API: upload, list, search, reindex, delete, citations."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.knowledge.documents import make_pdf
+from tests.support import running_gateway, wait_for
+
+
+async def test_upload_list_search_reindex_delete(database_url: str) -> None:
+    pdf = make_pdf(["Welcome.", "Refunds are paid within thirty days."])
+    async with (
+        running_gateway(database_url, web_chat=False) as gw,
+        httpx.AsyncClient(base_url=gw.url) as client,
+    ):
+        up = await client.post("/api/v1/kb/documents", params={"name": "policy.pdf"}, content=pdf)
+        assert up.status_code == 200, up.text
+        doc = up.json()["document"]
+        assert up.json()["created"] is True and doc["state"] == "queued"
+        again = await client.post(
+            "/api/v1/kb/documents", params={"name": "other-name.pdf"}, content=pdf
+        )
+        assert again.json() == {**again.json(), "created": False}
+        assert again.json()["document"]["id"] == doc["id"]
+
+        async def ready() -> bool:
+            r = await client.get(f"/api/v1/kb/documents/{doc['id']}")
+            return bool(r.json()["state"] == "ready")
+
+        await wait_for(ready, timeout=20)
+        listed = (await client.get("/api/v1/kb/documents", params={"kb": "default"})).json()
+        assert [(d["name"], d["pages"]) for d in listed] == [("policy.pdf", 2)]
+        hits = (await client.get("/api/v1/kb/search", params={"q": "refunds paid"})).json()
+        assert (hits[0]["document_name"], hits[0]["page"]) == ("policy.pdf", 2)
+
+        re = await client.post(f"/api/v1/kb/documents/{doc['id']}/reindex")
+        assert re.status_code == 200 and re.json()["state"] == "queued"
+        await wait_for(ready, timeout=20)
+
+        bad = await client.post(
+            "/api/v1/kb/documents", params={"name": "x.bin"}, content=bytes(range(256))
+        )
+        assert bad.status_code == 415 and "unsupported file type" in bad.text
+        empty = await client.post("/api/v1/kb/documents", params={"name": "x.txt"})
+        assert empty.status_code == 422
+
+        assert (await client.delete(f"/api/v1/kb/documents/{doc['id']}")).status_code == 204
+        assert (await client.delete(f"/api/v1/kb/documents/{doc['id']}")).status_code == 404
+        assert (await client.get(f"/api/v1/kb/documents/{doc['id']}")).status_code == 404
+        assert (await client.get("/api/v1/kb/citations/1")).json() == []
+        spec = (await client.get("/openapi.json")).json()
+        assert "/api/v1/kb/documents" in spec["paths"]
