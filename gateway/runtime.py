@@ -150,8 +150,10 @@ class Gateway:
             admin_token=token.get_secret_value() if token else None,
             delivery_wake=self.delivery_wake,
         )
-        # knowledge base (issue 15): files shared in a thread are announced there when read
+        # knowledge base (issue 15): files shared in a thread are announced there when read;
+        # its MCP tools on /mcp
         self.knowledge.announce = self._announce_file
+        self.operator.mcp_extensions.append(self._knowledge_tools)
         routes: list[Any] = []
         # knowledge base (issue 15): /api/v1/kb, behind the admin API's access policy
         from gateway.knowledge.admin_api import knowledge_router
@@ -244,6 +246,11 @@ class Gateway:
         await self.operator.stop()
         await self.http.stop()
         log.info("gateway_stopped")
+
+    def _knowledge_tools(self, server: Any) -> None:
+        from gateway.knowledge.mcp import add_knowledge_tools
+
+        add_knowledge_tools(server, self.knowledge)
 
     async def _announce_file(self, session_key: str, text: str) -> None:
         await self.operator.service.append(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+from typing import Any
+
 import httpx
 
 from tests.knowledge.documents import make_pdf
@@ -51,3 +54,37 @@ async def test_upload_list_search_reindex_delete(database_url: str) -> None:
         assert (await client.get("/api/v1/kb/citations/1")).json() == []
         spec = (await client.get("/openapi.json")).json()
         assert "/api/v1/kb/documents" in spec["paths"]
+
+
+async def test_mcp_tools_upload_search_cite_and_delete(database_url: str) -> None:
+    from mcp import Client
+
+    async with running_gateway(database_url, web_chat=False) as gw:
+        async with Client(f"{gw.url}mcp") as client:
+
+            async def call(tool: str, **arguments: Any) -> dict[str, Any]:
+                result = await client.call_tool(tool, arguments)
+                assert not result.is_error, result.content
+                assert result.structured_content is not None
+                return dict(result.structured_content)
+
+            up = await call(
+                "kb_upload", name="notes.md", text="# Office\n\nThe office opens at nine."
+            )
+            assert up["created"] is True
+            pdf = base64.b64encode(make_pdf(["Intro.", "Refunds take thirty days."])).decode()
+            up2 = await call("kb_upload", name="policy.pdf", content_base64=pdf)
+
+            async def ready() -> bool:
+                docs = (await call("kb_list"))["documents"]
+                return len(docs) == 2 and all(d["state"] == "ready" for d in docs)
+
+            await wait_for(ready, timeout=20)
+            found = await call("kb_search", query="when do refunds happen")
+            assert found["passages"][0]["source"] == "policy.pdf, p. 2"
+            bad = await client.call_tool("kb_upload", {"name": "x.bin", "content_base64": "AAEC"})
+            assert bad.is_error
+            assert (await call("kb_reindex", document_id=up2["id"]))["state"] == "queued"
+            assert (await call("kb_delete", document_id=up["id"]))["deleted"] is True
+            assert (await client.call_tool("kb_delete", {"document_id": up["id"]})).is_error
+            assert (await call("kb_citations", message_id=1))["citations"] == []
