@@ -156,9 +156,10 @@ class Gateway:
         self.operator.mcp_extensions.append(self._knowledge_tools)
         routes: list[Any] = []
         # knowledge base (issue 15): /api/v1/kb, behind the admin API's access policy
-        from gateway.knowledge.admin_api import knowledge_router
+        from gateway.knowledge.admin_api import kb_pages, knowledge_router
 
         routes.extend(knowledge_router(self.knowledge, self.operator.policy).routes)
+        routes.extend(kb_pages())
         for adapter in self.adapters:
             routes.extend(adapter.http_routes())
         self.app = build_app(self, routes)

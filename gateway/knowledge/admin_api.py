@@ -9,6 +9,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
 
 from gateway.admin import API_PREFIX, MAX_ID, AccessPolicy
 from gateway.errors import RequestError
@@ -110,3 +112,35 @@ def knowledge_router(knowledge: Knowledge, policy: AccessPolicy) -> APIRouter:
         return await knowledge.store.citations(message_id)
 
     return router
+
+
+#: as the other operator pages: this origin only, no inline script
+PAGE_HEADERS = {
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+}
+
+
+def kb_pages() -> list[Route]:
+    """``/ops/kb``: documents with their job states, upload, reindex, delete, search. The
+    page calls the admin API above (same access policy); the static files are public."""
+    from importlib import resources
+
+    static = resources.files("gateway.knowledge").joinpath("static")
+    page = static.joinpath("kb.html").read_text(encoding="utf-8")
+    script = static.joinpath("kb.js").read_text(encoding="utf-8")
+
+    async def kb_page(request: Request) -> Response:
+        return HTMLResponse(page, headers=PAGE_HEADERS)
+
+    async def kb_script(request: Request) -> Response:
+        return Response(script, media_type="text/javascript", headers=PAGE_HEADERS)
+
+    return [
+        Route("/ops/kb", kb_page, methods=["GET"]),
+        Route("/ops/kb/kb.js", kb_script, methods=["GET"]),
+    ]

@@ -88,3 +88,16 @@ async def test_mcp_tools_upload_search_cite_and_delete(database_url: str) -> Non
             assert (await call("kb_delete", document_id=up["id"]))["deleted"] is True
             assert (await client.call_tool("kb_delete", {"document_id": up["id"]})).is_error
             assert (await call("kb_citations", message_id=1))["citations"] == []
+
+
+async def test_the_ops_page_and_its_script_are_served(database_url: str) -> None:
+    async with (
+        running_gateway(database_url, web_chat=False) as gw,
+        httpx.AsyncClient(base_url=gw.url) as client,
+    ):
+        page = await client.get("/ops/kb")
+        assert page.status_code == 200 and '<script src="/ops/kb/kb.js">' in page.text
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+        script = await client.get("/ops/kb/kb.js")
+        assert script.headers["content-type"].startswith("text/javascript")
+        assert "/api/v1/kb/documents" in script.text and "innerHTML" not in script.text
