@@ -24,6 +24,7 @@ from gateway.errors import ConfigError, StoreError
 from gateway.http import HttpServer, build_app
 from gateway.hub import Broadcast, Signal
 from gateway.intake import CoreIntake
+from gateway.knowledge.embed import EmbeddingError
 from gateway.knowledge.service import Knowledge, KnowledgeSettings, build_embedder
 from gateway.metrics import Metrics
 from gateway.ports import AdapterContext, AdapterFactory, PlatformAdapter, Transport
@@ -268,7 +269,9 @@ class Gateway:
                     "base retrieval uses full-text search only; install pgvector and run "
                     "`gateway migrate` on a fresh database to add embeddings",
                 )
-        except StoreError as exc:
+            # EMBEDDING_MODEL changed since a base was built: re-embed it through the jobs
+            await self.knowledge.adopt_model()
+        except (StoreError, EmbeddingError) as exc:
             log.warning("kb_check_failed", error=str(exc))
         self._knowledge_task = asyncio.create_task(
             self.knowledge.run(self._knowledge_stopping), name="kb-jobs"

@@ -254,6 +254,19 @@ class Knowledge:
         self._kbs[name] = kb
         return kb
 
+    async def adopt_model(self) -> list[str]:
+        """At start: every knowledge base built with another embedding model switches to this
+        gateway's (its documents are re-embedded by the jobs). Returns the bases switched."""
+        switched = []
+        for base in await self.store.kbs():
+            if base.embedding_model != self.embedder.model:
+                await self.kb(base.name)
+                switched.append(base.name)
+        if switched:
+            self.wake.set()
+            log.info("kb_model_changed", kbs=switched, model=self.embedder.model)
+        return switched
+
     async def add(
         self,
         name: str,

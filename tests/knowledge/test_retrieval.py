@@ -110,7 +110,9 @@ async def test_a_changed_model_reembeds_through_jobs(kstore: KnowledgeStore) -> 
     added = await k.add("felines.md", b"The feline sleeps.")
     await drain(k)
     other = Knowledge(kstore, _OtherModel(), KnowledgeSettings())
-    base = await other.kb("default")
+    assert await other.adopt_model() == ["default"]  # what the gateway does at start
+    assert await other.adopt_model() == []
+    (base,) = await kstore.kbs(["default"])
     assert base.embedding_model == "test/another-model"
     doc = await kstore.get_document(added.document.id)
     assert doc is not None and doc.state == "queued"
