@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from gateway.conversations import Conversations
 from gateway.domain import Extracted, ReplyTarget, SessionKey
 from gateway.hub import Broadcast
+from gateway.knowledge.attachments import FileShare
 from session_store.values import IngestStatus
 
 if TYPE_CHECKING:
@@ -146,6 +147,8 @@ class AdapterContext:
 
     live: Broadcast
     conversations: Conversations
+    #: files uploaded into a thread join its documents (knowledge base, issue 15)
+    files: FileShare | None = None
 
 
 #: how every surface package is built: ``create_adapter(settings, context)``

@@ -86,7 +86,18 @@ class Gateway:
         self.turn_wake = Signal()
         self.delivery_wake = Signal()
         self.ready = False
-        self.adapter_context = AdapterContext(live=self.live, conversations=Conversations(store))
+        # --- knowledge base (issue 15): ingest job worker, retrieval for turns -------------
+        self.knowledge = Knowledge(
+            KnowledgeStore(store.db),
+            build_embedder(settings),
+            KnowledgeSettings.from_settings(settings),
+        )
+        self._knowledge_stopping = asyncio.Event()
+        self._knowledge_task: asyncio.Task[None] | None = None
+        # --- end knowledge base ------------------------------------------------------------
+        self.adapter_context = AdapterContext(
+            live=self.live, conversations=Conversations(store), files=self.knowledge
+        )
         # surfaces given by the caller (tests) replace the configured platforms; the web chat
         # still follows GATEWAY_WEB_CHAT
         self.adapters: list[PlatformAdapter] = [
@@ -106,15 +117,6 @@ class Gateway:
             store, ContextPolicy.from_settings(settings), TokenCounter()
         )
         self.summaries = SummaryWorker(store, agent, self.context, metrics=self.metrics)
-        # --- knowledge base (issue 15): ingest job worker, retrieval for turns -------------
-        self.knowledge = Knowledge(
-            KnowledgeStore(store.db),
-            build_embedder(settings),
-            KnowledgeSettings.from_settings(settings),
-        )
-        self._knowledge_stopping = asyncio.Event()
-        self._knowledge_task: asyncio.Task[None] | None = None
-        # --- end knowledge base ------------------------------------------------------------
         self.turns = TurnScheduler(
             store,
             agent,

@@ -10,4 +10,4 @@ __all__ = ["WebAdapter", "create_adapter"]
 
 
 def create_adapter(settings: Settings, context: AdapterContext) -> PlatformAdapter:
-    return WebAdapter(context.conversations, context.live)
+    return WebAdapter(context.conversations, context.live, files=context.files)

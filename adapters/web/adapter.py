@@ -15,12 +15,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from adapters.web.extract import PLATFORM, SCOPE, extract
+from adapters.web.extract import _NAME, PLATFORM, SCOPE, extract
 from adapters.web.transport import WebTransport
 from gateway.conversations import Conversations
-from gateway.domain import Rejected, SessionKey
+from gateway.domain import Rejected, ReplyTarget, SessionKey
 from gateway.hub import Broadcast
 from gateway.intake import live_topic
+from gateway.knowledge.attachments import FileShare
 from gateway.ports import Intake
 
 KEEPALIVE_SECONDS = 15.0
@@ -29,8 +30,11 @@ KEEPALIVE_SECONDS = 15.0
 class WebAdapter:
     platform = PLATFORM
 
-    def __init__(self, conversations: Conversations, live: Broadcast) -> None:
+    def __init__(
+        self, conversations: Conversations, live: Broadcast, *, files: FileShare | None = None
+    ) -> None:
         self._conversations = conversations
+        self._files = files
         self._live = live
         self.transport = WebTransport(live)
         self._intake: Intake | None = None
@@ -63,6 +67,11 @@ class WebAdapter:
                 "/web/api/channels/{channel}/threads/{thread}/stream",
                 self._stream,
                 methods=["GET"],
+            ),
+            Route(
+                "/web/api/channels/{channel}/threads/{thread}/files",
+                self._upload,
+                methods=["POST"],
             ),
             Route(
                 "/web/api/channels/{channel}/threads/{thread}/messages/{seq:int}/feedback",
@@ -129,6 +138,27 @@ class WebAdapter:
             },
             status_code=200,
         )
+
+    async def _upload(self, request: Request) -> Response:
+        """A file for this thread's documents (the body is the file, ``?name=`` its name);
+        the thread is told when it has been read."""
+        if self._files is None:
+            return JSONResponse({"error": "file sharing is off"}, status_code=501)
+        channel, thread = request.path_params["channel"], request.path_params["thread"]
+        name = request.query_params.get("name", "").strip()
+        if not (_NAME.match(channel) and _NAME.match(thread)):
+            return JSONResponse({"error": "bad channel or thread"}, status_code=400)
+        if not name or len(name) > 255 or "/" in name:
+            return JSONResponse({"error": "name must be a file name"}, status_code=400)
+        data = await request.body()
+        if not data:
+            return JSONResponse({"error": "the file is empty"}, status_code=400)
+        key = SessionKey(platform=PLATFORM, scope=SCOPE, chat_id=channel, thread_id=thread)
+        target = ReplyTarget(platform=PLATFORM, scope=SCOPE, chat_id=channel, thread_id=thread)
+        accepted, note = await self._files.share(
+            key, target, name, data, request.headers.get("content-type")
+        )
+        return JSONResponse({"note": note}, status_code=200 if accepted else 415)
 
     async def _history(self, request: Request) -> Response:
         transcript = await self._conversations.transcript(self._key(request))

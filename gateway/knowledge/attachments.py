@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 
 import httpx
 
-from gateway.domain import Attachment
+from gateway.domain import Attachment, ReplyTarget, SessionKey
 
 
 class FileFetchError(Exception):
@@ -26,6 +26,22 @@ class FileSource(Protocol):
     async def fetch_file(self, attachment: Attachment, *, max_bytes: int) -> bytes:
         """The file's bytes; ``FileTooLarge`` past ``max_bytes``, ``FileFetchError`` when
         the platform will not give it."""
+        ...
+
+
+class FileShare(Protocol):
+    """What a surface that uploads files itself (the web chat) calls: the file joins the
+    thread's documents; the answer is what to show the person."""
+
+    async def share(
+        self,
+        key: SessionKey,
+        target: ReplyTarget,
+        name: str,
+        data: bytes,
+        media_type: str | None,
+    ) -> tuple[bool, str]:
+        """``(accepted, note)``; not accepted: too big or a type that cannot be read."""
         ...
 
 

@@ -440,6 +440,27 @@ class Knowledge:
 
     # --- files shared in a thread ----------------------------------------------------------
 
+    async def share(
+        self,
+        key: SessionKey,
+        target: ReplyTarget,
+        name: str,
+        data: bytes,
+        media_type: str | None,
+    ) -> tuple[bool, str]:
+        """A file uploaded into a thread (the web chat): it joins the thread's documents and
+        the thread is told when it is ready (``FileShare``)."""
+        try:
+            added = await self.add(
+                name, data, kb=thread_kb(key), media_type=media_type, notify_target=target
+            )
+        except FileRejected as exc:
+            return False, f"⚠️ {exc}"
+        doc = added.document
+        if doc.state not in _BUSY:  # already read (the same file again)
+            return True, document_note(doc)
+        return True, f"📎 {doc.name} received; I will say here when it is ready."
+
     async def take_attachments(
         self,
         key: SessionKey,

@@ -35,3 +35,27 @@ async def test_upload_search_and_delete_from_the_ops_page(
         await row.get_by_role("button", name="Delete").click()
         await expect(page.locator("#doc-rows tr")).to_have_count(0)
         assert errors == []
+
+
+async def test_the_web_chat_upload_button_shares_a_file_with_the_thread(
+    database_url: str,
+    browser: Browser,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Office\n\nThe office opens at nine.")
+    async with running_gateway(database_url) as gw:
+        page = await browser.new_page()
+        errors: list[str] = []
+        _record_errors(page, errors)
+        await page.goto(gw.url)
+        await page.set_input_files("#file", str(notes))
+        await expect(page.locator("#upload-note")).to_contain_text("notes.md")
+        # the new thread was opened with a message naming the file; the gateway says when
+        # the file has been read
+        await expect(page.locator("body")).to_contain_text("📄 notes.md is ready")
+        docs = await gw.knowledge.store.list_documents()
+        assert [(d.name, d.kb_name.startswith("thread:web:local:general:")) for d in docs] == [
+            ("notes.md", True)
+        ]
+        assert errors == []
