@@ -22,9 +22,7 @@ from gateway.context import Assembled, ContextAssembler, ContextPolicy, TokenCou
 from gateway.domain import Reply, ReplyTarget
 from gateway.errors import AgentError, ContextTooSmall, LeaseLost, StoreError
 from gateway.hub import Signal
-from gateway.knowledge.attachments import FileSource
-from gateway.knowledge.embed import EmbeddingError
-from gateway.knowledge.service import Knowledge, TurnKnowledge, shared_files
+from gateway.knowledge.service import Knowledge
 from gateway.metrics import Metrics
 from gateway.ports import Transport
 from gateway.summaries import SummaryJob, SummaryWorker
@@ -275,7 +273,19 @@ class TurnScheduler:
             return [_apology(str(exc))], "agent_failed"
         self._note_context(claim, ctx, handled_seq)
         # knowledge base (issue 15): files shared here, passages for the question
-        knowledge = await self._retrieve(claim, ctx, question, pending, target)
+        knowledge = (
+            None
+            if self._knowledge is None
+            else await self._knowledge.prepare_turn(
+                claim.key,
+                target,
+                question,
+                pending,
+                transport=self._transports.get(claim.key.platform),
+                token_budget=ctx.prompt_budget - ctx.estimated_tokens,
+                wait_seconds=self._settings.lease_seconds / 2,
+            )
+        )
         new_messages = [_context(m) for m in pending if m.role == "user" and m.command is None]
         turn = Turn(
             session_id=claim.session_id,
@@ -334,42 +344,6 @@ class TurnScheduler:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def _retrieve(
-        self,
-        claim: TurnClaim,
-        ctx: Assembled,
-        question: MessageRecord,
-        pending: Sequence[MessageRecord],
-        target: ReplyTarget,
-    ) -> TurnKnowledge | None:
-        """Knowledge base (issue 15): files shared with these messages go into the thread's
-        knowledge base (a bounded wait for them to be read), then passages for the question
-        within what is left of the prompt budget. A failure here never fails the turn: it is
-        answered without them."""
-        if self._knowledge is None:
-            return None
-        try:
-            notes: list[str] = []
-            shared = shared_files(pending)
-            if shared:
-                transport = self._transports.get(claim.key.platform)
-                notes = await self._knowledge.take_attachments(
-                    claim.key,
-                    target,
-                    shared,
-                    transport if isinstance(transport, FileSource) else None,
-                    wait_seconds=self._settings.lease_seconds / 2,
-                )
-            return await self._knowledge.for_turn(
-                claim.key,
-                question.content,
-                token_budget=ctx.prompt_budget - ctx.estimated_tokens,
-                notes=notes,
-            )
-        except (StoreError, EmbeddingError) as exc:
-            log.warning("kb_retrieval_failed", error=str(exc))
-            return None
 
     def _note_context(self, claim: TurnClaim, ctx: Assembled, handled_seq: int) -> None:
         """Log and measure the prompt; ask for a summary when older turns were left out

@@ -549,6 +549,39 @@ class Knowledge:
             timings_ms=timings,
         )
 
+    async def prepare_turn(
+        self,
+        key: SessionKey,
+        target: ReplyTarget,
+        question: MessageRecord,
+        pending: Sequence[MessageRecord],
+        *,
+        transport: object,
+        token_budget: int,
+        wait_seconds: float,
+    ) -> TurnKnowledge | None:
+        """The turn scheduler's one call: files shared with these messages go into the
+        thread's knowledge base (a bounded wait for them to be read), then passages for the
+        question within ``token_budget``. A failure here never fails the turn: it is answered
+        without them."""
+        try:
+            notes: list[str] = []
+            shared = shared_files(pending)
+            if shared:
+                notes = await self.take_attachments(
+                    key,
+                    target,
+                    shared,
+                    transport if isinstance(transport, FileSource) else None,
+                    wait_seconds=wait_seconds,
+                )
+            return await self.for_turn(
+                key, question.content, token_budget=token_budget, notes=notes
+            )
+        except (StoreError, EmbeddingError) as exc:
+            log.warning("kb_retrieval_failed", error=str(exc))
+            return None
+
     async def for_turn(
         self,
         key: SessionKey,
