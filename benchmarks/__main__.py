@@ -29,7 +29,7 @@ from benchmarks.length import LengthBench
 from benchmarks.report import markdown
 from gateway.logs import configure_logging
 
-SECTIONS = ("limit", "hot", "length", "e2e")
+SECTIONS = ("limit", "hot", "length", "e2e", "kb")
 
 
 @dataclass(frozen=True)
@@ -271,6 +271,20 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         if "e2e" in sections:
             print("end to end ...", file=sys.stderr)
             results["e2e"] = await run_e2e(srv, sizes, args.runs, raw, profile=args.profile)
+        if "kb" in sections:  # knowledge base (issue 15)
+            from benchmarks.kb import run_kb
+
+            print("knowledge base ...", file=sys.stderr)
+            kb_sizes = (
+                ((300,), 3, 10)
+                if args.tiny
+                else ((2_000, 10_000), 10, 100)
+                if args.quick
+                else ((10_000, 100_000), 30, 300)
+            )
+            results["kb"] = await run_kb(
+                srv, sizes=kb_sizes[0], pages=kb_sizes[1], queries=kb_sizes[2]
+            )
         results["meta"] = {
             "quick": args.quick,
             "tiny": args.tiny,

@@ -231,6 +231,12 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["#### 4. End to end (a `gateway run` process, echo agent)", ""]
         lines += e2e_table(results)
         lines.append("")
+    if results.get("kb"):  # knowledge base (issue 15)
+        from benchmarks.kb import kb_markdown
+
+        lines += ["#### 5. Knowledge base (local embedder, hybrid retrieval)", ""]
+        lines += kb_markdown(results["kb"])
+        lines.append("")
     t = targets(results)
     if t:
         lines += ["#### Targets", "", "| target | measured | verdict |", "|---|---|---|"]

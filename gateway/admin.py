@@ -55,6 +55,7 @@ from session_store.records import (
 from session_store.store import Store
 
 if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 log = structlog.get_logger(__name__)
@@ -514,6 +515,8 @@ class OperatorSurface:
         self.service = OperatorService(
             self.ops, transports=transports, outbox_written=delivery_wake.set
         )
+        #: more MCP tools registered on the server at mount (the knowledge base's, issue 15)
+        self.mcp_extensions: list[Callable[[MCPServer], None]] = []
         self._mcp_stop = asyncio.Event()
         self._mcp_task: asyncio.Task[None] | None = None
         self._mcp_manager: StreamableHTTPSessionManager | None = None
@@ -529,6 +532,8 @@ class OperatorSurface:
         install_problem_handlers(app)
         app.include_router(admin_router(self.service, self.policy, self._wake.set))
         server = build_mcp_server(self.service)
+        for extend in self.mcp_extensions:
+            extend(server)
         # builds the session manager; the Starlette app it returns is not used: the endpoint
         # is mounted on our app behind our access policy, which also covers DNS rebinding.
         # Stateless: the tools keep no per-connection state (everything is in PostgreSQL), so

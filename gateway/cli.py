@@ -270,6 +270,11 @@ def _parser() -> argparse.ArgumentParser:
     from gateway.setup import add_parser as add_setup_parser
 
     add_setup_parser(sub)  # gateway setup telegram|slack|mattermost (issue 18)
+
+    # knowledge base (issue 15): gateway kb add|list|remove|search
+    from gateway.knowledge.commands import add_parser as add_kb_parser
+
+    add_kb_parser(sub)
     return parser
 
 
@@ -299,6 +304,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             coro = _mcp(settings)
         elif args.command == "users":
             coro = _users(settings, args.users_command, getattr(args, "name", None))
+        elif args.command == "kb":  # knowledge base (issue 15)
+            from gateway.knowledge.commands import run as run_kb
+
+            coro = run_kb(settings, args)
         elif args.sessions_command == "list":
             coro = _sessions_list(settings, args.platform, args.active, args.limit, args.json)
         else:

@@ -40,6 +40,10 @@ async def collect_checks(settings: Settings) -> list[Check]:
     checks.extend(await check_agent(settings))
     checks.extend(await check_surfaces(settings))
     checks.extend(await check_tools(settings))
+    # knowledge base (issue 15): the embedding endpoint and pgvector
+    from gateway.knowledge.health import knowledge_checks
+
+    checks.extend(await knowledge_checks(settings))
     if not (settings.telegram_bot_token or settings.slack_bot_token or settings.mattermost_url):
         checks.append(
             Check(

@@ -68,6 +68,8 @@ class Attachment:
     url: str | None = None
     mime_type: str | None = None
     size: int | None = None
+    #: the platform's id of the file, to fetch it (Telegram file_id, Slack/Mattermost file id)
+    file_id: str | None = None
 
 
 #: the key of a message's metadata the core stores its ``Place`` under

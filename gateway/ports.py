@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from gateway.conversations import Conversations
 from gateway.domain import Extracted, OutgoingFile, ReplyTarget, SessionKey
 from gateway.hub import Broadcast
+from gateway.knowledge.attachments import FileShare
 from session_store.values import IngestStatus
 
 if TYPE_CHECKING:
@@ -251,6 +252,8 @@ class AdapterContext:
     #: the HTTP guard's policy: a route that takes bodies over GATEWAY_MAX_BODY_BYTES
     #: (uploads) declares it with ``http_policy.allow_larger(prefix, limit)``
     http_policy: HttpPolicy | None = None
+    #: files uploaded into a thread join its documents (knowledge base, issue 15)
+    files: FileShare | None = None
 
 
 #: how every surface package is built: ``create_adapter(settings, context)``

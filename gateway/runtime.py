@@ -25,6 +25,8 @@ from gateway.errors import ConfigError, StoreError
 from gateway.http import HttpServer, build_app
 from gateway.hub import Signal
 from gateway.intake import CoreIntake
+from gateway.knowledge.embed import EmbeddingError
+from gateway.knowledge.service import Knowledge, KnowledgeSettings, build_embedder
 from gateway.live import ReplicatedBroadcast
 from gateway.metrics import Metrics
 from gateway.ports import AdapterContext, AdapterFactory, PlatformAdapter, Transport
@@ -36,6 +38,7 @@ from gateway.tools.approvals import ApprovalService
 from gateway.tools.service import ToolService
 from gateway.turns import TurnScheduler, TurnSettings
 from gateway.webauth import WebIdentity
+from session_store.knowledge import KnowledgeStore
 from session_store.live import LiveChannel
 from session_store.liveness import ProcessLiveness
 from session_store.store import Store
@@ -101,6 +104,15 @@ class Gateway:
         self.turn_wake = Signal()
         self.delivery_wake = Signal()
         self.ready = False
+        # --- knowledge base (issue 15): ingest job worker, retrieval for turns -------------
+        self.knowledge = Knowledge(
+            KnowledgeStore(store.db),
+            build_embedder(settings),
+            KnowledgeSettings.from_settings(settings),
+        )
+        self._knowledge_stopping = asyncio.Event()
+        self._knowledge_task: asyncio.Task[None] | None = None
+        # --- end knowledge base ------------------------------------------------------------
         # approvals in the thread (issue 14): adapters report clicks to it
         self.approvals: ApprovalService | None = None
         if settings.gateway_tools:
@@ -119,6 +131,7 @@ class Gateway:
             conversations=Conversations(store),
             identity=self.identity,
             http_policy=self.http_policy,
+            files=self.knowledge,
         )
         # surfaces given by the caller (tests) replace the configured platforms; the web chat
         # still follows GATEWAY_WEB_CHAT
@@ -166,6 +179,7 @@ class Gateway:
             context=self.context,
             summaries=self.summaries,
             tools=self.tools,
+            knowledge=self.knowledge,
         )
         self.delivery = DeliveryWorker(
             store,
@@ -186,7 +200,16 @@ class Gateway:
             admin_token=token.get_secret_value() if token else None,
             delivery_wake=self.delivery_wake,
         )
+        # knowledge base (issue 15): files shared in a thread are announced there when read;
+        # its MCP tools on /mcp
+        self.knowledge.announce = self._announce_file
+        self.operator.mcp_extensions.append(self._knowledge_tools)
         routes: list[Any] = []
+        # knowledge base (issue 15): /api/v1/kb, behind the admin API's access policy
+        from gateway.knowledge.admin_api import kb_pages, knowledge_router
+
+        routes.extend(knowledge_router(self.knowledge, self.operator.policy).routes)
+        routes.extend(kb_pages())
         for adapter in self.adapters:
             routes.extend(adapter.http_routes())
         self.app = build_app(self, routes)
@@ -326,6 +349,9 @@ class Gateway:
             ],
             self._delivery_stopping,
         )
+        # --- knowledge base (issue 15) -------------------------------------------------------
+        await self._start_knowledge()
+        # --- end knowledge base ------------------------------------------------------------
         self.ready = True
         log.info(
             "gateway_started",
@@ -359,6 +385,10 @@ class Gateway:
             await self.agent.aclose()
         if self.tools is not None:
             await self.tools.stop()
+        # knowledge base (issue 15): a job cut short is taken over when its lease runs out
+        self._knowledge_stopping.set()
+        await _cancel(self._knowledge_task)
+        await self.knowledge.aclose()
         # 2. deliveries: stop claiming, let in-flight sends finish for a bounded time
         self._delivery_stopping.set()
         self.delivery_wake.set()
@@ -394,6 +424,40 @@ class Gateway:
             except Exception:
                 log.exception("live_relay_failed")
         log.info("gateway_stopped")
+
+    def _knowledge_tools(self, server: Any) -> None:
+        from gateway.knowledge.mcp import add_knowledge_tools
+
+        add_knowledge_tools(server, self.knowledge)
+
+    async def _announce_file(self, session_key: str, text: str) -> None:
+        await self.operator.service.append(
+            session_key, participant="knowledge", content=text, deliver=True
+        )
+
+    async def _start_knowledge(self) -> None:
+        """Start the ingest job worker; say plainly when retrieval is full-text only."""
+        try:
+            if not await self.knowledge.store.vector_enabled():
+                log.warning(
+                    "kb_lexical_only",
+                    reason="this PostgreSQL has no pgvector (the vector extension): knowledge "
+                    "base retrieval uses full-text search only; install pgvector and run "
+                    "`gateway migrate` on a fresh database to add embeddings",
+                )
+            # EMBEDDING_MODEL changed since a base was built: re-embed it through the jobs
+            await self.knowledge.adopt_model()
+        except (StoreError, EmbeddingError) as exc:
+            log.warning("kb_check_failed", error=str(exc))
+        # supervised like every long-lived loop (issue 12); ingest jobs are not needed to
+        # answer, so the worker is not required for readiness
+        self._knowledge_task = self._supervised(
+            "kb-jobs", [("kb-jobs", self._run_knowledge, None, False)], self._knowledge_stopping
+        )
+
+    async def _run_knowledge(self, stopping: asyncio.Event, beat: Beat) -> None:
+        beat()
+        await self.knowledge.run(stopping)
 
     async def refresh_gauges(self) -> None:
         with contextlib.suppress(StoreError):

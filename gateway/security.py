@@ -27,6 +27,7 @@ import base64
 import hashlib
 import ipaddress
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,6 +94,10 @@ class HttpPolicy:
     webhook_prefixes: tuple[str, ...] = WEBHOOK_PREFIXES
     #: larger limits declared by routes: (path prefix, bytes)
     body_limits: list[tuple[str, int]] = field(default_factory=list)
+    #: upload routes (a full-path pattern, bytes): their body is a file, sent as
+    #: ``application/octet-stream``, which a page of another site cannot send without a CORS
+    #: preflight this server never grants; nothing else is accepted there
+    uploads: list[tuple[re.Pattern[str], int]] = field(default_factory=list)
     #: proxies whose X-Forwarded-For/-Proto are believed (loopback ones always are)
     trusted_proxies: tuple[Any, ...] = ()
 
@@ -121,9 +126,19 @@ class HttpPolicy:
         """Let requests under ``prefix`` carry up to ``limit`` bytes (uploads)."""
         self.body_limits.append((prefix, limit))
 
+    def allow_upload(self, pattern: re.Pattern[str], limit: int) -> None:
+        """Let requests whose whole path matches ``pattern`` carry a file of up to ``limit``
+        bytes as ``application/octet-stream``."""
+        self.uploads.append((pattern, limit))
+
+    def upload_limit(self, path: str) -> int | None:
+        limits = [n for pattern, n in self.uploads if pattern.fullmatch(path)]
+        return max(limits) if limits else None
+
     def body_limit(self, path: str) -> int:
         limits = [n for prefix, n in self.body_limits if path.startswith(prefix)]
-        return max([self.max_body_bytes, *limits])
+        upload = self.upload_limit(path)
+        return max([self.max_body_bytes, *limits, *([upload] if upload else [])])
 
     def host_allowed(self, host_header: str | None) -> bool:
         if self.allowed_hosts is None:
@@ -310,6 +325,10 @@ class SecurityMiddleware:
                 return 415, "Unsupported media type", "send the body as application/json"
             return None
         media = ctype.split(";", 1)[0].strip().lower()
+        if policy.upload_limit(scope["path"]) is not None:
+            if media != "application/octet-stream":
+                return 415, "Unsupported media type", "send the file as application/octet-stream"
+            return None
         if media != "application/json":
             return 415, "Unsupported media type", "send the body as application/json"
         return None

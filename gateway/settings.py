@@ -183,6 +183,23 @@ class Settings(BaseSettings):
     #: offer tools to the agent at all (``false``: the agent only talks, as before issue 14)
     gateway_tools: bool = Field(default=True, alias="GATEWAY_TOOLS")
 
+    # --- knowledge base (issue 15) ------------------------------------------------------
+    embedding_base_url: str | None = Field(default=None, alias="EMBEDDING_BASE_URL")
+    embedding_api_key: SecretStr | None = Field(default=None, alias="EMBEDDING_API_KEY")
+    embedding_model: str = Field(default="text-embedding-3-small", alias="EMBEDDING_MODEL")
+    gateway_max_file_bytes: int = Field(
+        default=20 * 1024 * 1024, ge=1, alias="GATEWAY_MAX_FILE_BYTES"
+    )
+
+    @field_validator("embedding_base_url")
+    @classmethod
+    def _check_embedding_url(cls, value: str | None) -> str | None:
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value or None
+
+    # --- end knowledge base -----------------------------------------------------------
+
     _split = field_validator(
         "telegram_allowed_chats",
         "telegram_allowed_users",

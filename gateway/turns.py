@@ -23,6 +23,7 @@ from gateway.domain import Reply, ReplyTarget
 from gateway.errors import AgentError, ContextTooSmall, LeaseLost, StoreError
 from gateway.files import outbox_parts
 from gateway.hub import Signal
+from gateway.knowledge.service import Knowledge
 from gateway.metrics import Metrics
 from gateway.ports import Transport
 from gateway.summaries import SummaryJob, SummaryWorker
@@ -74,6 +75,7 @@ class TurnScheduler:
         context: ContextAssembler | None = None,
         summaries: SummaryWorker | None = None,
         tools: ToolService | None = None,
+        knowledge: Knowledge | None = None,
     ) -> None:
         self._store = store
         self._agent = agent
@@ -86,6 +88,7 @@ class TurnScheduler:
         self._delivery_wake = delivery_wake
         self._settings = settings
         self._platforms = sorted(transports)
+        self._knowledge = knowledge
 
     async def run(self, stopping: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as group:
@@ -329,6 +332,20 @@ class TurnScheduler:
             log.warning("context_too_small", error=str(exc))
             return [_apology(str(exc))], "agent_failed"
         self._note_context(claim, ctx, handled_seq)
+        # knowledge base (issue 15): files shared here, passages for the question
+        knowledge = (
+            None
+            if self._knowledge is None
+            else await self._knowledge.prepare_turn(
+                claim.key,
+                target,
+                question,
+                pending,
+                transport=self._transports.get(claim.key.platform),
+                token_budget=ctx.prompt_budget - ctx.estimated_tokens,
+                wait_seconds=self._settings.lease_seconds / 2,
+            )
+        )
         new_messages = [_context(m) for m in pending if m.role == "user" and m.command is None]
         turn = Turn(
             session_id=claim.session_id,
@@ -338,7 +355,9 @@ class TurnScheduler:
             new_messages=new_messages,
             selected_model=ctx.model if ctx.model_source == "session" else None,
             model=ctx.model,
-            system_prompt=ctx.system_prompt,
+            system_prompt=ctx.system_prompt
+            if knowledge is None or not knowledge.prompt
+            else f"{ctx.system_prompt}\n\n{knowledge.prompt}",
             summary=ctx.summary,
             context_window=ctx.window,
             max_output_tokens=ctx.max_output_tokens,
@@ -367,6 +386,8 @@ class TurnScheduler:
                 return None  # the finally below cancels the agent call
             try:
                 replies = list(agent_task.result())
+                if knowledge is not None:  # knowledge base (issue 15): frozen citations
+                    replies = knowledge.cite(replies)
             except AgentError as exc:
                 log.warning("agent_failed", error=str(exc), model=ctx.model)
                 return [_apology(str(exc), model=ctx.model)], "agent_failed"

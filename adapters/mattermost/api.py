@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from gateway.errors import GatewayError
+from gateway.knowledge.attachments import download
 
 
 class MattermostApiError(GatewayError):
@@ -93,6 +94,10 @@ class MattermostApi:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+    async def download(self, file_id: str, *, max_bytes: int, name: str | None) -> bytes:
+        """``GET /api/v4/files/{id}`` (knowledge base, issue 15), at most ``max_bytes``."""
+        return await download(self._client, f"files/{file_id}", max_bytes=max_bytes, name=name)
 
     async def request(
         self, method: str, path: str, *, json: Any = None, params: dict[str, str] | None = None

@@ -210,13 +210,16 @@ def _attachments(post: Mapping[str, Any]) -> tuple[Attachment, ...]:
                     url=f"/api/v4/files/{f['id']}" if isinstance(f.get("id"), str) else None,
                     mime_type=mime,
                     size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+                    file_id=f["id"] if isinstance(f.get("id"), str) else None,
                 )
             )
         return tuple(out)
     ids = post.get("file_ids")
     if isinstance(ids, list):
         return tuple(
-            Attachment(kind="file", url=f"/api/v4/files/{i}") for i in ids if isinstance(i, str)
+            Attachment(kind="file", url=f"/api/v4/files/{i}", file_id=i)
+            for i in ids
+            if isinstance(i, str)
         )
     return ()
 

@@ -16,8 +16,9 @@ import structlog
 
 from adapters.mattermost.api import MattermostApi, MattermostApiError
 from adapters.mattermost.extract import APPROVE_EMOJI_TEXT, DENY_EMOJI_TEXT, PLATFORM
-from gateway.domain import OutgoingFile, ReplyTarget
+from gateway.domain import Attachment, OutgoingFile, ReplyTarget
 from gateway.errors import DeliveryError
+from gateway.knowledge.attachments import FileFetchError
 from gateway.ports import APPROVAL_EXTRA, SendResult
 from gateway.text import format_parts
 
@@ -96,6 +97,14 @@ class MattermostTransport:
         except TimeoutError:
             log.warning("mattermost_sends_still_in_flight", count=self._inflight)
         await self._api.aclose()
+
+    async def fetch_file(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        """A file attached to a post (knowledge base, issue 15)."""
+        if not attachment.file_id:
+            raise FileFetchError(f"Mattermost gave no file id for {attachment.name or 'a file'}")
+        return await self._api.download(
+            attachment.file_id, max_bytes=max_bytes, name=attachment.name
+        )
 
     def attach_typing(self, sender: TypingSender | None) -> None:
         """The adapter plugs in its websocket's ``send_action`` once it runs."""

@@ -256,6 +256,7 @@ def _attachments(message: Mapping[str, Any]) -> tuple[Attachment, ...]:
                 url=_str(item.get("url_private")),
                 mime_type=mime,
                 size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+                file_id=_str(item.get("id")),
             )
         )
     return tuple(out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import structlog
@@ -18,8 +19,9 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from adapters.slack.blocks import code_blocks
 from adapters.slack.mrkdwn import markdown_to_mrkdwn
-from gateway.domain import OutgoingFile, ReplyTarget
+from gateway.domain import Attachment, OutgoingFile, ReplyTarget
 from gateway.errors import DeliveryError
+from gateway.knowledge.attachments import FileFetchError, download
 from gateway.ports import APPROVAL_EXTRA, SendResult
 from gateway.text import format_parts
 
@@ -287,6 +289,28 @@ class SlackTransport:
             )
         except (TimeoutError, SlackApiError, aiohttp.ClientError) as exc:
             log.info("slack_ephemeral_failed", error=str(translate_error(exc)))
+
+    async def fetch_file(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        """A shared file (knowledge base, issue 15): ``url_private`` with the bot token, sent
+        only to Slack's own hosts (or the configured API host, a local fake)."""
+        import httpx
+
+        url = attachment.url
+        if not url:
+            raise FileFetchError(f"Slack gave no download link for {attachment.name or 'a file'}")
+        host = urlsplit(url).hostname or ""
+        api_host = urlsplit(self.client.base_url).hostname or ""
+        if not (host == "slack.com" or host.endswith(".slack.com") or host == api_host):
+            raise FileFetchError(f"refusing to send the bot token to {host}")
+        async with httpx.AsyncClient(timeout=60, follow_redirects=False) as http:
+            return await download(
+                http,
+                url,
+                max_bytes=max_bytes,
+                name=attachment.name,
+                headers={"Authorization": f"Bearer {self.client.token}"},
+                refuse_html=attachment.mime_type != "text/html",
+            )
 
     async def typing(self, target: ReplyTarget) -> None:
         # ``assistant.threads.setStatus`` (chat:write): "<app> is thinking…" under the thread,

@@ -556,12 +556,14 @@ def _attachments(message: Mapping[str, Any]) -> tuple[Attachment, ...]:
         size = value.get("file_size")
         name = value.get("file_name")
         mime = value.get("mime_type")
+        file_id = value.get("file_id")
         return (
             Attachment(
                 kind=kind,
                 name=name if isinstance(name, str) else None,
                 mime_type=mime if isinstance(mime, str) else None,
                 size=size if _is_int(size) else None,
+                file_id=file_id if isinstance(file_id, str) else None,
             ),
         )
     return ()

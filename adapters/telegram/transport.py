@@ -32,10 +32,14 @@ from telegram.warnings import PTBDeprecationWarning
 
 from adapters.telegram import markdown
 from adapters.telegram.extract import APPROVAL_PREFIX
-from gateway.domain import OutgoingFile, ReplyTarget
+from gateway.domain import Attachment, OutgoingFile, ReplyTarget
 from gateway.errors import DeliveryError
+from gateway.knowledge.attachments import FileFetchError, download, too_large
 from gateway.ports import APPROVAL_EXTRA, SendResult
 from gateway.text import utf16_len
+
+#: the Bot API lets bots download files of at most 20 MB (getFile)
+DOWNLOAD_LIMIT = 20 * 1024 * 1024
 
 log = structlog.get_logger(__name__)
 
@@ -66,7 +70,10 @@ class TelegramBot(telegram.Bot):
         # to timedeltas is PTB's documented way out (translate_error handles both shapes).
         os.environ.setdefault("PTB_TIMEDELTA", "true")
         _install_redaction(token)
-        # base_url gets the token appended (platforms.md §1.11)
+        # base_url gets the token appended (platforms.md §1.11); file downloads go to the
+        # same server's /file/bot<token>/<path> (knowledge base, issue 15)
+        if base_url.endswith("/bot"):
+            kwargs.setdefault("base_file_url", base_url[: -len("bot")] + "file/bot")
         super().__init__(token=token, base_url=base_url, **kwargs)
 
     async def get_raw_updates(
@@ -377,6 +384,23 @@ class TelegramTransport:
             raise translate_error(exc) from exc
         except TelegramError as exc:
             raise translate_error(exc) from exc
+
+    async def fetch_file(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        """getFile, then the download (knowledge base, issue 15); the Bot API's own limit
+        for bots is 20 MB, whatever GATEWAY_MAX_FILE_BYTES says."""
+        limit = min(max_bytes, DOWNLOAD_LIMIT)
+        if not attachment.file_id:
+            raise FileFetchError(f"Telegram gave no file id for {attachment.name or 'a file'}")
+        if attachment.size is not None and attachment.size > limit:
+            raise too_large(attachment.name, attachment.size, limit)
+        try:
+            found = await self._bot.get_file(attachment.file_id)
+        except TelegramError as exc:
+            raise FileFetchError(f"Telegram would not give {attachment.name}: {exc}") from exc
+        if not found.file_path:
+            raise FileFetchError(f"Telegram gave no download path for {attachment.name}")
+        async with httpx.AsyncClient(timeout=60) as http:
+            return await download(http, found.file_path, max_bytes=limit, name=attachment.name)
 
     async def typing(self, target: ReplyTarget) -> None:
         if "direct_messages_topic_id" in target.extra:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from adapters.web.adapter import WebAdapter
 from gateway.errors import ConfigError
 from gateway.ports import AdapterContext, PlatformAdapter
@@ -9,8 +11,13 @@ from gateway.settings import Settings
 
 __all__ = ["WebAdapter", "create_adapter"]
 
+#: the 📎 upload route: its body is the file (up to GATEWAY_MAX_FILE_BYTES)
+UPLOAD_PATH = re.compile(r"/web/api/channels/[^/]+/threads/[^/]+/files")
+
 
 def create_adapter(settings: Settings, context: AdapterContext) -> PlatformAdapter:
     if context.identity is None:
         raise ConfigError("GATEWAY_WEB_AUTH", "the web chat needs an identity provider")
-    return WebAdapter(context.conversations, context.live, context.identity)
+    if context.files is not None and context.http_policy is not None:
+        context.http_policy.allow_upload(UPLOAD_PATH, settings.gateway_max_file_bytes)
+    return WebAdapter(context.conversations, context.live, context.identity, files=context.files)

@@ -26,9 +26,10 @@ from starlette.routing import Route
 from adapters.web.extract import CHANNEL, PLATFORM, SCOPE, THREAD, extract
 from adapters.web.transport import WebTransport
 from gateway.conversations import Conversations
-from gateway.domain import Rejected, SessionKey
+from gateway.domain import Rejected, ReplyTarget, SessionKey
 from gateway.hub import Broadcast
 from gateway.intake import live_topic
+from gateway.knowledge.attachments import FileShare
 from gateway.ports import ApprovalClick, Check, Intake
 from gateway.security import page_headers
 from gateway.webauth import WebIdentity, private_channel
@@ -62,10 +63,16 @@ class WebAdapter:
     platform = PLATFORM
 
     def __init__(
-        self, conversations: Conversations, live: Broadcast, identity: WebIdentity
+        self,
+        conversations: Conversations,
+        live: Broadcast,
+        identity: WebIdentity,
+        *,
+        files: FileShare | None = None,
     ) -> None:
         self._conversations = conversations
         self._identity = identity
+        self._files = files
         self._live = live
         self.transport = WebTransport(live)
         self._intake: Intake | None = None
@@ -112,6 +119,11 @@ class WebAdapter:
                 "/web/api/channels/{channel}/threads/{thread}/stream",
                 self._stream,
                 methods=["GET"],
+            ),
+            Route(
+                "/web/api/channels/{channel}/threads/{thread}/files",
+                self._upload,
+                methods=["POST"],
             ),
             Route(
                 "/web/api/channels/{channel}/threads/{thread}/messages/{seq:int}/feedback",
@@ -268,6 +280,30 @@ class WebAdapter:
             },
             status_code=200,
         )
+
+    async def _upload(self, request: Request) -> Response:
+        """A file for this thread's documents (the body is the file, ``?name=`` its name);
+        the thread is told when it has been read."""
+        if self._files is None:
+            return JSONResponse({"error": "file sharing is off"}, status_code=501)
+        try:
+            key = self._key(request, await self._person(request))
+        except _Refused as refused:
+            return refused.response
+        name = request.query_params.get("name", "").strip()
+        if not name or len(name) > 255 or "/" in name or "\x00" in name:
+            return JSONResponse({"error": "name must be a file name"}, status_code=400)
+        # the body arrives as application/octet-stream (gateway.security: a type no foreign
+        # page can send without a preflight); the browser's idea of its type rides along
+        declared = request.query_params.get("type", "").strip()[:127] or None
+        data = await request.body()
+        if not data:
+            return JSONResponse({"error": "the file is empty"}, status_code=400)
+        target = ReplyTarget(
+            platform=PLATFORM, scope=SCOPE, chat_id=key.chat_id, thread_id=key.thread_id
+        )
+        accepted, note = await self._files.share(key, target, name, data, declared)
+        return JSONResponse({"note": note}, status_code=200 if accepted else 415)
 
     async def _history(self, request: Request) -> Response:
         try:

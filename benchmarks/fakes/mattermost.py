@@ -195,6 +195,9 @@ class FakeMattermost:
         self.channels: dict[str, Channel] = {}
         self.posts: dict[str, dict[str, Any]] = {}
         self.files: dict[str, UploadedFile] = {}
+        #: files attached to posts (mime type, bytes), served at /api/v4/files/{id}
+        self.shared_files: dict[str, tuple[str, bytes]] = {}
+        self.file_downloads: list[str] = []
         self._pending: dict[str, tuple[str, float]] = {}
         self._faults: dict[str, deque[Fault]] = {}
         self.requests: list[RecordedRequest] = []
@@ -291,6 +294,7 @@ class FakeMattermost:
         r.add_post("/api/v4/files", self._route("upload_file", self._upload_file))
         r.add_put("/api/v4/posts/{post_id}/patch", self._route("patch_post", self._patch_post))
         r.add_get("/api/v4/websocket", self._websocket)
+        r.add_get("/api/v4/files/{file_id}", self._route("file", self._file))
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -367,8 +371,11 @@ class FakeMattermost:
         mention_bot: bool = False,
         props: dict[str, Any] | None = None,
         post_type: str = "",
+        files: list[tuple[str, bytes, str]] | None = None,
     ) -> dict[str, Any]:
-        """A person (or another bot) posts; connected websockets receive ``posted``."""
+        """A person (or another bot) posts; connected websockets receive ``posted``.
+        ``files``: ``(name, content, mime type)`` attached to the post (``file_ids`` and
+        ``metadata.files``), downloadable at ``/api/v4/files/{id}``."""
         ch = channel if isinstance(channel, Channel) else self.channels[channel]
         author = user if isinstance(user, User) else self.user_by_name(user)
         if mention_bot:
@@ -385,6 +392,14 @@ class FakeMattermost:
             pending_post_id=f"{author.id}:{self._now()}",
             post_type=post_type,
         )
+        if files:
+            infos = []
+            for name, content, mime in files:
+                file_id = new_id()
+                self.shared_files[file_id] = (mime, content)
+                infos.append({"id": file_id, "name": name, "mime_type": mime, "size": len(content)})
+            post["file_ids"] = [f["id"] for f in infos]
+            post["metadata"] = {"files": infos}
         await self._broadcast_posted(ch, post)
         return post
 
@@ -735,6 +750,13 @@ class FakeMattermost:
             }
         )
         return _json(body, status=fault.status, headers=fault.headers)
+
+    async def _file(self, request: web.Request, user: User, body: Any) -> web.Response:
+        found = self.shared_files.get(request.match_info["file_id"])
+        if found is None:
+            return web.json_response({"id": "app.file.get.app_error"}, status=404)
+        self.file_downloads.append(request.match_info["file_id"])
+        return web.Response(body=found[1], content_type=found[0])
 
     def _route(
         self, name: str, handler: Callable[[web.Request, User, Any], Awaitable[web.Response]]

@@ -242,6 +242,9 @@ class FakeSlack:
         self.echo_bot_messages = True
 
         self.channels: dict[str, Channel] = {}
+        #: uploaded files, served at ``url_private`` to the bot token only
+        self.files: dict[str, tuple[str, bytes]] = {}
+        self.file_downloads: list[str] = []
         self.calls: list[ApiCall] = []
         self.deliveries: list[Delivery] = []
         self.thread_violations: list[ThreadViolation] = []
@@ -270,6 +273,7 @@ class FakeSlack:
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_post("/upload/{file_id}", self._upload)
         app.router.add_get("/link/", self._socket_link)
+        app.router.add_get("/files-pri/{file_id}/{name}", self._file)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -301,6 +305,30 @@ class FakeSlack:
     def api_url(self) -> str:
         """What ``SLACK_API_BASE_URL`` should be."""
         return f"http://127.0.0.1:{self.port}/api/"
+
+    def upload(self, name: str, content: bytes, mimetype: str) -> dict[str, Any]:
+        """A file as a message's ``files`` entry carries it (``url_private`` on this fake)."""
+        file_id = f"F{len(self.files) + 1:07d}"
+        self.files[file_id] = (mimetype, content)
+        return {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "size": len(content),
+            "url_private": f"http://127.0.0.1:{self.port}/files-pri/{file_id}/{name}",
+        }
+
+    async def _file(self, request: web.Request) -> web.Response:
+        # like Slack: without the bot token, a sign-in page (HTML, 200), not the file
+        if request.headers.get("Authorization") != f"Bearer {self.bot_token}":
+            return web.Response(text="<html>sign in</html>", content_type="text/html")
+        found = self.files.get(request.match_info["file_id"])
+        if found is None:
+            return web.Response(status=404)
+        self.file_downloads.append(request.match_info["file_id"])
+        mimetype, content = found
+        return web.Response(body=content, content_type=mimetype)
 
     def _spawn(self, coro: Awaitable[Any], *, name: str) -> asyncio.Task[Any]:
         async def run() -> Any:

@@ -205,6 +205,9 @@ class FakeTelegram:
         self.business_connections: dict[str, User] = {}
         self.users: dict[int, User] = {}
         self.requests: list[Recorded] = []
+        #: uploaded files by file_id: (path, mime type, bytes); getFile + /file/bot<token>/
+        self.files: dict[str, tuple[str, str, bytes]] = {}
+        self.file_downloads: list[str] = []
         self.sent: list[Sent] = []
         self.typing: list[tuple[int, int | None, str]] = []
         #: editMessageText calls: (chat id, message id, new text, reply_markup or None)
@@ -240,6 +243,7 @@ class FakeTelegram:
 
     async def start(self) -> None:
         app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._file)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
@@ -612,8 +616,46 @@ class FakeTelegram:
                 return _error(fault.status, fault.description, retry_after=fault.retry_after)
         return await handler(params)
 
+    def upload(self, name: str, content: bytes, mime_type: str) -> dict[str, Any]:
+        """A ``Document`` as a message carries it (``extra={"document": ...}``)."""
+        file_id = f"BQACAgIAAx{len(self.files) + 1:06d}"
+        self.files[file_id] = (f"documents/file_{len(self.files)}.bin", mime_type, content)
+        return {
+            "file_id": file_id,
+            "file_unique_id": f"AgAD{len(self.files):06d}",
+            "file_name": name,
+            "mime_type": mime_type,
+            "file_size": len(content),
+        }
+
+    async def _get_file(self, params: dict[str, Any]) -> web.Response:
+        file_id = str(params.get("file_id"))
+        found = self.files.get(file_id)
+        if found is None:
+            return _error(400, "Bad Request: invalid file_id")
+        path, _, content = found
+        return _ok(
+            {
+                "file_id": file_id,
+                "file_unique_id": file_id[-6:],
+                "file_size": len(content),
+                "file_path": path,
+            }
+        )
+
+    async def _file(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info["token"] != self.token:
+            return web.Response(status=404)
+        path = request.match_info["path"]
+        for file_id, (stored, mime, content) in self.files.items():
+            if stored == path:
+                self.file_downloads.append(file_id)
+                return web.Response(body=content, content_type=mime)
+        return web.Response(status=404)
+
     def _handlers(self) -> dict[str, Callable[[dict[str, Any]], Awaitable[web.Response]]]:
         return {
+            "getfile": self._get_file,
             "getme": self._get_me,
             "getupdates": self._get_updates,
             "setwebhook": self._set_webhook,

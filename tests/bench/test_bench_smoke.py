@@ -30,7 +30,12 @@ def test_benchmarks_run_every_section_and_write_json(tmp_path: Path, pg_server: 
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = proc.stdout
-    for heading in ("The limit (pgbench)", "Cost versus conversation length", "End to end"):
+    for heading in (
+        "The limit (pgbench)",
+        "Cost versus conversation length",
+        "End to end",
+        "Knowledge base",
+    ):
         assert heading in report
     results = json.loads(out.read_text())
     hot = results["hot"]
@@ -43,3 +48,6 @@ def test_benchmarks_run_every_section_and_write_json(tmp_path: Path, pg_server: 
     e2e = results["e2e"]
     assert [lat["lost"]["max"] for lat in e2e["latency"].values()] == [0]
     assert len(e2e["sustained"]["rss_mb"]) >= 2
+    kb = results["kb"]
+    assert set(kb["recall"]["recall_at_5"]) == {"lexical", "vector", "fused"}
+    assert kb["ingest"]["pdf"]["pages_per_s"] > 0

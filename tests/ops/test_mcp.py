@@ -21,6 +21,7 @@ from benchmarks.fakes.sink import SinkAdapter
 from benchmarks.fakes.sink_server import SinkServer
 from gateway.domain import Envelope, ReplyTarget, Sender, SessionKey
 from gateway.intake import to_inbound
+from gateway.knowledge.mcp import KB_TOOLS
 from session_store.store import Store
 from tests.support import running_gateway, wait_for
 
@@ -74,7 +75,8 @@ async def test_an_agent_follows_and_takes_part_in_a_session_over_http(
 
         async with Client(f"{gw.url}mcp") as client:
             listed = await client.list_tools()
-            assert {t.name for t in listed.tools} == TOOLS
+            # the session tools, plus the knowledge base's (issue 15, gateway/knowledge/mcp.py)
+            assert {t.name for t in listed.tools} == TOOLS | set(KB_TOOLS)
 
             sessions = await call(client, "list_sessions", platform="sink")
             assert {s["key"] for s in sessions["sessions"]} == {key, "sink:test:c1:T2"}

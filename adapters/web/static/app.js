@@ -201,6 +201,18 @@ async function send(text) {
   if (state.thread !== data.thread_id) { state.thread = data.thread_id; await render(); } else { await loadHistory(); }
 }
 
+async function upload(file) {
+  // a file joins the thread's documents; a new thread starts with a message naming it. The
+  // body is the file itself, sent as application/octet-stream (a type no other site's page
+  // can send here without the browser asking first); its real type travels as ?type=
+  if (!state.thread) await send("Shared a file: " + file.name);
+  const url = `/web/api/channels/${encodeURIComponent(state.channel)}/threads/${encodeURIComponent(state.thread)}/files?name=${encodeURIComponent(file.name)}&type=${encodeURIComponent(file.type || "")}`;
+  const res = await fetch(url, { method: "POST", headers: { "Content-Type": "application/octet-stream" }, body: file });
+  let data = {};
+  try { data = await res.json(); } catch (e) { data = { error: "HTTP " + res.status }; }
+  $("upload-note").textContent = data.note || data.error || data.detail || (res.status === 413 ? "the file is too big" : "could not upload");
+}
+$("file").onchange = () => { const f = $("file").files[0]; $("file").value = ""; if (f) upload(f); };
 $("composer").onsubmit = (e) => { e.preventDefault(); const t = $("text").value.trim(); if (t) { $("text").value = ""; send(t); } };
 $("text").onkeydown = (e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); } };
 $("new-thread").onclick = () => { state.thread = null; showConversation(); render(); $("text").focus(); };

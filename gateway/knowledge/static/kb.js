@@ -1,0 +1,111 @@
+"use strict";
+// The knowledge base's operator page: documents with their ingest state, upload, reindex,
+// delete, and search. API content is only ever inserted with textContent.
+
+const TOKEN_KEY = "chat-gateway-admin-token";
+const $ = (id) => document.getElementById(id);
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  return e;
+}
+
+async function api(path, opts) {
+  const options = Object.assign({}, opts || {});
+  const headers = Object.assign({ Accept: "application/json" }, options.headers || {});
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = "Bearer " + token;
+  options.headers = headers;
+  const res = await fetch(path, options);
+  let body = null;
+  try { body = await res.json(); } catch (e) { body = null; }
+  if (res.status === 401) {
+    $("auth").style.display = "block";
+    throw new Error((body && body.detail) || "an admin token is required");
+  }
+  if (!res.ok) throw new Error((body && (body.detail || body.title)) || "HTTP " + res.status);
+  $("notice").textContent = "";
+  return body;
+}
+
+function notice(err) { $("notice").textContent = String((err && err.message) || err); }
+
+function source(h) {
+  let label = h.document_name;
+  if (h.page !== null && h.page !== undefined) label += ", p. " + h.page;
+  if (h.section) label += " — " + h.section;
+  return label;
+}
+
+async function loadDocuments() {
+  const kb = $("filter").value.trim();
+  const docs = await api("/api/v1/kb/documents" + (kb ? "?kb=" + encodeURIComponent(kb) : ""));
+  const rows = $("doc-rows");
+  rows.replaceChildren();
+  for (const d of docs) {
+    const tr = el("tr");
+    const state = el("span", "badge " + d.state, d.state === "failed" ? "failed: " + d.error : d.state);
+    const actions = el("td");
+    const reindex = el("button", "secondary", "Reindex");
+    reindex.type = "button";
+    reindex.addEventListener("click", () =>
+      api("/api/v1/kb/documents/" + d.id + "/reindex", { method: "POST" }).then(loadDocuments).catch(notice));
+    const remove = el("button", "secondary", "Delete");
+    remove.type = "button";
+    remove.addEventListener("click", () => {
+      if (!confirm("Delete " + d.name + "? Earlier answers keep their citations.")) return;
+      api("/api/v1/kb/documents/" + d.id, { method: "DELETE" }).then(loadDocuments).catch(notice);
+    });
+    actions.append(reindex, " ", remove);
+    const stateCell = el("td");
+    stateCell.append(state);
+    tr.append(el("td", null, d.id), el("td", null, d.kb_name), el("td", null, d.name), stateCell,
+      el("td", null, d.pages === null ? "" : d.pages), el("td", null, d.chunk_count),
+      el("td", null, d.access_count), el("td", null, new Date(d.updated_at).toLocaleString()), actions);
+    rows.append(tr);
+  }
+}
+
+async function upload(ev) {
+  ev.preventDefault();
+  const file = $("file").files[0];
+  if (!file) { notice("choose a file first"); return; }
+  const params = "?name=" + encodeURIComponent(file.name) + "&kb=" + encodeURIComponent($("kb").value.trim() || "default");
+  await api("/api/v1/kb/documents" + params, {
+    method: "POST",
+    body: file,
+    headers: { "Content-Type": file.type || "application/octet-stream" },
+  });
+  $("file").value = "";
+  await loadDocuments();
+}
+
+async function search(ev) {
+  ev.preventDefault();
+  const q = $("q").value.trim();
+  if (!q) return;
+  const kb = $("kb").value.trim() || "default";
+  const hits = await api("/api/v1/kb/search?q=" + encodeURIComponent(q) + "&kb=" + encodeURIComponent(kb) + "&limit=10");
+  const rows = $("hit-rows");
+  rows.replaceChildren();
+  hits.forEach((h, i) => {
+    const tr = el("tr");
+    tr.append(el("td", null, i + 1), el("td", null, source(h)), el("td", null, h.score.toFixed(4)),
+      el("td", null, h.content.length > 400 ? h.content.slice(0, 400) + "…" : h.content));
+    rows.append(tr);
+  });
+}
+
+$("auth").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  sessionStorage.setItem(TOKEN_KEY, $("token").value);
+  $("auth").style.display = "none";
+  loadDocuments().catch(notice);
+});
+$("upload").addEventListener("submit", (ev) => upload(ev).catch(notice));
+$("search").addEventListener("submit", (ev) => search(ev).catch(notice));
+$("filter").addEventListener("change", () => loadDocuments().catch(notice));
+loadDocuments().catch(notice);
+setInterval(() => { if (!document.hidden) loadDocuments().catch(notice); }, 3000);
