@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import functools
 import importlib
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,6 +47,8 @@ from session_store.store import Store
 log = structlog.get_logger(__name__)
 
 DRAIN_SECONDS = 10.0
+#: the admin API's knowledge-base upload (the body is the file)
+KB_UPLOAD_PATH = re.compile(r"/api/v1/kb/documents")
 #: seconds between checks of this process's liveness lock (``session_store.liveness``)
 LIVENESS_INTERVAL = 0.5
 
@@ -209,6 +212,8 @@ class Gateway:
         from gateway.knowledge.admin_api import kb_pages, knowledge_router
 
         routes.extend(knowledge_router(self.knowledge, self.operator.policy).routes)
+        # its upload takes the file itself as the body (application/octet-stream)
+        self.http_policy.allow_upload(KB_UPLOAD_PATH, settings.gateway_max_file_bytes)
         routes.extend(kb_pages())
         for adapter in self.adapters:
             routes.extend(adapter.http_routes())

@@ -60,16 +60,17 @@ def knowledge_router(knowledge: Knowledge, policy: AccessPolicy) -> APIRouter:
         request: Request,
         name: Annotated[str, Query(min_length=1, max_length=255, description="file name")],
         kb: KbName = DEFAULT_KB,
+        type: Annotated[
+            str | None, Query(max_length=127, description="the file's media type, if known")
+        ] = None,
     ) -> Uploaded:
-        """The request body is the file; its type comes from the content, the
-        ``Content-Type`` and the name. The same content twice is one document."""
+        """The request body is the file, sent as ``application/octet-stream``; its type comes
+        from the content, ``type`` and the name. The same content twice is one document."""
         data = await request.body()
         if not data:
             raise RequestError("the body is empty: send the file as the request body")
         try:
-            added = await knowledge.add(
-                name, data, kb=kb, media_type=request.headers.get("content-type")
-            )
+            added = await knowledge.add(name, data, kb=kb, media_type=type or None)
         except FileRejected as exc:
             raise RequestError(str(exc), status=415, title="Unsupported file") from exc
         return Uploaded(document=added.document, created=added.created)

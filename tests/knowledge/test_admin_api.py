@@ -10,6 +10,9 @@ import httpx
 from tests.knowledge.documents import make_pdf
 from tests.support import running_gateway, wait_for
 
+#: an upload's body is the file itself (gateway.security: upload routes take only this type)
+OCTETS = {"Content-Type": "application/octet-stream"}
+
 
 async def test_upload_list_search_reindex_delete(database_url: str) -> None:
     pdf = make_pdf(["Welcome.", "Refunds are paid within thirty days."])
@@ -17,12 +20,14 @@ async def test_upload_list_search_reindex_delete(database_url: str) -> None:
         running_gateway(database_url, web_chat=False) as gw,
         httpx.AsyncClient(base_url=gw.url) as client,
     ):
-        up = await client.post("/api/v1/kb/documents", params={"name": "policy.pdf"}, content=pdf)
+        up = await client.post(
+            "/api/v1/kb/documents", params={"name": "policy.pdf"}, content=pdf, headers=OCTETS
+        )
         assert up.status_code == 200, up.text
         doc = up.json()["document"]
         assert up.json()["created"] is True and doc["state"] == "queued"
         again = await client.post(
-            "/api/v1/kb/documents", params={"name": "other-name.pdf"}, content=pdf
+            "/api/v1/kb/documents", params={"name": "other-name.pdf"}, content=pdf, headers=OCTETS
         )
         assert again.json() == {**again.json(), "created": False}
         assert again.json()["document"]["id"] == doc["id"]
@@ -42,7 +47,10 @@ async def test_upload_list_search_reindex_delete(database_url: str) -> None:
         await wait_for(ready, timeout=20)
 
         bad = await client.post(
-            "/api/v1/kb/documents", params={"name": "x.bin"}, content=bytes(range(256))
+            "/api/v1/kb/documents",
+            params={"name": "x.bin"},
+            content=bytes(range(256)),
+            headers=OCTETS,
         )
         assert bad.status_code == 415 and "unsupported file type" in bad.text
         empty = await client.post("/api/v1/kb/documents", params={"name": "x.txt"})

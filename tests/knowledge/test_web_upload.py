@@ -19,7 +19,7 @@ async def test_a_file_uploaded_in_the_web_chat_is_announced_and_cited(
     ):
         sent = await client.post(
             "/web/api/channels/general/messages",
-            json={"text": "hello", "client_msg_id": "m1", "user": "ada"},
+            json={"text": "hello", "client_msg_id": "m1"},
         )
         thread = sent.json()["thread_id"]
         base = f"/web/api/channels/general/threads/{thread}"
@@ -31,9 +31,9 @@ async def test_a_file_uploaded_in_the_web_chat_is_announced_and_cited(
         await wait_for(history, timeout=20)
         up = await client.post(
             f"{base}/files",
-            params={"name": "handbook.pdf"},
+            params={"name": "handbook.pdf", "type": "application/pdf"},
             content=make_pdf(PAGES),
-            headers={"Content-Type": "application/pdf"},
+            headers=OCTETS,
         )
         assert up.status_code == 200, up.text
         assert up.json()["note"] == "📎 handbook.pdf received; I will say here when it is ready."
@@ -44,14 +44,26 @@ async def test_a_file_uploaded_in_the_web_chat_is_announced_and_cited(
                 "text": "How long do customers get refunds?",
                 "client_msg_id": "m2",
                 "thread_id": thread,
-                "user": "ada",
             },
         )
         await wait_for(lambda: _has(history, "[1] handbook.pdf, p. 3"), timeout=20)
 
-        bad = await client.post(f"{base}/files", params={"name": "x.bin"}, content=bytes(256))
+        bad = await client.post(
+            f"{base}/files", params={"name": "x.bin"}, content=bytes(256), headers=OCTETS
+        )
         assert bad.status_code == 415 and "unsupported file type" in bad.json()["note"]
-        assert (await client.post(f"{base}/files", params={"name": "a.txt"})).status_code == 400
+        empty = await client.post(f"{base}/files", params={"name": "a.txt"}, headers=OCTETS)
+        assert empty.status_code == 400
+        # anything but the file's bytes as application/octet-stream is refused before the
+        # handler (a form post from another site could otherwise carry a file here)
+        form = await client.post(
+            f"{base}/files", params={"name": "a.txt"}, content=b"hi", headers=TEXT
+        )
+        assert form.status_code == 415
+
+
+OCTETS = {"Content-Type": "application/octet-stream"}
+TEXT = {"Content-Type": "text/plain"}
 
 
 async def _has(history: object, text: str) -> bool:

@@ -72,11 +72,13 @@ async function upload(ev) {
   ev.preventDefault();
   const file = $("file").files[0];
   if (!file) { notice("choose a file first"); return; }
-  const params = "?name=" + encodeURIComponent(file.name) + "&kb=" + encodeURIComponent($("kb").value.trim() || "default");
+  // the body is the file itself, as application/octet-stream (the only type the upload
+  // route takes: no foreign page can send it without a preflight); its real type as ?type=
+  const params = "?name=" + encodeURIComponent(file.name) + "&kb=" + encodeURIComponent($("kb").value.trim() || "default") + "&type=" + encodeURIComponent(file.type || "");
   await api("/api/v1/kb/documents" + params, {
     method: "POST",
     body: file,
-    headers: { "Content-Type": file.type || "application/octet-stream" },
+    headers: { "Content-Type": "application/octet-stream" },
   });
   $("file").value = "";
   await loadDocuments();
