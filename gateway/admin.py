@@ -284,7 +284,7 @@ _PROBLEM_SCHEMA: dict[str, Any] = {
 }
 #: every admin call can answer these, as RFC 9457 problem documents (documented so clients
 #: and schemathesis know them)
-_PROBLEMS: dict[int | str, dict[str, Any]] = {
+PROBLEMS: dict[int | str, dict[str, Any]] = {
     status: {
         "description": description,
         "content": {PROBLEM_JSON: {"schema": _PROBLEM_SCHEMA}},
@@ -295,7 +295,8 @@ _PROBLEMS: dict[int | str, dict[str, Any]] = {
         403: "no token set and the caller is not local, a foreign Host, or a cross-site request",
         404: "no such session, delivery or event",
         413: "the body is over GATEWAY_MAX_BODY_BYTES",
-        415: "a state-changing request whose body is not application/json",
+        415: "a state-changing request whose body is not application/json (an upload: not "
+        "application/octet-stream), or a file of a type the knowledge base cannot read",
         422: "invalid parameters",
         503: "the database is unavailable; retry later",
     }.items()
@@ -329,7 +330,7 @@ def admin_router(
         )
 
     router = APIRouter(
-        prefix=API_PREFIX, dependencies=[Depends(guard)], tags=["admin"], responses=_PROBLEMS
+        prefix=API_PREFIX, dependencies=[Depends(guard)], tags=["admin"], responses=PROBLEMS
     )
 
     def search_words(q: str) -> str:

@@ -12,7 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from gateway.admin import API_PREFIX, MAX_ID, AccessPolicy
+from gateway.admin import API_PREFIX, MAX_ID, PROBLEMS, AccessPolicy
 from gateway.errors import RequestError
 from gateway.knowledge.service import DEFAULT_KB, FileRejected, Knowledge
 from session_store.knowledge import CitationRecord, DocumentRecord, PassageHit
@@ -40,7 +40,11 @@ def knowledge_router(knowledge: Knowledge, policy: AccessPolicy) -> APIRouter:
         )
 
     router = APIRouter(
-        prefix=f"{API_PREFIX}/kb", dependencies=[Depends(guard)], tags=["knowledge base"]
+        prefix=f"{API_PREFIX}/kb",
+        dependencies=[Depends(guard)],
+        tags=["knowledge base"],
+        # the same problem documents as the rest of the admin API, documented the same way
+        responses=PROBLEMS,
     )
 
     async def found(document_id: int) -> DocumentRecord:

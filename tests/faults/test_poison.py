@@ -72,13 +72,16 @@ async def test_the_boundary_cleans_text_names_numbers_and_the_raw_payload(store:
 
 async def test_web_chat(database_url: str) -> None:
     async with running_gateway(database_url) as gw, httpx.AsyncClient(base_url=gw.url) as client:
-        body = json.dumps({"text": POISON, "client_msg_id": "p1", "user": "Eve\u0000"})
+        body = json.dumps({"text": POISON, "client_msg_id": "p1"})
         bad = await client.post(
             "/web/api/channels/poison/messages",
             content=body.encode(),
             headers={"Content-Type": "application/json"},
         )
-        assert bad.status_code == 200, bad.text
+        # a person typed it: the web chat refuses it with a reason (issue 13) and keeps it as a
+        # dead letter, instead of storing a cleaned copy they did not write
+        assert bad.status_code == 422, bad.text
+        assert "NUL" in bad.json()["error"] or "surrogate" in bad.json()["error"]
         good = await client.post(
             "/web/api/channels/poison/messages", json={"text": "normal", "client_msg_id": "p2"}
         )
@@ -89,8 +92,11 @@ async def test_web_chat(database_url: str) -> None:
             return [m["content"] for m in r.json()["messages"] if m["role"] == "assistant"]
 
         assert await wait_for(answered, timeout=10) == ["echo: normal"]
-        stored = await _sanitized_user_messages(gw.store)
-    assert stored[0][0] == CLEAN and "nul_removed" in stored[0][1]
+        async with gw.store.db.connection() as conn:
+            dead = await conn.fetchval(
+                "SELECT reason FROM inbound_events WHERE platform = 'web' AND status = 'rejected'"
+            )
+    assert dead is not None
 
 
 @pytest.mark.parametrize("mode", ["polling", "webhook"])
