@@ -58,11 +58,16 @@ async def running_gateway(
     adapters: Sequence[PlatformAdapter] = (),
     agent: Agent | None = None,
     web_chat: bool = True,
+    prepare: Callable[[Gateway], None] | None = None,
     **settings_overrides: Any,
 ) -> AsyncIterator[Gateway]:
+    """A started gateway; ``prepare`` runs after it is built and before it starts (a test's
+    own tools must exist before a worker can take over a turn waiting from a restart)."""
     settings = make_settings(database_url, GATEWAY_WEB_CHAT=web_chat, **settings_overrides)
     store = await Store.connect(database_url, min_size=1, max_size=10)
     gateway = Gateway(settings, store=store, agent=agent or EchoAgent(), adapters=list(adapters))
+    if prepare is not None:
+        prepare(gateway)
     try:
         await gateway.start()
         try:

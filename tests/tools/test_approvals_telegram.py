@@ -65,6 +65,10 @@ async def test_telegram_topic_read_tool_then_approval_across_a_restart(
             web_chat=False,
             AGENT_MODEL="small",
             GATEWAY_TOOLS_FILE=str(tools_file),
+            # the restart test's tool exists before the restarted gateway's workers run: a turn
+            # waiting on an approval is taken over at once (issue 12's liveness), and must find
+            # the tool it was approved for
+            prepare=lambda gw: install(gw, runs),
         )
 
     async with FakeTelegram() as tg:
@@ -81,7 +85,6 @@ async def test_telegram_topic_read_tool_then_approval_across_a_restart(
         )
         with structlog.testing.capture_logs() as logs:
             async with gateway(tg) as gw:
-                install(gw, runs)
                 tg.user_says(forum, f"{BOT} the api is slow today", topic=topic, user=ann)
                 await wait_for(lambda: len(tg.sent_to(forum, topic)) == 1)
                 tg.user_says(forum, f"{BOT} what did I say earlier?", topic=topic, user=ann)
@@ -100,7 +103,6 @@ async def test_telegram_topic_read_tool_then_approval_across_a_restart(
             # --- restart between the request and the click ---------------------------
             fake.script.extend([Step(tool_calls=[RESTART]), Step(text="Restarted the api.")])
             async with gateway(tg) as gw:
-                install(gw, runs)
                 await wait_for(lambda: any(e["event"] == "approval_resumed" for e in logs))
                 q2 = tg.user_clicks(forum, sent_card.message_id, approve, user=ann)
                 q3 = tg.user_clicks(forum, sent_card.message_id, approve, user=ann)

@@ -107,8 +107,7 @@ async def test_web_chat_approval_survives_a_restart_only_the_asker_decides_and_o
     ops = Ops()
     fake.script.extend([Step(tool_calls=[RESTART])])
     thread = "t-approve"
-    async with gateway(database_url, fake, tmp_path) as gw:
-        ops.install(gw)
+    async with gateway(database_url, fake, tmp_path, prepare=ops.install) as gw:
         sent = await post(
             gw,
             "/web/api/channels/general/messages",
@@ -143,8 +142,7 @@ async def test_web_chat_approval_survives_a_restart_only_the_asker_decides_and_o
     # --- restart: the turn was handed back; the re-run asks for the same call again ---------
     fake.script.extend([Step(tool_calls=[RESTART]), Step(text="Restarted the api.")])
     with structlog.testing.capture_logs() as logs:
-        async with gateway(database_url, fake, tmp_path) as gw:
-            ops.install(gw)
+        async with gateway(database_url, fake, tmp_path, prepare=ops.install) as gw:
             await wait_for(lambda: any(e["event"] == "approval_resumed" for e in logs), timeout=15)
             url = f"/web/api/channels/general/threads/{thread}/approvals/{approval['id']}"
             first = await post(gw, url, {"decision": "approve", "user": "ann"})
@@ -267,8 +265,7 @@ async def test_a_click_on_another_replica_decides_the_turn_waiting_on_this_one(
     ops = Ops()
     fake.script.extend([Step(tool_calls=[RESTART]), Step(text="Restarted on replica one.")])
     thread = "t-replicas"
-    async with gateway(database_url, fake, tmp_path) as one:
-        ops.install(one)
+    async with gateway(database_url, fake, tmp_path, prepare=ops.install) as one:
         await post(
             one,
             "/web/api/channels/general/messages",
