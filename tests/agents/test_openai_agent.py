@@ -154,7 +154,7 @@ async def test_model_choice_sticks_per_session_then_per_person_and_falls_back_si
     database_url: str, fake: FakeOpenAI, sink: SinkServer
 ) -> None:
     adapter = SinkAdapter(sink.url)
-    models = {"AGENT_MODEL": "small", "AGENT_MODELS": "small,big,huge"}
+    models: dict[str, Any] = {"AGENT_MODEL": "small", "AGENT_MODELS": "small,big,huge"}
 
     def model_of_last_request() -> str:
         return str(fake.turn_requests[-1].body["model"])
