@@ -314,10 +314,9 @@ class MessagesPage(BaseModel):
     has_more_after: bool
 
 
-def admin_router(
-    service: OperatorService, policy: AccessPolicy, wake_delivery: Callable[[], None]
-) -> APIRouter:
-    ops = service.ops
+def admin_api_router(policy: AccessPolicy, *, prefix: str, tag: str) -> APIRouter:
+    """A router under ``/api/v1``: every route behind the access policy (the bearer scheme
+    documented in OpenAPI) and answering the admin API's problem documents."""
 
     async def guard(
         request: Request,
@@ -329,9 +328,14 @@ def admin_router(
             authorization=request.headers.get("authorization"),
         )
 
-    router = APIRouter(
-        prefix=API_PREFIX, dependencies=[Depends(guard)], tags=["admin"], responses=PROBLEMS
-    )
+    return APIRouter(prefix=prefix, dependencies=[Depends(guard)], tags=[tag], responses=PROBLEMS)
+
+
+def admin_router(
+    service: OperatorService, policy: AccessPolicy, wake_delivery: Callable[[], None]
+) -> APIRouter:
+    ops = service.ops
+    router = admin_api_router(policy, prefix=API_PREFIX, tag="admin")
 
     def search_words(q: str) -> str:
         if not re.search(r"\w", q):

@@ -380,9 +380,21 @@ def extract_post(
     )
 
 
-def reaction_of(event: Mapping[str, Any], *, ctx: ExtractContext) -> Reaction | None:
-    """``reaction_added`` / ``reaction_removed`` with a thumbs up/down by someone else, else
-    ``None``. ``data.reaction`` is a JSON string like ``data.post`` (server reaction.go)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _ReactionEvent:
+    """The fields of a ``reaction_added`` / ``reaction_removed`` event by someone other than
+    the bot; ``emoji`` without its skin tone."""
+
+    added: bool
+    channel: str
+    post: str
+    user: str
+    emoji: str
+
+
+def _reaction_event(event: Mapping[str, Any], *, ctx: ExtractContext) -> _ReactionEvent | None:
+    """``data.reaction`` is a JSON string like ``data.post`` (server reaction.go); the channel
+    is in it, or in the broadcast."""
     name = event.get("event")
     data = event.get("data")
     if name not in REACTION_EVENTS or not isinstance(data, Mapping):
@@ -412,18 +424,32 @@ def reaction_of(event: Mapping[str, Any], *, ctx: ExtractContext) -> Reaction | 
         return None
     if user == ctx.bot.user_id:
         return None
-    base = _SKIN_TONE.sub("", emoji)
-    if base in _POSITIVE:
+    return _ReactionEvent(
+        added=name == "reaction_added",
+        channel=channel,
+        post=post,
+        user=user,
+        emoji=_SKIN_TONE.sub("", emoji),
+    )
+
+
+def reaction_of(event: Mapping[str, Any], *, ctx: ExtractContext) -> Reaction | None:
+    """``reaction_added`` / ``reaction_removed`` with a thumbs up/down by someone else, else
+    ``None``."""
+    found = _reaction_event(event, ctx=ctx)
+    if found is None:
+        return None
+    if found.emoji in _POSITIVE:
         value = 1
-    elif base in _NEGATIVE:
+    elif found.emoji in _NEGATIVE:
         value = -1
     else:
         return None
     return Reaction(
-        chat_id=channel,
-        message_id=post,
-        user_id=user,
-        value=0 if name == "reaction_removed" else value,
+        chat_id=found.channel,
+        message_id=found.post,
+        user_id=found.user,
+        value=value if found.added else 0,
     )
 
 
@@ -547,29 +573,14 @@ def approval_reaction_of(
 ) -> ApprovalReaction | None:
     """``reaction_added`` of ✅ or ❌ by someone other than the bot, else ``None`` (which post
     it is on, and whether that post is an open approval card, is the core's question)."""
-    if event.get("event") != "reaction_added":
+    found = _reaction_event(event, ctx=ctx)
+    if found is None or not found.added:
         return None
-    data = event.get("data")
-    raw = data.get("reaction") if isinstance(data, Mapping) else None
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            return None
-    if not isinstance(raw, Mapping):
-        return None
-    user, post, emoji = raw.get("user_id"), raw.get("post_id"), raw.get("emoji_name")
-    channel = raw.get("channel_id")
-    if not channel:
-        broadcast = event.get("broadcast")
-        channel = broadcast.get("channel_id") if isinstance(broadcast, Mapping) else None
-    if not all(isinstance(v, str) and v for v in (user, post, emoji, channel)):
-        return None
-    if user == ctx.bot.user_id:
-        return None
-    base = _SKIN_TONE.sub("", str(emoji))
-    if base not in APPROVE_EMOJIS and base not in DENY_EMOJIS:
+    if found.emoji not in APPROVE_EMOJIS and found.emoji not in DENY_EMOJIS:
         return None
     return ApprovalReaction(
-        chat_id=str(channel), post_id=str(post), user_id=str(user), approve=base in APPROVE_EMOJIS
+        chat_id=found.channel,
+        post_id=found.post,
+        user_id=found.user,
+        approve=found.emoji in APPROVE_EMOJIS,
     )

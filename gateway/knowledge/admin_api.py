@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.security import HTTPBearer
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from gateway.admin import API_PREFIX, MAX_ID, PROBLEMS, AccessPolicy
+from gateway.admin import API_PREFIX, MAX_ID, AccessPolicy, admin_api_router
 from gateway.errors import RequestError
 from gateway.knowledge.service import DEFAULT_KB, FileRejected, Knowledge
 from session_store.knowledge import CitationRecord, DocumentRecord, PassageHit
@@ -29,23 +29,7 @@ class Uploaded:
 
 
 def knowledge_router(knowledge: Knowledge, policy: AccessPolicy) -> APIRouter:
-    async def guard(
-        request: Request,
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)],
-    ) -> None:
-        policy.check(
-            client=request.client.host if request.client else None,
-            host=request.headers.get("host"),
-            authorization=request.headers.get("authorization"),
-        )
-
-    router = APIRouter(
-        prefix=f"{API_PREFIX}/kb",
-        dependencies=[Depends(guard)],
-        tags=["knowledge base"],
-        # the same problem documents as the rest of the admin API, documented the same way
-        responses=PROBLEMS,
-    )
+    router = admin_api_router(policy, prefix=f"{API_PREFIX}/kb", tag="knowledge base")
 
     async def found(document_id: int) -> DocumentRecord:
         doc = await knowledge.store.get_document(document_id)
