@@ -161,7 +161,7 @@ class Gateway:
         self.tools: ToolService | None = None
         if settings.gateway_tools:
             self.tools = ToolService.from_path(
-                store, settings.gateway_tools_file, metrics=self.metrics
+                store, settings.gateway_tools_file, metrics=self.metrics, knowledge=self.knowledge
             )
             self.tools.approvals = self.approvals
             if self.approvals is not None:

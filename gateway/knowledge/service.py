@@ -14,7 +14,7 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -55,6 +55,12 @@ def thread_kb(key: SessionKey) -> str:
 def chat_kb(key: SessionKey) -> str:
     """The knowledge base of a chat or channel (every thread in it)."""
     return f"chat:{key.platform}:{key.scope}:{key.chat_id}"
+
+
+class KnowledgeSearch(Protocol):
+    """What the ``search_knowledge`` tool needs of the knowledge base: the turn's retriever."""
+
+    async def search(self, query: str, *, kbs: Sequence[str], limit: int = 5) -> SearchResult: ...
 
 
 def scope_kbs(key: SessionKey) -> list[str]:

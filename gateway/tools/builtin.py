@@ -1,7 +1,8 @@
 """The built-in tools and their default policy entries (the tools file may override them).
 
 All read-only, all scoped to the asker: this thread's history, the sessions the asker takes
-part in (never anyone else's), and the time.
+part in (never anyone else's), the knowledge bases this thread may read (the same retriever
+and scopes as the passages a turn gets), and the time.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from gateway.domain import SessionKey
+from gateway.knowledge.service import KnowledgeSearch, scope_kbs
 from gateway.tools.catalog import Tool, ToolCaller, ToolHandler, ToolPolicy, ToolSpec
 from session_store.operator import OperatorStore
 from session_store.store import Store
@@ -64,6 +67,25 @@ DEFAULT_POLICIES: dict[str, ToolPolicy] = {
         priority=55,
         source="default",
     ),
+    "search_knowledge": ToolPolicy(
+        name="search_knowledge",
+        domains=("knowledge",),
+        operation="read",
+        risk="low",
+        aliases=(
+            "document",
+            "documents",
+            "the docs",
+            "handbook",
+            "policy",
+            "manual",
+            "knowledge base",
+            "according to",
+            "look up",
+        ),
+        priority=65,
+        source="default",
+    ),
     "current_time": ToolPolicy(
         name="current_time",
         domains=("time",),
@@ -109,6 +131,21 @@ BUILTIN_SPECS: dict[str, ToolSpec] = {
             "required": ["session_id"],
         },
     ),
+    "search_knowledge": ToolSpec(
+        name="search_knowledge",
+        description=(
+            "Search the documents shared with this thread, this chat's and the default "
+            "knowledge base; returns passages with their document, page and section."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "what to look for"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 10},
+            },
+            "required": ["query"],
+        },
+    ),
     "current_time": ToolSpec(
         name="current_time",
         description="The current date and time, optionally in an IANA timezone.",
@@ -120,7 +157,8 @@ BUILTIN_SPECS: dict[str, ToolSpec] = {
 }
 
 
-def builtin_tools(store: Store) -> list[Tool]:
+def builtin_tools(store: Store, *, knowledge: KnowledgeSearch | None = None) -> list[Tool]:
+    """The built-in tools; ``search_knowledge`` only where a knowledge base is served."""
     tools_store = ToolStore(store)
     ops = OperatorStore(store)
 
@@ -192,10 +230,37 @@ def builtin_tools(store: Store) -> list[Tool]:
         now = datetime.now(UTC).astimezone(tz)
         return json.dumps({"timezone": zone, "now": now.isoformat(), "weekday": now.strftime("%A")})
 
+    async def search_knowledge(args: Mapping[str, Any], caller: ToolCaller) -> str:
+        assert knowledge is not None
+        query = _text(args, "query")
+        limit = _int(args, "limit", 5, lo=1, hi=10)
+        key = SessionKey(
+            platform=caller.platform,
+            scope=caller.scope,
+            chat_id=caller.chat_id,
+            thread_id=caller.thread_id,
+        )
+        found = await knowledge.search(query, kbs=scope_kbs(key), limit=limit)
+        return json.dumps(
+            [
+                {
+                    "document": h.document_name,
+                    "page": h.page,
+                    "section": h.section or None,
+                    "text": h.content,
+                    "score": round(h.score, 4),
+                }
+                for h in found.hits
+            ],
+            ensure_ascii=False,
+        )
+
     handlers: dict[str, ToolHandler] = {
         "search_thread": search_thread,
         "list_my_sessions": list_my_sessions,
         "read_session": read_session,
         "current_time": current_time,
     }
+    if knowledge is not None:
+        handlers["search_knowledge"] = search_knowledge
     return [Tool(spec=BUILTIN_SPECS[n], handler=h) for n, h in handlers.items()]

@@ -11,6 +11,7 @@ from typing import Any
 
 import structlog
 
+from gateway.knowledge.service import KnowledgeSearch
 from gateway.metrics import Metrics
 from gateway.settings import Settings
 from gateway.tools.approvals import ApprovalService
@@ -44,11 +45,14 @@ class ToolService:
         tools_file: ToolsFile,
         metrics: Metrics,
         extra: Sequence[Tool] = (),
+        knowledge: KnowledgeSearch | None = None,
     ) -> None:
         self.file = tools_file
         self.metrics = metrics
         self.catalog = ToolPolicyCatalog(
-            [*builtin_tools(store), *extra], defaults=DEFAULT_POLICIES, tools_file=tools_file
+            [*builtin_tools(store, knowledge=knowledge), *extra],
+            defaults=DEFAULT_POLICIES,
+            tools_file=tools_file,
         )
         self.approvals: Approvals | None = None
         self.servers = [McpServerConnection(c, register=self._register) for c in tools_file.servers]
@@ -87,8 +91,15 @@ class ToolService:
         self._tasks.clear()
 
     @classmethod
-    def from_path(cls, store: Store, path: Path | None, *, metrics: Metrics) -> ToolService:
-        return cls(store, tools_file=load_tools_file(path), metrics=metrics)
+    def from_path(
+        cls,
+        store: Store,
+        path: Path | None,
+        *,
+        metrics: Metrics,
+        knowledge: KnowledgeSearch | None = None,
+    ) -> ToolService:
+        return cls(store, tools_file=load_tools_file(path), metrics=metrics, knowledge=knowledge)
 
     def log_catalog(self) -> None:
         log.info(

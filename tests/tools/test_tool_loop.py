@@ -315,3 +315,49 @@ async def test_sessions_show_and_the_admin_api_display_calls_results_and_routing
     roles = [(m["role"], bool(m["metadata"].get("tool_calls"))) for m in page["items"]]
     assert roles == [("user", False), ("assistant", True), ("tool", False), ("assistant", False)]
     assert page["items"][-1]["metadata"]["offered_tools"] == ["current_time"]
+
+
+async def test_search_knowledge_reads_the_thread_scoped_knowledge_base(
+    database_url: str, fake: FakeOpenAI, sink: SinkServer
+) -> None:
+    """Issues 14 and 15: the knowledge-search tool uses the retriever a turn uses, over the
+    same scopes (this thread's documents, its chat's, ``default``), and never another
+    thread's documents."""
+    from gateway.knowledge.service import thread_kb
+    from session_store.values import SessionKey
+
+    adapter = SinkAdapter(sink.url)
+    async with running_gateway(
+        database_url, adapters=[adapter], agent=agent_for(fake), web_chat=False, AGENT_MODEL="small"
+    ) as gw:
+        here = SessionKey(platform="sink", scope="test", chat_id="c", thread_id="K")
+        elsewhere = SessionKey(platform="sink", scope="test", chat_id="c", thread_id="other")
+        mine = await gw.knowledge.add(
+            "runbook.md", b"# Deploys\n\nThe deploy window is Tuesday 14:00.", kb=thread_kb(here)
+        )
+        theirs = await gw.knowledge.add(
+            "secret.md", b"# Deploys\n\nThe vault code is 4711.", kb=thread_kb(elsewhere)
+        )
+
+        async def ready() -> bool:
+            docs = [await gw.knowledge.store.get_document(d.document.id) for d in (mine, theirs)]
+            return all(d is not None and d.state == "ready" for d in docs)
+
+        await wait_for(ready, timeout=20)
+        fake.script.extend(
+            [
+                Step(tool_calls=[call("search_knowledge", {"query": "deploy window"}, "k1")]),
+                Step(text="Tuesday at 14:00."),
+            ]
+        )
+        await adapter.submit(
+            {"chat": "c", "thread": "K", "id": "1", "text": "look up the deploy window"}
+        )
+        await wait_for(lambda: sink.texts_in("c", "K") == ["Tuesday at 14:00."], timeout=20)
+    ask, follow = fake.turn_requests[-2:]
+    assert "search_knowledge" in ask.tool_names
+    result = follow.body["messages"][-1]
+    assert result["role"] == "tool" and result["tool_call_id"] == "k1"
+    passages = json.loads(result["content"])
+    assert [p["document"] for p in passages] == ["runbook.md"]
+    assert "Tuesday 14:00" in passages[0]["text"] and "4711" not in result["content"]
