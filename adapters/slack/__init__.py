@@ -14,7 +14,8 @@ Deliberately not handled (platforms.md §2):
   indicator over the Web API.
 * One bot token = one workspace identity. Events carrying another ``team_id`` (org-wide
   installs) get their own sessions, but mentions are recognised by this token's bot user only.
-* File contents are not downloaded; attachments carry metadata and ``url_private`` only.
+* Files shared with a question are downloaded from ``url_private`` with the bot token (only
+  from Slack's own hosts) into the thread's knowledge base (issue 15).
 * Ambiguous sends (timeout after the request left) are reported, not reconciled; each post
   carries its idempotency key in message ``metadata`` so an operator or a later reconciler can
   find it with ``conversations.replies``.

@@ -36,11 +36,16 @@ EVENT_SUBSCRIPTIONS: dict[str, tuple[str, str]] = {
     "reaction_removed": ("reaction_removed", "reactions:read"),
 }
 
+#: scopes for what is not a Web API method: a shared file's ``url_private`` download (files
+#: shared with a question join the thread's knowledge base, issue 15)
+DOWNLOAD_SCOPES: tuple[str, ...] = ("files:read",)
+
 #: every bot scope the code needs, sorted
 BOT_SCOPES: tuple[str, ...] = tuple(
     sorted(
         {s for scopes in WEB_API_SCOPES.values() for s in scopes}
         | {scope for _, scope in EVENT_SUBSCRIPTIONS.values()}
+        | set(DOWNLOAD_SCOPES)
     )
 )
 

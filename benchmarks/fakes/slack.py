@@ -57,6 +57,7 @@ DEFAULT_SCOPES = (
     "assistant:write",
     "channels:history",
     "chat:write",
+    "files:read",
     "files:write",
     "groups:history",
     "im:history",
