@@ -102,6 +102,9 @@ SOCKET_DOWN_SECONDS = 60.0
 ROUTE_KEY = "gateway_route"
 ENVELOPE_KEY = "gateway_envelope_type"
 ENVELOPE_ID_KEY = "gateway_envelope_id"
+#: what bolt's request parser raises on a body of an odd shape (not JSON, a list, a field of
+#: another type): ``json.loads``, then ``.get``/``in`` on whatever the fields hold
+_UNREADABLE = (ValueError, TypeError, AttributeError, KeyError, IndexError)
 
 
 def readable_signature_headers(headers: Headers | Mapping[str, str]) -> bool:
@@ -143,9 +146,7 @@ class GatewaySocketModeHandler(AsyncSocketModeHandler):
         self._adapter = adapter
         self.client.on_message_listeners.append(adapter.on_socket_frame)
 
-    async def handle(  # type: ignore[override]  # bolt narrows the client type
-        self, client: AsyncBaseSocketModeClient, req: SocketModeRequest
-    ) -> None:
+    async def handle(self, client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
         await self._adapter.on_socket_request(client, req)
 
 
@@ -339,7 +340,7 @@ class SlackAdapter:
                 headers=dict(request.headers),
                 context={ROUTE_KEY: route},
             )
-        except Exception:  # broad on purpose: bolt's parser raises anything on odd shapes
+        except _UNREADABLE:
             return await self._unreadable_http(body, text, request, route, intake, me)
         response = await self._app.async_dispatch(bolt_request)
         if response.status == 401:
@@ -490,9 +491,7 @@ class SlackAdapter:
         envelope = request.context.get(ENVELOPE_KEY)
         try:
             if not isinstance(error, BoltUnhandledRequestError):
-                log.error(
-                    "slack_bolt_failed", error=type(error).__name__, **_request_log(request)
-                )
+                log.error("slack_bolt_failed", error=type(error).__name__, **_request_log(request))
                 await intake.submit(
                     Rejected(platform=PLATFORM, reason=f"unreadable request: {error!r}"[:500]),
                     raw=body,
@@ -559,11 +558,14 @@ class SlackAdapter:
         assert self._app_token is not None
         handler = GatewaySocketModeHandler(self, self._app, self._app_token, self._client)
         self._socket = handler
-        connect = asyncio.create_task(handler.connect_async(), name="slack-socket-connect")
+        connect = asyncio.create_task(
+            handler.connect_async(),  # type: ignore[no-untyped-call]  # bolt lacks annotations
+            name="slack-socket-connect",
+        )
         down_since: float | None = None
         try:
             while not self._stopping.is_set():
-                await pause(SOCKET_CHECK_SECONDS, self._stopping)
+                await pause(min(SOCKET_CHECK_SECONDS, self.socket_down_after / 4), self._stopping)
                 if connect.done() and connect.exception() is not None:
                     raise GatewayError("Slack Socket Mode connect failed") from connect.exception()
                 if await handler.client.is_connected():
@@ -580,7 +582,7 @@ class SlackAdapter:
             await asyncio.gather(connect, return_exceptions=True)
             if self._inflight:
                 await asyncio.wait(set(self._inflight), timeout=_DRAIN_SECONDS)
-            await handler.close_async()
+            await handler.close_async()  # type: ignore[no-untyped-call]  # bolt lacks annotations
             self._socket = None
 
     async def on_socket_frame(self, message: aiohttp.WSMessage) -> None:
@@ -630,7 +632,7 @@ class SlackAdapter:
                     headers=build_headers(request),
                     context={ENVELOPE_KEY: request.type, ENVELOPE_ID_KEY: request.envelope_id},
                 )
-            except Exception:  # broad on purpose: bolt's parser raises anything on odd shapes
+            except _UNREADABLE:
                 payload = request.payload
                 await intake.submit(
                     Rejected(platform=PLATFORM, reason=f"socket mode {request.type}: unreadable"),

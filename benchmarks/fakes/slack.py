@@ -1127,6 +1127,17 @@ class FakeSlack:
                 json.dumps({"type": "disconnect", "reason": reason, "debug_info": {"host": "fake"}})
             )
 
+    async def send_socket_frame(self, text: str) -> None:
+        """One raw text frame on the newest Socket Mode connection (a garbled envelope)."""
+        await wait_until(lambda: bool(self.open_sockets()), what="a Socket Mode connection")
+        await self.open_sockets()[-1].send_str(text)
+
+    async def close_sockets(self) -> None:
+        """Drop every Socket Mode connection without a ``disconnect`` message (a network
+        failure, or Slack's side going away)."""
+        for ws in self.open_sockets():
+            await ws.close()
+
     async def _deliver_socket(self, delivery: Delivery, envelope_type: str) -> None:
         envelope_id = str(uuid.uuid4())
         delivery.envelope_id = envelope_id

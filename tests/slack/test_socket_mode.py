@@ -1,9 +1,17 @@
-"""Socket Mode through slack_sdk's aiohttp SocketModeClient against the fake's WS endpoint."""
+"""Socket Mode through bolt's AsyncSocketModeHandler (slack_sdk's aiohttp client) against the
+fake's WS endpoint."""
 
 from __future__ import annotations
 
-from benchmarks.fakes.slack import FakeSlack, wait_until
-from tests.slack.conftest import running_adapter
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from adapters.slack import SlackAdapter
+from benchmarks.fakes.slack import APP_TOKEN, FakeSlack, wait_until
+from gateway.metrics import Metrics
+from gateway.supervisor import Beat, Supervisor
+from tests.slack.conftest import running_adapter, slack_settings
 from tests.support import RecordingIntake
 
 
@@ -87,3 +95,77 @@ async def test_non_event_envelopes_are_acked_and_recorded(
         "event type reaction_added",
         "socket mode slash_commands",
     ]
+
+
+class SupervisedIntake(RecordingIntake):
+    """``Intake.lead`` as the gateway's core runs it: the receive loop under a Supervisor."""
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        super().__init__()
+        self.supervisor = supervisor
+
+    async def lead(
+        self,
+        name: str,
+        body: Callable[[], Coroutine[Any, Any, None]],
+        *,
+        stopping: asyncio.Event | None = None,
+    ) -> None:
+        async def run(beat: Beat) -> None:
+            await body()
+
+        await self.supervisor.supervise(
+            f"ingress:{name}", run, stopping=stopping, restart_on_return=False
+        )
+
+
+async def test_socket_mode_loop_is_supervised_and_replaced_when_it_stays_down(
+    fake: FakeSlack,
+) -> None:
+    metrics = Metrics()
+    supervisor = Supervisor(metrics, restart_initial=0.01, restart_max=0.05)
+    intake = SupervisedIntake(supervisor)
+    worker = f"ingress:slack-socket:{fake.team_id}"
+    fake.mode = "socket"
+    adapter = SlackAdapter(slack_settings(fake, SLACK_APP_TOKEN=APP_TOKEN))
+    adapter.socket_down_after = 0.3
+    await adapter.start(intake)
+    try:
+        await wait_until(lambda: fake.socket_connections == 1, what="the first connection")
+        assert supervisor.down() == [] and worker in supervisor.loops
+        # Slack goes away and refuses new connections for a while: slack_sdk's own
+        # reconnect keeps failing, so the loop gives up on that client and is restarted
+        fake.fail_next("apps.connections.open", error="internal_error", times=3)
+        await fake.close_sockets()
+        await wait_until(
+            lambda: supervisor.loops[worker].restarts >= 1, within=10, what="a restart"
+        )
+        await wait_until(lambda: len(fake.open_sockets()) == 1, within=10, what="a reconnect")
+        (delivery,) = (await fake.user_posts("D0DM", "after the outage")).deliveries
+        assert delivery.succeeded
+        assert [e.text for e in intake.envelopes] == ["after the outage"]
+        text = metrics.render().decode()
+        restarts = supervisor.loops[worker].restarts
+        assert f'gateway_worker_restarts_total{{worker="{worker}"}} {restarts:.1f}' in text
+        assert f'gateway_worker_up{{worker="{worker}"}} 1.0' in text
+    finally:
+        await adapter.stop()
+    assert worker not in supervisor.loops  # stopped, neither down nor wedged
+    assert f'gateway_worker_up{{worker="{worker}"}} 0.0' in metrics.render().decode()
+
+
+async def test_one_bad_envelope_is_a_dead_letter_and_the_loop_goes_on(
+    fake: FakeSlack, intake: RecordingIntake
+) -> None:
+    async with running_adapter(fake, intake, socket_mode=True):
+        await fake.send_socket_frame('{"envelope_id": "e1", "type": "events_api", "payl')
+        # a payload bolt cannot read (``authorizations`` must be a list): stored and acked
+        odd = await fake.deliver(fake.wrap({"type": "message"}) | {"authorizations": "x"})
+        (good,) = (await fake.user_posts("D0DM", "still here")).deliveries
+        await wait_until(lambda: len(intake.rejected) == 2, what="both dead letters")
+    assert odd.succeeded and good.succeeded
+    assert sorted(r.reason for r in intake.rejected) == [
+        "socket mode events_api: unreadable",
+        "socket mode frame is not JSON",
+    ]
+    assert [e.text for e in intake.envelopes] == ["still here"]
