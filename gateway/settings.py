@@ -140,6 +140,9 @@ class Settings(BaseSettings):
     mattermost_answer_all_channels: CsvList = Field(
         default_factory=list, alias="MATTERMOST_ANSWER_ALL_CHANNELS"
     )
+    #: the gateway's ``POST /mattermost/actions`` as the Mattermost server reaches it; set,
+    #: approval cards get Approve/Deny buttons (issue 14); unset, ✅/❌ reactions only
+    mattermost_actions_url: str | None = Field(default=None, alias="MATTERMOST_ACTIONS_URL")
 
     # --- agent ------------------------------------------------------------------------
     agent: str = Field(default="echo", alias="AGENT")
@@ -240,7 +243,9 @@ class Settings(BaseSettings):
             return value
         raise ValueError("must be echo, openai, http or module:callable")
 
-    @field_validator("mattermost_url", "agent_http_url", "telegram_webhook_url")
+    @field_validator(
+        "mattermost_url", "agent_http_url", "telegram_webhook_url", "mattermost_actions_url"
+    )
     @classmethod
     def _check_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):
@@ -254,6 +259,8 @@ class Settings(BaseSettings):
             raise ConfigError("MATTERMOST_TOKEN", "required when MATTERMOST_URL is set")
         if self.mattermost_token and not self.mattermost_url:
             raise ConfigError("MATTERMOST_URL", "required when MATTERMOST_TOKEN is set")
+        if self.mattermost_actions_url and not self.mattermost_url:
+            raise ConfigError("MATTERMOST_URL", "required when MATTERMOST_ACTIONS_URL is set")
         if self.slack_bot_token and not (self.slack_signing_secret or self.slack_app_token):
             raise ConfigError(
                 "SLACK_SIGNING_SECRET",

@@ -23,6 +23,7 @@ inbox and carry nothing for a conversation.
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
 import time
 from collections import OrderedDict
@@ -32,7 +33,11 @@ from typing import Any
 
 import httpx
 import structlog
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
+from adapters.mattermost.actions import ACTIONS_PATH, Refused, actions_key, press_of
 from adapters.mattermost.api import MattermostApi, MattermostApiError
 from adapters.mattermost.check import check_server
 from adapters.mattermost.extract import (
@@ -83,6 +88,8 @@ class MattermostConfig:
     stop_timeout: float = 10.0
     #: honour HTTP(S)_PROXY / NO_PROXY from the environment (REST and websocket)
     trust_env: bool = True
+    #: the gateway's ``POST /mattermost/actions`` as the server reaches it (approval buttons)
+    actions_url: str | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> MattermostConfig:
@@ -98,6 +105,7 @@ class MattermostConfig:
             allowed_channels=frozenset(settings.mattermost_allowed_channels),
             allowed_users=frozenset(settings.mattermost_allowed_users),
             answer_all_channels=frozenset(settings.mattermost_answer_all_channels),
+            actions_url=settings.mattermost_actions_url,
         )
 
 
@@ -117,7 +125,13 @@ class MattermostAdapter:
             timeout=config.http_timeout,
             trust_env=config.trust_env,
         )
-        self.transport = MattermostTransport(self._api, scope=self._urls.scope)
+        self._actions_key = actions_key(config.token)
+        self.transport = MattermostTransport(
+            self._api,
+            scope=self._urls.scope,
+            actions_url=config.actions_url,
+            actions_key=self._actions_key,
+        )
         self._intake: Intake | None = None
         self._ctx: ExtractContext | None = None
         self._stream: EventStream | None = None
@@ -149,7 +163,41 @@ class MattermostAdapter:
         return self._ctx.bot if self._ctx else None
 
     def http_routes(self) -> Sequence[Any]:
-        return ()  # the websocket is outbound; nothing to serve
+        # the websocket is outbound; the one route is where approval buttons post back
+        if self._config.actions_url is None:
+            return ()
+        return [Route(ACTIONS_PATH, self._handle_action, methods=["POST"])]
+
+    async def _handle_action(self, request: Request) -> Response:
+        """``POST /mattermost/actions``: the Mattermost server relays a button press. The
+        context must carry our signature (``actions.press_of``); the presser is the server's
+        ``user_id``; the core checks the place, the card and the person. The answer's
+        ``ephemeral_text`` is shown only to the presser."""
+        intake = self._intake
+        if intake is None or self._ctx is None:
+            return JSONResponse({"ephemeral_text": "Not ready, try again."}, status_code=503)
+        try:
+            payload = json.loads(await request.body())
+        except (ValueError, UnicodeDecodeError):
+            payload = None
+        press = press_of(payload, key=self._actions_key)
+        if isinstance(press, Refused):
+            log.warning("mattermost_action_refused", reason=press.reason)
+            return JSONResponse(
+                {"ephemeral_text": "This button is not valid here."}, status_code=403
+            )
+        outcome = await intake.approval_click(
+            ApprovalClick(
+                platform=PLATFORM,
+                approval_id=press.approval_id,
+                user_id=press.user_id,
+                approve=press.approve,
+                chat_id=press.channel_id,
+                message_id=press.post_id,
+            )
+        )
+        log.info("mattermost_approval_press", outcome=outcome.outcome)
+        return JSONResponse({"ephemeral_text": outcome.message})
 
     async def check(self) -> Sequence[Check]:
         """users/me, and the teams and channels the bot is in (``gateway doctor`` / ``setup``);

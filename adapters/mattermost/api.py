@@ -159,8 +159,14 @@ class MattermostApi:
         result = await self.request("POST", "posts", json=body)
         return result if isinstance(result, dict) else {}
 
-    async def patch_post(self, post_id: str, message: str) -> dict[str, Any]:
-        result = await self.request("PUT", f"posts/{post_id}/patch", json={"message": message})
+    async def patch_post(
+        self, post_id: str, message: str, *, props: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """``props``, when given, replaces the post's props (PatchPost semantics)."""
+        body: dict[str, Any] = {"message": message}
+        if props is not None:
+            body["props"] = props
+        result = await self.request("PUT", f"posts/{post_id}/patch", json=body)
         return result if isinstance(result, dict) else {}
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import structlog
 
+from adapters.mattermost.actions import card_attachments
 from adapters.mattermost.api import MattermostApi, MattermostApiError
 from adapters.mattermost.extract import APPROVE_EMOJI_TEXT, DENY_EMOJI_TEXT, PLATFORM
 from gateway.domain import Attachment, OutgoingFile, ReplyTarget
@@ -78,9 +79,19 @@ class MattermostTransport:
     #: clients show user_typing for a few seconds; renewed like Telegram's chat action
     typing_interval = 4.0
 
-    def __init__(self, api: MattermostApi, *, scope: str) -> None:
+    def __init__(
+        self,
+        api: MattermostApi,
+        *,
+        scope: str,
+        actions_url: str | None = None,
+        actions_key: bytes | None = None,
+    ) -> None:
         self._api = api
         self._scope = scope
+        #: where approval buttons post back (``MATTERMOST_ACTIONS_URL``); None: reactions only
+        self.actions_url = actions_url
+        self._actions_key = actions_key
         self._typing: TypingSender | None = None
         self._closed = False
         self._inflight = 0
@@ -146,9 +157,13 @@ class MattermostTransport:
         *,
         file_ids: list[str] | None = None,
     ) -> SendResult:
-        if target.extra.get(APPROVAL_EXTRA):
-            # an approval card (issue 14): decided by reacting to this very post
-            text += f"\n\nReact with {APPROVE_EMOJI_TEXT} to approve or {DENY_EMOJI_TEXT} to deny."
+        approval_id = target.extra.get(APPROVAL_EXTRA)
+        buttons = bool(approval_id) and self._buttons
+        if approval_id:
+            # an approval card (issue 14): decided by reacting to this very post, or by its
+            # buttons when the server can reach the gateway (``adapters.mattermost.actions``)
+            text += "\n\n" + ("Press Approve or Deny. " if buttons else "")
+            text += f"React with {APPROVE_EMOJI_TEXT} to approve or {DENY_EMOJI_TEXT} to deny."
         body: dict[str, Any] = {
             "channel_id": target.chat_id,
             # the stored root id; "" posts at the top level (a DM answer)
@@ -156,6 +171,16 @@ class MattermostTransport:
             "message": text,
             "pending_post_id": idempotency_key,
         }
+        if buttons:
+            assert self.actions_url is not None and self._actions_key is not None
+            body["props"] = {
+                "attachments": card_attachments(
+                    url=self.actions_url,
+                    key=self._actions_key,
+                    approval_id=str(approval_id),
+                    channel_id=target.chat_id,
+                )
+            }
         if file_ids:
             body["file_ids"] = file_ids
         try:
@@ -195,10 +220,17 @@ class MattermostTransport:
             if self._inflight == 0:
                 self._drained.set()
 
+    @property
+    def _buttons(self) -> bool:
+        return self.actions_url is not None and self._actions_key is not None
+
     async def retire_card(self, target: ReplyTarget, platform_message_id: str, text: str) -> None:
-        """Edit the card to show the decision (reactions cannot be taken away)."""
+        """Edit the card to show the decision and drop its buttons (reactions cannot be taken
+        away). ``props`` replaces the card's props, so the attachment with the buttons goes."""
         try:
-            await self._api.patch_post(platform_message_id, text)
+            await self._api.patch_post(
+                platform_message_id, text, props={"attachments": []} if self._buttons else None
+            )
         except (MattermostApiError, httpx.HTTPError, ValueError) as exc:
             raise translate_error(exc) from exc
 

@@ -18,6 +18,9 @@ model (users, a team, channels, posts with roots), so tests assert where a reply
   as a JSON string and a stringified ``mentions`` for the mentioned recipient only,
   ``post_edited``, ``post_deleted``; server-side close (1000) or abort (1006).
 * Posts created while no websocket is connected are never pushed later.
+* Interactive buttons: ``press_button(post_id, action_id, user=...)`` POSTs the server's
+  ``PostActionIntegrationRequest`` to the button's integration URL and applies the answer
+  (``update``, ``ephemeral_text``); ``PUT posts/{id}/patch`` replaces ``props`` when given.
 * Faults: ``fail_next(route, status, ...)``, ``rate_limit_next(...)`` (429 plain text with
   ``Retry-After`` and ``X-RateLimit-*``), ``delay_response_next(route, seconds)``.
 * A recorder of every REST request and websocket client action.
@@ -38,6 +41,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 from aiohttp import WSMsgType, web
 
 JSON = "application/json"
@@ -141,6 +145,16 @@ class RecordedRequest:
     body: Any
 
 
+@dataclass
+class EphemeralPost:
+    """What ``SendEphemeralPost`` shows one user (an integration's ``ephemeral_text``)."""
+
+    user_id: str
+    channel_id: str
+    root_id: str
+    message: str
+
+
 @dataclass(eq=False)  # hashed by identity: kept in a set
 class Connection:
     ws: web.WebSocketResponse
@@ -207,6 +221,10 @@ class FakeMattermost:
         self.handshakes_refused = 0
         #: while set, every websocket handshake is refused with this status (a gap)
         self.refuse_websockets: int | None = None
+        #: integration answers shown to one user only (interactive buttons)
+        self.ephemeral: list[EphemeralPost] = []
+        #: every integration request the server made for a button press: (url, body, status)
+        self.action_requests: list[tuple[str, dict[str, Any], int]] = []
 
         self.team_id = new_id()
         self.bot = self.add_user("gatewaybot", token="bot-token", is_bot=True)
@@ -430,6 +448,76 @@ class FakeMattermost:
             "reaction_removed" if removed else "reaction_added",
             {"reaction": json.dumps(reaction)},
         )
+
+    async def press_button(
+        self, post_id: str, action_id: str, *, user: User | str = "alice"
+    ) -> tuple[int, dict[str, Any]]:
+        """A person presses an interactive button (``props.attachments[].actions[]``) as the
+        server relays it (``app/integration_action.go``, ``DoPostActionWithCookie``): a JSON
+        ``PostActionIntegrationRequest`` POSTed to the action's integration URL, with the
+        presser's ``user_id``, the post's channel and team, and the action's ``context``.
+        On a 200 the answer's ``update`` edits the post (its props are kept unless the update
+        carries props) and ``ephemeral_text`` is shown to the presser only. Returns the
+        integration's status and answer."""
+        post = self.posts[post_id]
+        presser = user if isinstance(user, User) else self.user_by_name(user)
+        channel = self.channels[post["channel_id"]]
+        action = next(
+            (
+                a
+                for attachment in post.get("props", {}).get("attachments") or []
+                for a in attachment.get("actions") or []
+                if a.get("id") == action_id
+            ),
+            None,
+        )
+        if action is None or not isinstance(action.get("integration"), dict):
+            raise AssertionError(f"post {post_id} has no button {action_id!r}")
+        integration = action["integration"]
+        body = {
+            "user_id": presser.id,
+            "user_name": presser.username,
+            "channel_id": channel.id,
+            "channel_name": channel.name,
+            "team_id": channel.team_id,
+            "team_name": "team" if channel.team_id else "",
+            "post_id": post_id,
+            "trigger_id": new_id(),
+            "type": action.get("type", ""),
+            "data_source": action.get("data_source", ""),
+            "context": integration.get("context"),
+        }
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
+                integration["url"],
+                json=body,
+                headers={"Accept": "application/json"},
+            ) as resp,
+        ):
+            status = resp.status
+            text = await resp.text()
+        self.action_requests.append((integration["url"], body, status))
+        answer = json.loads(text) if text else {}
+        if status != 200:
+            return status, answer if isinstance(answer, dict) else {}
+        update = answer.get("update") if isinstance(answer, dict) else None
+        if isinstance(update, dict):
+            if isinstance(update.get("props"), dict):
+                post["props"] = dict(update["props"])
+            if isinstance(update.get("message"), str):
+                await self.edit_post(post_id, update["message"])
+        ephemeral = answer.get("ephemeral_text") if isinstance(answer, dict) else None
+        if isinstance(ephemeral, str) and ephemeral:
+            self.ephemeral.append(
+                EphemeralPost(
+                    user_id=presser.id,
+                    channel_id=channel.id,
+                    root_id=post.get("root_id") or post_id,
+                    message=ephemeral,
+                )
+            )
+        return status, answer
 
     async def edit_post(self, post_id: str, text: str) -> dict[str, Any]:
         post = self.posts[post_id]
@@ -924,6 +1012,12 @@ class FakeMattermost:
                 "api.context.permissions.app_error",
                 "You do not have the appropriate permissions.",
             )
+        if isinstance(body, dict) and isinstance(body.get("props"), dict):
+            # PatchPost replaces the props; from_bot is the server's own mark, kept
+            props = dict(body["props"])
+            if post["props"].get("from_bot"):
+                props["from_bot"] = post["props"]["from_bot"]
+            post["props"] = props
         if isinstance(body, dict) and isinstance(body.get("message"), str):
             await self.edit_post(post["id"], body["message"])
         return _json(post)
