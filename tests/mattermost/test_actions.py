@@ -66,9 +66,13 @@ def test_another_token_means_another_key() -> None:
     assert press_of(_request(), key=actions_key("new-token")) == Refused("bad signature")
 
 
+def _settings(**values: Any) -> Settings:
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
 def test_the_actions_url_setting_is_validated() -> None:
-    base = {"MATTERMOST_URL": "https://mm.example", "MATTERMOST_TOKEN": "t"}
+    base: dict[str, Any] = {"MATTERMOST_URL": "https://mm.example", "MATTERMOST_TOKEN": "t"}
     with pytest.raises(ValueError, match="MATTERMOST_ACTIONS_URL"):
-        Settings(_env_file=None, **base, MATTERMOST_ACTIONS_URL="gw.example/actions")  # type: ignore[call-arg]
+        _settings(**base, MATTERMOST_ACTIONS_URL="gw.example/actions")
     with pytest.raises(ConfigError, match="MATTERMOST_URL"):
-        Settings(_env_file=None, MATTERMOST_ACTIONS_URL="https://gw.example/x")  # type: ignore[call-arg]
+        _settings(MATTERMOST_ACTIONS_URL="https://gw.example/x")
