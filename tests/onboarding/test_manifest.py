@@ -44,7 +44,10 @@ def web_api_calls() -> set[str]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 name = node.func.attr
-                if name not in generic and callable(getattr(AsyncWebClient, name, None)):
+                # ``super().__init__(...)`` and other dunders are not Web API methods
+                if name.startswith("_") or name in generic:
+                    continue
+                if callable(getattr(AsyncWebClient, name, None)):
                     called.add(name.replace("_", "."))
     return called
 
