@@ -194,6 +194,13 @@ async def test_mattermost_deny_button_tells_the_model_not_approved(
             status, answer = await mm.press_button(card["id"], "deny", user="alice")
             assert (status, answer["ephemeral_text"]) == (200, "Denied. It will not run.")
             await wait_for(lambda: mm.posts[card["id"]]["message"].startswith("❌ Denied"))
+            await wait_for(
+                lambda: any(
+                    p["message"] == "OK, I will not restart it."
+                    for p in mm.posts_in(mm.town_square, root_id=root["id"], by=mm.bot)
+                ),
+                timeout=15,
+            )
     assert runs == []
     denied = fake.turn_requests[-1].body["messages"][-1]
     assert denied["role"] == "tool" and denied["content"].startswith("not approved (denied)")
