@@ -2,8 +2,8 @@
 
 Layout: ``urls`` (MATTERMOST_URL -> scope, REST base, websocket URL), ``extract`` (pure
 payload -> Envelope | Ignored | Rejected), ``websocket`` (our own event-stream client),
-``api`` (the few REST calls, httpx), ``transport`` (delivery), ``adapter`` (wiring, cursors,
-reconciliation).
+``api`` (the few REST calls, httpx), ``transport`` (delivery), ``actions`` (approval buttons'
+signed context), ``adapter`` (wiring, cursors, reconciliation, ``POST /mattermost/actions``).
 
 Deliberately not handled (platforms.md §3):
 
@@ -13,9 +13,9 @@ Deliberately not handled (platforms.md §3):
 * CRT ``thread_updated`` and other per-user events: replies still arrive as ``posted``.
 * ``GET /channels/{id}/posts?since=`` returns at most 1000 posts: a single channel with more
   posts than that during one disconnection loses the oldest of them.
-* Reactions, pins, files (metadata
-  only: no download; replies carry no uploads), interactive messages, Mattermost's own slash
-  commands (type ``@bot /new`` or `` /new`` with a leading space in channels).
+* Pins, interactive messages other than approval cards' buttons (``actions``; only with
+  ``MATTERMOST_ACTIONS_URL``), Mattermost's own slash commands (type ``@bot /new`` or
+  `` /new`` with a leading space in channels).
 * Servers still on the old 4000-rune post limit (``PostMessageMaxRunesV1``): longer parts
   fail permanently with ``model.post.is_valid.msg.app_error``.
 * ``pending_post_id`` dedupes for 30 s on the server: a retry of an ambiguous send later

@@ -1,4 +1,5 @@
-"""Slack: Events API (``POST /slack/events``) and Socket Mode in, ``chat.postMessage`` out.
+"""Slack: Events API (``POST /slack/events``) and Socket Mode in, on slack-bolt;
+``chat.postMessage`` out.
 
 Threads are sessions: ``SessionKey("slack", team_id, channel, thread root ts)``; a top-level DM
 message belongs to the DM itself. ``extract.route`` holds the one rule; the facts are in
@@ -6,9 +7,12 @@ message belongs to the DM itself. ``extract.route`` holds the one rule; the fact
 
 Deliberately not handled (platforms.md §2):
 
-* Interactivity and slash commands (Socket Mode ``interactive`` / ``slash_commands``
-  envelopes) are acked and recorded as ignored; ``/new`` and ``/help`` are plain message text
-  after the mention (or in a DM).
+* Interactivity other than the approval buttons, and slash commands (Socket Mode
+  ``interactive`` / ``slash_commands`` envelopes, other ``/slack/interactions`` payloads), are
+  acked and recorded as ignored; ``/new`` and ``/help`` are plain message text after the
+  mention (or in a DM).
+* Bolt's ``say``/``respond`` and its OAuth flow: ingress only runs on bolt; replies go
+  through ``SlackTransport`` and the outbox.
 * ``reply_broadcast`` on our own replies, ``chat.update`` (streamed edits), and Assistant
   threads (``assistant.threads.setStatus``); ``typing`` is a no-op because bots have no typing
   indicator over the Web API.
@@ -19,7 +23,7 @@ Deliberately not handled (platforms.md §2):
 * Ambiguous sends (timeout after the request left) are reported, not reconciled; each post
   carries its idempotency key in message ``metadata`` so an operator or a later reconciler can
   find it with ``conversations.replies``.
-* ``X-Slack-No-Retry`` is never sent: a failed store answers 500 so Slack retries.
+* ``X-Slack-No-Retry`` is never sent: a failed store answers 503 so Slack retries.
 * Thread history on first contact needs the ``*:history`` scopes; without them (or when the
   fetch exceeds its 1.5 s budget) the mention is stored without the backfill.
 """
