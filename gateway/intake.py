@@ -304,6 +304,23 @@ class CoreIntake:
             f"ingress:{name}", elected, stopping=stopping, restart_on_return=False
         )
 
+    async def supervise(
+        self, name: str, body: Body, *, stopping: asyncio.Event | None = None
+    ) -> None:
+        """Run a receive loop ``body`` that every replica runs (Slack Socket Mode: Slack
+        spreads an app's events over its connections), supervised like ``lead``'s:
+        restarted with backoff, counted as ``ingress:NAME``, shown in ``/readyz``."""
+        if self._supervisor is None:
+            await body()
+            return
+
+        async def run(beat: Beat) -> None:
+            await body()
+
+        await self._supervisor.supervise(
+            f"ingress:{name}", run, stopping=stopping, restart_on_return=False
+        )
+
     async def knows(self, key: SessionKey) -> bool:
         return await self._store.has_active_session(key)
 

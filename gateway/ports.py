@@ -88,6 +88,18 @@ class Intake(Protocol):
         ``stopping`` is set while not leading."""
         ...
 
+    async def supervise(
+        self,
+        name: str,
+        body: Callable[[], Coroutine[Any, Any, None]],
+        *,
+        stopping: asyncio.Event | None = None,
+    ) -> None:
+        """Run ``body`` on this replica (every replica runs its own: Slack Socket Mode),
+        under the core's supervisor: restarted with backoff when it raises, counted and
+        shown in ``/readyz`` as ``ingress:NAME``. Returns when ``body`` returns."""
+        ...
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SendResult:

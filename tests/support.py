@@ -198,6 +198,15 @@ class RecordingIntake:
     ) -> None:
         await body()  # one process: it always leads
 
+    async def supervise(
+        self,
+        name: str,
+        body: Callable[[], Coroutine[Any, Any, None]],
+        *,
+        stopping: asyncio.Event | None = None,
+    ) -> None:
+        await body()  # no supervisor here (tests/slack/test_socket_mode.py has one)
+
     async def knows(self, key: SessionKey) -> bool:
         self.knows_calls.append(key)
         return key in self.known

@@ -14,8 +14,9 @@ Ingress rules (architecture invariants 2, 3, 7; platforms.md §2.2-§2.7):
   kept as a ``Rejected`` dead letter (400). Unknown event types get a 200 too (a 404 would
   make Slack retry, §2.4).
 * Socket Mode (when ``SLACK_APP_TOKEN`` is set): bolt's ``AsyncSocketModeHandler`` on
-  slack_sdk's aiohttp client, run through ``Intake.lead`` (one replica, supervised, restarted
-  with backoff); an envelope bolt cannot read is a dead letter and acked.
+  slack_sdk's aiohttp client, run through ``Intake.supervise`` (every replica, restarted with
+  backoff, replaced when it stays disconnected); an envelope bolt cannot read is a dead
+  letter and acked.
 * Retries (``X-Slack-Retry-Num``, Socket Mode ``retry_attempt``) and the app_mention + message
   pair are submitted like any event: the core's inbox dedupes on ``event_id`` and on
   ``(channel, ts)`` — extraction sets both.
@@ -219,10 +220,10 @@ class SlackAdapter:
         )
         if self._app_token is not None:
             self._stopping.clear()
-            # one Socket Mode connection per app across replicas (architecture: single-
-            # connection ingress runs on the leader), supervised like every receive loop
+            # every replica holds its own connection (Slack spreads an app's events over up
+            # to 10; the inbox dedupes), supervised like every receive loop
             self._socket_task = asyncio.create_task(
-                intake.lead(
+                intake.supervise(
                     f"slack-socket:{self._me.team_id or 'default'}",
                     self._run_socket,
                     stopping=self._stopping,
@@ -551,7 +552,7 @@ class SlackAdapter:
     # --- Socket Mode (bolt's AsyncSocketModeHandler), supervised ----------------------------
 
     async def _run_socket(self) -> None:
-        """The Socket Mode receive loop, run through ``Intake.lead`` (one replica, supervised:
+        """The Socket Mode receive loop, run through ``Intake.supervise`` (on every replica:
         ``gateway_worker_up{worker="ingress:slack-socket:…"}``). slack_sdk's client
         reconnects by itself; when it has not been connected for ``socket_down_after``
         seconds, this raises so the supervisor counts a restart and builds a fresh client."""

@@ -346,6 +346,10 @@ async def test_socket_mode_end_to_end_with_redelivery(database_url: str, fake: F
             await fake.resend(delivery, reason="timeout")
             assert delivery.ack_count == 2
         assert len(await user_messages(gw, key(fake, "C0GENERAL", posted.ts))) == 1
+        # the connection loop runs under the core's supervisor on this replica
+        worker = f"ingress:slack-socket:{fake.team_id}"
+        assert worker in gw.supervisor.loops and gw.supervisor.down() == []
+        assert f'gateway_worker_up{{worker="{worker}"}} 1.0' in gw.metrics.render().decode()
     assert len(fake.bot_posts()) == 1
 
 

@@ -98,13 +98,14 @@ async def test_non_event_envelopes_are_acked_and_recorded(
 
 
 class SupervisedIntake(RecordingIntake):
-    """``Intake.lead`` as the gateway's core runs it: the receive loop under a Supervisor."""
+    """``Intake.supervise`` as the gateway's core runs it: the receive loop under a
+    Supervisor (``gateway.intake.CoreIntake.supervise``)."""
 
     def __init__(self, supervisor: Supervisor) -> None:
         super().__init__()
         self.supervisor = supervisor
 
-    async def lead(
+    async def supervise(
         self,
         name: str,
         body: Callable[[], Coroutine[Any, Any, None]],
