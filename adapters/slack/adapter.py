@@ -43,6 +43,7 @@ from slack_bolt.adapter.starlette.async_handler import to_starlette_response
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltRequest
 from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.error import BoltUnhandledRequestError
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
@@ -133,6 +134,15 @@ def _request_log(request: AsyncBoltRequest) -> dict[str, Any]:
     if envelope_id is not None:
         fields["envelope_id"] = envelope_id
     return fields
+
+
+class _ClientWinsNotice(logging.Filter):
+    """Drops one start-up warning: bolt reads ``SLACK_BOT_TOKEN`` from the environment by
+    itself and warns that the client we pass wins. It does, on purpose: that client carries
+    no token (``SlackAdapter._build_app``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
 
 
 class GatewaySocketModeHandler(AsyncSocketModeHandler):
@@ -395,9 +405,12 @@ class SlackAdapter:
           other interactions, ``app_rate_limited``) reaches ``_on_bolt_error`` and is
           recorded before it is acked; bolt's default is a 404, which Slack would retry.
         """
+        bolt_log = logging.getLogger("adapters.slack.bolt")
+        if not any(isinstance(f, _ClientWinsNotice) for f in bolt_log.filters):
+            bolt_log.addFilter(_ClientWinsNotice())
         app = AsyncApp(
             name="gateway-slack",
-            logger=logging.getLogger("adapters.slack.bolt"),
+            logger=bolt_log,
             client=AsyncWebClient(base_url=self._base_url),  # no token: nothing calls out
             signing_secret=secret or "unused-in-socket-mode",
             request_verification_enabled=secret is not None,

@@ -17,8 +17,9 @@ from slack_bolt.async_app import AsyncApp, AsyncBoltRequest
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack import SlackAdapter
 from benchmarks.fakes.slack import APP_TOKEN, BOT_TOKEN, HUMAN, FakeSlack
-from tests.slack.conftest import running_adapter
+from tests.slack.conftest import running_adapter, slack_settings
 from tests.support import RecordingIntake
 
 
@@ -175,3 +176,14 @@ async def test_other_interactions_are_recorded_and_acked(
         async with fake._session.post(url, data=body, headers=headers | stale) as resp:
             assert resp.status == 401
     assert [i.reason for i in intake.ignored] == ["interaction shortcut"]
+
+
+def test_the_bot_token_in_the_environment_gives_no_bolt_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Bolt reads SLACK_BOT_TOKEN from the environment itself (where operators put it) and
+    would warn at every start that the client we pass wins."""
+    monkeypatch.setenv("SLACK_BOT_TOKEN", BOT_TOKEN)
+    with caplog.at_level("INFO", logger="adapters.slack.bolt"):
+        SlackAdapter(slack_settings())
+    assert [r.getMessage() for r in caplog.records if r.name == "adapters.slack.bolt"] == []
