@@ -190,6 +190,11 @@ class Settings(BaseSettings):
     gateway_max_file_bytes: int = Field(
         default=20 * 1024 * 1024, ge=1, alias="GATEWAY_MAX_FILE_BYTES"
     )
+    #: where the ``default`` knowledge base is searched: in every chat, or only in the chats
+    #: it is assigned to (``gateway kb assign default --chat ...``), like any operator base
+    gateway_kb_default: Literal["everywhere", "assigned"] = Field(
+        default="everywhere", alias="GATEWAY_KB_DEFAULT"
+    )
 
     @field_validator("embedding_base_url")
     @classmethod

@@ -11,11 +11,32 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from gateway.knowledge.service import DEFAULT_KB, FileRejected, Knowledge, source_label
+from gateway.knowledge.service import DEFAULT_KB, Chat, FileRejected, Knowledge, source_label
 
-KB_TOOLS = ("kb_list", "kb_search", "kb_upload", "kb_reindex", "kb_delete", "kb_citations")
+KB_TOOLS = (
+    "kb_list",
+    "kb_search",
+    "kb_upload",
+    "kb_reindex",
+    "kb_delete",
+    "kb_citations",
+    "kb_assign",
+    "kb_unassign",
+    "kb_assignments",
+)
 KbName = Annotated[str, Field(min_length=1, max_length=200)]
 DocId = Annotated[int, Field(ge=1, lt=2**63)]
+ChatName = Annotated[
+    str,
+    Field(min_length=5, max_length=600, description="platform:scope:chat, e.g. web:local:general"),
+]
+
+
+def _chat(text: str) -> Chat:
+    try:
+        return Chat.parse(text)
+    except ValueError as exc:
+        raise ToolError(str(exc)) from exc
 
 
 def add_knowledge_tools(server: MCPServer, knowledge: Knowledge) -> None:
@@ -124,5 +145,29 @@ def add_knowledge_tools(server: MCPServer, knowledge: Knowledge) -> None:
                     "score": c.score,
                 }
                 for c in await store.citations(message_id)
+            ]
+        }
+
+    @server.tool()
+    async def kb_assign(kb: KbName, chat: ChatName) -> dict[str, Any]:
+        """Search the knowledge base ``kb`` (created if new) in every thread of ``chat``."""
+        where = _chat(chat)
+        created = await knowledge.assign(kb, where)
+        return {"kb": kb, "chat": str(where), "assigned": True, "new": created}
+
+    @server.tool()
+    async def kb_unassign(kb: KbName, chat: ChatName) -> dict[str, Any]:
+        """Stop searching the knowledge base ``kb`` in ``chat``."""
+        where = _chat(chat)
+        if not await knowledge.unassign(kb, where):
+            raise ToolError(f"{kb} is not assigned to {where}")
+        return {"kb": kb, "chat": str(where), "assigned": False}
+
+    @server.tool()
+    async def kb_assignments(kb: KbName | None = None) -> dict[str, Any]:
+        """Knowledge bases assigned to chats (of one base, or all)."""
+        return {
+            "assignments": [
+                {"kb": a.kb_name, "chat": a.chat} for a in await store.assignments(kb_name=kb)
             ]
         }

@@ -57,15 +57,36 @@ def chat_kb(key: SessionKey) -> str:
     return f"chat:{key.platform}:{key.scope}:{key.chat_id}"
 
 
+@dataclass(frozen=True, slots=True)
+class Chat:
+    """A chat or channel, as operators name it to assign knowledge bases:
+    ``platform:scope:chat`` (the scope may itself hold ``:``, platform and chat never do)."""
+
+    platform: str
+    scope: str
+    chat_id: str
+
+    def __str__(self) -> str:
+        return f"{self.platform}:{self.scope}:{self.chat_id}"
+
+    @classmethod
+    def of(cls, key: SessionKey) -> Chat:
+        return cls(key.platform, key.scope, key.chat_id)
+
+    @classmethod
+    def parse(cls, text: str) -> Chat:
+        platform, _, rest = text.strip().partition(":")
+        scope, _, chat_id = rest.rpartition(":")
+        if not (platform and scope and chat_id) or len(text) > 600:
+            raise ValueError(f"not a chat (platform:scope:chat, e.g. web:local:general): {text!r}")
+        return cls(platform, scope, chat_id)
+
+
 class KnowledgeSearch(Protocol):
-    """What the ``search_knowledge`` tool needs of the knowledge base: the turn's retriever."""
+    """What the ``search_knowledge`` tool needs of the knowledge base: the turn's retriever
+    over the turn's scope."""
 
-    async def search(self, query: str, *, kbs: Sequence[str], limit: int = 5) -> SearchResult: ...
-
-
-def scope_kbs(key: SessionKey) -> list[str]:
-    """What a turn in ``key`` searches: the thread's documents, the chat's, and ``default``."""
-    return [thread_kb(key), chat_kb(key), DEFAULT_KB]
+    async def search_in(self, key: SessionKey, query: str, *, limit: int = 5) -> SearchResult: ...
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -101,6 +122,9 @@ class KnowledgeSettings:
     #: a passage only the embeddings found goes into a prompt only this similar (cosine):
     #: vector search always returns its nearest rows, relevant or not
     min_vector_score: float = 0.3
+    #: ``default`` is searched in every chat (``GATEWAY_KB_DEFAULT=everywhere``), or only in
+    #: chats it is assigned to
+    default_everywhere: bool = True
 
     @classmethod
     def from_settings(cls, settings: Settings) -> KnowledgeSettings:
@@ -108,6 +132,7 @@ class KnowledgeSettings:
             poll_seconds=max(settings.gateway_poll_seconds, 0.05),
             lease_seconds=max(settings.gateway_lease_seconds * 4, 10.0),
             max_file_bytes=settings.gateway_max_file_bytes,
+            default_everywhere=settings.gateway_kb_default == "everywhere",
         )
 
 
@@ -527,9 +552,47 @@ class Knowledge:
 
     # --- retrieval -------------------------------------------------------------------------
 
+    # --- scope: which knowledge bases a chat searches --------------------------------------
+
+    async def scope(self, key: SessionKey) -> list[KnowledgeBase]:
+        """What a turn in ``key`` searches: the thread's documents, the chat's, every
+        operator base assigned to the chat, and ``default`` (unless it applies only where
+        assigned). Never another chat's or thread's."""
+        names = [thread_kb(key), chat_kb(key)]
+        if self.settings.default_everywhere:
+            names.append(DEFAULT_KB)
+        chat = Chat.of(key)
+        return await self.store.scope_kbs(
+            names, platform=chat.platform, scope=chat.scope, chat_id=chat.chat_id
+        )
+
+    async def assign(self, kb: str, chat: Chat) -> bool:
+        """Assign the knowledge base ``kb`` (created if new) to ``chat``; ``False`` when it
+        already was."""
+        base = await self.kb(kb)
+        return await self.store.assign(
+            base, platform=chat.platform, scope=chat.scope, chat_id=chat.chat_id
+        )
+
+    async def unassign(self, kb: str, chat: Chat) -> bool:
+        return await self.store.unassign(
+            kb, platform=chat.platform, scope=chat.scope, chat_id=chat.chat_id
+        )
+
     async def search(self, query: str, *, kbs: Sequence[str], limit: int = 5) -> SearchResult:
+        """Search the knowledge bases named ``kbs`` (operators' search)."""
         started = time.perf_counter()
-        bases = await self.store.kbs(kbs)
+        return await self._search(query, await self.store.kbs(kbs), limit, started)
+
+    async def search_in(self, key: SessionKey, query: str, *, limit: int = 5) -> SearchResult:
+        """Search what a turn in ``key`` may read (``scope``): the retriever of turns and of
+        the ``search_knowledge`` tool."""
+        started = time.perf_counter()
+        return await self._search(query, await self.scope(key), limit, started)
+
+    async def _search(
+        self, query: str, bases: Sequence[KnowledgeBase], limit: int, started: float
+    ) -> SearchResult:
         timings: dict[str, float] = {}
         vector: list[float] | None = None
         same_model = [b.id for b in bases if b.embedding_model == self.embedder.model]
@@ -604,8 +667,9 @@ class Knowledge:
                 if notes
                 else None
             )
-        result = await self.search(
-            question, kbs=scope_kbs(key), limit=max(self.settings.passages * 2, 10)
+        bases = await self.scope(key)
+        result = await self._search(
+            question, bases, max(self.settings.passages * 2, 10), time.perf_counter()
         )
         s = self.settings
         budget = min(token_budget, s.max_prompt_tokens)
@@ -628,7 +692,7 @@ class Knowledge:
         trace = {
             "query": question,
             "mode": result.mode,
-            "scopes": scope_kbs(key),
+            "scopes": [b.name for b in bases],
             "candidates": [_trace_hit(h) for h in result.hits],
             "chosen": [h.chunk_id for h in chosen],
             "prompt_tokens": used if chosen else 0,
@@ -684,6 +748,7 @@ def _trace_hit(hit: PassageHit) -> dict[str, Any]:
 
 __all__ = [
     "DEFAULT_KB",
+    "Chat",
     "FileRejected",
     "Knowledge",
     "KnowledgeSettings",
