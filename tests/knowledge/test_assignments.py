@@ -31,6 +31,15 @@ def test_chat_names_parse_with_a_colon_in_the_scope() -> None:
             Chat.parse(bad)
 
 
+def test_a_bad_kb_default_names_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway.errors import ConfigError
+    from gateway.settings import load_settings
+
+    with pytest.raises(ConfigError, match="GATEWAY_KB_DEFAULT"):
+        load_settings(_env_file=None, GATEWAY_KB_DEFAULT="nowhere")
+    assert load_settings(_env_file=None).gateway_kb_default == "everywhere"
+
+
 async def _ready(ks: KnowledgeStore, doc_id: int) -> bool:
     doc = await ks.get_document(doc_id)
     return doc is not None and doc.state == "ready"

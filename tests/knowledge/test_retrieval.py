@@ -171,6 +171,19 @@ def test_kb_cli_add_list_search_remove_on_the_zero_config_database(tmp_path: Pat
     assert [line.split("\t")[-1] for line in listed.stdout.strip().splitlines()] == ["notes.md"]
     missing = gateway("kb", "add", str(tmp_path / "nope.pdf"))
     assert missing.returncode == 1 and "failed: cannot read" in missing.stdout
+    # operator knowledge bases assigned to chats
+    assigned = gateway("kb", "assign", "handbook", "--chat", "mattermost:chat.example:8065:town")
+    assert assigned.returncode == 0, assigned.stderr
+    assert assigned.stdout.strip() == "handbook assigned to mattermost:chat.example:8065:town"
+    listed = gateway("kb", "assignments")
+    assert listed.stdout.strip() == "handbook\tmattermost:chat.example:8065:town"
+    unassigned = gateway(
+        "kb", "unassign", "handbook", "--chat", "mattermost:chat.example:8065:town"
+    )
+    assert unassigned.returncode == 0, unassigned.stderr
+    again = gateway("kb", "unassign", "handbook", "--chat", "mattermost:chat.example:8065:town")
+    assert again.returncode == 1 and "is not assigned" in again.stderr
+    assert gateway("kb", "assign", "handbook", "--chat", "nonsense").returncode == 2
 
 
 async def test_turn_passages_fit_the_token_budget(concepts: Knowledge) -> None:
