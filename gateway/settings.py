@@ -195,8 +195,25 @@ class Settings(BaseSettings):
     gateway_kb_default: Literal["everywhere", "assigned"] = Field(
         default="everywhere", alias="GATEWAY_KB_DEFAULT"
     )
+    #: file bytes in an S3-compatible bucket instead of PostgreSQL (by SHA-256)
+    gateway_files_s3_url: str | None = Field(default=None, alias="GATEWAY_FILES_S3_URL")
+    gateway_files_s3_bucket: str | None = Field(
+        default=None, min_length=3, max_length=63, alias="GATEWAY_FILES_S3_BUCKET"
+    )
+    gateway_files_s3_access_key: SecretStr | None = Field(
+        default=None, alias="GATEWAY_FILES_S3_ACCESS_KEY"
+    )
+    gateway_files_s3_secret_key: SecretStr | None = Field(
+        default=None, alias="GATEWAY_FILES_S3_SECRET_KEY"
+    )
+    gateway_files_s3_region: str = Field(
+        default="us-east-1", min_length=1, alias="GATEWAY_FILES_S3_REGION"
+    )
+    gateway_files_s3_prefix: str = Field(
+        default="kb/", max_length=200, alias="GATEWAY_FILES_S3_PREFIX"
+    )
 
-    @field_validator("embedding_base_url")
+    @field_validator("embedding_base_url", "gateway_files_s3_url")
     @classmethod
     def _check_embedding_url(cls, value: str | None) -> str | None:
         if value and not value.startswith(("http://", "https://")):
@@ -255,6 +272,19 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _contradictions(self) -> Settings:
         self._check_access()
+        if self.gateway_files_s3_url and not self.gateway_files_s3_bucket:
+            raise ConfigError(
+                "GATEWAY_FILES_S3_BUCKET", "required when GATEWAY_FILES_S3_URL is set"
+            )
+        if self.gateway_files_s3_bucket and not self.gateway_files_s3_url:
+            raise ConfigError(
+                "GATEWAY_FILES_S3_URL", "required when GATEWAY_FILES_S3_BUCKET is set"
+            )
+        if bool(self.gateway_files_s3_access_key) != bool(self.gateway_files_s3_secret_key):
+            raise ConfigError(
+                "GATEWAY_FILES_S3_SECRET_KEY",
+                "GATEWAY_FILES_S3_ACCESS_KEY and GATEWAY_FILES_S3_SECRET_KEY go together",
+            )
         if self.mattermost_url and not self.mattermost_token:
             raise ConfigError("MATTERMOST_TOKEN", "required when MATTERMOST_URL is set")
         if self.mattermost_token and not self.mattermost_url:

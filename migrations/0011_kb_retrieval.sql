@@ -34,3 +34,11 @@ BEGIN
     END IF;
 END
 $$;
+
+-- File bytes in PostgreSQL (`content`, the default) or in an S3-compatible bucket
+-- (GATEWAY_FILES_S3_URL: `content` is NULL and the object is named by the hash).
+ALTER TABLE kb_files ALTER COLUMN content DROP NOT NULL;
+ALTER TABLE kb_files ADD COLUMN storage text NOT NULL DEFAULT 'postgres'
+    CHECK (storage IN ('postgres', 's3'));
+ALTER TABLE kb_files ADD CONSTRAINT kb_files_content_where
+    CHECK ((storage = 'postgres') = (content IS NOT NULL));

@@ -19,6 +19,8 @@ from session_store.errors import LeaseLost
 from session_store.values import ReplyTarget
 
 DocumentState = Literal["queued", "parsing", "embedding", "ready", "failed"]
+#: where a file's bytes are: ``kb_files.content``, or an S3-compatible bucket (by hash)
+FileStorage = Literal["postgres", "s3"]
 #: reciprocal-rank fusion constant (the usual 60)
 RRF_K = 60
 #: full text matches on the question's rarest words while they are in fewer passages than
@@ -119,6 +121,15 @@ class Assignment:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RemovedDocument:
+    document_id: int
+    sha256: str
+    #: where the file's bytes were when no other document uses them any more (the caller
+    #: deletes an S3 object), ``None`` while another document still uses them
+    file_removed: FileStorage | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AddedDocument:
     document: DocumentRecord
     #: false when the same content was already in this knowledge base
@@ -130,16 +141,20 @@ class IngestJob:
     """A claimed ingest job: the document, its bytes, and the model its base is built with."""
 
     document: DocumentRecord
-    content: bytes
+    #: the file's bytes, or ``None`` when they are in the S3-compatible bucket (``storage``)
+    content: bytes | None
     embedding_model: str
     embedding_dim: int
     owner: str
+    storage: FileStorage = "postgres"
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any], *, owner: str) -> IngestJob:
+        content = row["content"]
         return cls(
             document=DocumentRecord.from_row(row),
-            content=bytes(row["content"]),
+            content=None if content is None else bytes(content),
+            storage=row["storage"],
             embedding_model=row["embedding_model"],
             embedding_dim=row["embedding_dim"],
             owner=owner,
@@ -332,13 +347,16 @@ class KnowledgeStore:
         content: bytes,
         media_type: str,
         notify_target: ReplyTarget | None = None,
+        storage: FileStorage = "postgres",
     ) -> AddedDocument:
         """Store the file by its hash and queue its ingest job; the same content in the same
-        knowledge base is the same document (a failed one is tried again)."""
+        knowledge base is the same document (a failed one is tried again). With ``storage``
+        ``s3`` the caller has put the bytes in the bucket already; only the row is written."""
         sha = hashlib.sha256(content).hexdigest()
         target = None if notify_target is None else notify_target.to_json()
+        kept = content if storage == "postgres" else None
         async with self._db.transaction() as conn:
-            await conn.execute(q.INSERT_FILE, sha, len(content), content)
+            await conn.execute(q.INSERT_FILE, sha, len(content), kept, storage)
             doc_id = await conn.fetchval(q.INSERT_DOCUMENT, kb.id, sha, name, media_type, target)
             created = doc_id is not None
             if doc_id is None:
@@ -362,19 +380,19 @@ class KnowledgeStore:
             rows = await conn.fetch(q.LIST_DOCUMENTS, kb_name, limit)
         return [DocumentRecord.from_row(r) for r in rows]
 
-    async def remove_document(self, document_id: int) -> bool:
+    async def remove_document(self, document_id: int) -> RemovedDocument | None:
         """Delete a document and its passages (gone from retrieval at once); citations already
-        frozen with answers stay as they are."""
+        frozen with answers stay as they are. ``None``: there was no such document."""
         async with self._db.transaction() as conn:
             kb_id = await conn.fetchval(q.DOCUMENT_KB, document_id)
             if kb_id is None:
-                return False
+                return None
             await conn.execute(q.REMOVE_TERMS, document_id, kb_id)
             sha = await conn.fetchval(q.DELETE_DOCUMENT, document_id)
             if sha is None:
-                return False
-            await conn.execute(q.DELETE_UNUSED_FILE, sha)
-        return True
+                return None
+            storage = await conn.fetchval(q.DELETE_UNUSED_FILE, sha)
+        return RemovedDocument(document_id=document_id, sha256=sha, file_removed=storage)
 
     async def reindex_document(self, document_id: int) -> bool:
         async with self._db.connection() as conn:

@@ -62,8 +62,9 @@ WHERE kb_id = $1
 """
 DROP_KB_VECTORS = "UPDATE kb_chunks SET embedding = NULL, dims = NULL WHERE kb_id = $1"
 
+# ``$3`` the bytes, or NULL with ``$4`` = 's3' (the object is in the bucket, by hash)
 INSERT_FILE = """
-INSERT INTO kb_files (sha256, size_bytes, content) VALUES ($1, $2, $3)
+INSERT INTO kb_files (sha256, size_bytes, content, storage) VALUES ($1, $2, $3, $4)
 ON CONFLICT (sha256) DO NOTHING
 """
 
@@ -104,6 +105,7 @@ DELETE_DOCUMENT = "DELETE FROM kb_documents WHERE id = $1 RETURNING sha256"
 DELETE_UNUSED_FILE = """
 DELETE FROM kb_files f WHERE f.sha256 = $1
   AND NOT EXISTS (SELECT 1 FROM kb_documents d WHERE d.sha256 = f.sha256)
+RETURNING f.storage
 """
 
 REQUEUE_DOCUMENT = """
@@ -130,7 +132,7 @@ WITH next AS (
     FROM next WHERE d.id = next.id
     RETURNING d.*
 )
-SELECT {DOCUMENT_COLUMNS}, f.content, b.embedding_model, b.embedding_dim
+SELECT {DOCUMENT_COLUMNS}, f.content, f.storage, b.embedding_model, b.embedding_dim
 FROM claimed d JOIN kb_bases b ON b.id = d.kb_id JOIN kb_files f ON f.sha256 = d.sha256
 """
 

@@ -304,8 +304,11 @@ CREATE TABLE kb_bases (
 CREATE TABLE kb_files (
     sha256      text        PRIMARY KEY,
     size_bytes  bigint      NOT NULL,
-    content     bytea       NOT NULL,
-    created_at  timestamptz NOT NULL DEFAULT now()
+    -- the bytes here (storage 'postgres'), or in an S3-compatible bucket under the hash
+    content     bytea,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    storage     text        NOT NULL DEFAULT 'postgres' CHECK (storage IN ('postgres', 's3')),
+    CONSTRAINT kb_files_content_where CHECK ((storage = 'postgres') = (content IS NOT NULL))
 );
 
 -- A document and its ingest job (queued -> parsing -> embedding -> ready, or failed with the

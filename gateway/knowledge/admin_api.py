@@ -15,6 +15,7 @@ from starlette.routing import Route
 
 from gateway.admin import API_PREFIX, MAX_ID, AccessPolicy, admin_api_router
 from gateway.errors import RequestError
+from gateway.knowledge.files import FileStorageError
 from gateway.knowledge.service import DEFAULT_KB, Chat, FileRejected, Knowledge
 from session_store.knowledge import Assignment, CitationRecord, DocumentRecord, PassageHit
 
@@ -87,6 +88,8 @@ def knowledge_router(knowledge: Knowledge, policy: AccessPolicy) -> APIRouter:
             added = await knowledge.add(name, data, kb=kb, media_type=type or None)
         except FileRejected as exc:
             raise RequestError(str(exc), status=415, title="Unsupported file") from exc
+        except FileStorageError as exc:
+            raise RequestError(str(exc), status=503, title="File storage unavailable") from exc
         return Uploaded(document=added.document, created=added.created)
 
     @router.get("/documents/{document_id}", response_model=DocumentRecord)
@@ -107,7 +110,7 @@ def knowledge_router(knowledge: Knowledge, policy: AccessPolicy) -> APIRouter:
     async def delete(document_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> None:
         """Remove the document and its passages from retrieval; answers that cited it keep
         their frozen citations."""
-        if not await knowledge.store.remove_document(document_id):
+        if not await knowledge.remove(document_id):
             raise RequestError(f"no document {document_id}", status=404, title="Not found")
 
     @router.get("/search", response_model=list[PassageHit], summary="Search passages")

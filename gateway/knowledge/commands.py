@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from gateway.knowledge.files import FileStorageError, build_files
 from gateway.knowledge.parse import _BY_SUFFIX
 from gateway.knowledge.service import (
     DEFAULT_KB,
@@ -91,6 +92,7 @@ async def _knowledge(settings: Settings) -> AsyncIterator[Knowledge]:
             KnowledgeStore(store.db),
             build_embedder(settings),
             KnowledgeSettings.from_settings(settings),
+            files=build_files(settings),
         )
         try:
             if not await k.store.vector_enabled():
@@ -135,7 +137,7 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
                 print("no assignments", file=sys.stderr)
             return 0
         if args.kb_command == "remove":
-            if await k.store.remove_document(args.document_id):
+            if await k.remove(args.document_id):
                 print(f"removed document {args.document_id}")
                 return 0
             print(f"no document {args.document_id}", file=sys.stderr)
@@ -172,7 +174,7 @@ async def _add(k: Knowledge, paths: Sequence[str], *, kb: str, wait: bool) -> in
             continue
         try:
             added = await k.add(path.name, data, kb=kb)
-        except FileRejected as exc:
+        except (FileRejected, FileStorageError) as exc:
             print(f"-\tfailed: {exc}\t{kb}\t-\t{path}")
             failed = True
             continue

@@ -11,6 +11,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from gateway.knowledge.files import FileStorageError
 from gateway.knowledge.service import DEFAULT_KB, Chat, FileRejected, Knowledge, source_label
 
 KB_TOOLS = (
@@ -108,7 +109,7 @@ def add_knowledge_tools(server: MCPServer, knowledge: Knowledge) -> None:
             raise ToolError(f"content_base64 is not base64: {exc}") from exc
         try:
             added = await knowledge.add(name, data, kb=kb)
-        except FileRejected as exc:
+        except (FileRejected, FileStorageError) as exc:
             raise ToolError(str(exc)) from exc
         return {
             "id": added.document.id,
@@ -127,7 +128,7 @@ def add_knowledge_tools(server: MCPServer, knowledge: Knowledge) -> None:
     @server.tool()
     async def kb_delete(document_id: DocId) -> dict[str, Any]:
         """Delete a document and its passages; answers that cited it keep their citations."""
-        if not await store.remove_document(document_id):
+        if not await knowledge.remove(document_id):
             raise ToolError(f"no document {document_id}")
         return {"id": document_id, "deleted": True}
 

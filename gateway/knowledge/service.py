@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import re
 import socket
@@ -25,6 +26,7 @@ from gateway.hub import Signal
 from gateway.knowledge.attachments import FileFetchError, FileSource, too_large
 from gateway.knowledge.chunk import chunk_blocks
 from gateway.knowledge.embed import Embedder, EmbeddingError, LocalEmbedder, RemoteEmbedder
+from gateway.knowledge.files import FileStorageError, S3Files
 from gateway.knowledge.parse import MEDIA_TYPES, ParseError, detect_format, parse_document
 from gateway.settings import Settings
 from session_store.knowledge import (
@@ -256,8 +258,11 @@ class Knowledge:
         *,
         wake: Signal | None = None,
         announce: Announce | None = None,
+        files: S3Files | None = None,
     ) -> None:
         self.announce = announce
+        #: the S3-compatible file store, when configured (else the bytes are in PostgreSQL)
+        self.files = files
         self.store = store
         self.embedder = embedder
         self.settings = settings or KnowledgeSettings()
@@ -319,8 +324,15 @@ class Knowledge:
         except ParseError as exc:
             raise FileRejected(str(exc)) from exc
         base = await self.kb(kb)
+        if self.files is not None:  # the object first: a job never finds its file missing
+            await self.files.put(hashlib.sha256(data).hexdigest(), data)
         added = await self.store.add_document(
-            base, name=name, content=data, media_type=MEDIA_TYPES[fmt], notify_target=notify_target
+            base,
+            name=name,
+            content=data,
+            media_type=MEDIA_TYPES[fmt],
+            notify_target=notify_target,
+            storage="postgres" if self.files is None else "s3",
         )
         self.wake.set()
         log.info(
@@ -388,7 +400,7 @@ class Knowledge:
             await self._tell(doc.id)
         except LeaseLost:
             log.warning("kb_job_lease_lost")
-        except EmbeddingError as exc:
+        except (EmbeddingError, FileStorageError) as exc:
             await self._retry_or_fail(job, str(exc), transient=exc.transient)
         except StoreError:
             raise  # the lease runs out and the job is tried again
@@ -439,7 +451,9 @@ class Knowledge:
 
         renew = asyncio.create_task(keep_lease(), name="kb-job-lease")
         try:
-            parsed = await asyncio.to_thread(parse_document, doc.name, job.content, doc.media_type)
+            parsed = await asyncio.to_thread(
+                parse_document, doc.name, await self._bytes(job), doc.media_type
+            )
             chunks = chunk_blocks(parsed.blocks)
             state[0] = "embedding"
             await self.store.job_progress(
@@ -469,6 +483,29 @@ class Knowledge:
             with contextlib.suppress(asyncio.CancelledError, LeaseLost, StoreError):
                 await renew
 
+    async def _bytes(self, job: IngestJob) -> bytes:
+        if job.content is not None:
+            return job.content
+        if self.files is None:
+            raise FileStorageError(
+                "the file is in S3-compatible storage but GATEWAY_FILES_S3_URL is not set",
+                transient=False,
+            )
+        return await self.files.get(job.document.sha256)
+
+    async def remove(self, document_id: int) -> bool:
+        """Delete a document and its passages (citations stay frozen); its file's bytes go
+        too once no document uses them (from the bucket as well). ``False``: no such one."""
+        removed = await self.store.remove_document(document_id)
+        if removed is None:
+            return False
+        if removed.file_removed == "s3" and self.files is not None:
+            try:
+                await self.files.delete(removed.sha256)
+            except FileStorageError as exc:  # an orphan object, by hash: harmless, logged
+                log.warning("kb_file_delete_failed", sha256=removed.sha256, error=str(exc))
+        return True
+
     # --- files shared in a thread ----------------------------------------------------------
 
     async def share(
@@ -487,6 +524,9 @@ class Knowledge:
             )
         except FileRejected as exc:
             return False, f"⚠️ {exc}"
+        except FileStorageError as exc:
+            log.warning("kb_file_store_failed", error=str(exc))
+            return False, f"⚠️ I could not store {name} just now; please try again."
         doc = added.document
         if doc.state not in _BUSY:  # already read (the same file again)
             return True, document_note(doc)
@@ -526,6 +566,10 @@ class Knowledge:
                 )
             except (FileFetchError, FileRejected) as exc:
                 notes.append(f"⚠️ {exc}")
+                continue
+            except FileStorageError as exc:
+                log.warning("kb_file_store_failed", error=str(exc))
+                notes.append(f"⚠️ I could not store {name} just now; please share it again.")
                 continue
             added.append(new.document.id)
         deadline = time.monotonic() + wait_seconds
