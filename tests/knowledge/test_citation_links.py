@@ -7,9 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+from playwright.async_api import Browser, expect
 
 from tests.knowledge.documents import make_pdf
 from tests.knowledge.test_answers import PAGES, CitingAgent
+from tests.ops.test_browser import _record_errors, browser  # noqa: F401 (the fixture)
 from tests.support import running_gateway, wait_for
 
 ANN = {"X-Auth-Request-User": "ann"}
@@ -87,11 +89,37 @@ async def test_a_citation_links_to_its_frozen_passage_for_its_reader_only(
         ]
 
 
-async def test_the_pages_link_citations() -> None:
-    """The web chat and /ops scripts turn the cited [n] into links to the passage."""
-    from importlib import resources
+async def test_clicking_a_citation_shows_the_passage_in_the_web_chat_and_ops(
+    database_url: str,
+    browser: Browser,  # noqa: F811
+) -> None:
+    async with running_gateway(database_url, agent=CitingAgent()) as gw:
+        added = await gw.knowledge.add("handbook.pdf", make_pdf(PAGES))
 
-    app = resources.files("adapters.web").joinpath("static/app.js").read_text(encoding="utf-8")
-    ops = resources.files("gateway.ui").joinpath("static/ops.js").read_text(encoding="utf-8")
-    assert "/citations`" in app and "function linkCitations" in app
-    assert '"/api/v1/kb/citations/"' in ops and "function linkCitations" in ops
+        async def ready() -> bool:
+            doc = await gw.knowledge.store.get_document(added.document.id)
+            return doc is not None and doc.state == "ready"
+
+        await wait_for(ready, timeout=20)
+        page = await browser.new_page()
+        errors: list[str] = []
+        _record_errors(page, errors)
+        await page.goto(gw.url)
+        await page.fill("#text", "How long do customers get refunds?")
+        await page.press("#text", "Enter")
+        cite = page.locator(".msg.assistant button.cite", has_text="[1]").first
+        await cite.click()
+        panel = page.locator(".msg.assistant .citation")
+        await expect(panel).to_contain_text("[1] handbook.pdf, p. 3")
+        await expect(panel.locator("blockquote")).to_contain_text("refunds within thirty days")
+        await cite.click()  # the same [n] again closes it
+        await expect(panel).to_have_count(0)
+
+        session = (await gw.store.list_sessions(platform="web"))[0]
+        await page.goto(f"{gw.url}ops/sessions/{session.id}")
+        link = page.locator("#transcript .msg.assistant a.cite", has_text="[1]").first
+        await link.click()
+        ops_panel = page.locator("#transcript .msg.assistant .citation")
+        await expect(ops_panel).to_contain_text("handbook.pdf, p. 3")
+        await expect(ops_panel.locator("blockquote")).to_contain_text("thirty days")
+        assert errors == []
