@@ -195,6 +195,11 @@ class Settings(BaseSettings):
     gateway_kb_default: Literal["everywhere", "assigned"] = Field(
         default="everywhere", alias="GATEWAY_KB_DEFAULT"
     )
+    #: files shared with a question that go straight to the model as content parts (when it
+    #: accepts them): ``images`` (PNG, JPEG, GIF, WebP as image_url parts), ``text`` (text,
+    #: Markdown, CSV up to 32 KB as text parts); others, and all by default, are read into
+    #: the thread's knowledge base
+    agent_inline_files: CsvList = Field(default_factory=list, alias="AGENT_INLINE_FILES")
     #: file bytes in an S3-compatible bucket instead of PostgreSQL (by SHA-256)
     gateway_files_s3_url: str | None = Field(default=None, alias="GATEWAY_FILES_S3_URL")
     gateway_files_s3_bucket: str | None = Field(
@@ -235,6 +240,7 @@ class Settings(BaseSettings):
         "gateway_adapters",
         "agent_models",
         "agent_context_windows",
+        "agent_inline_files",
         "gateway_trusted_proxies",
         "gateway_allowed_hosts",
         mode="before",
@@ -272,6 +278,9 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _contradictions(self) -> Settings:
         self._check_access()
+        unknown = sorted(set(self.agent_inline_files) - {"images", "text"})
+        if unknown:
+            raise ConfigError("AGENT_INLINE_FILES", f"unknown kinds {unknown}: use images, text")
         if self.gateway_files_s3_url and not self.gateway_files_s3_bucket:
             raise ConfigError(
                 "GATEWAY_FILES_S3_BUCKET", "required when GATEWAY_FILES_S3_URL is set"

@@ -5,6 +5,7 @@ with a lease), hybrid search, and retrieval for a turn with citations frozen in 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hashlib
 import os
@@ -23,7 +24,7 @@ from gateway.context import estimate_text
 from gateway.domain import Attachment, Reply, ReplyTarget, SessionKey
 from gateway.errors import GatewayError, LeaseLost, StoreError
 from gateway.hub import Signal
-from gateway.knowledge.attachments import FileFetchError, FileSource, too_large
+from gateway.knowledge.attachments import FileFetchError, FileSource, FileTooLarge, too_large
 from gateway.knowledge.chunk import chunk_blocks
 from gateway.knowledge.embed import Embedder, EmbeddingError, LocalEmbedder, RemoteEmbedder
 from gateway.knowledge.files import FileStorageError, S3Files
@@ -127,6 +128,8 @@ class KnowledgeSettings:
     #: ``default`` is searched in every chat (``GATEWAY_KB_DEFAULT=everywhere``), or only in
     #: chats it is assigned to
     default_everywhere: bool = True
+    #: shared files that go straight to the model as content parts: ``images``, ``text``
+    inline_files: frozenset[str] = frozenset()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> KnowledgeSettings:
@@ -135,6 +138,7 @@ class KnowledgeSettings:
             lease_seconds=max(settings.gateway_lease_seconds * 4, 10.0),
             max_file_bytes=settings.gateway_max_file_bytes,
             default_everywhere=settings.gateway_kb_default == "everywhere",
+            inline_files=frozenset(settings.agent_inline_files),
         )
 
 
@@ -156,6 +160,9 @@ class TurnKnowledge:
     trace: Mapping[str, Any]
     #: what became of files shared with the question (ready, failed, too big...)
     notes: tuple[str, ...] = ()
+    #: files shared with the question that go straight to the model (OpenAI content parts:
+    #: ``image_url`` with a data URL, ``text``), with ``AGENT_INLINE_FILES``
+    parts: tuple[Mapping[str, Any], ...] = ()
 
     def cite(self, replies: Sequence[Reply]) -> list[Reply]:
         """Attach the trace to the answer, and to each reply that cites ``[n]`` its frozen
@@ -164,7 +171,7 @@ class TurnKnowledge:
         out: list[Reply] = []
         for index, reply in enumerate(replies):
             metadata: dict[str, Any] = dict(reply.metadata)
-            if index == 0:
+            if index == 0 and self.trace:
                 metadata["retrieval_trace"] = dict(self.trace)
             cited = sorted(
                 {int(n) for n in re.findall(r"\[(\d{1,3})\]", reply.text)}
@@ -532,6 +539,50 @@ class Knowledge:
             return True, document_note(doc)
         return True, f"📎 {doc.name} received; I will say here when it is ready."
 
+    async def inline_files(
+        self, attachments: Sequence[Attachment], source: FileSource | None
+    ) -> tuple[list[dict[str, Any]], list[str], list[Attachment]]:
+        """Shared files that go straight to the model (``AGENT_INLINE_FILES``): images as
+        ``image_url`` parts (a data URL), small text files as ``text`` parts. Returns the
+        parts, what to tell the thread, and the files left for the knowledge base."""
+        parts: list[dict[str, Any]] = []
+        notes: list[str] = []
+        rest: list[Attachment] = []
+        limit = self.settings.max_file_bytes
+        for a in attachments:
+            kind = _inline_kind(a) if source is not None else None
+            if kind not in self.settings.inline_files or source is None:
+                rest.append(a)
+                continue
+            name = a.name or a.file_id or a.kind
+            cap = limit if kind == "images" else min(limit, INLINE_TEXT_BYTES)
+            if a.size is not None and a.size > cap:
+                rest.append(a)  # too big to inline: the knowledge base says what it can
+                continue
+            try:
+                data = await source.fetch_file(a, max_bytes=cap)
+            except FileTooLarge:
+                rest.append(a)
+                continue
+            except FileFetchError as exc:
+                notes.append(f"⚠️ {exc}")
+                continue
+            if kind == "images":
+                mime = image_type(data)
+                if mime is None:
+                    notes.append(f"⚠️ {name} is not a PNG, JPEG, GIF or WebP image.")
+                    continue
+                url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+                parts.append({"type": "image_url", "image_url": {"url": url}})
+                continue
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                rest.append(a)
+                continue
+            parts.append({"type": "text", "text": f"File {name}:\n{text}"})
+        return parts, notes, rest
+
     async def take_attachments(
         self,
         key: SessionKey,
@@ -679,18 +730,23 @@ class Knowledge:
         without them."""
         try:
             notes: list[str] = []
+            parts: list[dict[str, Any]] = []
             shared = shared_files(pending)
+            source = transport if isinstance(transport, FileSource) else None
+            if shared and self.settings.inline_files:
+                parts, notes, shared = await self.inline_files(shared, source)
             if shared:
-                notes = await self.take_attachments(
-                    key,
-                    target,
-                    shared,
-                    transport if isinstance(transport, FileSource) else None,
-                    wait_seconds=wait_seconds,
+                notes += await self.take_attachments(
+                    key, target, shared, source, wait_seconds=wait_seconds
                 )
-            return await self.for_turn(
+            found = await self.for_turn(
                 key, question.content, token_budget=token_budget, notes=notes
             )
+            if not parts:
+                return found
+            if found is None:
+                return TurnKnowledge(passages=(), prompt="", trace={}, parts=tuple(parts))
+            return replace(found, parts=tuple(parts))
         except (StoreError, EmbeddingError) as exc:
             log.warning("kb_retrieval_failed", error=str(exc))
             return None
@@ -770,6 +826,37 @@ class Knowledge:
             self._doc_access.update(docs)
             self._chunk_access.update(chunks)
             raise
+
+
+#: the largest text file that goes straight to the model (``AGENT_INLINE_FILES=text``)
+INLINE_TEXT_BYTES = 32 * 1024
+_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
+_TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".csv")
+
+
+def _inline_kind(a: Attachment) -> str | None:
+    """``images`` or ``text`` for a file that could go straight to the model, by its
+    declared type or name (the bytes are checked once fetched)."""
+    mime = (a.mime_type or "").split(";", 1)[0].strip().lower()
+    name = (a.name or "").lower()
+    if a.kind in ("photo", "image") or mime.startswith("image/") or name.endswith(_IMAGE_SUFFIXES):
+        return "images"
+    if mime in ("text/plain", "text/markdown", "text/csv") or name.endswith(_TEXT_SUFFIXES):
+        return "text"
+    return None
+
+
+def image_type(data: bytes) -> str | None:
+    """The media type of a PNG, JPEG, GIF or WebP image, from its first bytes."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
 
 
 def _loc(hit: PassageHit) -> dict[str, Any]:
