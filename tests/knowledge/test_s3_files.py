@@ -116,6 +116,27 @@ async def test_documents_keep_their_bytes_in_the_bucket(database_url: str, s3_ur
         assert _objects(s3_url) == {}
 
 
+async def test_doctor_checks_the_bucket(s3_url: str) -> None:
+    from gateway.knowledge.health import knowledge_checks
+    from tests.support import make_settings
+
+    def settings(bucket: str) -> Any:
+        return make_settings(
+            "postgresql://127.0.0.1:1/nothing",
+            GATEWAY_FILES_S3_URL=s3_url,
+            GATEWAY_FILES_S3_BUCKET=bucket,
+            GATEWAY_FILES_S3_ACCESS_KEY="a",
+            GATEWAY_FILES_S3_SECRET_KEY="b",
+        )
+
+    [good] = [c for c in await knowledge_checks(settings(BUCKET)) if c.name == "file storage"]
+    assert good.ok and BUCKET in good.detail
+    [bad] = [
+        c for c in await knowledge_checks(settings("no-such-bucket")) if c.name == "file storage"
+    ]
+    assert not bad.ok and bad.fix is not None and "GATEWAY_FILES_S3_BUCKET" in bad.fix
+
+
 async def test_an_unreachable_bucket_is_a_clear_error(kstore: KnowledgeStore) -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -127,3 +148,25 @@ async def test_an_unreachable_bucket_is_a_clear_error(kstore: KnowledgeStore) ->
     assert caught.value.transient
     assert await kstore.list_documents() == []  # nothing half-stored
     await k.aclose()
+
+
+def test_s3_settings_go_together() -> None:
+    from gateway.errors import ConfigError
+    from tests.support import make_settings
+
+    dsn = "postgresql://x/y"
+    with pytest.raises(ConfigError, match="GATEWAY_FILES_S3_BUCKET"):
+        make_settings(dsn, GATEWAY_FILES_S3_URL="http://127.0.0.1:9000")
+    with pytest.raises(ConfigError, match="GATEWAY_FILES_S3_URL"):
+        make_settings(dsn, GATEWAY_FILES_S3_BUCKET="files")
+    with pytest.raises(ConfigError, match="GATEWAY_FILES_S3_SECRET_KEY"):
+        make_settings(
+            dsn,
+            GATEWAY_FILES_S3_URL="http://127.0.0.1:9000",
+            GATEWAY_FILES_S3_BUCKET="files",
+            GATEWAY_FILES_S3_ACCESS_KEY="a",
+        )
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="GATEWAY_FILES_S3_URL"):
+        make_settings(dsn, GATEWAY_FILES_S3_URL="ftp://x", GATEWAY_FILES_S3_BUCKET="files")
