@@ -21,12 +21,16 @@ CREATE TABLE kb_assignments (
 CREATE INDEX kb_assignments_kb ON kb_assignments (kb_id);
 
 -- The HNSW index on half-precision vectors: half the size (more of it stays in memory), the
--- same neighbours for a 256-dimension embedder to well within the ranking's tolerance.
+-- same neighbours for a 256-dimension embedder to well within the ranking's tolerance. Needs
+-- pgvector 0.7 (halfvec); an older one keeps the full-precision index, and the search uses
+-- whichever index is there.
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM information_schema.columns
                WHERE table_schema = current_schema() AND table_name = 'kb_chunks'
-                 AND column_name = 'embedding') THEN
+                 AND column_name = 'embedding')
+       AND (SELECT string_to_array(extversion, '.')::int[] FROM pg_extension
+            WHERE extname = 'vector') >= ARRAY[0, 7] THEN
         ALTER TABLE kb_chunks ALTER COLUMN embedding SET STORAGE EXTERNAL;
         DROP INDEX IF EXISTS kb_chunks_embedding_256;
         CREATE INDEX kb_chunks_embedding_256h ON kb_chunks

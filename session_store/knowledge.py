@@ -273,6 +273,7 @@ class KnowledgeStore:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._vector: bool | None = None
+        self._halfvec: bool | None = None
 
     async def vector_enabled(self) -> bool:
         """Whether this database has the embedding column (pgvector was there at migration)."""
@@ -518,8 +519,11 @@ class KnowledgeStore:
         text = _vector_text(vector)
         if len(vector) == 256:
             async with self._db.transaction() as conn:
+                if self._halfvec is None:
+                    self._halfvec = bool(await conn.fetchval(q.HAS_HALFVEC_INDEX))
+                sql = q.SEARCH_VECTOR_256 if self._halfvec else q.SEARCH_VECTOR_256_FULL
                 await conn.execute(q.HNSW_SETTINGS)
-                return list(await conn.fetch(q.SEARCH_VECTOR_256, list(kb_ids), text, candidates))
+                return list(await conn.fetch(sql, list(kb_ids), text, candidates))
         async with self._db.connection() as conn:
             return list(
                 await conn.fetch(q.SEARCH_VECTOR_ANY, list(kb_ids), text, candidates, len(vector))

@@ -287,6 +287,15 @@ JOIN kb_bases b ON b.id = c.kb_id
 ORDER BY v.distance, v.id
 """
 
+# the same on a pgvector older than 0.7 (no halfvec): the full-precision index of 0007
+SEARCH_VECTOR_256_FULL = SEARCH_VECTOR_256.replace("halfvec(256)", "vector(256)")
+
+HAS_HALFVEC_INDEX = """
+SELECT EXISTS (
+    SELECT 1 FROM pg_indexes
+    WHERE schemaname = current_schema() AND indexname = 'kb_chunks_embedding_256h')
+"""
+
 # Any other dimension (an embeddings server's model): an exact scan of those bases.
 SEARCH_VECTOR_ANY = f"""
 WITH vec AS (

@@ -384,9 +384,16 @@ BEGIN
         END;
         ALTER TABLE kb_chunks ADD COLUMN embedding vector;
         ALTER TABLE kb_chunks ALTER COLUMN embedding SET STORAGE EXTERNAL;
-        -- half precision: half the index size, the same neighbours for ranking
-        CREATE INDEX kb_chunks_embedding_256h ON kb_chunks
-            USING hnsw ((embedding::halfvec(256)) halfvec_cosine_ops) WHERE dims = 256;
+        -- half precision (pgvector 0.7+): half the index size, the same neighbours for
+        -- ranking; an older pgvector gets the full-precision index
+        IF (SELECT string_to_array(extversion, '.')::int[] FROM pg_extension
+            WHERE extname = 'vector') >= ARRAY[0, 7] THEN
+            CREATE INDEX kb_chunks_embedding_256h ON kb_chunks
+                USING hnsw ((embedding::halfvec(256)) halfvec_cosine_ops) WHERE dims = 256;
+        ELSE
+            CREATE INDEX kb_chunks_embedding_256 ON kb_chunks
+                USING hnsw ((embedding::vector(256)) vector_cosine_ops) WHERE dims = 256;
+        END IF;
     END IF;
 END
 $$;

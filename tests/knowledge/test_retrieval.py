@@ -235,3 +235,22 @@ async def test_without_pgvector_ingest_and_search_are_full_text_only(store: Stor
     assert result.mode == "lexical"
     assert [h.document_name for h in result.hits] == ["food.md"]
     assert result.hits[0].vector_rank is None
+
+
+async def test_an_older_pgvector_without_halfvec_searches_the_full_precision_index(
+    knowledge: Knowledge, store: Store
+) -> None:
+    """pgvector before 0.7 has no halfvec: migration 0011 keeps 0007's index, and the vector
+    ranking uses whichever index is there."""
+    await knowledge.add("pets.md", b"# Pets\n\nCats like warm windowsills.\n")
+    await drain(knowledge)
+    async with store.db.connection() as conn:
+        await conn.execute("DROP INDEX kb_chunks_embedding_256h")
+        await conn.execute(
+            "CREATE INDEX kb_chunks_embedding_256 ON kb_chunks "
+            "USING hnsw ((embedding::vector(256)) vector_cosine_ops) WHERE dims = 256"
+        )
+    older = Knowledge(KnowledgeStore(store.db), knowledge.embedder, KnowledgeSettings())
+    found = await older.search("feline sunbathing spot", kbs=["default"])
+    assert found.mode == "hybrid"
+    assert [h.vector_rank for h in found.hits] == [1]
