@@ -493,10 +493,16 @@ class KnowledgeStore:
         lexical = self._lexical(query, kb_ids, candidates)
         if not use_vector or vector is None:
             return fuse(await lexical, [], limit=limit)
-        lex_rows, vec_rows = await asyncio.gather(
-            lexical, self._nearest(vector, vector_kb_ids, candidates)
+        # both awaited to the end, so neither is left running when the other fails
+        found = await asyncio.gather(
+            lexical, self._nearest(vector, vector_kb_ids, candidates), return_exceptions=True
         )
-        return fuse(lex_rows, vec_rows, limit=limit)
+        ranked: list[list[Mapping[str, Any]]] = []
+        for rows in found:
+            if isinstance(rows, BaseException):
+                raise rows
+            ranked.append(rows)
+        return fuse(ranked[0], ranked[1], limit=limit)
 
     async def _lexical(
         self, query: str, kb_ids: Sequence[int], candidates: int
