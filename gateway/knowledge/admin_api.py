@@ -9,14 +9,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.security import HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from gateway.admin import API_PREFIX, MAX_ID, AccessPolicy, admin_api_router
 from gateway.errors import RequestError
 from gateway.knowledge.files import FileStorageError
-from gateway.knowledge.service import DEFAULT_KB, Chat, FileRejected, Knowledge
+from gateway.knowledge.service import DEFAULT_KB, Chat, FileRejected, Knowledge, check_name
 from session_store.knowledge import Assignment, CitationRecord, DocumentRecord, PassageHit
 
 _BEARER = HTTPBearer(auto_error=False, description="GATEWAY_ADMIN_TOKEN")
@@ -32,6 +32,11 @@ class AssignmentIn(BaseModel):
     chat: str = Field(
         min_length=5, max_length=600, description="platform:scope:chat, e.g. web:local:general"
     )
+
+    @field_validator("kb")
+    @classmethod
+    def _storable(cls, value: str) -> str:
+        return check_name(value)
 
 
 class AssignmentOut(BaseModel):

@@ -24,6 +24,7 @@ from gateway.knowledge.service import (
     Knowledge,
     KnowledgeSettings,
     build_embedder,
+    check_name,
     source_label,
 )
 from gateway.settings import Settings
@@ -51,13 +52,20 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     assign = ksub.add_parser(
         "assign", help="search a knowledge base in every thread of a chat (created if new)"
     )
-    assign.add_argument("kb", metavar="KB")
+    assign.add_argument("kb", metavar="KB", type=_kb_name)
     assign.add_argument("--chat", required=True, type=_chat, help=chat_help)
     unassign = ksub.add_parser("unassign", help="stop searching a knowledge base in a chat")
     unassign.add_argument("kb", metavar="KB")
     unassign.add_argument("--chat", required=True, type=_chat, help=chat_help)
     assignments = ksub.add_parser("assignments", help="knowledge bases assigned to chats")
     assignments.add_argument("--kb")
+
+
+def _kb_name(text: str) -> str:
+    try:
+        return check_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _chat(text: str) -> Chat:

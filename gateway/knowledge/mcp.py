@@ -12,7 +12,14 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from gateway.knowledge.files import FileStorageError
-from gateway.knowledge.service import DEFAULT_KB, Chat, FileRejected, Knowledge, source_label
+from gateway.knowledge.service import (
+    DEFAULT_KB,
+    Chat,
+    FileRejected,
+    Knowledge,
+    check_name,
+    source_label,
+)
 
 KB_TOOLS = (
     "kb_list",
@@ -153,6 +160,10 @@ def add_knowledge_tools(server: MCPServer, knowledge: Knowledge) -> None:
     async def kb_assign(kb: KbName, chat: ChatName) -> dict[str, Any]:
         """Search the knowledge base ``kb`` (created if new) in every thread of ``chat``."""
         where = _chat(chat)
+        try:
+            check_name(kb)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from exc
         created = await knowledge.assign(kb, where)
         return {"kb": kb, "chat": str(where), "assigned": True, "new": created}
 

@@ -78,11 +78,24 @@ class Chat:
 
     @classmethod
     def parse(cls, text: str) -> Chat:
+        check_name(text, "a chat")
         platform, _, rest = text.strip().partition(":")
         scope, _, chat_id = rest.rpartition(":")
         if not (platform and scope and chat_id) or len(text) > 600:
             raise ValueError(f"not a chat (platform:scope:chat, e.g. web:local:general): {text!r}")
         return cls(platform, scope, chat_id)
+
+
+def check_name(text: str, what: str = "a knowledge base name") -> str:
+    """``text`` if PostgreSQL can store it as a name: no control characters (NUL among them)
+    and no lone surrogates; ``ValueError`` saying so otherwise."""
+    if any(ord(ch) < 32 for ch in text):
+        raise ValueError(f"{what} cannot hold control characters")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{what} is not valid Unicode text") from exc
+    return text
 
 
 class KnowledgeSearch(Protocol):

@@ -4,6 +4,7 @@ with ``GATEWAY_KB_DEFAULT=assigned``), never a base assigned to another chat."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -29,6 +30,8 @@ def test_chat_names_parse_with_a_colon_in_the_scope() -> None:
     for bad in ("web", "web:local", "web::general", ":local:general", "web:local:"):
         with pytest.raises(ValueError, match="platform:scope:chat"):
             Chat.parse(bad)
+    with pytest.raises(ValueError, match="control characters"):
+        Chat.parse("web:local:gen\x00eral")
 
 
 def test_a_bad_kb_default_names_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -67,6 +70,18 @@ async def test_a_kb_assigned_to_chat_a_is_not_searched_in_chat_b(
         assert again.json()["created"] is False
         bad = await client.post("/api/v1/kb/assignments", json={"kb": "runbook", "chat": "a:b"})
         assert bad.status_code == 422
+        for body in (
+            {"kb": "a\u0000b", "chat": "sink:test:a"},
+            {"kb": "runbook", "chat": "sink:test:\u0000"},
+            {"kb": "\ud800", "chat": "sink:test:a"},
+        ):
+            raw = json.dumps(body).encode()  # a lone surrogate as JSON escapes it
+            refused = await client.post(
+                "/api/v1/kb/assignments",
+                content=raw,
+                headers={"Content-Type": "application/json"},
+            )
+            assert refused.status_code == 422, (body, refused.text)
         extra = await client.post(
             "/api/v1/kb/assignments", json={"kb": "x", "chat": "sink:test:a", "more": 1}
         )
