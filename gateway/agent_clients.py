@@ -421,6 +421,9 @@ def turn_payload(turn: Turn) -> dict[str, Any]:
         # {"tool_calls": [...]} to have the gateway run them (README, "Tools and agents")
         "tools": [dict(t) for t in turn.tools],
         "tool_exchange": [],
+        # files shared with the question that go straight to the model (AGENT_INLINE_FILES):
+        # OpenAI content parts for the newest user message
+        "attachments": [dict(p) for p in turn.attachments],
         "limits": {
             "context_window": turn.context_window,
             "max_output_tokens": turn.max_output_tokens,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import pytest
 
@@ -124,6 +125,23 @@ async def test_the_parts_reach_the_model_with_the_question(fake: FakeOpenAI) -> 
         {"type": "text", "text": "what does the chart show?"},
         image,
     ]
+
+
+def test_an_http_agent_gets_the_parts_in_its_turn_json() -> None:
+    from gateway.agent_clients import turn_payload
+
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    question = ContextMessage(seq_no=1, role="user", content="what is this?")
+    turn = Turn(
+        session_id=1,
+        key=KEY,
+        target=TARGET,
+        context=[question],
+        new_messages=[question],
+        attachments=[image],
+    )
+    assert turn_payload(turn)["attachments"] == [image]
+    assert turn_payload(replace(turn, attachments=()))["attachments"] == []
 
 
 def test_unknown_inline_kinds_name_the_setting() -> None:
