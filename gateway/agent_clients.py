@@ -176,7 +176,7 @@ class OpenAIAgent:
         repeat until the model answers in text. After ``max_steps`` steps of calls the model
         is asked once more with no tools offered, so the turn always ends in an answer."""
         model = turn.model or self.model
-        messages = render_prompt(turn.system_prompt, turn.context)
+        messages = with_parts(render_prompt(turn.system_prompt, turn.context), turn.attachments)
         limit = turn.max_output_tokens or self._max_output_tokens
         toolbox = turn.toolbox if turn.tools else None
         steps = 0
@@ -264,6 +264,20 @@ class OpenAIAgent:
         if not isinstance(data, Mapping):
             raise AgentError("the model server's answer is not a JSON object")
         return data
+
+
+def with_parts(
+    messages: list[dict[str, Any]], parts: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """Files shared with the question, straight to the model (issue 15): the newest user
+    message's text becomes the first of its content parts, the files follow."""
+    if not parts:
+        return messages
+    for m in reversed(messages):
+        if m.get("role") == "user" and isinstance(m.get("content"), str):
+            m["content"] = [{"type": "text", "text": m["content"]}, *(dict(p) for p in parts)]
+            break
+    return messages
 
 
 def _read_tool_calls(data: Mapping[str, Any]) -> tuple[list[ToolCall], str | None]:
@@ -407,6 +421,9 @@ def turn_payload(turn: Turn) -> dict[str, Any]:
         # {"tool_calls": [...]} to have the gateway run them (README, "Tools and agents")
         "tools": [dict(t) for t in turn.tools],
         "tool_exchange": [],
+        # files shared with the question that go straight to the model (AGENT_INLINE_FILES):
+        # OpenAI content parts for the newest user message
+        "attachments": [dict(p) for p in turn.attachments],
         "limits": {
             "context_window": turn.context_window,
             "max_output_tokens": turn.max_output_tokens,

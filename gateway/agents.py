@@ -105,6 +105,9 @@ class Turn:
     #: empty / ``None`` when no tool is offered
     tools: Sequence[Mapping[str, Any]] = ()
     toolbox: Toolbox | None = None
+    #: files shared with the question that go straight to the model (``AGENT_INLINE_FILES``):
+    #: OpenAI content parts (``image_url``, ``text``) added to the newest user message
+    attachments: Sequence[Mapping[str, Any]] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

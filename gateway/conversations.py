@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from gateway.domain import SessionKey
 from gateway.errors import SessionNotFound
+from session_store.knowledge import CitationRecord, KnowledgeStore
 from session_store.records import MessageRecord
 from session_store.store import Store
 from session_store.tool_store import ToolStore
@@ -42,6 +43,8 @@ class TranscriptEntry:
     feedback: int | None
     #: an approval card (issue 14): ``{"id", "status", "decided_by", "tool"}``
     approval: Mapping[str, Any] | None = None
+    #: the numbers ``[n]`` the answer cites (issue 15), each linking to its frozen passage
+    citations: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,6 +130,18 @@ class Conversations:
             return Vote(outcome="not_an_answer")
         return Vote(outcome="recorded", feedback=feedback)
 
+    async def citations(self, key: SessionKey, seq_no: int) -> list[CitationRecord] | None:
+        """What the answer at ``seq_no`` of the place's current session cites, as frozen when
+        it was written (issue 15); ``None`` when there is no such message in that session, so
+        a caller allowed into this place reads this place's answers only."""
+        session = await self._store.find_session(key)
+        message_id = (
+            None if session is None else await self._store.message_id_at(session.id, seq_no)
+        )
+        if message_id is None:
+            return None
+        return await KnowledgeStore(self._store.db).citations(message_id)
+
 
 def _approval_id(m: MessageRecord) -> str | None:
     card = m.metadata.get("approval")
@@ -143,6 +158,16 @@ def _entry(m: MessageRecord) -> TranscriptEntry:
         model=m.model,
         delivery=_worst({d.status for d in m.deliveries}),
         feedback=m.feedback,
+        citations=_cited(m),
+    )
+
+
+def _cited(m: MessageRecord) -> tuple[int, ...]:
+    cited = m.metadata.get("citations") if m.role == "assistant" else None
+    if not isinstance(cited, list):
+        return ()
+    return tuple(
+        c["ordinal"] for c in cited if isinstance(c, Mapping) and isinstance(c.get("ordinal"), int)
     )
 
 

@@ -27,6 +27,7 @@ from gateway.http import HttpServer, build_app
 from gateway.hub import Signal
 from gateway.intake import CoreIntake
 from gateway.knowledge.embed import EmbeddingError
+from gateway.knowledge.files import build_files
 from gateway.knowledge.service import Knowledge, KnowledgeSettings, build_embedder
 from gateway.live import ReplicatedBroadcast
 from gateway.metrics import Metrics
@@ -112,6 +113,7 @@ class Gateway:
             KnowledgeStore(store.db),
             build_embedder(settings),
             KnowledgeSettings.from_settings(settings),
+            files=build_files(settings),
         )
         self._knowledge_stopping = asyncio.Event()
         self._knowledge_task: asyncio.Task[None] | None = None

@@ -193,8 +193,35 @@ class Settings(BaseSettings):
     gateway_max_file_bytes: int = Field(
         default=20 * 1024 * 1024, ge=1, alias="GATEWAY_MAX_FILE_BYTES"
     )
+    #: where the ``default`` knowledge base is searched: in every chat, or only in the chats
+    #: it is assigned to (``gateway kb assign default --chat ...``), like any operator base
+    gateway_kb_default: Literal["everywhere", "assigned"] = Field(
+        default="everywhere", alias="GATEWAY_KB_DEFAULT"
+    )
+    #: files shared with a question that go straight to the model as content parts (when it
+    #: accepts them): ``images`` (PNG, JPEG, GIF, WebP as image_url parts), ``text`` (text,
+    #: Markdown, CSV up to 32 KB as text parts); others, and all by default, are read into
+    #: the thread's knowledge base
+    agent_inline_files: CsvList = Field(default_factory=list, alias="AGENT_INLINE_FILES")
+    #: file bytes in an S3-compatible bucket instead of PostgreSQL (by SHA-256)
+    gateway_files_s3_url: str | None = Field(default=None, alias="GATEWAY_FILES_S3_URL")
+    gateway_files_s3_bucket: str | None = Field(
+        default=None, min_length=3, max_length=63, alias="GATEWAY_FILES_S3_BUCKET"
+    )
+    gateway_files_s3_access_key: SecretStr | None = Field(
+        default=None, alias="GATEWAY_FILES_S3_ACCESS_KEY"
+    )
+    gateway_files_s3_secret_key: SecretStr | None = Field(
+        default=None, alias="GATEWAY_FILES_S3_SECRET_KEY"
+    )
+    gateway_files_s3_region: str = Field(
+        default="us-east-1", min_length=1, alias="GATEWAY_FILES_S3_REGION"
+    )
+    gateway_files_s3_prefix: str = Field(
+        default="kb/", max_length=200, alias="GATEWAY_FILES_S3_PREFIX"
+    )
 
-    @field_validator("embedding_base_url")
+    @field_validator("embedding_base_url", "gateway_files_s3_url")
     @classmethod
     def _check_embedding_url(cls, value: str | None) -> str | None:
         if value and not value.startswith(("http://", "https://")):
@@ -216,6 +243,7 @@ class Settings(BaseSettings):
         "gateway_adapters",
         "agent_models",
         "agent_context_windows",
+        "agent_inline_files",
         "gateway_trusted_proxies",
         "gateway_allowed_hosts",
         mode="before",
@@ -255,6 +283,22 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _contradictions(self) -> Settings:
         self._check_access()
+        unknown = sorted(set(self.agent_inline_files) - {"images", "text"})
+        if unknown:
+            raise ConfigError("AGENT_INLINE_FILES", f"unknown kinds {unknown}: use images, text")
+        if self.gateway_files_s3_url and not self.gateway_files_s3_bucket:
+            raise ConfigError(
+                "GATEWAY_FILES_S3_BUCKET", "required when GATEWAY_FILES_S3_URL is set"
+            )
+        if self.gateway_files_s3_bucket and not self.gateway_files_s3_url:
+            raise ConfigError(
+                "GATEWAY_FILES_S3_URL", "required when GATEWAY_FILES_S3_BUCKET is set"
+            )
+        if bool(self.gateway_files_s3_access_key) != bool(self.gateway_files_s3_secret_key):
+            raise ConfigError(
+                "GATEWAY_FILES_S3_SECRET_KEY",
+                "GATEWAY_FILES_S3_ACCESS_KEY and GATEWAY_FILES_S3_SECRET_KEY go together",
+            )
         if self.mattermost_url and not self.mattermost_token:
             raise ConfigError("MATTERMOST_TOKEN", "required when MATTERMOST_URL is set")
         if self.mattermost_token and not self.mattermost_url:

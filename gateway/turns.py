@@ -365,6 +365,7 @@ class TurnScheduler:
             session_metadata=ctx.session_metadata,
             tools=tools.bundle.schemas if tools is not None else (),
             toolbox=tools.toolbox if tools is not None else None,
+            attachments=knowledge.parts if knowledge is not None else (),
         )
         typing = asyncio.create_task(self._keep_typing(target), name="typing-indicator")
         renew = asyncio.create_task(self._keep_lease(claim, beat), name="turn-lease-renewal")

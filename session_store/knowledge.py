@@ -6,6 +6,7 @@ Runs on the ``Store``'s ``Database`` (its one error boundary); callers get froze
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,12 +19,15 @@ from session_store.errors import LeaseLost
 from session_store.values import ReplyTarget
 
 DocumentState = Literal["queued", "parsing", "embedding", "ready", "failed"]
+#: where a file's bytes are: ``kb_files.content``, or an S3-compatible bucket (by hash)
+FileStorage = Literal["postgres", "s3"]
 #: reciprocal-rank fusion constant (the usual 60)
 RRF_K = 60
 #: full text matches on the question's rarest words while they are in fewer passages than
-#: this, and ranks at most ``LEXICAL_RANKED`` matches (bounded cost on a large base)
-LEXICAL_MATCH_BUDGET = 500
-LEXICAL_RANKED = 1000
+#: this, and ranks at most ``LEXICAL_RANKED`` matches (bounded cost on a large base: each
+#: ranked match is a heap row read, about 1,000 of them were 10-15 ms at 100,000 passages)
+LEXICAL_MATCH_BUDGET = 300
+LEXICAL_RANKED = 400
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,6 +95,41 @@ class DocumentRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Assignment:
+    """An operator knowledge base assigned to a chat (every thread in it searches it)."""
+
+    kb_name: str
+    platform: str
+    scope: str
+    chat_id: str
+    created_at: datetime
+
+    @property
+    def chat(self) -> str:
+        """``platform:scope:chat``, as ``gateway kb assign --chat`` takes it."""
+        return f"{self.platform}:{self.scope}:{self.chat_id}"
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Assignment:
+        return cls(
+            kb_name=row["kb_name"],
+            platform=row["platform"],
+            scope=row["scope"],
+            chat_id=row["chat_id"],
+            created_at=row["created_at"],
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemovedDocument:
+    document_id: int
+    sha256: str
+    #: where the file's bytes were when no other document uses them any more (the caller
+    #: deletes an S3 object), ``None`` while another document still uses them
+    file_removed: FileStorage | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AddedDocument:
     document: DocumentRecord
     #: false when the same content was already in this knowledge base
@@ -102,16 +141,20 @@ class IngestJob:
     """A claimed ingest job: the document, its bytes, and the model its base is built with."""
 
     document: DocumentRecord
-    content: bytes
+    #: the file's bytes, or ``None`` when they are in the S3-compatible bucket (``storage``)
+    content: bytes | None
     embedding_model: str
     embedding_dim: int
     owner: str
+    storage: FileStorage = "postgres"
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any], *, owner: str) -> IngestJob:
+        content = row["content"]
         return cls(
             document=DocumentRecord.from_row(row),
-            content=bytes(row["content"]),
+            content=None if content is None else bytes(content),
+            storage=row["storage"],
             embedding_model=row["embedding_model"],
             embedding_dim=row["embedding_dim"],
             owner=owner,
@@ -196,6 +239,32 @@ class CitationRecord:
         )
 
 
+def fuse(
+    lexical: Sequence[Mapping[str, Any]], nearest: Sequence[Mapping[str, Any]], *, limit: int
+) -> list[PassageHit]:
+    """Reciprocal-rank fusion (``1 / (RRF_K + rank)`` summed over the rankings that found a
+    passage) of the two rankings' rows, best first (ties by passage id)."""
+    found: dict[int, dict[str, Any]] = {}
+    for arm, rows in (("lexical", lexical), ("vector", nearest)):
+        for rank, row in enumerate(rows, start=1):
+            hit = found.setdefault(
+                row["chunk_id"],
+                {
+                    **dict(row),
+                    "score": 0.0,
+                    "lexical_rank": None,
+                    "lexical_score": None,
+                    "vector_rank": None,
+                    "vector_score": None,
+                },
+            )
+            hit[f"{arm}_rank"] = rank
+            hit[f"{arm}_score"] = float(row["score"])
+            hit["score"] += 1.0 / (RRF_K + rank)
+    ordered = sorted(found.values(), key=lambda h: (-h["score"], h["chunk_id"]))
+    return [PassageHit.from_row(h) for h in ordered[:limit]]
+
+
 def _vector_text(vector: Sequence[float]) -> str:
     return "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
 
@@ -204,6 +273,7 @@ class KnowledgeStore:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._vector: bool | None = None
+        self._halfvec: bool | None = None
 
     async def vector_enabled(self) -> bool:
         """Whether this database has the embedding column (pgvector was there at migration)."""
@@ -244,6 +314,30 @@ class KnowledgeStore:
                 rows = await conn.fetch(q.KBS_BY_NAME, list(names))
         return [KnowledgeBase.from_row(r) for r in rows]
 
+    async def scope_kbs(
+        self, names: Sequence[str], *, platform: str, scope: str, chat_id: str
+    ) -> list[KnowledgeBase]:
+        """The bases ``names`` that exist, and every base assigned to the chat."""
+        async with self._db.connection() as conn:
+            rows = await conn.fetch(q.SCOPE_KBS, list(names), platform, scope, chat_id)
+        return [KnowledgeBase.from_row(r) for r in rows]
+
+    async def assign(self, kb: KnowledgeBase, *, platform: str, scope: str, chat_id: str) -> bool:
+        """Assign ``kb`` to a chat; ``False`` when it already was."""
+        async with self._db.connection() as conn:
+            status = await conn.execute(q.ASSIGN_KB, kb.id, platform, scope, chat_id)
+        return str(status).endswith(" 1")
+
+    async def unassign(self, kb_name: str, *, platform: str, scope: str, chat_id: str) -> bool:
+        async with self._db.connection() as conn:
+            status = await conn.execute(q.UNASSIGN_KB, kb_name, platform, scope, chat_id)
+        return not str(status).endswith(" 0")
+
+    async def assignments(self, *, kb_name: str | None = None) -> list[Assignment]:
+        async with self._db.connection() as conn:
+            rows = await conn.fetch(q.LIST_ASSIGNMENTS, kb_name)
+        return [Assignment.from_row(r) for r in rows]
+
     # --- documents -----------------------------------------------------------------------
 
     async def add_document(
@@ -254,13 +348,16 @@ class KnowledgeStore:
         content: bytes,
         media_type: str,
         notify_target: ReplyTarget | None = None,
+        storage: FileStorage = "postgres",
     ) -> AddedDocument:
         """Store the file by its hash and queue its ingest job; the same content in the same
-        knowledge base is the same document (a failed one is tried again)."""
+        knowledge base is the same document (a failed one is tried again). With ``storage``
+        ``s3`` the caller has put the bytes in the bucket already; only the row is written."""
         sha = hashlib.sha256(content).hexdigest()
         target = None if notify_target is None else notify_target.to_json()
+        kept = content if storage == "postgres" else None
         async with self._db.transaction() as conn:
-            await conn.execute(q.INSERT_FILE, sha, len(content), content)
+            await conn.execute(q.INSERT_FILE, sha, len(content), kept, storage)
             doc_id = await conn.fetchval(q.INSERT_DOCUMENT, kb.id, sha, name, media_type, target)
             created = doc_id is not None
             if doc_id is None:
@@ -284,19 +381,19 @@ class KnowledgeStore:
             rows = await conn.fetch(q.LIST_DOCUMENTS, kb_name, limit)
         return [DocumentRecord.from_row(r) for r in rows]
 
-    async def remove_document(self, document_id: int) -> bool:
+    async def remove_document(self, document_id: int) -> RemovedDocument | None:
         """Delete a document and its passages (gone from retrieval at once); citations already
-        frozen with answers stay as they are."""
+        frozen with answers stay as they are. ``None``: there was no such document."""
         async with self._db.transaction() as conn:
             kb_id = await conn.fetchval(q.DOCUMENT_KB, document_id)
             if kb_id is None:
-                return False
+                return None
             await conn.execute(q.REMOVE_TERMS, document_id, kb_id)
             sha = await conn.fetchval(q.DELETE_DOCUMENT, document_id)
             if sha is None:
-                return False
-            await conn.execute(q.DELETE_UNUSED_FILE, sha)
-        return True
+                return None
+            storage = await conn.fetchval(q.DELETE_UNUSED_FILE, sha)
+        return RemovedDocument(document_id=document_id, sha256=sha, file_removed=storage)
 
     async def reindex_document(self, document_id: int) -> bool:
         async with self._db.connection() as conn:
@@ -387,34 +484,56 @@ class KnowledgeStore:
         limit: int = 10,
     ) -> list[PassageHit]:
         """Hybrid search over ``kb_ids``: full text everywhere, embeddings in
-        ``vector_kb_ids`` (the bases built with the query vector's model)."""
+        ``vector_kb_ids`` (the bases built with the query vector's model), each ranking's
+        best ``candidates`` fused by reciprocal rank. The two rankings run at once, on two
+        connections: the search takes as long as the slower one, not both."""
         if not kb_ids:
             return []
         use_vector = vector is not None and bool(vector_kb_ids) and await self.vector_enabled()
-        dims = len(vector) if vector is not None else 0
-        args = (
-            list(kb_ids),
-            query,
-            _vector_text(vector) if use_vector and vector is not None else None,
-            list(vector_kb_ids) if use_vector else None,
-            candidates,
-            limit,
-            RRF_K,
-            dims if use_vector else None,
-            LEXICAL_MATCH_BUDGET,
-            LEXICAL_RANKED,
+        lexical = self._lexical(query, kb_ids, candidates)
+        if not use_vector or vector is None:
+            return fuse(await lexical, [], limit=limit)
+        # both awaited to the end, so neither is left running when the other fails
+        found = await asyncio.gather(
+            lexical, self._nearest(vector, vector_kb_ids, candidates), return_exceptions=True
         )
-        if not use_vector:
-            async with self._db.connection() as conn:
-                rows = await conn.fetch(q.SEARCH_LEXICAL, *args)
-        elif dims == 256:
+        ranked: list[list[Mapping[str, Any]]] = []
+        for rows in found:
+            if isinstance(rows, BaseException):
+                raise rows
+            ranked.append(rows)
+        return fuse(ranked[0], ranked[1], limit=limit)
+
+    async def _lexical(
+        self, query: str, kb_ids: Sequence[int], candidates: int
+    ) -> list[Mapping[str, Any]]:
+        async with self._db.connection() as conn:
+            return list(
+                await conn.fetch(
+                    q.SEARCH_LEXICAL,
+                    list(kb_ids),
+                    query,
+                    candidates,
+                    LEXICAL_MATCH_BUDGET,
+                    LEXICAL_RANKED,
+                )
+            )
+
+    async def _nearest(
+        self, vector: Sequence[float], kb_ids: Sequence[int], candidates: int
+    ) -> list[Mapping[str, Any]]:
+        text = _vector_text(vector)
+        if len(vector) == 256:
             async with self._db.transaction() as conn:
+                if self._halfvec is None:
+                    self._halfvec = bool(await conn.fetchval(q.HAS_HALFVEC_INDEX))
+                sql = q.SEARCH_VECTOR_256 if self._halfvec else q.SEARCH_VECTOR_256_FULL
                 await conn.execute(q.HNSW_SETTINGS)
-                rows = await conn.fetch(q.SEARCH_HYBRID_256, *args)
-        else:
-            async with self._db.connection() as conn:
-                rows = await conn.fetch(q.SEARCH_HYBRID_ANY, *args)
-        return [PassageHit.from_row(r) for r in rows]
+                return list(await conn.fetch(sql, list(kb_ids), text, candidates))
+        async with self._db.connection() as conn:
+            return list(
+                await conn.fetch(q.SEARCH_VECTOR_ANY, list(kb_ids), text, candidates, len(vector))
+            )
 
     async def count_access(self, documents: Mapping[int, int], chunks: Mapping[int, int]) -> None:
         async with self._db.transaction() as conn:

@@ -21,6 +21,33 @@ GET_KB_FOR_UPDATE = f"SELECT {KB_COLUMNS} FROM kb_bases WHERE name = $1 FOR UPDA
 KBS_BY_NAME = f"SELECT {KB_COLUMNS} FROM kb_bases WHERE name = ANY($1::text[])"
 LIST_KBS = f"SELECT {KB_COLUMNS} FROM kb_bases ORDER BY name"
 
+# What a turn in one chat searches: the named bases (the thread's, the chat's, and
+# ``default`` when it applies everywhere) and every base assigned to the chat.
+SCOPE_KBS = """
+SELECT id, name, embedding_model, embedding_dim, created_at
+FROM kb_bases WHERE name = ANY($1::text[])
+UNION
+SELECT b.id, b.name, b.embedding_model, b.embedding_dim, b.created_at
+FROM kb_assignments a JOIN kb_bases b ON b.id = a.kb_id
+WHERE a.platform = $2 AND a.scope = $3 AND a.chat_id = $4
+ORDER BY name
+"""
+
+ASSIGN_KB = """
+INSERT INTO kb_assignments (kb_id, platform, scope, chat_id) VALUES ($1, $2, $3, $4)
+ON CONFLICT DO NOTHING
+"""
+UNASSIGN_KB = """
+DELETE FROM kb_assignments a USING kb_bases b
+WHERE b.id = a.kb_id AND b.name = $1 AND a.platform = $2 AND a.scope = $3 AND a.chat_id = $4
+"""
+LIST_ASSIGNMENTS = """
+SELECT b.name AS kb_name, a.platform, a.scope, a.chat_id, a.created_at
+FROM kb_assignments a JOIN kb_bases b ON b.id = a.kb_id
+WHERE ($1::text IS NULL OR b.name = $1)
+ORDER BY b.name, a.platform, a.scope, a.chat_id
+"""
+
 # A new embedding model for a knowledge base: its vectors are dropped (two models never mix
 # in one index) and every document goes back through its ingest job.
 SWITCH_KB_MODEL = f"""
@@ -35,8 +62,9 @@ WHERE kb_id = $1
 """
 DROP_KB_VECTORS = "UPDATE kb_chunks SET embedding = NULL, dims = NULL WHERE kb_id = $1"
 
+# ``$3`` the bytes, or NULL with ``$4`` = 's3' (the object is in the bucket, by hash)
 INSERT_FILE = """
-INSERT INTO kb_files (sha256, size_bytes, content) VALUES ($1, $2, $3)
+INSERT INTO kb_files (sha256, size_bytes, content, storage) VALUES ($1, $2, $3, $4)
 ON CONFLICT (sha256) DO NOTHING
 """
 
@@ -77,6 +105,7 @@ DELETE_DOCUMENT = "DELETE FROM kb_documents WHERE id = $1 RETURNING sha256"
 DELETE_UNUSED_FILE = """
 DELETE FROM kb_files f WHERE f.sha256 = $1
   AND NOT EXISTS (SELECT 1 FROM kb_documents d WHERE d.sha256 = f.sha256)
+RETURNING f.storage
 """
 
 REQUEUE_DOCUMENT = """
@@ -103,7 +132,7 @@ WITH next AS (
     FROM next WHERE d.id = next.id
     RETURNING d.*
 )
-SELECT {DOCUMENT_COLUMNS}, f.content, b.embedding_model, b.embedding_dim
+SELECT {DOCUMENT_COLUMNS}, f.content, f.storage, b.embedding_model, b.embedding_dim
 FROM claimed d JOIN kb_bases b ON b.id = d.kb_id JOIN kb_files f ON f.sha256 = d.sha256
 """
 
@@ -192,15 +221,21 @@ RETURNING old.notify_target
 
 JOB_COUNTS = "SELECT state, count(*)::int AS n FROM kb_documents GROUP BY state"
 
-# Hybrid retrieval: full text and embeddings, each the best ``$5`` candidates, fused by
-# reciprocal rank (``1 / ($7 + rank)``). ``$1`` the knowledge bases searched, ``$4`` those of
-# them embedded by the query's model.
+# Hybrid retrieval runs two statements, one per ranking, concurrently on two connections,
+# each returning its best ``$3`` candidates with what a hit shows; the ranks are fused by
+# reciprocal rank in ``KnowledgeStore.search``. ``$1`` the knowledge bases searched.
 #
 # Full text matches any word of the question, but only on its rarest words (by ``kb_terms``)
-# while their passages number under ``$9`` (the rarest always counts), and ranks at most
-# ``$10`` matches by cover density over all the question's words: a question made of common
-# words cannot make it rank the whole base.
-_SEARCH = """
+# while their passages number under ``$4`` (the rarest always counts), and ranks at most
+# ``$5`` matches by cover density over all the question's words: a question made of common
+# words cannot make it rank the whole base. The word vectors are kept inline in the heap row
+# (migration 0011), so ranking reads no TOAST.
+_HIT_COLUMNS = """
+c.id AS chunk_id, c.document_id, c.page, c.section, c.content, c.ordinal,
+d.name AS document_name, b.name AS kb_name
+"""
+
+SEARCH_LEXICAL = f"""
 WITH words AS (
     SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', $2)) AS u
 ), df AS (
@@ -213,78 +248,75 @@ WITH words AS (
 ), q AS (
     SELECT (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM df) AS ranking,
            (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery FROM rare
-            WHERE before < $9) AS matching
+            WHERE before < $4) AS matching
 ), matched AS (
     SELECT c.id, c.tsv
     FROM kb_chunks c, q
     WHERE c.kb_id = ANY($1::bigint[]) AND c.tsv @@ q.matching
-    LIMIT $10
+    LIMIT $5
 ), lex AS (
     SELECT m.id, ts_rank_cd(m.tsv, q.ranking) AS score
     FROM matched m, q
     ORDER BY score DESC, m.id
-    LIMIT $5
-), lexr AS (
-    SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank FROM lex
-), {vector}, fused AS (
-    SELECT coalesce(l.id, v.id) AS id, l.rank AS lexical_rank, l.score AS lexical_score,
-           v.rank AS vector_rank, v.score AS vector_score,
-           coalesce(1.0 / ($7 + l.rank), 0) + coalesce(1.0 / ($7 + v.rank), 0) AS score
-    FROM lexr l FULL JOIN vecr v ON l.id = v.id
+    LIMIT $3
 )
-SELECT f.id AS chunk_id, f.lexical_rank, f.lexical_score::float8 AS lexical_score,
-       f.vector_rank, f.vector_score::float8 AS vector_score, f.score::float8 AS score,
-       c.document_id, c.page, c.section, c.content, c.ordinal, d.name AS document_name,
-       b.name AS kb_name
-FROM fused f
-JOIN kb_chunks c ON c.id = f.id
+SELECT l.score::float8 AS score, {_HIT_COLUMNS}
+FROM lex l
+JOIN kb_chunks c ON c.id = l.id
 JOIN kb_documents d ON d.id = c.document_id
 JOIN kb_bases b ON b.id = c.kb_id
-ORDER BY f.score DESC, f.id
-LIMIT $6
+ORDER BY l.score DESC, l.id
 """
 
-# the built-in embedder's 256 dimensions: the HNSW expression index
-SEARCH_HYBRID_256 = _SEARCH.replace(
-    "{vector}",
-    """vec AS (
-    SELECT c.id, c.embedding::vector(256) <=> $3::text::vector(256) AS distance
+# The built-in embedder's 256 dimensions: the half-precision HNSW expression index (its
+# ORDER BY is the indexed expression, so the index serves it), ``hnsw.ef_search`` set per
+# transaction by ``HNSW_SETTINGS``. ``$2`` the query vector as text.
+SEARCH_VECTOR_256 = f"""
+WITH vec AS (
+    SELECT c.id, c.embedding::halfvec(256) <=> $2::text::halfvec(256) AS distance
     FROM kb_chunks c
-    WHERE c.dims = 256 AND c.kb_id = ANY($4::bigint[]) AND $8::int = 256
-    ORDER BY c.embedding::vector(256) <=> $3::text::vector(256)
-    LIMIT $5
-), vecr AS (
-    SELECT id, 1 - distance AS score, row_number() OVER (ORDER BY distance, id) AS rank
-    FROM vec
-)""",
+    WHERE c.dims = 256 AND c.kb_id = ANY($1::bigint[])
+    ORDER BY c.embedding::halfvec(256) <=> $2::text::halfvec(256)
+    LIMIT $3
 )
+SELECT (1 - v.distance)::float8 AS score, {_HIT_COLUMNS}
+FROM vec v
+JOIN kb_chunks c ON c.id = v.id
+JOIN kb_documents d ON d.id = c.document_id
+JOIN kb_bases b ON b.id = c.kb_id
+ORDER BY v.distance, v.id
+"""
 
-# any other dimension (an embeddings server's model): an exact scan of that knowledge base
-SEARCH_HYBRID_ANY = _SEARCH.replace(
-    "{vector}",
-    """vec AS (
-    SELECT c.id, c.embedding <=> $3::text::vector AS distance
+# the same on a pgvector older than 0.7 (no halfvec): the full-precision index of 0007
+SEARCH_VECTOR_256_FULL = SEARCH_VECTOR_256.replace("halfvec(256)", "vector(256)")
+
+HAS_HALFVEC_INDEX = """
+SELECT EXISTS (
+    SELECT 1 FROM pg_indexes
+    WHERE schemaname = current_schema() AND indexname = 'kb_chunks_embedding_256h')
+"""
+
+# Any other dimension (an embeddings server's model): an exact scan of those bases.
+SEARCH_VECTOR_ANY = f"""
+WITH vec AS (
+    SELECT c.id, c.embedding <=> $2::text::vector AS distance
     FROM kb_chunks c
-    WHERE c.dims = $8::int AND c.kb_id = ANY($4::bigint[])
+    WHERE c.dims = $4::int AND c.kb_id = ANY($1::bigint[])
     ORDER BY distance
-    LIMIT $5
-), vecr AS (
-    SELECT id, 1 - distance AS score, row_number() OVER (ORDER BY distance, id) AS rank
-    FROM vec
-)""",
+    LIMIT $3
 )
+SELECT (1 - v.distance)::float8 AS score, {_HIT_COLUMNS}
+FROM vec v
+JOIN kb_chunks c ON c.id = v.id
+JOIN kb_documents d ON d.id = c.document_id
+JOIN kb_bases b ON b.id = c.kb_id
+ORDER BY v.distance, v.id
+"""
 
-# no pgvector on this server: full text alone (the parameters keep their places)
-SEARCH_LEXICAL = _SEARCH.replace(
-    "{vector}",
-    """vecr AS (
-    SELECT NULL::bigint AS id, NULL::float8 AS score, NULL::bigint AS rank
-    WHERE $3::text IS NULL AND $4::bigint[] IS NULL AND $8::int IS NULL
-)""",
-)
-
-# let a filtered HNSW scan keep going until it found enough rows of the searched bases
-HNSW_SETTINGS = "SET LOCAL hnsw.iterative_scan = 'relaxed_order'; SET LOCAL hnsw.ef_search = 100"
+# A filtered HNSW scan keeps going (relaxed order) until it found enough rows of the searched
+# bases; ``ef_search`` a little over the candidates asked for (40): a larger list costs
+# latency for neighbours that fusion ranks below the top anyway.
+HNSW_SETTINGS = "SET LOCAL hnsw.iterative_scan = 'relaxed_order'; SET LOCAL hnsw.ef_search = 64"
 
 COUNT_DOCUMENT_ACCESS = """
 UPDATE kb_documents d SET access_count = d.access_count + x.n

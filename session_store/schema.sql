@@ -304,8 +304,11 @@ CREATE TABLE kb_bases (
 CREATE TABLE kb_files (
     sha256      text        PRIMARY KEY,
     size_bytes  bigint      NOT NULL,
-    content     bytea       NOT NULL,
-    created_at  timestamptz NOT NULL DEFAULT now()
+    -- the bytes here (storage 'postgres'), or in an S3-compatible bucket under the hash
+    content     bytea,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    storage     text        NOT NULL DEFAULT 'postgres' CHECK (storage IN ('postgres', 's3')),
+    CONSTRAINT kb_files_content_where CHECK ((storage = 'postgres') = (content IS NOT NULL))
 );
 
 -- A document and its ingest job (queued -> parsing -> embedding -> ready, or failed with the
@@ -354,6 +357,9 @@ CREATE TABLE kb_chunks (
 );
 CREATE INDEX kb_chunks_tsv ON kb_chunks USING gin (tsv);
 CREATE INDEX kb_chunks_kb ON kb_chunks (kb_id);
+-- the word vector stays inline (full text ranks from the heap row alone, no TOAST reads);
+-- the embedding goes out of line (below)
+ALTER TABLE kb_chunks ALTER COLUMN tsv SET STORAGE MAIN;
 
 -- How many passages of a knowledge base hold each word (lexeme): full-text search matches on
 -- the question's rarest words, so its cost stays bounded however common the others are.
@@ -377,11 +383,33 @@ BEGIN
             RETURN;
         END;
         ALTER TABLE kb_chunks ADD COLUMN embedding vector;
-        CREATE INDEX kb_chunks_embedding_256 ON kb_chunks
-            USING hnsw ((embedding::vector(256)) vector_cosine_ops) WHERE dims = 256;
+        ALTER TABLE kb_chunks ALTER COLUMN embedding SET STORAGE EXTERNAL;
+        -- half precision (pgvector 0.7+): half the index size, the same neighbours for
+        -- ranking; an older pgvector gets the full-precision index
+        IF (SELECT string_to_array(extversion, '.')::int[] FROM pg_extension
+            WHERE extname = 'vector') >= ARRAY[0, 7] THEN
+            CREATE INDEX kb_chunks_embedding_256h ON kb_chunks
+                USING hnsw ((embedding::halfvec(256)) halfvec_cosine_ops) WHERE dims = 256;
+        ELSE
+            CREATE INDEX kb_chunks_embedding_256 ON kb_chunks
+                USING hnsw ((embedding::vector(256)) vector_cosine_ops) WHERE dims = 256;
+        END IF;
     END IF;
 END
 $$;
+
+-- Operator knowledge bases assigned to chats: a chat (platform, scope, chat id) searches its
+-- threads' documents, its own knowledge base, every base assigned to it, and `default` (unless
+-- GATEWAY_KB_DEFAULT=assigned, when `default` too must be assigned).
+CREATE TABLE kb_assignments (
+    kb_id       bigint      NOT NULL REFERENCES kb_bases (id) ON DELETE CASCADE,
+    platform    text        NOT NULL,
+    scope       text        NOT NULL,
+    chat_id     text        NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (platform, scope, chat_id, kb_id)
+);
+CREATE INDEX kb_assignments_kb ON kb_assignments (kb_id);
 
 -- Citations frozen with the answer: written in the same transaction as the assistant message,
 -- from its metadata, and never changed (a deleted document keeps its earlier citations).

@@ -131,6 +131,11 @@ class WebAdapter:
                 methods=["POST"],
             ),
             Route(
+                "/web/api/channels/{channel}/threads/{thread}/messages/{seq:int}/citations",
+                self._citations,
+                methods=["GET"],
+            ),
+            Route(
                 "/web/api/channels/{channel}/threads/{thread}/approvals/{approval}",
                 self._approval,
                 methods=["POST"],
@@ -327,8 +332,38 @@ class WebAdapter:
                         "delivery": m.delivery,
                         "feedback": m.feedback,
                         "approval": dict(m.approval) if m.approval else None,
+                        "citations": list(m.citations),
                     }
                     for m in transcript.messages
+                ],
+            },
+            headers={"Cache-Control": "no-store"},
+        )
+
+    async def _citations(self, request: Request) -> Response:
+        """The sources an answer cites, frozen when it was written (issue 15): document name,
+        page, section and the passage text, for the ``[n]`` links. Guarded like the
+        transcript: only someone who may read this thread, and only this thread's answers."""
+        try:
+            key = self._key(request, await self._person(request))
+        except _Refused as refused:
+            return refused.response
+        seq = request.path_params["seq"]
+        found = None if not 0 < seq <= MAX_SEQ else await self._conversations.citations(key, seq)
+        if found is None:
+            return JSONResponse({"error": "no such message"}, status_code=404)
+        return JSONResponse(
+            {
+                "seq_no": seq,
+                "citations": [
+                    {
+                        "n": c.ordinal,
+                        "document": c.document_name,
+                        "page": c.page,
+                        "section": c.section,
+                        "passage": c.passage,
+                    }
+                    for c in found
                 ],
             },
             headers={"Cache-Control": "no-store"},

@@ -9,16 +9,48 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.security import HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from gateway.admin import API_PREFIX, MAX_ID, AccessPolicy, admin_api_router
 from gateway.errors import RequestError
-from gateway.knowledge.service import DEFAULT_KB, FileRejected, Knowledge
-from session_store.knowledge import CitationRecord, DocumentRecord, PassageHit
+from gateway.knowledge.files import FileStorageError
+from gateway.knowledge.service import DEFAULT_KB, Chat, FileRejected, Knowledge, check_name
+from session_store.knowledge import Assignment, CitationRecord, DocumentRecord, PassageHit
 
 _BEARER = HTTPBearer(auto_error=False, description="GATEWAY_ADMIN_TOKEN")
 KbName = Annotated[str, Query(min_length=1, max_length=200, description="knowledge base")]
+ChatQuery = Annotated[str, Query(min_length=5, max_length=600, description="platform:scope:chat")]
+
+
+class AssignmentIn(BaseModel):
+    """Assign a knowledge base to a chat: every thread in it searches the base."""
+
+    model_config = ConfigDict(extra="forbid")
+    kb: str = Field(min_length=1, max_length=200)
+    chat: str = Field(
+        min_length=5, max_length=600, description="platform:scope:chat, e.g. web:local:general"
+    )
+
+    @field_validator("kb")
+    @classmethod
+    def _storable(cls, value: str) -> str:
+        return check_name(value)
+
+
+class AssignmentOut(BaseModel):
+    kb: str
+    chat: str
+    #: false when it was assigned already
+    created: bool
+
+
+def _chat(text: str) -> Chat:
+    try:
+        return Chat.parse(text)
+    except ValueError as exc:
+        raise RequestError(str(exc), title="Invalid chat") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +93,8 @@ def knowledge_router(knowledge: Knowledge, policy: AccessPolicy) -> APIRouter:
             added = await knowledge.add(name, data, kb=kb, media_type=type or None)
         except FileRejected as exc:
             raise RequestError(str(exc), status=415, title="Unsupported file") from exc
+        except FileStorageError as exc:
+            raise RequestError(str(exc), status=503, title="File storage unavailable") from exc
         return Uploaded(document=added.document, created=added.created)
 
     @router.get("/documents/{document_id}", response_model=DocumentRecord)
@@ -81,7 +115,7 @@ def knowledge_router(knowledge: Knowledge, policy: AccessPolicy) -> APIRouter:
     async def delete(document_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> None:
         """Remove the document and its passages from retrieval; answers that cited it keep
         their frozen citations."""
-        if not await knowledge.store.remove_document(document_id):
+        if not await knowledge.remove(document_id):
             raise RequestError(f"no document {document_id}", status=404, title="Not found")
 
     @router.get("/search", response_model=list[PassageHit], summary="Search passages")
@@ -99,6 +133,26 @@ def knowledge_router(knowledge: Knowledge, policy: AccessPolicy) -> APIRouter:
     ) -> list[CitationRecord]:
         """What an answer cites, frozen when it was written."""
         return await knowledge.store.citations(message_id)
+
+    @router.get("/assignments", response_model=list[Assignment], summary="Assignments")
+    async def assignments(kb: KbName | None = None) -> list[Assignment]:
+        """Knowledge bases assigned to chats. A turn searches its thread's documents, its
+        chat's, every base assigned to the chat, and ``default`` (everywhere, unless
+        ``GATEWAY_KB_DEFAULT=assigned``)."""
+        return await knowledge.store.assignments(kb_name=kb)
+
+    @router.post("/assignments", response_model=AssignmentOut, summary="Assign to a chat")
+    async def assign(body: AssignmentIn) -> AssignmentOut:
+        """Search the knowledge base (created if new) in every thread of the chat."""
+        chat = _chat(body.chat)
+        created = await knowledge.assign(body.kb, chat)
+        return AssignmentOut(kb=body.kb, chat=str(chat), created=created)
+
+    @router.delete("/assignments", status_code=204, summary="Unassign from a chat")
+    async def unassign(kb: KbName, chat: ChatQuery) -> None:
+        where = _chat(chat)
+        if not await knowledge.unassign(kb, where):
+            raise RequestError(f"{kb} is not assigned to {where}", status=404, title="Not found")
 
     return router
 

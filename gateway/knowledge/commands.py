@@ -1,4 +1,5 @@
-"""``gateway kb add|list|remove|search``: the knowledge base from the command line.
+"""``gateway kb add|list|remove|search|assign|unassign|assignments``: the knowledge base from
+the command line.
 
 ``kb add`` stores the files and runs their ingest jobs itself (so it works with no gateway
 running, on the zero-config embedded database); a running gateway may take some of the jobs,
@@ -14,13 +15,16 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from gateway.knowledge.files import FileStorageError, build_files
 from gateway.knowledge.parse import _BY_SUFFIX
 from gateway.knowledge.service import (
     DEFAULT_KB,
+    Chat,
     FileRejected,
     Knowledge,
     KnowledgeSettings,
     build_embedder,
+    check_name,
     source_label,
 )
 from gateway.settings import Settings
@@ -44,6 +48,31 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     search.add_argument("query", metavar="QUERY")
     search.add_argument("--kb", default=DEFAULT_KB)
     search.add_argument("--limit", type=int, default=5)
+    chat_help = "the chat: platform:scope:chat, e.g. web:local:general or slack:T0123:C0456"
+    assign = ksub.add_parser(
+        "assign", help="search a knowledge base in every thread of a chat (created if new)"
+    )
+    assign.add_argument("kb", metavar="KB", type=_kb_name)
+    assign.add_argument("--chat", required=True, type=_chat, help=chat_help)
+    unassign = ksub.add_parser("unassign", help="stop searching a knowledge base in a chat")
+    unassign.add_argument("kb", metavar="KB")
+    unassign.add_argument("--chat", required=True, type=_chat, help=chat_help)
+    assignments = ksub.add_parser("assignments", help="knowledge bases assigned to chats")
+    assignments.add_argument("--kb")
+
+
+def _kb_name(text: str) -> str:
+    try:
+        return check_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _chat(text: str) -> Chat:
+    try:
+        return Chat.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def expand(paths: Sequence[str]) -> Iterator[Path]:
@@ -70,7 +99,8 @@ async def _knowledge(settings: Settings) -> AsyncIterator[Knowledge]:
         k = Knowledge(
             KnowledgeStore(store.db),
             build_embedder(settings),
-            KnowledgeSettings(max_file_bytes=settings.gateway_max_file_bytes),
+            KnowledgeSettings.from_settings(settings),
+            files=build_files(settings),
         )
         try:
             if not await k.store.vector_enabled():
@@ -97,8 +127,25 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
             if not docs:
                 print("no documents", file=sys.stderr)
             return 0
+        if args.kb_command == "assign":
+            new = await k.assign(args.kb, args.chat)
+            print(f"{args.kb} {'assigned to' if new else 'was already assigned to'} {args.chat}")
+            return 0
+        if args.kb_command == "unassign":
+            if await k.unassign(args.kb, args.chat):
+                print(f"{args.kb} unassigned from {args.chat}")
+                return 0
+            print(f"{args.kb} is not assigned to {args.chat}", file=sys.stderr)
+            return 1
+        if args.kb_command == "assignments":
+            found = await k.store.assignments(kb_name=args.kb)
+            for a in found:
+                print(f"{a.kb_name}\t{a.chat}")
+            if not found:
+                print("no assignments", file=sys.stderr)
+            return 0
         if args.kb_command == "remove":
-            if await k.store.remove_document(args.document_id):
+            if await k.remove(args.document_id):
                 print(f"removed document {args.document_id}")
                 return 0
             print(f"no document {args.document_id}", file=sys.stderr)
@@ -135,7 +182,7 @@ async def _add(k: Knowledge, paths: Sequence[str], *, kb: str, wait: bool) -> in
             continue
         try:
             added = await k.add(path.name, data, kb=kb)
-        except FileRejected as exc:
+        except (FileRejected, FileStorageError) as exc:
             print(f"-\tfailed: {exc}\t{kb}\t-\t{path}")
             failed = True
             continue

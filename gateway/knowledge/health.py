@@ -1,11 +1,12 @@
-"""What ``gateway doctor`` says about the knowledge base: the embedder, and whether the
-database can do vector search (pgvector) or only full text."""
+"""What ``gateway doctor`` says about the knowledge base: the embedder, whether the database
+can do vector search (pgvector) or only full text, and the S3-compatible bucket if set."""
 
 from __future__ import annotations
 
 import asyncio
 
 from gateway.knowledge.embed import EmbeddingError, LocalEmbedder
+from gateway.knowledge.files import FileStorageError, build_files
 from gateway.knowledge.service import build_embedder
 from gateway.ports import Check
 from gateway.settings import Settings
@@ -44,6 +45,21 @@ async def knowledge_checks(settings: Settings) -> list[Check]:
         await embedder.aclose()
     ok, detail = await _vector_check(settings)
     checks.append(Check(name="knowledge search", ok=ok, detail=detail))
+    files = build_files(settings)
+    if files is not None:
+        try:
+            where = await asyncio.wait_for(files.check(), 15)
+            checks.append(Check(name="file storage", ok=True, detail=f"S3-compatible: {where}"))
+        except (FileStorageError, TimeoutError) as exc:
+            checks.append(
+                Check(
+                    name="file storage",
+                    ok=False,
+                    detail=f"the S3-compatible bucket: {exc or 'timed out'}",
+                    fix="correct GATEWAY_FILES_S3_URL / GATEWAY_FILES_S3_BUCKET / the keys, "
+                    "create the bucket, or unset GATEWAY_FILES_S3_URL to keep files in PostgreSQL",
+                )
+            )
     return checks
 
 

@@ -11,11 +11,40 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from gateway.knowledge.service import DEFAULT_KB, FileRejected, Knowledge, source_label
+from gateway.knowledge.files import FileStorageError
+from gateway.knowledge.service import (
+    DEFAULT_KB,
+    Chat,
+    FileRejected,
+    Knowledge,
+    check_name,
+    source_label,
+)
 
-KB_TOOLS = ("kb_list", "kb_search", "kb_upload", "kb_reindex", "kb_delete", "kb_citations")
+KB_TOOLS = (
+    "kb_list",
+    "kb_search",
+    "kb_upload",
+    "kb_reindex",
+    "kb_delete",
+    "kb_citations",
+    "kb_assign",
+    "kb_unassign",
+    "kb_assignments",
+)
 KbName = Annotated[str, Field(min_length=1, max_length=200)]
 DocId = Annotated[int, Field(ge=1, lt=2**63)]
+ChatName = Annotated[
+    str,
+    Field(min_length=5, max_length=600, description="platform:scope:chat, e.g. web:local:general"),
+]
+
+
+def _chat(text: str) -> Chat:
+    try:
+        return Chat.parse(text)
+    except ValueError as exc:
+        raise ToolError(str(exc)) from exc
 
 
 def add_knowledge_tools(server: MCPServer, knowledge: Knowledge) -> None:
@@ -87,7 +116,7 @@ def add_knowledge_tools(server: MCPServer, knowledge: Knowledge) -> None:
             raise ToolError(f"content_base64 is not base64: {exc}") from exc
         try:
             added = await knowledge.add(name, data, kb=kb)
-        except FileRejected as exc:
+        except (FileRejected, FileStorageError) as exc:
             raise ToolError(str(exc)) from exc
         return {
             "id": added.document.id,
@@ -106,7 +135,7 @@ def add_knowledge_tools(server: MCPServer, knowledge: Knowledge) -> None:
     @server.tool()
     async def kb_delete(document_id: DocId) -> dict[str, Any]:
         """Delete a document and its passages; answers that cited it keep their citations."""
-        if not await store.remove_document(document_id):
+        if not await knowledge.remove(document_id):
             raise ToolError(f"no document {document_id}")
         return {"id": document_id, "deleted": True}
 
@@ -124,5 +153,33 @@ def add_knowledge_tools(server: MCPServer, knowledge: Knowledge) -> None:
                     "score": c.score,
                 }
                 for c in await store.citations(message_id)
+            ]
+        }
+
+    @server.tool()
+    async def kb_assign(kb: KbName, chat: ChatName) -> dict[str, Any]:
+        """Search the knowledge base ``kb`` (created if new) in every thread of ``chat``."""
+        where = _chat(chat)
+        try:
+            check_name(kb)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from exc
+        created = await knowledge.assign(kb, where)
+        return {"kb": kb, "chat": str(where), "assigned": True, "new": created}
+
+    @server.tool()
+    async def kb_unassign(kb: KbName, chat: ChatName) -> dict[str, Any]:
+        """Stop searching the knowledge base ``kb`` in ``chat``."""
+        where = _chat(chat)
+        if not await knowledge.unassign(kb, where):
+            raise ToolError(f"{kb} is not assigned to {where}")
+        return {"kb": kb, "chat": str(where), "assigned": False}
+
+    @server.tool()
+    async def kb_assignments(kb: KbName | None = None) -> dict[str, Any]:
+        """Knowledge bases assigned to chats (of one base, or all)."""
+        return {
+            "assignments": [
+                {"kb": a.kb_name, "chat": a.chat} for a in await store.assignments(kb_name=kb)
             ]
         }

@@ -5,7 +5,9 @@ with a lease), hybrid search, and retrieval for a turn with citations frozen in 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import os
 import re
 import socket
@@ -22,9 +24,10 @@ from gateway.context import estimate_text
 from gateway.domain import Attachment, Reply, ReplyTarget, SessionKey
 from gateway.errors import GatewayError, LeaseLost, StoreError
 from gateway.hub import Signal
-from gateway.knowledge.attachments import FileFetchError, FileSource, too_large
+from gateway.knowledge.attachments import FileFetchError, FileSource, FileTooLarge, too_large
 from gateway.knowledge.chunk import chunk_blocks
 from gateway.knowledge.embed import Embedder, EmbeddingError, LocalEmbedder, RemoteEmbedder
+from gateway.knowledge.files import FileStorageError, S3Files
 from gateway.knowledge.parse import MEDIA_TYPES, ParseError, detect_format, parse_document
 from gateway.settings import Settings
 from session_store.knowledge import (
@@ -57,15 +60,49 @@ def chat_kb(key: SessionKey) -> str:
     return f"chat:{key.platform}:{key.scope}:{key.chat_id}"
 
 
+@dataclass(frozen=True, slots=True)
+class Chat:
+    """A chat or channel, as operators name it to assign knowledge bases:
+    ``platform:scope:chat`` (the scope may itself hold ``:``, platform and chat never do)."""
+
+    platform: str
+    scope: str
+    chat_id: str
+
+    def __str__(self) -> str:
+        return f"{self.platform}:{self.scope}:{self.chat_id}"
+
+    @classmethod
+    def of(cls, key: SessionKey) -> Chat:
+        return cls(key.platform, key.scope, key.chat_id)
+
+    @classmethod
+    def parse(cls, text: str) -> Chat:
+        check_name(text, "a chat")
+        platform, _, rest = text.strip().partition(":")
+        scope, _, chat_id = rest.rpartition(":")
+        if not (platform and scope and chat_id) or len(text) > 600:
+            raise ValueError(f"not a chat (platform:scope:chat, e.g. web:local:general): {text!r}")
+        return cls(platform, scope, chat_id)
+
+
+def check_name(text: str, what: str = "a knowledge base name") -> str:
+    """``text`` if PostgreSQL can store it as a name: no control characters (NUL among them)
+    and no lone surrogates; ``ValueError`` saying so otherwise."""
+    if any(ord(ch) < 32 for ch in text):
+        raise ValueError(f"{what} cannot hold control characters")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{what} is not valid Unicode text") from exc
+    return text
+
+
 class KnowledgeSearch(Protocol):
-    """What the ``search_knowledge`` tool needs of the knowledge base: the turn's retriever."""
+    """What the ``search_knowledge`` tool needs of the knowledge base: the turn's retriever
+    over the turn's scope."""
 
-    async def search(self, query: str, *, kbs: Sequence[str], limit: int = 5) -> SearchResult: ...
-
-
-def scope_kbs(key: SessionKey) -> list[str]:
-    """What a turn in ``key`` searches: the thread's documents, the chat's, and ``default``."""
-    return [thread_kb(key), chat_kb(key), DEFAULT_KB]
+    async def search_in(self, key: SessionKey, query: str, *, limit: int = 5) -> SearchResult: ...
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -101,6 +138,11 @@ class KnowledgeSettings:
     #: a passage only the embeddings found goes into a prompt only this similar (cosine):
     #: vector search always returns its nearest rows, relevant or not
     min_vector_score: float = 0.3
+    #: ``default`` is searched in every chat (``GATEWAY_KB_DEFAULT=everywhere``), or only in
+    #: chats it is assigned to
+    default_everywhere: bool = True
+    #: shared files that go straight to the model as content parts: ``images``, ``text``
+    inline_files: frozenset[str] = frozenset()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> KnowledgeSettings:
@@ -108,6 +150,8 @@ class KnowledgeSettings:
             poll_seconds=max(settings.gateway_poll_seconds, 0.05),
             lease_seconds=max(settings.gateway_lease_seconds * 4, 10.0),
             max_file_bytes=settings.gateway_max_file_bytes,
+            default_everywhere=settings.gateway_kb_default == "everywhere",
+            inline_files=frozenset(settings.agent_inline_files),
         )
 
 
@@ -129,6 +173,9 @@ class TurnKnowledge:
     trace: Mapping[str, Any]
     #: what became of files shared with the question (ready, failed, too big...)
     notes: tuple[str, ...] = ()
+    #: files shared with the question that go straight to the model (OpenAI content parts:
+    #: ``image_url`` with a data URL, ``text``), with ``AGENT_INLINE_FILES``
+    parts: tuple[Mapping[str, Any], ...] = ()
 
     def cite(self, replies: Sequence[Reply]) -> list[Reply]:
         """Attach the trace to the answer, and to each reply that cites ``[n]`` its frozen
@@ -137,7 +184,7 @@ class TurnKnowledge:
         out: list[Reply] = []
         for index, reply in enumerate(replies):
             metadata: dict[str, Any] = dict(reply.metadata)
-            if index == 0:
+            if index == 0 and self.trace:
                 metadata["retrieval_trace"] = dict(self.trace)
             cited = sorted(
                 {int(n) for n in re.findall(r"\[(\d{1,3})\]", reply.text)}
@@ -231,8 +278,11 @@ class Knowledge:
         *,
         wake: Signal | None = None,
         announce: Announce | None = None,
+        files: S3Files | None = None,
     ) -> None:
         self.announce = announce
+        #: the S3-compatible file store, when configured (else the bytes are in PostgreSQL)
+        self.files = files
         self.store = store
         self.embedder = embedder
         self.settings = settings or KnowledgeSettings()
@@ -294,8 +344,15 @@ class Knowledge:
         except ParseError as exc:
             raise FileRejected(str(exc)) from exc
         base = await self.kb(kb)
+        if self.files is not None:  # the object first: a job never finds its file missing
+            await self.files.put(hashlib.sha256(data).hexdigest(), data)
         added = await self.store.add_document(
-            base, name=name, content=data, media_type=MEDIA_TYPES[fmt], notify_target=notify_target
+            base,
+            name=name,
+            content=data,
+            media_type=MEDIA_TYPES[fmt],
+            notify_target=notify_target,
+            storage="postgres" if self.files is None else "s3",
         )
         self.wake.set()
         log.info(
@@ -363,7 +420,7 @@ class Knowledge:
             await self._tell(doc.id)
         except LeaseLost:
             log.warning("kb_job_lease_lost")
-        except EmbeddingError as exc:
+        except (EmbeddingError, FileStorageError) as exc:
             await self._retry_or_fail(job, str(exc), transient=exc.transient)
         except StoreError:
             raise  # the lease runs out and the job is tried again
@@ -414,7 +471,9 @@ class Knowledge:
 
         renew = asyncio.create_task(keep_lease(), name="kb-job-lease")
         try:
-            parsed = await asyncio.to_thread(parse_document, doc.name, job.content, doc.media_type)
+            parsed = await asyncio.to_thread(
+                parse_document, doc.name, await self._bytes(job), doc.media_type
+            )
             chunks = chunk_blocks(parsed.blocks)
             state[0] = "embedding"
             await self.store.job_progress(
@@ -444,6 +503,29 @@ class Knowledge:
             with contextlib.suppress(asyncio.CancelledError, LeaseLost, StoreError):
                 await renew
 
+    async def _bytes(self, job: IngestJob) -> bytes:
+        if job.content is not None:
+            return job.content
+        if self.files is None:
+            raise FileStorageError(
+                "the file is in S3-compatible storage but GATEWAY_FILES_S3_URL is not set",
+                transient=False,
+            )
+        return await self.files.get(job.document.sha256)
+
+    async def remove(self, document_id: int) -> bool:
+        """Delete a document and its passages (citations stay frozen); its file's bytes go
+        too once no document uses them (from the bucket as well). ``False``: no such one."""
+        removed = await self.store.remove_document(document_id)
+        if removed is None:
+            return False
+        if removed.file_removed == "s3" and self.files is not None:
+            try:
+                await self.files.delete(removed.sha256)
+            except FileStorageError as exc:  # an orphan object, by hash: harmless, logged
+                log.warning("kb_file_delete_failed", sha256=removed.sha256, error=str(exc))
+        return True
+
     # --- files shared in a thread ----------------------------------------------------------
 
     async def share(
@@ -462,10 +544,57 @@ class Knowledge:
             )
         except FileRejected as exc:
             return False, f"⚠️ {exc}"
+        except FileStorageError as exc:
+            log.warning("kb_file_store_failed", error=str(exc))
+            return False, f"⚠️ I could not store {name} just now; please try again."
         doc = added.document
         if doc.state not in _BUSY:  # already read (the same file again)
             return True, document_note(doc)
         return True, f"📎 {doc.name} received; I will say here when it is ready."
+
+    async def inline_files(
+        self, attachments: Sequence[Attachment], source: FileSource | None
+    ) -> tuple[list[dict[str, Any]], list[str], list[Attachment]]:
+        """Shared files that go straight to the model (``AGENT_INLINE_FILES``): images as
+        ``image_url`` parts (a data URL), small text files as ``text`` parts. Returns the
+        parts, what to tell the thread, and the files left for the knowledge base."""
+        parts: list[dict[str, Any]] = []
+        notes: list[str] = []
+        rest: list[Attachment] = []
+        limit = self.settings.max_file_bytes
+        for a in attachments:
+            kind = _inline_kind(a) if source is not None else None
+            if kind not in self.settings.inline_files or source is None:
+                rest.append(a)
+                continue
+            name = a.name or a.file_id or a.kind
+            cap = limit if kind == "images" else min(limit, INLINE_TEXT_BYTES)
+            if a.size is not None and a.size > cap:
+                rest.append(a)  # too big to inline: the knowledge base says what it can
+                continue
+            try:
+                data = await source.fetch_file(a, max_bytes=cap)
+            except FileTooLarge:
+                rest.append(a)
+                continue
+            except FileFetchError as exc:
+                notes.append(f"⚠️ {exc}")
+                continue
+            if kind == "images":
+                mime = image_type(data)
+                if mime is None:
+                    notes.append(f"⚠️ {name} is not a PNG, JPEG, GIF or WebP image.")
+                    continue
+                url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+                parts.append({"type": "image_url", "image_url": {"url": url}})
+                continue
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                rest.append(a)
+                continue
+            parts.append({"type": "text", "text": f"File {name}:\n{text}"})
+        return parts, notes, rest
 
     async def take_attachments(
         self,
@@ -502,6 +631,10 @@ class Knowledge:
             except (FileFetchError, FileRejected) as exc:
                 notes.append(f"⚠️ {exc}")
                 continue
+            except FileStorageError as exc:
+                log.warning("kb_file_store_failed", error=str(exc))
+                notes.append(f"⚠️ I could not store {name} just now; please share it again.")
+                continue
             added.append(new.document.id)
         deadline = time.monotonic() + wait_seconds
         docs: list[DocumentRecord] = []
@@ -527,9 +660,47 @@ class Knowledge:
 
     # --- retrieval -------------------------------------------------------------------------
 
+    # --- scope: which knowledge bases a chat searches --------------------------------------
+
+    async def scope(self, key: SessionKey) -> list[KnowledgeBase]:
+        """What a turn in ``key`` searches: the thread's documents, the chat's, every
+        operator base assigned to the chat, and ``default`` (unless it applies only where
+        assigned). Never another chat's or thread's."""
+        names = [thread_kb(key), chat_kb(key)]
+        if self.settings.default_everywhere:
+            names.append(DEFAULT_KB)
+        chat = Chat.of(key)
+        return await self.store.scope_kbs(
+            names, platform=chat.platform, scope=chat.scope, chat_id=chat.chat_id
+        )
+
+    async def assign(self, kb: str, chat: Chat) -> bool:
+        """Assign the knowledge base ``kb`` (created if new) to ``chat``; ``False`` when it
+        already was."""
+        base = await self.kb(kb)
+        return await self.store.assign(
+            base, platform=chat.platform, scope=chat.scope, chat_id=chat.chat_id
+        )
+
+    async def unassign(self, kb: str, chat: Chat) -> bool:
+        return await self.store.unassign(
+            kb, platform=chat.platform, scope=chat.scope, chat_id=chat.chat_id
+        )
+
     async def search(self, query: str, *, kbs: Sequence[str], limit: int = 5) -> SearchResult:
+        """Search the knowledge bases named ``kbs`` (operators' search)."""
         started = time.perf_counter()
-        bases = await self.store.kbs(kbs)
+        return await self._search(query, await self.store.kbs(kbs), limit, started)
+
+    async def search_in(self, key: SessionKey, query: str, *, limit: int = 5) -> SearchResult:
+        """Search what a turn in ``key`` may read (``scope``): the retriever of turns and of
+        the ``search_knowledge`` tool."""
+        started = time.perf_counter()
+        return await self._search(query, await self.scope(key), limit, started)
+
+    async def _search(
+        self, query: str, bases: Sequence[KnowledgeBase], limit: int, started: float
+    ) -> SearchResult:
         timings: dict[str, float] = {}
         vector: list[float] | None = None
         same_model = [b.id for b in bases if b.embedding_model == self.embedder.model]
@@ -572,18 +743,23 @@ class Knowledge:
         without them."""
         try:
             notes: list[str] = []
+            parts: list[dict[str, Any]] = []
             shared = shared_files(pending)
+            source = transport if isinstance(transport, FileSource) else None
+            if shared and self.settings.inline_files:
+                parts, notes, shared = await self.inline_files(shared, source)
             if shared:
-                notes = await self.take_attachments(
-                    key,
-                    target,
-                    shared,
-                    transport if isinstance(transport, FileSource) else None,
-                    wait_seconds=wait_seconds,
+                notes += await self.take_attachments(
+                    key, target, shared, source, wait_seconds=wait_seconds
                 )
-            return await self.for_turn(
+            found = await self.for_turn(
                 key, question.content, token_budget=token_budget, notes=notes
             )
+            if not parts:
+                return found
+            if found is None:
+                return TurnKnowledge(passages=(), prompt="", trace={}, parts=tuple(parts))
+            return replace(found, parts=tuple(parts))
         except (StoreError, EmbeddingError) as exc:
             log.warning("kb_retrieval_failed", error=str(exc))
             return None
@@ -604,8 +780,9 @@ class Knowledge:
                 if notes
                 else None
             )
-        result = await self.search(
-            question, kbs=scope_kbs(key), limit=max(self.settings.passages * 2, 10)
+        bases = await self.scope(key)
+        result = await self._search(
+            question, bases, max(self.settings.passages * 2, 10), time.perf_counter()
         )
         s = self.settings
         budget = min(token_budget, s.max_prompt_tokens)
@@ -628,7 +805,7 @@ class Knowledge:
         trace = {
             "query": question,
             "mode": result.mode,
-            "scopes": scope_kbs(key),
+            "scopes": [b.name for b in bases],
             "candidates": [_trace_hit(h) for h in result.hits],
             "chosen": [h.chunk_id for h in chosen],
             "prompt_tokens": used if chosen else 0,
@@ -664,6 +841,37 @@ class Knowledge:
             raise
 
 
+#: the largest text file that goes straight to the model (``AGENT_INLINE_FILES=text``)
+INLINE_TEXT_BYTES = 32 * 1024
+_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
+_TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".csv")
+
+
+def _inline_kind(a: Attachment) -> str | None:
+    """``images`` or ``text`` for a file that could go straight to the model, by its
+    declared type or name (the bytes are checked once fetched)."""
+    mime = (a.mime_type or "").split(";", 1)[0].strip().lower()
+    name = (a.name or "").lower()
+    if a.kind in ("photo", "image") or mime.startswith("image/") or name.endswith(_IMAGE_SUFFIXES):
+        return "images"
+    if mime in ("text/plain", "text/markdown", "text/csv") or name.endswith(_TEXT_SUFFIXES):
+        return "text"
+    return None
+
+
+def image_type(data: bytes) -> str | None:
+    """The media type of a PNG, JPEG, GIF or WebP image, from its first bytes."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
 def _loc(hit: PassageHit) -> dict[str, Any]:
     return {"page": hit.page, "section": hit.section}
 
@@ -684,6 +892,7 @@ def _trace_hit(hit: PassageHit) -> dict[str, Any]:
 
 __all__ = [
     "DEFAULT_KB",
+    "Chat",
     "FileRejected",
     "Knowledge",
     "KnowledgeSettings",

@@ -14,7 +14,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.domain import SessionKey
-from gateway.knowledge.service import KnowledgeSearch, scope_kbs
+from gateway.knowledge.service import KnowledgeSearch
 from gateway.tools.catalog import Tool, ToolCaller, ToolHandler, ToolPolicy, ToolSpec
 from session_store.operator import OperatorStore
 from session_store.store import Store
@@ -240,7 +240,7 @@ def builtin_tools(store: Store, *, knowledge: KnowledgeSearch | None = None) -> 
             chat_id=caller.chat_id,
             thread_id=caller.thread_id,
         )
-        found = await knowledge.search(query, kbs=scope_kbs(key), limit=limit)
+        found = await knowledge.search_in(key, query, limit=limit)
         return json.dumps(
             [
                 {

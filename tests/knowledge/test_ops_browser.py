@@ -59,3 +59,24 @@ async def test_the_web_chat_upload_button_shares_a_file_with_the_thread(
             ("notes.md", True)
         ]
         assert errors == []
+
+
+async def test_assign_and_unassign_a_base_from_the_ops_page(
+    database_url: str,
+    browser: Browser,  # noqa: F811
+) -> None:
+    async with running_gateway(database_url, web_chat=False) as gw:
+        page = await browser.new_page()
+        errors: list[str] = []
+        _record_errors(page, errors)
+        await page.goto(f"{gw.url}ops/kb")
+        await page.fill("#assign-kb", "runbook")
+        await page.fill("#assign-chat", "slack:T1:C1")
+        await page.click("#assign button")
+        row = page.locator("#assign-rows tr", has_text="slack:T1:C1")
+        await expect(row).to_contain_text("runbook")
+        assert [a.chat for a in await gw.knowledge.store.assignments()] == ["slack:T1:C1"]
+        await row.get_by_role("button", name="Unassign").click()
+        await expect(page.locator("#assign-rows tr")).to_have_count(0)
+        assert await gw.knowledge.store.assignments() == []
+        assert errors == []

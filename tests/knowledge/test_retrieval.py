@@ -171,6 +171,19 @@ def test_kb_cli_add_list_search_remove_on_the_zero_config_database(tmp_path: Pat
     assert [line.split("\t")[-1] for line in listed.stdout.strip().splitlines()] == ["notes.md"]
     missing = gateway("kb", "add", str(tmp_path / "nope.pdf"))
     assert missing.returncode == 1 and "failed: cannot read" in missing.stdout
+    # operator knowledge bases assigned to chats
+    assigned = gateway("kb", "assign", "handbook", "--chat", "mattermost:chat.example:8065:town")
+    assert assigned.returncode == 0, assigned.stderr
+    assert assigned.stdout.strip() == "handbook assigned to mattermost:chat.example:8065:town"
+    listed = gateway("kb", "assignments")
+    assert listed.stdout.strip() == "handbook\tmattermost:chat.example:8065:town"
+    unassigned = gateway(
+        "kb", "unassign", "handbook", "--chat", "mattermost:chat.example:8065:town"
+    )
+    assert unassigned.returncode == 0, unassigned.stderr
+    again = gateway("kb", "unassign", "handbook", "--chat", "mattermost:chat.example:8065:town")
+    assert again.returncode == 1 and "is not assigned" in again.stderr
+    assert gateway("kb", "assign", "handbook", "--chat", "nonsense").returncode == 2
 
 
 async def test_turn_passages_fit_the_token_budget(concepts: Knowledge) -> None:
@@ -222,3 +235,22 @@ async def test_without_pgvector_ingest_and_search_are_full_text_only(store: Stor
     assert result.mode == "lexical"
     assert [h.document_name for h in result.hits] == ["food.md"]
     assert result.hits[0].vector_rank is None
+
+
+async def test_an_older_pgvector_without_halfvec_searches_the_full_precision_index(
+    knowledge: Knowledge, store: Store
+) -> None:
+    """pgvector before 0.7 has no halfvec: migration 0011 keeps 0007's index, and the vector
+    ranking uses whichever index is there."""
+    await knowledge.add("pets.md", b"# Pets\n\nCats like warm windowsills.\n")
+    await drain(knowledge)
+    async with store.db.connection() as conn:
+        await conn.execute("DROP INDEX kb_chunks_embedding_256h")
+        await conn.execute(
+            "CREATE INDEX kb_chunks_embedding_256 ON kb_chunks "
+            "USING hnsw ((embedding::vector(256)) vector_cosine_ops) WHERE dims = 256"
+        )
+    older = Knowledge(KnowledgeStore(store.db), knowledge.embedder, KnowledgeSettings())
+    found = await older.search("feline sunbathing spot", kbs=["default"])
+    assert found.mode == "hybrid"
+    assert [h.vector_rank for h in found.hits] == [1]

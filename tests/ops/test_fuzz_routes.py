@@ -75,6 +75,7 @@ ROUTES: list[tuple[str, str]] = [
     ("GET", "/web/api/channels/{c}/threads/{t}/messages"),
     ("GET", "/web/api/channels/{c}/threads/{t}/stream"),
     ("POST", "/web/api/channels/{c}/threads/{t}/messages/{n}/feedback"),
+    ("GET", "/web/api/channels/{c}/threads/{t}/messages/{n}/citations"),
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/metrics"),
@@ -93,6 +94,9 @@ ROUTES: list[tuple[str, str]] = [
     ("GET", "/api/v1/inbound-events"),
     ("GET", "/api/v1/inbound-events/{n}"),
     ("GET", "/api/v1/stats"),
+    ("GET", "/api/v1/kb/assignments"),
+    ("POST", "/api/v1/kb/assignments"),
+    ("DELETE", "/api/v1/kb/assignments"),
     ("POST", "/mcp"),
     ("DELETE", "/mcp"),
 ]

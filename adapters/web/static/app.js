@@ -64,13 +64,65 @@ async function loadHistory() {
     d.dataset.seq = m.seq_no;
     const who = m.role === "assistant" ? "assistant" + (m.delivery ? ` · ${m.delivery}` : "") : (m.sender || "user");
     const body = m.role === "assistant" ? markdownBody(m.content) : el("div", "body", m.content);
+    if (m.role === "assistant" && (m.citations || []).length) linkCitations(body, m.citations, (n, box) => showCitation(m.seq_no, n, box));
     d.append(el("div", "who", who), body);
     if (m.role === "assistant" && m.model !== "command") d.append(feedbackBar(m));
     if (m.approval) d.append(approvalBar(m.approval));
+    if ((m.citations || []).length) citationPanel(m.seq_no, d);
     log.append(d);
   }
   for (const f of liveFiles.get(state.thread) || []) log.append(fileCard(f));
   log.scrollTop = log.scrollHeight;
+}
+
+// clickable citations (issue 15): each [n] an answer cites becomes a button that shows the
+// passage frozen with the answer (document, page or section, the passage text), read from
+// this thread's own endpoint; text only (textContent), never HTML
+function linkCitations(body, cited, open) {
+  const nums = new Set(cited);
+  const walker = document.createTreeWalker(body, NodeFilter.SHOW_TEXT);
+  const nodes = [];
+  while (walker.nextNode()) nodes.push(walker.currentNode);
+  for (const node of nodes) {
+    if (node.parentElement && node.parentElement.closest("code, pre, a")) continue;
+    const parts = node.textContent.split(/(\[\d{1,3}\])/);
+    if (parts.length < 2) continue;
+    const frag = document.createDocumentFragment();
+    for (const part of parts) {
+      const hit = /^\[(\d{1,3})\]$/.exec(part);
+      if (hit && nums.has(Number(hit[1]))) {
+        const b = el("button", "cite", part);
+        b.type = "button"; b.title = "show the cited passage";
+        b.onclick = () => open(Number(hit[1]), body.parentElement);
+        frag.append(b);
+      } else if (part) frag.append(document.createTextNode(part));
+    }
+    node.replaceWith(frag);
+  }
+}
+const citationCache = new Map();  // "thread/seq" -> the answer's frozen citations
+const openCitations = new Map();  // "thread/seq" -> the [n] shown (kept across reloads)
+async function showCitation(seq, n, box) {
+  const key = state.thread + "/" + seq;
+  if (!citationCache.has(key)) {
+    const url = `/web/api/channels/${encodeURIComponent(state.channel)}/threads/${encodeURIComponent(state.thread)}/messages/${seq}/citations`;
+    citationCache.set(key, (await api(url)).citations || []);
+  }
+  if (openCitations.get(key) === n) openCitations.delete(key); else openCitations.set(key, n);
+  citationPanel(seq, box);
+}
+function citationPanel(seq, box) {
+  const key = state.thread + "/" + seq;
+  const shown = box.querySelector(".citation");
+  if (shown) shown.remove();
+  const n = openCitations.get(key);
+  if (n === undefined || !citationCache.has(key)) return;
+  const c = citationCache.get(key).find((x) => x.n === n);
+  const panel = el("div", "citation");
+  if (!c) { panel.append(el("div", "meta", `[${n}] not found`)); box.append(panel); return; }
+  const where = [c.document, c.page !== null && c.page !== undefined ? "p. " + c.page : null].filter(Boolean).join(", ") + (c.section ? " — " + c.section : "");
+  panel.append(el("div", "src", `[${n}] ${where}`), el("blockquote", "", c.passage));
+  box.append(panel);
 }
 
 // an approval card (issue 14): buttons while pending, the decision once made; the person

@@ -84,6 +84,37 @@ async function upload(ev) {
   await loadDocuments();
 }
 
+// operator knowledge bases assigned to chats: every thread of the chat searches them
+async function loadAssignments() {
+  const found = await api("/api/v1/kb/assignments");
+  const rows = $("assign-rows");
+  rows.replaceChildren();
+  for (const a of found) {
+    const chat = a.platform + ":" + a.scope + ":" + a.chat_id;
+    const remove = el("button", "secondary", "Unassign");
+    remove.type = "button";
+    remove.addEventListener("click", () =>
+      api("/api/v1/kb/assignments?kb=" + encodeURIComponent(a.kb_name) + "&chat=" + encodeURIComponent(chat), { method: "DELETE" })
+        .then(loadAssignments).catch(notice));
+    const actions = el("td");
+    actions.append(remove);
+    const tr = el("tr");
+    tr.append(el("td", null, a.kb_name), el("td", "mono", chat), el("td", null, new Date(a.created_at).toLocaleString()), actions);
+    rows.append(tr);
+  }
+}
+
+async function assign(ev) {
+  ev.preventDefault();
+  await api("/api/v1/kb/assignments", {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ kb: $("assign-kb").value.trim(), chat: $("assign-chat").value.trim() }),
+  });
+  $("assign-chat").value = "";
+  await loadAssignments();
+}
+
 async function search(ev) {
   ev.preventDefault();
   const q = $("q").value.trim();
@@ -105,9 +136,12 @@ $("auth").addEventListener("submit", (ev) => {
   sessionStorage.setItem(TOKEN_KEY, $("token").value);
   $("auth").style.display = "none";
   loadDocuments().catch(notice);
+  loadAssignments().catch(notice);
 });
 $("upload").addEventListener("submit", (ev) => upload(ev).catch(notice));
 $("search").addEventListener("submit", (ev) => search(ev).catch(notice));
 $("filter").addEventListener("change", () => loadDocuments().catch(notice));
+$("assign").addEventListener("submit", (ev) => assign(ev).catch(notice));
 loadDocuments().catch(notice);
+loadAssignments().catch(notice);
 setInterval(() => { if (!document.hidden) loadDocuments().catch(notice); }, 3000);

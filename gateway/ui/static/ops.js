@@ -300,6 +300,52 @@ function toolLines(m) {
   return out;
 }
 
+// clickable citations (issue 15): [n] in an answer shows the passage frozen with it
+// (/api/v1/kb/citations/{message id}: document, page or section, passage text)
+function citedNumbers(m) {
+  const cited = (m.metadata || {}).citations;
+  return m.role === "assistant" && Array.isArray(cited) ? cited.map((c) => c.ordinal).filter(Number.isInteger) : [];
+}
+function linkCitations(body, cited, open) {
+  const nums = new Set(cited);
+  const node = body.firstChild;
+  if (!node || node.nodeType !== Node.TEXT_NODE) return;
+  const parts = node.textContent.split(/(\[\d{1,3}\])/);
+  if (parts.length < 2) return;
+  const frag = document.createDocumentFragment();
+  for (const part of parts) {
+    const hit = /^\[(\d{1,3})\]$/.exec(part);
+    if (hit && nums.has(Number(hit[1]))) {
+      const a = el("a", "cite", part);
+      a.href = "#"; a.title = "show the cited passage";
+      a.onclick = (e) => { e.preventDefault(); open(Number(hit[1])); };
+      frag.append(a);
+    } else if (part) frag.append(document.createTextNode(part));
+  }
+  node.replaceWith(frag);
+}
+const citationCache = new Map();  // message id -> its frozen citations
+const openCitations = new Map();  // message id -> the [n] shown (kept across refreshes)
+async function showCitation(messageId, n, box) {
+  try {
+    if (!citationCache.has(messageId)) citationCache.set(messageId, await api("/api/v1/kb/citations/" + encodeURIComponent(messageId)));
+  } catch (err) { notice(err); return; }
+  if (openCitations.get(messageId) === n) openCitations.delete(messageId); else openCitations.set(messageId, n);
+  citationPanel(messageId, box);
+}
+function citationPanel(messageId, box) {
+  const shown = box.querySelector(".citation");
+  if (shown) shown.remove();
+  const n = openCitations.get(messageId);
+  if (n === undefined || !citationCache.has(messageId)) return;
+  const c = citationCache.get(messageId).find((x) => x.ordinal === n);
+  const panel = el("div", "citation");
+  if (!c) { panel.append(el("div", "muted", "[" + n + "] not found")); box.append(panel); return; }
+  const where = [c.document_name, c.page !== null && c.page !== undefined ? "p. " + c.page : null].filter(Boolean).join(", ") + (c.section ? " — " + c.section : "");
+  panel.append(el("div", "src", "[" + n + "] " + where + " · document " + c.document_id + " · passage " + c.chunk_id + " · score " + Number(c.score).toFixed(4)), el("blockquote", "", c.passage));
+  box.append(panel);
+}
+
 function renderMessage(m) {
   const box = el("div", "msg " + m.role);
   box.dataset.seq = m.seq_no;
@@ -315,10 +361,14 @@ function renderMessage(m) {
   if (m.command) meta.append(el("span", "", "/" + m.command));
   if (m.edited_at) meta.append(el("span", "", "edited"));
   if (m.role === "user" && m.reply_target) meta.append(el("span", "mono target", "replies go to " + targetText(m.reply_target)));
-  box.append(meta, el("div", "body", m.content));
+  const body = el("div", "body", m.content);
+  const cited = citedNumbers(m);
+  if (cited.length) linkCitations(body, cited, (n) => showCitation(m.id, n, box));
+  box.append(meta, body);
   for (const line of toolLines(m)) box.append(el("div", "meta tool", line));
   for (const d of m.deliveries || []) box.append(renderDelivery(d));
   if (m.role === "assistant" && !(m.deliveries || []).length && !(m.metadata || {}).tool_calls) box.append(el("div", "delivery muted", "not delivered (stored only)"));
+  if (cited.length) citationPanel(m.id, box);
   return box;
 }
 
