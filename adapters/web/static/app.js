@@ -70,7 +70,32 @@ async function loadHistory() {
     log.append(d);
   }
   for (const f of liveFiles.get(state.thread) || []) log.append(fileCard(f));
+  for (const [id, text] of previews) log.append(previewCard(id, text));
   log.scrollTop = log.scrollHeight;
+}
+
+// streaming (issue 16): the answer so far, as Markdown, until the stored reply replaces it
+const previews = new Map();
+function previewCard(id, text) {
+  const d = el("div", "msg assistant preview");
+  d.dataset.preview = id;
+  d.append(el("div", "who", "assistant · writing…"), markdownBody(text));
+  return d;
+}
+function showPreview(e) {
+  if (typeof e.text !== "string") return;  // too long for a notification: keep the last
+  previews.set(e.id, e.text);
+  const log = $("log");
+  const old = log.querySelector(`[data-preview="${CSS.escape(e.id)}"]`);
+  const card = previewCard(e.id, e.text);
+  const atEnd = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
+  if (old) old.replaceWith(card); else log.append(card);
+  if (atEnd || !old) log.scrollTop = log.scrollHeight;
+}
+function dropPreview(id) {
+  previews.delete(id);
+  const old = $("log").querySelector(`[data-preview="${CSS.escape(id)}"]`);
+  if (old) old.remove();
 }
 
 // an approval card (issue 14): buttons while pending, the decision once made; the person
@@ -165,6 +190,7 @@ function showTyping() {
 function hideTyping() { clearTimeout(typingTimer); $("typing").textContent = ""; }
 
 function subscribe() {
+  previews.clear();
   if (state.source) { state.source.close(); state.source = null; }
   if (state.poll) { clearInterval(state.poll); state.poll = null; }
   if (!state.thread) return;
@@ -176,6 +202,9 @@ function subscribe() {
     hideTyping();
     if (e.type === "typing_done") return;
     if (e.type === "file") { addFile(e); return; }
+    if (e.type === "preview") { showPreview(e); return; }
+    if (e.type === "preview_gone") { dropPreview(e.id); return; }
+    if (e.type === "reply" && e.id) previews.delete(e.id);  // the stored reply takes its place
     loadHistory(); loadThreads();
   };
   src.onopen = () => loadHistory();  // reload on (re)connect: nothing missed while away
