@@ -47,7 +47,7 @@ async def test_sigkill_mid_stream_the_thread_ends_with_exactly_one_answer(
             return [
                 m
                 for m in tg.messages_in(forum, topic)
-                if (m.get("from") or {}).get("id") == tg.bot.id  # type: ignore[union-attr]
+                if (m.get("from") or {}).get("id") == tg.bot.id
             ]
 
         async with gateway_process(env, tmp_path / "one.log") as gw:
