@@ -269,7 +269,7 @@ class PreviewStreamer:
             self._changed.set()
             return False
         if wait > 0:
-            await asyncio.sleep(wait)
+            await self._sleep(wait)  # the turn's end does not wait for it
         return not self._stopping
 
     async def _call(self, op: Awaitable[None]) -> bool:

@@ -115,6 +115,9 @@ class FakeOpenAI:
     #: streamed answers, unless a step says otherwise
     chunk_delay: float = 0.05
     chunk_chars: int = 8
+    #: a plain (not streamed) answer takes as long as its streamed chunks would (benchmarks
+    #: comparing the two); off by default so non-streaming tests stay fast
+    paced_plain_answers: bool = False
     _runner: web.AppRunner | None = None
     _closing: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -250,6 +253,14 @@ class FakeOpenAI:
             }
             if body.get("stream"):
                 return await self._stream(request, body, step, text, usage)
+            if self.paced_plain_answers:
+                delay = self.chunk_delay if step.chunk_delay is None else step.chunk_delay
+                size = max(1, self.chunk_chars if step.chunk_chars is None else step.chunk_chars)
+                try:
+                    pause = delay * max(0, -(-len(text) // size) - 1)
+                    await asyncio.wait_for(self._closing.wait(), pause)
+                except TimeoutError:
+                    pass
             return web.json_response(
                 {
                     "id": f"chatcmpl-{len(self.requests)}",
