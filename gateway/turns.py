@@ -395,7 +395,9 @@ class TurnScheduler:
             toolbox=tools.toolbox if tools is not None else None,
             stream=stream,
         )
-        typing = asyncio.create_task(self._keep_typing(target), name="typing-indicator")
+        typing = asyncio.create_task(
+            self._keep_typing(target, streamed=stream is not None), name="typing-indicator"
+        )
         renew = asyncio.create_task(self._keep_lease(claim, beat), name="turn-lease-renewal")
         agent_task = asyncio.create_task(self._agent.respond(turn), name="agent-respond")
         watch: asyncio.Task[None] | None = None
@@ -495,10 +497,13 @@ class TurnScheduler:
             except StoreError as exc:
                 log.debug("interrupt_watch_failed", error=str(exc))
 
-    async def _keep_typing(self, target: ReplyTarget) -> None:
+    async def _keep_typing(self, target: ReplyTarget, *, streamed: bool = False) -> None:
         transport = self._transports.get(target.platform)
         if transport is not None:
-            await hold_typing(transport, target)  # renewed until cancelled, then cleared
+            # renewed until cancelled, then cleared; a streamed turn's renewals share the
+            # chat's budget with its preview edits
+            budget = self._streams.budget if streamed and self._streams is not None else None
+            await hold_typing(transport, target, budget=budget)
 
     async def _keep_lease(self, claim: TurnClaim, beat: Beat = no_beat) -> None:
         """Renew the lease while the agent runs (each renewal is the worker's progress). A
