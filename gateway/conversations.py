@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from gateway.domain import SessionKey
 from gateway.errors import SessionNotFound
+from gateway.files import decode_file_part
 from session_store.records import MessageRecord
 from session_store.store import Store
 from session_store.tool_store import ToolStore
@@ -42,6 +43,18 @@ class TranscriptEntry:
     feedback: int | None
     #: an approval card (issue 14): ``{"id", "status", "decided_by", "tool"}``
     approval: Mapping[str, Any] | None = None
+    #: files the answer carried (its sent file parts), so a reload shows them too
+    files: Sequence[TranscriptFile] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TranscriptFile:
+    #: the id the live stream used for it (``gw-<delivery id>``)
+    id: str
+    name: str
+    mime_type: str
+    caption: str | None
+    data: bytes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,6 +156,17 @@ def _entry(m: MessageRecord) -> TranscriptEntry:
         model=m.model,
         delivery=_worst({d.status for d in m.deliveries}),
         feedback=m.feedback,
+        files=[
+            TranscriptFile(
+                id=f"gw-{d.id}",
+                name=f.name,
+                mime_type=f.mime_type,
+                caption=f.caption,
+                data=f.data,
+            )
+            for d in m.deliveries
+            if d.status == "sent" and (f := decode_file_part(d.content)) is not None
+        ],
     )
 
 

@@ -59,6 +59,7 @@ async function loadHistory() {
   // responses can arrive out of order: an older one must not replace a newer view
   if (mine !== historyRequests) return;
   log.replaceChildren();
+  const shown = new Set();
   for (const m of data.messages) {
     const d = el("div", "msg " + m.role);
     d.dataset.seq = m.seq_no;
@@ -68,8 +69,10 @@ async function loadHistory() {
     if (m.role === "assistant" && m.model !== "command") d.append(feedbackBar(m));
     if (m.approval) d.append(approvalBar(m.approval));
     log.append(d);
+    // the answer's files, stored with it (a reload shows them too)
+    for (const f of m.files || []) { shown.add(f.id); log.append(fileCard(f)); }
   }
-  for (const f of liveFiles.get(state.thread) || []) log.append(fileCard(f));
+  for (const f of liveFiles.get(state.thread) || []) if (!shown.has(f.id)) log.append(fileCard(f));
   for (const [id, text] of previews) log.append(previewCard(id, text));
   log.scrollTop = log.scrollHeight;
 }
