@@ -4,6 +4,7 @@ with the thread's history, so a reload shows them too (not only the live event).
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import httpx
 
@@ -24,7 +25,7 @@ async def test_history_carries_the_answer_files(database_url: str) -> None:
         thread = posted.json()["thread_id"]
         url = f"/web/api/channels/general/threads/{thread}/messages"
 
-        async def answered() -> list[dict[str, object]]:
+        async def answered() -> list[dict[str, Any]]:
             messages = (await client.get(url)).json()["messages"]
             return [m for m in messages if m["role"] == "assistant" and m["files"]]
 
