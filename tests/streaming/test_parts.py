@@ -7,12 +7,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from adapters.telegram.adapter import TelegramAdapter
 from benchmarks.fakes.openai import FakeOpenAI, Step
 from benchmarks.fakes.telegram import FakeTelegram
 from gateway.agent_clients import OpenAIAgent, tool_status
 from gateway.agents import ContextMessage, ToolCall, Turn
 from gateway.domain import ReplyTarget, SessionKey
+from gateway.errors import ConfigError
+from gateway.settings import load_settings
 from session_store.previews import PreviewStore
 from session_store.store import Store
 from tests.support import running_gateway, wait_for
@@ -134,3 +138,24 @@ async def test_the_preview_shows_a_status_line_while_a_tool_runs(
         # the status became the answer in place: one message in the topic
         bot = [m for m in tg.messages_in(forum, topic) if m["from"]["id"] == tg.bot.id]
         assert [m["message_id"] for m in bot] == [preview.message_id]
+
+
+@pytest.mark.parametrize(
+    ("values", "setting"),
+    [
+        ({"GATEWAY_STREAMING": "sometimes"}, "GATEWAY_STREAMING"),
+        ({"TELEGRAM_STREAMING": "maybe"}, "TELEGRAM_STREAMING"),
+        ({"GATEWAY_STREAM_EDIT_SECONDS": "0"}, "GATEWAY_STREAM_EDIT_SECONDS"),
+        ({"GATEWAY_STREAM_EDIT_SECONDS": "soon"}, "GATEWAY_STREAM_EDIT_SECONDS"),
+    ],
+)
+def test_bad_streaming_settings_name_the_setting(values: dict[str, str], setting: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(_env_file=None, **values)
+    assert info.value.setting == setting
+
+
+def test_streaming_settings_per_platform() -> None:
+    settings = load_settings(_env_file=None, GATEWAY_STREAMING="false", WEB_STREAMING="true")
+    assert settings.gateway_streaming is False and settings.web_streaming is True
+    assert settings.telegram_streaming is None

@@ -1,7 +1,8 @@
-"""SIGKILL of the real ``gateway run`` process in the middle of a streamed answer: the
-preview stays in the topic; the restarted process takes the turn over, continues in that
-same message and finishes it exactly once - one bot message in the topic, with the final
-text, and no second send of it."""
+"""SIGKILL of the real ``gateway run`` process in the middle of a streamed answer that had
+already overflowed into a second message: both previews stay in the topic; the restarted
+process takes the turn over, continues in those same messages and finishes exactly once - its
+shorter answer edits the first preview in place, the surplus second preview is deleted, and
+the text is never sent again."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from tests.e2e.process import gateway_process
 pytestmark = pytest.mark.slow
 
 BOT = "@GatewayTestBot"
-SLOW = " ".join(f"slow{n}" for n in range(200))
+SLOW = " ".join(f"slow{n}" for n in range(950))  # about 7,400 characters: two messages
 FINAL = "The answer, written again after the restart: " + " ".join(f"w{n}" for n in range(40))
 
 
@@ -41,7 +42,7 @@ async def test_sigkill_mid_stream_the_thread_ends_with_exactly_one_answer(
             "GATEWAY_WEB_CHAT": "false",
             "GATEWAY_STREAM_EDIT_SECONDS": "0.2",
         }
-        fake.script.append(Step(text=SLOW, chunk_chars=6, chunk_delay=0.2))
+        fake.script.append(Step(text=SLOW, chunk_chars=75, chunk_delay=0.25))
 
         def bot_messages() -> list[dict[str, object]]:
             return [
@@ -52,16 +53,17 @@ async def test_sigkill_mid_stream_the_thread_ends_with_exactly_one_answer(
 
         async with gateway_process(env, tmp_path / "one.log") as gw:
             tg.user_says(forum, f"{BOT} a long question", topic=topic)
-            # the preview is in the topic and has grown by an edit: mid-stream
+            # the first preview grew by edits and the text went on in a second: mid-stream
             await tg.wait_until(
-                lambda: bool(bot_messages()) and len(tg.edits) >= 1,
-                within=30,
-                what="the preview to grow",
+                lambda: len(bot_messages()) == 2 and bool(tg.edits),
+                within=60,
+                what="the second preview",
             )
             gw.kill()
             await gw.proc.wait()
-        [orphan] = bot_messages()
-        assert SLOW.startswith(str(orphan["text"]).rstrip()) and orphan["text"] != SLOW
+        orphan, second = bot_messages()
+        shown = f"{orphan['text']} {second['text']}"
+        assert SLOW.startswith(shown.rstrip()) and shown != SLOW
 
         fake.script.append(Step(text=FINAL, chunk_chars=20, chunk_delay=0.05))
         async with gateway_process(env, tmp_path / "two.log") as gw:
@@ -74,6 +76,7 @@ async def test_sigkill_mid_stream_the_thread_ends_with_exactly_one_answer(
         # the orphan preview became the answer: same message, one sendMessage in all
         [final] = bot_messages()
         assert final["message_id"] == orphan["message_id"]
-        assert len(tg.sent_to(forum, topic)) == 1
+        assert tg.deleted == [(forum.id, second["message_id"])]
+        assert len(tg.sent_to(forum, topic)) == 2  # the two previews; nothing sent again
         assert tg.sent_to(forum, other) == [] and tg.sent_to(forum, None) == []
         assert len(fake.turn_requests) == 2
