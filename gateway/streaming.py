@@ -286,7 +286,11 @@ class PreviewStreamer:
             self.throttled += 1
             self._hold_until = time.monotonic() + float(exc.retry_after)
             self._changed.set()
-            log.info("stream_preview_throttled", retry_after=exc.retry_after)
+            log.info(
+                "stream_preview_throttled",
+                platform=self._target.platform,
+                retry_after=exc.retry_after,
+            )
             push = [(k, float(exc.retry_after)) for k, _ in _rules(self._transport, self._target)]
             await self._store.reserve(push)
             return
