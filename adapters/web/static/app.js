@@ -202,10 +202,11 @@ function subscribe() {
   src.onmessage = (ev) => {
     const e = JSON.parse(ev.data);
     if (e.type === "typing") { showTyping(); return; }
+    // a preview grows while the agent still works: the indicator stays
+    if (e.type === "preview") { showPreview(e); return; }
     hideTyping();
     if (e.type === "typing_done") return;
     if (e.type === "file") { addFile(e); return; }
-    if (e.type === "preview") { showPreview(e); return; }
     if (e.type === "preview_gone") { dropPreview(e.id); return; }
     if (e.type === "reply" && e.id) previews.delete(e.id);  // the stored reply takes its place
     loadHistory(); loadThreads();
