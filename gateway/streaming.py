@@ -375,7 +375,15 @@ async def finish_part(
     else:
         surplus = []
     for p in surplus:
-        await transport.delete_preview(delivery.target, p.platform_message_id)
+        try:
+            await transport.delete_preview(delivery.target, p.platform_message_id)
+        except DeliveryError as exc:
+            if exc.permanent:
+                # cannot be deleted (too old, no right): it must not hold the answer back
+                log.warning("stream_surplus_preview_kept", error=str(exc))
+                continue
+            # deleting twice is harmless: retried, never given up as ambiguous
+            raise DeliveryError(f"preview delete: {exc}", retry_after=exc.retry_after) from exc
     if surplus:
         await store.mark_deleted(delivery.session_id, delivery.seq_no, [p.part_no for p in surplus])
     mine = next((p for p in previews if p.part_no == delivery.part_no and not p.deleted), None)
@@ -386,7 +394,11 @@ async def finish_part(
             delivery.target, mine.platform_message_id, delivery.content, final=True
         )
     except DeliveryError as exc:
-        if exc.retry_after is not None or exc.ambiguous or not exc.permanent:
+        if exc.ambiguous:
+            # an edit (unlike a send) can be repeated safely: the same text twice is "not
+            # modified", never a second message - so a timeout is a plain retry
+            raise DeliveryError(f"preview edit: {exc}", retry_after=exc.retry_after) from exc
+        if exc.retry_after is not None or not exc.permanent:
             raise  # the delivery worker retries (retry_after honoured)
         # the preview is gone (deleted by someone) or cannot be edited: send it instead
         log.warning("stream_final_edit_refused", error=str(exc))

@@ -140,3 +140,26 @@ async def test_overflow_continues_in_a_second_message_in_the_same_topic(
         assert len(messages) == 2 and len(tg.sent_to(forum, topic)) == 2
         assert all(m["message_thread_id"] == topic for m in messages)
         assert tg.deleted == []
+
+
+async def test_a_preview_deleted_mid_stream_is_replaced_by_one_sent_answer(
+    database_url: str, fake: FakeOpenAI
+) -> None:
+    async with FakeTelegram() as tg:
+        forum = tg.forum("Team")
+        ann = tg.user("Ann")
+        topic = tg.create_topic(forum, "Questions", by=ann)
+        fake.script.append(Step(text=ANSWER, chunk_delay=0.15))
+        async with gateway(database_url, tg, fake):
+            tg.user_says(forum, f"{BOT} tell me something long", topic=topic, user=ann)
+            [preview] = await wait_for(lambda: bot_messages(tg, forum, topic), timeout=15)
+            # an admin deletes the half-written answer
+            del forum.messages[preview["message_id"]]
+            await wait_for(
+                lambda: [m["text"] for m in bot_messages(tg, forum, topic)] == [ANSWER_PLAIN],
+                timeout=20,
+            )
+        [final] = bot_messages(tg, forum, topic)
+        assert final["message_id"] != preview["message_id"]
+        assert final["message_thread_id"] == topic
+        assert [s.text for s in tg.sent_to(forum, topic)][-1] == ANSWER_PLAIN
