@@ -27,7 +27,7 @@ async def test_sigkill_mid_stream_on_mattermost_ends_with_one_post(
         env = {
             "DATABASE_URL": database_url,
             "MATTERMOST_URL": mm.url,
-            "MATTERMOST_TOKEN": mm.bot.token,
+            "MATTERMOST_TOKEN": str(mm.bot.token),
             "AGENT": "openai",
             "OPENAI_BASE_URL": fake.base_url,
             "OPENAI_API_KEY": "test-key",
