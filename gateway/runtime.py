@@ -188,6 +188,7 @@ class Gateway:
                 },
                 edit_seconds=settings.gateway_stream_edit_seconds,
             ),
+            metrics=self.metrics,
         )
         self.turns = TurnScheduler(
             store,

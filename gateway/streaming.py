@@ -36,6 +36,7 @@ from gateway.agents import Agent, Streaming
 from gateway.domain import ReplyTarget
 from gateway.errors import DeliveryError, StoreError
 from gateway.files import decode_file_part
+from gateway.metrics import Metrics
 from gateway.ports import Drafting, Previewing, SendResult, Transport
 from session_store.previews import PreviewStore
 from session_store.records import DeliveryRecord
@@ -81,7 +82,10 @@ class PreviewStreamer:
         after_seq: int,
         store: PreviewStore,
         edit_seconds: float,
+        metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics
+        self._started = time.monotonic()
         self._transport = transport
         self._preview = transport if isinstance(transport, Previewing) else None
         self._draft = (
@@ -207,7 +211,7 @@ class PreviewStreamer:
                 return
             try:
                 await self._draft.send_draft(self._target, self._draft_id, parts[-1])
-                self._seen()
+                self._seen("draft")
                 return
             except DeliveryError as exc:
                 if not (exc.permanent and self._preview is not None):
@@ -230,7 +234,7 @@ class PreviewStreamer:
                     return
                 if await self._call(preview.edit_preview(self._target, mid, part)):
                     self.shown[i] = (mid, part)
-                    self._seen()
+                    self._seen("edited")
                 continue
             if not await self._paced():
                 return
@@ -242,12 +246,13 @@ class PreviewStreamer:
             # stored at once: a takeover after a crash finds it and finishes it
             self.shown.append((mid, part))
             await self._store.add(self._session_id, self._after_seq, i + 1, mid)
-            self._seen()
+            self._seen("sent")
         surplus = self.shown[len(parts) :]
         if surplus and not self._stopping:
             # the text got shorter (the model started over after a tool step)
             for mid, _ in surplus:
-                await self._call(preview.delete_preview(self._target, mid))
+                if await self._call(preview.delete_preview(self._target, mid)):
+                    self._count("deleted")
             del self.shown[len(parts) :]
             await self._store.forget(
                 self._session_id,
@@ -255,16 +260,26 @@ class PreviewStreamer:
                 list(range(len(parts) + 1, len(parts) + 1 + len(surplus))),
             )
 
-    def _seen(self) -> None:
+    def _seen(self, op: str) -> None:
         self.updates += 1
+        self._count(op)
         if self.first_visible is None:
             self.first_visible = time.monotonic()
+            if self._metrics is not None:
+                self._metrics.stream_first_text_seconds.labels(self._target.platform).observe(
+                    self.first_visible - self._started
+                )
+
+    def _count(self, op: str) -> None:
+        if self._metrics is not None:
+            self._metrics.stream_previews.labels(self._target.platform, op).inc()
 
     async def _paced(self) -> bool:
         """Wait for this chat's shared budget (every replica); False: skip this update."""
         rules = _rules(self._transport, self._target)
         wait = await self._store.reserve(rules, max_wait=MAX_PREVIEW_WAIT)
         if wait > MAX_PREVIEW_WAIT:
+            self._count("skipped")
             self._hold_until = time.monotonic() + min(wait, 30.0)
             self._changed.set()
             return False
@@ -284,6 +299,7 @@ class PreviewStreamer:
         if exc.retry_after is not None:
             # 429: slow down; the shared budget moves for every replica too
             self.throttled += 1
+            self._count("throttled")
             self._hold_until = time.monotonic() + float(exc.retry_after)
             self._changed.set()
             log.info(
@@ -298,6 +314,7 @@ class PreviewStreamer:
             # a send that may have posted cannot be retried (we would not know its id), a
             # refused one will be refused again: the final delivery still comes
             log.warning("stream_preview_stopped", error=str(exc), ambiguous=exc.ambiguous)
+            self._count("stopped")
             self._disabled = True
             return
         log.info("stream_preview_failed", error=str(exc))
@@ -311,7 +328,9 @@ class Streams:
         store: PreviewStore,
         transports: Mapping[str, Transport],
         settings: StreamSettings,
+        metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics
         self._store = store
         self._transports = transports
         self._settings = settings
@@ -341,6 +360,7 @@ class Streams:
             after_seq=after_seq,
             store=self._store,
             edit_seconds=self._settings.edit_seconds,
+            metrics=self._metrics,
         )
         try:
             await streamer.start()

@@ -60,7 +60,7 @@ async def test_answer_streams_into_the_topic_and_ends_as_one_message(
                 lambda: [m["text"] for m in bot_messages(tg, forum, topic)] == [ANSWER_PLAIN],
                 timeout=20,
             )
-            await wait_for(lambda: gw.metrics.render().count(b"sent") > 0)
+            metrics = gw.metrics.render().decode()
         [final] = bot_messages(tg, forum, topic)
         edits = [e for e in tg.edits if e[1] == final["message_id"]]
         assert len(edits) >= 2, "the preview grew by edits"
@@ -72,6 +72,9 @@ async def test_answer_streams_into_the_topic_and_ends_as_one_message(
         assert len(tg.sent_to(forum, topic)) == 1
         assert bot_messages(tg, forum, other) == [] and bot_messages(tg, forum, None) == []
         assert final["message_thread_id"] == topic
+        assert 'gateway_stream_previews_total{op="sent",platform="telegram"} 1.0' in metrics
+        assert 'gateway_stream_previews_total{op="edited",platform="telegram"}' in metrics
+        assert 'gateway_stream_first_text_seconds_count{platform="telegram"} 1.0' in metrics
 
 
 async def test_private_chat_streams_a_draft_then_sends_the_answer_once(
