@@ -454,6 +454,12 @@ BEGIN
     PERFORM 1 FROM pace_slots WHERE key = ANY (keys) ORDER BY key FOR UPDATE;
     SELECT greatest(now_ts, max(next_at)) INTO start FROM pace_slots WHERE key = ANY (keys);
     wait := extract(epoch FROM start - now_ts);
+    IF random() < 0.001 THEN
+        -- now and then forget chats whose spacing has long passed (bounded table)
+        DELETE FROM pace_slots WHERE key IN (
+            SELECT key FROM pace_slots WHERE next_at < now_ts - interval '1 hour'
+            FOR UPDATE SKIP LOCKED);
+    END IF;
     IF wait > max_wait THEN
         RETURN wait;
     END IF;
