@@ -166,3 +166,28 @@ async def test_a_preview_deleted_mid_stream_is_replaced_by_one_sent_answer(
         assert final["message_id"] != preview["message_id"]
         assert final["message_thread_id"] == topic
         assert [s.text for s in tg.sent_to(forum, topic)][-1] == ANSWER_PLAIN
+
+
+async def test_interrupt_mode_restarts_the_answer_in_the_same_preview(
+    database_url: str, fake: FakeOpenAI
+) -> None:
+    """AGENT_BUSY_MODE=interrupt: a message arriving mid-stream cancels the run; the new run
+    continues in the preview the first one started, and ends as one message."""
+    second = "Both questions answered: " + " ".join(f"part{n}" for n in range(20)) + "."
+    async with FakeTelegram() as tg:
+        forum = tg.forum("Team")
+        ann = tg.user("Ann")
+        topic = tg.create_topic(forum, "Questions", by=ann)
+        fake.script.extend([Step(text=ANSWER, chunk_delay=0.2), Step(text=second)])
+        async with gateway(database_url, tg, fake, AGENT_BUSY_MODE="interrupt"):
+            tg.user_says(forum, f"{BOT} first question", topic=topic, user=ann)
+            [preview] = await wait_for(lambda: bot_messages(tg, forum, topic), timeout=15)
+            tg.user_says(forum, f"{BOT} and a second one", topic=topic, user=ann)
+            await wait_for(
+                lambda: [m["text"] for m in bot_messages(tg, forum, topic)] == [second],
+                timeout=30,
+            )
+        [final] = bot_messages(tg, forum, topic)
+        assert final["message_id"] == preview["message_id"]
+        assert len(tg.sent_to(forum, topic)) == 1
+        assert len(fake.turn_requests) == 2
