@@ -232,9 +232,10 @@ class PreviewStreamer:
                     continue
                 if not await self._paced():
                     return
-                if await self._call(preview.edit_preview(self._target, mid, part)):
-                    self.shown[i] = (mid, part)
-                    self._seen("edited")
+                if not await self._call(preview.edit_preview(self._target, mid, part)):
+                    return  # throttled or refused: the next update (if any) tries again
+                self.shown[i] = (mid, part)
+                self._seen("edited")
                 continue
             if not await self._paced():
                 return
