@@ -29,7 +29,7 @@ from benchmarks.length import LengthBench
 from benchmarks.report import markdown
 from gateway.logs import configure_logging
 
-SECTIONS = ("limit", "hot", "length", "e2e", "kb")
+SECTIONS = ("limit", "hot", "length", "e2e", "kb", "stream")
 
 
 @dataclass(frozen=True)
@@ -284,6 +284,16 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             )
             results["kb"] = await run_kb(
                 srv, sizes=kb_sizes[0], pages=kb_sizes[1], queries=kb_sizes[2]
+            )
+        if "stream" in sections:  # streaming (issue 16): time to first visible text
+            from benchmarks.stream import run_stream
+
+            print("streaming ...", file=sys.stderr)
+            results["stream"] = await run_stream(
+                srv,
+                runs=1 if args.tiny else 3 if args.quick else 7,
+                chunk_delay=0.05,
+                chars=200 if args.tiny else 800,
             )
         results["meta"] = {
             "quick": args.quick,

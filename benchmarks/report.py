@@ -237,6 +237,12 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["#### 5. Knowledge base (local embedder, hybrid retrieval)", ""]
         lines += kb_markdown(results["kb"])
         lines.append("")
+    if results.get("stream"):  # streaming (issue 16)
+        from benchmarks.stream import stream_markdown
+
+        lines += ["#### 6. Time to first visible text (Telegram, fake model streaming)", ""]
+        lines += stream_markdown(results["stream"])
+        lines.append("")
     t = targets(results)
     if t:
         lines += ["#### Targets", "", "| target | measured | verdict |", "|---|---|---|"]

@@ -21,7 +21,14 @@ from urllib.parse import urlsplit
 import httpx
 import structlog
 
-from gateway.agents import ContextMessage, SummaryRequest, SummaryResult, ToolCall, Turn
+from gateway.agents import (
+    ContextMessage,
+    StreamSink,
+    SummaryRequest,
+    SummaryResult,
+    ToolCall,
+    Turn,
+)
 from gateway.context import render_prompt
 from gateway.domain import Reply
 from gateway.errors import AgentError
@@ -130,7 +137,10 @@ class OpenAIAgent:
         timeout: float = 60.0,
         max_output_tokens: int = 1024,
         retries: int = 1,
+        streams: bool = True,
     ) -> None:
+        #: ``Streaming`` (issue 16): asks with ``stream: true`` when the turn has a stream
+        self.streams = streams
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._api_key = api_key
         self.model = model
@@ -184,7 +194,12 @@ class OpenAIAgent:
         total = 0
         while True:
             offer = turn.tools if toolbox is not None and steps < toolbox.max_steps else ()
-            data = await self._complete(model, messages, limit, tools=offer)
+            if turn.stream is not None:
+                data = await self._complete_streaming(
+                    model, messages, limit, tools=offer, sink=turn.stream
+                )
+            else:
+                data = await self._complete(model, messages, limit, tools=offer)
             usage = _read_usage(data)
             if first_usage is None:
                 first_usage = usage
@@ -195,6 +210,10 @@ class OpenAIAgent:
             calls, content = _read_tool_calls(data) if offer else ([], None)
             if calls and toolbox is not None:
                 steps += 1
+                if turn.stream is not None:
+                    # what the model wrote before its calls is not the answer
+                    turn.stream.restart()
+                    turn.stream.status(tool_status(calls))
                 results = await toolbox.run(calls, content=content or "")
                 messages.append(
                     {
@@ -264,6 +283,144 @@ class OpenAIAgent:
         if not isinstance(data, Mapping):
             raise AgentError("the model server's answer is not a JSON object")
         return data
+
+    async def _complete_streaming(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        max_output_tokens: int,
+        *,
+        tools: Sequence[Mapping[str, Any]] = (),
+        sink: StreamSink,
+    ) -> Mapping[str, Any]:
+        """``stream: true``: text deltas go to ``sink`` as they arrive; returns the same shape
+        as a plain completion (content, tool calls, finish reason, ``usage`` where the server
+        sends it with ``stream_options.include_usage``). A server that answers with plain
+        JSON instead of events is read as such."""
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            self._limit_field: max_output_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if tools:
+            body["tools"] = [dict(t) for t in tools]
+        content = json.dumps(body, ensure_ascii=False).encode()
+        what = "the model server"
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                async with self._http().stream("POST", self._url, content=content) as response:
+                    if response.status_code >= 400:
+                        await response.aread()
+                        if response.status_code in _RETRYABLE and attempt <= self._retries:
+                            await asyncio.sleep(_retry_after(response))
+                            continue
+                        detail = _error_detail(response)
+                        reason = f"{what} answered HTTP {response.status_code}"
+                        raise AgentError(
+                            f"{reason}: {detail}" if detail else reason,
+                            status=response.status_code,
+                        )
+                    if "text/event-stream" not in response.headers.get("content-type", ""):
+                        await response.aread()
+                        data = _json_body(response, what)
+                        if not isinstance(data, Mapping):
+                            raise AgentError("the model server's answer is not a JSON object")
+                        return data
+                    return await _read_events(response, sink)
+            except httpx.TimeoutException as exc:
+                raise AgentError(f"{what} did not answer in time") from exc
+            except httpx.ConnectError as exc:
+                if attempt <= self._retries:
+                    await asyncio.sleep(0.5)
+                    continue
+                raise AgentError(f"cannot reach {what}") from exc
+            except httpx.HTTPError as exc:
+                raise AgentError(f"{what} connection failed ({type(exc).__name__})") from exc
+
+
+#: status lines for the built-in tools while they run (others: "using NAME…")
+TOOL_STATUS = {
+    "search_knowledge": "searching the knowledge base…",
+    "search_thread": "searching this thread…",
+    "list_my_sessions": "looking through your conversations…",
+    "read_session": "reading a conversation…",
+    "current_time": "checking the time…",
+}
+
+
+def tool_status(calls: Sequence[ToolCall]) -> str:
+    names = list(dict.fromkeys(c.name for c in calls))
+    lines = [TOOL_STATUS.get(n, f"using {n}…") for n in names]
+    return lines[0] if len(lines) == 1 else "; ".join(lines)
+
+
+async def _read_events(response: httpx.Response, sink: StreamSink) -> Mapping[str, Any]:
+    """Fold chat-completion chunks (``data: {...}`` lines, ``data: [DONE]``) into one
+    completion, passing text deltas to ``sink``."""
+    text: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    finish: str | None = None
+    usage: Any = None
+    model: Any = None
+    async for line in response.aiter_lines():
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            break
+        try:
+            chunk = json.loads(payload)
+        except ValueError as exc:
+            raise AgentError("the model server sent an event that is not JSON") from exc
+        if not isinstance(chunk, Mapping):
+            continue
+        model = chunk.get("model") or model
+        if isinstance(chunk.get("usage"), Mapping):
+            usage = chunk["usage"]
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+            continue
+        choice = choices[0]
+        if isinstance(choice.get("finish_reason"), str):
+            finish = choice["finish_reason"]
+        delta = choice.get("delta")
+        if not isinstance(delta, Mapping):
+            continue
+        piece = delta.get("content")
+        if isinstance(piece, str) and piece:
+            text.append(piece)
+            sink.text(piece)
+        for item in delta.get("tool_calls") or ():
+            if not isinstance(item, Mapping):
+                continue
+            raw_index = item.get("index")
+            index = raw_index if isinstance(raw_index, int) else len(calls)
+            call = calls.setdefault(index, {"id": None, "function": {"name": "", "arguments": ""}})
+            if isinstance(item.get("id"), str):
+                call["id"] = item["id"]
+            fn = item.get("function")
+            if isinstance(fn, Mapping):
+                if isinstance(fn.get("name"), str):
+                    call["function"]["name"] += fn["name"]
+                if isinstance(fn.get("arguments"), str):
+                    call["function"]["arguments"] += fn["arguments"]
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
+    if calls:
+        message["tool_calls"] = [
+            {"type": "function", **({"id": c["id"]} if c["id"] else {}), "function": c["function"]}
+            for _, c in sorted(calls.items())
+            if c["function"]["name"]
+        ]
+    data: dict[str, Any] = {"choices": [{"message": message, "finish_reason": finish}]}
+    if model is not None:
+        data["model"] = model
+    if usage is not None:
+        data["usage"] = usage
+    return data
 
 
 def with_parts(

@@ -108,6 +108,34 @@ class Turn:
     #: files shared with the question that go straight to the model (``AGENT_INLINE_FILES``):
     #: OpenAI content parts (``image_url``, ``text``) added to the newest user message
     attachments: Sequence[Mapping[str, Any]] = ()
+    #: where a streaming agent writes the answer while it grows (issue 16); ``None``: the
+    #: scheduler does not want a stream for this turn (answer in one piece)
+    stream: StreamSink | None = None
+
+
+class StreamSink(Protocol):
+    """Where a ``Streaming`` agent reports progress. Never raises; never blocks for long
+    (previews are best effort: the returned ``Reply`` is what gets delivered)."""
+
+    def text(self, delta: str) -> None:
+        """More answer text (appended)."""
+        ...
+
+    def restart(self) -> None:
+        """The text so far is void (a tool step follows, a retry): start over."""
+        ...
+
+    def status(self, line: str) -> None:
+        """A short status while tools run ("searching the knowledge base…")."""
+        ...
+
+
+@runtime_checkable
+class Streaming(Protocol):
+    """Optional: an agent that can write its answer into ``Turn.stream`` as it is produced.
+    ``streams`` False (or an agent without it) answers in one piece; no preview is made."""
+
+    streams: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from gateway.domain import SessionKey
 from gateway.errors import SessionNotFound
+from gateway.files import decode_file_part
 from session_store.knowledge import CitationRecord, KnowledgeStore
 from session_store.records import MessageRecord
 from session_store.store import Store
@@ -45,6 +46,18 @@ class TranscriptEntry:
     approval: Mapping[str, Any] | None = None
     #: the numbers ``[n]`` the answer cites (issue 15), each linking to its frozen passage
     citations: tuple[int, ...] = ()
+    #: files the answer carried (its sent file parts), so a reload shows them too
+    files: Sequence[TranscriptFile] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TranscriptFile:
+    #: the id the live stream used for it (``gw-<delivery id>``)
+    id: str
+    name: str
+    mime_type: str
+    caption: str | None
+    data: bytes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -159,6 +172,17 @@ def _entry(m: MessageRecord) -> TranscriptEntry:
         delivery=_worst({d.status for d in m.deliveries}),
         feedback=m.feedback,
         citations=_cited(m),
+        files=[
+            TranscriptFile(
+                id=f"gw-{d.id}",
+                name=f.name,
+                mime_type=f.mime_type,
+                caption=f.caption,
+                data=f.data,
+            )
+            for d in m.deliveries
+            if d.status == "sent" and (f := decode_file_part(d.content)) is not None
+        ],
     )
 
 

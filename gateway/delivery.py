@@ -22,7 +22,9 @@ from gateway.files import send_part
 from gateway.hub import Signal
 from gateway.metrics import Metrics
 from gateway.ports import SendResult, Transport
+from gateway.streaming import PREVIEW_EXTRA, finish_part
 from gateway.supervisor import Beat, item_backoff, no_beat, pause, persist
+from session_store.previews import PreviewStore
 from session_store.records import DeliveryRecord
 from session_store.store import Store
 
@@ -76,8 +78,11 @@ class DeliveryWorker:
         metrics: Metrics,
         wake: Signal,
         settings: DeliverySettings,
+        previews: PreviewStore | None = None,
     ) -> None:
         self._store = store
+        #: streaming (issue 16): parts of a streamed answer edit their preview in place
+        self._previews = previews
         self._transports = transports
         self._metrics = metrics
         self._wake = wake
@@ -255,6 +260,15 @@ class DeliveryWorker:
     ) -> SendResult:
         if wait > 0:
             await asyncio.sleep(wait)
+        if self._previews is not None and PREVIEW_EXTRA in delivery.target.extra:
+            # a streamed answer: edit the preview into the final text, never send it again
+            try:
+                edited = await finish_part(self._previews, transport, delivery)
+            except StoreError as exc:
+                # nothing was sent: retried like any transient failure
+                raise DeliveryError(f"previews unreadable: {exc}") from exc
+            if edited is not None:
+                return edited
         # a message, or an upload for a file part
         return await send_part(
             transport, delivery.target, delivery.content, idempotency_key=f"gw-{delivery.id}"

@@ -16,9 +16,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from typing import TYPE_CHECKING
 
 from gateway.domain import OutgoingFile, ReplyTarget
-from gateway.ports import SendResult, Transport
+
+if TYPE_CHECKING:  # the ports import the conversations, which read file parts from here
+    from gateway.ports import SendResult, Transport
 
 FILE_MARK = "\x1egateway-file:"
 #: Telegram's photo limit; also a sane size for a row in the outbox

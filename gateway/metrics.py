@@ -45,6 +45,21 @@ class Metrics:
             ["platform"],
             registry=self.registry,
         )
+        # streaming (issue 16)
+        self.stream_previews = Counter(
+            "gateway_stream_previews",
+            "Preview calls while answers stream (sent, edited, deleted, draft, throttled, "
+            "skipped, stopped)",
+            ["platform", "op"],
+            registry=self.registry,
+        )
+        self.stream_first_text_seconds = Histogram(
+            "gateway_stream_first_text_seconds",
+            "From the agent being asked to the first text shown in the thread",
+            ["platform"],
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+            registry=self.registry,
+        )
         self.deliveries_by_status = Gauge(
             "gateway_deliveries_by_status",
             "Delivery rows by status",

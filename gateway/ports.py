@@ -163,6 +163,46 @@ class Transport(Protocol):
         ...
 
 
+@runtime_checkable
+class Previewing(Protocol):
+    """Optional: a transport that can show an answer while it is being written (issue 16).
+
+    A preview is a message in the target's thread that is edited as the text grows; the
+    final text is still the outbox delivery, which edits the preview in place
+    (``final=True``) instead of sending again, and deletes previews it does not need. Texts
+    are parts in the form ``send`` takes (``Transport.parts``). Failures raise
+    ``DeliveryError`` (a 429 with ``retry_after``)."""
+
+    #: seconds between two edits of one preview (about one a second, within pacing)
+    preview_interval: float
+
+    async def send_preview(self, target: ReplyTarget, text: str) -> str:
+        """Post a new preview message; returns its platform message id."""
+        ...
+
+    async def edit_preview(
+        self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False
+    ) -> None:
+        """Replace a preview's text ("not modified" is success). ``final``: this is the
+        answer's delivery (the web chat then shows it as the stored reply)."""
+        ...
+
+    async def delete_preview(self, target: ReplyTarget, message_id: str) -> None:
+        """Remove a preview (one that is gone already is success)."""
+        ...
+
+
+@runtime_checkable
+class Drafting(Protocol):
+    """Optional: a transport with native drafts for some places (Telegram
+    ``sendMessageDraft`` in private chats): an animated draft that is not a message, so
+    nothing has to be edited or deleted afterwards; the final answer is a normal send."""
+
+    def drafts_for(self, target: ReplyTarget) -> bool: ...
+
+    async def send_draft(self, target: ReplyTarget, draft_id: int, text: str) -> None: ...
+
+
 class PlatformAdapter(Protocol):
     """One surface: receives events into ``Intake`` and owns the ``Transport`` for replies.
 

@@ -34,6 +34,7 @@ from gateway.metrics import Metrics
 from gateway.ports import AdapterContext, AdapterFactory, PlatformAdapter, Transport
 from gateway.security import HttpPolicy
 from gateway.settings import Settings, is_loopback_bind
+from gateway.streaming import Streams, StreamSettings
 from gateway.summaries import SummaryWorker
 from gateway.supervisor import Beat, Supervisor, pause
 from gateway.tools.approvals import ApprovalService
@@ -43,6 +44,7 @@ from gateway.webauth import WebIdentity
 from session_store.knowledge import KnowledgeStore
 from session_store.live import LiveChannel
 from session_store.liveness import ProcessLiveness
+from session_store.previews import PreviewStore
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
@@ -168,6 +170,28 @@ class Gateway:
             self.tools.approvals = self.approvals
             if self.approvals is not None:
                 self.approvals.transports = self.transports
+        # streaming (issue 16): previews while a streaming agent writes; the echo agent and
+        # any other one-piece agent never touch them
+        previews = PreviewStore(store.db)
+        self.streams = Streams(
+            previews,
+            self.transports,
+            StreamSettings(
+                enabled=settings.gateway_streaming,
+                per_platform={
+                    platform: on
+                    for platform, on in (
+                        ("telegram", settings.telegram_streaming),
+                        ("slack", settings.slack_streaming),
+                        ("mattermost", settings.mattermost_streaming),
+                        ("web", settings.web_streaming),
+                    )
+                    if on is not None
+                },
+                edit_seconds=settings.gateway_stream_edit_seconds,
+            ),
+            metrics=self.metrics,
+        )
         self.turns = TurnScheduler(
             store,
             agent,
@@ -185,6 +209,7 @@ class Gateway:
             summaries=self.summaries,
             tools=self.tools,
             knowledge=self.knowledge,
+            streams=self.streams,
         )
         self.delivery = DeliveryWorker(
             store,
@@ -197,6 +222,7 @@ class Gateway:
                 max_attempts=settings.gateway_delivery_max_attempts,
                 workers=settings.gateway_delivery_workers,
             ),
+            previews=previews,
         )
         token = settings.gateway_admin_token
         self.operator = OperatorSurface(

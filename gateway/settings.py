@@ -186,6 +186,19 @@ class Settings(BaseSettings):
     #: offer tools to the agent at all (``false``: the agent only talks, as before issue 14)
     gateway_tools: bool = Field(default=True, alias="GATEWAY_TOOLS")
 
+    # --- streaming (issue 16) -----------------------------------------------------------
+    #: stream answers into the thread while the model writes them (agents that can stream)
+    gateway_streaming: bool = Field(default=True, alias="GATEWAY_STREAMING")
+    #: per-platform overrides of GATEWAY_STREAMING (unset: follow it)
+    telegram_streaming: bool | None = Field(default=None, alias="TELEGRAM_STREAMING")
+    slack_streaming: bool | None = Field(default=None, alias="SLACK_STREAMING")
+    mattermost_streaming: bool | None = Field(default=None, alias="MATTERMOST_STREAMING")
+    web_streaming: bool | None = Field(default=None, alias="WEB_STREAMING")
+    #: the least time between two edits of one preview message
+    gateway_stream_edit_seconds: float = Field(
+        default=1.0, ge=0.2, le=60, alias="GATEWAY_STREAM_EDIT_SECONDS"
+    )
+
     # --- knowledge base (issue 15) ------------------------------------------------------
     embedding_base_url: str | None = Field(default=None, alias="EMBEDDING_BASE_URL")
     embedding_api_key: SecretStr | None = Field(default=None, alias="EMBEDDING_API_KEY")

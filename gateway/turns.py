@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import structlog
 
-from gateway.agents import Agent, Calibrating, ContextMessage, ToolAware, Turn
+from gateway.agents import Agent, Calibrating, ContextMessage, StreamSink, ToolAware, Turn
 from gateway.context import Assembled, ContextAssembler, ContextPolicy, TokenCounter
 from gateway.domain import Reply, ReplyTarget
 from gateway.errors import AgentError, ContextTooSmall, LeaseLost, StoreError
@@ -26,6 +26,7 @@ from gateway.hub import Signal
 from gateway.knowledge.service import Knowledge
 from gateway.metrics import Metrics
 from gateway.ports import Transport
+from gateway.streaming import PREVIEW_EXTRA, Streams
 from gateway.summaries import SummaryJob, SummaryWorker
 from gateway.supervisor import Beat, item_backoff, no_beat, pause, persist
 from gateway.tools.catalog import ToolCaller
@@ -76,8 +77,11 @@ class TurnScheduler:
         summaries: SummaryWorker | None = None,
         tools: ToolService | None = None,
         knowledge: Knowledge | None = None,
+        streams: Streams | None = None,
     ) -> None:
         self._store = store
+        #: streaming previews (issue 16); None or a non-streaming agent: answers in one piece
+        self._streams = streams
         self._agent = agent
         self._context = context or ContextAssembler(store, ContextPolicy(), TokenCounter())
         self._summaries = summaries
@@ -218,17 +222,34 @@ class TurnScheduler:
             questions = [m for m in asks if m.command is None]
             target = _target_of(asks[-1])
             outcome = f"command_{asks[-1].command}"
+            previews_after: int | None = None
             if questions:
                 target = _target_of(questions[-1])
-                answer = await self._ask_agent(
-                    claim,
-                    target,
-                    pending,
-                    question=questions[-1],
-                    handled_seq=handled_seq,
-                    interruptible=interrupts < MAX_INTERRUPTS,
-                    beat=beat,
+                stream = (
+                    None
+                    if self._streams is None
+                    else await self._streams.open(
+                        self._agent,
+                        session_id=claim.session_id,
+                        after_seq=claim.done_seq,
+                        target=target,
+                    )
                 )
+                try:
+                    answer = await self._ask_agent(
+                        claim,
+                        target,
+                        pending,
+                        question=questions[-1],
+                        handled_seq=handled_seq,
+                        interruptible=interrupts < MAX_INTERRUPTS,
+                        beat=beat,
+                        stream=stream,
+                    )
+                finally:
+                    if stream is not None:
+                        await stream.close()
+                previews_after = stream.previews_after if stream is not None else None
                 if answer is None:
                     # AGENT_BUSY_MODE=interrupt: new messages arrived; start over with them
                     interrupts += 1
@@ -237,7 +258,13 @@ class TurnScheduler:
                     continue
                 agent_replies, outcome = answer
                 replies.extend(agent_replies)
-            await self._finish(claim, handled_seq=handled_seq, target=target, replies=replies)
+            await self._finish(
+                claim,
+                handled_seq=handled_seq,
+                target=target,
+                replies=replies,
+                previews_after=previews_after,
+            )
             return outcome
 
     async def _model_command(self, claim: TurnClaim, ask: MessageRecord) -> Reply:
@@ -295,6 +322,7 @@ class TurnScheduler:
         handled_seq: int,
         interruptible: bool,
         beat: Beat = no_beat,
+        stream: StreamSink | None = None,
     ) -> tuple[list[Reply], str] | None:
         """Run the agent on this session's context; ``None`` when the run was interrupted by
         new messages (``AGENT_BUSY_MODE=interrupt``)."""
@@ -366,8 +394,11 @@ class TurnScheduler:
             tools=tools.bundle.schemas if tools is not None else (),
             toolbox=tools.toolbox if tools is not None else None,
             attachments=knowledge.parts if knowledge is not None else (),
+            stream=stream,
         )
-        typing = asyncio.create_task(self._keep_typing(target), name="typing-indicator")
+        typing = asyncio.create_task(
+            self._keep_typing(target, streamed=stream is not None), name="typing-indicator"
+        )
         renew = asyncio.create_task(self._keep_lease(claim, beat), name="turn-lease-renewal")
         agent_task = asyncio.create_task(self._agent.respond(turn), name="agent-respond")
         watch: asyncio.Task[None] | None = None
@@ -467,10 +498,13 @@ class TurnScheduler:
             except StoreError as exc:
                 log.debug("interrupt_watch_failed", error=str(exc))
 
-    async def _keep_typing(self, target: ReplyTarget) -> None:
+    async def _keep_typing(self, target: ReplyTarget, *, streamed: bool = False) -> None:
         transport = self._transports.get(target.platform)
         if transport is not None:
-            await hold_typing(transport, target)  # renewed until cancelled, then cleared
+            # renewed until cancelled, then cleared; a streamed turn's renewals share the
+            # chat's budget with its preview edits
+            budget = self._streams.budget if streamed and self._streams is not None else None
+            await hold_typing(transport, target, budget=budget)
 
     async def _keep_lease(self, claim: TurnClaim, beat: Beat = no_beat) -> None:
         """Renew the lease while the agent runs (each renewal is the worker's progress). A
@@ -497,8 +531,12 @@ class TurnScheduler:
         target: ReplyTarget,
         replies: Sequence[Reply],
         close: bool = False,
+        previews_after: int | None = None,
     ) -> None:
         transport = self._transports[target.platform]
+        if previews_after is not None:
+            # streamed: the delivery edits the previews into the answer (gateway.streaming)
+            target = replace(target, extra={**target.extra, PREVIEW_EXTRA: "1"})
         outgoing = []
         for reply in replies:
             # where this reply sits in the transcript: after what it answered, even though
@@ -538,6 +576,7 @@ class TurnScheduler:
                 replies=outgoing,
                 target=target,
                 close_session=close,
+                previews_after=previews_after,
             ),
             what="finish_turn",
             session_id=claim.session_id,

@@ -9,6 +9,7 @@ chat action lasts 5 s, Slack's assistant thread status 2 min) and how to clear i
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
@@ -21,15 +22,34 @@ log = structlog.get_logger(__name__)
 CLEAR_TIMEOUT = 2.0
 
 
-async def hold_typing(transport: Transport, target: ReplyTarget) -> None:
+#: a shared pacing budget (``Streams.budget``): rules, longest acceptable wait -> the wait
+Budget = Callable[[Sequence[tuple[str, float]], float], Awaitable[float]]
+#: a renewal waits at most this long for the budget; later it is skipped (cosmetic)
+RENEWAL_MAX_WAIT = 1.0
+
+
+async def hold_typing(
+    transport: Transport, target: ReplyTarget, *, budget: Budget | None = None
+) -> None:
     """Show ``transport``'s typing indicator in ``target``'s thread until cancelled, renewing
-    it every ``transport.typing_interval`` seconds; clear it on the way out."""
+    it every ``transport.typing_interval`` seconds; clear it on the way out. With ``budget``
+    (a streamed turn) the renewals draw on the chat's pacing budget shared by every replica
+    with the preview edits; the first indicator never waits for it."""
+    first = True
     try:
         while True:
             try:
-                await transport.typing(target)
+                wait = 0.0
+                if budget is not None and not first:
+                    rules = [(f"{transport.platform}:{k}", i) for k, i in transport.pace(target)]
+                    wait = await budget(rules, RENEWAL_MAX_WAIT)
+                    if wait <= RENEWAL_MAX_WAIT:
+                        await asyncio.sleep(wait)
+                if wait <= RENEWAL_MAX_WAIT:
+                    await transport.typing(target)
             except Exception as exc:  # noqa: BLE001 - cosmetic: never fail the turn for it
                 log.debug("typing_failed", platform=target.platform, error=str(exc))
+            first = False
             await asyncio.sleep(transport.typing_interval)
     finally:
         try:

@@ -11,6 +11,7 @@ from typing import Any
 
 import structlog
 
+from session_store import previews as previews_q
 from session_store import queries as q
 from session_store.db import Database
 from session_store.errors import LeaseLost, SessionNotFound
@@ -269,9 +270,14 @@ class Store:
         replies: Sequence[OutgoingReply],
         target: ReplyTarget | None,
         close_session: bool = False,
+        previews_after: int | None = None,
     ) -> list[int]:
         """Record the turn's replies and their delivery rows (the outbox) in one transaction,
-        only while ``claim`` still owns the session. Returns the new messages' seq numbers."""
+        only while ``claim`` still owns the session. Returns the new messages' seq numbers.
+
+        ``previews_after``: the turn streamed previews (stored under that ``after_seq``); they
+        are bound to the last delivered reply in the same transaction, so its delivery edits
+        them into the final text (``session_store.previews``)."""
         if replies and target is None:
             raise ValueError("replies need a target")
         async with self.db.transaction() as conn:
@@ -329,6 +335,13 @@ class Store:
                 parts,
                 texts,
             )
+            if previews_after is not None:
+                shown = [(s, out) for s, out in zip(seqs, replies, strict=True) if out.parts]
+                if shown:
+                    seq, out = shown[-1]
+                    await conn.execute(
+                        previews_q.BIND, claim.session_id, previews_after, seq, len(out.parts)
+                    )
         return seqs
 
     # --- deliveries ----------------------------------------------------------------------

@@ -169,6 +169,9 @@ class MattermostApi:
         result = await self.request("PUT", f"posts/{post_id}/patch", json=body)
         return result if isinstance(result, dict) else {}
 
+    async def delete_post(self, post_id: str) -> None:
+        await self.request("DELETE", f"posts/{post_id}")
+
 
 def _dicts(value: Any) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []

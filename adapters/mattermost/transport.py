@@ -8,6 +8,7 @@ the server returns the already-created post for a ``pending_post_id`` seen withi
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -223,6 +224,46 @@ class MattermostTransport:
     @property
     def _buttons(self) -> bool:
         return self.actions_url is not None and self._actions_key is not None
+
+    # --- streaming previews (issue 16): a post, edited with PUT /posts/{id}/patch ---------
+
+    preview_interval = 1.0
+
+    async def send_preview(self, target: ReplyTarget, text: str) -> str:
+        if self._closed:
+            raise DeliveryError("mattermost adapter stopped")
+        body = {
+            "channel_id": target.chat_id,
+            "root_id": target.thread_id or "",
+            "message": text,
+            "pending_post_id": f"gw-preview-{uuid.uuid4().hex}",
+        }
+        try:
+            post = await self._api.create_post(body)
+        except (MattermostApiError, httpx.HTTPError, ValueError) as exc:
+            raise translate_error(exc) from exc
+        post_id = post.get("id")
+        if not isinstance(post_id, str):
+            raise DeliveryError("mattermost: the post has no id", ambiguous=True)
+        return post_id
+
+    async def edit_preview(
+        self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False
+    ) -> None:
+        try:
+            await self._api.patch_post(message_id, text)
+        except (MattermostApiError, httpx.HTTPError, ValueError) as exc:
+            raise translate_error(exc) from exc
+
+    async def delete_preview(self, target: ReplyTarget, message_id: str) -> None:
+        try:
+            await self._api.delete_post(message_id)
+        except MattermostApiError as exc:
+            if exc.status == 404:
+                return  # gone already
+            raise translate_error(exc) from exc
+        except (httpx.HTTPError, ValueError) as exc:
+            raise translate_error(exc) from exc
 
     async def retire_card(self, target: ReplyTarget, platform_message_id: str, text: str) -> None:
         """Edit the card to show the decision and drop its buttons (reactions cannot be taken

@@ -14,6 +14,7 @@ WEB_API_SCOPES: dict[str, tuple[str, ...]] = {
     # approval cards (issue 14): retired in place once decided, and a notice only the person
     # who pressed someone else's button sees
     "chat.update": ("chat:write",),
+    "chat.delete": ("chat:write",),
     "chat.postEphemeral": ("chat:write",),
     # first contact inside a thread: the earlier messages as context (optional: without the
     # scope the mention is answered without them)

@@ -281,6 +281,51 @@ class SlackTransport:
         except (TimeoutError, SlackApiError, aiohttp.ClientError) as exc:
             raise translate_error(exc) from exc
 
+    # --- streaming previews (issue 16) ---------------------------------------------------
+    # A posted message edited with chat.update (about one edit a second per message), then
+    # edited into the final answer by its delivery. Slack's chat.startStream family needs an
+    # assistant thread and is refused in places (Slack Connect); edits work everywhere.
+
+    preview_interval = 1.0
+
+    async def send_preview(self, target: ReplyTarget, text: str) -> str:
+        blocks = code_blocks(text)
+        extra: dict[str, Any] = {} if blocks is None else {"blocks": blocks}
+        try:
+            response = await self.client.chat_postMessage(
+                channel=target.chat_id, thread_ts=target.thread_id, text=text, **extra
+            )
+        except (TimeoutError, SlackApiError, aiohttp.ClientError) as exc:
+            raise translate_error(exc) from exc
+        ts = response.get("ts")
+        if not isinstance(ts, str):
+            raise DeliveryError("slack: chat.postMessage gave no ts", ambiguous=True)
+        return ts
+
+    async def edit_preview(
+        self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False
+    ) -> None:
+        blocks = code_blocks(text)
+        try:
+            await self.client.chat_update(
+                channel=target.chat_id,
+                ts=message_id,
+                text=text,
+                blocks=blocks if blocks is not None else [],
+            )
+        except (TimeoutError, SlackApiError, aiohttp.ClientError) as exc:
+            raise translate_error(exc) from exc
+
+    async def delete_preview(self, target: ReplyTarget, message_id: str) -> None:
+        try:
+            await self.client.chat_delete(channel=target.chat_id, ts=message_id)
+        except SlackApiError as exc:
+            if _error_code(exc) == "message_not_found":
+                return
+            raise translate_error(exc) from exc
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise translate_error(exc) from exc
+
     async def notify(self, target: ReplyTarget, user_id: str, text: str) -> None:
         """A notice only ``user_id`` sees, in the card's thread (chat.postEphemeral)."""
         try:

@@ -209,8 +209,11 @@ class TelegramTransport:
         drain_seconds: float = 10.0,
         chat_interval: float = CHAT_INTERVAL,
         group_interval: float = GROUP_INTERVAL,
+        drafts: bool = True,
     ) -> None:
         self._bot = bot
+        #: sendMessageDraft in private chats (falls back to edits where refused)
+        self._drafts = drafts
         self._chat_interval = chat_interval
         self._group_interval = group_interval
         self._lock = asyncio.Lock()
@@ -381,6 +384,100 @@ class TelegramTransport:
         except BadRequest as exc:
             if "not modified" in exc.message:
                 return  # retired before (a retry after a lost answer)
+            raise translate_error(exc) from exc
+        except TelegramError as exc:
+            raise translate_error(exc) from exc
+
+    # --- streaming previews (issue 16) ---------------------------------------------------
+
+    #: editMessageText about once a second per message (the chat's pacing still applies)
+    preview_interval = 1.0
+
+    def drafts_for(self, target: ReplyTarget) -> bool:
+        """sendMessageDraft (Bot API 9.3) is for private chats: positive chat ids, not a
+        business connection or a channel's direct messages."""
+        return (
+            self._drafts
+            and not target.chat_id.startswith("-")
+            and not target.extra.get("business_connection_id")
+            and "direct_messages_topic_id" not in target.extra
+        )
+
+    async def send_draft(self, target: ReplyTarget, draft_id: int, text: str) -> None:
+        text, entities = markdown.decode(text)
+        kwargs: dict[str, Any] = {}
+        if target.thread_id is not None:
+            kwargs["message_thread_id"] = _int(target.thread_id, "thread_id")
+        if entities:
+            kwargs["entities"] = [telegram.MessageEntity.de_json(e, None) for e in entities]
+        try:
+            async with self._call():
+                await self._bot.send_message_draft(
+                    chat_id=_int(target.chat_id, "chat_id"),
+                    draft_id=draft_id,
+                    text=text,
+                    **kwargs,
+                )
+        except TelegramError as exc:
+            raise translate_error(exc) from exc
+
+    async def send_preview(self, target: ReplyTarget, text: str) -> str:
+        text, entities = markdown.decode(text)
+        kwargs = self._placement(target)
+        if entities:
+            kwargs["entities"] = [telegram.MessageEntity.de_json(e, None) for e in entities]
+        try:
+            async with self._call():
+                message = await self._bot.send_message(chat_id=target.chat_id, text=text, **kwargs)
+        except TelegramError as exc:
+            raise translate_error(exc) from exc
+        return str(message.message_id)
+
+    async def edit_preview(
+        self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False
+    ) -> None:
+        text, entities = markdown.decode(text)
+        kwargs: dict[str, Any] = {}
+        business = target.extra.get("business_connection_id")
+        if business:
+            kwargs["business_connection_id"] = business
+        if entities:
+            kwargs["entities"] = [telegram.MessageEntity.de_json(e, None) for e in entities]
+        try:
+            async with self._call():
+                try:
+                    await self._bot.edit_message_text(
+                        text=text,
+                        chat_id=target.chat_id,
+                        message_id=_int(message_id, "message_id"),
+                        **kwargs,
+                    )
+                except BadRequest as exc:
+                    if "entities" not in kwargs or not _about_entities(exc):
+                        raise
+                    del kwargs["entities"]
+                    await self._bot.edit_message_text(
+                        text=text,
+                        chat_id=target.chat_id,
+                        message_id=_int(message_id, "message_id"),
+                        **kwargs,
+                    )
+        except BadRequest as exc:
+            if "not modified" in exc.message:
+                return  # the same text again (a retried final edit): done
+            raise translate_error(exc) from exc
+        except TelegramError as exc:
+            raise translate_error(exc) from exc
+
+    async def delete_preview(self, target: ReplyTarget, message_id: str) -> None:
+        try:
+            async with self._call():
+                await self._bot.delete_message(
+                    chat_id=target.chat_id, message_id=_int(message_id, "message_id")
+                )
+        except BadRequest as exc:
+            if "not found" in exc.message:
+                return  # deleted already
             raise translate_error(exc) from exc
         except TelegramError as exc:
             raise translate_error(exc) from exc

@@ -7,6 +7,7 @@ the live stream of the exact thread they answer."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import re
 from collections.abc import AsyncIterator, Sequence
@@ -333,6 +334,16 @@ class WebAdapter:
                         "feedback": m.feedback,
                         "approval": dict(m.approval) if m.approval else None,
                         "citations": list(m.citations),
+                        "files": [
+                            {
+                                "id": f.id,
+                                "name": f.name,
+                                "mime_type": f.mime_type,
+                                "caption": f.caption,
+                                "data": base64.b64encode(f.data).decode("ascii"),
+                            }
+                            for f in m.files
+                        ],
                     }
                     for m in transcript.messages
                 ],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import uuid
 from collections.abc import Sequence
 
 from adapters.web.extract import PLATFORM
@@ -75,6 +76,26 @@ class WebTransport:
             {"type": "approval_decided", "id": platform_message_id, "text": text},
         )
 
+    # --- streaming previews (issue 16): events on the thread's live stream, which every
+    # replica's pages see (LISTEN/NOTIFY); the page renders the growing Markdown in place
+
+    preview_interval = 0.25
+
+    async def send_preview(self, target: ReplyTarget, text: str) -> str:
+        preview_id = f"preview-{uuid.uuid4().hex}"
+        self._live.publish(live_topic(_key(target)), _preview(preview_id, text))
+        return preview_id
+
+    async def edit_preview(
+        self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False
+    ) -> None:
+        # final: the answer is stored; the page drops the preview and shows the thread
+        event = {"type": "reply", "id": message_id, "text": text} if final else None
+        self._live.publish(live_topic(_key(target)), event or _preview(message_id, text))
+
+    async def delete_preview(self, target: ReplyTarget, message_id: str) -> None:
+        self._live.publish(live_topic(_key(target)), {"type": "preview_gone", "id": message_id})
+
     async def typing(self, target: ReplyTarget) -> None:
         topic = live_topic(_key(target))
         self._typing.add(topic)
@@ -84,6 +105,12 @@ class WebTransport:
         topic = live_topic(_key(target))
         self._typing.discard(topic)
         self._live.publish(topic, {"type": "typing_done"})
+
+
+def _preview(preview_id: str, text: str) -> dict[str, object]:
+    # this replica's pages get it whole; a notification to the other replicas carries at
+    # most ~8 kB, so a longer preview reaches them without text (their pages keep the last)
+    return {"type": "preview", "id": preview_id, "text": text}
 
 
 def _key(target: ReplyTarget) -> SessionKey:

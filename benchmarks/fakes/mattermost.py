@@ -208,6 +208,10 @@ class FakeMattermost:
         self.users: dict[str, User] = {}
         self.channels: dict[str, Channel] = {}
         self.posts: dict[str, dict[str, Any]] = {}
+        #: post edits (PUT .../patch and user-side edits): (post id, channel, root id, text)
+        self.edits: list[tuple[str, str, str, str]] = []
+        #: posts deleted through the API (DELETE /posts/{id})
+        self.deleted: list[str] = []
         self.files: dict[str, UploadedFile] = {}
         #: files attached to posts (mime type, bytes), served at /api/v4/files/{id}
         self.shared_files: dict[str, tuple[str, bytes]] = {}
@@ -311,6 +315,7 @@ class FakeMattermost:
         r.add_post("/api/v4/posts", self._route("create_post", self._create_post))
         r.add_post("/api/v4/files", self._route("upload_file", self._upload_file))
         r.add_put("/api/v4/posts/{post_id}/patch", self._route("patch_post", self._patch_post))
+        r.add_delete("/api/v4/posts/{post_id}", self._route("delete_post", self._delete_post))
         r.add_get("/api/v4/websocket", self._websocket)
         r.add_get("/api/v4/files/{file_id}", self._route("file", self._file))
         self._runner = web.AppRunner(app, handle_signals=False)
@@ -521,6 +526,7 @@ class FakeMattermost:
 
     async def edit_post(self, post_id: str, text: str) -> dict[str, Any]:
         post = self.posts[post_id]
+        self.edits.append((post_id, post["channel_id"], post.get("root_id") or "", text))
         now = self._now()
         post.update(message=text, edit_at=now, update_at=now)
         await self._broadcast(
@@ -1021,6 +1027,21 @@ class FakeMattermost:
         if isinstance(body, dict) and isinstance(body.get("message"), str):
             await self.edit_post(post["id"], body["message"])
         return _json(post)
+
+    async def _delete_post(self, request: web.Request, user: User, body: Any) -> web.Response:
+        """DELETE /posts/{id}: the author (or an admin) removes it."""
+        post = self.posts.get(request.match_info["post_id"])
+        if post is None or post.get("delete_at"):
+            return _error(404, "app.post.get.app_error", "Unable to get the post.")
+        if post["user_id"] != user.id:
+            return _error(
+                403,
+                "api.context.permissions.app_error",
+                "You do not have the appropriate permissions.",
+            )
+        await self.delete_post(post["id"])
+        self.deleted.append(post["id"])
+        return _json({"status": "OK"})
 
     async def _create_post(self, request: web.Request, user: User, body: Any) -> web.Response:
         if not isinstance(body, dict):

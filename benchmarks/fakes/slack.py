@@ -221,6 +221,10 @@ class FakeSlack:
         self.signing_secret = signing_secret
         #: chat.postEphemeral calls (the polite refusals only one person sees)
         self.ephemerals: list[dict[str, Any]] = []
+        #: chat.update calls that changed a message: (channel, ts, thread_ts, new text)
+        self.updates: list[tuple[str, str, str | None, str]] = []
+        #: chat.delete calls that deleted a message: (channel, ts)
+        self.deleted: list[tuple[str, str]] = []
         self.subscriptions = set(subscriptions)
         #: sent as ``x-oauth-scopes`` on Web API answers; None = no header
         self.granted_scopes: list[str] | None = list(DEFAULT_SCOPES)
@@ -476,6 +480,8 @@ class FakeSlack:
             return self._complete_upload(params)
         if method == "chat.update":
             return self._update(params)
+        if method == "chat.delete":
+            return self._delete(params)
         if method == "chat.postEphemeral":
             self.ephemerals.append(dict(params))
             return web.json_response({"ok": True, "message_ts": self.next_ts()})
@@ -498,6 +504,19 @@ class FakeSlack:
         blocks = params.get("blocks")
         message.blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
         message.edited = True
+        self.updates.append((channel.id, message.ts, message.thread_ts, message.text))
+        return web.json_response({"ok": True, "channel": channel.id, "ts": message.ts})
+
+    def _delete(self, params: Mapping[str, Any]) -> web.Response:
+        """chat.delete: the bot's own message leaves the channel."""
+        channel = self.channels.get(str(params.get("channel", "")))
+        message = channel.find(str(params.get("ts", ""))) if channel is not None else None
+        if channel is None or message is None:
+            return _error("message_not_found")
+        if message.user != self.bot_user_id:
+            return _error("cant_delete_message")
+        channel.messages.remove(message)
+        self.deleted.append((channel.id, message.ts))
         return web.json_response({"ok": True, "channel": channel.id, "ts": message.ts})
 
     def _interaction_payload(

@@ -212,6 +212,10 @@ class FakeTelegram:
         self.typing: list[tuple[int, int | None, str]] = []
         #: editMessageText calls: (chat id, message id, new text, reply_markup or None)
         self.edits: list[tuple[int, int, str, Any]] = []
+        #: deleteMessage calls that deleted something: (chat id, message id)
+        self.deleted: list[tuple[int, int]] = []
+        #: sendMessageDraft calls: (chat id, topic or None, draft id, text)
+        self.drafts: list[tuple[int, int | None, int, str]] = []
         #: answerCallbackQuery calls: (callback_query_id, text, show_alert)
         self.callback_answers: list[tuple[str, str | None, bool]] = []
         self._callback_ids = itertools.count(4_000_000_001)
@@ -667,6 +671,8 @@ class FakeTelegram:
             "senddocument": self._send_document,
             "sendchataction": self._send_chat_action,
             "editmessagetext": self._edit_message_text,
+            "deletemessage": self._delete_message,
+            "sendmessagedraft": self._send_message_draft,
             "answercallbackquery": self._answer_callback_query,
             "createforumtopic": self._create_forum_topic,
             "close": self._ok_true,
@@ -955,6 +961,42 @@ class FakeTelegram:
         message["edit_date"] = int(time.time())
         self.edits.append((chat.id, mid, text, markup))
         return _ok(message)
+
+    async def _delete_message(self, params: dict[str, Any]) -> web.Response:
+        chat = self._find_chat(params)
+        if isinstance(chat, web.Response):
+            return chat
+        mid = _as_int(params.get("message_id"))
+        if mid is None or chat.messages.pop(mid, None) is None:
+            return _error(400, "Bad Request: message to delete not found")
+        self.deleted.append((chat.id, mid))
+        return _ok(True)
+
+    async def _send_message_draft(self, params: dict[str, Any]) -> web.Response:
+        """sendMessageDraft (Bot API 9.3): an ephemeral draft in a private chat."""
+        chat = self._find_chat(params)
+        if isinstance(chat, web.Response):
+            return chat
+        if chat.type != "private":
+            # [fake's wording] drafts exist for private chats only
+            return _error(400, "Bad Request: draft can be sent only to private chats")
+        draft_id = _as_int(params.get("draft_id"))
+        if not draft_id:
+            return _error(400, "Bad Request: draft_id must be non-zero")
+        text = str(params.get("text") or "")
+        if utf16_len(text) > MAX_TEXT:
+            return _error(400, TOO_LONG)
+        thread = _as_int(params.get("message_thread_id"))
+        self.drafts.append((chat.id, thread, draft_id, text))
+        return _ok(True)
+
+    def current_messages(self, chat: Chat, *, by_bot: bool = True) -> list[dict[str, Any]]:
+        """The messages the chat shows now (after edits and deletes), oldest first."""
+        return [
+            m
+            for _, m in sorted(chat.messages.items())
+            if not by_bot or (m.get("from") or {}).get("id") == self.bot.id
+        ]
 
     async def _answer_callback_query(self, params: dict[str, Any]) -> web.Response:
         query = str(params.get("callback_query_id") or "")

@@ -35,6 +35,7 @@ def test_benchmarks_run_every_section_and_write_json(tmp_path: Path, pg_server: 
         "Cost versus conversation length",
         "End to end",
         "Knowledge base",
+        "Time to first visible text",
     ):
         assert heading in report
     results = json.loads(out.read_text())
@@ -51,3 +52,6 @@ def test_benchmarks_run_every_section_and_write_json(tmp_path: Path, pg_server: 
     kb = results["kb"]
     assert set(kb["recall"]["recall_at_5"]) == {"lexical", "vector", "fused"}
     assert kb["ingest"]["pdf"]["pages_per_s"] > 0
+    stream = results["stream"]
+    assert stream["streaming"]["topic_first"]["median"] > 0
+    assert stream["one_piece"]["topic_final"]["median"] > 0

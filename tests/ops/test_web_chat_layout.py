@@ -133,6 +133,8 @@ async def test_markdown_reply_on_desktop_and_phone(
             await expect(phone.locator(".msg.assistant .body strong").first).to_have_text("Bold")
             await expect(phone.locator(".msg.assistant .body pre code").first).to_be_visible()
             await expect(phone.locator("#composer textarea")).to_be_visible()
+            # a fresh page (a reload): the answer's file comes with the history, once
+            await expect(phone.locator(".msg.file img")).to_have_count(1)
             box = await log.bounding_box()
             assert box is not None and box["width"] >= 320, box
             assert await no_horizontal_scroll(phone)

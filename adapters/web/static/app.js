@@ -59,6 +59,7 @@ async function loadHistory() {
   // responses can arrive out of order: an older one must not replace a newer view
   if (mine !== historyRequests) return;
   log.replaceChildren();
+  const shown = new Set();
   for (const m of data.messages) {
     const d = el("div", "msg " + m.role);
     d.dataset.seq = m.seq_no;
@@ -70,8 +71,11 @@ async function loadHistory() {
     if (m.approval) d.append(approvalBar(m.approval));
     if ((m.citations || []).length) citationPanel(m.seq_no, d);
     log.append(d);
+    // the answer's files, stored with it (a reload shows them too)
+    for (const f of m.files || []) { shown.add(f.id); log.append(fileCard(f)); }
   }
-  for (const f of liveFiles.get(state.thread) || []) log.append(fileCard(f));
+  for (const f of liveFiles.get(state.thread) || []) if (!shown.has(f.id)) log.append(fileCard(f));
+  for (const [id, text] of previews) log.append(previewCard(id, text));
   log.scrollTop = log.scrollHeight;
 }
 
@@ -123,6 +127,29 @@ function citationPanel(seq, box) {
   const where = [c.document, c.page !== null && c.page !== undefined ? "p. " + c.page : null].filter(Boolean).join(", ") + (c.section ? " — " + c.section : "");
   panel.append(el("div", "src", `[${n}] ${where}`), el("blockquote", "", c.passage));
   box.append(panel);
+}
+// streaming (issue 16): the answer so far, as Markdown, until the stored reply replaces it
+const previews = new Map();
+function previewCard(id, text) {
+  const d = el("div", "msg assistant preview");
+  d.dataset.preview = id;
+  d.append(el("div", "who", "assistant · writing…"), markdownBody(text));
+  return d;
+}
+function showPreview(e) {
+  if (typeof e.text !== "string") return;  // too long for a notification: keep the last
+  previews.set(e.id, e.text);
+  const log = $("log");
+  const old = log.querySelector(`[data-preview="${CSS.escape(e.id)}"]`);
+  const card = previewCard(e.id, e.text);
+  const atEnd = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
+  if (old) old.replaceWith(card); else log.append(card);
+  if (atEnd || !old) log.scrollTop = log.scrollHeight;
+}
+function dropPreview(id) {
+  previews.delete(id);
+  const old = $("log").querySelector(`[data-preview="${CSS.escape(id)}"]`);
+  if (old) old.remove();
 }
 
 // an approval card (issue 14): buttons while pending, the decision once made; the person
@@ -217,6 +244,7 @@ function showTyping() {
 function hideTyping() { clearTimeout(typingTimer); $("typing").textContent = ""; }
 
 function subscribe() {
+  previews.clear();
   if (state.source) { state.source.close(); state.source = null; }
   if (state.poll) { clearInterval(state.poll); state.poll = null; }
   if (!state.thread) return;
@@ -225,9 +253,13 @@ function subscribe() {
   src.onmessage = (ev) => {
     const e = JSON.parse(ev.data);
     if (e.type === "typing") { showTyping(); return; }
+    // a preview grows while the agent still works: the indicator stays
+    if (e.type === "preview") { showPreview(e); return; }
     hideTyping();
     if (e.type === "typing_done") return;
     if (e.type === "file") { addFile(e); return; }
+    if (e.type === "preview_gone") { dropPreview(e.id); return; }
+    if (e.type === "reply" && e.id) previews.delete(e.id);  // the stored reply takes its place
     loadHistory(); loadThreads();
   };
   src.onopen = () => loadHistory();  // reload on (re)connect: nothing missed while away

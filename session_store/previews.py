@@ -1,0 +1,111 @@
+"""Streaming previews (issue 16) and the shared pacing budget, in PostgreSQL.
+
+A preview is the platform message that shows an answer while the model writes it. Its id is
+stored as soon as the platform returned it, per part, for the turn that runs after
+``after_seq`` (the claim's ``done_seq``: a takeover of the same turn finds them). When the
+answer is recorded (``Store.finish_turn(previews_after=...)``) the rows get the reply's seq
+and its number of parts, and the delivery of part i edits preview i into the final text.
+
+``reserve`` is the one pacing statement shared by every replica: previews and typing of one
+bot and chat draw from the same budget (the ``pace_reserve`` function of migration 0008).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from session_store.db import Database
+
+LOAD_PENDING = """
+SELECT part_no, platform_message_id FROM stream_previews
+WHERE session_id = $1 AND after_seq = $2 AND reply_seq IS NULL AND NOT deleted
+ORDER BY part_no
+"""
+
+ADD = """
+INSERT INTO stream_previews (session_id, after_seq, part_no, platform_message_id)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (session_id, after_seq, part_no)
+DO UPDATE SET platform_message_id = EXCLUDED.platform_message_id, deleted = false
+"""
+
+FOR_REPLY = """
+SELECT part_no, platform_message_id, final_parts, deleted FROM stream_previews
+WHERE session_id = $1 AND reply_seq = $2
+ORDER BY part_no
+"""
+
+MARK_DELETED = """
+UPDATE stream_previews SET deleted = true
+WHERE session_id = $1 AND reply_seq = $2 AND part_no = ANY($3::integer[])
+"""
+
+FORGET = """
+UPDATE stream_previews SET deleted = true
+WHERE session_id = $1 AND after_seq = $2 AND part_no = ANY($3::integer[])
+"""
+
+#: used inside ``Store.finish_turn``'s transaction when the turn streamed previews
+BIND = """
+UPDATE stream_previews SET reply_seq = $3, final_parts = $4
+WHERE session_id = $1 AND after_seq = $2 AND reply_seq IS NULL
+"""
+
+RESERVE = "SELECT pace_reserve($1::text[], $2::double precision[], $3::double precision)"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Preview:
+    part_no: int
+    platform_message_id: str
+    #: how many parts the recorded answer has (None until it is recorded)
+    final_parts: int | None = None
+    deleted: bool = False
+
+
+class PreviewStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def pending(self, session_id: int, after_seq: int) -> list[Preview]:
+        """The previews a (possibly dead) run of this turn left, not yet bound to an answer."""
+        async with self.db.connection() as conn:
+            rows = await conn.fetch(LOAD_PENDING, session_id, after_seq)
+        return [Preview(part_no=r[0], platform_message_id=r[1]) for r in rows]
+
+    async def add(
+        self, session_id: int, after_seq: int, part_no: int, platform_message_id: str
+    ) -> None:
+        async with self.db.connection() as conn:
+            await conn.execute(ADD, session_id, after_seq, part_no, platform_message_id)
+
+    async def forget(self, session_id: int, after_seq: int, part_nos: Sequence[int]) -> None:
+        """Previews the streamer deleted itself (the text shrank to fewer parts)."""
+        async with self.db.connection() as conn:
+            await conn.execute(FORGET, session_id, after_seq, list(part_nos))
+
+    async def for_reply(self, session_id: int, reply_seq: int) -> list[Preview]:
+        async with self.db.connection() as conn:
+            rows = await conn.fetch(FOR_REPLY, session_id, reply_seq)
+        return [
+            Preview(part_no=r[0], platform_message_id=r[1], final_parts=r[2], deleted=r[3])
+            for r in rows
+        ]
+
+    async def mark_deleted(self, session_id: int, reply_seq: int, part_nos: Sequence[int]) -> None:
+        async with self.db.connection() as conn:
+            await conn.execute(MARK_DELETED, session_id, reply_seq, list(part_nos))
+
+    async def reserve(
+        self, rules: Sequence[tuple[str, float]], *, max_wait: float = 3600.0
+    ) -> float:
+        """Reserve the next slot under ``rules`` across replicas; seconds to wait first.
+        When the wait would be over ``max_wait`` nothing is reserved and the wait returned."""
+        if not rules:
+            return 0.0
+        async with self.db.connection() as conn:
+            wait = await conn.fetchval(
+                RESERVE, [k for k, _ in rules], [float(i) for _, i in rules], max_wait
+            )
+        return float(wait or 0.0)
