@@ -183,6 +183,35 @@ RETURNING s.id, s.platform, s.scope, s.chat_id, s.thread_id, s.turn_done_seq,
           s.turn_requested_seq, s.selected_model, s.status
 """
 
+# The claim and the turn's unanswered messages in one round trip (issue 17). The LATERAL
+# read runs in the statement's snapshot, which may predate an ingest that committed while the
+# claim locked the row (the row lock follows the newest version): the store sees that the
+# newest message is missing (seq below ``turn_requested_seq``) and reads the delta again.
+CLAIM_TURN_PENDING = f"""
+WITH c AS (
+    UPDATE sessions s
+    SET turn_owner = $1, turn_lease_until = now() + make_interval(secs => $2), turn_process = $4
+    WHERE s.id = (
+        SELECT id FROM sessions
+        WHERE turn_requested_seq > turn_done_seq
+          AND (turn_lease_until IS NULL OR turn_lease_until < now()
+               OR (turn_process IS DISTINCT FROM $4 AND {_dead("turn_process")}))
+          AND ($3::text[] IS NULL OR platform = ANY($3))
+        ORDER BY last_message_at NULLS FIRST, id
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING s.id AS claim_session_id, s.platform, s.scope, s.chat_id, s.thread_id,
+              s.turn_done_seq, s.turn_requested_seq, s.selected_model, s.status
+)
+SELECT c.*, m.* FROM c LEFT JOIN LATERAL (
+    SELECT {MESSAGE_COLUMNS} FROM messages
+    WHERE session_id = c.claim_session_id AND seq_no > c.turn_done_seq
+    ORDER BY seq_no LIMIT $5
+) m ON true
+ORDER BY m.seq_no
+"""
+
 RENEW_TURN = """
 UPDATE sessions SET turn_lease_until = now() + make_interval(secs => $3)
 WHERE id = $1 AND turn_owner = $2
@@ -194,50 +223,71 @@ UPDATE sessions SET turn_owner = NULL, turn_lease_until = NULL, turn_process = N
 WHERE id = $1 AND turn_owner = $2
 """
 
-# Finish a turn: allocate seq numbers for the replies and record how far the turn got, only
-# while this worker still owns the lease (the fencing check that makes a taken-over turn's
-# late result harmless).
-FINISH_TURN = """
-UPDATE sessions
-SET last_seq_no = last_seq_no + $3,
-    message_count = message_count + $3,
-    turn_done_seq = greatest(turn_done_seq, $4),
-    turn_owner = NULL,
-    turn_lease_until = NULL,
-    turn_process = NULL,
-    answered = answered OR $5,
-    status = CASE WHEN $6 THEN 'closed' ELSE status END,
-    closed_at = CASE WHEN $6 THEN now() ELSE closed_at END,
-    updated_at = now(),
-    last_message_at = CASE WHEN $3 > 0 THEN now() ELSE last_message_at END
-WHERE id = $1 AND turn_owner = $2
-RETURNING last_seq_no
-"""
-
-# Issue 14 §10: platform users who speak in a session are its participants (role 'user',
-# named platform:user_id, their read cursor at their newest message), next to the assistant
-# (cursor at its newest reply). Written with the turn, from the messages it handled, so the
-# ingest hot path stays one statement.
-UPSERT_TURN_PARTICIPANTS = """
-INSERT INTO session_participants (session_id, participant, role, display_name, last_read_seq)
-SELECT $1, s.platform || ':' || m.sender_id, 'user', max(m.sender_name), max(m.seq_no)
-FROM messages m JOIN sessions s ON s.id = m.session_id
-WHERE m.session_id = $1 AND m.seq_no > $2 AND m.seq_no <= $3
-  AND m.role = 'user' AND m.sender_id IS NOT NULL
-GROUP BY s.platform, m.sender_id
-UNION ALL
-SELECT $1, 'assistant', 'assistant', NULL, $4::bigint WHERE $4::bigint > 0
-ON CONFLICT (session_id, participant) DO UPDATE SET
-    last_read_seq = greatest(session_participants.last_read_seq, excluded.last_read_seq),
-    display_name = coalesce(excluded.display_name, session_participants.display_name)
-"""
-
-INSERT_ASSISTANT_MESSAGES = """
-INSERT INTO messages (session_id, seq_no, role, content, model, tokens_used, metadata)
-SELECT $1, seq, role, content, model, tokens, meta
-FROM unnest($2::bigint[], $3::text[], $4::text[], $5::integer[], $6::jsonb[], $7::text[])
-    AS r(seq, content, model, tokens, meta, role)
-RETURNING id, seq_no
+# The whole end of a turn in ONE statement (issue 17): fenced by the lease (no ``fin`` row,
+# nothing written), seq numbers for the replies under the session's row lock, the
+# participants (issue 14 §10), the assistant messages and their delivery rows. The first part
+# is handed to this process's delivery worker already claimed (status 'sending', its token
+# and lease) when nothing of the session is still pending or sending before it, so the send
+# needs no claim transaction of its own. ``more``: messages arrived during the run.
+FINISH_TURN_OUTBOX = f"""
+WITH fin AS (
+    UPDATE sessions
+    SET last_seq_no = last_seq_no + $3,
+        message_count = message_count + $3,
+        turn_done_seq = greatest(turn_done_seq, $4),
+        turn_owner = NULL,
+        turn_lease_until = NULL,
+        turn_process = NULL,
+        answered = answered OR $5,
+        status = CASE WHEN $6 THEN 'closed' ELSE status END,
+        closed_at = CASE WHEN $6 THEN now() ELSE closed_at END,
+        updated_at = now(),
+        last_message_at = CASE WHEN $3 > 0 THEN now() ELSE last_message_at END
+    WHERE id = $1 AND turn_owner = $2
+    RETURNING last_seq_no, platform, turn_requested_seq > turn_done_seq AS more
+), who AS (
+    INSERT INTO session_participants (session_id, participant, role, display_name,
+                                      last_read_seq)
+    SELECT $1, fin.platform || ':' || m.sender_id, 'user', max(m.sender_name), max(m.seq_no)
+    FROM fin, messages m
+    WHERE m.session_id = $1 AND m.seq_no > $7 AND m.seq_no <= $4
+      AND m.role = 'user' AND m.sender_id IS NOT NULL
+    GROUP BY fin.platform, m.sender_id
+    UNION ALL
+    SELECT $1, 'assistant', 'assistant', NULL, fin.last_seq_no FROM fin WHERE $5
+    ON CONFLICT (session_id, participant) DO UPDATE SET
+        last_read_seq = greatest(session_participants.last_read_seq, excluded.last_read_seq),
+        display_name = coalesce(excluded.display_name, session_participants.display_name)
+), msg AS (
+    INSERT INTO messages (session_id, seq_no, role, content, model, tokens_used, metadata)
+    SELECT $1, fin.last_seq_no - $3 + r.ord, r.role, r.content, r.model, r.tokens, r.meta
+    FROM fin,
+         unnest($8::text[], $9::text[], $10::integer[], $11::jsonb[], $12::text[])
+             WITH ORDINALITY AS r(content, model, tokens, meta, role, ord)
+    RETURNING id, seq_no
+), hand AS (
+    SELECT $15::boolean AND NOT EXISTS (
+        SELECT 1 FROM deliveries e
+        WHERE e.session_id = $1 AND e.status IN ('pending', 'sending')
+    ) AS ok
+), out AS (
+    INSERT INTO deliveries (message_id, session_id, seq_no, part_no, platform, target, content,
+                            status, attempts, lease_until, claim_token, claim_process)
+    SELECT msg.id, $1, msg.seq_no, p.part, $13, $14, p.content,
+           CASE WHEN hand.ok AND p.i = 1 THEN 'sending' ELSE 'pending' END,
+           CASE WHEN hand.ok AND p.i = 1 THEN 1 ELSE 0 END,
+           CASE WHEN hand.ok AND p.i = 1 THEN now() + make_interval(secs => $18) END,
+           CASE WHEN hand.ok AND p.i = 1 THEN gen_random_uuid() END,
+           CASE WHEN hand.ok AND p.i = 1 THEN $19::integer END
+    FROM fin
+    CROSS JOIN hand
+    CROSS JOIN unnest($16::integer[], $17::integer[], $20::text[])
+        WITH ORDINALITY AS p(ord, part, content, i)
+    JOIN msg ON msg.seq_no = fin.last_seq_no - $3 + p.ord
+    RETURNING {DELIVERY_COLUMNS}
+)
+SELECT fin.last_seq_no, fin.more, (SELECT count(*) FROM out) AS written, o.*
+FROM fin LEFT JOIN out o ON o.status = 'sending'
 """
 
 INSERT_DELIVERIES = """
@@ -274,12 +324,16 @@ RETURNING d.id, d.message_id, d.session_id, d.seq_no, d.part_no, d.platform, d.t
 # MARK_SENT / MARK_RETRY / MARK_FAILED / RENEW_DELIVERY are fenced by the claim's token
 # ($2): a worker whose claim was taken over (recovered, requeued, claimed again) writes
 # nothing, and learns it from the empty RETURNING.
+# ``more``: the session has parts waiting behind this one (a worker should claim now).
 MARK_SENT = """
-UPDATE deliveries
+UPDATE deliveries d
 SET status = 'sent', platform_message_id = $3, sent_at = now(), lease_until = NULL,
     claim_process = NULL
-WHERE id = $1 AND status = 'sending' AND claim_token = $2
-RETURNING id
+WHERE d.id = $1 AND d.status = 'sending' AND d.claim_token = $2
+RETURNING d.id, EXISTS (
+    SELECT 1 FROM deliveries e
+    WHERE e.session_id = d.session_id AND e.status = 'pending' AND e.id <> d.id
+) AS more
 """
 
 MARK_RETRY = """
