@@ -238,11 +238,14 @@ async def run_e2e(
             concurrency=sizes.e2e_concurrency,
             max_seconds=sizes.e2e_max_seconds,
             profile=profile,
+            scale_seconds=min(sizes.e2e_max_seconds, 20.0),
         )
         out = await bench.run(runs)
+        # issue 17: 1 replica against 3 on this one database, in the same run
+        out["scale_out"] = await bench.scale_out(runs)
     raw["e2e"] = out
     latency = {rate: summarize_runs(rs) for rate, rs in out["latency_runs"].items()}
-    return {"latency": latency, "sustained": out["sustained"]}
+    return {"latency": latency, "sustained": out["sustained"], "scale_out": out["scale_out"]}
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:

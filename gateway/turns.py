@@ -455,7 +455,9 @@ class TurnScheduler:
         """Log and measure the prompt; ask for a summary when older turns were left out
         (cold path: ``request`` only notes the session)."""
         self._metrics.prompt_tokens.labels(ctx.model).observe(ctx.estimated_tokens)
-        log.info(
+        # debug: one info line per turn (``turn_finished``) is the summary (issue 17: log
+        # volume was a tenth of the gateway's CPU)
+        log.debug(
             "turn_context",
             model=ctx.model,
             model_source=ctx.model_source,
