@@ -652,6 +652,7 @@ class E2E:
         receiver = Receiver(waiters)
         await receiver.start()
         fakes = PlatformFakes(waiters)  # not started: the sink surface only
+        logs = Path(tempfile.mkdtemp(prefix="gw-bench-scale-"))
         try:
             async with AsyncExitStack() as stack:
                 procs = []
@@ -661,7 +662,7 @@ class E2E:
                         gateway_process(
                             self.dsn,
                             receiver.url,
-                            self.log_path.with_name(f"replica-{n}-{i}.log"),
+                            logs / f"replica-{n}-{i}.log",
                             {},
                         )
                     )
@@ -692,9 +693,10 @@ class E2E:
                     )
                 )
                 load["replicas"] = n
-                return load
         finally:
             await receiver.stop()
+        shutil.rmtree(logs, ignore_errors=True)  # kept only when something failed
+        return load
 
     async def run(self, runs: int) -> dict[str, Any]:
         waiters = Waiters()

@@ -52,6 +52,8 @@ COMMAND_MODEL = "command"
 MAX_INTERRUPTS = 3
 #: unanswered messages read with the claim (and per delta read)
 PENDING_LIMIT = 1000
+#: context rows read with the claim (``ContextAssembler.fetch_newest``'s first page)
+CONTEXT_FIRST_PAGE = 64
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,6 +127,7 @@ class TurnScheduler:
                     lease_seconds=self._settings.lease_seconds,
                     platforms=self._platforms,
                     with_pending=PENDING_LIMIT,
+                    context_page=CONTEXT_FIRST_PAGE,
                 )
             except StoreError as exc:
                 failures += 1
@@ -359,6 +362,7 @@ class TurnScheduler:
                 tool_tokens=self._context.counter.calibrated(
                     self._context.policy.default_model, tool_tokens
                 ),
+                prefetched=claim.context,
             )
         except ContextTooSmall as exc:
             log.warning("context_too_small", error=str(exc))

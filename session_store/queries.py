@@ -449,13 +449,21 @@ CASE WHEN m.edited_at IS NULL THEN m.content ELSE coalesce(
 m.metadata->'tool_calls' AS tool_calls,
 m.metadata->>'tool_call_id' AS tool_call_id
 """
-_CONTEXT_FILTER = """
-m.session_id = $1 AND m.seq_no > $2 AND m.seq_no <= $3
+
+
+def _context_filter(session: str, after: str, upto: str) -> str:
+    """The context rows of ``session`` with ``after < seq_no <= upto`` (SQL expressions
+    written in this module, never values)."""
+    return f"""
+m.session_id = {session} AND m.seq_no > {after} AND m.seq_no <= {upto}
 AND ((m.role = 'user' AND m.command IS NULL)
      OR (m.role <> 'user' AND m.model IS DISTINCT FROM 'command'))
 AND NOT EXISTS (SELECT 1 FROM message_annotations d
                 WHERE d.message_id = m.id AND d.kind = 'delete')
 """
+
+
+_CONTEXT_FILTER = _context_filter("$1", "$2", "$3")
 
 CONTEXT_NEWEST_FIRST = f"""
 SELECT {_CONTEXT_COLUMNS} FROM messages m WHERE {_CONTEXT_FILTER}
@@ -465,6 +473,72 @@ ORDER BY m.seq_no DESC LIMIT $4
 CONTEXT_OLDEST_FIRST = f"""
 SELECT {_CONTEXT_COLUMNS} FROM messages m WHERE {_CONTEXT_FILTER}
 ORDER BY m.seq_no LIMIT $4
+"""
+
+# The claim, the turn's unanswered messages, what the turn needs besides the transcript
+# (``TURN_STATE``) and the newest page of its context (``CONTEXT_NEWEST_FIRST``), in ONE
+# round trip (issue 17). All of it reads the statement's snapshot: ``p`` holds exactly the
+# messages the turn will handle (up to ``upto_seq``), the context stops there too. When the
+# snapshot missed the newest message (see ``CLAIM_TURN_PENDING``) the store drops the extras
+# and the turn reads them again. ``$6``: the page size of the context read.
+CLAIM_TURN_CONTEXT = f"""
+WITH c AS (
+    UPDATE sessions s
+    SET turn_owner = $1, turn_lease_until = now() + make_interval(secs => $2), turn_process = $4
+    WHERE s.id = (
+        SELECT id FROM sessions
+        WHERE turn_requested_seq > turn_done_seq
+          AND (turn_lease_until IS NULL OR turn_lease_until < now()
+               OR (turn_process IS DISTINCT FROM $4 AND {_dead("turn_process")}))
+          AND ($3::text[] IS NULL OR platform = ANY($3))
+        ORDER BY last_message_at NULLS FIRST, id
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING s.id AS claim_session_id, s.platform, s.scope, s.chat_id, s.thread_id,
+              s.turn_done_seq, s.turn_requested_seq, s.selected_model, s.status,
+              s.metadata AS session_metadata, s.title AS session_title
+), p AS (
+    SELECT {MESSAGE_COLUMNS} FROM messages
+    WHERE session_id = (SELECT claim_session_id FROM c)
+      AND seq_no > (SELECT turn_done_seq FROM c)
+    ORDER BY seq_no LIMIT $5
+), q AS (
+    SELECT seq_no, sender_id, metadata FROM p
+    WHERE role = 'user' AND trigger = 'answer' AND command IS NULL
+    ORDER BY seq_no DESC LIMIT 1
+), top AS (
+    SELECT max(seq_no) AS upto FROM p
+), sm AS (
+    SELECT id, session_id, from_seq, to_seq, content, model, model_written, created_at
+    FROM session_summaries
+    WHERE session_id = (SELECT claim_session_id FROM c) AND to_seq <= (SELECT upto FROM top)
+    ORDER BY to_seq DESC, id DESC LIMIT 1
+), ctx AS (
+    SELECT {_CONTEXT_COLUMNS} FROM messages m
+    WHERE {
+    _context_filter(
+        "(SELECT claim_session_id FROM c)",
+        "coalesce((SELECT to_seq FROM sm), 0)",
+        "(SELECT upto FROM top)",
+    )
+}
+    ORDER BY m.seq_no DESC LIMIT $6
+)
+SELECT c.*,
+       (SELECT u.model FROM user_model_choices u, q
+        WHERE u.platform = c.platform AND u.user_id = q.sender_id) AS user_model,
+       (SELECT metadata FROM q) AS place,
+       (SELECT seq_no FROM q) AS question_seq,
+       (SELECT upto FROM top) AS upto_seq,
+       sm.id AS summary_id, sm.session_id AS summary_session_id,
+       sm.from_seq AS summary_from_seq, sm.to_seq AS summary_to_seq,
+       sm.content AS summary_content, sm.model AS summary_model,
+       sm.model_written AS summary_model_written, sm.created_at AS summary_created_at,
+       (SELECT jsonb_agg(to_jsonb(ctx) ORDER BY ctx.seq_no DESC) FROM ctx) AS context_page,
+       p.*
+FROM c LEFT JOIN sm ON true LEFT JOIN p ON true
+ORDER BY p.seq_no
 """
 
 LATEST_SUMMARY = f"""

@@ -25,6 +25,7 @@ from session_store.records import (
     IngestResult,
     MessageRecord,
     OutgoingReply,
+    PrefetchedContext,
     SessionRecord,
     SummaryRecord,
     TurnClaim,
@@ -234,10 +235,13 @@ class Store:
         lease_seconds: float,
         platforms: Sequence[str] | None = None,
         with_pending: int = 0,
+        context_page: int = 0,
     ) -> TurnClaim | None:
         """Claim one session whose turn is due. With ``with_pending`` its first unanswered
         messages (up to that many) come in the same round trip, as ``TurnClaim.pending``
-        (None when the statement's snapshot missed the newest: read ``delta`` then)."""
+        (None when the statement's snapshot missed the newest: read ``delta`` then); with
+        ``context_page`` also the turn's state and newest context page
+        (``TurnClaim.context``)."""
         owner = str(uuid.uuid4())
         plats = None if platforms is None else list(platforms)
         async with self.db.connection() as conn:
@@ -246,7 +250,7 @@ class Store:
                     q.CLAIM_TURN, owner, lease_seconds, plats, self.process_id
                 )
                 rows = [] if row is None else [row]
-            else:
+            elif context_page <= 0:
                 rows = await conn.fetch(
                     q.CLAIM_TURN_PENDING,
                     owner,
@@ -255,14 +259,40 @@ class Store:
                     self.process_id,
                     with_pending,
                 )
+            else:
+                rows = await conn.fetch(
+                    q.CLAIM_TURN_CONTEXT,
+                    owner,
+                    lease_seconds,
+                    plats,
+                    self.process_id,
+                    with_pending,
+                    context_page,
+                )
         if not rows:
             return None
         row = rows[0]
         pending: tuple[MessageRecord, ...] | None = None
+        context: PrefetchedContext | None = None
         if with_pending > 0:
             found = tuple(MessageRecord.from_row(r) for r in rows if r["id"] is not None)
             complete = bool(found) and found[-1].seq_no >= row["turn_requested_seq"]
             pending = found if complete else None
+            if complete and context_page > 0 and row["question_seq"] is not None:
+                context = PrefetchedContext(
+                    question_seq=row["question_seq"],
+                    upto_seq=row["upto_seq"],
+                    state=TurnState.from_row(
+                        {
+                            **{k: row[k] for k in _STATE_COLUMNS},
+                            "metadata": row["session_metadata"],
+                            "title": row["session_title"],
+                        }
+                    ),
+                    after_seq=row["summary_to_seq"] or 0,
+                    limit=context_page,
+                    page=tuple(ContextRecord.from_row(r) for r in row["context_page"] or ()),
+                )
         return TurnClaim(
             session_id=row["claim_session_id"] if with_pending > 0 else row["id"],
             key=SessionKey.from_row(row),
@@ -272,6 +302,7 @@ class Store:
             selected_model=row["selected_model"],
             status=row["status"],
             pending=pending,
+            context=context,
         )
 
     async def renew_turn(self, claim: TurnClaim, *, lease_seconds: float) -> None:
@@ -577,6 +608,22 @@ class Store:
         async with self.db.connection() as conn:
             rows = await conn.fetch(q.FEEDBACK_BY_SEQ, session_id)
         return {r["seq_no"]: r["feedback"] for r in rows}
+
+
+#: the columns of ``queries.CLAIM_TURN_CONTEXT`` that ``TurnState.from_row`` reads as they are
+_STATE_COLUMNS = (
+    "selected_model",
+    "user_model",
+    "place",
+    "summary_id",
+    "summary_session_id",
+    "summary_from_seq",
+    "summary_to_seq",
+    "summary_content",
+    "summary_model",
+    "summary_model_written",
+    "summary_created_at",
+)
 
 
 def _ingest_args(msg: InboundMessage, raw: Mapping[str, Any] | None) -> tuple[Any, ...]:
