@@ -419,6 +419,13 @@ class Driver:
         self._threads = itertools.count()
         #: replicas behind a load balancer: sink messages rotate over these
         self.sink_urls = [url]
+        self.thread_prefix = ""
+
+    def reuse_from(self, first_token: int, *, prefix: str) -> None:
+        """Tokens (event ids) from ``first_token`` and threads named with ``prefix``, for a
+        driver on a database that earlier drivers used."""
+        self._tokens = itertools.count(first_token)
+        self.thread_prefix = prefix
 
     def next_thread(self) -> int:
         return next(self._threads)
@@ -589,7 +596,7 @@ async def sustained(
             surface = surfaces[n % len(surfaces)]
             if surface != "sink" and not driver.fakes.available(surface):
                 surface = "sink"
-            await _await_reply(await driver.send(surface, f"new{n}"))
+            await _await_reply(await driver.send(surface, f"{driver.thread_prefix}new{n}"))
             served += 1
             if served in checkpoints:
                 rss.append((served, rss_bytes(first)))
@@ -629,6 +636,7 @@ class E2E:
     platforms: bool = True
     #: seconds of each closed loop of the 1-versus-3-replicas comparison (0: skipped)
     scale_seconds: float = 0.0
+    _phase: int = 0
     log_path: Path = field(
         default_factory=lambda: Path(tempfile.mkdtemp(prefix="gw-bench-e2e-")) / "gateway.log"
     )
@@ -673,6 +681,10 @@ class E2E:
                 )
                 driver = Driver(urls[0], http, waiters, fakes)
                 driver.sink_urls = urls
+                # new event ids and threads: the database holds the earlier phases' (their
+                # redelivery would be answered ``duplicate``, and never replied to)
+                self._phase += 1
+                driver.reuse_from(self._phase * 10_000_000, prefix=f"s{self._phase}-")
                 postmaster = await postmaster_pid(self.dsn)
                 before = await db_snapshot(self.dsn)
                 pg_cpu = postgres_cpu_seconds(postmaster)

@@ -179,11 +179,16 @@ class DeliveryWorker:
         # stopping: deliveries already handed over are still sent (within the drain bound)
         while not stopping.is_set() or self._handed:
             beat()
+            woken = False
             if not look and not self._handed:
-                await self._wake.wait(self._settings.poll_seconds)
+                woken = await self._wake.wait(self._settings.poll_seconds)
                 if stopping.is_set():
                     break
             if self._handed:
+                # sent without a claim; the wake-up its handover left is used up with it
+                if not woken:
+                    self._wake.take()
+                look = False
                 claimed = [self._handed.popleft()]
             else:
                 try:
@@ -196,7 +201,9 @@ class DeliveryWorker:
                     await pause(item_backoff(failures), stopping)
                     look = True
                     continue
-            look = bool(claimed)
+                # a wake-up stands for one row written; a claim made on the poll (retries
+                # come due, other replicas' rows, the start) keeps looking while it finds some
+                look = bool(claimed) and not woken
             for delivery in claimed:
                 try:
                     if await self.deliver(delivery, beat=beat):

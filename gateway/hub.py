@@ -19,6 +19,13 @@ class Signal:
     def set(self) -> None:
         self._event.set()
 
+    def take(self) -> bool:
+        """Consume a pending wake-up without waiting; True if there was one."""
+        if self._event.is_set():
+            self._event.clear()
+            return True
+        return False
+
     async def wait(self, timeout: float) -> bool:
         """True when woken, False after ``timeout``."""
         try:
@@ -62,6 +69,12 @@ class WorkSignal(Signal):
     @property
     def pending(self) -> int:
         return self._tokens
+
+    def take(self) -> bool:
+        if self._tokens > 0:
+            self._tokens -= 1
+            return True
+        return False
 
     async def wait(self, timeout: float) -> bool:
         if self._tokens > 0:

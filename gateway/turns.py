@@ -52,6 +52,8 @@ COMMAND_MODEL = "command"
 MAX_INTERRUPTS = 3
 #: unanswered messages read with the claim (and per delta read)
 PENDING_LIMIT = 1000
+#: seconds a turn runs before the typing indicator is shown
+TYPING_DELAY = 0.25
 #: context rows read with the claim (``ContextAssembler.fetch_newest``'s first page)
 CONTEXT_FIRST_PAGE = 64
 
@@ -118,8 +120,9 @@ class TurnScheduler:
         look = True  # at start: work may be waiting from before
         while not stopping.is_set():
             beat()
+            woken = False
             if not look:
-                await self._wake.wait(self._settings.poll_seconds)
+                woken = await self._wake.wait(self._settings.poll_seconds)
                 if stopping.is_set():
                     return
             try:
@@ -140,8 +143,9 @@ class TurnScheduler:
                 look = False
                 continue
             try:
-                # another turn is due in this session when messages arrived during the run
-                look = await self.run_turn(claim, beat=beat)
+                # look again when messages arrived during the run, or when this claim was
+                # made on the poll or at start (a backlog no wake-up stands for)
+                look = await self.run_turn(claim, beat=beat) or not woken
                 failures = 0
             except Exception:
                 failures += 1
@@ -505,6 +509,9 @@ class TurnScheduler:
                 log.debug("interrupt_watch_failed", error=str(exc))
 
     async def _keep_typing(self, target: ReplyTarget) -> None:
+        # only for a turn that takes a while (issue 17): a quick answer would arrive with
+        # its indicator, and the indicator cost a platform call per message
+        await asyncio.sleep(TYPING_DELAY)
         transport = self._transports.get(target.platform)
         if transport is not None:
             await hold_typing(transport, target)  # renewed until cancelled, then cleared

@@ -20,6 +20,7 @@ GET_KB = f"SELECT {KB_COLUMNS} FROM kb_bases WHERE name = $1"
 GET_KB_FOR_UPDATE = f"SELECT {KB_COLUMNS} FROM kb_bases WHERE name = $1 FOR UPDATE"
 KBS_BY_NAME = f"SELECT {KB_COLUMNS} FROM kb_bases WHERE name = ANY($1::text[])"
 LIST_KBS = f"SELECT {KB_COLUMNS} FROM kb_bases ORDER BY name"
+ANY_KB = "SELECT EXISTS (SELECT 1 FROM kb_bases)"
 
 # A new embedding model for a knowledge base: its vectors are dropped (two models never mix
 # in one index) and every document goes back through its ingest job.

@@ -63,6 +63,10 @@ class KnowledgeSearch(Protocol):
     async def search(self, query: str, *, kbs: Sequence[str], limit: int = 5) -> SearchResult: ...
 
 
+#: how long "no knowledge base exists" is believed before it is asked again
+NO_BASES_SECONDS = 2.0
+
+
 def scope_kbs(key: SessionKey) -> list[str]:
     """What a turn in ``key`` searches: the thread's documents, the chat's, and ``default``."""
     return [thread_kb(key), chat_kb(key), DEFAULT_KB]
@@ -237,6 +241,11 @@ class Knowledge:
         self.embedder = embedder
         self.settings = settings or KnowledgeSettings()
         self.wake = wake or Signal()
+        #: while no knowledge base exists anywhere, turns skip the lookup (issue 17: it was a
+        #: database transaction per message); rechecked every NO_BASES_SECONDS, and at once
+        #: after this replica creates one (another replica's shows within that interval,
+        #: sooner than its first document is read)
+        self._no_bases_until = 0.0
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._kbs: dict[str, KnowledgeBase] = {}
         self._doc_access: Counter[int] = Counter()
@@ -258,6 +267,7 @@ class Knowledge:
             name, model=self.embedder.model, dim=await self.embedder.dimension()
         )
         self._kbs[name] = kb
+        self._no_bases_until = 0.0
         return kb
 
     async def adopt_model(self) -> list[str]:
@@ -529,7 +539,12 @@ class Knowledge:
 
     async def search(self, query: str, *, kbs: Sequence[str], limit: int = 5) -> SearchResult:
         started = time.perf_counter()
-        bases = await self.store.kbs(kbs)
+        if time.monotonic() < self._no_bases_until:
+            bases = []
+        else:
+            bases = await self.store.kbs(kbs)
+            if not bases and not await self.store.any_kb():
+                self._no_bases_until = time.monotonic() + NO_BASES_SECONDS
         timings: dict[str, float] = {}
         vector: list[float] | None = None
         same_model = [b.id for b in bases if b.embedding_model == self.embedder.model]
