@@ -771,6 +771,10 @@ class E2E:
                     if spy is not None:
                         await spy.wait()
                         load["profile"] = profile_breakdown(self.log_path.parent / "prof")
+                        keep = os.environ.get("BENCH_PROFILE_COPY")
+                        if keep and (self.log_path.parent / "prof").exists():
+                            # py-spy's raw stacks, for a closer look than the categories
+                            shutil.copy(self.log_path.parent / "prof", keep)
                     load["rss_mb_at_start"] = round(rss_start / 2**20, 1)
                     load["stray_replies"] = waiters.stray
                 finally:

@@ -90,6 +90,7 @@ class DeliveryWorker:
         #: deliveries a finished turn handed over already claimed (issue 17), in order
         self._handed: deque[DeliveryRecord] = deque()
         self._stopping = False
+        self._next_poll = 0.0
 
     async def run(self, stopping: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as group:
@@ -143,6 +144,14 @@ class DeliveryWorker:
     async def _worker(self, stopping: asyncio.Event) -> None:
         await self.work(stopping)
 
+    def _poll_due(self) -> bool:
+        """One idle poll per ``poll_seconds`` per process, not one per worker (issue 17)."""
+        now = time.monotonic()
+        if now < self._next_poll:
+            return False
+        self._next_poll = now + self._settings.poll_seconds
+        return True
+
     # --- the handoff from finished turns (issue 17) ----------------------------------------
 
     def accepting(self) -> bool:
@@ -184,6 +193,8 @@ class DeliveryWorker:
                 woken = await self._wake.wait(self._settings.poll_seconds)
                 if stopping.is_set():
                     break
+                if not woken and not self._handed and not self._poll_due():
+                    continue  # a sibling polled just now: one poll per process
             if self._handed:
                 # sent without a claim; the wake-up its handover left is used up with it
                 if not woken:
