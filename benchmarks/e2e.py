@@ -246,13 +246,14 @@ class PlatformFakes:
 
 @asynccontextmanager
 async def gateway_process(
-    dsn: str, sink_url: str, log_path: Path, extra_env: dict[str, str]
+    dsn: str, sink_url: str, log_path: Path, extra_env: dict[str, str], *, repo: Path = REPO
 ) -> AsyncIterator[Any]:
-    """``python -m gateway run`` with the sink surface and the echo agent."""
+    """``python -m gateway run`` with the sink surface and the echo agent, from ``repo``'s
+    code (another checkout measures a baseline in the same run)."""
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
     env.update(
         {
-            "PYTHONPATH": str(REPO),
+            "PYTHONPATH": str(repo),
             "DATABASE_URL": dsn,
             "GATEWAY_HTTP_PORT": "0",
             "GATEWAY_ADAPTERS": "benchmarks.fakes.sink:create",
@@ -270,7 +271,7 @@ async def gateway_process(
         "gateway",
         "run",
         env=env,
-        cwd=str(REPO),
+        cwd=str(repo),
         stdout=asyncio.subprocess.PIPE,
         stderr=log_file,
     )
@@ -636,6 +637,8 @@ class E2E:
     platforms: bool = True
     #: seconds of each closed loop of the 1-versus-3-replicas comparison (0: skipped)
     scale_seconds: float = 0.0
+    #: whose code the gateway process runs (``--baseline``: another checkout)
+    repo: Path = REPO
     _phase: int = 0
     log_path: Path = field(
         default_factory=lambda: Path(tempfile.mkdtemp(prefix="gw-bench-e2e-")) / "gateway.log"
@@ -721,7 +724,9 @@ class E2E:
             fakes.skipped["platforms"] = "not asked for"
         try:
             async with (
-                gateway_process(self.dsn, receiver.url, self.log_path, fakes.env) as (proc, url),
+                gateway_process(
+                    self.dsn, receiver.url, self.log_path, fakes.env, repo=self.repo
+                ) as (proc, url),
                 aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200)) as http,
             ):
                 fakes.connect(url)

@@ -121,6 +121,36 @@ def per_message_table(results: dict[str, Any]) -> list[str]:
             f"| {st['rows_per_call']:.1f} | {st['wal_bytes_per_msg']:,.0f} |"
             for st in stmts
         ]
+    base = e2e.get("baseline")
+    if base:
+        b = base["sustained"]
+        rows += [
+            "",
+            f"| same run, same phases | this code | baseline ({base['repo']}) | ÷ baseline |",
+            "|---|---|---|---|",
+        ]
+        pairs = [
+            ("database transactions per message", "db_transactions_per_msg", 2),
+            ("gateway CPU per message, ms", "gateway_cpu_ms_per_msg", 2),
+            ("PostgreSQL CPU per message, ms", "db_cpu_ms_per_msg", 2),
+            ("WAL bytes per message", "db_wal_bytes_per_msg", 0),
+            ("sustained msgs/s", "rate", 0),
+            ("sustained p50 ms", "p50_ms", 1),
+        ]
+        for label, key, digits in pairs:
+            ours, theirs = load.get(key), b.get(key)
+            ratio = f"{ours / theirs:.2f}" if ours is not None and theirs else "-"
+            rows.append(f"| {label} | {_opt(ours, digits)} | {_opt(theirs, digits)} | {ratio} |")
+        for rate, lat in e2e["latency"].items():
+            blat = base["latency"].get(rate)
+            if blat is None:
+                continue
+            for q in ("p50_ms", "p99_ms"):
+                ours, theirs = lat[q]["median"], blat[q]["median"]
+                rows.append(
+                    f"| offered {float(rate):.0f} msgs/s, {q[:3]} ms | {ours:,.1f} "
+                    f"| {theirs:,.1f} | {ours / theirs:.2f} |"
+                )
     scale = e2e.get("scale_out")
     if scale:
         rows += [
@@ -131,14 +161,14 @@ def per_message_table(results: dict[str, Any]) -> list[str]:
             "|---|---|---|---|---|---|---|",
         ]
         for n, figs in scale["runs"].items():
-            ratio = _stat(scale["ratio"][int(n) if int(n) in scale["ratio"] else n])
+            scale_ratio = _stat(scale["ratio"][int(n) if int(n) in scale["ratio"] else n])
             rows.append(
                 f"| {n} | {_f(_stat([f['rate'] for f in figs]))} "
                 f"| {_f(_stat([f['p50_ms'] for f in figs]), 1)} "
                 f"| {_f(_stat([f['gateway_cpu_ms_per_msg'] for f in figs]), 2)} ms "
                 f"| {_f(_stat([f['db_transactions_per_msg'] for f in figs]), 2)} "
                 f"| {_opt(_median([f.get('db_cpu_ms_per_msg') for f in figs]), 2, ' ms')} "
-                f"| {_f(ratio, 2)} |"
+                f"| {_f(scale_ratio, 2)} |"
             )
     return rows
 
