@@ -91,6 +91,8 @@ class DeliveryWorker:
         self._handed: deque[DeliveryRecord] = deque()
         self._stopping = False
         self._next_poll = 0.0
+        #: wake-ups of handed-over deliveries that a sibling sent without waiting
+        self._spent_wakes = 0
 
     async def run(self, stopping: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as group:
@@ -197,10 +199,15 @@ class DeliveryWorker:
                     continue  # a sibling polled just now: one poll per process
             if self._handed:
                 # sent without a claim; the wake-up its handover left is used up with it
-                if not woken:
-                    self._wake.take()
+                # (or, when it already went to a waiting sibling, that sibling skips it)
+                if not woken and not self._wake.take():
+                    self._spent_wakes += 1
                 look = False
                 claimed = [self._handed.popleft()]
+            elif woken and self._spent_wakes > 0:
+                # our wake-up was for a handed-over delivery a busy sibling took meanwhile
+                self._spent_wakes -= 1
+                continue
             else:
                 try:
                     claimed = await self._store.claim_deliveries(
