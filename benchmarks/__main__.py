@@ -120,7 +120,8 @@ async def run_limit_and_hot(
     hot_runs: dict[str, dict[int, list[dict[str, float]]]] = {}
     async with scratch_database(srv) as limit_dsn, scratch_database(srv) as hot_dsn:
         lim = None
-        if "limit" in sections:
+        # the hot path's figures are ratios to pgbench's, measured interleaved: "hot" runs it
+        if "limit" in sections or "hot" in sections:
             await limit_mod.prepare(limit_dsn, sizes.sessions, sizes.read_sessions, 60)
             lim = limit_mod.Limit(limit_dsn, sizes.sessions, sizes.pgbench_seconds)
         hp = None
@@ -227,7 +228,13 @@ async def run_length(srv: Any, sizes: Sizes, runs: int, raw: dict[str, Any]) -> 
 
 
 async def run_e2e(
-    srv: Any, sizes: Sizes, runs: int, raw: dict[str, Any], *, profile: bool
+    srv: Any,
+    sizes: Sizes,
+    runs: int,
+    raw: dict[str, Any],
+    *,
+    profile: bool,
+    baseline: Path | None = None,
 ) -> dict[str, Any]:
     async with scratch_database(srv) as dsn:
         bench = E2E(
@@ -238,11 +245,36 @@ async def run_e2e(
             concurrency=sizes.e2e_concurrency,
             max_seconds=sizes.e2e_max_seconds,
             profile=profile,
+            scale_seconds=min(sizes.e2e_max_seconds, 20.0),
         )
         out = await bench.run(runs)
+        # issue 17: 1 replica against 3 on this one database, in the same run
+        out["scale_out"] = await bench.scale_out(runs)
     raw["e2e"] = out
     latency = {rate: summarize_runs(rs) for rate, rs in out["latency_runs"].items()}
-    return {"latency": latency, "sustained": out["sustained"]}
+    result = {"latency": latency, "sustained": out["sustained"], "scale_out": out["scale_out"]}
+    if baseline is not None:
+        # the same phases against another checkout's gateway, in this run (issue 17: the
+        # machine is shared, so old and new are compared within one run). Its own code
+        # migrates the database at start.
+        async with scratch_database(srv, migrated=False) as dsn:
+            bench = E2E(
+                dsn,
+                rates=sizes.e2e_rates,
+                seconds=sizes.e2e_seconds,
+                sessions=sizes.e2e_sessions,
+                concurrency=sizes.e2e_concurrency,
+                max_seconds=sizes.e2e_max_seconds,
+                repo=baseline,
+            )
+            base = await bench.run(runs)
+        raw["e2e_baseline"] = base
+        result["baseline"] = {
+            "repo": str(baseline),
+            "latency": {r: summarize_runs(rs) for r, rs in base["latency_runs"].items()},
+            "sustained": base["sustained"],
+        }
+    return result
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
@@ -270,7 +302,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             results["length"] = await run_length(srv, sizes, args.runs, raw)
         if "e2e" in sections:
             print("end to end ...", file=sys.stderr)
-            results["e2e"] = await run_e2e(srv, sizes, args.runs, raw, profile=args.profile)
+            results["e2e"] = await run_e2e(
+                srv, sizes, args.runs, raw, profile=args.profile, baseline=args.baseline
+            )
         if "kb" in sections:  # knowledge base (issue 15)
             from benchmarks.kb import run_kb
 
@@ -332,6 +366,11 @@ def main(argv: list[str] | None = None) -> int:
         "process during the sustained phase (py-spy, in the report)",
     )
     # issue 12: the fault campaign runs on its own (three replicas on a PostgreSQL of its own)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="e2e: also run another checkout's gateway (e.g. the main branch) in this run",
+    )
     parser.add_argument("--minutes", type=float, default=1.0, help="faults: campaign length")
     parser.add_argument("--seed", type=int, default=1, help="faults: the schedule's seed")
     args = parser.parse_args(argv)

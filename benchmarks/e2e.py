@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ import aiohttp
 import asyncpg
 from aiohttp import web
 
-from benchmarks.common import pct
+from benchmarks.common import db_cost, db_snapshot, pct
 
 REPO = Path(__file__).resolve().parents[1]
 _READY = re.compile(r"gateway ready: web chat at (http://\S+)")
@@ -246,13 +246,14 @@ class PlatformFakes:
 
 @asynccontextmanager
 async def gateway_process(
-    dsn: str, sink_url: str, log_path: Path, extra_env: dict[str, str]
+    dsn: str, sink_url: str, log_path: Path, extra_env: dict[str, str], *, repo: Path = REPO
 ) -> AsyncIterator[Any]:
-    """``python -m gateway run`` with the sink surface and the echo agent."""
+    """``python -m gateway run`` with the sink surface and the echo agent, from ``repo``'s
+    code (another checkout measures a baseline in the same run)."""
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
     env.update(
         {
-            "PYTHONPATH": str(REPO),
+            "PYTHONPATH": str(repo),
             "DATABASE_URL": dsn,
             "GATEWAY_HTTP_PORT": "0",
             "GATEWAY_ADAPTERS": "benchmarks.fakes.sink:create",
@@ -270,7 +271,7 @@ async def gateway_process(
         "gateway",
         "run",
         env=env,
-        cwd=str(REPO),
+        cwd=str(repo),
         stdout=asyncio.subprocess.PIPE,
         stderr=log_file,
     )
@@ -365,6 +366,39 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def postgres_cpu_seconds(postmaster: int | None) -> float | None:
+    """CPU time of the whole PostgreSQL server: the postmaster, its reaped children, and its
+    live children (backends, WAL writer, checkpointer). None when it is not on this machine."""
+    if postmaster is None:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        fields = Path(f"/proc/{postmaster}/stat").read_text().rsplit(")", 1)[1].split()
+        total = sum(int(fields[i]) for i in (11, 12, 13, 14))
+        children = Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split()
+    except OSError:
+        return None
+    for child in children:
+        try:
+            f = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile: counted in the postmaster's cutime from now on
+        total += int(f[11]) + int(f[12])
+    return total / tick
+
+
+async def postmaster_pid(dsn: str) -> int | None:
+    conn = await asyncpg.connect(dsn)
+    try:
+        backend = int(await conn.fetchval("SELECT pg_backend_pid()"))
+    finally:
+        await conn.close()
+    try:
+        return int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -384,6 +418,15 @@ class Driver:
         self._streams: list[asyncio.Task[None]] = []
         self.web_threads = [f"wt{i}" for i in range(WEB_THREADS)]
         self._threads = itertools.count()
+        #: replicas behind a load balancer: sink messages rotate over these
+        self.sink_urls = [url]
+        self.thread_prefix = ""
+
+    def reuse_from(self, first_token: int, *, prefix: str) -> None:
+        """Tokens (event ids) from ``first_token`` and threads named with ``prefix``, for a
+        driver on a database that earlier drivers used."""
+        self._tokens = itertools.count(first_token)
+        self.thread_prefix = prefix
 
     def next_thread(self) -> int:
         return next(self._threads)
@@ -429,7 +472,8 @@ class Driver:
             body = {"chat": "bench", "thread": thread, "id": f"s{token}", "text": text}
             body["event_id"] = f"ev{token}"
             path = "/sink/inbound"
-        async with self.http.post(self.url + path, json=body) as response:
+        base = self.url if surface == "web" else self.sink_urls[token % len(self.sink_urls)]
+        async with self.http.post(base + path, json=body) as response:
             if response.status != 200:
                 raise RuntimeError(f"{path} answered {response.status}: {await response.text()}")
             await response.read()
@@ -495,24 +539,37 @@ async def fixed_rate(driver: Driver, *, rate: float, seconds: float) -> dict[str
     return out
 
 
-async def transactions(dsn: str) -> int:
-    """Transactions the database has seen so far (commits + rollbacks)."""
-    conn = await asyncpg.connect(dsn)
-    try:
-        await asyncio.sleep(1.2)  # backends report their counters about once a second
-        return int(
-            await conn.fetchval(
-                "SELECT xact_commit + xact_rollback FROM pg_stat_database "
-                "WHERE datname = current_database()"
-            )
-        )
-    finally:
-        await conn.close()
+def _diff(before: float | None, after: float | None) -> float | None:
+    return None if before is None or after is None else after - before
+
+
+def database_cost(
+    before: dict[str, Any], after: dict[str, Any], messages: int, pg_cpu: float | None
+) -> dict[str, Any]:
+    """PostgreSQL's own cost per message between two snapshots (issue 17)."""
+    cost = db_cost(before, after)
+    n = max(1, messages)
+    return {
+        "db_transactions_per_msg": cost.transactions / n,
+        "db_wal_bytes_per_msg": cost.wal_bytes / n,
+        "db_exec_ms_per_msg": None if cost.exec_ms is None else cost.exec_ms / n,
+        "db_cpu_ms_per_msg": None if pg_cpu is None else pg_cpu / n * 1000,
+        "db_statements": [
+            {
+                "calls_per_msg": calls / n,
+                "ms_per_msg": ms / n,
+                "rows_per_call": rows / max(1, calls),
+                "wal_bytes_per_msg": wal / n,
+                "query": query,
+            }
+            for calls, ms, rows, wal, query in cost.statements
+        ],
+    }
 
 
 async def sustained(
     driver: Driver,
-    pid: int,
+    pid: int | list[int],
     *,
     sessions: int,
     concurrency: int,
@@ -540,20 +597,22 @@ async def sustained(
             surface = surfaces[n % len(surfaces)]
             if surface != "sink" and not driver.fakes.available(surface):
                 surface = "sink"
-            await _await_reply(await driver.send(surface, f"new{n}"))
+            await _await_reply(await driver.send(surface, f"{driver.thread_prefix}new{n}"))
             served += 1
             if served in checkpoints:
-                rss.append((served, rss_bytes(pid)))
+                rss.append((served, rss_bytes(first)))
 
+    pids = pid if isinstance(pid, list) else [pid]
+    first = pids[0]
     started = time.perf_counter()
-    cpu_before = cpu_seconds(pid)
+    cpu_before = sum(cpu_seconds(p) for p in pids)
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     elapsed = time.perf_counter() - started
-    cpu = cpu_seconds(pid) - cpu_before
+    cpu = sum(cpu_seconds(p) for p in pids) - cpu_before
     rss.sort()
     lat = waiters.latencies
     if not rss or rss[-1][0] != served:
-        rss.append((served, rss_bytes(pid)))
+        rss.append((served, rss_bytes(first)))
     return {
         "rate": served / elapsed,
         "p50_ms": pct(lat, 0.5) * 1000,
@@ -576,9 +635,83 @@ class E2E:
     max_seconds: float = 600.0
     profile: bool = False
     platforms: bool = True
+    #: seconds of each closed loop of the 1-versus-3-replicas comparison (0: skipped)
+    scale_seconds: float = 0.0
+    #: whose code the gateway process runs (``--baseline``: another checkout)
+    repo: Path = REPO
+    _phase: int = 0
     log_path: Path = field(
         default_factory=lambda: Path(tempfile.mkdtemp(prefix="gw-bench-e2e-")) / "gateway.log"
     )
+
+    async def scale_out(self, runs: int, replicas: tuple[int, ...] = (1, 3)) -> dict[str, Any]:
+        """The same closed loop (sink surface, new sessions) against 1 and against 3 gateway
+        processes on one database, interleaved per run; the ratio is taken per run."""
+        figures: dict[int, list[dict[str, Any]]] = {n: [] for n in replicas}
+        for _ in range(runs):
+            for n in replicas:
+                figures[n].append(await self._replicas(n))
+        base = figures[replicas[0]]
+        ratios = {
+            n: [f["rate"] / max(b["rate"], 1e-9) for f, b in zip(figs, base, strict=True)]
+            for n, figs in figures.items()
+        }
+        return {"runs": {str(n): f for n, f in figures.items()}, "ratio": ratios}
+
+    async def _replicas(self, n: int) -> dict[str, Any]:
+        waiters = Waiters()
+        receiver = Receiver(waiters)
+        await receiver.start()
+        fakes = PlatformFakes(waiters)  # not started: the sink surface only
+        logs = Path(tempfile.mkdtemp(prefix="gw-bench-scale-"))
+        try:
+            async with AsyncExitStack() as stack:
+                procs = []
+                urls = []
+                for i in range(n):
+                    proc, url = await stack.enter_async_context(
+                        gateway_process(
+                            self.dsn,
+                            receiver.url,
+                            logs / f"replica-{n}-{i}.log",
+                            {},
+                        )
+                    )
+                    procs.append(proc)
+                    urls.append(url)
+                http = await stack.enter_async_context(
+                    aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200))
+                )
+                driver = Driver(urls[0], http, waiters, fakes)
+                driver.sink_urls = urls
+                # new event ids and threads: the database holds the earlier phases' (their
+                # redelivery would be answered ``duplicate``, and never replied to)
+                self._phase += 1
+                driver.reuse_from(self._phase * 10_000_000, prefix=f"s{self._phase}-")
+                postmaster = await postmaster_pid(self.dsn)
+                before = await db_snapshot(self.dsn)
+                pg_cpu = postgres_cpu_seconds(postmaster)
+                load = await sustained(
+                    driver,
+                    [p.pid for p in procs],
+                    sessions=self.sessions,
+                    concurrency=self.concurrency,
+                    max_seconds=self.scale_seconds,
+                )
+                pg_cpu_after = postgres_cpu_seconds(postmaster)
+                load.update(
+                    database_cost(
+                        before,
+                        await db_snapshot(self.dsn),
+                        load["sessions"],
+                        _diff(pg_cpu, pg_cpu_after),
+                    )
+                )
+                load["replicas"] = n
+        finally:
+            await receiver.stop()
+        shutil.rmtree(logs, ignore_errors=True)  # kept only when something failed
+        return load
 
     async def run(self, runs: int) -> dict[str, Any]:
         waiters = Waiters()
@@ -591,7 +724,9 @@ class E2E:
             fakes.skipped["platforms"] = "not asked for"
         try:
             async with (
-                gateway_process(self.dsn, receiver.url, self.log_path, fakes.env) as (proc, url),
+                gateway_process(
+                    self.dsn, receiver.url, self.log_path, fakes.env, repo=self.repo
+                ) as (proc, url),
                 aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200)) as http,
             ):
                 fakes.connect(url)
@@ -614,7 +749,9 @@ class E2E:
                             latency.setdefault(rate, []).append(figure)
                             # let a backlog of an overloaded rate drain before the next one
                             await asyncio.sleep(0.5)
-                    xacts = await transactions(self.dsn)
+                    postmaster = await postmaster_pid(self.dsn)
+                    before = await db_snapshot(self.dsn)
+                    pg_cpu = postgres_cpu_seconds(postmaster)
                     spy = None
                     if self.profile:
                         spy = await py_spy(
@@ -627,12 +764,22 @@ class E2E:
                         concurrency=self.concurrency,
                         max_seconds=self.max_seconds,
                     )
-                    load["db_transactions_per_msg"] = (await transactions(self.dsn) - xacts) / max(
-                        1, load["sessions"]
+                    pg_cpu_after = postgres_cpu_seconds(postmaster)
+                    load.update(
+                        database_cost(
+                            before,
+                            await db_snapshot(self.dsn),
+                            load["sessions"],
+                            _diff(pg_cpu, pg_cpu_after),
+                        )
                     )
                     if spy is not None:
                         await spy.wait()
                         load["profile"] = profile_breakdown(self.log_path.parent / "prof")
+                        keep = os.environ.get("BENCH_PROFILE_COPY")
+                        if keep and (self.log_path.parent / "prof").exists():
+                            # py-spy's raw stacks, for a closer look than the categories
+                            shutil.copy(self.log_path.parent / "prof", keep)
                     load["rss_mb_at_start"] = round(rss_start / 2**20, 1)
                     load["stray_replies"] = waiters.stray
                 finally:

@@ -33,7 +33,7 @@ from gateway.agents import ContextMessage, ContextSummary
 from gateway.domain import PLACE_KEY, Place, ReplyTarget, SessionKey
 from gateway.errors import ContextTooSmall
 from gateway.settings import Settings
-from session_store.records import ContextRecord, SummaryRecord
+from session_store.records import ContextRecord, PrefetchedContext, SummaryRecord
 from session_store.store import Store
 
 # --- the per-model window table ----------------------------------------------------------
@@ -619,14 +619,24 @@ class ContextAssembler:
         question_seq: int,
         user_id: str | None,
         tool_tokens: int = 0,
+        prefetched: PrefetchedContext | None = None,
     ) -> Assembled:
-        state = await self._store.turn_state(
-            session_id,
-            question_seq=question_seq,
-            upto_seq=upto_seq,
-            user_platform=key.platform,
-            user_id=user_id,
-        )
+        # read with the claim (issue 17) when it is for this very question and range
+        if prefetched is not None and (prefetched.question_seq, prefetched.upto_seq) != (
+            question_seq,
+            upto_seq,
+        ):
+            prefetched = None
+        if prefetched is not None:
+            state = prefetched.state
+        else:
+            state = await self._store.turn_state(
+                session_id,
+                question_seq=question_seq,
+                upto_seq=upto_seq,
+                user_platform=key.platform,
+                user_id=user_id,
+            )
         model, source = self.policy.resolve(
             session_choice=state.selected_model, user_choice=state.user_model
         )
@@ -657,8 +667,15 @@ class ContextAssembler:
                 "system prompt"
             )
         after = summary.to_seq if summary is not None else 0
+        first = None
+        if prefetched is not None and prefetched.after_seq == after:
+            first = (prefetched.limit, list(prefetched.page))
         records, exhausted = await self.fetch_newest(
-            session_id, after_seq=after, upto_seq=upto_seq, raw_budget=history_budget
+            session_id,
+            after_seq=after,
+            upto_seq=upto_seq,
+            raw_budget=history_budget,
+            first_page=first,
         )
         ordered = [to_context(r) for r in prompt_order(records)]
         fit = fit_turns(ordered, budget=history_budget, cost=self.cost)
@@ -683,7 +700,13 @@ class ContextAssembler:
         )
 
     async def fetch_newest(
-        self, session_id: int, *, after_seq: int, upto_seq: int, raw_budget: int
+        self,
+        session_id: int,
+        *,
+        after_seq: int,
+        upto_seq: int,
+        raw_budget: int,
+        first_page: tuple[int, list[ContextRecord]] | None = None,
     ) -> tuple[list[ContextRecord], bool]:
         """Newest context rows of ``(after_seq, upto_seq]`` until they exceed ``raw_budget``
         and include a turn boundary (so the newest turn is complete). Returns the rows and
@@ -695,9 +718,14 @@ class ContextAssembler:
         # small first pages for small windows, doubling for big ones
         limit = min(64, self._page_size)
         while True:
-            page = await self._store.context_page(
-                session_id, after_seq=after_seq, upto_seq=cursor, limit=limit
-            )
+            if first_page is not None:
+                # the first page came with the claim; ``len < limit`` still means the end
+                limit, page = first_page
+                first_page = None
+            else:
+                page = await self._store.context_page(
+                    session_id, after_seq=after_seq, upto_seq=cursor, limit=limit
+                )
             for r in page:
                 rows.append(r)
                 total += self.cost(to_context(r))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -29,6 +29,9 @@ from session_store.records import DeliveryRecord
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
+
+#: handed-over deliveries waiting per worker before finished turns leave them in the table
+HANDOFF_LIMIT = 4
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +92,12 @@ class DeliveryWorker:
         self._settings = settings
         self._pacer = Pacer()
         self._platforms = sorted(transports)
+        #: deliveries a finished turn handed over already claimed (issue 17), in order
+        self._handed: deque[DeliveryRecord] = deque()
+        self._stopping = False
+        self._next_poll = 0.0
+        #: wake-ups of handed-over deliveries that a sibling sent without waiting
+        self._spent_wakes = 0
 
     async def run(self, stopping: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as group:
@@ -142,30 +151,86 @@ class DeliveryWorker:
     async def _worker(self, stopping: asyncio.Event) -> None:
         await self.work(stopping)
 
+    def _poll_due(self) -> bool:
+        """One idle poll per ``poll_seconds`` per process, not one per worker (issue 17)."""
+        now = time.monotonic()
+        if now < self._next_poll:
+            return False
+        self._next_poll = now + self._settings.poll_seconds
+        return True
+
+    # --- the handoff from finished turns (issue 17) ----------------------------------------
+
+    def accepting(self) -> bool:
+        """Take another claimed delivery? Bounded, so a handed delivery is sent well within
+        its lease (a backlog stays in the table, for any replica to claim)."""
+        return not self._stopping and len(self._handed) < HANDOFF_LIMIT * self._settings.workers
+
+    def hand_over(self, delivery: DeliveryRecord) -> None:
+        self._handed.append(delivery)
+        self._wake.set()
+
+    async def hand_back(self) -> None:
+        """Shutdown: handed deliveries nobody started are put back as pending (fenced), for
+        the next start or another replica; never left to look like a send cut short."""
+        self._stopping = True
+        while self._handed:
+            delivery = self._handed.popleft()
+            try:
+                await self._store.mark_retry(delivery, delay=0.0, error="handed back at shutdown")
+            except (StoreError, LeaseLost) as exc:
+                log.warning("delivery_hand_back_failed", delivery_id=delivery.id, error=str(exc))
+
     async def work(self, stopping: asyncio.Event, beat: Beat = no_beat) -> None:
         """One delivery worker. Any failure of one delivery (a store error while recording
         it, a bug) is logged with the delivery and retried after a jittered backoff; the
-        worker goes on."""
+        worker goes on.
+
+        Wake-ups are precise (issue 17): a delivery handed over by a finished turn is sent
+        without a claim; each delivery row written for the table lets one worker claim; a
+        worker that found work looks again at once; one that found nothing waits for a
+        wake-up or ``poll_seconds`` (retries coming due, other replicas' rows)."""
         failures = 0
-        while not stopping.is_set():
+        look = True  # at start: rows may be due from before
+        # stopping: deliveries already handed over are still sent (within the drain bound)
+        while not stopping.is_set() or self._handed:
             beat()
-            try:
-                claimed = await self._store.claim_deliveries(
-                    platforms=self._platforms, lease_seconds=self._settings.lease_seconds
-                )
-            except StoreError as exc:
-                failures += 1
-                log.warning("delivery_claim_failed", error=str(exc), failures=failures)
-                await pause(item_backoff(failures), stopping)
+            woken = False
+            if not look and not self._handed:
+                woken = await self._wake.wait(self._settings.poll_seconds)
+                if stopping.is_set():
+                    break
+                if not woken and not self._handed and not self._poll_due():
+                    continue  # a sibling polled just now: one poll per process
+            if self._handed:
+                # sent without a claim; the wake-up its handover left is used up with it
+                # (or, when it already went to a waiting sibling, that sibling skips it)
+                if not woken and not self._wake.take():
+                    self._spent_wakes += 1
+                look = False
+                claimed = [self._handed.popleft()]
+            elif woken and self._spent_wakes > 0:
+                # our wake-up was for a handed-over delivery a busy sibling took meanwhile
+                self._spent_wakes -= 1
                 continue
-            if not claimed:
-                failures = 0
-                await self._wake.wait(self._settings.poll_seconds)
-                continue
-            self._wake.set()  # more may be due: let an idle sibling look too
+            else:
+                try:
+                    claimed = await self._store.claim_deliveries(
+                        platforms=self._platforms, lease_seconds=self._settings.lease_seconds
+                    )
+                except StoreError as exc:
+                    failures += 1
+                    log.warning("delivery_claim_failed", error=str(exc), failures=failures)
+                    await pause(item_backoff(failures), stopping)
+                    look = True
+                    continue
+                # a wake-up stands for one row written; a claim made on the poll (retries
+                # come due, other replicas' rows, the start) keeps looking while it finds some
+                look = bool(claimed) and not woken
             for delivery in claimed:
                 try:
-                    await self.deliver(delivery, beat=beat)
+                    if await self.deliver(delivery, beat=beat):
+                        look = True  # parts of its session wait behind it
                     failures = 0
                 except LeaseLost as exc:
                     # taken over (recovered after our lease, or our process looked dead):
@@ -201,7 +266,9 @@ class DeliveryWorker:
                 continue
             beat()
 
-    async def deliver(self, delivery: DeliveryRecord, *, beat: Beat = no_beat) -> None:
+    async def deliver(self, delivery: DeliveryRecord, *, beat: Beat = no_beat) -> bool:
+        """Send one claimed delivery and record how it went; True when it was sent and more
+        parts of its session wait behind it."""
         transport = self._transports[delivery.platform]
         target = delivery.target
         bound = log.bind(
@@ -228,7 +295,7 @@ class DeliveryWorker:
                 result = send.result()
             except DeliveryError as exc:
                 await self._failed(delivery, transport, exc, bound)
-                return
+                return False
             except Exception as exc:  # noqa: BLE001 - a transport bug must not kill the
                 # worker. Whether the platform got it is unknown: for a transport without
                 # idempotency that is ambiguous (never resent blindly), else retried
@@ -239,11 +306,11 @@ class DeliveryWorker:
                     DeliveryError(f"{type(exc).__name__}: {exc}", ambiguous=True),
                     bound,
                 )
-                return
+                return False
         finally:
             renew.cancel()
             await asyncio.gather(renew, return_exceptions=True)
-        await persist(
+        more = await persist(
             lambda: self._store.mark_sent(delivery, result.platform_message_id),
             what="mark_sent",
             delivery_id=delivery.id,
@@ -254,6 +321,7 @@ class DeliveryWorker:
             platform_message_id=result.platform_message_id,
             attempts=delivery.attempts,
         )
+        return more
 
     async def _paced_send(
         self, transport: Transport, delivery: DeliveryRecord, wait: float

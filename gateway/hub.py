@@ -4,7 +4,7 @@ polling the database tightly; live web-chat streams subscribe per (chat, thread)
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -19,12 +19,76 @@ class Signal:
     def set(self) -> None:
         self._event.set()
 
-    async def wait(self, timeout: float) -> None:
+    def take(self) -> bool:
+        """Consume a pending wake-up without waiting; True if there was one."""
+        if self._event.is_set():
+            self._event.clear()
+            return True
+        return False
+
+    async def wait(self, timeout: float) -> bool:
+        """True when woken, False after ``timeout``."""
         try:
             await asyncio.wait_for(self._event.wait(), timeout)
         except TimeoutError:
-            return
+            return False
         self._event.clear()
+        return True
+
+
+class WorkSignal(Signal):
+    """A counting wake-up for a pool of workers claiming from PostgreSQL (issue 17): each
+    ``set`` (one unit of work written: a message asking for a turn, a delivery row) lets
+    exactly one worker through to claim it, so no sibling is woken for a claim that finds
+    nothing. A level-triggered event woke every worker and each one that woke up made an empty
+    claim. Tokens are bounded: past ``max_tokens`` pending wake-ups a worker finds the work
+    anyway by claiming until nothing is due (``poll`` keeps a worker looking while it finds
+    work)."""
+
+    def __init__(self, max_tokens: int = 10_000) -> None:
+        super().__init__()
+        self._tokens = 0
+        self._max_tokens = max_tokens
+        self._waiters: deque[asyncio.Future[bool]] = deque()
+
+    def set(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(True)
+                return
+        self._tokens = min(self._tokens + 1, self._max_tokens)
+
+    def wake_all(self) -> None:
+        """Shutdown: every waiting worker returns at once (and sees its stop flag)."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(True)
+
+    @property
+    def pending(self) -> int:
+        return self._tokens
+
+    def take(self) -> bool:
+        if self._tokens > 0:
+            self._tokens -= 1
+            return True
+        return False
+
+    async def wait(self, timeout: float) -> bool:
+        if self._tokens > 0:
+            self._tokens -= 1
+            return True
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await asyncio.wait({waiter}, timeout=timeout)
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+                self._waiters.remove(waiter)  # at most one entry per worker
+        return waiter.done() and not waiter.cancelled()
 
 
 class Broadcast:

@@ -24,6 +24,8 @@ log = structlog.get_logger(__name__)
 
 #: events waiting to be sent to the other replicas; beyond this they are dropped (hints)
 QUEUE_SIZE = 1024
+#: notifications sent in one statement at most
+BATCH = 64
 #: the keys an over-long event keeps
 SLIM_KEYS = ("type", "id", "name", "mime_type")
 
@@ -74,8 +76,15 @@ class ReplicatedBroadcast(Broadcast):
                 if getter not in done:
                     getter.cancel()
                     break
+                # everything queued meanwhile goes in the same transaction (issue 17)
+                batch = [getter.result()]
+                while len(batch) < BATCH and not self._outgoing.empty():
+                    batch.append(self._outgoing.get_nowait())
                 try:
-                    await self._channel.notify(getter.result())
+                    if len(batch) == 1:
+                        await self._channel.notify(batch[0])
+                    else:
+                        await self._channel.notify_many(batch)
                 except (StoreError, ValueError) as exc:
                     log.debug("live_notify_failed", error=str(exc))
         finally:

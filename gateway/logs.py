@@ -3,6 +3,7 @@ per-event context (platform, chat, thread, session, seq) bound through contextva
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import re
@@ -17,6 +18,7 @@ _SECRET_WORDS = frozenset({"token", "secret", "password", "passwd", "authorizati
 _SECRET_PAIRS = (("api", "key"), ("app", "key"), ("private", "key"))
 
 
+@functools.lru_cache(maxsize=4096)  # log keys are a small fixed set: decide each once
 def is_secret_key(key: str) -> bool:
     words = [w for w in re.split(r"[^a-z0-9]+", key.lower()) if w]
     if _SECRET_WORDS.intersection(words) or {"apikey", "accesstoken"}.intersection(words):
@@ -52,7 +54,10 @@ def configure_logging(fmt: str | None = None, level: str = "info") -> None:
             structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
         ],
         logger_factory=structlog.stdlib.LoggerFactory(),
-        wrapper_class=structlog.stdlib.BoundLogger,
+        # calls below the level return at once, before any processor runs (issue 17)
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.getLevelNamesMapping()[level.upper()]
+        ),
         cache_logger_on_first_use=True,
     )
     formatter = structlog.stdlib.ProcessorFormatter(

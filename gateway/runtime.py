@@ -24,7 +24,7 @@ from gateway.conversations import Conversations
 from gateway.delivery import DeliverySettings, DeliveryWorker
 from gateway.errors import ConfigError, StoreError
 from gateway.http import HttpServer, build_app
-from gateway.hub import Signal
+from gateway.hub import WorkSignal
 from gateway.intake import CoreIntake
 from gateway.knowledge.embed import EmbeddingError
 from gateway.knowledge.files import build_files
@@ -107,8 +107,9 @@ class Gateway:
         self.live = ReplicatedBroadcast(LiveChannel(store.db))
         self._live_stopping = asyncio.Event()
         self._live_task: asyncio.Task[None] | None = None
-        self.turn_wake = Signal()
-        self.delivery_wake = Signal()
+        # counting wake-ups: one claim per unit of work (issue 17)
+        self.turn_wake = WorkSignal()
+        self.delivery_wake = WorkSignal()
         self.ready = False
         # --- knowledge base (issue 15): ingest job worker, retrieval for turns -------------
         self.knowledge = Knowledge(
@@ -224,6 +225,8 @@ class Gateway:
             ),
             previews=previews,
         )
+        # a finished turn hands its first delivery to this worker already claimed (issue 17)
+        self.turns.handoff = self.delivery
         token = settings.gateway_admin_token
         self.operator = OperatorSurface(
             store,
@@ -409,7 +412,7 @@ class Gateway:
         self.ready = False
         # 1. turns: cancel running agent calls; each hands its session back (release_turn)
         self._turns_stopping.set()
-        self.turn_wake.set()
+        self.turn_wake.wake_all()
         await _cancel(self._turn_task)
         # cold path: a summary cut short is simply written again on a later turn
         self._summaries_stopping.set()
@@ -424,7 +427,7 @@ class Gateway:
         await self.knowledge.aclose()
         # 2. deliveries: stop claiming, let in-flight sends finish for a bounded time
         self._delivery_stopping.set()
-        self.delivery_wake.set()
+        self.delivery_wake.wake_all()
         if self._delivery_task is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(self._delivery_task), DRAIN_SECONDS)
@@ -432,6 +435,11 @@ class Gateway:
                 await _cancel(self._delivery_task)
             except Exception:
                 log.exception("delivery_task_failed")
+        # handed-over deliveries nobody started go back to the table (issue 17)
+        try:
+            await self.delivery.hand_back()
+        except Exception:  # shutdown goes on; recovery finds them later
+            log.exception("delivery_hand_back_failed")
         # 3. adapters: stop ingress and close their clients, only now that nothing sends any
         # more. An event that arrives meanwhile is stored (acked after commit) and gets its
         # turn after the next start.

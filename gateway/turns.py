@@ -14,6 +14,7 @@ import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import structlog
 
@@ -33,7 +34,7 @@ from gateway.tools.catalog import ToolCaller
 from gateway.tools.runner import TurnToolbox
 from gateway.tools.service import ToolService
 from gateway.typing_indicator import hold_typing
-from session_store.records import MessageRecord, OutgoingReply, TurnClaim
+from session_store.records import DeliveryRecord, MessageRecord, OutgoingReply, TurnClaim
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
@@ -50,6 +51,12 @@ COMMAND_MODEL = "command"
 #: AGENT_BUSY_MODE=interrupt restarts a run at most this often, so a chatty thread still
 #: gets an answer (the last run then sees everything that arrived)
 MAX_INTERRUPTS = 3
+#: unanswered messages read with the claim (and per delta read)
+PENDING_LIMIT = 1000
+#: seconds a turn runs before the typing indicator is shown
+TYPING_DELAY = 0.25
+#: context rows read with the claim (``ContextAssembler.fetch_newest``'s first page)
+CONTEXT_FIRST_PAGE = 64
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,6 +100,9 @@ class TurnScheduler:
         self._settings = settings
         self._platforms = sorted(transports)
         self._knowledge = knowledge
+        #: the delivery worker of this process (set by the runtime), for the handoff
+        self.handoff: Handoff | None = None
+        self._next_poll = 0.0
 
     async def run(self, stopping: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as group:
@@ -105,30 +115,48 @@ class TurnScheduler:
     async def work(self, stopping: asyncio.Event, beat: Beat = no_beat) -> None:
         """One turn worker: claim, run, repeat. A failed claim or a failed turn (any
         exception) is logged with its context and retried after a jittered backoff; the
-        worker itself goes on (a session whose turn crashed is retried once its lease ends)."""
+        worker itself goes on (a session whose turn crashed is retried once its lease ends).
+
+        Wake-ups are precise (issue 17): each message that asks for a turn lets one worker
+        claim (``WorkSignal``), a worker that found work looks again at once, and one that
+        found nothing waits for the next wake-up or ``poll_seconds`` (work left by another
+        replica, a lease that ran out). No claim is made just because a sibling made one."""
         failures = 0
+        look = True  # at start: work may be waiting from before
         while not stopping.is_set():
             beat()
+            woken = False
+            if not look:
+                woken = await self._wake.wait(self._settings.poll_seconds)
+                if stopping.is_set():
+                    return
+                if not woken and not self._poll_due():
+                    continue  # a sibling polled just now: one poll per process
             try:
                 claim = await self._store.claim_turn(
-                    lease_seconds=self._settings.lease_seconds, platforms=self._platforms
+                    lease_seconds=self._settings.lease_seconds,
+                    platforms=self._platforms,
+                    with_pending=PENDING_LIMIT,
+                    context_page=CONTEXT_FIRST_PAGE,
                 )
             except StoreError as exc:
                 failures += 1
                 log.warning("turn_claim_failed", error=str(exc), failures=failures)
                 await pause(item_backoff(failures), stopping)
+                look = True
                 continue
             if claim is None:
                 failures = 0
-                await self._wake.wait(self._settings.poll_seconds)
+                look = False
                 continue
-            # other workers may find more due sessions; don't let them sleep on our wake-up
-            self._wake.set()
             try:
-                await self.run_turn(claim, beat=beat)
+                # look again when messages arrived during the run, or when this claim was
+                # made on the poll or at start (a backlog no wake-up stands for)
+                look = await self.run_turn(claim, beat=beat) or not woken
                 failures = 0
             except Exception:
                 failures += 1
+                look = True
                 log.exception(
                     "turn_crashed",
                     platform=claim.key.platform,
@@ -140,7 +168,17 @@ class TurnScheduler:
                 self._metrics.turns.labels(claim.key.platform, "crashed").inc()
                 await pause(item_backoff(failures), stopping)
 
-    async def run_turn(self, claim: TurnClaim, *, beat: Beat = no_beat) -> None:
+    def _poll_due(self) -> bool:
+        """One idle poll per ``poll_seconds`` per process, not one per worker (issue 17:
+        with 3 replicas of 8 workers the idle polls were a third of all claims)."""
+        now = time.monotonic()
+        if now < self._next_poll:
+            return False
+        self._next_poll = now + self._settings.poll_seconds
+        return True
+
+    async def run_turn(self, claim: TurnClaim, *, beat: Beat = no_beat) -> bool:
+        """Run one claimed turn; True when another turn of this session is already due."""
         structlog.contextvars.bind_contextvars(
             platform=claim.key.platform,
             chat_id=claim.key.chat_id,
@@ -150,8 +188,9 @@ class TurnScheduler:
             seq_no=claim.requested_seq,
         )
         started = time.perf_counter()
+        more = False
         try:
-            outcome = await self._run_turn(claim, beat)
+            outcome, more = await self._run_turn(claim, beat)
             self._metrics.turns.labels(claim.key.platform, outcome).inc()
             self._metrics.turn_seconds.labels(claim.key.platform).observe(
                 time.perf_counter() - started
@@ -186,31 +225,41 @@ class TurnScheduler:
             structlog.contextvars.unbind_contextvars(
                 "platform", "chat_id", "thread_id", "session_id", "seq_no"
             )
+        return more
 
-    async def _run_turn(self, claim: TurnClaim, beat: Beat = no_beat) -> str:
+    async def _run_turn(self, claim: TurnClaim, beat: Beat = no_beat) -> tuple[str, bool]:
+        """The turn's outcome, and whether another turn of the session is due."""
         interrupts = 0
+        # read with the claim (issue 17); read again after an interrupt or when the claim's
+        # snapshot missed the newest message
+        prefetched = list(claim.pending) if claim.pending is not None else None
         while True:
-            pending = await self._store.delta(claim.session_id, claim.done_seq, limit=1000)
+            if prefetched is not None:
+                pending, prefetched = prefetched, None
+            else:
+                pending = await self._store.delta(
+                    claim.session_id, claim.done_seq, limit=PENDING_LIMIT
+                )
             handled_seq = pending[-1].seq_no if pending else claim.requested_seq
             asks = [m for m in pending if m.role == "user" and m.trigger == "answer"]
             if not asks:
-                await self._store.finish_turn(
+                done = await self._store.finish_turn_outbox(
                     claim, handled_seq=handled_seq, replies=[], target=None
                 )
-                return "nothing_to_answer"
+                return "nothing_to_answer", done.more
 
             for ask in asks:
                 if ask.command == "new":
                     # handle up to /new; anything after it in this batch gets its own run
                     target = _target_of(ask)
-                    await self._finish(
+                    more = await self._finish(
                         claim,
                         handled_seq=ask.seq_no,
                         target=target,
                         replies=[Reply(text=NEW_TEXT, model=COMMAND_MODEL)],
                         close=True,
                     )
-                    return "command_new"
+                    return "command_new", more
 
             # commands in seq order, so "/model x" sent before a question applies to it
             replies: list[Reply] = []
@@ -258,14 +307,14 @@ class TurnScheduler:
                     continue
                 agent_replies, outcome = answer
                 replies.extend(agent_replies)
-            await self._finish(
+            more = await self._finish(
                 claim,
                 handled_seq=handled_seq,
                 target=target,
                 replies=replies,
                 previews_after=previews_after,
             )
-            return outcome
+            return outcome, more
 
     async def _model_command(self, claim: TurnClaim, ask: MessageRecord) -> Reply:
         """``/model``: list the allowed models; ``/model NAME``: this session uses NAME, and
@@ -355,6 +404,7 @@ class TurnScheduler:
                 tool_tokens=self._context.counter.calibrated(
                     self._context.policy.default_model, tool_tokens
                 ),
+                prefetched=claim.context,
             )
         except ContextTooSmall as exc:
             log.warning("context_too_small", error=str(exc))
@@ -455,7 +505,9 @@ class TurnScheduler:
         """Log and measure the prompt; ask for a summary when older turns were left out
         (cold path: ``request`` only notes the session)."""
         self._metrics.prompt_tokens.labels(ctx.model).observe(ctx.estimated_tokens)
-        log.info(
+        # debug: one info line per turn (``turn_finished``) is the summary (issue 17: log
+        # volume was a tenth of the gateway's CPU)
+        log.debug(
             "turn_context",
             model=ctx.model,
             model_source=ctx.model_source,
@@ -499,6 +551,9 @@ class TurnScheduler:
                 log.debug("interrupt_watch_failed", error=str(exc))
 
     async def _keep_typing(self, target: ReplyTarget, *, streamed: bool = False) -> None:
+        # only for a turn that takes a while (issue 17): a quick answer would arrive with
+        # its indicator, and the indicator cost a platform call per message
+        await asyncio.sleep(TYPING_DELAY)
         transport = self._transports.get(target.platform)
         if transport is not None:
             # renewed until cancelled, then cleared; a streamed turn's renewals share the
@@ -532,7 +587,8 @@ class TurnScheduler:
         replies: Sequence[Reply],
         close: bool = False,
         previews_after: int | None = None,
-    ) -> None:
+    ) -> bool:
+        """Write the turn's answer; True when another turn of the session is due."""
         transport = self._transports[target.platform]
         if previews_after is not None:
             # streamed: the delivery edits the previews into the answer (gateway.streaming)
@@ -568,22 +624,41 @@ class TurnScheduler:
                 )
             )
         # the answer is decided: write it through a database outage rather than ask the
-        # agent again (fenced: a taken-over claim raises LeaseLost)
-        seqs = await persist(
-            lambda: self._store.finish_turn(
+        # agent again (fenced: a taken-over claim raises LeaseLost). The first part goes to
+        # this process's delivery worker already claimed (issue 17: no claim transaction)
+        handoff = self.handoff
+        done = await persist(
+            lambda: self._store.finish_turn_outbox(
                 claim,
                 handled_seq=handled_seq,
                 replies=outgoing,
                 target=target,
                 close_session=close,
                 previews_after=previews_after,
+                hand_over=handoff is not None and handoff.accepting(),
+                lease_seconds=handoff.lease_seconds if handoff is not None else 60.0,
             ),
             what="finish_turn",
             session_id=claim.session_id,
         )
-        if seqs:
+        if handoff is not None:
+            for delivery in done.handed:
+                handoff.hand_over(delivery)
+        if done.deliveries > len(done.handed):
             self._delivery_wake.set()
-        log.info("turn_replies_recorded", reply_seqs=seqs, handled_seq=handled_seq)
+        log.debug("turn_replies_recorded", reply_seqs=done.seqs, handled_seq=handled_seq)
+        return done.more
+
+
+class Handoff(Protocol):
+    """Where a finished turn's first delivery goes, already claimed (``DeliveryWorker``)."""
+
+    @property
+    def lease_seconds(self) -> float: ...
+
+    def accepting(self) -> bool: ...
+
+    def hand_over(self, delivery: DeliveryRecord) -> None: ...
 
 
 #: marks a reply that is part of the tool exchange (see ``tool_exchange``)

@@ -306,6 +306,10 @@ class KnowledgeStore:
             assert switched is not None
             return KnowledgeBase.from_row(switched)
 
+    async def any_kb(self) -> bool:
+        async with self._db.connection() as conn:
+            return bool(await conn.fetchval(q.ANY_KB))
+
     async def kbs(self, names: Sequence[str] | None = None) -> list[KnowledgeBase]:
         async with self._db.connection() as conn:
             if names is None:

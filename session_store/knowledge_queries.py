@@ -20,6 +20,7 @@ GET_KB = f"SELECT {KB_COLUMNS} FROM kb_bases WHERE name = $1"
 GET_KB_FOR_UPDATE = f"SELECT {KB_COLUMNS} FROM kb_bases WHERE name = $1 FOR UPDATE"
 KBS_BY_NAME = f"SELECT {KB_COLUMNS} FROM kb_bases WHERE name = ANY($1::text[])"
 LIST_KBS = f"SELECT {KB_COLUMNS} FROM kb_bases ORDER BY name"
+ANY_KB = "SELECT EXISTS (SELECT 1 FROM kb_bases)"
 
 # What a turn in one chat searches: the named bases (the thread's, the chat's, and
 # ``default`` when it applies everywhere) and every base assigned to the chat.

@@ -40,6 +40,19 @@ class LiveChannel:
         async with self._db.connection() as conn:
             await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, payload)
 
+    async def notify_many(self, payloads: list[str]) -> None:
+        """``notify`` for several payloads in one statement and one transaction (issue 17:
+        under load the live relay's NOTIFYs were a transaction per message)."""
+        if any(len(p.encode("utf-8")) > MAX_PAYLOAD_BYTES for p in payloads):
+            raise ValueError("live payload over the NOTIFY limit")
+        async with self._db.connection() as conn:
+            await conn.execute(
+                "SELECT pg_notify($1, p) FROM unnest($2::text[]) WITH ORDINALITY AS t(p, n) "
+                "ORDER BY n",
+                CHANNEL,
+                payloads,
+            )
+
     async def listen(
         self,
         on_payload: Callable[[str], None],

@@ -183,6 +183,35 @@ RETURNING s.id, s.platform, s.scope, s.chat_id, s.thread_id, s.turn_done_seq,
           s.turn_requested_seq, s.selected_model, s.status
 """
 
+# The claim and the turn's unanswered messages in one round trip (issue 17). The LATERAL
+# read runs in the statement's snapshot, which may predate an ingest that committed while the
+# claim locked the row (the row lock follows the newest version): the store sees that the
+# newest message is missing (seq below ``turn_requested_seq``) and reads the delta again.
+CLAIM_TURN_PENDING = f"""
+WITH c AS (
+    UPDATE sessions s
+    SET turn_owner = $1, turn_lease_until = now() + make_interval(secs => $2), turn_process = $4
+    WHERE s.id = (
+        SELECT id FROM sessions
+        WHERE turn_requested_seq > turn_done_seq
+          AND (turn_lease_until IS NULL OR turn_lease_until < now()
+               OR (turn_process IS DISTINCT FROM $4 AND {_dead("turn_process")}))
+          AND ($3::text[] IS NULL OR platform = ANY($3))
+        ORDER BY last_message_at NULLS FIRST, id
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING s.id AS claim_session_id, s.platform, s.scope, s.chat_id, s.thread_id,
+              s.turn_done_seq, s.turn_requested_seq, s.selected_model, s.status
+)
+SELECT c.*, m.* FROM c LEFT JOIN LATERAL (
+    SELECT {MESSAGE_COLUMNS} FROM messages
+    WHERE session_id = c.claim_session_id AND seq_no > c.turn_done_seq
+    ORDER BY seq_no LIMIT $5
+) m ON true
+ORDER BY m.seq_no
+"""
+
 RENEW_TURN = """
 UPDATE sessions SET turn_lease_until = now() + make_interval(secs => $3)
 WHERE id = $1 AND turn_owner = $2
@@ -194,50 +223,71 @@ UPDATE sessions SET turn_owner = NULL, turn_lease_until = NULL, turn_process = N
 WHERE id = $1 AND turn_owner = $2
 """
 
-# Finish a turn: allocate seq numbers for the replies and record how far the turn got, only
-# while this worker still owns the lease (the fencing check that makes a taken-over turn's
-# late result harmless).
-FINISH_TURN = """
-UPDATE sessions
-SET last_seq_no = last_seq_no + $3,
-    message_count = message_count + $3,
-    turn_done_seq = greatest(turn_done_seq, $4),
-    turn_owner = NULL,
-    turn_lease_until = NULL,
-    turn_process = NULL,
-    answered = answered OR $5,
-    status = CASE WHEN $6 THEN 'closed' ELSE status END,
-    closed_at = CASE WHEN $6 THEN now() ELSE closed_at END,
-    updated_at = now(),
-    last_message_at = CASE WHEN $3 > 0 THEN now() ELSE last_message_at END
-WHERE id = $1 AND turn_owner = $2
-RETURNING last_seq_no
-"""
-
-# Issue 14 §10: platform users who speak in a session are its participants (role 'user',
-# named platform:user_id, their read cursor at their newest message), next to the assistant
-# (cursor at its newest reply). Written with the turn, from the messages it handled, so the
-# ingest hot path stays one statement.
-UPSERT_TURN_PARTICIPANTS = """
-INSERT INTO session_participants (session_id, participant, role, display_name, last_read_seq)
-SELECT $1, s.platform || ':' || m.sender_id, 'user', max(m.sender_name), max(m.seq_no)
-FROM messages m JOIN sessions s ON s.id = m.session_id
-WHERE m.session_id = $1 AND m.seq_no > $2 AND m.seq_no <= $3
-  AND m.role = 'user' AND m.sender_id IS NOT NULL
-GROUP BY s.platform, m.sender_id
-UNION ALL
-SELECT $1, 'assistant', 'assistant', NULL, $4::bigint WHERE $4::bigint > 0
-ON CONFLICT (session_id, participant) DO UPDATE SET
-    last_read_seq = greatest(session_participants.last_read_seq, excluded.last_read_seq),
-    display_name = coalesce(excluded.display_name, session_participants.display_name)
-"""
-
-INSERT_ASSISTANT_MESSAGES = """
-INSERT INTO messages (session_id, seq_no, role, content, model, tokens_used, metadata)
-SELECT $1, seq, role, content, model, tokens, meta
-FROM unnest($2::bigint[], $3::text[], $4::text[], $5::integer[], $6::jsonb[], $7::text[])
-    AS r(seq, content, model, tokens, meta, role)
-RETURNING id, seq_no
+# The whole end of a turn in ONE statement (issue 17): fenced by the lease (no ``fin`` row,
+# nothing written), seq numbers for the replies under the session's row lock, the
+# participants (issue 14 §10), the assistant messages and their delivery rows. The first part
+# is handed to this process's delivery worker already claimed (status 'sending', its token
+# and lease) when nothing of the session is still pending or sending before it, so the send
+# needs no claim transaction of its own. ``more``: messages arrived during the run.
+FINISH_TURN_OUTBOX = f"""
+WITH fin AS (
+    UPDATE sessions
+    SET last_seq_no = last_seq_no + $3,
+        message_count = message_count + $3,
+        turn_done_seq = greatest(turn_done_seq, $4),
+        turn_owner = NULL,
+        turn_lease_until = NULL,
+        turn_process = NULL,
+        answered = answered OR $5,
+        status = CASE WHEN $6 THEN 'closed' ELSE status END,
+        closed_at = CASE WHEN $6 THEN now() ELSE closed_at END,
+        updated_at = now(),
+        last_message_at = CASE WHEN $3 > 0 THEN now() ELSE last_message_at END
+    WHERE id = $1 AND turn_owner = $2
+    RETURNING last_seq_no, platform, turn_requested_seq > turn_done_seq AS more
+), who AS (
+    INSERT INTO session_participants (session_id, participant, role, display_name,
+                                      last_read_seq)
+    SELECT $1, fin.platform || ':' || m.sender_id, 'user', max(m.sender_name), max(m.seq_no)
+    FROM fin, messages m
+    WHERE m.session_id = $1 AND m.seq_no > $7 AND m.seq_no <= $4
+      AND m.role = 'user' AND m.sender_id IS NOT NULL
+    GROUP BY fin.platform, m.sender_id
+    UNION ALL
+    SELECT $1, 'assistant', 'assistant', NULL, fin.last_seq_no FROM fin WHERE $5
+    ON CONFLICT (session_id, participant) DO UPDATE SET
+        last_read_seq = greatest(session_participants.last_read_seq, excluded.last_read_seq),
+        display_name = coalesce(excluded.display_name, session_participants.display_name)
+), msg AS (
+    INSERT INTO messages (session_id, seq_no, role, content, model, tokens_used, metadata)
+    SELECT $1, fin.last_seq_no - $3 + r.ord, r.role, r.content, r.model, r.tokens, r.meta
+    FROM fin,
+         unnest($8::text[], $9::text[], $10::integer[], $11::jsonb[], $12::text[])
+             WITH ORDINALITY AS r(content, model, tokens, meta, role, ord)
+    RETURNING id, seq_no
+), hand AS (
+    SELECT $15::boolean AND NOT EXISTS (
+        SELECT 1 FROM deliveries e
+        WHERE e.session_id = $1 AND e.status IN ('pending', 'sending')
+    ) AS ok
+), out AS (
+    INSERT INTO deliveries (message_id, session_id, seq_no, part_no, platform, target, content,
+                            status, attempts, lease_until, claim_token, claim_process)
+    SELECT msg.id, $1, msg.seq_no, p.part, $13, $14, p.content,
+           CASE WHEN hand.ok AND p.i = 1 THEN 'sending' ELSE 'pending' END,
+           CASE WHEN hand.ok AND p.i = 1 THEN 1 ELSE 0 END,
+           CASE WHEN hand.ok AND p.i = 1 THEN now() + make_interval(secs => $18) END,
+           CASE WHEN hand.ok AND p.i = 1 THEN gen_random_uuid() END,
+           CASE WHEN hand.ok AND p.i = 1 THEN $19::integer END
+    FROM fin
+    CROSS JOIN hand
+    CROSS JOIN unnest($16::integer[], $17::integer[], $20::text[])
+        WITH ORDINALITY AS p(ord, part, content, i)
+    JOIN msg ON msg.seq_no = fin.last_seq_no - $3 + p.ord
+    RETURNING {DELIVERY_COLUMNS}
+)
+SELECT fin.last_seq_no, fin.more, (SELECT count(*) FROM out) AS written, o.*
+FROM fin LEFT JOIN out o ON o.status = 'sending'
 """
 
 INSERT_DELIVERIES = """
@@ -274,12 +324,16 @@ RETURNING d.id, d.message_id, d.session_id, d.seq_no, d.part_no, d.platform, d.t
 # MARK_SENT / MARK_RETRY / MARK_FAILED / RENEW_DELIVERY are fenced by the claim's token
 # ($2): a worker whose claim was taken over (recovered, requeued, claimed again) writes
 # nothing, and learns it from the empty RETURNING.
+# ``more``: the session has parts waiting behind this one (a worker should claim now).
 MARK_SENT = """
-UPDATE deliveries
+UPDATE deliveries d
 SET status = 'sent', platform_message_id = $3, sent_at = now(), lease_until = NULL,
     claim_process = NULL
-WHERE id = $1 AND status = 'sending' AND claim_token = $2
-RETURNING id
+WHERE d.id = $1 AND d.status = 'sending' AND d.claim_token = $2
+RETURNING d.id, EXISTS (
+    SELECT 1 FROM deliveries e
+    WHERE e.session_id = d.session_id AND e.status = 'pending' AND e.id <> d.id
+) AS more
 """
 
 MARK_RETRY = """
@@ -395,13 +449,21 @@ CASE WHEN m.edited_at IS NULL THEN m.content ELSE coalesce(
 m.metadata->'tool_calls' AS tool_calls,
 m.metadata->>'tool_call_id' AS tool_call_id
 """
-_CONTEXT_FILTER = """
-m.session_id = $1 AND m.seq_no > $2 AND m.seq_no <= $3
+
+
+def _context_filter(session: str, after: str, upto: str) -> str:
+    """The context rows of ``session`` with ``after < seq_no <= upto`` (SQL expressions
+    written in this module, never values)."""
+    return f"""
+m.session_id = {session} AND m.seq_no > {after} AND m.seq_no <= {upto}
 AND ((m.role = 'user' AND m.command IS NULL)
      OR (m.role <> 'user' AND m.model IS DISTINCT FROM 'command'))
 AND NOT EXISTS (SELECT 1 FROM message_annotations d
                 WHERE d.message_id = m.id AND d.kind = 'delete')
 """
+
+
+_CONTEXT_FILTER = _context_filter("$1", "$2", "$3")
 
 CONTEXT_NEWEST_FIRST = f"""
 SELECT {_CONTEXT_COLUMNS} FROM messages m WHERE {_CONTEXT_FILTER}
@@ -411,6 +473,72 @@ ORDER BY m.seq_no DESC LIMIT $4
 CONTEXT_OLDEST_FIRST = f"""
 SELECT {_CONTEXT_COLUMNS} FROM messages m WHERE {_CONTEXT_FILTER}
 ORDER BY m.seq_no LIMIT $4
+"""
+
+# The claim, the turn's unanswered messages, what the turn needs besides the transcript
+# (``TURN_STATE``) and the newest page of its context (``CONTEXT_NEWEST_FIRST``), in ONE
+# round trip (issue 17). All of it reads the statement's snapshot: ``p`` holds exactly the
+# messages the turn will handle (up to ``upto_seq``), the context stops there too. When the
+# snapshot missed the newest message (see ``CLAIM_TURN_PENDING``) the store drops the extras
+# and the turn reads them again. ``$6``: the page size of the context read.
+CLAIM_TURN_CONTEXT = f"""
+WITH c AS (
+    UPDATE sessions s
+    SET turn_owner = $1, turn_lease_until = now() + make_interval(secs => $2), turn_process = $4
+    WHERE s.id = (
+        SELECT id FROM sessions
+        WHERE turn_requested_seq > turn_done_seq
+          AND (turn_lease_until IS NULL OR turn_lease_until < now()
+               OR (turn_process IS DISTINCT FROM $4 AND {_dead("turn_process")}))
+          AND ($3::text[] IS NULL OR platform = ANY($3))
+        ORDER BY last_message_at NULLS FIRST, id
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING s.id AS claim_session_id, s.platform, s.scope, s.chat_id, s.thread_id,
+              s.turn_done_seq, s.turn_requested_seq, s.selected_model, s.status,
+              s.metadata AS session_metadata, s.title AS session_title
+), p AS (
+    SELECT {MESSAGE_COLUMNS} FROM messages
+    WHERE session_id = (SELECT claim_session_id FROM c)
+      AND seq_no > (SELECT turn_done_seq FROM c)
+    ORDER BY seq_no LIMIT $5
+), q AS (
+    SELECT seq_no, sender_id, metadata FROM p
+    WHERE role = 'user' AND trigger = 'answer' AND command IS NULL
+    ORDER BY seq_no DESC LIMIT 1
+), top AS (
+    SELECT max(seq_no) AS upto FROM p
+), sm AS (
+    SELECT id, session_id, from_seq, to_seq, content, model, model_written, created_at
+    FROM session_summaries
+    WHERE session_id = (SELECT claim_session_id FROM c) AND to_seq <= (SELECT upto FROM top)
+    ORDER BY to_seq DESC, id DESC LIMIT 1
+), ctx AS (
+    SELECT {_CONTEXT_COLUMNS} FROM messages m
+    WHERE {
+    _context_filter(
+        "(SELECT claim_session_id FROM c)",
+        "coalesce((SELECT to_seq FROM sm), 0)",
+        "(SELECT upto FROM top)",
+    )
+}
+    ORDER BY m.seq_no DESC LIMIT $6
+)
+SELECT c.*,
+       (SELECT u.model FROM user_model_choices u, q
+        WHERE u.platform = c.platform AND u.user_id = q.sender_id) AS user_model,
+       (SELECT metadata FROM q) AS place,
+       (SELECT seq_no FROM q) AS question_seq,
+       (SELECT upto FROM top) AS upto_seq,
+       sm.id AS summary_id, sm.session_id AS summary_session_id,
+       sm.from_seq AS summary_from_seq, sm.to_seq AS summary_to_seq,
+       sm.content AS summary_content, sm.model AS summary_model,
+       sm.model_written AS summary_model_written, sm.created_at AS summary_created_at,
+       (SELECT jsonb_agg(to_jsonb(ctx) ORDER BY ctx.seq_no DESC) FROM ctx) AS context_page,
+       p.*
+FROM c LEFT JOIN sm ON true LEFT JOIN p ON true
+ORDER BY p.seq_no
 """
 
 LATEST_SUMMARY = f"""

@@ -275,6 +275,37 @@ class TurnClaim:
     requested_seq: int
     selected_model: str | None
     status: SessionStatus
+    #: the unanswered messages read with the claim, in seq order (``Store.claim_turn``);
+    #: None when the claim was made without them or they must be read again
+    pending: tuple[MessageRecord, ...] | None = None
+    #: the turn's state and newest context page, read with the claim (issue 17)
+    context: PrefetchedContext | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrefetchedContext:
+    """What ``ContextAssembler`` reads first, read in the claim's round trip: valid for the
+    question ``question_seq`` answered up to ``upto_seq``; ``page`` is the newest ``limit``
+    context rows after ``after_seq`` (the summary's end), newest first."""
+
+    question_seq: int
+    upto_seq: int
+    state: TurnState
+    after_seq: int
+    limit: int
+    page: tuple[ContextRecord, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FinishedTurn:
+    """What ``Store.finish_turn_outbox`` wrote: the replies' seq numbers, how many delivery
+    rows, the first part already claimed for this process (``handed``: send it, then mark
+    it), and whether messages that arrived during the run want another turn (``more``)."""
+
+    seqs: list[int]
+    deliveries: int
+    handed: tuple[DeliveryRecord, ...]
+    more: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -37,7 +37,7 @@ CREATE UNIQUE INDEX sessions_active_key
     ON sessions (platform, scope, chat_id, (coalesce(thread_id, '')))
     WHERE status = 'active';
 CREATE INDEX sessions_key ON sessions (platform, scope, chat_id, thread_id);
-CREATE INDEX sessions_turn_due ON sessions (id)
+CREATE INDEX sessions_turn_due ON sessions (last_message_at NULLS FIRST, id)
     WHERE turn_requested_seq > turn_done_seq;
 CREATE INDEX sessions_last_message ON sessions (last_message_at DESC NULLS LAST, id DESC);
 

@@ -18,6 +18,7 @@ from session_store.errors import LeaseLost, SessionNotFound
 from session_store.records import (
     ContextRecord,
     DeliveryRecord,
+    FinishedTurn,
     InboundAnnotation,
     InboundItem,
     InboundMessage,
@@ -25,6 +26,7 @@ from session_store.records import (
     IngestResult,
     MessageRecord,
     OutgoingReply,
+    PrefetchedContext,
     SessionRecord,
     SummaryRecord,
     TurnClaim,
@@ -229,27 +231,79 @@ class Store:
     # --- turns ---------------------------------------------------------------------------
 
     async def claim_turn(
-        self, *, lease_seconds: float, platforms: Sequence[str] | None = None
+        self,
+        *,
+        lease_seconds: float,
+        platforms: Sequence[str] | None = None,
+        with_pending: int = 0,
+        context_page: int = 0,
     ) -> TurnClaim | None:
+        """Claim one session whose turn is due. With ``with_pending`` its first unanswered
+        messages (up to that many) come in the same round trip, as ``TurnClaim.pending``
+        (None when the statement's snapshot missed the newest: read ``delta`` then); with
+        ``context_page`` also the turn's state and newest context page
+        (``TurnClaim.context``)."""
         owner = str(uuid.uuid4())
+        plats = None if platforms is None else list(platforms)
         async with self.db.connection() as conn:
-            row = await conn.fetchrow(
-                q.CLAIM_TURN,
-                owner,
-                lease_seconds,
-                None if platforms is None else list(platforms),
-                self.process_id,
-            )
-        if row is None:
+            if with_pending <= 0:
+                row = await conn.fetchrow(
+                    q.CLAIM_TURN, owner, lease_seconds, plats, self.process_id
+                )
+                rows = [] if row is None else [row]
+            elif context_page <= 0:
+                rows = await conn.fetch(
+                    q.CLAIM_TURN_PENDING,
+                    owner,
+                    lease_seconds,
+                    plats,
+                    self.process_id,
+                    with_pending,
+                )
+            else:
+                rows = await conn.fetch(
+                    q.CLAIM_TURN_CONTEXT,
+                    owner,
+                    lease_seconds,
+                    plats,
+                    self.process_id,
+                    with_pending,
+                    context_page,
+                )
+        if not rows:
             return None
+        row = rows[0]
+        pending: tuple[MessageRecord, ...] | None = None
+        context: PrefetchedContext | None = None
+        if with_pending > 0:
+            found = tuple(MessageRecord.from_row(r) for r in rows if r["id"] is not None)
+            complete = bool(found) and found[-1].seq_no >= row["turn_requested_seq"]
+            pending = found if complete else None
+            if complete and context_page > 0 and row["question_seq"] is not None:
+                context = PrefetchedContext(
+                    question_seq=row["question_seq"],
+                    upto_seq=row["upto_seq"],
+                    state=TurnState.from_row(
+                        {
+                            **{k: row[k] for k in _STATE_COLUMNS},
+                            "metadata": row["session_metadata"],
+                            "title": row["session_title"],
+                        }
+                    ),
+                    after_seq=row["summary_to_seq"] or 0,
+                    limit=context_page,
+                    page=tuple(ContextRecord.from_row(r) for r in row["context_page"] or ()),
+                )
         return TurnClaim(
-            session_id=row["id"],
+            session_id=row["claim_session_id"] if with_pending > 0 else row["id"],
             key=SessionKey.from_row(row),
             owner=owner,
             done_seq=row["turn_done_seq"],
             requested_seq=row["turn_requested_seq"],
             selected_model=row["selected_model"],
             status=row["status"],
+            pending=pending,
+            context=context,
         )
 
     async def renew_turn(self, claim: TurnClaim, *, lease_seconds: float) -> None:
@@ -278,63 +332,72 @@ class Store:
         ``previews_after``: the turn streamed previews (stored under that ``after_seq``); they
         are bound to the last delivered reply in the same transaction, so its delivery edits
         them into the final text (``session_store.previews``)."""
+        done = await self.finish_turn_outbox(
+            claim,
+            handled_seq=handled_seq,
+            replies=replies,
+            target=target,
+            close_session=close_session,
+            previews_after=previews_after,
+        )
+        return done.seqs
+
+    async def finish_turn_outbox(
+        self,
+        claim: TurnClaim,
+        *,
+        handled_seq: int,
+        replies: Sequence[OutgoingReply],
+        target: ReplyTarget | None,
+        close_session: bool = False,
+        hand_over: bool = False,
+        lease_seconds: float = 60.0,
+        previews_after: int | None = None,
+    ) -> FinishedTurn:
+        """``finish_turn`` in one statement (``queries.FINISH_TURN_OUTBOX``). With
+        ``hand_over`` the first delivery part comes back claimed for this process when it is
+        next in its session's order; the caller must send it (or hand it back). A streamed
+        turn (``previews_after``) binds its previews in the same transaction."""
         if replies and target is None:
             raise ValueError("replies need a target")
-        async with self.db.transaction() as conn:
-            last = await conn.fetchval(
-                q.FINISH_TURN,
+        ords: list[int] = []
+        parts: list[int] = []
+        texts: list[str] = []
+        for n, out in enumerate(replies, start=1):
+            for part_no, text in enumerate(out.parts, start=1):
+                ords.append(n)
+                parts.append(part_no)
+                texts.append(text)
+        # one statement; a streamed turn also binds its previews, in the same transaction
+        opened = self.db.connection() if previews_after is None else self.db.transaction()
+        async with opened as conn:
+            rows = await conn.fetch(
+                q.FINISH_TURN_OUTBOX,
                 claim.session_id,
                 claim.owner,
                 len(replies),
                 handled_seq,
                 bool(replies),
                 close_session,
-            )
-            if last is None:
-                raise LeaseLost(f"turn lease of session {claim.session_id} was taken over")
-            await conn.execute(
-                q.UPSERT_TURN_PARTICIPANTS,
-                claim.session_id,
                 claim.done_seq,
-                handled_seq,
-                last if replies else 0,
-            )
-            if not replies:
-                return []
-            assert target is not None
-            first = last - len(replies) + 1
-            seqs = list(range(first, last + 1))
-            rows = await conn.fetch(
-                q.INSERT_ASSISTANT_MESSAGES,
-                claim.session_id,
-                seqs,
                 [r.content for r in replies],
                 [r.model for r in replies],
                 [r.tokens_used for r in replies],
                 [dict(r.metadata) for r in replies],
                 [r.role for r in replies],
-            )
-            ids = {row["seq_no"]: row["id"] for row in rows}
-            mids: list[int] = []
-            dseqs: list[int] = []
-            parts: list[int] = []
-            texts: list[str] = []
-            for seq, out in zip(seqs, replies, strict=True):
-                for part_no, text in enumerate(out.parts, start=1):
-                    mids.append(ids[seq])
-                    dseqs.append(seq)
-                    parts.append(part_no)
-                    texts.append(text)
-            await conn.execute(
-                q.INSERT_DELIVERIES,
-                claim.session_id,
-                target.platform,
-                target.to_json(),
-                mids,
-                dseqs,
+                None if target is None else target.platform,
+                None if target is None else target.to_json(),
+                hand_over and bool(texts),
+                ords,
                 parts,
+                lease_seconds,
+                self.process_id,
                 texts,
             )
+            if not rows:
+                raise LeaseLost(f"turn lease of session {claim.session_id} was taken over")
+            last = rows[0]["last_seq_no"]
+            seqs = list(range(last - len(replies) + 1, last + 1))
             if previews_after is not None:
                 shown = [(s, out) for s, out in zip(seqs, replies, strict=True) if out.parts]
                 if shown:
@@ -342,7 +405,10 @@ class Store:
                     await conn.execute(
                         previews_q.BIND, claim.session_id, previews_after, seq, len(out.parts)
                     )
-        return seqs
+        handed = tuple(DeliveryRecord.from_row(r) for r in rows if r["id"] is not None)
+        return FinishedTurn(
+            seqs=seqs, deliveries=rows[0]["written"], handed=handed, more=rows[0]["more"]
+        )
 
     # --- deliveries ----------------------------------------------------------------------
 
@@ -367,8 +433,15 @@ class Store:
     async def renew_delivery(self, delivery: DeliveryRecord, *, lease_seconds: float) -> None:
         await self._fenced(q.RENEW_DELIVERY, delivery, lease_seconds)
 
-    async def mark_sent(self, delivery: DeliveryRecord, platform_message_id: str | None) -> None:
-        await self._fenced(q.MARK_SENT, delivery, platform_message_id)
+    async def mark_sent(self, delivery: DeliveryRecord, platform_message_id: str | None) -> bool:
+        """Fenced like the others; True when parts of the session wait behind this one."""
+        async with self.db.connection() as conn:
+            row = await conn.fetchrow(
+                q.MARK_SENT, delivery.id, _token(delivery), platform_message_id
+            )
+        if row is None:
+            raise LeaseLost(f"delivery {delivery.id} is no longer held by this claim")
+        return bool(row["more"])
 
     async def mark_retry(self, delivery: DeliveryRecord, *, delay: float, error: str) -> None:
         await self._fenced(q.MARK_RETRY, delivery, delay, error)
@@ -553,6 +626,22 @@ class Store:
         async with self.db.connection() as conn:
             rows = await conn.fetch(q.FEEDBACK_BY_SEQ, session_id)
         return {r["seq_no"]: r["feedback"] for r in rows}
+
+
+#: the columns of ``queries.CLAIM_TURN_CONTEXT`` that ``TurnState.from_row`` reads as they are
+_STATE_COLUMNS = (
+    "selected_model",
+    "user_model",
+    "place",
+    "summary_id",
+    "summary_session_id",
+    "summary_from_seq",
+    "summary_to_seq",
+    "summary_content",
+    "summary_model",
+    "summary_model_written",
+    "summary_created_at",
+)
 
 
 def _ingest_args(msg: InboundMessage, raw: Mapping[str, Any] | None) -> tuple[Any, ...]:

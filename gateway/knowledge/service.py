@@ -105,6 +105,10 @@ class KnowledgeSearch(Protocol):
     async def search_in(self, key: SessionKey, query: str, *, limit: int = 5) -> SearchResult: ...
 
 
+#: how long "no knowledge base exists" is believed before it is asked again
+NO_BASES_SECONDS = 2.0
+
+
 def build_embedder(settings: Settings) -> Embedder:
     if settings.embedding_base_url:
         key = settings.embedding_api_key
@@ -287,6 +291,11 @@ class Knowledge:
         self.embedder = embedder
         self.settings = settings or KnowledgeSettings()
         self.wake = wake or Signal()
+        #: while no knowledge base exists anywhere, turns skip the lookup (issue 17: it was a
+        #: database transaction per message); rechecked every NO_BASES_SECONDS, and at once
+        #: after this replica creates one (another replica's shows within that interval,
+        #: sooner than its first document is read)
+        self._no_bases_until = 0.0
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._kbs: dict[str, KnowledgeBase] = {}
         self._doc_access: Counter[int] = Counter()
@@ -308,6 +317,7 @@ class Knowledge:
             name, model=self.embedder.model, dim=await self.embedder.dimension()
         )
         self._kbs[name] = kb
+        self._no_bases_until = 0.0
         return kb
 
     async def adopt_model(self) -> list[str]:
@@ -690,13 +700,27 @@ class Knowledge:
     async def search(self, query: str, *, kbs: Sequence[str], limit: int = 5) -> SearchResult:
         """Search the knowledge bases named ``kbs`` (operators' search)."""
         started = time.perf_counter()
-        return await self._search(query, await self.store.kbs(kbs), limit, started)
+        return await self._search(
+            query, await self._known(lambda: self.store.kbs(kbs)), limit, started
+        )
 
     async def search_in(self, key: SessionKey, query: str, *, limit: int = 5) -> SearchResult:
         """Search what a turn in ``key`` may read (``scope``): the retriever of turns and of
         the ``search_knowledge`` tool."""
         started = time.perf_counter()
-        return await self._search(query, await self.scope(key), limit, started)
+        return await self._search(query, await self._known(lambda: self.scope(key)), limit, started)
+
+    async def _known(
+        self, load: Callable[[], Awaitable[list[KnowledgeBase]]]
+    ) -> list[KnowledgeBase]:
+        """``load()``, skipped while no knowledge base exists at all (issue 17: no lookup per
+        turn on a gateway without documents; believed for ``NO_BASES_SECONDS``)."""
+        if time.monotonic() < self._no_bases_until:
+            return []
+        found = await load()
+        if not found and not await self.store.any_kb():
+            self._no_bases_until = time.monotonic() + NO_BASES_SECONDS
+        return found
 
     async def _search(
         self, query: str, bases: Sequence[KnowledgeBase], limit: int, started: float

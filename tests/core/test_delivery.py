@@ -69,3 +69,38 @@ async def test_a_send_whose_worker_died_is_requeued_only_where_a_resend_is_safe(
     if expected == "failed":
         assert row.last_error is not None and row.last_error.startswith("ambiguous")
     await transport.aclose()
+
+
+async def test_deliveries_handed_over_and_never_started_go_back_to_the_table_at_shutdown(
+    store: Store,
+) -> None:
+    """Issue 17: a finished turn hands its first part to this process already claimed. If
+    the process stops before sending it, it is put back as pending (fenced), not left as a
+    send cut short that recovery would have to call ambiguous."""
+    await store.ingest(
+        to_inbound(sink_envelope({"chat": "c", "thread": "t", "id": "1", "text": "q"})), raw=None
+    )
+    claim = await store.claim_turn(lease_seconds=30, with_pending=10)
+    assert claim is not None
+    done = await store.finish_turn_outbox(
+        claim,
+        handled_seq=1,
+        replies=[OutgoingReply(content="a", parts=["a"])],
+        target=ReplyTarget(platform="sink", scope="test", chat_id="c", thread_id="t"),
+        hand_over=True,
+    )
+    [handed] = done.handed
+    worker = DeliveryWorker(
+        store,
+        {"sink": SinkTransport("http://127.0.0.1:9/never")},
+        metrics=Metrics(),
+        wake=Signal(),
+        settings=DeliverySettings(),
+    )
+    worker.hand_over(handed)
+    await worker.hand_back()
+    assert not worker.accepting()  # stopping: finished turns leave rows in the table
+    [row] = await store.deliveries_for_session(handed.session_id)
+    assert row.status == "pending"
+    [again] = await store.claim_deliveries(platforms=["sink"], lease_seconds=30)
+    assert again.id == handed.id

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.hub import KeyedLock
+from gateway.hub import KeyedLock, WorkSignal
 
 
 async def test_keyed_lock_serializes_one_key_and_forgets_it_afterwards() -> None:
@@ -19,3 +19,29 @@ async def test_keyed_lock_serializes_one_key_and_forgets_it_afterwards() -> None
     assert order.index("1-") < order.index("2+")  # same key: one after the other
     assert order.index("3+") < order.index("1-")  # another key is not blocked
     assert len(locks) == 0  # released keys are dropped: the map stays bounded
+
+
+async def test_a_work_signal_wakes_exactly_one_worker_per_unit_of_work() -> None:
+    """Issue 17: a level-triggered wake-up woke every idle worker, and each made an empty
+    claim. One ``set`` now lets one worker through; sets nobody waited for are kept."""
+    signal = WorkSignal()
+    woken: list[int] = []
+
+    async def worker(n: int) -> None:
+        if await signal.wait(5):
+            woken.append(n)
+
+    tasks = [asyncio.create_task(worker(n)) for n in range(3)]
+    await asyncio.sleep(0.01)  # all three are waiting
+    signal.set()
+    await asyncio.sleep(0.01)
+    assert len(woken) == 1
+    signal.wake_all()  # shutdown: the rest return at once
+    await asyncio.gather(*tasks)
+    assert len(woken) == 3
+    signal.set()
+    signal.set()
+    assert signal.pending == 2
+    assert await signal.wait(0) and await signal.wait(0)
+    assert not await signal.wait(0.01)  # no token left: times out
+    assert signal.pending == 0 and not signal._waiters  # a timed-out waiter is forgotten

@@ -167,3 +167,66 @@ async def test_trigger_rules_decide_whether_a_turn_is_requested(store: Store) ->
         envelope("f2", message_id="5", trigger=Trigger.IF_FOLLOWING), raw=None
     )
     assert follow2.turn_requested and follow2.seq_no == 5
+
+
+async def test_a_finished_turn_hands_its_first_part_over_claimed_only_when_it_is_next(
+    store: Store,
+) -> None:
+    """Issue 17: finish + outbox in one statement; the first part comes back claimed (no
+    claim transaction) unless an earlier delivery of the session is still open, and
+    ``mark_sent`` says whether parts wait behind the one it marks."""
+    target = ReplyTarget(platform="web", scope="local", chat_id="general", thread_id="t1")
+    await store.ingest(envelope("one", message_id="1"), raw=None)
+    claim = await store.claim_turn(lease_seconds=30, with_pending=10, context_page=64)
+    assert claim is not None and claim.pending is not None
+    assert [m.seq_no for m in claim.pending] == [1]
+    assert claim.context is not None and [r.seq_no for r in claim.context.page] == [1]
+    first = await store.finish_turn_outbox(
+        claim,
+        handled_seq=1,
+        replies=[OutgoingReply(content="a b", parts=["a", "b"])],
+        target=target,
+        hand_over=True,
+    )
+    assert first.seqs == [2] and first.deliveries == 2 and not first.more
+    [handed] = first.handed
+    assert (handed.part_no, handed.status, handed.attempts) == (1, "sending", 1)
+    assert handed.claim_token is not None
+    # part 2 waits behind part 1: not claimable yet
+    assert await store.claim_deliveries(platforms=["web"], lease_seconds=30) == []
+
+    await store.ingest(envelope("two", message_id="3"), raw=None)
+    claim = await store.claim_turn(lease_seconds=30, with_pending=10, context_page=64)
+    assert claim is not None and claim.context is not None
+    # the context page holds the answer and both questions, newest first
+    assert [r.seq_no for r in claim.context.page] == [3, 2, 1]
+    second = await store.finish_turn_outbox(
+        claim,
+        handled_seq=3,
+        replies=[OutgoingReply(content="c", parts=["c"])],
+        target=target,
+        hand_over=True,
+    )
+    assert second.handed == ()  # part 2 of the first answer is still pending before it
+    assert await store.mark_sent(handed, "p1") is True  # parts wait behind it
+    [part2] = await store.claim_deliveries(platforms=["web"], lease_seconds=30)
+    assert part2.part_no == 2
+    assert await store.mark_sent(part2, "p2") is True
+    [last] = await store.claim_deliveries(platforms=["web"], lease_seconds=30)
+    assert last.seq_no == 4
+    assert await store.mark_sent(last, "p3") is False
+
+
+async def test_a_finished_turn_says_when_messages_arrived_during_the_run(store: Store) -> None:
+    target = ReplyTarget(platform="web", scope="local", chat_id="general", thread_id="t1")
+    await store.ingest(envelope("one", message_id="1"), raw=None)
+    claim = await store.claim_turn(lease_seconds=30, with_pending=10)
+    assert claim is not None
+    await store.ingest(envelope("meanwhile", message_id="2"), raw=None)
+    done = await store.finish_turn_outbox(
+        claim, handled_seq=1, replies=[OutgoingReply(content="a", parts=["a"])], target=target
+    )
+    assert done.more and done.handed == ()  # not asked to hand over
+    again = await store.claim_turn(lease_seconds=30, with_pending=10)
+    assert again is not None and again.pending is not None
+    assert [m.seq_no for m in again.pending] == [2, 3]  # the question and our answer
