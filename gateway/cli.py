@@ -137,7 +137,7 @@ async def _sessions_show(settings: Settings, ident: str, after: int, limit: int)
         await migrate(dsn)
         store = await Store.connect(dsn, min_size=1, max_size=2)
         try:
-            if ident.isdigit():
+            if ident.isascii() and ident.isdigit():
                 session = await store.get_session(int(ident))
             else:
                 try:

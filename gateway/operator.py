@@ -127,7 +127,7 @@ class OperatorService:
     async def resolve(self, ref: int | str) -> SessionRecord:
         """A session by id (``42`` or ``"42"``) or key (``platform:scope:chat:thread``, the
         active session for that place, else its newest closed one)."""
-        if isinstance(ref, int) or ref.strip().isdigit():
+        if isinstance(ref, int) or (ref.strip().isascii() and ref.strip().isdigit()):
             session_id = int(ref)
             if not 0 < session_id < 2**63:
                 raise SessionNotFound(f"no session {ref}")

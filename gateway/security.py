@@ -300,7 +300,7 @@ class SecurityMiddleware:
             return None
         length = headers.get("content-length")
         if length is not None:
-            if not length.strip().isdigit():
+            if not (length.strip().isascii() and length.strip().isdigit()):
                 return 400, "Bad request", "Content-Length is not a number"
             limit = policy.body_limit(scope["path"])
             if int(length) > limit:

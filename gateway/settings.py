@@ -384,7 +384,12 @@ class Settings(BaseSettings):
         windows: dict[str, int] = {}
         for pair in self.agent_context_windows:
             name, sep, value = pair.rpartition("=")
-            if not sep or not name.strip() or not value.strip().isdigit():
+            if (
+                not sep
+                or not name.strip()
+                or not value.strip().isascii()
+                or not value.strip().isdigit()
+            ):
                 raise ConfigError("AGENT_CONTEXT_WINDOWS", f"{pair!r} is not model=tokens")
             windows[name.strip().lower()] = int(value)
         return windows

@@ -68,7 +68,12 @@ async def download(
                     f"could not download {name or 'the file'}: HTTP {response.status_code}"
                 )
             declared = response.headers.get("content-length")
-            if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+            if (
+                declared is not None
+                and declared.isascii()
+                and declared.isdigit()
+                and int(declared) > max_bytes
+            ):
                 raise too_large(name, int(declared), max_bytes)
             kind = response.headers.get("content-type", "")
             if refuse_html and kind.startswith("text/html"):

@@ -257,6 +257,8 @@ async def test_bad_input_is_a_problem_document_never_a_500(database_url: str) ->
         ("GET", "/api/v1/sessions/0", 404),
         ("GET", "/api/v1/sessions/123456", 404),
         ("GET", "/api/v1/sessions/99999999999999999999999999", 404),
+        # a Unicode digit passes str.isdigit() but not int(): a key, not an id
+        ("GET", "/api/v1/sessions/%C2%B2/messages", 422),
         ("GET", "/api/v1/sessions/not-a-session", 422),
         ("GET", "/api/v1/sessions/web:local:nochat:-", 404),
         ("GET", "/api/v1/sessions/123456/messages", 404),
