@@ -2,7 +2,7 @@
 
 Three ``gateway run`` replicas on one PostgreSQL (an embedded server of the campaign's own, so
 it can be stopped), a sink platform with idempotency keys (``benchmarks.fakes.sink``, served
-here by a recording server that dedupes by key, as Mattermost's pending_post_id does), and a
+by ``benchmarks.fakes.sink_server`` deduping by key, as Mattermost's pending_post_id does), and a
 seeded load across 200 threads. Faults on a seeded schedule:
 
 - SIGKILL of a random replica, restarted at once;
@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,8 +38,8 @@ from typing import Any
 
 import asyncpg
 import httpx
-from aiohttp import web
 
+from benchmarks.fakes.sink_server import SinkServer
 from gateway.agents import Turn
 from gateway.domain import Reply
 
@@ -65,71 +65,40 @@ class CampaignAgent:
         return [Reply(text=f"ans {thread}: {','.join(ids)}" + (" LEAK" if foreign else ""))]
 
 
-# --- the platform: records posts, dedupes by idempotency key, injects send faults -----------
+# --- what the platform received: the sink server (``benchmarks.fakes.sink_server``) -------
 
 
-@dataclass
-class Sink:
-    posts: dict[str, dict[str, Any]] = field(default_factory=dict)  # by idempotency key
-    resends: int = 0
-    script: deque[str] = field(default_factory=deque)  # "429" | "500" | "timeout"
-    url: str = ""
-    _runner: web.AppRunner | None = None
+def last_answered(posts: dict[str, dict[str, Any]], mids: set[str]) -> str:
+    """The message among ``mids`` whose answer was posted last."""
+    latest, which = 0.0, ""
+    for post in posts.values():
+        match = _ANSWER.match(post["text"])
+        if match and post["at"] > latest:
+            hit = mids.intersection(match.group(2).split(","))
+            if hit:
+                latest, which = post["at"], sorted(hit)[0]
+    return which
 
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_post("/send", self._send)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}/send"
 
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+def answered_in(posts: dict[str, dict[str, Any]]) -> dict[str, list[tuple[str, bool]]]:
+    """message id -> [(thread posted in, leak flag)] over every post."""
+    out: dict[str, list[tuple[str, bool]]] = defaultdict(list)
+    for post in posts.values():
+        match = _ANSWER.match(post["text"])
+        if match is None:
+            continue
+        thread = post["target"]["thread_id"]
+        for mid in filter(None, match.group(2).split(",")):
+            out[mid].append((thread, bool(match.group(3)) or match.group(1) != thread))
+    return out
 
-    async def _send(self, request: web.Request) -> web.Response:
-        body = await request.json()
-        action = self.script.popleft() if self.script else "ok"
-        if action == "429":
-            return web.json_response(
-                {"error": "slow down"}, status=429, headers={"Retry-After": "1"}
-            )
-        if action == "500":
-            return web.json_response({"error": "oops"}, status=500)
-        key = body["key"]
-        if key in self.posts:
-            self.resends += 1  # the platform remembers the key: not posted twice
-        else:
-            self.posts[key] = {**body, "at": time.monotonic()}
-        if action == "timeout":
-            await asyncio.sleep(6)  # posted, but the answer never arrives in time
-        return web.json_response({"id": key})
 
-    def last_answered(self, mids: set[str]) -> str:
-        """The message among ``mids`` whose answer was posted last."""
-        latest, which = 0.0, ""
-        for post in self.posts.values():
-            match = _ANSWER.match(post["text"])
-            if match and post["at"] > latest:
-                hit = mids.intersection(match.group(2).split(","))
-                if hit:
-                    latest, which = post["at"], sorted(hit)[0]
-        return which
-
-    def answered(self) -> dict[str, list[tuple[str, bool]]]:
-        """message id -> [(thread posted in, leak flag)] over every post."""
-        out: dict[str, list[tuple[str, bool]]] = defaultdict(list)
-        for post in self.posts.values():
-            match = _ANSWER.match(post["text"])
-            if match is None:
-                continue
-            thread = post["target"]["thread_id"]
-            for mid in filter(None, match.group(2).split(",")):
-                out[mid].append((thread, bool(match.group(3)) or match.group(1) != thread))
-        return out
+#: the sink server's scripted answer for each kind of send fault
+SEND_FAULTS: dict[str, tuple[tuple[Any, ...], int]] = {
+    "429": (("429", 1), 20),
+    "500": (("500",), 10),
+    "timeout": (("timeout", 6), 2),
+}
 
 
 # --- PostgreSQL of our own, stoppable -------------------------------------------------------
@@ -248,8 +217,7 @@ class Campaign:
         rng = random.Random(self.seed)
         pg = await asyncio.to_thread(Postgres)
         await pg.create()
-        sink = Sink()
-        await sink.start()
+        sink = await SinkServer(dedupe=True).start()
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
         env.update(
             {
@@ -278,7 +246,7 @@ class Campaign:
         stop_load = asyncio.Event()
 
         def outstanding() -> set[str]:
-            answered = sink.answered()
+            answered = answered_in(sink.posts)
             return {m for m in self.accepted_at if m not in answered}
 
         def fault_ended(kind: str) -> None:
@@ -290,7 +258,7 @@ class Campaign:
                 await asyncio.sleep(0.05)
                 if not pending_faults:
                     continue
-                answered = sink.answered()
+                answered = answered_in(sink.posts)
                 now = time.monotonic()
                 for item in list(pending_faults):
                     kind, ended, waiting = item
@@ -299,7 +267,7 @@ class Campaign:
                         pending_faults.remove(item)
                         if waiting:
                             self.slowest.setdefault(kind, []).append(
-                                (round(now - ended, 2), sink.last_answered(waiting))
+                                (round(now - ended, 2), last_answered(sink.posts, waiting))
                             )
 
         async def offer(thread: str, mid: str, text: str, *, duplicate: bool = False) -> None:
@@ -360,8 +328,9 @@ class Campaign:
             await pg.start()
             fault_ended("db_restart")
 
-        async def send_faults(kind: str, count: int) -> None:
-            sink.script.extend([kind] * count)
+        async def send_faults(kind: str) -> None:
+            action, count = SEND_FAULTS[kind]
+            sink.script.extend([action] * count)
             fault_ended(f"send_{kind}")
 
         async def schedule() -> None:
@@ -379,7 +348,7 @@ class Campaign:
                 elif elapsed >= next_send:
                     next_send += rng.uniform(4, 8)
                     kind = rng.choice(["429", "500", "timeout"])
-                    await send_faults(kind, {"429": 20, "500": 10, "timeout": 2}[kind])
+                    await send_faults(kind)
                 else:
                     await asyncio.sleep(0.1)
                     continue
@@ -420,8 +389,8 @@ class Campaign:
             await asyncio.to_thread(pg.cleanup)
         return self.report(sink)
 
-    def report(self, sink: Sink) -> dict[str, Any]:
-        answered = sink.answered()
+    def report(self, sink: SinkServer) -> dict[str, Any]:
+        answered = answered_in(sink.posts)
         accepted = set(self.accepted_at)
         lost = sorted(m for m in accepted if m not in answered)
         duplicated = sorted(m for m, where in answered.items() if len(where) > 1)
