@@ -202,6 +202,9 @@ class Campaign:
     kill_every: float = 15.0
     db_restarts: int = 1
     db_down_seconds: float = 10.0
+    #: share of database restarts followed, 0 to 1.5 s after the server's return, by a
+    #: SIGKILL (recovery measured from the kill)
+    kill_after_db_restart: float = 0.5
     replicas: int = 3
     logdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gw-campaign-")))
     #: results
@@ -315,11 +318,11 @@ class Campaign:
             if tasks:
                 await asyncio.gather(*tasks)
 
-        async def kill_and_restart() -> None:
+        async def kill_and_restart(kind: str = "sigkill") -> None:
             victim = rng.choice([r for r in replicas if r.alive])
             victim.proc.send_signal(signal.SIGKILL)
             await victim.proc.wait()
-            fault_ended("sigkill")
+            fault_ended(kind)
             replicas[victim.index] = await start_replica(victim.index, env, self.logdir)
 
         async def database_restart() -> None:
@@ -327,6 +330,11 @@ class Campaign:
             await asyncio.sleep(self.db_down_seconds)
             await pg.start()
             fault_ended("db_restart")
+            if rng.random() < self.kill_after_db_restart:
+                # the hardest takeover: every liveness lock went with the server, and the
+                # victim may die before or just after it re-locked
+                await asyncio.sleep(rng.uniform(0.0, 1.5))
+                await kill_and_restart("sigkill_after_db_restart")
 
         async def send_faults(kind: str) -> None:
             action, count = SEND_FAULTS[kind]
