@@ -313,7 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         help=f"comma-separated sections to run (default all: {','.join(SECTIONS)}); "
-        "or 'faults' alone: the fault campaign (--minutes, --seed)",
+        "or 'faults' alone: the fault campaign (--minutes, --seed, --platforms); "
+        "or 'fuzz' alone: ingress fuzzing (--count, --seed)",
     )
     parser.add_argument(
         "--profile",
@@ -323,8 +324,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     # issue 12: the fault campaign runs on its own (three replicas on a PostgreSQL of its own)
     parser.add_argument("--minutes", type=float, default=1.0, help="faults: campaign length")
-    parser.add_argument("--seed", type=int, default=1, help="faults: the schedule's seed")
+    parser.add_argument("--seed", type=int, default=1, help="faults, fuzz: the seed")
+    parser.add_argument(
+        "--count", type=int, default=10_000, help="fuzz: generated events per platform"
+    )
     args = parser.parse_args(argv)
+    if args.only == "fuzz":
+        from benchmarks import fuzz
+
+        configure_logging("console", "warning")
+        return fuzz.main(args.count, args.seed)
     if args.only == "faults":
         from benchmarks import faults
 

@@ -206,6 +206,7 @@ class Campaign:
     #: SIGKILL (recovery measured from the kill)
     kill_after_db_restart: float = 0.5
     replicas: int = 3
+    log_level: str = "warning"
     logdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gw-campaign-")))
     #: results
     offered: dict[str, str] = field(default_factory=dict)  # message id -> thread
@@ -215,6 +216,8 @@ class Campaign:
     recoveries: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     faults: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     slowest: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
+    #: (UTC wall clock, fault kind) as each fault ended, to read beside the replicas' logs
+    timeline: list[tuple[str, str]] = field(default_factory=list)
 
     async def run(self) -> dict[str, Any]:
         rng = random.Random(self.seed)
@@ -235,7 +238,7 @@ class Campaign:
                 "GATEWAY_POLL_SECONDS": "0.3",
                 "GATEWAY_TURN_WORKERS": "4",
                 "GATEWAY_DELIVERY_WORKERS": "4",
-                "GATEWAY_LOG_LEVEL": "warning",
+                "GATEWAY_LOG_LEVEL": self.log_level,
             }
         )
         replicas = list(
@@ -253,6 +256,7 @@ class Campaign:
             return {m for m in self.accepted_at if m not in answered}
 
         def fault_ended(kind: str) -> None:
+            self.timeline.append((time.strftime("%H:%M:%S") + f"{time.time() % 1:.3f}"[1:], kind))
             self.faults[kind] += 1
             pending_faults.append((kind, time.monotonic(), outstanding()))
 
@@ -431,6 +435,7 @@ class Campaign:
                 k: n - len(self.recoveries.get(k, [])) for k, n in self.faults.items()
             },
             "slowest": self.slowest,
+            "timeline": self.timeline,
             "examples": {
                 "lost": lost[:5],
                 "duplicated": duplicated[:5],

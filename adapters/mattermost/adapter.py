@@ -261,6 +261,13 @@ class MattermostAdapter:
             )
             return
         name = frame.get("event")
+        if not isinstance(name, str):  # issue 12 fuzzing: a list name was unhashable
+            intake, _ = self._require()
+            await intake.submit(
+                Rejected(platform=PLATFORM, reason="websocket event name is not a string"),
+                raw=frame,
+            )
+            return
         if name in REACTION_EVENTS:
             await self._on_reaction(frame)
             return

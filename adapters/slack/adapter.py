@@ -273,7 +273,7 @@ class SlackAdapter:
         try:
             form = urllib.parse.parse_qs(body.decode("utf-8"), strict_parsing=True)
             payload = json.loads(form["payload"][0])
-        except (ValueError, KeyError, IndexError, UnicodeDecodeError):
+        except (ValueError, KeyError, IndexError, UnicodeDecodeError, RecursionError):
             return JSONResponse({"error": "malformed interaction"}, status_code=400)
         if not isinstance(payload, Mapping):
             return JSONResponse({"error": "malformed interaction"}, status_code=400)

@@ -260,7 +260,7 @@ class WebAdapter:
         raw = await request.body()
         try:
             body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # deep nesting: issue 12
             body = None
         if not isinstance(body, dict):
             rejected = Rejected(platform=PLATFORM, reason="body is not a JSON object")
@@ -347,7 +347,7 @@ class WebAdapter:
             return JSONResponse({"error": "no such message"}, status_code=404)
         try:
             body = json.loads(await request.body())
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             body = None
         value = body.get("value") if isinstance(body, dict) else None
         if (
@@ -378,7 +378,7 @@ class WebAdapter:
             return refused.response
         try:
             body = json.loads(await request.body())
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             body = None
         decision = body.get("decision") if isinstance(body, dict) else None
         if not isinstance(body, dict) or set(body) - {"decision"} or decision not in _DECISIONS:
