@@ -326,6 +326,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=1.0, help="faults: campaign length")
     parser.add_argument("--seed", type=int, default=1, help="faults, fuzz: the seed")
     parser.add_argument(
+        "--platforms",
+        action="store_true",
+        help="faults: drive the Telegram, Slack and Mattermost fakes and the web chat "
+        "instead of the sink platform",
+    )
+    parser.add_argument(
         "--count", type=int, default=10_000, help="fuzz: generated events per platform"
     )
     args = parser.parse_args(argv)
@@ -338,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks import faults
 
         configure_logging("console", "warning")
-        return faults.main(args.minutes, args.seed)
+        return faults.main(args.minutes, args.seed, platforms=args.platforms)
     # the report owns stdout; the store's own logs (migrations applied...) are noise here
     configure_logging("console", "warning")
     try:

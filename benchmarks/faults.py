@@ -31,7 +31,7 @@ import tempfile
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,20 +49,27 @@ _ANSWER = re.compile(r"^ans (\S+): (\S*)( LEAK)?$")
 REPO = Path(__file__).resolve().parents[1]
 
 
+#: a campaign message id, ``LABEL-mN``; its label names its thread (``t5``, ``tg3``, ``wb7``)
+_MID = re.compile(r"\b([a-z]+\d+)-m\d+\b")
+
+
 class CampaignAgent:
-    """Answers ``ans THREAD: id,id`` for the messages its turn handled; ``LEAK`` if its
+    """Answers ``ans LABEL: id,id`` for the messages its turn handled; ``LEAK`` if its
     context held a message of another thread."""
 
     name = "campaign"
 
     async def respond(self, turn: Turn) -> Sequence[Reply]:
         await asyncio.sleep(0.2)  # a turn is in flight long enough to be killed in
-        thread = turn.key.thread_id or ""
-        ids = [m.content.split()[1] for m in turn.new_messages if len(m.content.split()) > 1]
-        foreign = [
-            m for m in turn.context if m.role == "user" and not m.content.startswith(f"{thread} ")
-        ]
-        return [Reply(text=f"ans {thread}: {','.join(ids)}" + (" LEAK" if foreign else ""))]
+        found = [m for m in (_MID.search(n.content) for n in turn.new_messages) if m]
+        ids = [m.group(0) for m in found]
+        labels = sorted({m.group(1) for m in found})
+        label = labels[0] if labels else (turn.key.thread_id or "")
+        foreign = len(labels) > 1 or any(
+            m.role == "user" and (x := _MID.search(m.content)) is not None and x.group(1) != label
+            for m in turn.context
+        )
+        return [Reply(text=f"ans {label}: {','.join(ids)}" + (" LEAK" if foreign else ""))]
 
 
 # --- what the platform received: the sink server (``benchmarks.fakes.sink_server``) -------
@@ -99,6 +106,78 @@ SEND_FAULTS: dict[str, tuple[tuple[Any, ...], int]] = {
     "500": (("500",), 10),
     "timeout": (("timeout", 6), 2),
 }
+
+
+class SinkSurface:
+    """The sink platform (``benchmarks.fakes.sink``) behind the campaign: inbound over HTTP
+    to any live replica, answers recorded by the sink server, deduped by idempotency key."""
+
+    def __init__(self, rng: random.Random, threads: int) -> None:
+        self.rng = rng
+        self.threads = threads
+        self.sink = SinkServer(dedupe=True)
+        self.env: dict[str, str] = {}
+        self._live: Callable[[], Sequence[str]] = lambda: []
+        self._client = httpx.AsyncClient(timeout=10)
+
+    async def start(self) -> None:
+        await self.sink.start()
+        self.env = {
+            "GATEWAY_WEB_CHAT": "false",
+            "GATEWAY_ADAPTERS": "benchmarks.fakes.sink:create",
+            "SINK_URL": self.sink.url,
+            "SINK_IDEMPOTENT": "1",
+        }
+
+    def attach(self, live_urls: Callable[[], Sequence[str]]) -> None:
+        self._live = live_urls
+
+    def labels(self) -> list[str]:
+        return [f"t{n}" for n in range(self.threads)]
+
+    async def offer(self, label: str, mid: str, text: str, *, duplicate: bool) -> bool:
+        body = json.dumps({"chat": CHAT, "thread": label, "id": mid, "text": text})
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            live = list(self._live())
+            if live:
+                try:
+                    response = await self._client.post(
+                        f"{self.rng.choice(live)}/sink/inbound",
+                        content=body.encode(),
+                        headers={"Content-Type": "application/json"},
+                    )
+                    if response.status_code == 200:
+                        return True
+                except httpx.HTTPError:
+                    pass
+            await asyncio.sleep(0.3)  # the platform retries
+        return False
+
+    def send_fault(self, kind: str) -> None:
+        action, count = SEND_FAULTS[kind]
+        self.sink.script.extend([action] * count)
+
+    def answered(self) -> dict[str, list[tuple[bool, bool]]]:
+        """message id -> [(posted in another thread, leak flag)] per answer."""
+        return {
+            mid: [(thread != mid.split("-m")[0], leak) for thread, leak in where]
+            for mid, where in answered_in(self.sink.posts).items()
+        }
+
+    def last_answered(self, mids: set[str]) -> str:
+        return last_answered(self.sink.posts, mids)
+
+    def leaked(self) -> int:
+        return sum(1 for p in self.sink.posts.values() if p["text"].endswith(" LEAK"))
+
+    @property
+    def resends(self) -> int:
+        return self.sink.resends
+
+    async def stop(self) -> None:
+        await self._client.aclose()
+        await self.sink.stop()
 
 
 # --- PostgreSQL of our own, stoppable -------------------------------------------------------
@@ -207,12 +286,18 @@ class Campaign:
     kill_after_db_restart: float = 0.5
     replicas: int = 3
     log_level: str = "warning"
+    #: drive the real platform fakes and the web chat (``benchmarks.campaign_platforms``)
+    #: instead of the sink platform
+    platforms: bool = False
     logdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gw-campaign-")))
     #: results
     offered: dict[str, str] = field(default_factory=dict)  # message id -> thread
     accepted_at: dict[str, float] = field(default_factory=dict)
     poison: set[str] = field(default_factory=set)
     duplicates_offered: int = 0
+    #: refused for good by the surface (a 4xx: the web chat refuses NUL), never accepted
+    refused: set[str] = field(default_factory=set)
+    offer_errors: list[str] = field(default_factory=list)
     recoveries: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     faults: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     slowest: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
@@ -223,22 +308,26 @@ class Campaign:
         rng = random.Random(self.seed)
         pg = await asyncio.to_thread(Postgres)
         await pg.create()
-        sink = await SinkServer(dedupe=True).start()
+        surface: Any
+        if self.platforms:
+            from benchmarks.campaign_platforms import PlatformSurfaces
+
+            surface = PlatformSurfaces(
+                rng=random.Random(self.seed + 1), threads_per_platform=max(self.threads // 4, 1)
+            )
+        else:
+            surface = SinkSurface(random.Random(self.seed + 1), self.threads)
+        await surface.start()
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
         env.update(
             {
                 "PYTHONPATH": str(REPO),
                 "DATABASE_URL": pg.dsn,
                 "GATEWAY_HTTP_PORT": "0",
-                "GATEWAY_WEB_CHAT": "false",
-                "GATEWAY_ADAPTERS": "benchmarks.fakes.sink:create",
-                "SINK_URL": sink.url,
-                "SINK_IDEMPOTENT": "1",
                 "AGENT": "benchmarks.faults:CampaignAgent",
                 "GATEWAY_POLL_SECONDS": "0.3",
-                "GATEWAY_TURN_WORKERS": "4",
-                "GATEWAY_DELIVERY_WORKERS": "4",
                 "GATEWAY_LOG_LEVEL": self.log_level,
+                **surface.env,
             }
         )
         replicas = list(
@@ -246,13 +335,14 @@ class Campaign:
                 *(start_replica(i, env, self.logdir) for i in range(self.replicas))
             )
         )
+        surface.attach(lambda: [r.url for r in replicas if r.alive])
+        labels = surface.labels()
         pending_faults: list[tuple[str, float, set[str]]] = []
-        client = httpx.AsyncClient(timeout=10)
         started = time.monotonic()
         stop_load = asyncio.Event()
 
         def outstanding() -> set[str]:
-            answered = answered_in(sink.posts)
+            answered = surface.answered()
             return {m for m in self.accepted_at if m not in answered}
 
         def fault_ended(kind: str) -> None:
@@ -265,7 +355,7 @@ class Campaign:
                 await asyncio.sleep(0.05)
                 if not pending_faults:
                     continue
-                answered = answered_in(sink.posts)
+                answered = surface.answered()
                 now = time.monotonic()
                 for item in list(pending_faults):
                     kind, ended, waiting = item
@@ -274,50 +364,44 @@ class Campaign:
                         pending_faults.remove(item)
                         if waiting:
                             self.slowest.setdefault(kind, []).append(
-                                (round(now - ended, 2), last_answered(sink.posts, waiting))
+                                (round(now - ended, 2), surface.last_answered(waiting))
                             )
 
-        async def offer(thread: str, mid: str, text: str, *, duplicate: bool = False) -> None:
-            body = json.dumps({"chat": CHAT, "thread": thread, "id": mid, "text": text})
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                live = [r for r in replicas if r.alive]
-                if live:
-                    replica = rng.choice(live)
-                    try:
-                        response = await client.post(
-                            f"{replica.url}/sink/inbound",
-                            content=body.encode(),
-                            headers={"Content-Type": "application/json"},
-                        )
-                        if response.status_code == 200:
-                            if not duplicate:
-                                self.accepted_at.setdefault(mid, time.monotonic())
-                            return
-                    except httpx.HTTPError:
-                        pass
-                await asyncio.sleep(0.3)  # the platform retries
+        async def offer(label: str, mid: str, text: str, *, duplicate: bool = False) -> None:
+            try:
+                accepted = await surface.offer(label, mid, text, duplicate=duplicate)
+            except Exception as exc:  # noqa: BLE001 - a fake's failure is reported, not fatal
+                self.offer_errors.append(f"{mid}: {type(exc).__name__}: {exc}"[:200])
+                return
+            if accepted and not duplicate:
+                self.accepted_at.setdefault(mid, time.monotonic())
+            elif not accepted and not duplicate:
+                self.refused.add(mid)
+
+        counters: dict[str, int] = defaultdict(int)
+        tasks: set[asyncio.Task[None]] = set()
+
+        def offer_new(label: str, *, poison_rate: float = 0.03) -> asyncio.Task[None]:
+            counters[label] += 1
+            mid = f"{label}-m{counters[label]}"
+            text = f"{label} {mid} hello"
+            if rng.random() < poison_rate:
+                text = f"{label} {mid} poison\u0000 \ud800 end"
+                self.poison.add(mid)
+            self.offered[mid] = label
+            task = asyncio.create_task(offer(label, mid, text))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            if rng.random() < 0.05:  # the platform delivers it twice
+                self.duplicates_offered += 1
+                dup = asyncio.create_task(offer(label, mid, text, duplicate=True))
+                tasks.add(dup)
+                dup.add_done_callback(tasks.discard)
+            return task
 
         async def load() -> None:
-            counters = [0] * self.threads
-            tasks: set[asyncio.Task[None]] = set()
             while not stop_load.is_set():
-                n = rng.randrange(self.threads)
-                counters[n] += 1
-                thread, mid = f"t{n}", f"t{n}-m{counters[n]}"
-                text = f"{thread} {mid} hello"
-                if rng.random() < 0.03:
-                    text = f"{thread} {mid} poison\u0000 \ud800 end"
-                    self.poison.add(mid)
-                self.offered[mid] = thread
-                task = asyncio.create_task(offer(thread, mid, text))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-                if rng.random() < 0.05:  # the platform delivers it twice
-                    self.duplicates_offered += 1
-                    dup = asyncio.create_task(offer(thread, mid, text, duplicate=True))
-                    tasks.add(dup)
-                    dup.add_done_callback(tasks.discard)
+                offer_new(rng.choice(labels))
                 await asyncio.sleep(rng.expovariate(self.rate))
             if tasks:
                 await asyncio.gather(*tasks)
@@ -341,14 +425,19 @@ class Campaign:
                 await kill_and_restart("sigkill_after_db_restart")
 
         async def send_faults(kind: str) -> None:
-            action, count = SEND_FAULTS[kind]
-            sink.script.extend([action] * count)
+            surface.send_fault(kind)
             fault_ended(f"send_{kind}")
+
+        async def mattermost_drop() -> None:
+            # posts made while the socket is down: only reconciliation finds them
+            await surface.drop_mattermost_socket(lambda label: offer_new(label, poison_rate=0))
+            fault_ended("mattermost_socket_drop")
 
         async def schedule() -> None:
             db_at = sorted(rng.uniform(0.2, 0.7) * self.seconds for _ in range(self.db_restarts))
             next_kill = self.kill_every
-            next_send = 5.0
+            next_other = 5.0
+            last_drop = -30.0
             while not stop_load.is_set():
                 elapsed = time.monotonic() - started
                 if db_at and elapsed >= db_at[0]:
@@ -357,10 +446,20 @@ class Campaign:
                 elif elapsed >= next_kill:
                     next_kill += self.kill_every * rng.uniform(0.7, 1.3)
                     await kill_and_restart()
-                elif elapsed >= next_send:
-                    next_send += rng.uniform(4, 8)
-                    kind = rng.choice(["429", "500", "timeout"])
-                    await send_faults(kind)
+                elif elapsed >= next_other:
+                    next_other += rng.uniform(4, 8)
+                    if self.platforms:
+                        # the websocket client resets its reconnect backoff only after 30 s
+                        # up: drops closer than that would measure the backoff, not us
+                        if time.monotonic() - last_drop >= 30:
+                            last_drop = time.monotonic()
+                            await mattermost_drop()
+                        else:
+                            kind = rng.choice(["telegram_429", "slack_429"])
+                            surface.send_fault(kind)
+                            fault_ended(kind)
+                    else:
+                        await send_faults(rng.choice(["429", "500", "timeout"]))
                 else:
                     await asyncio.sleep(0.1)
                     continue
@@ -386,6 +485,7 @@ class Campaign:
                     break
                 await asyncio.sleep(0.2)
             await asyncio.sleep(3)  # a late duplicate post would show up by now
+            result = self.report(surface)
         finally:
             watcher.cancel()
             for r in replicas:
@@ -396,21 +496,31 @@ class Campaign:
                     await asyncio.wait_for(r.proc.wait(), 30)
                 except TimeoutError:
                     r.proc.kill()
-            await client.aclose()
-            await sink.stop()
+            await surface.stop()
             await asyncio.to_thread(pg.cleanup)
-        return self.report(sink)
+        return result
 
-    def report(self, sink: SinkServer) -> dict[str, Any]:
-        answered = answered_in(sink.posts)
+    def report(self, surface: Any) -> dict[str, Any]:
+        answered = surface.answered()
         accepted = set(self.accepted_at)
         lost = sorted(m for m in accepted if m not in answered)
         duplicated = sorted(m for m, where in answered.items() if len(where) > 1)
-        misrouted = sorted(
-            m for m, where in answered.items() if any(t != self.offered.get(m) for t, _ in where)
-        )
-        leaked = sum(1 for p in sink.posts.values() if p["text"].endswith(" LEAK"))
+        misrouted = sorted(m for m, where in answered.items() if any(w for w, _ in where))
+        by_platform: dict[str, dict[str, int]] = {}
+        if self.platforms:
+            for mid in self.offered:
+                row = by_platform.setdefault(
+                    surface.platform_of(mid),
+                    {"offered": 0, "accepted": 0, "answered": 0, "lost": 0, "duplicated": 0},
+                )
+                row["offered"] += 1
+                if mid in accepted:
+                    row["accepted"] += 1
+                    row["answered"] += mid in answered
+                    row["lost"] += mid not in answered
+                row["duplicated"] += len(answered.get(mid, ())) > 1
         return {
+            "surfaces": "platforms" if self.platforms else "sink",
             "seconds": self.seconds,
             "seed": self.seed,
             "threads": self.threads,
@@ -421,11 +531,15 @@ class Campaign:
             "lost": len(lost),
             "duplicated": len(duplicated),
             "misrouted": len(misrouted),
-            "leaked": leaked,
+            "leaked": surface.leaked(),
+            "refused": len(self.refused),
+            "by_platform": by_platform,
             "poison_offered": len(self.poison),
             "poison_answered": sum(1 for m in self.poison if m in answered),
+            "poison_refused": len(self.poison & self.refused),
             "duplicates_offered": self.duplicates_offered,
-            "platform_deduped_resends": sink.resends,
+            "platform_deduped_resends": surface.resends,
+            "offer_errors": self.offer_errors[:10],
             "faults": dict(self.faults),
             "worst_recovery_seconds": {k: max(v) for k, v in self.recoveries.items()},
             "median_recovery_seconds": {
@@ -447,8 +561,8 @@ class Campaign:
 
 def markdown(result: dict[str, Any]) -> str:
     lines = [
-        f"## Fault campaign ({result['seconds']:.0f} s, seed {result['seed']}, "
-        f"{result['replicas']} replicas, {result['threads']} threads)",
+        f"## Fault campaign on the {result['surfaces']} ({result['seconds']:.0f} s, seed "
+        f"{result['seed']}, {result['replicas']} replicas, {result['threads']} threads)",
         "",
         "| offered | answered | lost | duplicated | misrouted | leaked | poison handled |",
         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -464,7 +578,23 @@ def markdown(result: dict[str, Any]) -> str:
         worst = result["worst_recovery_seconds"].get(kind)
         shown = ["-" if x is None else f"{x:.2f}" for x in (median, worst)]
         lines.append(f"| {kind} | {n} | {shown[0]} | {shown[1]} |")
+    if result.get("by_platform"):
+        lines += [
+            "",
+            "| surface | offered | accepted | answered | lost | duplicated |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for name, row in sorted(result["by_platform"].items()):
+            lines.append(
+                f"| {name} | {row['offered']} | {row['accepted']} | {row['answered']} | "
+                f"{row['lost']} | {row['duplicated']} |"
+            )
     lines.append("")
+    if result.get("refused"):
+        lines.append(
+            f"Refused for good at ingress (never accepted, so not answered): {result['refused']}, "
+            f"of which poison: {result['poison_refused']}."
+        )
     lines.append(
         f"Inbound duplicates offered: {result['duplicates_offered']}; sends repeated under the "
         f"same idempotency key (deduped by the platform): {result['platform_deduped_resends']}."
@@ -480,8 +610,8 @@ async def run_campaign(minutes: float, seed: int, **overrides: Any) -> dict[str,
     return await Campaign(seconds=seconds, seed=seed, **{**defaults, **overrides}).run()
 
 
-def main(minutes: float, seed: int) -> int:
-    result = asyncio.run(run_campaign(minutes, seed))
+def main(minutes: float, seed: int, *, platforms: bool = False) -> int:
+    result = asyncio.run(run_campaign(minutes, seed, platforms=platforms))
     print(markdown(result))
     print(json.dumps(result, indent=2, default=str), file=sys.stderr)
     bad = result["lost"] + result["duplicated"] + result["misrouted"] + result["leaked"]
