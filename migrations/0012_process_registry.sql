@@ -10,3 +10,9 @@ CREATE TABLE gateway_processes (
     server_started_at timestamptz NOT NULL,
     locked_at         timestamptz NOT NULL DEFAULT now()
 );
+
+-- When a delivery was claimed: a send found in flight from a dead process began after this, so
+-- recovery can tell that it is still within the platform's idempotency window (Mattermost
+-- keeps a pending_post_id for 30 s) and resend under the same key instead of failing it as
+-- ambiguous.
+ALTER TABLE deliveries ADD COLUMN claimed_at timestamptz;

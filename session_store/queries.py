@@ -272,7 +272,7 @@ CLAIM_DELIVERIES = """
 UPDATE deliveries d
 SET status = 'sending', attempts = d.attempts + 1,
     lease_until = now() + make_interval(secs => $1),
-    claim_token = gen_random_uuid(), claim_process = $4
+    claim_token = gen_random_uuid(), claim_process = $4, claimed_at = now()
 WHERE d.id IN (
     SELECT c.id FROM deliveries c
     WHERE c.status = 'pending' AND c.next_attempt_at <= now()
@@ -333,7 +333,8 @@ WHERE id = $1
 # Sends whose worker died mid-flight (lease expired, or its process is dead): the platform
 # may or may not have the message.
 EXPIRED_SENDING = f"""
-SELECT id, platform FROM deliveries
+SELECT id, platform, extract(epoch FROM now() - claimed_at)::float8 AS claim_age
+FROM deliveries
 WHERE status = 'sending' AND platform = ANY($1)
   AND (lease_until < now()
        OR {_dead("claim_process")})

@@ -129,6 +129,8 @@ CREATE TABLE deliveries (
     claim_token         uuid,
     claim_process       integer,
     ambiguous           boolean     NOT NULL DEFAULT false,
+    -- 0012: when the current claim was taken (a send in flight began after it)
+    claimed_at          timestamptz,
     CONSTRAINT deliveries_part UNIQUE (message_id, part_no)
 );
 CREATE INDEX deliveries_due ON deliveries (next_attempt_at, id) WHERE status = 'pending';
