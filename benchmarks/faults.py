@@ -42,6 +42,7 @@ import httpx
 from benchmarks.fakes.sink_server import SinkServer
 from gateway.agents import Turn
 from gateway.domain import Reply
+from session_store.queries import LIVE_PROCESSES
 
 CHAT = "camp"
 _READY = re.compile(r"gateway ready: web chat at (http://\S+)")
@@ -50,6 +51,15 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 #: a campaign message id, ``LABEL-mN``; its label names its thread (``t5``, ``tg3``, ``wb7``)
+#: turns and sends held by a process that holds no liveness lock (``session_store.liveness``)
+DEAD_HELD = f"""
+SELECT (SELECT count(*) FROM sessions
+        WHERE turn_process IS NOT NULL AND turn_lease_until > now()
+          AND turn_process NOT IN ({LIVE_PROCESSES}))
+     + (SELECT count(*) FROM deliveries
+        WHERE status = 'sending' AND claim_process IS NOT NULL
+          AND claim_process NOT IN ({LIVE_PROCESSES}))
+"""
 _MID = re.compile(r"\b([a-z]+\d+)-m\d+\b")
 
 
@@ -299,6 +309,9 @@ class Campaign:
     refused: set[str] = field(default_factory=set)
     offer_errors: list[str] = field(default_factory=list)
     recoveries: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    #: after each SIGKILL: seconds until no claim is held by a process without its lock
+    takeovers: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    held_at_kill: dict[str, int] = field(default_factory=dict)
     faults: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     slowest: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
     #: (UTC wall clock, fault kind) as each fault ended, to read beside the replicas' logs
@@ -406,11 +419,35 @@ class Campaign:
             if tasks:
                 await asyncio.gather(*tasks)
 
+        async def measure_takeover(kind: str, killed_at: float) -> None:
+            """Seconds until no turn or send is held by a process without its liveness
+            lock: the dead replica's work taken over (or a live one re-locked)."""
+            deadline = killed_at + 60
+            while time.monotonic() < deadline:
+                try:
+                    conn = await asyncpg.connect(pg.dsn, timeout=5)
+                    try:
+                        while time.monotonic() < deadline:
+                            held = int(await conn.fetchval(DEAD_HELD))
+                            if not held:
+                                break
+                            self.held_at_kill[kind] = max(self.held_at_kill.get(kind, 0), held)
+                            await asyncio.sleep(0.02)
+                    finally:
+                        await conn.close()
+                    self.takeovers[kind].append(time.monotonic() - killed_at)
+                    return
+                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                    await asyncio.sleep(0.05)
+
         async def kill_and_restart(kind: str = "sigkill") -> None:
             victim = rng.choice([r for r in replicas if r.alive])
             victim.proc.send_signal(signal.SIGKILL)
             await victim.proc.wait()
             fault_ended(kind)
+            task = asyncio.create_task(measure_takeover(kind, time.monotonic()))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
             replicas[victim.index] = await start_replica(victim.index, env, self.logdir)
 
         async def database_restart() -> None:
@@ -548,6 +585,10 @@ class Campaign:
             "unrecovered_faults": {
                 k: n - len(self.recoveries.get(k, [])) for k, n in self.faults.items()
             },
+            "takeover_seconds": {
+                k: {"median": sorted(v)[len(v) // 2], "worst": max(v), "n": len(v)}
+                for k, v in self.takeovers.items()
+            },
             "slowest": self.slowest,
             "timeline": self.timeline,
             "examples": {
@@ -570,14 +611,17 @@ def markdown(result: dict[str, Any]) -> str:
         f"{result['duplicated']} | {result['misrouted']} | {result['leaked']} | "
         f"{result['poison_answered']}/{result['poison_offered']} |",
         "",
-        "| fault | injected | median recovery (s) | worst recovery (s) |",
-        "| --- | ---: | ---: | ---: |",
+        "| fault | injected | median recovery (s) | worst recovery (s) | takeover median / "
+        "worst (s) |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
     for kind, n in sorted(result["faults"].items()):
         median = result["median_recovery_seconds"].get(kind)
         worst = result["worst_recovery_seconds"].get(kind)
         shown = ["-" if x is None else f"{x:.2f}" for x in (median, worst)]
-        lines.append(f"| {kind} | {n} | {shown[0]} | {shown[1]} |")
+        took = result.get("takeover_seconds", {}).get(kind)
+        takeover = "" if took is None else f"{took['median']:.2f} / {took['worst']:.2f}"
+        lines.append(f"| {kind} | {n} | {shown[0]} | {shown[1]} | {takeover} |")
     if result.get("by_platform"):
         lines += [
             "",
