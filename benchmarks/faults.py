@@ -312,6 +312,8 @@ class Campaign:
     #: after each SIGKILL: seconds until no claim is held by a process without its lock
     takeovers: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     held_at_kill: dict[str, int] = field(default_factory=dict)
+    #: message id -> why its answer's delivery failed (read from the outbox at the end)
+    failed_visibly: dict[str, str] = field(default_factory=dict)
     faults: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     slowest: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
     #: (UTC wall clock, fault kind) as each fault ended, to read beside the replicas' logs
@@ -522,6 +524,7 @@ class Campaign:
                     break
                 await asyncio.sleep(0.2)
             await asyncio.sleep(3)  # a late duplicate post would show up by now
+            self.failed_visibly = await _failed_deliveries(pg.dsn)
             result = self.report(surface)
         finally:
             watcher.cancel()
@@ -540,7 +543,10 @@ class Campaign:
     def report(self, surface: Any) -> dict[str, Any]:
         answered = surface.answered()
         accepted = set(self.accepted_at)
-        lost = sorted(m for m in accepted if m not in answered)
+        # accepted, unanswered, but its answer is a failed delivery in /ops and the admin API
+        # (invariant 6: sent, or a visible failed state), e.g. ambiguous after a SIGKILL
+        failed = {m for m in accepted if m not in answered and m in self.failed_visibly}
+        lost = sorted(m for m in accepted if m not in answered and m not in failed)
         duplicated = sorted(m for m, where in answered.items() if len(where) > 1)
         misrouted = sorted(m for m, where in answered.items() if any(w for w, _ in where))
         by_platform: dict[str, dict[str, int]] = {}
@@ -554,7 +560,8 @@ class Campaign:
                 if mid in accepted:
                     row["accepted"] += 1
                     row["answered"] += mid in answered
-                    row["lost"] += mid not in answered
+                    row["lost"] += mid in lost
+                    row["failed_visibly"] = row.get("failed_visibly", 0) + (mid in failed)
                 row["duplicated"] += len(answered.get(mid, ())) > 1
         return {
             "surfaces": "platforms" if self.platforms else "sink",
@@ -566,6 +573,8 @@ class Campaign:
             "accepted": len(accepted),
             "answered": sum(1 for m in accepted if m in answered),
             "lost": len(lost),
+            "failed_visibly": len(failed),
+            "failed_visibly_reasons": sorted({self.failed_visibly[m] for m in failed})[:5],
             "duplicated": len(duplicated),
             "misrouted": len(misrouted),
             "leaked": surface.leaked(),
@@ -600,6 +609,24 @@ class Campaign:
         }
 
 
+async def _failed_deliveries(dsn: str) -> dict[str, str]:
+    """message id -> the failure of the delivery that carried its answer."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch(
+            "SELECT content, ambiguous, last_error FROM deliveries WHERE status = 'failed'"
+        )
+    finally:
+        await conn.close()
+    out: dict[str, str] = {}
+    for row in rows:
+        match = _ANSWER.match(row["content"] or "")
+        reason = ("ambiguous: " if row["ambiguous"] else "") + (row["last_error"] or "")[:80]
+        for mid in filter(None, match.group(2).split(",")) if match else ():
+            out[mid] = reason
+    return out
+
+
 def markdown(result: dict[str, Any]) -> str:
     lines = [
         f"## Fault campaign on the {result['surfaces']} ({result['seconds']:.0f} s, seed "
@@ -625,15 +652,21 @@ def markdown(result: dict[str, Any]) -> str:
     if result.get("by_platform"):
         lines += [
             "",
-            "| surface | offered | accepted | answered | lost | duplicated |",
-            "| --- | ---: | ---: | ---: | ---: | ---: |",
+            "| surface | offered | accepted | answered | failed visibly | lost | duplicated |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for name, row in sorted(result["by_platform"].items()):
             lines.append(
                 f"| {name} | {row['offered']} | {row['accepted']} | {row['answered']} | "
-                f"{row['lost']} | {row['duplicated']} |"
+                f"{row.get('failed_visibly', 0)} | {row['lost']} | {row['duplicated']} |"
             )
     lines.append("")
+    if result.get("failed_visibly"):
+        reasons = "; ".join(result["failed_visibly_reasons"])
+        lines.append(
+            f"Accepted but answered only by a visibly failed delivery (in /ops and the admin "
+            f"API, not lost): {result['failed_visibly']} ({reasons})."
+        )
     if result.get("refused"):
         lines.append(
             f"Refused for good at ingress (never accepted, so not answered): {result['refused']}, "
