@@ -189,7 +189,7 @@ async def test_after_a_database_restart_an_owner_that_never_relocks_is_taken_ove
                 return await other.claim_turn(lease_seconds=30)
 
             claim = await wait_for(taken, timeout=10)
-            assert claim.key.thread_id == "killed-during-outage"
+            assert claim is not None and claim.key.thread_id == "killed-during-outage"
         finally:
             await owner.close()
             await other.close()
