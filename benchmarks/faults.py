@@ -358,7 +358,18 @@ class Campaign:
 
         def outstanding() -> set[str]:
             answered = surface.answered()
-            return {m for m in self.accepted_at if m not in answered}
+            return {
+                m for m in self.accepted_at if m not in answered and m not in self.failed_visibly
+            }
+
+        async def watch_failures() -> None:
+            # an answer whose delivery failed (visibly) ends its message's wait too
+            while True:
+                await asyncio.sleep(0.5)
+                try:
+                    self.failed_visibly = await _failed_deliveries(pg.dsn)
+                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                    continue  # the database is down (a fault)
 
         def fault_ended(kind: str) -> None:
             self.timeline.append((time.strftime("%H:%M:%S") + f"{time.time() % 1:.3f}"[1:], kind))
@@ -374,7 +385,7 @@ class Campaign:
                 now = time.monotonic()
                 for item in list(pending_faults):
                     kind, ended, waiting = item
-                    if all(m in answered for m in waiting):
+                    if all(m in answered or m in self.failed_visibly for m in waiting):
                         self.recoveries[kind].append(now - ended)
                         pending_faults.remove(item)
                         if waiting:
@@ -510,6 +521,7 @@ class Campaign:
                     await asyncio.sleep(0.1)
 
         watcher = asyncio.create_task(monitor())
+        failures = asyncio.create_task(watch_failures())
         loader = asyncio.create_task(load())
         scheduler = asyncio.create_task(schedule())
         try:
@@ -528,6 +540,7 @@ class Campaign:
             result = self.report(surface)
         finally:
             watcher.cancel()
+            failures.cancel()
             for r in replicas:
                 if r.alive:
                     r.proc.send_signal(signal.SIGTERM)

@@ -62,6 +62,8 @@ GOOD_EVERY = 50
 TOKEN = re.compile(r"zq(\d+)qz")
 WEBHOOK_SECRET = "fuzz-webhook-secret"
 WEB_CHANNEL = "fuzz"
+#: GATEWAY_MAX_BODY_BYTES's default: the generator sends some bodies just over it
+BODY_LIMIT = 1_048_576
 
 
 class FuzzAgent:
@@ -227,6 +229,8 @@ class Fuzz:
     socket_closes: int = 0
     #: Mattermost: frames over the gateway's 1 MiB websocket limit (it closes with 1009)
     oversized_frames: int = 0
+    #: oversized bodies refused with the connection closed before the client finished writing
+    closed_early: dict[str, int] = field(default_factory=dict)
     #: token -> (platform, where it must be answered)
     good: dict[str, tuple[str, Any]] = field(default_factory=dict)
 
@@ -277,7 +281,7 @@ class Fuzz:
         started = time.monotonic()
         try:
             await _connected(mm)
-            body_limit = 1_048_576
+            body_limit = BODY_LIMIT
             mutator = Mutator(rng, max_body=body_limit)
             await asyncio.gather(
                 self._telegram(client, url, tg, mutator, random.Random(rng.random())),
@@ -334,6 +338,26 @@ class Fuzz:
             await queue.put(None)
         await asyncio.gather(*workers)
 
+    async def _http(
+        self,
+        platform: str,
+        client: httpx.AsyncClient,
+        url: str,
+        body: bytes,
+        headers: dict[str, str],
+    ) -> int:
+        """POST ``body``; an oversized body may be refused (413) before it is read whole, and
+        the server then closes the connection while the client still writes: counted as
+        refused early, not as a dropped connection."""
+        try:
+            response = await client.post(url, content=body, headers=headers)
+        except httpx.TransportError:
+            if len(body) > BODY_LIMIT:
+                self.closed_early[platform] = self.closed_early.get(platform, 0) + 1
+                return 413
+            raise
+        return response.status_code
+
     async def _telegram(
         self,
         client: httpx.AsyncClient,
@@ -349,12 +373,13 @@ class Fuzz:
         headers = {"X-Telegram-Bot-Api-Secret-Token": WEBHOOK_SECRET}
 
         async def post(body: bytes) -> int:
-            response = await client.post(
+            return await self._http(
+                "telegram",
+                client,
                 f"{url}/telegram/webhook",
-                content=body,
-                headers={**headers, "Content-Type": "application/json"},
+                body,
+                {**headers, "Content-Type": "application/json"},
             )
-            return response.status_code
 
         def jobs() -> Any:
             for n in range(self.count):
@@ -513,12 +538,13 @@ class Fuzz:
         ]
 
         async def post(body: bytes) -> int:
-            response = await client.post(
+            return await self._http(
+                "web",
+                client,
                 f"{url}/web/api/channels/{WEB_CHANNEL}/messages",
-                content=body,
-                headers={"Content-Type": "application/json"},
+                body,
+                {"Content-Type": "application/json"},
             )
-            return response.status_code
 
         async def good(token: str) -> int:
             thread = f"good{token}"
@@ -613,6 +639,7 @@ class Fuzz:
                 "dead_letter_reasons": Counter(
                     {r: n for s, r, n in rejected if s == "rejected"}
                 ).most_common(6),
+                "oversized_closed_early": self.closed_early.get(platform, 0),
                 "good": len(good),
                 "good_answered_once": sum(1 for t in good if len(answers.get(t, [])) == 1),
                 "good_unanswered": sum(1 for t in good if not answers.get(t)),

@@ -269,7 +269,10 @@ class WebAdapter:
         extracted = extract(channel, body, sender=person)
         outcome = await intake.submit(extracted, raw=body)
         if isinstance(extracted, Rejected):
-            return JSONResponse({"error": extracted.reason}, status_code=422)
+            # the reason may quote the input: a lone surrogate cannot be encoded (issue 12
+            # fuzzing: a 500 here), so it is escaped
+            reason = extracted.reason.encode("utf-8", "backslashreplace").decode("utf-8")
+            return JSONResponse({"error": reason}, status_code=422)
         # answered only after the message is durably stored (ack after durable ingest)
         return JSONResponse(
             {
