@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import asyncpg
 import httpx
 
@@ -425,7 +426,13 @@ class Fuzz:
         )
 
         async def post(body: bytes) -> int:
-            status, _ = await sl.post_raw(body, sl.sign(body))
+            try:
+                status, _ = await sl.post_raw(body, sl.sign(body))
+            except aiohttp.ClientError:
+                if len(body) > BODY_LIMIT:  # refused before read whole: see ``_http``
+                    self.closed_early["slack"] = self.closed_early.get("slack", 0) + 1
+                    return 413
+                raise
             return int(status)
 
         async def good(token: str, channel: str) -> int:
