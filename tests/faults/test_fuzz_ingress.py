@@ -23,7 +23,7 @@ async def test_fuzzed_ingress_never_fails_and_good_events_behind_bad_ones_are_an
 ) -> None:
     result = await run_fuzz(COUNT, seed=20261201, dsn=database_url)
     print("\n" + markdown(result))
-    assert failures(result) == []
+    assert failures(result) == [], {p: r["error_examples"] for p, r in result["platforms"].items()}
     for platform in PLATFORMS:
         r = result["platforms"][platform]
         assert r["good"] == COUNT // GOOD_EVERY
