@@ -357,7 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         help=f"comma-separated sections to run (default all: {','.join(SECTIONS)}); "
-        "or 'faults' alone: the fault campaign (--minutes, --seed)",
+        "or 'faults' alone: the fault campaign (--minutes, --seed, --platforms); "
+        "or 'fuzz' alone: ingress fuzzing (--count, --seed)",
     )
     parser.add_argument(
         "--profile",
@@ -372,13 +373,27 @@ def main(argv: list[str] | None = None) -> int:
         help="e2e: also run another checkout's gateway (e.g. the main branch) in this run",
     )
     parser.add_argument("--minutes", type=float, default=1.0, help="faults: campaign length")
-    parser.add_argument("--seed", type=int, default=1, help="faults: the schedule's seed")
+    parser.add_argument("--seed", type=int, default=1, help="faults, fuzz: the seed")
+    parser.add_argument(
+        "--platforms",
+        action="store_true",
+        help="faults: drive the Telegram, Slack and Mattermost fakes and the web chat "
+        "instead of the sink platform",
+    )
+    parser.add_argument(
+        "--count", type=int, default=10_000, help="fuzz: generated events per platform"
+    )
     args = parser.parse_args(argv)
+    if args.only == "fuzz":
+        from benchmarks import fuzz
+
+        configure_logging("console", "warning")
+        return fuzz.main(args.count, args.seed)
     if args.only == "faults":
         from benchmarks import faults
 
         configure_logging("console", "warning")
-        return faults.main(args.minutes, args.seed)
+        return faults.main(args.minutes, args.seed, platforms=args.platforms)
     # the report owns stdout; the store's own logs (migrations applied...) are noise here
     configure_logging("console", "warning")
     try:

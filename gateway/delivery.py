@@ -32,6 +32,9 @@ log = structlog.get_logger(__name__)
 
 #: handed-over deliveries waiting per worker before finished turns leave them in the table
 HANDOFF_LIMIT = 4
+#: seconds kept from a platform's idempotency window when a send found in flight is resent:
+#: the requeue, the next claim and the send itself happen within it
+RESEND_MARGIN = 10.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,9 +121,17 @@ class DeliveryWorker:
         # a send found expired has been in flight for at least the delivery lease
         lease = self._settings.lease_seconds
         idempotent = [p for p, t in self._transports.items() if self._resend_safe_after(t, lease)]
-        other = [p for p in self._transports if p not in idempotent]
+        # issue 12: found through its dead process, a send may be seconds old; where the key
+        # is remembered for a window, one claimed well within it is resent under that key
+        # (the margin covers the requeue and the next claim)
+        windowed = {
+            p: t.resend_window - RESEND_MARGIN
+            for p, t in self._transports.items()
+            if p not in idempotent and t.idempotent and t.resend_window is not None
+        }
+        other = [p for p in self._transports if p not in idempotent and p not in windowed]
         requeued, failed = await self._store.recover_expired_sends(
-            idempotent_platforms=idempotent, other_platforms=other
+            idempotent_platforms=idempotent, other_platforms=other, windowed_platforms=windowed
         )
         if requeued or failed:
             log.warning("expired_sends_recovered", requeued=requeued, failed_ambiguous=failed)

@@ -112,7 +112,7 @@ async def json_body(
     Raises when that dead letter cannot be stored."""
     try:
         value = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: deep nesting
         reason = "request body is not JSON"
     else:
         if not object_only or isinstance(value, dict):

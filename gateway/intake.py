@@ -127,11 +127,53 @@ def _without_secrets(value: Any) -> Any:
     return value
 
 
+#: the longest identifier (chat, thread, scope, message, sender, event id) kept, in UTF-8
+#: bytes: real platform ids are far shorter, and a btree index row must stay under 2704 bytes
+#: (issue 12: a fuzzed 3 KB Slack user id was stored, then failed every turn of its session)
+MAX_ID_BYTES = 200
+
+
+def _too_long(value: str | None) -> bool:
+    return value is not None and len(value.encode("utf-8")) > MAX_ID_BYTES
+
+
+def _oversized_id(item: InboundItem) -> str | None:
+    """The name of the first identifier of ``item`` longer than ``MAX_ID_BYTES``."""
+    if isinstance(item, InboundMessage):
+        ids = {
+            "scope": item.key.scope,
+            "chat id": item.key.chat_id,
+            "thread id": item.key.thread_id,
+            "message id": item.external_id,
+            "message key": item.message_key,
+            "sender id": item.sender_id,
+            "event id": item.event_id,
+            "reply-to id": item.reply_to_external_id,
+        }
+    elif isinstance(item, InboundAnnotation):
+        ids = {"message key": item.message_key, "event id": item.event_id}
+    else:
+        ids = {"event id": item.event_id}
+    return next((name for name, value in ids.items() if _too_long(value)), None)
+
+
 def to_inbound(extracted: Extracted) -> InboundItem:
     """What the store keeps of one extracted event, cleaned of what PostgreSQL cannot
-    store (see ``clean_value``; noted in a message's metadata as ``sanitized``)."""
+    store (see ``clean_value``; noted in a message's metadata as ``sanitized``). An event
+    with an identifier no platform would send (longer than ``MAX_ID_BYTES``) is a rejected
+    dead letter, its event id dropped when that is the long one."""
     notes: set[str] = set()
     item = clean_value(_to_inbound(extracted), notes)
+    oversized = _oversized_id(item)
+    if oversized is not None:
+        platform = item.key.platform if isinstance(item, InboundMessage) else item.platform
+        event_id = None if _too_long(item.event_id) else item.event_id
+        return InboundNote(
+            platform=platform,
+            status="rejected",
+            reason=f"{oversized} longer than {MAX_ID_BYTES} bytes",
+            event_id=event_id,
+        )
     if notes and isinstance(item, InboundMessage):
         item = replace(item, metadata={**item.metadata, "sanitized": sorted(notes)})
     return item

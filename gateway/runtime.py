@@ -303,13 +303,17 @@ class Gateway:
         await self.live.run(stopping)
 
     async def _keep_liveness(self, stopping: asyncio.Event, beat: Beat) -> None:
+        failures = 0
         while not stopping.is_set():
             beat()
             try:
                 self.store.process_id = await self.liveness.ensure()
+                failures = 0
             except StoreError as exc:
-                log.warning("process_liveness_failed", error=str(exc))
-            await pause(LIVENESS_INTERVAL, stopping)
+                failures += 1
+                if failures == 1 or failures % 50 == 0:  # retried every 0.1 s: not every one
+                    log.warning("process_liveness_failed", error=str(exc), failures=failures)
+            await pause(self.liveness.next_check, stopping)
 
     async def start(self) -> None:
         if not is_loopback_bind(self.settings.gateway_http_host) and not (

@@ -5,7 +5,13 @@ PostgreSQL drops the lock with the connection, so when a process dies (SIGKILL, 
 host) its lock is gone within moments, and claims recorded with its id (``sessions.
 turn_process``, ``deliveries.claim_process``) are taken over at once instead of after their
 lease (``queries.LIVE_PROCESSES``). A live but slow process keeps its lock: it is never robbed,
-and its late writes are fenced anyway."""
+and its late writes are fenced anyway.
+
+A database restart drops every lock. Each process records the server lifetime in which it took
+its lock (``gateway_processes``), so a process that locked since the restart and lost its lock
+is known dead at once, and one that has not re-locked yet is presumed alive for a moment
+(``queries.RELOCK_GRACE``) while it reconnects: ``ensure`` is retried every ``RETRY_SECONDS``
+while the lock is not held."""
 
 from __future__ import annotations
 
@@ -20,6 +26,10 @@ from session_store.errors import StoreError
 
 log = structlog.get_logger(__name__)
 
+#: seconds between checks of a held lock, and between attempts to take it again once lost
+CHECK_SECONDS = 0.5
+RETRY_SECONDS = 0.1
+
 
 class ProcessLiveness:
     def __init__(self, dsn: str) -> None:
@@ -31,6 +41,12 @@ class ProcessLiveness:
     @property
     def held(self) -> bool:
         return self._conn is not None and not self._conn.is_closed()
+
+    @property
+    def next_check(self) -> float:
+        """Seconds until ``ensure`` should run again: soon while the lock is lost, so a live
+        process re-locks well within ``queries.RELOCK_GRACE`` of the database's return."""
+        return CHECK_SECONDS if self.held else RETRY_SECONDS
 
     async def ensure(self) -> int:
         """Hold the liveness lock: check the connection, reconnect and lock again if it
@@ -56,11 +72,18 @@ class ProcessLiveness:
                     self.process_id = int(await conn.fetchval(q.NEXT_PROCESS_ID))
                     if not await conn.fetchval(q.LOCK_PROCESS, self.process_id):
                         raise StoreError("cannot take a process liveness lock", transient=True)
+                # locked in this server lifetime: from now on, losing the lock means death
+                await conn.execute(q.REGISTER_PROCESS, self.process_id)
         except BaseException:
             conn.terminate()
             raise
         self._conn = conn
         log.info("process_liveness_held", process_id=self.process_id)
+        try:
+            with translated():
+                await conn.execute(q.PRUNE_PROCESSES)
+        except StoreError as exc:  # housekeeping only: the next lock prunes again
+            log.info("process_registry_prune_failed", error=str(exc))
         return self.process_id
 
     def _drop(self) -> None:

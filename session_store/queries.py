@@ -152,15 +152,35 @@ WHERE l.locktype = 'advisory' AND l.classid = {PROCESS_LOCK_CLASS} AND l.objsubi
 """
 NEXT_PROCESS_ID = "SELECT nextval('gateway_process_ids')::integer"
 
-#: a claim's process is dead: it holds no liveness lock. Not within a few seconds of the
-#: server's own start: after a database restart every lock is gone until each live process
-#: has reconnected (it does within a second), and live owners must not be robbed meanwhile.
-_RESTART_GRACE = "pg_postmaster_start_time() < now() - interval '3 seconds'"
+#: a claim's process is dead: it holds no liveness lock, and that is known to be final. A
+#: database restart drops every lock until each live process has reconnected (within a second:
+#: ``session_store.liveness``), so "no lock" proves death only for a process that took its lock
+#: in this server lifetime (``gateway_processes``, migration 0012) and has lost it since, or
+#: once some process re-locked in this lifetime more than RELOCK_GRACE ago: a live owner never
+#: waits longer than that to re-lock, so it is not robbed; a dead one is found at once.
+RELOCK_GRACE = "interval '1.2 seconds'"
 
 
 def _dead(column: str) -> str:
-    return f"({column} IS NOT NULL AND {_RESTART_GRACE} AND {column} NOT IN ({LIVE_PROCESSES}))"
+    return f"""({column} IS NOT NULL AND {column} NOT IN ({LIVE_PROCESSES})
+        AND EXISTS (SELECT 1 FROM gateway_processes p
+                    WHERE p.server_started_at = pg_postmaster_start_time()
+                      AND (p.id = {column} OR p.locked_at < now() - {RELOCK_GRACE})))"""
 
+
+#: after taking the lock: this process locked in this server lifetime
+REGISTER_PROCESS = """
+INSERT INTO gateway_processes (id, server_started_at) VALUES ($1, pg_postmaster_start_time())
+ON CONFLICT (id) DO UPDATE SET server_started_at = excluded.server_started_at, locked_at = now()
+"""
+
+#: rows of dead processes from earlier server lifetimes (or older than a week) go; a live
+#: process's row is never removed
+PRUNE_PROCESSES = f"""
+DELETE FROM gateway_processes
+WHERE (server_started_at <> pg_postmaster_start_time() OR locked_at < now() - interval '7 days')
+  AND id NOT IN ({LIVE_PROCESSES})
+"""
 
 LOCK_PROCESS = f"SELECT pg_try_advisory_lock({PROCESS_LOCK_CLASS}, $1)"
 
@@ -302,7 +322,7 @@ CLAIM_DELIVERIES = """
 UPDATE deliveries d
 SET status = 'sending', attempts = d.attempts + 1,
     lease_until = now() + make_interval(secs => $1),
-    claim_token = gen_random_uuid(), claim_process = $4
+    claim_token = gen_random_uuid(), claim_process = $4, claimed_at = now()
 WHERE d.id IN (
     SELECT c.id FROM deliveries c
     WHERE c.status = 'pending' AND c.next_attempt_at <= now()
@@ -367,7 +387,8 @@ WHERE id = $1
 # Sends whose worker died mid-flight (lease expired, or its process is dead): the platform
 # may or may not have the message.
 EXPIRED_SENDING = f"""
-SELECT id, platform FROM deliveries
+SELECT id, platform, extract(epoch FROM now() - claimed_at)::float8 AS claim_age
+FROM deliveries
 WHERE status = 'sending' AND platform = ANY($1)
   AND (lease_until < now()
        OR {_dead("claim_process")})

@@ -129,6 +129,8 @@ CREATE TABLE deliveries (
     claim_token         uuid,
     claim_process       integer,
     ambiguous           boolean     NOT NULL DEFAULT false,
+    -- 0012: when the current claim was taken (a send in flight began after it)
+    claimed_at          timestamptz,
     CONSTRAINT deliveries_part UNIQUE (message_id, part_no)
 );
 CREATE INDEX deliveries_due ON deliveries (next_attempt_at, id) WHERE status = 'pending';
@@ -285,6 +287,13 @@ CREATE INDEX tool_approvals_unretired ON tool_approvals (decided_at)
 
 -- Faults (issue 12): ids of gateway processes, whose liveness is an advisory lock.
 CREATE SEQUENCE gateway_process_ids AS integer MINVALUE 1 MAXVALUE 2147483647 CYCLE;
+
+-- 0012: the server lifetime in which each process last took its liveness lock
+CREATE TABLE gateway_processes (
+    id                integer     PRIMARY KEY,
+    server_started_at timestamptz NOT NULL,
+    locked_at         timestamptz NOT NULL DEFAULT now()
+);
 
 -- Issue 15, the knowledge base: files stored by content hash, documents with their ingest job,
 -- chunks searchable by full text and (where the server has pgvector) by embedding, and the

@@ -452,17 +452,28 @@ class Store:
         await self._fenced(q.MARK_FAILED, delivery, error, ambiguous)
 
     async def recover_expired_sends(
-        self, *, idempotent_platforms: Sequence[str], other_platforms: Sequence[str]
+        self,
+        *,
+        idempotent_platforms: Sequence[str],
+        other_platforms: Sequence[str],
+        windowed_platforms: Mapping[str, float] | None = None,
     ) -> tuple[int, int]:
         """Sends whose worker died mid-flight. Where a resend cannot double-post (idempotency
         key), requeue them; elsewhere the platform may already show the message, so mark them
-        failed as ambiguous rather than risk a duplicate. Returns (requeued, failed)."""
+        failed as ambiguous rather than risk a duplicate. ``windowed_platforms``: platforms
+        whose key is remembered only so many seconds after the send; a send claimed more
+        recently than that is requeued (it began after its claim), an older one is ambiguous.
+        Returns (requeued, failed)."""
         requeued = failed = 0
-        platforms = [*idempotent_platforms, *other_platforms]
+        windows = dict(windowed_platforms or {})
+        platforms = [*idempotent_platforms, *other_platforms, *windows]
         async with self.db.transaction() as conn:
             rows = await conn.fetch(q.EXPIRED_SENDING, platforms)
             for row in rows:
-                if row["platform"] in idempotent_platforms:
+                window = windows.get(row["platform"])
+                age = row["claim_age"]
+                within = window is not None and age is not None and age < window
+                if row["platform"] in idempotent_platforms or within:
                     await conn.execute(
                         q.REQUEUE_DELIVERY, row["id"], "requeued: worker stopped during send"
                     )

@@ -65,6 +65,9 @@ from gateway.settings import Settings
 
 log = structlog.get_logger(__name__)
 
+#: a post's create_at later than this past our clock does not move a channel's cursor
+_MAX_CLOCK_SKEW_MS = 3_600_000
+
 _CHANNEL_TYPE_CACHE = 10_000
 
 
@@ -309,6 +312,13 @@ class MattermostAdapter:
             )
             return
         name = frame.get("event")
+        if not isinstance(name, str):  # issue 12 fuzzing: a list name was unhashable
+            intake, _ = self._require()
+            await intake.submit(
+                Rejected(platform=PLATFORM, reason="websocket event name is not a string"),
+                raw=frame,
+            )
+            return
         if name in REACTION_EVENTS:
             await self._on_reaction(frame)
             return
@@ -414,7 +424,12 @@ class MattermostAdapter:
             if not held:
                 del self._held[channel_id]
         create_at = post.get("create_at")
-        if not isinstance(create_at, int):
+        if not isinstance(create_at, int) or isinstance(create_at, bool):
+            return
+        if not 0 < create_at <= time.time() * 1000 + _MAX_CLOCK_SKEW_MS:
+            # issue 12 fuzzing: a post dated in the far future moved the cursor past every
+            # real post, and reconciliation after the next reconnect missed them all
+            log.warning("mattermost_post_time_implausible", channel_id=channel_id)
             return
         current = await self._cursor(channel_id)
         await self._set_cursor(

@@ -84,7 +84,7 @@ def decode_post(value: object) -> dict[str, Any] | None:
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # deep nesting: issue 12
             return None
     if isinstance(value, dict) and all(
         isinstance(value.get(k), str) and value.get(k) for k in ("id", "channel_id")
@@ -93,12 +93,21 @@ def decode_post(value: object) -> dict[str, Any] | None:
     return None
 
 
+#: a Mattermost id: 26 lower-case letters and digits (server model/utils.go NewId)
+_MATTERMOST_ID = re.compile(r"[a-z0-9]{26}")
+
+
 def post_of(event: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The decoded post of a post event, or ``None`` (for cursor bookkeeping)."""
+    """The decoded post of a post event, or ``None`` (for cursor bookkeeping). A post whose
+    ids are not Mattermost ids is not bookkept: it can never be fetched again, and its channel
+    id must not become a cursor (issue 12: fuzzed frames with NUL in ids wedged the handler)."""
     data = event.get("data")
     if not isinstance(data, Mapping):
         return None
-    return decode_post(data.get("post"))
+    post = decode_post(data.get("post"))
+    if post is None or not all(_MATTERMOST_ID.fullmatch(post[k]) for k in ("id", "channel_id")):
+        return None
+    return post
 
 
 def decode_mentions(value: object) -> tuple[str, ...]:
@@ -106,7 +115,7 @@ def decode_mentions(value: object) -> tuple[str, ...]:
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             return ()
     if isinstance(value, list):
         return tuple(v for v in value if isinstance(v, str))
@@ -189,7 +198,10 @@ def _trigger(
 
 def _millis(value: object) -> datetime | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-        return datetime.fromtimestamp(value / 1000, tz=UTC)
+        try:
+            return datetime.fromtimestamp(value / 1000, tz=UTC)
+        except (OverflowError, ValueError, OSError):  # out of range (issue 12 fuzzing)
+            return None
     return None
 
 
@@ -403,7 +415,7 @@ def _reaction_event(event: Mapping[str, Any], *, ctx: ExtractContext) -> _Reacti
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
     if not isinstance(raw, Mapping):
         return None

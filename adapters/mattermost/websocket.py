@@ -336,6 +336,6 @@ class EventStream:
 def _decode(message: str | bytes) -> dict[str, Any] | None:
     try:
         value = json.loads(message)
-    except ValueError:
+    except (ValueError, RecursionError):  # deep nesting: issue 12
         return None
     return value if isinstance(value, dict) else None

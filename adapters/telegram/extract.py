@@ -571,7 +571,10 @@ def _attachments(message: Mapping[str, Any]) -> tuple[Attachment, ...]:
 
 def _timestamp(value: Any) -> datetime | None:
     if _is_int(value) and value > 0:
-        return datetime.fromtimestamp(value, tz=UTC)
+        try:
+            return datetime.fromtimestamp(value, tz=UTC)
+        except (OverflowError, ValueError, OSError):  # out of range (issue 12 fuzzing)
+            return None
     return None
 
 

@@ -266,7 +266,7 @@ class WebAdapter:
         raw = await request.body()
         try:
             body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # deep nesting: issue 12
             body = None
         if not isinstance(body, dict):
             rejected = Rejected(platform=PLATFORM, reason="body is not a JSON object")
@@ -275,7 +275,10 @@ class WebAdapter:
         extracted = extract(channel, body, sender=person)
         outcome = await intake.submit(extracted, raw=body)
         if isinstance(extracted, Rejected):
-            return JSONResponse({"error": extracted.reason}, status_code=422)
+            # the reason may quote the input: a lone surrogate cannot be encoded (issue 12
+            # fuzzing: a 500 here), so it is escaped
+            reason = extracted.reason.encode("utf-8", "backslashreplace").decode("utf-8")
+            return JSONResponse({"error": reason}, status_code=422)
         # answered only after the message is durably stored (ack after durable ingest)
         return JSONResponse(
             {
@@ -393,7 +396,7 @@ class WebAdapter:
             return JSONResponse({"error": "no such message"}, status_code=404)
         try:
             body = json.loads(await request.body())
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             body = None
         value = body.get("value") if isinstance(body, dict) else None
         if (
@@ -424,7 +427,7 @@ class WebAdapter:
             return refused.response
         try:
             body = json.loads(await request.body())
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             body = None
         decision = body.get("decision") if isinstance(body, dict) else None
         if not isinstance(body, dict) or set(body) - {"decision"} or decision not in _DECISIONS:

@@ -1,9 +1,15 @@
 """The recording HTTP server behind ``SinkTransport``: a real local server with a script of
-responses, so tests assert what actually arrived, in which thread, how many times."""
+responses, so tests and the fault campaign assert what actually arrived, in which thread, how
+many times.
+
+With ``dedupe`` it remembers each idempotency key as a platform does (Mattermost's
+pending_post_id): a repeated key is answered as sent but not posted again."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,9 +20,16 @@ from aiohttp import web
 @dataclass
 class SinkServer:
     received: list[dict[str, Any]] = field(default_factory=list)
+    #: what was posted, in order (with ``dedupe``: once per idempotency key)
     accepted: list[dict[str, Any]] = field(default_factory=list)
-    #: scripted answers for the next requests: ("ok",) | ("429", seconds) | ("400", text)
+    #: scripted answers for the next requests: ("ok",) | ("429", seconds) | ("400", text) |
+    #: ("500",) | ("timeout", seconds): posted, but the answer is held that long
     script: deque[tuple[Any, ...]] = field(default_factory=deque)
+    dedupe: bool = False
+    #: with ``dedupe``: each post by idempotency key, with the monotonic time it arrived
+    posts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: with ``dedupe``: sends repeated under a key already posted
+    resends: int = 0
     url: str = ""
     _runner: web.AppRunner | None = None
     _ids: Any = field(default_factory=lambda: itertools.count(1000))
@@ -46,8 +59,20 @@ class SinkServer:
             )
         if action[0] == "400":
             return web.Response(status=400, text=str(action[1]))
-        self.accepted.append(body)
-        return web.json_response({"id": next(self._ids)})
+        if action[0] == "500":
+            return web.json_response({"error": "oops"}, status=500)
+        key = str(body.get("key", ""))
+        if self.dedupe and key in self.posts:
+            self.resends += 1  # the platform remembers the key: not posted twice
+            message_id = self.posts[key]["id"]
+        else:
+            message_id = next(self._ids)
+            self.accepted.append(body)
+            if self.dedupe:
+                self.posts[key] = {**body, "id": message_id, "at": time.monotonic()}
+        if action[0] == "timeout":
+            await asyncio.sleep(float(action[1]))  # posted, but the answer comes too late
+        return web.json_response({"id": message_id})
 
     def texts_in(self, chat: str, thread: str | None) -> list[str]:
         return [

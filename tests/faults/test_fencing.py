@@ -146,3 +146,45 @@ async def test_a_live_delivery_keeps_its_lease_while_it_waits_for_pacing(
     assert row.status == "sent" and not row.ambiguous
     assert len(sink.accepted) == 1
     await transport.aclose()
+
+
+async def _dead_process_send(store: Store) -> DeliveryRecord:
+    """A delivery in flight (``sending``) whose process has died: it took its liveness lock
+    in this server lifetime (``gateway_processes``) and holds it no more."""
+    async with store.db.connection() as conn:
+        await conn.execute(
+            "INSERT INTO gateway_processes (id, server_started_at)"
+            " VALUES (424242, pg_postmaster_start_time())"
+        )
+    store.process_id = 424242
+    try:
+        return await _delivery(store, lease=30)
+    finally:
+        store.process_id = None
+
+
+async def test_a_send_of_a_dead_process_within_the_platforms_key_window_is_resent_not_ambiguous(
+    store: Store,
+) -> None:
+    """Campaign finding (issue 12): a Mattermost reply whose replica was SIGKILLed mid-send
+    was failed as ambiguous although its pending_post_id was still remembered by the server,
+    so the person never got the answer. Found seconds after its claim, it is resent."""
+    row = await _dead_process_send(store)
+    requeued, failed = await store.recover_expired_sends(
+        idempotent_platforms=[], other_platforms=[], windowed_platforms={"sink": 20.0}
+    )
+    assert (requeued, failed) == (1, 0)
+    [again] = await store.claim_deliveries(platforms=["sink"], lease_seconds=30)
+    assert again.id == row.id and not again.ambiguous
+
+
+async def test_a_send_of_a_dead_process_older_than_the_key_window_stays_ambiguous(
+    store: Store,
+) -> None:
+    row = await _dead_process_send(store)
+    await _expire(store, "deliveries", "claimed_at", row.id)  # claimed 1 s ago
+    requeued, failed = await store.recover_expired_sends(
+        idempotent_platforms=[], other_platforms=[], windowed_platforms={"sink": 0.5}
+    )
+    assert (requeued, failed) == (0, 1)
+    assert await store.claim_deliveries(platforms=["sink"], lease_seconds=30) == []

@@ -175,12 +175,17 @@ async def test_mattermost(database_url: str) -> None:
 
 
 async def test_an_item_postgresql_refuses_for_good_becomes_a_dead_letter(
-    database_url: str,
+    database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A message id too big for the inbox's unique index (sqlstate 54000) can never be stored:
-    intake keeps a rejected dead letter with the reason, and the surface moves on."""
+    intake keeps a rejected dead letter with the reason, and the surface moves on. (Intake
+    refuses ids over ``MAX_ID_BYTES`` before the database sees them; raised here so that the
+    database's own refusal is what is tested.)"""
     import secrets
 
+    from gateway import intake
+
+    monkeypatch.setattr(intake, "MAX_ID_BYTES", 10**6)
     huge_id = secrets.token_hex(6000)  # 12,000 incompressible characters
     async with running_gateway(database_url) as gw:
         key = SessionKey(platform="web", scope="local", chat_id="c", thread_id="t")
@@ -196,3 +201,25 @@ async def test_an_item_postgresql_refuses_for_good_becomes_a_dead_letter(
             )
     assert row["reason"] == "cannot be stored: 54000"
     assert row["payload"] == {"unstorable": True, "sqlstate": "54000"}
+
+
+async def test_an_oversized_sender_id_is_a_dead_letter_not_a_session_that_fails_every_turn(
+    database_url: str,
+) -> None:
+    """Fuzzing found a 3 KB Slack user id stored with its message, after which every turn of
+    that session failed on the participants index. Ids no platform sends are refused at
+    intake, with the reason, and the next message is answered."""
+    async with running_gateway(database_url) as gw:
+        key = SessionKey(platform="web", scope="local", chat_id="c", thread_id="t")
+        target = ReplyTarget(platform="web", scope="local", chat_id="c", thread_id="t")
+        poison = Env(
+            key=key, target=target, message_id="m1", text="hi", sender=Sender(id="u" * 3000)
+        )
+        assert (await gw.intake.submit(poison, raw=None)).status == "rejected"
+        normal = Env(key=key, target=target, message_id="m2", text="next", sender=Sender(id="u"))
+        assert (await gw.intake.submit(normal, raw=None)).status == "accepted"
+        async with gw.store.db.connection() as conn:
+            reason = await conn.fetchval(
+                "SELECT reason FROM inbound_events WHERE status = 'rejected'"
+            )
+    assert reason == "sender id longer than 200 bytes"

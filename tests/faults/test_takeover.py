@@ -13,8 +13,15 @@ import asyncpg
 import httpx
 import pytest
 
+from benchmarks.fakes.sink import sink_envelope
 from benchmarks.fakes.sink_server import SinkServer
+from gateway.intake import to_inbound
+from session_store.errors import StoreError
+from session_store.liveness import ProcessLiveness
+from session_store.records import TurnClaim
+from session_store.store import Store
 from tests.e2e.process import gateway_process
+from tests.faults.pg import own_postgres
 from tests.support import wait_for
 
 pytestmark = pytest.mark.slow
@@ -104,3 +111,95 @@ async def test_sigkill_mid_turn_then_restart_answers_within_two_seconds(
     print(f"\nanswered {takeover:.2f}s after the restarted process was ready")
     assert takeover <= TAKEOVER_BOUND, f"answered after {takeover:.2f}s"
     assert sink.texts_in("c", "R") == ["echo: again?"]
+
+
+# --- after a database restart (every liveness lock dropped at once) -------------------------
+
+
+async def _claimed_by(pg_dsn: str, who: ProcessLiveness, thread: str) -> Store:
+    """A store acting for process ``who`` that holds the turn of ``thread``."""
+    store = await Store.connect(pg_dsn, min_size=1, max_size=2)
+    store.process_id = await who.ensure()
+    await store.ingest(
+        to_inbound(sink_envelope({"chat": "c", "thread": thread, "id": thread, "text": "q"})),
+        raw=None,
+    )
+    claim = await store.claim_turn(lease_seconds=30)
+    assert claim is not None and claim.key.thread_id == thread
+    return store
+
+
+async def _claim_after_restart(store: Store) -> TurnClaim | None:
+    """The first claim that reaches the restarted server (the pool's connections died)."""
+    for _ in range(200):
+        try:
+            return await store.claim_turn(lease_seconds=30)
+        except StoreError:
+            await asyncio.sleep(0.1)
+    raise AssertionError("the store never reached the restarted server")
+
+
+async def test_after_a_database_restart_a_process_that_relocked_and_died_is_taken_over_at_once(
+    tmp_path: Path,
+) -> None:
+    """The 2.23 s worst SIGKILL recovery of the long campaign: a replica killed shortly after
+    a database restart, whose turn then waited for a 3 s grace after the server's start. A
+    process that re-locked since the restart and lost its lock is dead: no grace."""
+    async with own_postgres() as pg:
+        dying, taker = ProcessLiveness(pg.dsn), ProcessLiveness(pg.dsn)
+        owner = await _claimed_by(pg.dsn, dying, "dies-after-relock")
+        other = await Store.connect(pg.dsn, min_size=1, max_size=2)
+        try:
+            await pg.stop()
+            await pg.start()
+            # both re-lock at once, as the liveness loop does within 0.1 s of the return
+            await wait_for(lambda: _relocked(dying), timeout=20)
+            await wait_for(lambda: _relocked(taker), timeout=20)
+            other.process_id = await taker.ensure()
+            # the claim's owner is live and re-locked: not robbed
+            assert await _claim_after_restart(other) is None
+            await dying.close()  # its process dies
+            # taken over at the first claim, while every lock in this lifetime is fresh
+            # (the grace for processes that have not re-locked yet has not run out)
+            claim = await other.claim_turn(lease_seconds=30)
+            assert claim is not None and claim.key.thread_id == "dies-after-relock"
+        finally:
+            await owner.close()
+            await other.close()
+            await taker.close()
+
+
+async def test_after_a_database_restart_an_owner_that_never_relocks_is_taken_over(
+    tmp_path: Path,
+) -> None:
+    """A process killed while the database was down never re-locks: once the others have
+    had their moment to re-lock, its turn is taken over (long before its 30 s lease)."""
+    async with own_postgres() as pg:
+        dead, taker = ProcessLiveness(pg.dsn), ProcessLiveness(pg.dsn)
+        owner = await _claimed_by(pg.dsn, dead, "killed-during-outage")
+        other = await Store.connect(pg.dsn, min_size=1, max_size=2)
+        try:
+            await pg.stop()
+            await pg.start()
+            await wait_for(lambda: _relocked(taker), timeout=20)
+            other.process_id = await taker.ensure()
+            await _claim_after_restart(other)
+
+            async def taken() -> TurnClaim | None:
+                return await other.claim_turn(lease_seconds=30)
+
+            claim = await wait_for(taken, timeout=10)
+            assert claim is not None and claim.key.thread_id == "killed-during-outage"
+        finally:
+            await owner.close()
+            await other.close()
+            await dead.close()
+            await taker.close()
+
+
+async def _relocked(liveness: ProcessLiveness) -> bool:
+    try:
+        await liveness.ensure()
+    except StoreError:
+        return False
+    return True
