@@ -292,13 +292,15 @@ WITH fin AS (
     ) AS ok
 ), out AS (
     INSERT INTO deliveries (message_id, session_id, seq_no, part_no, platform, target, content,
-                            status, attempts, lease_until, claim_token, claim_process)
+                            status, attempts, lease_until, claim_token, claim_process,
+                            claimed_at)
     SELECT msg.id, $1, msg.seq_no, p.part, $13, $14, p.content,
            CASE WHEN hand.ok AND p.i = 1 THEN 'sending' ELSE 'pending' END,
            CASE WHEN hand.ok AND p.i = 1 THEN 1 ELSE 0 END,
            CASE WHEN hand.ok AND p.i = 1 THEN now() + make_interval(secs => $18) END,
            CASE WHEN hand.ok AND p.i = 1 THEN gen_random_uuid() END,
-           CASE WHEN hand.ok AND p.i = 1 THEN $19::integer END
+           CASE WHEN hand.ok AND p.i = 1 THEN $19::integer END,
+           CASE WHEN hand.ok AND p.i = 1 THEN now() END
     FROM fin
     CROSS JOIN hand
     CROSS JOIN unnest($16::integer[], $17::integer[], $20::text[])

@@ -35,15 +35,25 @@ async def _expire(store: Store, table: str, column: str, row_id: int) -> None:
         )
 
 
-async def _delivery(store: Store, *, lease: float) -> DeliveryRecord:
+async def _delivery(store: Store, *, lease: float, handed: bool = False) -> DeliveryRecord:
+    """A delivery in flight: claimed from the table, or (``handed``) handed over claimed by
+    the statement that finished its turn (issue 17)."""
     await store.ingest(
         to_inbound(sink_envelope({"chat": "c", "thread": "t", "id": "1", "text": "q"})), raw=None
     )
     claim = await store.claim_turn(lease_seconds=30)
     assert claim is not None
-    await store.finish_turn(
-        claim, handled_seq=1, replies=[OutgoingReply(content="a", parts=["a"])], target=TARGET
+    done = await store.finish_turn_outbox(
+        claim,
+        handled_seq=1,
+        replies=[OutgoingReply(content="a", parts=["a"])],
+        target=TARGET,
+        hand_over=handed,
+        lease_seconds=lease,
     )
+    if handed:
+        [row] = done.handed
+        return row
     [row] = await store.claim_deliveries(platforms=["sink"], lease_seconds=lease)
     return row
 
@@ -148,7 +158,7 @@ async def test_a_live_delivery_keeps_its_lease_while_it_waits_for_pacing(
     await transport.aclose()
 
 
-async def _dead_process_send(store: Store) -> DeliveryRecord:
+async def _dead_process_send(store: Store, *, handed: bool = False) -> DeliveryRecord:
     """A delivery in flight (``sending``) whose process has died: it took its liveness lock
     in this server lifetime (``gateway_processes``) and holds it no more."""
     async with store.db.connection() as conn:
@@ -158,18 +168,20 @@ async def _dead_process_send(store: Store) -> DeliveryRecord:
         )
     store.process_id = 424242
     try:
-        return await _delivery(store, lease=30)
+        return await _delivery(store, lease=30, handed=handed)
     finally:
         store.process_id = None
 
 
+@pytest.mark.parametrize("handed", [False, True], ids=["claimed", "handed-over"])
 async def test_a_send_of_a_dead_process_within_the_platforms_key_window_is_resent_not_ambiguous(
-    store: Store,
+    store: Store, handed: bool
 ) -> None:
     """Campaign finding (issue 12): a Mattermost reply whose replica was SIGKILLed mid-send
     was failed as ambiguous although its pending_post_id was still remembered by the server,
-    so the person never got the answer. Found seconds after its claim, it is resent."""
-    row = await _dead_process_send(store)
+    so the person never got the answer. Found seconds after its claim, it is resent; the
+    same for a first part handed over by the turn's finish (it records its claim time too)."""
+    row = await _dead_process_send(store, handed=handed)
     requeued, failed = await store.recover_expired_sends(
         idempotent_platforms=[], other_platforms=[], windowed_platforms={"sink": 20.0}
     )
