@@ -13,6 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
+import structlog
 
 from benchmarks.fakes.sink_server import SinkServer
 from session_store.migrator import migrate
@@ -128,3 +129,13 @@ async def sink() -> AsyncIterator[SinkServer]:
         yield server
     finally:
         await server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _structlog_defaults() -> Iterator[None]:
+    """A test that runs ``gateway.cli.main`` in-process configures logging for real (a level
+    filter, loggers cached on first use); later tests capture their events with
+    ``structlog.testing.capture_logs`` and must not inherit that level or cache."""
+    yield
+    if structlog.is_configured():
+        structlog.reset_defaults()
