@@ -804,7 +804,7 @@ class Knowledge:
                 if notes
                 else None
             )
-        bases = await self.scope(key)
+        bases = await self._known(lambda: self.scope(key))
         result = await self._search(
             question, bases, max(self.settings.passages * 2, 10), time.perf_counter()
         )
