@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from fastapi import FastAPI
+from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Match, Route, Router
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.errors import ConfigError, StoreError
 from gateway.security import SecurityMiddleware
@@ -64,9 +66,71 @@ def build_app(gateway: Gateway, extra_routes: Sequence[BaseRoute]) -> FastAPI:
     gateway.operator.mount(app)
     for route in extra_routes:
         app.router.routes.append(route)
+    # webhook POSTs straight to their route, inside the security middleware
+    app.add_middleware(DirectPosts, router=app.router, handlers=_exception_handlers(app))
     # security: Host allow-list, same-origin, body limits, stream caps, page headers
     app.add_middleware(SecurityMiddleware, policy=gateway.http_policy)
     return app
+
+
+def _exception_handlers(app: FastAPI) -> dict[Any, Any]:
+    """What FastAPI gives its ``ExceptionMiddleware`` (500 and ``Exception`` stay with the
+    outer ``ServerErrorMiddleware``, which the direct path keeps)."""
+    return {k: v for k, v in app.exception_handlers.items() if k not in (500, Exception)}
+
+
+class DirectPosts:
+    """POSTs to a fixed path (the platforms' webhooks, ``/sink/inbound``) handed to their
+    route at once (issue 17): no walk over every route, no exit stack. Only where the router
+    would pick that same plain ``Route`` (first full match), with the same exception handlers
+    (an ``ExceptionMiddleware`` built like FastAPI's); everything else, and every request
+    under a ``root_path``, goes through FastAPI as before. It sits inside
+    ``SecurityMiddleware``: every check and header still applies."""
+
+    def __init__(self, app: ASGIApp, *, router: Router, handlers: dict[Any, Any]) -> None:
+        self._app = app
+        self._router = router
+        self._dispatch = ExceptionMiddleware(self._handle, handlers=handlers)
+        #: path -> route, decided on the first request (routes are all added by then)
+        self._table: dict[str, Route] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
+            table = self.table()
+            route = table.get(scope["path"])
+            if route is not None:
+                scope["router"] = self._router
+                scope["route"] = route
+                scope["endpoint"] = route.endpoint
+                scope["path_params"] = {}
+                await self._dispatch(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
+
+    async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await scope["route"].handle(scope, receive, send)
+
+    def table(self) -> dict[str, Route]:
+        """Path -> route of the POSTs taken directly (built once)."""
+        if self._table is not None:
+            return self._table
+        table: dict[str, Route] = {}
+        for route in self._router.routes:
+            if (
+                type(route) is not Route
+                or route.param_convertors
+                or not route.methods
+                or "POST" not in route.methods
+            ):
+                continue
+            probe: Scope = {"type": "http", "path": route.path, "method": "POST", "root_path": ""}
+            first = next(
+                (r for r in self._router.routes if r.matches(probe)[0] is Match.FULL), None
+            )
+            if first is route:
+                table[route.path] = route
+        self._table = table
+        return table
 
 
 class _Server(uvicorn.Server):

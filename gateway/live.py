@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from typing import Any
 
@@ -26,6 +27,10 @@ log = structlog.get_logger(__name__)
 QUEUE_SIZE = 1024
 #: notifications sent in one statement at most
 BATCH = 64
+#: how long "another replica listens" (or "none does") is believed before it is asked again
+PEERS_SECONDS = 2.0
+#: the topic of a replica's hello (no page subscribes to it; older replicas ignore it)
+HELLO_TOPIC = ""
 #: the keys an over-long event keeps
 SLIM_KEYS = ("type", "id", "name", "mime_type")
 
@@ -36,9 +41,16 @@ class ReplicatedBroadcast(Broadcast):
         self._channel = channel
         self.origin = uuid.uuid4().hex
         self._outgoing: asyncio.Queue[str] = asyncio.Queue(QUEUE_SIZE)
+        #: whether another replica listens, and until when that is believed (issue 17: a lone
+        #: replica sends no NOTIFY; a replica that starts listening says hello, so the others
+        #: know at once, and the belief is rechecked every PEERS_SECONDS while events flow)
+        self._peers = True
+        self._peers_until = 0.0
 
     def publish(self, topic: str, event: dict[str, Any]) -> None:
         super().publish(topic, event)  # this replica's subscribers, at once
+        if not self._peers and time.monotonic() < self._peers_until:
+            return  # no other replica listens: nothing to encode
         payload = self._payload(topic, event)
         if payload is not None and not self._outgoing.full():
             self._outgoing.put_nowait(payload)
@@ -60,12 +72,27 @@ class ReplicatedBroadcast(Broadcast):
             return
         if origin == self.origin or not isinstance(topic, str) or not isinstance(event, dict):
             return
+        if topic == HELLO_TOPIC:
+            self._peers = True  # another replica started listening
+            self._peers_until = time.monotonic() + PEERS_SECONDS
+            return
         super().publish(topic, event)
+
+    async def _anyone_else(self) -> bool:
+        if time.monotonic() >= self._peers_until:
+            try:
+                self._peers = await self._channel.others_listening()
+            except StoreError as exc:
+                log.debug("live_peers_unknown", error=str(exc))
+                self._peers = True  # unknown: send, as before
+            self._peers_until = time.monotonic() + PEERS_SECONDS
+        return self._peers
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Listen for the other replicas and send ours, until ``stopping`` is set."""
+        hello = json.dumps({"o": self.origin, "t": HELLO_TOPIC, "e": {"type": "hello"}})
         listener = asyncio.create_task(
-            self._channel.listen(self.received, stopping), name="live-listen"
+            self._channel.listen(self.received, stopping, hello=hello), name="live-listen"
         )
         try:
             while not stopping.is_set():
@@ -81,6 +108,8 @@ class ReplicatedBroadcast(Broadcast):
                 while len(batch) < BATCH and not self._outgoing.empty():
                     batch.append(self._outgoing.get_nowait())
                 try:
+                    if not await self._anyone_else():
+                        continue  # this replica's subscribers had them at once
                     if len(batch) == 1:
                         await self._channel.notify(batch[0])
                     else:

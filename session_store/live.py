@@ -23,6 +23,9 @@ log = structlog.get_logger(__name__)
 CHANNEL = "gateway_live"
 #: PostgreSQL refuses a NOTIFY payload of 8000 bytes or more
 MAX_PAYLOAD_BYTES = 7900
+#: the listener connections' ``application_name``: how a replica sees whether any other one
+#: listens (``others_listening``)
+LISTENER_NAME = "gateway-live"
 #: how often the listener checks that its connection is alive (asyncpg has no callback for
 #: a silently dropped socket)
 PROBE_SECONDS = 5.0
@@ -31,6 +34,20 @@ PROBE_SECONDS = 5.0
 class LiveChannel:
     def __init__(self, db: Database) -> None:
         self._db = db
+        #: the server process of this replica's listening connection, while it is connected
+        self.listener_pid: int | None = None
+
+    async def others_listening(self) -> bool:
+        """Whether a listening connection other than this replica's is open on the database
+        (issue 17: a lone replica sends no NOTIFY at all). Raises ``StoreError``."""
+        async with self._db.connection() as conn:
+            found = await conn.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = $1 "
+                "AND datname = current_database() AND pid <> $2)",
+                LISTENER_NAME,
+                self.listener_pid or 0,
+            )
+        return bool(found)
 
     async def notify(self, payload: str) -> None:
         """Send ``payload`` to every listening replica (this one included). Raises
@@ -59,20 +76,30 @@ class LiveChannel:
         stopping: asyncio.Event,
         *,
         retry_seconds: float = 1.0,
+        hello: str | None = None,
     ) -> None:
         """Call ``on_payload`` for every notification until ``stopping`` is set. A lost
         connection is reopened (events sent meanwhile are lost: pages reload their history
-        on reconnect, so a live event is a hint, never the record)."""
+        on reconnect, so a live event is a hint, never the record). ``hello`` is sent once
+        listening (after every reconnect): the other replicas learn at once that this one
+        listens."""
         while not stopping.is_set():
             conn: asyncpg.Connection | None = None
             try:
                 with translated():
-                    conn = await asyncpg.connect(self._db.dsn, timeout=CONNECT_TIMEOUT)
+                    conn = await asyncpg.connect(
+                        self._db.dsn,
+                        timeout=CONNECT_TIMEOUT,
+                        server_settings={"application_name": LISTENER_NAME},
+                    )
 
                     def deliver(_c: Any, _pid: int, _channel: str, payload: str) -> None:
                         on_payload(payload)
 
                     await conn.add_listener(CHANNEL, deliver)
+                    self.listener_pid = conn.get_server_pid()
+                    if hello is not None:
+                        await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, hello)
                 while not stopping.is_set():
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stopping.wait(), PROBE_SECONDS)
@@ -84,6 +111,7 @@ class LiveChannel:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stopping.wait(), retry_seconds)
             finally:
+                self.listener_pid = None
                 if conn is not None:
                     with contextlib.suppress(Exception):
                         await asyncio.wait_for(conn.close(), 2.0)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
@@ -27,6 +26,7 @@ from gateway.knowledge.service import (
     check_name,
     source_label,
 )
+from gateway.logs import configure_logging
 from gateway.settings import Settings
 from session_store.knowledge import DocumentRecord, KnowledgeStore
 
@@ -116,7 +116,9 @@ async def _knowledge(settings: Settings) -> AsyncIterator[Knowledge]:
 
 async def run(settings: Settings, args: argparse.Namespace) -> int:
     if settings.gateway_log_level == "info":
-        logging.getLogger().setLevel(logging.WARNING)
+        # a command's output is its point: the gateway's info events stay quiet (their level
+        # filter is fixed when logging is configured, so it is configured again)
+        configure_logging(settings.gateway_log_format, "warning")
     async with _knowledge(settings) as k:
         if args.kb_command == "add":
             return await _add(k, args.paths, kb=args.kb, wait=not args.no_wait)

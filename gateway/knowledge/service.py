@@ -769,7 +769,8 @@ class Knowledge:
             notes: list[str] = []
             parts: list[dict[str, Any]] = []
             shared = shared_files(pending)
-            source = transport if isinstance(transport, FileSource) else None
+            # a runtime protocol check is slow: only when files were shared (issue 17)
+            source = transport if shared and isinstance(transport, FileSource) else None
             if shared and self.settings.inline_files:
                 parts, notes, shared = await self.inline_files(shared, source)
             if shared:
@@ -804,7 +805,9 @@ class Knowledge:
                 if notes
                 else None
             )
-        bases = await self.scope(key)
+        bases = await self._known(lambda: self.scope(key))
+        if not bases and not notes:
+            return None  # nothing to search and nothing to tell (issue 17: no estimates)
         result = await self._search(
             question, bases, max(self.settings.passages * 2, 10), time.perf_counter()
         )

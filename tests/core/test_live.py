@@ -9,11 +9,13 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+import asyncpg
 import httpx
 
 from gateway.intake import live_topic
 from gateway.live import ReplicatedBroadcast
 from gateway.runtime import Gateway
+from session_store.live import CHANNEL
 from session_store.values import SessionKey
 from tests.support import running_gateway, wait_for
 
@@ -85,3 +87,31 @@ async def test_a_web_chat_reply_reaches_the_streams_of_both_replicas(database_ur
             await asyncio.sleep(0.5)
         assert len(replies(at_a)) == 1 and len(replies(at_b)) == 1
         assert replies(at_a)[0]["id"] == replies(at_b)[0]["id"]
+
+
+async def test_a_lone_replica_notifies_nobody_until_another_replica_listens(
+    database_url: str,
+) -> None:
+    """Issue 17: a NOTIFY per batch of events was a transaction that no one received when the
+    gateway runs alone. A replica that starts listening says hello, and from then on the
+    first one's events reach it through the database."""
+    heard: list[str] = []
+    spy = await asyncpg.connect(database_url)  # a plain listener, not a replica
+    await spy.add_listener(CHANNEL, lambda _c, _p, _ch, payload: heard.append(payload))
+    try:
+        async with running_gateway(database_url) as a:
+            assert isinstance(a.live, ReplicatedBroadcast)
+            async with collecting(a.live, "t1") as at_a:
+                await asyncio.sleep(0.2)
+                a.live.publish("t1", {"type": "reply", "id": "gw-1"})
+                await wait_for(lambda: at_a, timeout=10)  # its own subscribers, at once
+                await asyncio.sleep(0.5)
+                assert not [p for p in heard if '"t1"' in p]
+                async with running_gateway(database_url) as b, collecting(b.live, "t1") as at_b:
+                    await asyncio.sleep(0.2)  # b listens and said hello
+                    a.live.publish("t1", {"type": "reply", "id": "gw-2"})
+                    await wait_for(lambda: at_b, timeout=10)
+                    assert at_b == [{"type": "reply", "id": "gw-2"}]
+                    assert [p for p in heard if '"t1"' in p]
+    finally:
+        await spy.close()

@@ -15,7 +15,7 @@ import pytest
 
 from gateway.domain import Reply, SessionKey
 from gateway.knowledge.service import Knowledge, KnowledgeSettings, TurnKnowledge
-from session_store.knowledge import RRF_K, KnowledgeStore, PassageHit
+from session_store.knowledge import RRF_K, KnowledgeBase, KnowledgeStore, PassageHit
 from session_store.store import Store
 from tests.knowledge.conftest import drain
 from tests.knowledge.documents import make_pdf
@@ -254,3 +254,30 @@ async def test_an_older_pgvector_without_halfvec_searches_the_full_precision_ind
     found = await older.search("feline sunbathing spot", kbs=["default"])
     assert found.mode == "hybrid"
     assert [h.vector_rank for h in found.hits] == [1]
+
+
+class _CountingStore(KnowledgeStore):
+    """The real store, counting the per-turn scope lookups."""
+
+    scope_lookups = 0
+
+    async def scope_kbs(
+        self, names: Sequence[str], *, platform: str, scope: str, chat_id: str
+    ) -> list[KnowledgeBase]:
+        self.scope_lookups += 1
+        return await super().scope_kbs(names, platform=platform, scope=scope, chat_id=chat_id)
+
+
+async def test_turns_skip_the_scope_lookup_while_no_knowledge_base_exists(store: Store) -> None:
+    """Issue 17: no database round trip per turn on a gateway without documents, and a base
+    made here is searched by the very next turn."""
+    counting = _CountingStore(store.db)
+    k = Knowledge(counting, ConceptEmbedder(), KnowledgeSettings())
+    key = SessionKey(platform="p", scope="s", chat_id="c", thread_id="t")
+    for _ in range(5):
+        assert await k.for_turn(key, "cat food prices", token_budget=4000) is None
+    assert counting.scope_lookups == 1
+    await k.add("food.md", b"# Prices\n\nCat food prices rose this spring.")
+    await drain(k)
+    assert await k.for_turn(key, "cat food prices", token_budget=4000) is not None
+    assert counting.scope_lookups == 2

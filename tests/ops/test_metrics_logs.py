@@ -3,7 +3,10 @@ every line from ingest to delivery names its platform, chat, thread, session and
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 
 import httpx
 import pytest
@@ -120,3 +123,38 @@ def test_only_credentials_are_redacted_not_token_counts(key: str, secret: bool) 
     """Regression: every key containing "token" was redacted, so ``tokens_used`` and
     ``estimated_prompt_tokens`` were logged as ``[redacted]`` (issue 11)."""
     assert is_secret_key(key) is secret
+
+
+def test_json_log_lines_redact_credentials_on_both_paths() -> None:
+    """The gateway's own events (written directly) and other libraries' stdlib records (through
+    the handler) come out as the same JSON lines, credentials redacted, levels filtered."""
+    script = """
+import logging, structlog
+from gateway.logs import configure_logging
+configure_logging("json", "info")
+log = structlog.get_logger("gateway.sample")
+log.debug("hidden_debug")
+log.info("own_event", bot_token="s3cret-a", tokens_used=5)
+log.bind(chat_id="c1").warning("bound_event", api_key="s3cret-b")
+try:
+    1 / 0
+except ZeroDivisionError:
+    log.exception("failed_event")
+logging.getLogger("somelib").warning("foreign %s", "event")
+logging.getLogger("httpx").info("GET https://api.telegram.org/bots3cret-d/getMe")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "s3cret" not in done.stderr
+    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    assert [(e["event"], e["level"], e["logger"]) for e in lines] == [
+        ("own_event", "info", "gateway.sample"),
+        ("bound_event", "warning", "gateway.sample"),
+        ("failed_event", "error", "gateway.sample"),
+        ("foreign event", "warning", "somelib"),
+    ]
+    assert lines[0]["bot_token"] == "[redacted]" and lines[0]["tokens_used"] == 5
+    assert lines[1]["api_key"] == "[redacted]" and lines[1]["chat_id"] == "c1"
+    assert "ZeroDivisionError" in lines[2]["exception"]
+    assert all(e["timestamp"].endswith("Z") for e in lines)

@@ -13,9 +13,12 @@ import httpx
 import pytest
 import structlog
 
+from benchmarks.fakes.sink import SinkAdapter
+from benchmarks.fakes.sink_server import SinkServer
 from gateway.errors import ConfigError
+from gateway.http import DirectPosts
 from gateway.runtime import Gateway
-from gateway.security import HttpPolicy, page_headers
+from gateway.security import HttpPolicy, SecurityMiddleware, page_headers
 from tests.e2e.process import run_cli
 from tests.support import make_settings, running_gateway, wait_for
 
@@ -282,3 +285,44 @@ async def test_users_add_list_remove(database_url: str, tmp_path: Path) -> None:
     assert code == 0
     assert (await run_cli(["users", "remove", "ann"], env))[0] == 1
     assert (await run_cli(["users", "list"], env))[1] == ""
+
+
+async def test_webhook_posts_go_straight_to_their_route_with_every_guard(
+    database_url: str, sink: SinkServer
+) -> None:
+    """Issue 17: a POST to a webhook's fixed path skips FastAPI's route walk, never the
+    guard: cross-site refusal, body bounds, headers, and the same answers on errors."""
+    async with running_gateway(database_url, adapters=[SinkAdapter(sink.url)]) as gw:
+        # inside the guard: SecurityMiddleware is the outer of the two
+        outer_first: list[object] = [m.cls for m in gw.app.user_middleware]
+        assert outer_first == [SecurityMiddleware, DirectPosts]
+        direct = DirectPosts(gw.app, router=gw.app.router, handlers={})
+        table = direct.table()
+        assert "/sink/inbound" in table
+        assert not any("{" in path for path in table)  # never a path with parameters
+        async with httpx.AsyncClient(base_url=gw.url) as c:
+            ok = await c.post(
+                "/sink/inbound", json={"chat": "c", "thread": "d1", "id": "1", "text": "hi"}
+            )
+            assert ok.status_code == 200, ok.text
+            assert ok.headers["x-content-type-options"] == "nosniff"
+            assert ok.headers["referrer-policy"] == "same-origin"
+            cross = await c.post(
+                "/sink/inbound",
+                json={"chat": "c", "thread": "d1", "id": "2", "text": "hi"},
+                headers={"Sec-Fetch-Site": "cross-site"},
+            )
+            assert cross.status_code == 403
+            other_host = await c.post(
+                "/sink/inbound", json={"chat": "c"}, headers={"Host": "evil.example"}
+            )
+            assert other_host.status_code == 403
+            assert (await c.get("/sink/inbound")).status_code == 405  # through FastAPI
+        answer = await _raw(
+            gw.http.port,
+            b"POST /sink/inbound HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
+            b"\r\nTransfer-Encoding: chunked\r\n\r\n",
+            body_chunks=60,
+            chunk=b"x" * 1_000_000,
+        )
+        assert answer.startswith(b"HTTP/1.1 413"), answer[:200]

@@ -1,0 +1,99 @@
+"""``python -m benchmarks.sink_pair CHECKOUT[,CHECKOUT...] [--runs N] [--sessions N]``: gateway
+CPU and database transactions per message on the sink surface alone (1 replica, echo agent),
+the checkouts' gateways alternating on one database within each run, so a noisy shared
+machine moves all of them alike and the per-run ratio to the last checkout holds (issue 17).
+
+Each gateway gets a 200-session warm-up, then a closed loop of 32 conversations over
+``--sessions`` new sessions; ``PROF=path`` also records py-spy's raw stacks of each
+checkout's first run to ``path.<index>``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import tempfile
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from benchmarks import e2e
+from benchmarks.common import db_snapshot, scratch_database, server
+
+
+async def _one(
+    dsn: str, repo: Path, sessions: int, phase: int, prof: Path | None
+) -> dict[str, Any]:
+    waiters = e2e.Waiters()
+    receiver = e2e.Receiver(waiters)
+    await receiver.start()
+    logs = Path(tempfile.mkdtemp(prefix="gw-sink-pair-"))
+    try:
+        async with AsyncExitStack() as stack:
+            proc, url = await stack.enter_async_context(
+                e2e.gateway_process(dsn, receiver.url, logs / "gateway.log", {}, repo=repo)
+            )
+            http = await stack.enter_async_context(
+                aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200))
+            )
+            driver = e2e.Driver(url, http, waiters, e2e.PlatformFakes(waiters))
+            driver.sink_urls = [url]
+            driver.reuse_from(phase * 10_000_000, prefix=f"p{phase}-")
+            await e2e.sustained(driver, proc.pid, sessions=200, concurrency=32, max_seconds=30)
+            before = await db_snapshot(dsn)
+            spy = await e2e.py_spy(proc.pid, 15, prof) if prof is not None else None
+            load = await e2e.sustained(
+                driver, proc.pid, sessions=sessions, concurrency=32, max_seconds=120
+            )
+            load.update(e2e.database_cost(before, await db_snapshot(dsn), load["sessions"], None))
+            if spy is not None:
+                await spy.wait()
+            return load
+    finally:
+        await receiver.stop()
+        shutil.rmtree(logs, ignore_errors=True)
+
+
+async def main(repos: list[Path], runs: int, sessions: int) -> None:
+    prof = os.environ.get("PROF")
+    results: dict[Path, list[dict[str, Any]]] = {r: [] for r in repos}
+    phase = 0
+    async with server(os.environ.get("DATABASE_URL")) as srv, scratch_database(srv) as dsn:
+        for i in range(runs):
+            for j, repo in enumerate(repos):
+                phase += 1
+                spy = Path(f"{prof}.{j}") if prof and i == 0 else None
+                load = await _one(dsn, repo, sessions, phase, spy)
+                results[repo].append(load)
+                print(
+                    f"{repo}: {load['gateway_cpu_ms_per_msg']:.3f} ms CPU, "
+                    f"{load['db_transactions_per_msg']:.2f} transactions, "
+                    f"{load['rate']:.0f} msgs/s; load {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
+    last = results[repos[-1]]
+    for repo, loads in results.items():
+        cpu = [x["gateway_cpu_ms_per_msg"] for x in loads]
+        ratios = [
+            x["gateway_cpu_ms_per_msg"] / b["gateway_cpu_ms_per_msg"]
+            for x, b in zip(loads, last, strict=True)
+        ]
+        print(
+            f"{repo}: CPU per message median {statistics.median(cpu):.2f} ms "
+            f"({min(cpu):.2f}-{max(cpu):.2f}); ÷ {repos[-1]} per run: "
+            + ", ".join(f"{r:.2f}" for r in ratios)
+        )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("checkouts", help="comma-separated checkouts; ratios are to the last")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--sessions", type=int, default=1500)
+    args = parser.parse_args()
+    paths = [Path(p).resolve() for p in args.checkouts.split(",")]
+    asyncio.run(main(paths, args.runs, args.sessions))
