@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -21,6 +21,7 @@ from gateway.errors import DeliveryError, LeaseLost, StoreError
 from gateway.files import send_part
 from gateway.hub import Signal
 from gateway.metrics import Metrics
+from gateway.pacing import Budget, Pacing, pace_rules
 from gateway.ports import SendResult, Transport
 from gateway.streaming import PREVIEW_EXTRA, finish_part
 from gateway.supervisor import Beat, item_backoff, no_beat, pause, persist
@@ -46,29 +47,6 @@ class DeliverySettings:
     max_backoff: float = 300.0
 
 
-class Pacer:
-    """Spaces sends sharing a key (a chat) without blocking other keys. Bounded: entries
-    whose spacing has long passed are dropped once the map grows."""
-
-    def __init__(self, max_keys: int = 10_000) -> None:
-        self._next: OrderedDict[str, float] = OrderedDict()
-        self._max_keys = max_keys
-
-    def reserve(self, rules: list[tuple[str, float]]) -> float:
-        """Reserve the next slot for a send under ``rules``; return seconds to wait first."""
-        now = time.monotonic()
-        start = max([now, *(self._next.get(key, now) for key, _ in rules)])
-        for key, interval in rules:
-            self._next[key] = start + interval
-            self._next.move_to_end(key)
-        while len(self._next) > self._max_keys:
-            key, when = next(iter(self._next.items()))
-            if when > now:
-                break
-            del self._next[key]
-        return start - now
-
-
 def backoff(attempt: int, cap: float) -> float:
     """Exponential backoff with full jitter: 1, 2, 4, ... seconds, capped."""
     base: float = min(cap, 2.0 ** max(attempt - 1, 0))
@@ -85,6 +63,7 @@ class DeliveryWorker:
         wake: Signal,
         settings: DeliverySettings,
         previews: PreviewStore | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self._store = store
         #: streaming (issue 16): parts of a streamed answer edit their preview in place
@@ -93,7 +72,9 @@ class DeliveryWorker:
         self._metrics = metrics
         self._wake = wake
         self._settings = settings
-        self._pacer = Pacer()
+        #: the chats' pacing budget, shared with previews and typing (``gateway.pacing``):
+        #: in memory while this process is alone, PostgreSQL's while replicas live
+        self._budget: Budget = budget if budget is not None else Pacing()
         self._platforms = sorted(transports)
         #: deliveries a finished turn handed over already claimed (issue 17), in order
         self._handed: deque[DeliveryRecord] = deque()
@@ -293,8 +274,7 @@ class DeliveryWorker:
         )
         renew = asyncio.create_task(self._keep_lease(delivery, beat), name="delivery-lease")
         try:
-            wait = self._pacer.reserve(list(transport.pace(target)))
-            send = asyncio.ensure_future(self._paced_send(transport, delivery, wait))
+            send = asyncio.ensure_future(self._paced_send(transport, delivery))
             done, _ = await asyncio.wait({send, renew}, return_when=asyncio.FIRST_COMPLETED)
             if renew in done and send not in done:
                 # the claim was taken over while we waited or sent: the new holder decides
@@ -334,15 +314,14 @@ class DeliveryWorker:
         )
         return more
 
-    async def _paced_send(
-        self, transport: Transport, delivery: DeliveryRecord, wait: float
-    ) -> SendResult:
+    async def _paced_send(self, transport: Transport, delivery: DeliveryRecord) -> SendResult:
+        wait = await self._budget.reserve(pace_rules(transport, delivery.target))
         if wait > 0:
             await asyncio.sleep(wait)
         if self._previews is not None and PREVIEW_EXTRA in delivery.target.extra:
             # a streamed answer: edit the preview into the final text, never send it again
             try:
-                edited = await finish_part(self._previews, transport, delivery)
+                edited = await finish_part(self._previews, transport, delivery, self._budget)
             except StoreError as exc:
                 # nothing was sent: retried like any transient failure
                 raise DeliveryError(f"previews unreadable: {exc}") from exc

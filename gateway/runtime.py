@@ -31,6 +31,7 @@ from gateway.knowledge.files import build_files
 from gateway.knowledge.service import Knowledge, KnowledgeSettings, build_embedder
 from gateway.live import ReplicatedBroadcast
 from gateway.metrics import Metrics
+from gateway.pacing import Pacing, SharedBudget
 from gateway.ports import AdapterContext, AdapterFactory, PlatformAdapter, Transport
 from gateway.security import HttpPolicy
 from gateway.settings import Settings, is_loopback_bind
@@ -174,6 +175,10 @@ class Gateway:
         # streaming (issue 16): previews while a streaming agent writes; the echo agent and
         # any other one-piece agent never touch them
         previews = PreviewStore(store.db)
+        # one pacing budget per bot and chat for sends, previews and typing: in memory while
+        # this is the only live gateway process, PostgreSQL's while peers live (the liveness
+        # loop counts them: ``_keep_liveness``)
+        self.pacing = Pacing(SharedBudget(previews))
         self.streams = Streams(
             previews,
             self.transports,
@@ -192,6 +197,7 @@ class Gateway:
                 edit_seconds=settings.gateway_stream_edit_seconds,
             ),
             metrics=self.metrics,
+            budget=self.pacing,
         )
         self.turns = TurnScheduler(
             store,
@@ -224,6 +230,7 @@ class Gateway:
                 workers=settings.gateway_delivery_workers,
             ),
             previews=previews,
+            budget=self.pacing,
         )
         # a finished turn hands its first delivery to this worker already claimed (issue 17)
         self.turns.handoff = self.delivery
@@ -308,6 +315,7 @@ class Gateway:
             beat()
             try:
                 self.store.process_id = await self.liveness.ensure()
+                self.pacing.set_peers(self.liveness.peers)
                 failures = 0
             except StoreError as exc:
                 failures += 1
@@ -336,6 +344,7 @@ class Gateway:
             raise
         # this process's liveness first: its claims carry its id from the first one on
         self.store.process_id = await self.liveness.ensure()
+        self.pacing.set_peers(self.liveness.peers)
         self._liveness_task = self._supervised(
             "liveness",
             [("liveness", self._keep_liveness, LIVENESS_INTERVAL * 10, True)],

@@ -7,9 +7,10 @@ The final text is always the outbox delivery; what happens here is a best-effort
   ``Drafting``) and opens a ``PreviewStreamer`` as the turn's ``StreamSink``.
 * The streamer renders the text so far into parts (``Transport.parts``), posts a preview
   message per part and edits it as the text grows, at most one edit per
-  ``preview_interval`` per message, drawing on the pacing budget every replica shares
-  (``PreviewStore.reserve``). Each preview's platform id is stored as soon as the platform
-  returns it, so a takeover after a crash continues in the same messages.
+  ``preview_interval`` per message, drawing on the chat's one pacing budget, shared with the
+  final sends and typing and, while other replicas live, with theirs (``gateway.pacing``).
+  Each preview's platform id is stored as soon as the platform returns it, so a takeover
+  after a crash continues in the same messages.
 * A 429 slows the preview down: the shared budget is pushed ``retry_after`` ahead and the
   streamer waits it out. Nothing here ever holds the final text back: when the agent is done
   the streamer stops (an edit in flight finishes) and the turn records the answer, binding
@@ -37,6 +38,7 @@ from gateway.domain import ReplyTarget
 from gateway.errors import DeliveryError, StoreError
 from gateway.files import decode_file_part
 from gateway.metrics import Metrics
+from gateway.pacing import NO_LIMIT, Budget, SharedBudget, pace_rules
 from gateway.ports import Drafting, Previewing, SendResult, Transport
 from session_store.previews import PreviewStore
 from session_store.records import DeliveryRecord
@@ -65,9 +67,7 @@ class StreamSettings:
         return self.enabled
 
 
-def _rules(transport: Transport, target: ReplyTarget) -> list[tuple[str, float]]:
-    """The transport's pacing keys, per platform (keys are shared by every replica)."""
-    return [(f"{transport.platform}:{key}", interval) for key, interval in transport.pace(target)]
+_rules = pace_rules
 
 
 class PreviewStreamer:
@@ -83,8 +83,10 @@ class PreviewStreamer:
         store: PreviewStore,
         edit_seconds: float,
         metrics: Metrics | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self._metrics = metrics
+        self._budget: Budget = budget if budget is not None else SharedBudget(store)
         self._started = time.monotonic()
         self._transport = transport
         self._preview = transport if isinstance(transport, Previewing) else None
@@ -252,6 +254,7 @@ class PreviewStreamer:
         if surplus and not self._stopping:
             # the text got shorter (the model started over after a tool step)
             for mid, _ in surplus:
+                await self._sleep(await self._budget.reserve(_rules(self._transport, self._target)))
                 if await self._call(preview.delete_preview(self._target, mid)):
                     self._count("deleted")
             del self.shown[len(parts) :]
@@ -278,7 +281,7 @@ class PreviewStreamer:
     async def _paced(self) -> bool:
         """Wait for this chat's shared budget (every replica); False: skip this update."""
         rules = _rules(self._transport, self._target)
-        wait = await self._store.reserve(rules, max_wait=MAX_PREVIEW_WAIT)
+        wait = await self._budget.reserve(rules, MAX_PREVIEW_WAIT)
         if wait > MAX_PREVIEW_WAIT:
             self._count("skipped")
             self._hold_until = time.monotonic() + min(wait, 30.0)
@@ -309,7 +312,7 @@ class PreviewStreamer:
                 retry_after=exc.retry_after,
             )
             push = [(k, float(exc.retry_after)) for k, _ in _rules(self._transport, self._target)]
-            await self._store.reserve(push)
+            await self._budget.reserve(push)
             return
         if exc.permanent or exc.ambiguous or sending:
             # a send that may have posted cannot be retried (we would not know its id), a
@@ -330,8 +333,11 @@ class Streams:
         transports: Mapping[str, Transport],
         settings: StreamSettings,
         metrics: Metrics | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self._metrics = metrics
+        #: the chat budgets (``gateway.pacing.Pacing`` in a gateway; PostgreSQL's by default)
+        self._budget: Budget = budget if budget is not None else SharedBudget(store)
         self._store = store
         self._transports = transports
         self._settings = settings
@@ -362,6 +368,7 @@ class Streams:
             store=self._store,
             edit_seconds=self._settings.edit_seconds,
             metrics=self._metrics,
+            budget=self._budget,
         )
         try:
             await streamer.start()
@@ -371,16 +378,31 @@ class Streams:
         return streamer
 
     async def budget(self, rules: Sequence[tuple[str, float]], max_wait: float) -> float:
-        return await self._store.reserve(rules, max_wait=max_wait)
+        return await self._budget.reserve(rules, max_wait)
 
 
 async def finish_part(
-    store: PreviewStore, transport: Transport, delivery: DeliveryRecord
+    store: PreviewStore,
+    transport: Transport,
+    delivery: DeliveryRecord,
+    budget: Budget | None = None,
 ) -> SendResult | None:
     """The delivery of one part of an answer that was streamed: edit its preview into the
     final text in place, and on the last part delete the previews it does not need. Returns
     None when this part has no preview (the caller sends it as usual). Only called for rows
-    whose target carries ``PREVIEW_EXTRA``."""
+    whose target carries ``PREVIEW_EXTRA``. The first platform call uses the slot the
+    delivery reserved; with ``budget`` each further one (deletes, then the edit or the send)
+    reserves its own."""
+    calls = 0
+
+    async def paced() -> None:
+        nonlocal calls
+        calls += 1
+        if budget is not None and calls > 1:
+            wait = await budget.reserve(pace_rules(transport, delivery.target), NO_LIMIT)
+            if wait > 0:
+                await asyncio.sleep(wait)
+
     if not isinstance(transport, Previewing):
         return None
     previews = await store.for_reply(delivery.session_id, delivery.seq_no)
@@ -396,6 +418,7 @@ async def finish_part(
     else:
         surplus = []
     for p in surplus:
+        await paced()
         try:
             await transport.delete_preview(delivery.target, p.platform_message_id)
         except DeliveryError as exc:
@@ -409,7 +432,10 @@ async def finish_part(
         await store.mark_deleted(delivery.session_id, delivery.seq_no, [p.part_no for p in surplus])
     mine = next((p for p in previews if p.part_no == delivery.part_no and not p.deleted), None)
     if mine is None or is_file:
+        if calls:
+            await paced()  # the send that follows
         return None
+    await paced()
     try:
         await transport.edit_preview(
             delivery.target, mine.platform_message_id, delivery.content, final=True
@@ -424,5 +450,6 @@ async def finish_part(
         # the preview is gone (deleted by someone) or cannot be edited: send it instead
         log.warning("stream_final_edit_refused", error=str(exc))
         await store.mark_deleted(delivery.session_id, delivery.seq_no, [delivery.part_no])
+        await paced()  # the send that follows
         return None
     return SendResult(platform_message_id=mine.platform_message_id)

@@ -37,6 +37,8 @@ class ProcessLiveness:
         self._conn: asyncpg.Connection | None = None
         #: this process's id, taken once and kept across reconnects
         self.process_id: int | None = None
+        #: other live gateway processes at the last check (None: not known, no lock held)
+        self.peers: int | None = None
 
     @property
     def held(self) -> bool:
@@ -54,9 +56,10 @@ class ProcessLiveness:
         database cannot be reached."""
         if self._conn is not None:
             try:
-                with translated():
-                    await self._conn.fetchval("SELECT 1")
                 assert self.process_id is not None
+                with translated():
+                    # the check itself counts the peers: no other query for it
+                    self.peers = int(await self._conn.fetchval(q.COUNT_PEERS, self.process_id))
                 return self.process_id
             except StoreError as exc:
                 log.warning("process_liveness_lost", process_id=self.process_id, error=str(exc))
@@ -74,6 +77,7 @@ class ProcessLiveness:
                         raise StoreError("cannot take a process liveness lock", transient=True)
                 # locked in this server lifetime: from now on, losing the lock means death
                 await conn.execute(q.REGISTER_PROCESS, self.process_id)
+                self.peers = int(await conn.fetchval(q.COUNT_PEERS, self.process_id))
         except BaseException:
             conn.terminate()
             raise
@@ -87,6 +91,7 @@ class ProcessLiveness:
         return self.process_id
 
     def _drop(self) -> None:
+        self.peers = None
         if self._conn is not None:
             with contextlib.suppress(Exception):
                 self._conn.terminate()

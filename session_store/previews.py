@@ -6,8 +6,9 @@ stored as soon as the platform returned it, per part, for the turn that runs aft
 answer is recorded (``Store.finish_turn(previews_after=...)``) the rows get the reply's seq
 and its number of parts, and the delivery of part i edits preview i into the final text.
 
-``reserve`` is the one pacing statement shared by every replica: previews and typing of one
-bot and chat draw from the same budget (the ``pace_reserve`` function of migration 0008).
+``reserve`` is the one pacing statement shared by every replica: sends, previews and typing of
+one bot and chat draw from the same budget (the ``pace_reserve`` function of migration 0008)
+while more than one gateway process lives (``gateway.pacing``).
 """
 
 from __future__ import annotations
@@ -109,3 +110,11 @@ class PreviewStore:
                 RESERVE, [k for k, _ in rules], [float(i) for _, i in rules], max_wait
             )
         return float(wait or 0.0)
+
+    async def seed(self, ahead: Sequence[tuple[str, float]]) -> None:
+        """Carry reservations made elsewhere (a process that paced alone until now) into the
+        shared budget: each key is free no sooner than its seconds from now."""
+        if not ahead:
+            return
+        async with self.db.connection() as conn:
+            await conn.executemany(RESERVE, [([k], [float(s)], 3600.0) for k, s in ahead])

@@ -151,6 +151,9 @@ WHERE l.locktype = 'advisory' AND l.classid = {PROCESS_LOCK_CLASS} AND l.objsubi
   AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 """
 NEXT_PROCESS_ID = "SELECT nextval('gateway_process_ids')::integer"
+#: the liveness check: the other live gateway processes (``gateway.pacing`` paces in memory
+#: while there are none)
+COUNT_PEERS = f"SELECT count(*)::integer FROM ({LIVE_PROCESSES}) AS live (id) WHERE id <> $1"
 
 #: a claim's process is dead: it holds no liveness lock, and that is known to be final. A
 #: database restart drops every lock until each live process has reconnected (within a second:

@@ -17,6 +17,7 @@ from gateway.errors import LeaseLost
 from gateway.hub import Signal
 from gateway.intake import to_inbound
 from gateway.metrics import Metrics
+from gateway.pacing import pace_rules
 from session_store.records import DeliveryRecord, OutgoingReply
 from session_store.store import Store
 
@@ -96,7 +97,7 @@ async def test_a_stalled_delivery_whose_claim_was_taken_over_cannot_send_or_mark
         settings=DeliverySettings(lease_seconds=0.6),
     )
     # the chat's previous send was just now: this one waits ~2 s for its pacing slot
-    worker._pacer.reserve(list(transport.pace(TARGET)))
+    await worker._budget.reserve(pace_rules(transport, TARGET))
     delivering = asyncio.create_task(worker.deliver(stalled))
     # meanwhile its claim is taken over (lease expired, recovered, claimed again)
     await _expire(store, "deliveries", "lease_until", stalled.id)
@@ -143,7 +144,7 @@ async def test_a_live_delivery_keeps_its_lease_while_it_waits_for_pacing(
         wake=Signal(),
         settings=DeliverySettings(lease_seconds=0.6),
     )
-    worker._pacer.reserve(list(transport.pace(TARGET)))
+    await worker._budget.reserve(pace_rules(transport, TARGET))
     delivering = asyncio.create_task(worker.deliver(delivery))
     # recovery runs repeatedly during the ~2 s wait: the renewed lease never expires
     for _ in range(8):

@@ -1,0 +1,171 @@
+"""One pacing budget per bot and chat (issue 16): final sends, preview edits and typing draw on
+the same budget; in memory while the gateway process is alone (no statement per send), in
+PostgreSQL's ``pace_reserve`` while the process registry shows peers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from benchmarks.fakes.sink import SinkTransport, sink_envelope
+from benchmarks.fakes.sink_server import SinkServer
+from gateway.delivery import DeliverySettings, DeliveryWorker
+from gateway.domain import ReplyTarget
+from gateway.hub import Signal
+from gateway.intake import to_inbound
+from gateway.metrics import Metrics
+from gateway.pacing import NO_LIMIT, Pacing, SharedBudget, pace_rules
+from gateway.streaming import MAX_PREVIEW_WAIT
+from session_store.db import Database
+from session_store.liveness import ProcessLiveness
+from session_store.previews import PreviewStore
+from session_store.records import DeliveryRecord, OutgoingReply
+from session_store.store import Store
+
+INTERVAL = 10.0
+
+
+class ChatPaced(SinkTransport):
+    """The sink with a per-chat pacing rule, like Telegram's."""
+
+    def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
+        return [(f"chat:{target.chat_id}", INTERVAL)]
+
+
+class CountingPreviews(PreviewStore):
+    """The real store, counting its ``pace_reserve`` statements."""
+
+    def __init__(self, db: Database) -> None:
+        super().__init__(db)
+        self.reserves = 0
+
+    async def reserve(
+        self, rules: Sequence[tuple[str, float]], *, max_wait: float = 3600.0
+    ) -> float:
+        self.reserves += 1
+        return await super().reserve(rules, max_wait=max_wait)
+
+
+def _target(chat: str) -> ReplyTarget:
+    return ReplyTarget(platform="sink", scope="test", chat_id=chat, thread_id="t")
+
+
+async def _claimed(store: Store, chat: str) -> DeliveryRecord:
+    await store.ingest(
+        to_inbound(sink_envelope({"chat": chat, "thread": "t", "id": chat, "text": "q"})),
+        raw=None,
+    )
+    claim = await store.claim_turn(lease_seconds=30)
+    assert claim is not None
+    await store.finish_turn(
+        claim,
+        handled_seq=1,
+        replies=[OutgoingReply(content="a", parts=["a"])],
+        target=_target(chat),
+    )
+    [row] = await store.claim_deliveries(platforms=["sink"], lease_seconds=30)
+    return row
+
+
+async def test_replicas_in_shared_mode_space_sends_and_edits_of_one_chat(database_url: str) -> None:
+    one = await Store.connect(database_url, min_size=1, max_size=2)
+    two = await Store.connect(database_url, min_size=1, max_size=2)
+    try:
+        a = Pacing(SharedBudget(PreviewStore(one.db)))
+        b = Pacing(SharedBudget(PreviewStore(two.db)))
+        a.set_peers(1)
+        b.set_peers(1)
+        assert a.shared and b.shared
+        transport = ChatPaced("http://127.0.0.1:9/unused")
+        # the keys a delivery's send and a streamer's edit reserve under are the same
+        rules = pace_rules(transport, _target("c"))
+        assert await a.reserve(rules) == 0.0  # replica A sends
+        # replica B's preview edit right after: too late for a preview, nothing reserved
+        assert await b.reserve(rules, MAX_PREVIEW_WAIT) > MAX_PREVIEW_WAIT
+        # B's typing or final send waits for A's send's interval...
+        edit = await b.reserve(rules)
+        assert INTERVAL - 1 < edit <= INTERVAL
+        # ... and A's next send for B's
+        assert 2 * INTERVAL - 1 < await a.reserve(rules) <= 2 * INTERVAL
+        # another chat is not held back
+        assert await b.reserve(pace_rules(transport, _target("d"))) == 0.0
+        # a process pacing alone does not see the others: why peers need the shared budget
+        solo = Pacing(SharedBudget(PreviewStore(two.db)))
+        assert not solo.shared and await solo.reserve(rules) == 0.0
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_a_solo_gateway_sends_without_a_pacing_statement(
+    store: Store, sink: SinkServer
+) -> None:
+    previews = CountingPreviews(store.db)
+    pacing = Pacing(SharedBudget(previews))
+    pacing.set_peers(0)
+    transport = ChatPaced(sink.url)
+    worker = DeliveryWorker(
+        store,
+        {"sink": transport},
+        metrics=Metrics(),
+        wake=Signal(),
+        settings=DeliverySettings(),
+        budget=pacing,
+    )
+    for chat in ("c1", "c2", "c3"):
+        await worker.deliver(await _claimed(store, chat))
+    assert len(sink.accepted) == 3
+    assert previews.reserves == 0  # no pace_reserve on the solo hot path
+    # the sends did reserve: the chat's next call (an edit, typing) waits for its interval
+    assert INTERVAL - 1 < await pacing.reserve(pace_rules(transport, _target("c1"))) <= INTERVAL
+
+    # a peer appears: from now on each send reserves in PostgreSQL, once
+    pacing.set_peers(1)
+    await worker.deliver(await _claimed(store, "c4"))
+    assert len(sink.accepted) == 4
+    assert previews.reserves == 1
+    await transport.aclose()
+
+
+async def test_pacing_turns_shared_when_a_peer_registers_without_a_burst(
+    database_url: str,
+) -> None:
+    one = await Store.connect(database_url, min_size=1, max_size=2)
+    two = await Store.connect(database_url, min_size=1, max_size=2)
+    first, second = ProcessLiveness(database_url), ProcessLiveness(database_url)
+    try:
+        await first.ensure()
+        assert first.peers == 0
+        a = Pacing(SharedBudget(PreviewStore(one.db)))
+        a.set_peers(first.peers)
+        assert not a.shared
+        rules = [("sink:chat:c", INTERVAL)]
+        assert await a.reserve(rules) == 0.0  # sent while alone: only in memory
+
+        # a second gateway process takes its liveness lock: it sees the first at once...
+        await second.ensure()
+        assert second.peers == 1
+        b = Pacing(SharedBudget(PreviewStore(two.db)))
+        b.set_peers(second.peers)
+        assert b.shared
+        # ... and the first sees it at its next liveness check
+        await first.ensure()
+        assert first.peers == 1
+        a.set_peers(first.peers)
+        assert a.shared
+        # the first process's send made alone is carried into the shared budget: the new
+        # replica's edit of that chat waits for it instead of bursting
+        assert INTERVAL - 1 < await a.reserve(rules) <= INTERVAL
+        assert 2 * INTERVAL - 1 < await b.reserve(rules) <= 2 * INTERVAL
+
+        # the peer goes: alone again, in memory, keeping its own spacing
+        await second.close()
+        await first.ensure()
+        assert first.peers == 0
+        a.set_peers(first.peers)
+        assert not a.shared
+        assert INTERVAL < await a.reserve(rules, NO_LIMIT)
+    finally:
+        await first.close()
+        await second.close()
+        await one.close()
+        await two.close()
