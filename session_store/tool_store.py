@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+import asyncpg
+
 from session_store import tool_queries as q
 from session_store.records import SessionRecord
 from session_store.store import Store
@@ -97,7 +99,7 @@ class ToolStore:
         return found is not None
 
     @staticmethod
-    async def _unpark(conn: Any, approval_id: str) -> None:
+    async def _unpark(conn: asyncpg.Connection, approval_id: str) -> None:
         # a statement of its own (see ``tool_queries.UNPARK_TURN``): its snapshot sees a
         # park that committed while the decision waited for the request's row lock
         session_id = await conn.fetchval(q.APPROVAL_SESSION, approval_id)

@@ -182,7 +182,8 @@ async def test_a_turn_parked_before_a_restart_completes_once_after_a_decision_ma
     assert answers == ["Restarted after the restart."]
 
 
-async def _open(store: Store, session_id: int, key: str) -> str:
+async def _open(store: Store, session_id: int | None, key: str) -> str:
+    assert session_id is not None
     record, new = await ToolStore(store).open_approval(
         approval_id=key,
         session_id=session_id,
