@@ -130,6 +130,8 @@ class Gateway:
                 metrics=self.metrics,
                 seconds=settings.gateway_approval_seconds,
                 delivery_wake=self.delivery_wake,
+                # a decision makes a parked turn due again: wake this process's workers
+                turn_wake=self.turn_wake,
             )
         # security: web chat sign-in, and what the HTTP guard enforces (routes needing larger
         # bodies declare them through the context's http_policy.allow_larger)

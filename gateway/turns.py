@@ -31,11 +31,12 @@ from gateway.streaming import PREVIEW_EXTRA, Streams
 from gateway.summaries import SummaryJob, SummaryWorker
 from gateway.supervisor import Beat, item_backoff, no_beat, pause, persist
 from gateway.tools.catalog import ToolCaller
-from gateway.tools.runner import TurnToolbox
+from gateway.tools.runner import ApprovalPending, TurnToolbox
 from gateway.tools.service import ToolService
 from gateway.typing_indicator import hold_typing
 from session_store.records import DeliveryRecord, MessageRecord, OutgoingReply, TurnClaim
 from session_store.store import Store
+from session_store.tool_store import ToolStore
 
 log = structlog.get_logger(__name__)
 
@@ -240,6 +241,12 @@ class TurnScheduler:
                 pending = await self._store.delta(
                     claim.session_id, claim.done_seq, limit=PENDING_LIMIT
                 )
+            resumed = claim.parked_seq is not None and claim.parked_seq > claim.done_seq
+            if resumed:
+                # a turn parked on an approval (gateway.tools.approvals) handles again what
+                # it handled then (the request is tied to that question); later messages
+                # get the next run
+                pending = [m for m in pending if m.seq_no <= (claim.parked_seq or 0)]
             handled_seq = pending[-1].seq_no if pending else claim.requested_seq
             asks = [m for m in pending if m.role == "user" and m.trigger == "answer"]
             if not asks:
@@ -291,10 +298,12 @@ class TurnScheduler:
                         pending,
                         question=questions[-1],
                         handled_seq=handled_seq,
-                        interruptible=interrupts < MAX_INTERRUPTS,
+                        interruptible=interrupts < MAX_INTERRUPTS and not resumed,
                         beat=beat,
                         stream=stream,
                     )
+                except ApprovalPending as waiting:
+                    return await self._park(claim, waiting.approval_id, handled_seq)
                 finally:
                     if stream is not None:
                         await stream.close()
@@ -315,6 +324,27 @@ class TurnScheduler:
                 previews_after=previews_after,
             )
             return outcome, more
+
+    async def _park(self, claim: TurnClaim, approval_id: str, handled_seq: int) -> tuple[str, bool]:
+        """A tool call waits for an approval: hand the session back without finishing the
+        turn, parked on the request, so no worker waits for a person. The decision (or the
+        expiry) unparks it and the turn runs again; the asking message stays unanswered
+        until then."""
+        outcome = await ToolStore(self._store).park_turn(
+            session_id=claim.session_id,
+            owner=claim.owner,
+            approval_id=approval_id,
+            handled_seq=handled_seq,
+        )
+        if outcome == "lost":
+            raise LeaseLost("turn lease lost while parking")
+        if outcome == "decided":
+            # decided (or ran out) meanwhile: run the turn again right away
+            await self._store.release_turn(claim)
+            log.info("turn_park_raced", approval_id=approval_id)
+            return "park_raced", True
+        log.info("turn_parked", approval_id=approval_id, handled_seq=handled_seq)
+        return "parked", False
 
     async def _model_command(self, claim: TurnClaim, ask: MessageRecord) -> Reply:
         """``/model``: list the allowed models; ``/model NAME``: this session uses NAME, and
@@ -466,6 +496,11 @@ class TurnScheduler:
                 raise LeaseLost("lease renewal stopped")
             if watch is not None and watch in done and agent_task not in done:
                 return None  # the finally below cancels the agent call
+            parked = tools.toolbox.parked if tools is not None and tools.toolbox else None
+            if parked is not None:
+                # a tool waits for an approval: the turn parks (whether the agent let
+                # ``ApprovalPending`` through or swallowed it)
+                raise ApprovalPending(parked)
             try:
                 replies = list(agent_task.result())
                 if knowledge is not None:  # knowledge base (issue 15): frozen citations

@@ -194,7 +194,7 @@ UPDATE sessions s
 SET turn_owner = $1, turn_lease_until = now() + make_interval(secs => $2), turn_process = $4
 WHERE s.id = (
     SELECT id FROM sessions
-    WHERE turn_requested_seq > turn_done_seq
+    WHERE turn_requested_seq > turn_done_seq AND turn_parked_on IS NULL
       AND (turn_lease_until IS NULL OR turn_lease_until < now()
            OR (turn_process IS DISTINCT FROM $4 AND {_dead("turn_process")}))
       AND ($3::text[] IS NULL OR platform = ANY($3))
@@ -203,7 +203,7 @@ WHERE s.id = (
     FOR UPDATE SKIP LOCKED
 )
 RETURNING s.id, s.platform, s.scope, s.chat_id, s.thread_id, s.turn_done_seq,
-          s.turn_requested_seq, s.selected_model, s.status
+          s.turn_requested_seq, s.selected_model, s.status, s.turn_parked_seq
 """
 
 # The claim and the turn's unanswered messages in one round trip (issue 17). The LATERAL
@@ -216,7 +216,7 @@ WITH c AS (
     SET turn_owner = $1, turn_lease_until = now() + make_interval(secs => $2), turn_process = $4
     WHERE s.id = (
         SELECT id FROM sessions
-        WHERE turn_requested_seq > turn_done_seq
+        WHERE turn_requested_seq > turn_done_seq AND turn_parked_on IS NULL
           AND (turn_lease_until IS NULL OR turn_lease_until < now()
                OR (turn_process IS DISTINCT FROM $4 AND {_dead("turn_process")}))
           AND ($3::text[] IS NULL OR platform = ANY($3))
@@ -225,7 +225,7 @@ WITH c AS (
         FOR UPDATE SKIP LOCKED
     )
     RETURNING s.id AS claim_session_id, s.platform, s.scope, s.chat_id, s.thread_id,
-              s.turn_done_seq, s.turn_requested_seq, s.selected_model, s.status
+              s.turn_done_seq, s.turn_requested_seq, s.selected_model, s.status, s.turn_parked_seq
 )
 SELECT c.*, m.* FROM c LEFT JOIN LATERAL (
     SELECT {MESSAGE_COLUMNS} FROM messages
@@ -513,7 +513,7 @@ WITH c AS (
     SET turn_owner = $1, turn_lease_until = now() + make_interval(secs => $2), turn_process = $4
     WHERE s.id = (
         SELECT id FROM sessions
-        WHERE turn_requested_seq > turn_done_seq
+        WHERE turn_requested_seq > turn_done_seq AND turn_parked_on IS NULL
           AND (turn_lease_until IS NULL OR turn_lease_until < now()
                OR (turn_process IS DISTINCT FROM $4 AND {_dead("turn_process")}))
           AND ($3::text[] IS NULL OR platform = ANY($3))
@@ -522,7 +522,7 @@ WITH c AS (
         FOR UPDATE SKIP LOCKED
     )
     RETURNING s.id AS claim_session_id, s.platform, s.scope, s.chat_id, s.thread_id,
-              s.turn_done_seq, s.turn_requested_seq, s.selected_model, s.status,
+              s.turn_done_seq, s.turn_requested_seq, s.selected_model, s.status, s.turn_parked_seq,
               s.metadata AS session_metadata, s.title AS session_title
 ), p AS (
     SELECT {MESSAGE_COLUMNS} FROM messages

@@ -280,6 +280,9 @@ class TurnClaim:
     pending: tuple[MessageRecord, ...] | None = None
     #: the turn's state and newest context page, read with the claim (issue 17)
     context: PrefetchedContext | None = None
+    #: the newest seq a run of this session handled before it parked on an approval
+    #: (migration 0013); a resumed run handles up to there (stale once ``done_seq`` passed it)
+    parked_seq: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

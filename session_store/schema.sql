@@ -24,6 +24,10 @@ CREATE TABLE sessions (
     turn_lease_until  timestamptz,
     -- the gateway process holding the turn (its liveness lock, migration 0004)
     turn_process      integer,
+    -- a turn waiting for an approval (migration 0013): the pending approval it is parked on
+    -- (not claimed until that is decided or expires) and the newest seq the parked run handled
+    turn_parked_on    text,
+    turn_parked_seq   bigint,
     answered          boolean     NOT NULL DEFAULT false,
     created_at        timestamptz NOT NULL DEFAULT now(),
     updated_at        timestamptz NOT NULL DEFAULT now(),
@@ -38,7 +42,9 @@ CREATE UNIQUE INDEX sessions_active_key
     WHERE status = 'active';
 CREATE INDEX sessions_key ON sessions (platform, scope, chat_id, thread_id);
 CREATE INDEX sessions_turn_due ON sessions (last_message_at NULLS FIRST, id)
-    WHERE turn_requested_seq > turn_done_seq;
+    WHERE turn_requested_seq > turn_done_seq AND turn_parked_on IS NULL;
+CREATE INDEX sessions_turn_parked ON sessions (turn_parked_on)
+    WHERE turn_parked_on IS NOT NULL;
 CREATE INDEX sessions_last_message ON sessions (last_message_at DESC NULLS LAST, id DESC);
 
 CREATE TABLE messages (

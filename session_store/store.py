@@ -304,6 +304,7 @@ class Store:
             status=row["status"],
             pending=pending,
             context=context,
+            parked_seq=row["turn_parked_seq"],
         )
 
     async def renew_turn(self, claim: TurnClaim, *, lease_seconds: float) -> None:

@@ -120,3 +120,41 @@ JOIN deliveries d ON d.message_id = a.card_message_id
 WHERE d.platform = $1 AND d.platform_message_id = $2
 LIMIT 1
 """
+
+# --- parked turns (migration 0013) -----------------------------------------------------------
+# A turn waiting for an approval parks its session instead of holding a worker. Lock order,
+# everywhere: the approval row, then the session row. Parking locks the request first and
+# parks only while it is still pending and not overdue; a decision (or expiry) updates the
+# request, then unparks in a second statement of the same transaction, whose fresh snapshot
+# sees a park that committed while the decision waited for the request's row lock. So a
+# session is never left parked on a request that is no longer pending.
+LOCK_PENDING_APPROVAL = """
+SELECT id FROM tool_approvals
+WHERE id = $1 AND status = 'pending' AND expires_at > now()
+FOR UPDATE
+"""
+
+PARK_TURN = """
+UPDATE sessions
+SET turn_parked_on = $3, turn_parked_seq = $4,
+    turn_owner = NULL, turn_lease_until = NULL, turn_process = NULL
+WHERE id = $1 AND turn_owner = $2
+RETURNING id
+"""
+
+UNPARK_TURN = """
+UPDATE sessions SET turn_parked_on = NULL
+WHERE id = $1 AND turn_parked_on = $2
+RETURNING id
+"""
+
+APPROVAL_SESSION = "SELECT session_id FROM tool_approvals WHERE id = $1"
+
+# the sweeper's safety net (a request removed by hand, a bug): parked on nothing pending
+UNPARK_STRAYS = """
+UPDATE sessions s SET turn_parked_on = NULL
+WHERE s.turn_parked_on IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM tool_approvals a
+                  WHERE a.id = s.turn_parked_on AND a.status = 'pending')
+RETURNING s.id
+"""

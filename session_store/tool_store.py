@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
+
+import asyncpg
 
 from session_store import tool_queries as q
 from session_store.records import SessionRecord
 from session_store.store import Store
 from session_store.tool_records import ApprovalRecord
 from session_store.values import ApprovalStatus, ReplyTarget
+
+#: what ``ToolStore.park_turn`` did
+ParkOutcome = Literal["parked", "decided", "lost"]
 
 
 class ToolStore:
@@ -79,15 +84,45 @@ class ToolStore:
         self, approval_id: str, *, version: int, status: ApprovalStatus, decided_by: str
     ) -> bool:
         """Compare-and-set on ``version``: ``False`` when someone decided (or it expired)
-        first."""
-        async with self._db.connection() as conn:
+        first. A turn parked on the request is unparked in the same transaction."""
+        async with self._db.transaction() as conn:
             found = await conn.fetchval(q.DECIDE_APPROVAL, approval_id, version, status, decided_by)
+            if found is not None:
+                await self._unpark(conn, approval_id)
         return found is not None
 
     async def expire_approval(self, approval_id: str, *, version: int) -> bool:
-        async with self._db.connection() as conn:
+        async with self._db.transaction() as conn:
             found = await conn.fetchval(q.EXPIRE_APPROVAL, approval_id, version)
+            if found is not None:
+                await self._unpark(conn, approval_id)
         return found is not None
+
+    @staticmethod
+    async def _unpark(conn: asyncpg.Connection, approval_id: str) -> None:
+        # a statement of its own (see ``tool_queries.UNPARK_TURN``): its snapshot sees a
+        # park that committed while the decision waited for the request's row lock
+        session_id = await conn.fetchval(q.APPROVAL_SESSION, approval_id)
+        await conn.execute(q.UNPARK_TURN, session_id, approval_id)
+
+    async def park_turn(
+        self, *, session_id: int, owner: str, approval_id: str, handled_seq: int
+    ) -> ParkOutcome:
+        """Hand the session's lease back without finishing its turn, parked on the pending
+        request ``approval_id`` (not claimed again until it is decided or expires).
+        ``decided``: the request was decided (or ran out) meanwhile, nothing parked, the
+        lease is still ours; ``lost``: the lease was taken over."""
+        async with self._db.transaction() as conn:
+            if await conn.fetchval(q.LOCK_PENDING_APPROVAL, approval_id) is None:
+                return "decided"
+            found = await conn.fetchval(q.PARK_TURN, session_id, owner, approval_id, handled_seq)
+        return "parked" if found is not None else "lost"
+
+    async def unpark_strays(self) -> int:
+        """Unpark sessions parked on a request that is no longer pending (a safety net)."""
+        async with self._db.connection() as conn:
+            rows = await conn.fetch(q.UNPARK_STRAYS)
+        return len(rows)
 
     async def overdue_approvals(self, limit: int = 100) -> list[tuple[str, int]]:
         async with self._db.connection() as conn:

@@ -3,12 +3,17 @@ runs only after the asker (or a configured approver) approves, in the same threa
 
 The request is durable workflow state in PostgreSQL (``tool_approvals``: id, version for
 optimistic locking, owner, idempotency key, ``expires_at``), so it survives restarts and
-replicas: the waiting turn polls the row, a click on any replica decides it once (compare-
-and-set on the version), and a turn re-run after a restart asks for the same call under the
-same idempotency key and finds the request (and any decision made meanwhile) instead of
-opening a second one. The card goes out through the outbox, into the request's stored
-thread; on any outcome it is retired (buttons removed, decision shown), by the turn, the
-click, or the sweeper (which also expires overdue requests and catches up after restarts).
+replicas. A turn whose request is still pending does not wait for it: ``decide`` raises
+``ApprovalPending`` and the turn parks its session (the lease is handed back, the asking
+message stays unanswered, no worker is held; migration 0013). A click on any replica
+decides the request once (compare-and-set on the version) and, in the same transaction,
+unparks the session; the expiry (by the sweeper, or a late click) does the same. The turn
+loop is woken here and polled elsewhere; the re-run asks for the same call under the same
+idempotency key and finds the decided request instead of opening a second one. After a
+restart a parked turn is just an unanswered message and a request row. The card goes out
+through the outbox, into the request's stored thread; on any outcome it is retired (buttons
+removed, decision shown), by the turn, the click, or the sweeper (which also expires
+overdue requests and catches up after restarts).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from gateway.ports import (
     Transport,
 )
 from gateway.tools.catalog import ToolCaller, ToolPolicy
-from gateway.tools.runner import Decision
+from gateway.tools.runner import ApprovalPending, Decision
 from session_store.store import Store
 from session_store.tool_records import ApprovalRecord
 from session_store.tool_store import ToolStore
@@ -87,14 +92,13 @@ class ApprovalService:
         metrics: Metrics,
         seconds: float,
         delivery_wake: Signal,
-        poll_seconds: float = 0.25,
+        turn_wake: Signal | None = None,
     ) -> None:
         self._store = ToolStore(store)
         self._metrics = metrics
         self.seconds = seconds
         self._delivery_wake = delivery_wake
-        self._poll = poll_seconds
-        self._decided = Signal()
+        self._turn_wake = turn_wake
         #: set by the composition root once the adapters exist
         self.transports: Mapping[str, Transport] = {}
 
@@ -145,14 +149,16 @@ class ApprovalService:
             )
             if seq is not None:
                 self._delivery_wake.set()
-        while record.status == "pending":
-            if record.overdue and await self._store.expire_approval(
-                record.id, version=record.version
+        if record.status == "pending":
+            if not (
+                record.overdue
+                and await self._store.expire_approval(record.id, version=record.version)
             ):
-                self._metrics.approvals.labels("expired").inc()
-                log.info("approval_expired", approval_id=record.id)
-            else:
-                await self._decided.wait(self._poll)
+                # not decided yet: the turn parks instead of holding a worker (the decision
+                # or the expiry makes the session due again and wakes the turn loop)
+                raise ApprovalPending(record.id)
+            self._metrics.approvals.labels("expired").inc()
+            log.info("approval_expired", approval_id=record.id)
             found = await self._store.get_approval(record.id)
             assert found is not None
             record = found
@@ -162,6 +168,12 @@ class ApprovalService:
             if record.status == "approved"
             else ("denied" if record.status == "denied" else "expired")
         )
+
+    def _woke(self) -> None:
+        """A request was decided or expired: a turn parked on it is due again (this
+        process's turn workers at once; other replicas on their poll)."""
+        if self._turn_wake is not None:
+            self._turn_wake.set()
 
     # --- clicks from the adapters (the ApprovalDecider port) ---------------------------------
 
@@ -187,7 +199,7 @@ class ApprovalService:
         if record.status == "pending" and record.overdue:
             if await self._store.expire_approval(record.id, version=record.version):
                 self._metrics.approvals.labels("expired").inc()
-            self._decided.set()
+            self._woke()
             return ClickOutcome(outcome="expired", message="This request has expired.")
         if record.status != "pending":
             return ClickOutcome(
@@ -203,7 +215,7 @@ class ApprovalService:
             return ClickOutcome(outcome="already_decided", message=f"Already decided: {now}.")
         self._metrics.approvals.labels(status).inc()
         log.info("approval_decided", approval_id=record.id, status=status, decided_by=who)
-        self._decided.set()
+        self._woke()
         found = await self._store.get_approval(record.id)
         if found is not None:
             await self._retire(found)
@@ -239,7 +251,9 @@ class ApprovalService:
             if await self._store.expire_approval(approval_id, version=version):
                 self._metrics.approvals.labels("expired").inc()
                 log.info("approval_expired", approval_id=approval_id)
-                self._decided.set()
+                self._woke()
+        if await self._store.unpark_strays():
+            self._woke()
         for record in await self._store.unretired_approvals():
             if record.card_platform_message_id is None:
                 # never sent (yet): nothing to retire when there is no card, or when its

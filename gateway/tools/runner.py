@@ -21,7 +21,7 @@ from gateway.agents import ToolCall, ToolResult
 from gateway.errors import GatewayError
 from gateway.metrics import Metrics
 from gateway.tools.builtin import ToolInputError
-from gateway.tools.catalog import ToolCaller, ToolPolicy, ToolPolicyCatalog, wire_name
+from gateway.tools.catalog import Tool, ToolCaller, ToolPolicy, ToolPolicyCatalog, wire_name
 
 log = structlog.get_logger(__name__)
 
@@ -40,6 +40,18 @@ class Approvals(Protocol):
         *,
         approvers: tuple[str, ...] = (),
     ) -> Decision: ...
+
+
+class ApprovalPending(Exception):
+    """A ``confirm`` tool's request is waiting for its decision: the request is stored and
+    its card is on its way. The turn parks its session instead of waiting (no worker is
+    held); the decision or the expiry makes the session due again, and the re-run finds the
+    decided request under the same idempotency key. Agents (``module:callable`` ones too)
+    let it propagate out of ``toolbox.run``."""
+
+    def __init__(self, approval_id: str) -> None:
+        super().__init__(f"waiting for approval {approval_id}")
+        self.approval_id = approval_id
 
 
 class ToolFailed(GatewayError):
@@ -75,6 +87,9 @@ class TurnToolbox:
     max_steps: int
     approvals: Approvals | None = None
     exchange: list[Exchanged] = field(default_factory=list)
+    #: the pending request this turn parked on (``ApprovalPending``), even if the agent
+    #: swallowed the exception
+    parked: str | None = None
 
     def _resolve(self, called: str) -> str:
         """The catalog name of a called wire name (``files__read`` -> ``files.read``), only
@@ -85,20 +100,67 @@ class TurnToolbox:
         return called
 
     async def run(self, calls: Sequence[ToolCall], *, content: str = "") -> list[ToolResult]:
+        # a step runs only once every approval it needs is decided: all its requests are
+        # asked for first (their cards go out together), and while one is pending nothing of
+        # the step runs (``ApprovalPending``: the turn parks and re-runs after the decision)
+        decisions = await self._approve(calls)
         self.exchange.append(
             Exchanged(
                 role="assistant", content=content, tool_calls=tuple(c.to_chat() for c in calls)
             )
         )
-        done = await asyncio.gather(*(self._one(c) for c in calls))
+        done = await asyncio.gather(*(self._one(c, decisions.get(i)) for i, c in enumerate(calls)))
         # stored in call order (as the model will read them), whatever finished first
         self.exchange.extend(x for _, x in done)
         return [r for r, _ in done]
 
-    async def _one(self, call: ToolCall) -> tuple[ToolResult, Exchanged]:
+    async def _approve(self, calls: Sequence[ToolCall]) -> dict[int, Decision]:
+        """The decisions of the step's ``confirm`` calls, by position; raises
+        ``ApprovalPending`` when one is still waiting."""
+        if self.approvals is None:
+            return {}
+        approvals = self.approvals
+        asks: list[tuple[int, ToolCall, ToolPolicy, dict[str, Any]]] = []
+        for i, wired in enumerate(calls):
+            admitted = self._admit(wired)
+            if isinstance(admitted, _Admitted) and admitted.policy.confirm:
+                asks.append((i, admitted.call, admitted.policy, admitted.arguments))
+        if not asks:
+            return {}
+        found = await asyncio.gather(
+            *(
+                approvals.decide(
+                    call,
+                    arguments,
+                    policy,
+                    self.caller,
+                    # who besides the asker may decide: the tool's entry + [approvers] for the
+                    # chat or thread (a policy of its own, separate from who may run tools)
+                    approvers=self.catalog.approvers_for(call.name, self.caller),
+                )
+                for _, call, policy, arguments in asks
+            ),
+            return_exceptions=True,
+        )
+        decisions: dict[int, Decision] = {}
+        pending: ApprovalPending | None = None
+        for (i, call, _, _), result in zip(asks, found, strict=True):
+            if isinstance(result, ApprovalPending):
+                pending = pending or result
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                log.info("tool_approval_decided", tool=call.name, decision=result)
+                decisions[i] = result
+        if pending is not None:
+            self.parked = pending.approval_id
+            raise pending
+        return decisions
+
+    async def _one(self, call: ToolCall, decision: Decision | None) -> tuple[ToolResult, Exchanged]:
         name = self._resolve(call.name)
         started = time.perf_counter()
-        outcome, text = await self._execute(call)
+        outcome, text = await self._execute(call, decision)
         elapsed = time.perf_counter() - started
         self.metrics.tool_calls.labels(name if name in self.offered else "other", outcome).inc()
         self.metrics.tool_seconds.labels(name if name in self.offered else "other").observe(elapsed)
@@ -120,9 +182,11 @@ class TurnToolbox:
         )
         return ToolResult(call_id=call.id, name=name, content=text, outcome=outcome), stored
 
-    async def _execute(self, wired: ToolCall) -> tuple[str, str]:
+    def _admit(self, wired: ToolCall) -> _Admitted | tuple[str, str]:
+        """The call, its tool, policy and parsed arguments; or the outcome and text of a
+        refusal (fail closed: offered this turn AND still allowed by policy for this
+        caller)."""
         call = replace(wired, name=self._resolve(wired.name))
-        # fail closed: offered this turn AND still allowed by policy for this caller
         reason = (
             "not offered in this turn"
             if call.name not in self.offered
@@ -131,7 +195,6 @@ class TurnToolbox:
         tool = self.catalog.tool(call.name)
         policy = self.catalog.policy(call.name)
         if reason is not None or tool is None or policy is None:
-            log.warning("tool_refused", tool=call.name, reason=reason or "no valid policy entry")
             return "refused", f"error: the tool {call.name!r} is not available ({reason})"
         try:
             parsed = json.loads(call.arguments or "{}")
@@ -139,19 +202,25 @@ class TurnToolbox:
             return "error", "error: the arguments are not valid JSON"
         if not isinstance(parsed, dict):
             return "error", "error: the arguments must be a JSON object"
+        return _Admitted(call=call, tool=tool, policy=policy, arguments=parsed)
+
+    async def _execute(self, wired: ToolCall, decision: Decision | None) -> tuple[str, str]:
+        admitted = self._admit(wired)
+        if not isinstance(admitted, _Admitted):
+            if admitted[0] == "refused":
+                log.warning("tool_refused", tool=self._resolve(wired.name), reason=admitted[1])
+            return admitted
+        call, tool, policy, parsed = (
+            admitted.call,
+            admitted.tool,
+            admitted.policy,
+            admitted.arguments,
+        )
         if policy.confirm:
             if self.approvals is None:
                 return "not_approved", "not approved: approvals are not available here"
-            decision = await self.approvals.decide(
-                call,
-                parsed,
-                policy,
-                self.caller,
-                # who besides the asker may decide: the tool's entry + [approvers] for the
-                # chat or thread (a policy of its own, separate from who may run tools)
-                approvers=self.catalog.approvers_for(call.name, self.caller),
-            )
-            log.info("tool_approval_decided", tool=call.name, decision=decision)
+            if decision is None:  # never ran without its decision (fail closed)
+                return "not_approved", "not approved: no decision was made"
             if decision != "approved":
                 return "not_approved", f"not approved ({decision}): the tool did not run"
         timeout = policy.timeout_seconds or self.catalog.file.timeout_seconds
@@ -167,3 +236,11 @@ class TurnToolbox:
             log.warning("tool_crashed", tool=call.name, error=repr(exc))
             return "error", f"error: the tool failed ({type(exc).__name__})"
         return "ok", cap_output(text, limit)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Admitted:
+    call: ToolCall
+    tool: Tool
+    policy: ToolPolicy
+    arguments: dict[str, Any]

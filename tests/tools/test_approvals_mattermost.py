@@ -26,7 +26,15 @@ async def test_mattermost_reactions_decide_only_by_the_asker_and_the_card_is_edi
     tools_file = tmp_path / "tools.toml"
     tools_file.write_text(POLICY)
     runs: list[Mapping[str, Any]] = []
-    fake.script.extend([Step(tool_calls=[RESTART]), Step(text="OK, I will not restart it.")])
+    # the turn parks on the request; after the decision it runs again and the model
+    # asks for the same call, which finds the decided request
+    fake.script.extend(
+        [
+            Step(tool_calls=[RESTART]),
+            Step(tool_calls=[RESTART]),
+            Step(text="OK, I will not restart it."),
+        ]
+    )
     async with FakeMattermost() as mm:
         adapter = MattermostAdapter(make_config(mm))
         async with running_gateway(
@@ -105,7 +113,11 @@ async def test_mattermost_buttons_post_back_signed_and_only_the_asker_decides(
     tools_file = tmp_path / "tools.toml"
     tools_file.write_text(POLICY)
     runs: list[Mapping[str, Any]] = []
-    fake.script.extend([Step(tool_calls=[RESTART]), Step(text="Restarted the api.")])
+    # the turn parks on the request; after the decision it runs again and the model
+    # asks for the same call, which finds the decided request
+    fake.script.extend(
+        [Step(tool_calls=[RESTART]), Step(tool_calls=[RESTART]), Step(text="Restarted the api.")]
+    )
     async with FakeMattermost() as mm:
         # the route is served when the URL is set; the gateway's port is known once it runs
         adapter = MattermostAdapter(make_config(mm, actions_url="http://gateway.invalid/"))
@@ -175,7 +187,15 @@ async def test_mattermost_deny_button_tells_the_model_not_approved(
     tools_file = tmp_path / "tools.toml"
     tools_file.write_text(POLICY)
     runs: list[Mapping[str, Any]] = []
-    fake.script.extend([Step(tool_calls=[RESTART]), Step(text="OK, I will not restart it.")])
+    # the turn parks on the request; after the decision it runs again and the model
+    # asks for the same call, which finds the decided request
+    fake.script.extend(
+        [
+            Step(tool_calls=[RESTART]),
+            Step(tool_calls=[RESTART]),
+            Step(text="OK, I will not restart it."),
+        ]
+    )
     async with FakeMattermost() as mm:
         adapter = MattermostAdapter(make_config(mm, actions_url="http://gateway.invalid/"))
         async with running_gateway(

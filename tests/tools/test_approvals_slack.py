@@ -24,7 +24,11 @@ async def test_slack_buttons_through_interactions_only_the_asker_decides_once(
     tools_file = tmp_path / "tools.toml"
     tools_file.write_text(POLICY)
     runs: list[Mapping[str, Any]] = []
-    fake.script.extend([Step(tool_calls=[RESTART]), Step(text="Restarted.")])
+    # the turn parks on the request; after the decision it runs again and the model
+    # asks for the same call, which finds the decided request
+    fake.script.extend(
+        [Step(tool_calls=[RESTART]), Step(tool_calls=[RESTART]), Step(text="Restarted.")]
+    )
     async with FakeSlack() as slack:
         slack.add_channel("C0OPS", members=(HUMAN, "U0OTHER"))
         adapter = SlackAdapter(slack_settings(slack))
@@ -72,7 +76,15 @@ async def test_slack_socket_mode_interactive_envelope_decides_and_is_acked(
     tools_file = tmp_path / "tools.toml"
     tools_file.write_text(POLICY)
     runs: list[Mapping[str, Any]] = []
-    fake.script.extend([Step(tool_calls=[RESTART]), Step(text="Denied, so nothing ran.")])
+    # the turn parks on the request; after the decision it runs again and the model
+    # asks for the same call, which finds the decided request
+    fake.script.extend(
+        [
+            Step(tool_calls=[RESTART]),
+            Step(tool_calls=[RESTART]),
+            Step(text="Denied, so nothing ran."),
+        ]
+    )
     async with FakeSlack() as slack:
         slack.add_channel("C0OPS")
         slack.mode = "socket"

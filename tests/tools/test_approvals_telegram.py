@@ -105,7 +105,9 @@ async def test_telegram_topic_read_tool_then_approval_across_a_restart(
             # --- restart between the request and the click ---------------------------
             fake.script.extend([Step(tool_calls=[RESTART]), Step(text="Restarted the api.")])
             async with gateway(tg) as gw:
-                await wait_for(lambda: any(e["event"] == "approval_resumed" for e in logs))
+                # the waiting turn holds no worker: its session is parked on the request,
+                # across the restart, until the click
+                assert await parked_on(gw) != [None]
                 q2 = tg.user_clicks(forum, sent_card.message_id, approve, user=ann)
                 q3 = tg.user_clicks(forum, sent_card.message_id, approve, user=ann)
                 await wait_for(
@@ -137,3 +139,9 @@ async def test_telegram_topic_read_tool_then_approval_across_a_restart(
         "approval_card_retired",
     ):
         assert expected in events, expected
+
+
+async def parked_on(gw: Gateway) -> list[str | None]:
+    async with gw.store.db.connection() as conn:
+        rows = await conn.fetch("SELECT turn_parked_on FROM sessions ORDER BY id")
+    return [r["turn_parked_on"] for r in rows]

@@ -143,7 +143,11 @@ async def test_web_chat_approval_survives_a_restart_only_the_asker_decides_and_o
     fake.script.extend([Step(tool_calls=[RESTART]), Step(text="Restarted the api.")])
     with structlog.testing.capture_logs() as logs:
         async with gateway(database_url, fake, tmp_path, prepare=ops.install) as gw:
-            await wait_for(lambda: any(e["event"] == "approval_resumed" for e in logs), timeout=15)
+            # the waiting turn holds no worker: its session stays parked on the request
+            # across the restart; the click makes it due again
+            async with gw.store.db.connection() as conn:
+                parked = await conn.fetchval("SELECT turn_parked_on FROM sessions")
+            assert parked == approval["id"]
             url = f"/web/api/channels/general/threads/{thread}/approvals/{approval['id']}"
             first = await post(gw, url, {"decision": "approve", "user": "ann"})
             second = await post(gw, url, {"decision": "approve", "user": "ann"})
@@ -161,6 +165,8 @@ async def test_web_chat_approval_survives_a_restart_only_the_asker_decides_and_o
 
             await wait_for(answered, timeout=15)
             await wait_for(lambda: _retired(gw), timeout=10, message="card not retired")
+            # the re-run after the click found the decided request by its idempotency key
+            assert any(e["event"] == "approval_resumed" for e in logs)
             [row] = await approvals(gw)
             shown = [m for m in await history(gw, thread) if m.get("approval")]
             metrics = gw.metrics.render().decode()
@@ -197,7 +203,15 @@ async def test_expiry_tells_the_model_not_approved_and_the_turn_goes_on(
     database_url: str, fake: FakeOpenAI, tmp_path: Path
 ) -> None:
     ops = Ops()
-    fake.script.extend([Step(tool_calls=[RESTART]), Step(text="Not approved, so I did nothing.")])
+    # the turn parks on the request; after the decision it runs again and the model
+    # asks for the same call, which finds the decided request
+    fake.script.extend(
+        [
+            Step(tool_calls=[RESTART]),
+            Step(tool_calls=[RESTART]),
+            Step(text="Not approved, so I did nothing."),
+        ]
+    )
     thread = "t-expire"
     async with gateway(database_url, fake, tmp_path, GATEWAY_APPROVAL_SECONDS=1) as gw:
         ops.install(gw)
@@ -230,7 +244,9 @@ async def test_a_configured_approver_may_decide_for_the_asker(
     path = tmp_path / "tools.toml"
     path.write_text(POLICY + '\n[approvers]\n"web:general" = ["web:boss"]\n')
     ops = Ops()
-    fake.script.extend([Step(tool_calls=[RESTART]), Step(text="Done.")])
+    # the turn parks on the request; after the decision it runs again and the model
+    # asks for the same call, which finds the decided request
+    fake.script.extend([Step(tool_calls=[RESTART]), Step(tool_calls=[RESTART]), Step(text="Done.")])
     thread = "t-boss"
     async with running_gateway(
         database_url,
@@ -263,7 +279,15 @@ async def test_a_click_on_another_replica_decides_the_turn_waiting_on_this_one(
     database_url: str, fake: FakeOpenAI, tmp_path: Path
 ) -> None:
     ops = Ops()
-    fake.script.extend([Step(tool_calls=[RESTART]), Step(text="Restarted on replica one.")])
+    # the turn parks on the request; after the decision it runs again and the model
+    # asks for the same call, which finds the decided request
+    fake.script.extend(
+        [
+            Step(tool_calls=[RESTART]),
+            Step(tool_calls=[RESTART]),
+            Step(text="Restarted on one of the replicas."),
+        ]
+    )
     thread = "t-replicas"
     async with gateway(database_url, fake, tmp_path, prepare=ops.install) as one:
         await post(
@@ -276,8 +300,9 @@ async def test_a_click_on_another_replica_decides_the_turn_waiting_on_this_one(
             return [m for m in await history(one, thread) if m.get("approval")]
 
         [card] = await wait_for(card_shown)
-        # the turn is waiting on replica one; replica two starts only now and takes the click
-        async with gateway(database_url, fake, tmp_path) as two:
+        # the turn is parked; replica two starts only now and takes the click (every replica
+        # has the same tools, as in production)
+        async with gateway(database_url, fake, tmp_path, prepare=ops.install) as two:
             url = f"/web/api/channels/general/threads/{thread}/approvals/{card['approval']['id']}"
             decided = await post(two, url, {"decision": "approve", "user": "ann"})
             assert decided.json()["outcome"] == "approved"
@@ -286,8 +311,8 @@ async def test_a_click_on_another_replica_decides_the_turn_waiting_on_this_one(
                 return [
                     m
                     for m in await history(one, thread)
-                    if m["content"] == "Restarted on replica one."
+                    if m["content"] == "Restarted on one of the replicas."
                 ]
 
             await wait_for(answered, timeout=15)
-    assert ops.runs == [{"service": "api"}]  # run by replica one's waiting turn, once
+    assert ops.runs == [{"service": "api"}]  # run once, by whichever replica resumed the turn
