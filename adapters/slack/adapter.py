@@ -106,7 +106,9 @@ ENVELOPE_KEY = "gateway_envelope_type"
 ENVELOPE_ID_KEY = "gateway_envelope_id"
 #: what bolt's request parser raises on a body of an odd shape (not JSON, a list, a field of
 #: another type): ``json.loads``, then ``.get``/``in`` on whatever the fields hold
-_UNREADABLE = (ValueError, TypeError, AttributeError, KeyError, IndexError)
+#: (and, from ``async_dispatch``, ``"type" in body["event"]`` on an ``event`` that is a
+#: number); a body nested past Python's recursion limit raises RecursionError
+_UNREADABLE = (ValueError, TypeError, AttributeError, KeyError, IndexError, RecursionError)
 
 
 def readable_signature_headers(headers: Headers | Mapping[str, str]) -> bool:
@@ -351,9 +353,10 @@ class SlackAdapter:
                 headers=dict(request.headers),
                 context={ROUTE_KEY: route},
             )
+            # bolt reads the body's fields before any listener, outside its error handler
+            response = await self._app.async_dispatch(bolt_request)
         except _UNREADABLE:
             return await self._unreadable_http(body, text, request, route, intake, me)
-        response = await self._app.async_dispatch(bolt_request)
         if response.status == 401:
             log.warning("slack_signature_rejected", route=route)
         return to_starlette_response(response)
@@ -646,6 +649,7 @@ class SlackAdapter:
                     headers=build_headers(request),
                     context={ENVELOPE_KEY: request.type, ENVELOPE_ID_KEY: request.envelope_id},
                 )
+                response = await self._app.async_dispatch(bolt_request)
             except _UNREADABLE:
                 payload = request.payload
                 await intake.submit(
@@ -656,7 +660,6 @@ class SlackAdapter:
                     SocketModeResponse(envelope_id=request.envelope_id)
                 )
                 return
-            response = await self._app.async_dispatch(bolt_request)
             await send_async_response(client, request, response, started)
         except Exception:  # broad on purpose: not acked on purpose: Slack redelivers the envelope
             log.exception("slack_socket_ingest_failed", envelope_id=request.envelope_id)

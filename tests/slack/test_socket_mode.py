@@ -162,10 +162,13 @@ async def test_one_bad_envelope_is_a_dead_letter_and_the_loop_goes_on(
         await fake.send_socket_frame('{"envelope_id": "e1", "type": "events_api", "payl')
         # a payload bolt cannot read (``authorizations`` must be a list): stored and acked
         odd = await fake.deliver(fake.wrap({"type": "message"}) | {"authorizations": "x"})
+        # an ``event`` that is a number: bolt's dispatch raises before any listener
+        odder = await fake.deliver(fake.wrap({"type": "message"}) | {"event": 5})
         (good,) = (await fake.user_posts("D0DM", "still here")).deliveries
-        await wait_until(lambda: len(intake.rejected) == 2, what="both dead letters")
-    assert odd.succeeded and good.succeeded
+        await wait_until(lambda: len(intake.rejected) == 3, what="the dead letters")
+    assert odd.succeeded and odder.succeeded and good.succeeded
     assert sorted(r.reason for r in intake.rejected) == [
+        "socket mode events_api: unreadable",
         "socket mode events_api: unreadable",
         "socket mode frame is not JSON",
     ]
