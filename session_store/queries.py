@@ -189,7 +189,7 @@ LOCK_PROCESS = f"SELECT pg_try_advisory_lock({PROCESS_LOCK_CLASS}, $1)"
 
 # Claim one session with unanswered messages whose lease is free, expired, or held by a
 # process that is dead (its liveness lock is gone: takeover in seconds, not after the lease).
-CLAIM_TURN = f"""
+_CLAIM_SESSION = f"""
 UPDATE sessions s
 SET turn_owner = $1, turn_lease_until = now() + make_interval(secs => $2), turn_process = $4
 WHERE s.id = (
@@ -202,7 +202,10 @@ WHERE s.id = (
     LIMIT 1
     FOR UPDATE SKIP LOCKED
 )
-RETURNING s.id, s.platform, s.scope, s.chat_id, s.thread_id, s.turn_done_seq,
+"""
+
+CLAIM_TURN = f"""
+{_CLAIM_SESSION}RETURNING s.id, s.platform, s.scope, s.chat_id, s.thread_id, s.turn_done_seq,
           s.turn_requested_seq, s.selected_model, s.status, s.turn_parked_seq
 """
 
@@ -212,19 +215,7 @@ RETURNING s.id, s.platform, s.scope, s.chat_id, s.thread_id, s.turn_done_seq,
 # newest message is missing (seq below ``turn_requested_seq``) and reads the delta again.
 CLAIM_TURN_PENDING = f"""
 WITH c AS (
-    UPDATE sessions s
-    SET turn_owner = $1, turn_lease_until = now() + make_interval(secs => $2), turn_process = $4
-    WHERE s.id = (
-        SELECT id FROM sessions
-        WHERE turn_requested_seq > turn_done_seq AND turn_parked_on IS NULL
-          AND (turn_lease_until IS NULL OR turn_lease_until < now()
-               OR (turn_process IS DISTINCT FROM $4 AND {_dead("turn_process")}))
-          AND ($3::text[] IS NULL OR platform = ANY($3))
-        ORDER BY last_message_at NULLS FIRST, id
-        LIMIT 1
-        FOR UPDATE SKIP LOCKED
-    )
-    RETURNING s.id AS claim_session_id, s.platform, s.scope, s.chat_id, s.thread_id,
+{_CLAIM_SESSION}    RETURNING s.id AS claim_session_id, s.platform, s.scope, s.chat_id, s.thread_id,
               s.turn_done_seq, s.turn_requested_seq, s.selected_model, s.status, s.turn_parked_seq
 )
 SELECT c.*, m.* FROM c LEFT JOIN LATERAL (
@@ -509,19 +500,7 @@ ORDER BY m.seq_no LIMIT $4
 # and the turn reads them again. ``$6``: the page size of the context read.
 CLAIM_TURN_CONTEXT = f"""
 WITH c AS (
-    UPDATE sessions s
-    SET turn_owner = $1, turn_lease_until = now() + make_interval(secs => $2), turn_process = $4
-    WHERE s.id = (
-        SELECT id FROM sessions
-        WHERE turn_requested_seq > turn_done_seq AND turn_parked_on IS NULL
-          AND (turn_lease_until IS NULL OR turn_lease_until < now()
-               OR (turn_process IS DISTINCT FROM $4 AND {_dead("turn_process")}))
-          AND ($3::text[] IS NULL OR platform = ANY($3))
-        ORDER BY last_message_at NULLS FIRST, id
-        LIMIT 1
-        FOR UPDATE SKIP LOCKED
-    )
-    RETURNING s.id AS claim_session_id, s.platform, s.scope, s.chat_id, s.thread_id,
+{_CLAIM_SESSION}    RETURNING s.id AS claim_session_id, s.platform, s.scope, s.chat_id, s.thread_id,
               s.turn_done_seq, s.turn_requested_seq, s.selected_model, s.status, s.turn_parked_seq,
               s.metadata AS session_metadata, s.title AS session_title
 ), p AS (
