@@ -39,6 +39,7 @@ from typing import Any
 import asyncpg
 import httpx
 
+from adapters.telegram import markdown as telegram_markdown
 from benchmarks.fakes.sink_server import SinkServer
 from gateway.agents import Turn
 from gateway.domain import Reply
@@ -627,13 +628,18 @@ async def _failed_deliveries(dsn: str) -> dict[str, str]:
     conn = await asyncpg.connect(dsn)
     try:
         rows = await conn.fetch(
-            "SELECT content, ambiguous, last_error FROM deliveries WHERE status = 'failed'"
+            "SELECT platform, content, ambiguous, last_error FROM deliveries"
+            " WHERE status = 'failed'"
         )
     finally:
         await conn.close()
     out: dict[str, str] = {}
     for row in rows:
-        match = _ANSWER.match(row["content"] or "")
+        content = row["content"] or ""
+        if row["platform"] == "telegram":
+            # Telegram's outbox rows hold the rendered payload (text plus entities)
+            content = telegram_markdown.decode(content)[0]
+        match = _ANSWER.match(content)
         reason = ("ambiguous: " if row["ambiguous"] else "") + (row["last_error"] or "")[:80]
         for mid in filter(None, match.group(2).split(",")) if match else ():
             out[mid] = reason
