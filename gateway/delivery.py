@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ import structlog
 
 from gateway.errors import DeliveryError, LeaseLost, StoreError
 from gateway.files import send_part
-from gateway.hub import Signal
+from gateway.hub import PollGate, Signal
 from gateway.metrics import Metrics
 from gateway.pacing import Budget, Pacing, pace_rules
 from gateway.ports import SendResult, Transport
@@ -79,7 +78,7 @@ class DeliveryWorker:
         #: deliveries a finished turn handed over already claimed (issue 17), in order
         self._handed: deque[DeliveryRecord] = deque()
         self._stopping = False
-        self._next_poll = 0.0
+        self._polls = PollGate()
         #: wake-ups of handed-over deliveries that a sibling sent without waiting
         self._spent_wakes = 0
 
@@ -143,14 +142,6 @@ class DeliveryWorker:
     async def _worker(self, stopping: asyncio.Event) -> None:
         await self.work(stopping)
 
-    def _poll_due(self) -> bool:
-        """One idle poll per ``poll_seconds`` per process, not one per worker (issue 17)."""
-        now = time.monotonic()
-        if now < self._next_poll:
-            return False
-        self._next_poll = now + self._settings.poll_seconds
-        return True
-
     # --- the handoff from finished turns (issue 17) ----------------------------------------
 
     def accepting(self) -> bool:
@@ -192,7 +183,11 @@ class DeliveryWorker:
                 woken = await self._wake.wait(self._settings.poll_seconds)
                 if stopping.is_set():
                     break
-                if not woken and not self._handed and not self._poll_due():
+                if (
+                    not woken
+                    and not self._handed
+                    and not self._polls.due(self._settings.poll_seconds)
+                ):
                     continue  # a sibling polled just now: one poll per process
             if self._handed:
                 # sent without a claim; the wake-up its handover left is used up with it

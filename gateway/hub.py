@@ -4,6 +4,7 @@ polling the database tightly; live web-chat streams subscribe per (chat, thread)
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -89,6 +90,22 @@ class WorkSignal(Signal):
                 waiter.cancel()
                 self._waiters.remove(waiter)  # at most one entry per worker
         return waiter.done() and not waiter.cancelled()
+
+
+class PollGate:
+    """One idle poll per interval per process, shared by a pool's workers: a worker that
+    timed out waiting for a wake-up polls only when no sibling polled within ``interval``
+    (issue 17: with 3 replicas of 8 workers the idle polls were a third of all claims)."""
+
+    def __init__(self) -> None:
+        self._next = 0.0
+
+    def due(self, interval: float) -> bool:
+        now = time.monotonic()
+        if now < self._next:
+            return False
+        self._next = now + interval
+        return True
 
 
 class Broadcast:

@@ -23,7 +23,7 @@ from gateway.context import Assembled, ContextAssembler, ContextPolicy, TokenCou
 from gateway.domain import Reply, ReplyTarget
 from gateway.errors import AgentError, ContextTooSmall, LeaseLost, StoreError
 from gateway.files import outbox_parts
-from gateway.hub import Signal
+from gateway.hub import PollGate, Signal
 from gateway.knowledge.service import Knowledge
 from gateway.metrics import Metrics
 from gateway.ports import Transport
@@ -103,7 +103,7 @@ class TurnScheduler:
         self._knowledge = knowledge
         #: the delivery worker of this process (set by the runtime), for the handoff
         self.handoff: Handoff | None = None
-        self._next_poll = 0.0
+        self._polls = PollGate()
 
     async def run(self, stopping: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as group:
@@ -131,7 +131,7 @@ class TurnScheduler:
                 woken = await self._wake.wait(self._settings.poll_seconds)
                 if stopping.is_set():
                     return
-                if not woken and not self._poll_due():
+                if not woken and not self._polls.due(self._settings.poll_seconds):
                     continue  # a sibling polled just now: one poll per process
             try:
                 claim = await self._store.claim_turn(
@@ -168,15 +168,6 @@ class TurnScheduler:
                 )
                 self._metrics.turns.labels(claim.key.platform, "crashed").inc()
                 await pause(item_backoff(failures), stopping)
-
-    def _poll_due(self) -> bool:
-        """One idle poll per ``poll_seconds`` per process, not one per worker (issue 17:
-        with 3 replicas of 8 workers the idle polls were a third of all claims)."""
-        now = time.monotonic()
-        if now < self._next_poll:
-            return False
-        self._next_poll = now + self._settings.poll_seconds
-        return True
 
     async def run_turn(self, claim: TurnClaim, *, beat: Beat = no_beat) -> bool:
         """Run one claimed turn; True when another turn of this session is already due."""
