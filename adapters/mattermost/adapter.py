@@ -27,8 +27,9 @@ import json
 import ssl
 import time
 from collections import OrderedDict
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar, cast
 
 import httpx
@@ -58,7 +59,7 @@ from adapters.mattermost.transport import MattermostTransport
 from adapters.mattermost.urls import ServerUrls, server_urls
 from adapters.mattermost.websocket import Backoff, EventStream
 from gateway.domain import Envelope, Rejected
-from gateway.errors import ConfigError, GatewayError
+from gateway.errors import ConfigError, GatewayError, StoreError
 from gateway.ingress import ingest, record_reaction
 from gateway.ports import ApprovalClick, Check, Intake
 from gateway.settings import Settings
@@ -71,6 +72,11 @@ _MAX_CLOCK_SKEW_MS = 3_600_000
 _CHANNEL_TYPE_CACHE = 10_000
 
 _T = TypeVar("_T")
+
+#: waits before retrying a store call that failed transiently during reconciliation: right
+#: after a database restart the pool's idle connections are dead and fail once each (the
+#: pool then reopens them), which must not hold a post until the next resync
+_TRANSIENT_RETRIES = (0.05, 0.25, 1.0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,8 +93,9 @@ class MattermostConfig:
     backoff: Backoff = field(default_factory=Backoff)
     http_timeout: float = 30.0
     hello_timeout: float = 30.0
-    #: how often the read loop, when idle, retries posts whose handling failed
-    tick_interval: float = 10.0
+    #: how often the read loop, when idle, looks for posts whose handling failed (a tick
+    #: with nothing held costs nothing; their retries have their own backoff, ``_on_tick``)
+    tick_interval: float = 1.0
     #: store/REST calls at once while reconciling after a (re)connect (across channels and
     #: conversations; each conversation's posts are still submitted in order)
     reconcile_concurrency: int = 8
@@ -398,7 +405,7 @@ class MattermostAdapter:
         if channel_id in self._cursors:
             return self._cursors[channel_id]
         intake, _ = self._require()
-        value = await intake.load_cursor(self._cursor_name(channel_id))
+        value = await _retrying(lambda: intake.load_cursor(self._cursor_name(channel_id)))
         if value is None:
             return None
         try:
@@ -418,7 +425,8 @@ class MattermostAdapter:
             return
         self._cursors[channel_id] = value
         intake, _ = self._require()
-        await intake.save_cursor(self._cursor_name(channel_id), str(value))
+        name = self._cursor_name(channel_id)
+        await _retrying(lambda: intake.save_cursor(name, str(value)))
 
     async def _seen(self, post: Mapping[str, Any]) -> None:
         """A post was durably handled: advance its channel's cursor and release a hold."""
@@ -536,6 +544,10 @@ class MattermostAdapter:
             ],
         )
         self.reconciliations += 1
+        # a post this reconciliation could not store is retried at the next tick, not after
+        # the backoff that resyncs failing during an outage (before this connection) built up
+        self._resync_failures = 0
+        self._resync_at = 0.0
         log.info(
             "mattermost_reconciled",
             channels=len(channels),
@@ -666,7 +678,7 @@ class MattermostAdapter:
         failed = False
         for extracted in missed.events:
             try:
-                await intake.submit(extracted, raw=raw)
+                await _retrying(partial(intake.submit, extracted, raw=raw))
             except Exception as exc:  # broad: same isolation as the websocket path
                 log.exception(
                     "mattermost_reconcile_submit_failed",
@@ -712,3 +724,17 @@ def _run_of(post: Mapping[str, Any], missed: Missed) -> object:
         if isinstance(event, Envelope):
             return event.key
     return ("post", post["id"])
+
+
+async def _retrying(call: Callable[[], Awaitable[_T]]) -> _T:
+    """``call()``, retried after ``_TRANSIENT_RETRIES`` while it fails with a transient
+    ``StoreError`` (the database just came back); any other failure, or the last, raises."""
+    for delay in _TRANSIENT_RETRIES:
+        try:
+            return await call()
+        except StoreError as exc:
+            if not exc.transient:
+                raise
+            log.warning("mattermost_store_retry", error=str(exc), after=delay)
+        await asyncio.sleep(delay)
+    return await call()
