@@ -14,7 +14,11 @@ reconnects forever without telling anyone. This client:
   ``on_error``; the connection and the following events carry on;
 * reconnects with exponential backoff and jitter; calls ``on_connecting`` before each attempt
   and ``on_connected`` after every (re)connect *before* reading further events, so the
-  adapter can reconcile what was missed.
+  adapter can reconcile what was missed;
+* starts the next connection as soon as the socket closes, even while the events queued
+  before the close are still being handled (they are handled first, then the new
+  connection's ``hello``, reconciliation and events): the server is never left without a
+  connection for as long as a backlog takes (issue 12).
 """
 
 from __future__ import annotations
