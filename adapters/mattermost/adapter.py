@@ -658,12 +658,12 @@ class MattermostAdapter:
                     stored.append(post)
             return submitted
 
-        # a failure inside a run is recorded there (dead letter + hold); one escaping here
-        # (the dead letter itself failed) is raised after every run finished
-        try:
-            counts = await self._bounded(limit, [submit_run(run) for run in runs.values()])
-        finally:
-            await self._seen_all(cid, stored)
+        # A failed post is recorded inside its run (dead letter + hold) and the run goes on.
+        # If a run ends early (cancelled: leadership lost), the posts behind its last one
+        # were not stored, although later ones in other runs may have been: the cursor is
+        # then left where it was (all of them are fetched again; the inbox dedupes).
+        counts = await self._bounded(limit, [submit_run(run) for run in runs.values()])
+        await self._seen_all(cid, stored)
         return sum(counts)
 
     async def _submit_missed(
