@@ -27,9 +27,10 @@ import json
 import ssl
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar, cast
 
 import httpx
 import structlog
@@ -57,8 +58,8 @@ from adapters.mattermost.extract import (
 from adapters.mattermost.transport import MattermostTransport
 from adapters.mattermost.urls import ServerUrls, server_urls
 from adapters.mattermost.websocket import Backoff, EventStream
-from gateway.domain import Rejected
-from gateway.errors import ConfigError, GatewayError
+from gateway.domain import Envelope, Rejected
+from gateway.errors import ConfigError, GatewayError, StoreError
 from gateway.ingress import ingest, record_reaction
 from gateway.ports import ApprovalClick, Check, Intake
 from gateway.settings import Settings
@@ -69,6 +70,13 @@ log = structlog.get_logger(__name__)
 _MAX_CLOCK_SKEW_MS = 3_600_000
 
 _CHANNEL_TYPE_CACHE = 10_000
+
+_T = TypeVar("_T")
+
+#: waits before retrying a store call that failed transiently during reconciliation: right
+#: after a database restart the pool's idle connections are dead and fail once each (the
+#: pool then reopens them), which must not hold a post until the next resync
+_TRANSIENT_RETRIES = (0.05, 0.25, 1.0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,8 +93,12 @@ class MattermostConfig:
     backoff: Backoff = field(default_factory=Backoff)
     http_timeout: float = 30.0
     hello_timeout: float = 30.0
-    #: how often the read loop, when idle, retries posts whose handling failed
-    tick_interval: float = 10.0
+    #: how often the read loop, when idle, looks for posts whose handling failed (a tick
+    #: with nothing held costs nothing; their retries have their own backoff, ``_on_tick``)
+    tick_interval: float = 1.0
+    #: store/REST calls at once while reconciling after a (re)connect (across channels and
+    #: conversations; each conversation's posts are still submitted in order)
+    reconcile_concurrency: int = 8
     #: how long stop() waits for the event in hand before cancelling the stream
     stop_timeout: float = 10.0
     #: honour HTTP(S)_PROXY / NO_PROXY from the environment (REST and websocket)
@@ -393,7 +405,7 @@ class MattermostAdapter:
         if channel_id in self._cursors:
             return self._cursors[channel_id]
         intake, _ = self._require()
-        value = await intake.load_cursor(self._cursor_name(channel_id))
+        value = await _retrying(lambda: intake.load_cursor(self._cursor_name(channel_id)))
         if value is None:
             return None
         try:
@@ -413,7 +425,8 @@ class MattermostAdapter:
             return
         self._cursors[channel_id] = value
         intake, _ = self._require()
-        await intake.save_cursor(self._cursor_name(channel_id), str(value))
+        name = self._cursor_name(channel_id)
+        await _retrying(lambda: intake.save_cursor(name, str(value)))
 
     async def _seen(self, post: Mapping[str, Any]) -> None:
         """A post was durably handled: advance its channel's cursor and release a hold."""
@@ -426,7 +439,7 @@ class MattermostAdapter:
         create_at = post.get("create_at")
         if not isinstance(create_at, int) or isinstance(create_at, bool):
             return
-        if not 0 < create_at <= time.time() * 1000 + _MAX_CLOCK_SKEW_MS:
+        if not _plausible(create_at):
             # issue 12 fuzzing: a post dated in the far future moved the cursor past every
             # real post, and reconciliation after the next reconnect missed them all
             log.warning("mattermost_post_time_implausible", channel_id=channel_id)
@@ -435,6 +448,28 @@ class MattermostAdapter:
         await self._set_cursor(
             channel_id, create_at if current is None else max(current, create_at)
         )
+
+    async def _seen_all(self, channel_id: str, posts: Sequence[Mapping[str, Any]]) -> None:
+        """Like ``_seen`` for many posts of one channel, with one cursor write: every post
+        in ``posts`` was durably handled (held posts still cap the cursor)."""
+        newest: int | None = None
+        held = self._held.get(channel_id)
+        for post in posts:
+            if held is not None:
+                held.pop(post["id"], None)
+            create_at = post.get("create_at")
+            if not isinstance(create_at, int) or isinstance(create_at, bool):
+                continue
+            if not _plausible(create_at):
+                log.warning("mattermost_post_time_implausible", channel_id=channel_id)
+                continue
+            newest = create_at if newest is None else max(newest, create_at)
+        if held is not None and not held:
+            del self._held[channel_id]
+        if newest is None:
+            return
+        current = await self._cursor(channel_id)
+        await self._set_cursor(channel_id, newest if current is None else max(current, newest))
 
     def _hold(self, post: Mapping[str, Any]) -> None:
         create_at = post.get("create_at")
@@ -492,21 +527,53 @@ class MattermostAdapter:
             await self._resolve_identity()
         started = time.monotonic()
         channels = await self._list_channels()
-        cursors = {cid: await self._cursor(cid) for cid in channels}
+        # one semaphore for the whole reconciliation: at most this many store/REST calls at
+        # once, whatever the number of channels (the store is busy with every surface's backlog)
+        limit = asyncio.Semaphore(self._config.reconcile_concurrency)
+        loaded = await self._bounded(limit, [self._cursor(cid) for cid in channels])
+        cursors = dict(zip(channels, loaded, strict=True))
         known = [c for c in cursors.values() if c is not None]
         # A channel without a cursor was joined while we were away: read it from the newest
         # moment we know we were live (with none at all, history is not answered).
         baseline = max(known) if known else None
-        submitted = 0
-        for cid, channel in channels.items():
-            submitted += await self._reconcile_channel(channel, cursors[cid], baseline)
+        counts = await self._bounded(
+            None,
+            [
+                self._reconcile_channel(channel, cursors[cid], baseline, limit=limit)
+                for cid, channel in channels.items()
+            ],
+        )
         self.reconciliations += 1
+        # a post this reconciliation could not store is retried at the next tick, not after
+        # the backoff that resyncs failing during an outage (before this connection) built up
+        self._resync_failures = 0
+        self._resync_at = 0.0
         log.info(
             "mattermost_reconciled",
             channels=len(channels),
-            submitted=submitted,
+            submitted=sum(counts),
             seconds=round(time.monotonic() - started, 3),
         )
+
+    @staticmethod
+    async def _bounded(
+        limit: asyncio.Semaphore | None, calls: Sequence[Coroutine[Any, Any, _T]]
+    ) -> list[_T]:
+        """Run ``calls`` concurrently (each under ``limit`` when given) and wait for *all*
+        of them - none is cancelled half-way, so holds and cursors stay consistent - then
+        raise the first failure, if any."""
+
+        async def one(call: Coroutine[Any, Any, _T]) -> _T:
+            if limit is None:
+                return await call
+            async with limit:
+                return await call
+
+        results = await asyncio.gather(*(one(c) for c in calls), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return cast("list[_T]", results)
 
     async def _list_channels(self) -> dict[str, dict[str, Any]]:
         channels: dict[str, dict[str, Any]] = {}
@@ -530,10 +597,21 @@ class MattermostAdapter:
         return channels
 
     async def _reconcile_channel(
-        self, channel: Mapping[str, Any], cursor: int | None, baseline: int | None
+        self,
+        channel: Mapping[str, Any],
+        cursor: int | None,
+        baseline: int | None,
+        *,
+        limit: asyncio.Semaphore | None = None,
     ) -> int:
         """Submit the posts of one channel created at or after its cursor; returns how many
-        were submitted. The cursor means "every post created before it was handled"."""
+        were submitted. The cursor means "every post created before it was handled".
+
+        The posts are submitted by conversation (session key): each conversation's posts in
+        creation order, different conversations concurrently (under ``limit``). The cursor
+        is saved once, after all of them: to the newest post stored, but never past a post
+        whose handling failed (``_hold``), so a crash half-way only re-fetches (the inbox
+        dedupes) and a failed post is fetched again."""
         cid = str(channel["id"])
         last_post_at = channel.get("last_post_at")
         last = last_post_at if isinstance(last_post_at, int) else None
@@ -551,31 +629,56 @@ class MattermostAdapter:
         team_id = channel.get("team_id") if isinstance(channel.get("team_id"), str) else None
         # since is exclusive on UpdateAt (server GetPostsSince): cursor - 1 also returns posts
         # created in the cursor's own millisecond; re-submitting one is deduped by the inbox.
-        posts = await self._api.posts_since(cid, cursor - 1)
+        if limit is None:
+            posts = await self._api.posts_since(cid, cursor - 1)
+        else:
+            async with limit:
+                posts = await self._api.posts_since(cid, cursor - 1)
         posts.sort(key=post_order)
-        submitted = 0
+        # one ordered run per conversation: the order of a session's messages is the order
+        # they are stored in, so only different sessions may be submitted concurrently
+        runs: dict[object, list[tuple[Mapping[str, Any], Missed]]] = {}
         for post in posts:
             if not isinstance(post.get("id"), str) or post.get("channel_id") != cid:
                 continue
             missed = missed_since(
                 post, cursor=cursor, ctx=ctx, channel_type=channel_type, team_id=team_id
             )
-            submitted += await self._submit_missed(intake, post, missed, channel_type)
-        return submitted
+            if not missed.events:
+                continue
+            runs.setdefault(_run_of(post, missed), []).append((post, missed))
+        stored: list[Mapping[str, Any]] = []
+
+        async def submit_run(run: list[tuple[Mapping[str, Any], Missed]]) -> int:
+            submitted = 0
+            for post, missed in run:
+                count, ok = await self._submit_missed(intake, post, missed, channel_type)
+                submitted += count
+                if missed.new and ok:
+                    stored.append(post)
+            return submitted
+
+        # A failed post is recorded inside its run (dead letter + hold) and the run goes on.
+        # If a run ends early (cancelled: leadership lost), the posts behind its last one
+        # were not stored, although later ones in other runs may have been: the cursor is
+        # then left where it was (all of them are fetched again; the inbox dedupes).
+        counts = await self._bounded(limit, [submit_run(run) for run in runs.values()])
+        await self._seen_all(cid, stored)
+        return sum(counts)
 
     async def _submit_missed(
         self, intake: Intake, post: Mapping[str, Any], missed: Missed, channel_type: str
-    ) -> int:
-        """Submit what one missed post yields; returns how many were stored. A failure
-        leaves a dead letter and holds a new post (its channel's cursor stays before it, so
-        it is fetched again); once all of a new post's events are stored, the cursor may
-        move past it."""
+    ) -> tuple[int, bool]:
+        """Submit what one missed post yields; returns how many were stored and whether all
+        were. A failure leaves a dead letter and holds a new post (its channel's cursor
+        stays before it, so it is fetched again); once all of a new post's events are
+        stored, the caller may move the cursor past it (``_seen_all``)."""
         raw = {"source": "reconcile", "channel_type": channel_type, "post": post}
         stored = 0
         failed = False
         for extracted in missed.events:
             try:
-                await intake.submit(extracted, raw=raw)
+                await _retrying(partial(intake.submit, extracted, raw=raw))
             except Exception as exc:  # broad: same isolation as the websocket path
                 log.exception(
                     "mattermost_reconcile_submit_failed",
@@ -587,18 +690,19 @@ class MattermostAdapter:
                 failed = True
                 continue
             stored += 1
-        if missed.new and not failed:
-            await self._seen(post)
-        return stored
+        return stored, not failed
 
     async def _on_tick(self) -> None:
         """Idle tick of the read loop: retry held posts (their handling failed) with backoff."""
         if not self._held or time.monotonic() < self._resync_at:
             return
         try:
+            limit = asyncio.Semaphore(self._config.reconcile_concurrency)
             for cid, held in list(self._held.items()):
                 channel = {"id": cid, "type": self._channel_types.get(cid, "")}
-                await self._reconcile_channel(channel, await self._cursor(cid), min(held.values()))
+                await self._reconcile_channel(
+                    channel, await self._cursor(cid), min(held.values()), limit=limit
+                )
         except Exception:  # broad: a failed resync is retried later, the stream goes on
             self._resync_failures += 1
             log.exception("mattermost_resync_failed")
@@ -606,3 +710,31 @@ class MattermostAdapter:
             self._resync_failures = 0 if not self._held else self._resync_failures + 1
         delay = min(300.0, 5.0 * 2 ** min(self._resync_failures, 6))
         self._resync_at = time.monotonic() + delay
+
+
+def _plausible(create_at: int) -> bool:
+    """A post time that may move a cursor: positive and not far in our future."""
+    return 0 < create_at <= time.time() * 1000 + _MAX_CLOCK_SKEW_MS
+
+
+def _run_of(post: Mapping[str, Any], missed: Missed) -> object:
+    """Which ordered run a missed post belongs to: its conversation (session key) when it
+    yields a message or an edit, else (ignored, rejected, deleted) a run of its own."""
+    for event in missed.events:
+        if isinstance(event, Envelope):
+            return event.key
+    return ("post", post["id"])
+
+
+async def _retrying(call: Callable[[], Awaitable[_T]]) -> _T:
+    """``call()``, retried after ``_TRANSIENT_RETRIES`` while it fails with a transient
+    ``StoreError`` (the database just came back); any other failure, or the last, raises."""
+    for delay in _TRANSIENT_RETRIES:
+        try:
+            return await call()
+        except StoreError as exc:
+            if not exc.transient:
+                raise
+            log.warning("mattermost_store_retry", error=str(exc), after=delay)
+        await asyncio.sleep(delay)
+    return await call()

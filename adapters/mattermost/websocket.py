@@ -14,7 +14,11 @@ reconnects forever without telling anyone. This client:
   ``on_error``; the connection and the following events carry on;
 * reconnects with exponential backoff and jitter; calls ``on_connecting`` before each attempt
   and ``on_connected`` after every (re)connect *before* reading further events, so the
-  adapter can reconcile what was missed.
+  adapter can reconcile what was missed;
+* starts the next connection as soon as the socket closes, even while the events queued
+  before the close are still being handled (they are handled first, then the new
+  connection's ``hello``, reconciliation and events): the server is never left without a
+  connection for as long as a backlog takes (issue 12).
 """
 
 from __future__ import annotations
@@ -118,6 +122,9 @@ class EventStream:
         self.connection_id: str | None = None
         self._hello_at: float | None = None
         self._stopping = asyncio.Event()
+        self._failures = 0
+        #: the next connection, under way while the last one's queued events are handled
+        self._next: asyncio.Task[ClientConnection | None] | None = None
 
     @property
     def connected(self) -> bool:
@@ -125,49 +132,74 @@ class EventStream:
 
     async def run(self) -> None:
         """Connect, handle, reconnect - until ``stop()`` (or cancellation)."""
-        failures = 0
-        while not self._stopping.is_set():
-            self.attempts += 1
-            self._hello_at = None
-            try:
-                await self._session()
-                log.info("mattermost_ws_closed")
-            except AuthenticationFailed as exc:
-                self.last_error = exc
-                log.error("mattermost_ws_auth_failed", error=str(exc))
-            except InvalidStatus as exc:
-                self.last_error = exc
-                status = exc.response.status_code
-                level = log.error if status in (401, 403) else log.warning
-                level("mattermost_ws_handshake_refused", status=status)
-            except (OSError, TimeoutError, WebSocketException) as exc:
-                # refused/reset connections, TLS verification failures (ssl.SSLError is an
-                # OSError), abnormal closes (1006) -> reconnect
-                self.last_error = exc
-                log.warning("mattermost_ws_disconnected", error=repr(exc))
-            except Exception as exc:  # broad on purpose, see below
-                # A failure in on_connecting/on_connected (REST calls) or a bug must not end
-                # the event stream: the next connection reconciles again from saved cursors.
-                self.last_error = exc
-                log.exception("mattermost_ws_session_failed")
-            finally:
-                self._ready = False
-                self._ws = None
-            if self._stopping.is_set():
-                break
-            # however it ended (a clean close or a 1006), a connection that was healthy for
-            # a while starts the backoff over
-            hello_at = self._hello_at
-            if hello_at is not None and time.monotonic() - hello_at >= self._backoff.stable_after:
-                failures = 0
-            delay = self._backoff.delay(failures)
-            failures += 1
-            self.delays.append(delay)
-            del self.delays[:-50]  # bounded
-            log.info("mattermost_ws_reconnect_scheduled", delay=round(delay, 3))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), delay)
+        self._failures = 0
+        try:
+            while not self._stopping.is_set():
+                self.attempts += 1
+                self._hello_at = None
+                try:
+                    await self._session(await self._take_next())
+                    log.info("mattermost_ws_closed")
+                except AuthenticationFailed as exc:
+                    self.last_error = exc
+                    log.error("mattermost_ws_auth_failed", error=str(exc))
+                except InvalidStatus as exc:
+                    self.last_error = exc
+                    status = exc.response.status_code
+                    level = log.error if status in (401, 403) else log.warning
+                    level("mattermost_ws_handshake_refused", status=status)
+                except (OSError, TimeoutError, WebSocketException) as exc:
+                    # refused/reset connections, TLS verification failures (ssl.SSLError is
+                    # an OSError), abnormal closes (1006) -> reconnect
+                    self.last_error = exc
+                    log.warning("mattermost_ws_disconnected", error=repr(exc))
+                except Exception as exc:  # broad on purpose, see below
+                    # A failure in on_connecting/on_connected (REST calls) or a bug must not
+                    # end the event stream: the next connection reconciles again from saved
+                    # cursors.
+                    self.last_error = exc
+                    log.exception("mattermost_ws_session_failed")
+                finally:
+                    self._ready = False
+                    self._ws = None
+                if self._stopping.is_set():
+                    break
+                if self._next is None:
+                    # not already under way (started when the socket closed, _watch_close)
+                    self._next = asyncio.create_task(self._connect(self._reconnect_delay()))
+        finally:
+            await self._discard_next()
         log.info("mattermost_ws_stopped")
+
+    def _reconnect_delay(self) -> float:
+        """The backoff before the next connection, counting this end as one more failure."""
+        # however it ended (a clean close or a 1006), a connection that was healthy for a
+        # while starts the backoff over
+        hello_at = self._hello_at
+        if hello_at is not None and time.monotonic() - hello_at >= self._backoff.stable_after:
+            self._failures = 0
+        delay = self._backoff.delay(self._failures)
+        self._failures += 1
+        self.delays.append(delay)
+        del self.delays[:-50]  # bounded
+        log.info("mattermost_ws_reconnect_scheduled", delay=round(delay, 3))
+        return delay
+
+    async def _take_next(self) -> ClientConnection | None:
+        """The next connection: the one under way, or a new one at once (the first)."""
+        task, self._next = self._next, None
+        if task is None:
+            return await self._connect(0.0)
+        return await task
+
+    async def _discard_next(self) -> None:
+        task, self._next = self._next, None
+        if task is None:
+            return
+        task.cancel()
+        (result,) = await asyncio.gather(task, return_exceptions=True)
+        if isinstance(result, ClientConnection):
+            await result.close()
 
     async def stop(self) -> None:
         """Ask ``run()`` to end: the event being handled finishes, the socket is closed
@@ -190,36 +222,56 @@ class EventStream:
 
     # --- one connection ------------------------------------------------------------------
 
-    async def _session(self) -> None:
-        """Connect, authenticate, reconcile, then read events until the socket closes."""
+    async def _connect(self, delay: float) -> ClientConnection | None:
+        """After ``delay`` (backoff): ``on_connecting``, the handshake and the
+        ``authentication_challenge`` (always the connection's first action, seq 1). None if
+        ``stop()`` came first. Events the server sends from then on wait in the connection's
+        queue until ``_session`` reads them."""
+        if delay > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), delay)
+        if self._stopping.is_set():
+            return None
         if self._on_connecting is not None:
             await self._on_connecting()
         if self._stopping.is_set():
-            return
+            return None
         kwargs: dict[str, Any] = {}
         if self._url.startswith("wss://") and self._ssl is not None:
             kwargs["ssl"] = self._ssl
-        async with connect(
+        ws = await connect(
             self._url,
             additional_headers={"Authorization": f"Bearer {self._token}"},
             open_timeout=self._open_timeout,
             ping_interval=self._ping_interval,
             ping_timeout=self._ping_timeout,
             close_timeout=5,
-            # buffer events while on_connected reconciles before the read loop resumes
+            # buffer events while on_connected reconciles before the read loop resumes (and
+            # while the previous connection's last events are handled, _watch_close)
             max_queue=4096,
             proxy=self._proxy,
             user_agent_header="chat-gateway (mattermost adapter)",
             **kwargs,
-        ) as ws:
+        )
+        try:
+            challenge = {"seq": 1, "action": "authentication_challenge"}
+            await ws.send(json.dumps({**challenge, "data": {"token": self._token}}))
+        except BaseException:
+            ws.transport.abort()
+            raise
+        return ws
+
+    async def _session(self, ws: ClientConnection | None) -> None:
+        """Authenticate, reconcile, then read events until the socket closes."""
+        if ws is None:  # stop() came while connecting
+            return
+        async with ws:
             self._ws = ws
             if self._stopping.is_set():  # stop() came while the handshake was in flight
                 return
-            self._seq = 0
+            self._seq = 1
+            self._challenge_seq = 1
             self._expected_seq = None
-            self._challenge_seq = await self._send(
-                ws, "authentication_challenge", {"token": self._token}
-            )
             try:
                 await asyncio.wait_for(self._until_hello(ws), self._hello_timeout)
             except TimeoutError as exc:
@@ -235,7 +287,24 @@ class EventStream:
                 connections=self.connections,
             )
             await self._on_connected()
-            await self._read(ws)
+            watch = asyncio.create_task(self._watch_close(ws))
+            try:
+                await self._read(ws)
+            finally:
+                watch.cancel()
+
+    async def _watch_close(self, ws: ClientConnection) -> None:
+        """When the socket closes (the server went away, or we refused a frame over the
+        limit: 1009), start the next connection at once - with the usual backoff - although
+        the read loop may still be handling the events queued before the close (issue 12: a
+        backlog of up to ``max_queue`` events kept the server without a connection for
+        minutes). The new connection's events queue up; its ``hello`` and reconciliation
+        follow the old connection's last event, so the order is kept."""
+        await ws.wait_closed()
+        log.info("mattermost_ws_connection_lost", code=ws.close_code, reason=ws.close_reason)
+        if self._stopping.is_set() or self._next is not None:
+            return
+        self._next = asyncio.create_task(self._connect(self._reconnect_delay()))
 
     async def _read(self, ws: ClientConnection) -> None:
         """Handle frames one at a time, in order, until the socket closes; call ``on_tick``
