@@ -20,7 +20,7 @@ from gateway.errors import DeliveryError, LeaseLost, StoreError
 from gateway.files import send_part
 from gateway.hub import PollGate, Signal
 from gateway.metrics import Metrics
-from gateway.pacing import Budget, Pacing, pace_rules
+from gateway.pacing import NO_LIMIT, Budget, Pacing, Rules, pace_rules
 from gateway.ports import SendResult, Transport
 from gateway.streaming import PREVIEW_EXTRA, finish_part
 from gateway.supervisor import Beat, item_backoff, no_beat, pause, persist
@@ -279,6 +279,8 @@ class DeliveryWorker:
                 raise LeaseLost(f"delivery {delivery.id}: lease renewal stopped")
             try:
                 result = send.result()
+            except LeaseLost:
+                raise  # taken over before it went out (the pacing marks are fenced)
             except DeliveryError as exc:
                 await self._failed(delivery, transport, exc, bound)
                 return False
@@ -310,13 +312,12 @@ class DeliveryWorker:
         return more
 
     async def _paced_send(self, transport: Transport, delivery: DeliveryRecord) -> SendResult:
-        wait = await self._budget.reserve(pace_rules(transport, delivery.target))
-        if wait > 0:
-            await asyncio.sleep(wait)
+        budget = _OffWire(self, delivery)
+        await budget.reserve(pace_rules(transport, delivery.target))
         if self._previews is not None and PREVIEW_EXTRA in delivery.target.extra:
             # a streamed answer: edit the preview into the final text, never send it again
             try:
-                edited = await finish_part(self._previews, transport, delivery, self._budget)
+                edited = await finish_part(self._previews, transport, delivery, budget)
             except StoreError as exc:
                 # nothing was sent: retried like any transient failure
                 raise DeliveryError(f"previews unreadable: {exc}") from exc
@@ -326,6 +327,34 @@ class DeliveryWorker:
         return await send_part(
             transport, delivery.target, delivery.content, idempotency_key=f"gw-{delivery.id}"
         )
+
+    async def wait_off_wire(self, delivery: DeliveryRecord, wait: float) -> None:
+        """Wait ``wait`` seconds for the chat's pacer with the row saying so (issue 12): a
+        SIGKILL now leaves a claim that recovery resends instead of failing it as ambiguous.
+        Only a delivery that has to wait pays these two writes; the wait hides the first.
+        The mark is cleared (fenced by the claim) before anything goes out: a claim taken over
+        meanwhile raises ``LeaseLost`` here and sends nothing."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + wait
+        try:
+            await self._store.mark_pacing(delivery, wait=wait)
+        except LeaseLost:
+            raise
+        except StoreError as exc:
+            # written or not, it is cleared below before the send: a kill meanwhile is
+            # ambiguous as before, never resent after going out
+            log.warning("delivery_pacing_mark_failed", delivery_id=delivery.id, error=str(exc))
+        await asyncio.sleep(max(0.0, until - loop.time()))
+        try:
+            await persist(
+                lambda: self._store.mark_on_wire(delivery),
+                what="mark_on_wire",
+                delivery_id=delivery.id,
+            )
+        except LeaseLost:
+            raise
+        except StoreError as exc:
+            raise DeliveryError(f"not sent: the store is unreachable: {exc}") from exc
 
     async def _failed(
         self,
@@ -378,3 +407,21 @@ class DeliveryWorker:
         )
         self._metrics.deliveries.labels(delivery.platform, "retry").inc()
         bound.info("delivery_retry_scheduled", error=reason, delay_s=round(delay, 2))
+
+
+class _OffWire:
+    """The chat's pacing budget as one claimed delivery draws on it (``Budget``): a wait is
+    spent here, marked on the row as "waiting, not on the wire" (``wait_off_wire``), and the
+    caller goes on at once (0 is returned). A reservation needing no wait writes nothing."""
+
+    def __init__(self, worker: DeliveryWorker, delivery: DeliveryRecord) -> None:
+        self._worker = worker
+        self._delivery = delivery
+
+    async def reserve(self, rules: Rules, max_wait: float = NO_LIMIT) -> float:
+        wait = await self._worker._budget.reserve(rules, max_wait)
+        if wait > max_wait:
+            return wait  # nothing reserved
+        if wait > 0:
+            await self._worker.wait_off_wire(self._delivery, wait)
+        return 0.0

@@ -54,6 +54,15 @@ WHERE session_id = $1 AND after_seq = $2 AND reply_seq IS NULL
 """
 
 RESERVE = "SELECT pace_reserve($1::text[], $2::double precision[], $3::double precision)"
+#: carry a reservation made elsewhere into the shared budget: the key is free no sooner than
+#: that, and no later than it already was (a maximum, never added to what is already there)
+SEED = """
+INSERT INTO pace_slots (key, next_at)
+SELECT k, clock_timestamp() + make_interval(secs => s)
+FROM unnest($1::text[], $2::double precision[]) AS r (k, s)
+ORDER BY k
+ON CONFLICT (key) DO UPDATE SET next_at = greatest(pace_slots.next_at, excluded.next_at)
+"""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,5 +125,8 @@ class PreviewStore:
         shared budget: each key is free no sooner than its seconds from now."""
         if not ahead:
             return
+        # a maximum, not a reservation after the ones already there: a process that paced in
+        # PostgreSQL before mirrors those reservations locally, and adding them again doubled
+        # the chat's wait at each solo -> shared switch (seen after database restarts)
         async with self.db.connection() as conn:
-            await conn.executemany(RESERVE, [([k], [float(s)], 3600.0) for k, s in ahead])
+            await conn.execute(SEED, [k for k, _ in ahead], [float(s) for _, s in ahead])

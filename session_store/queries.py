@@ -82,7 +82,8 @@ backfill, reply_target, model, tokens_used, feedback, edited_at, created_at, met
 
 DELIVERY_COLUMNS = """
 id, message_id, session_id, seq_no, part_no, platform, target, content, status, attempts,
-next_attempt_at, last_error, platform_message_id, created_at, sent_at, claim_token, ambiguous
+next_attempt_at, last_error, platform_message_id, created_at, sent_at, claim_token, ambiguous,
+pacing_until
 """
 
 SUMMARY_COLUMNS = "id, session_id, from_seq, to_seq, content, model, model_written, created_at"
@@ -318,7 +319,7 @@ CLAIM_DELIVERIES = """
 UPDATE deliveries d
 SET status = 'sending', attempts = d.attempts + 1,
     lease_until = now() + make_interval(secs => $1),
-    claim_token = gen_random_uuid(), claim_process = $4, claimed_at = now()
+    claim_token = gen_random_uuid(), claim_process = $4, claimed_at = now(), pacing_until = NULL
 WHERE d.id IN (
     SELECT c.id FROM deliveries c
     WHERE c.status = 'pending' AND c.next_attempt_at <= now()
@@ -334,17 +335,18 @@ WHERE d.id IN (
 )
 RETURNING d.id, d.message_id, d.session_id, d.seq_no, d.part_no, d.platform, d.target,
           d.content, d.status, d.attempts, d.next_attempt_at, d.last_error,
-          d.platform_message_id, d.created_at, d.sent_at, d.claim_token, d.ambiguous
+          d.platform_message_id, d.created_at, d.sent_at, d.claim_token, d.ambiguous,
+          d.pacing_until
 """
 
-# MARK_SENT / MARK_RETRY / MARK_FAILED / RENEW_DELIVERY are fenced by the claim's token
-# ($2): a worker whose claim was taken over (recovered, requeued, claimed again) writes
-# nothing, and learns it from the empty RETURNING.
+# MARK_SENT / MARK_RETRY / MARK_FAILED / RENEW_DELIVERY / MARK_PACING / MARK_ON_WIRE are
+# fenced by the claim's token ($2): a worker whose claim was taken over (recovered, requeued,
+# claimed again) writes nothing, and learns it from the empty RETURNING.
 # ``more``: the session has parts waiting behind this one (a worker should claim now).
 MARK_SENT = """
 UPDATE deliveries d
 SET status = 'sent', platform_message_id = $3, sent_at = now(), lease_until = NULL,
-    claim_process = NULL
+    claim_process = NULL, pacing_until = NULL
 WHERE d.id = $1 AND d.status = 'sending' AND d.claim_token = $2
 RETURNING d.id, EXISTS (
     SELECT 1 FROM deliveries e
@@ -355,14 +357,14 @@ RETURNING d.id, EXISTS (
 MARK_RETRY = """
 UPDATE deliveries
 SET status = 'pending', next_attempt_at = now() + make_interval(secs => $3), last_error = $4,
-    lease_until = NULL, claim_process = NULL
+    lease_until = NULL, claim_process = NULL, pacing_until = NULL
 WHERE id = $1 AND status = 'sending' AND claim_token = $2
 RETURNING id
 """
 
 MARK_FAILED = """
 UPDATE deliveries SET status = 'failed', last_error = $3, lease_until = NULL, ambiguous = $4,
-    claim_process = NULL
+    claim_process = NULL, pacing_until = NULL
 WHERE id = $1 AND status = 'sending' AND claim_token = $2
 RETURNING id
 """
@@ -373,17 +375,35 @@ WHERE id = $1 AND status = 'sending' AND claim_token = $2
 RETURNING id
 """
 
+# Issue 12, migration 0014: a claim that has to wait for its chat's pacer says so (only
+# then: a send with no wait writes nothing more), and clears it right before the request goes
+# out. While it is set nothing of this claim is on the wire, so recovery may resend it on any
+# platform. MARK_ON_WIRE also moves claimed_at up: the send begins after it, so a platform's
+# idempotency window (Mattermost) is counted from the send, not from the start of the wait.
+MARK_PACING = """
+UPDATE deliveries SET pacing_until = now() + make_interval(secs => $3)
+WHERE id = $1 AND status = 'sending' AND claim_token = $2
+RETURNING id
+"""
+
+MARK_ON_WIRE = """
+UPDATE deliveries SET pacing_until = NULL, claimed_at = now()
+WHERE id = $1 AND status = 'sending' AND claim_token = $2
+RETURNING id
+"""
+
 # A send found in flight by recovery, with nobody left to finish it.
 MARK_AMBIGUOUS = """
 UPDATE deliveries SET status = 'failed', last_error = $2, lease_until = NULL, ambiguous = true,
-    claim_process = NULL, claim_token = NULL
+    claim_process = NULL, claim_token = NULL, pacing_until = NULL
 WHERE id = $1
 """
 
 # Sends whose worker died mid-flight (lease expired, or its process is dead): the platform
-# may or may not have the message.
+# may or may not have the message, unless the claim was still waiting for pacing.
 EXPIRED_SENDING = f"""
-SELECT id, platform, extract(epoch FROM now() - claimed_at)::float8 AS claim_age
+SELECT id, platform, extract(epoch FROM now() - claimed_at)::float8 AS claim_age,
+       pacing_until IS NOT NULL AS pacing
 FROM deliveries
 WHERE status = 'sending' AND platform = ANY($1)
   AND (lease_until < now()
@@ -393,7 +413,7 @@ FOR UPDATE SKIP LOCKED
 
 REQUEUE_DELIVERY = """
 UPDATE deliveries SET status = 'pending', next_attempt_at = now(), lease_until = NULL,
-    last_error = $2, claim_token = NULL, claim_process = NULL
+    last_error = $2, claim_token = NULL, claim_process = NULL, pacing_until = NULL
 WHERE id = $1
 """
 

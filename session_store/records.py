@@ -157,6 +157,9 @@ class DeliveryRecord:
     #: failed because the send may or may not have reached the platform: retrying it may
     #: post it twice (look at the thread first)
     ambiguous: bool = False
+    #: sending, but still waiting for its chat's pacer until then: nothing of it is on the
+    #: wire yet (set only while such a wait lasts; migration 0014)
+    pacing_until: datetime | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> DeliveryRecord:
@@ -178,6 +181,7 @@ class DeliveryRecord:
             sent_at=row["sent_at"],
             claim_token=None if row["claim_token"] is None else str(row["claim_token"]),
             ambiguous=row["ambiguous"],
+            pacing_until=row["pacing_until"],
         )
 
 

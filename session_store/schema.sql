@@ -137,6 +137,9 @@ CREATE TABLE deliveries (
     ambiguous           boolean     NOT NULL DEFAULT false,
     -- 0012: when the current claim was taken (a send in flight began after it)
     claimed_at          timestamptz,
+    -- 0014: the claim waits for the chat's pacer until then, nothing of it on the wire yet
+    -- (set only when a wait happens, cleared right before the send)
+    pacing_until        timestamptz,
     CONSTRAINT deliveries_part UNIQUE (message_id, part_no)
 );
 CREATE INDEX deliveries_due ON deliveries (next_attempt_at, id) WHERE status = 'pending';

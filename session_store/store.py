@@ -434,6 +434,16 @@ class Store:
     async def renew_delivery(self, delivery: DeliveryRecord, *, lease_seconds: float) -> None:
         await self._fenced(q.RENEW_DELIVERY, delivery, lease_seconds)
 
+    async def mark_pacing(self, delivery: DeliveryRecord, *, wait: float) -> None:
+        """The claim waits ``wait`` seconds for its chat's pacer, nothing of it on the wire:
+        recovery may resend it anywhere should its process die now (migration 0014)."""
+        await self._fenced(q.MARK_PACING, delivery, wait)
+
+    async def mark_on_wire(self, delivery: DeliveryRecord) -> None:
+        """The wait is over and the request goes out next: from here the send may reach the
+        platform, so recovery treats it as in flight again."""
+        await self._fenced(q.MARK_ON_WIRE, delivery)
+
     async def mark_sent(self, delivery: DeliveryRecord, platform_message_id: str | None) -> bool:
         """Fenced like the others; True when parts of the session wait behind this one."""
         async with self.db.connection() as conn:
@@ -459,7 +469,8 @@ class Store:
         other_platforms: Sequence[str],
         windowed_platforms: Mapping[str, float] | None = None,
     ) -> tuple[int, int]:
-        """Sends whose worker died mid-flight. Where a resend cannot double-post (idempotency
+        """Sends whose worker died mid-flight. One still waiting for pacing sent nothing: it
+        is requeued whatever the platform. Where a resend cannot double-post (idempotency
         key), requeue them; elsewhere the platform may already show the message, so mark them
         failed as ambiguous rather than risk a duplicate. ``windowed_platforms``: platforms
         whose key is remembered only so many seconds after the send; a send claimed more
@@ -474,7 +485,15 @@ class Store:
                 window = windows.get(row["platform"])
                 age = row["claim_age"]
                 within = window is not None and age is not None and age < window
-                if row["platform"] in idempotent_platforms or within:
+                if row["pacing"]:
+                    # it was waiting for pacing: nothing went out, resent on any platform
+                    await conn.execute(
+                        q.REQUEUE_DELIVERY,
+                        row["id"],
+                        "requeued: the worker stopped while it waited for pacing (not sent)",
+                    )
+                    requeued += 1
+                elif row["platform"] in idempotent_platforms or within:
                     await conn.execute(
                         q.REQUEUE_DELIVERY, row["id"], "requeued: worker stopped during send"
                     )

@@ -33,10 +33,14 @@ class SinkTransport:
     resend_window: float | None = None
     typing_interval = 4.0
 
-    def __init__(self, url: str, *, idempotent: bool = False, max_length: int = 4000) -> None:
+    def __init__(
+        self, url: str, *, idempotent: bool = False, max_length: int = 4000, pace: float = 0.0
+    ) -> None:
         self._url = url
         self.max_message_length = max_length
         self.idempotent = idempotent
+        #: seconds between two calls to one chat (0: unpaced), as Telegram and Slack pace
+        self._pace = pace
         # aiohttp rather than httpx: about a fifth of the gateway's CPU per message went to
         # the HTTP client (issue 17). Made on first use: a session belongs to a running loop
         self._client: aiohttp.ClientSession | None = None
@@ -51,7 +55,7 @@ class SinkTransport:
         return format_parts(text, self.max_message_length, self.measure, self.format)
 
     def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
-        return ()
+        return [(f"chat:{target.chat_id}", self._pace)] if self._pace > 0 else ()
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
         return await self._post(target, text, idempotency_key)
@@ -125,8 +129,10 @@ def sink_envelope(body: dict[str, Any]) -> Envelope:
 class SinkAdapter:
     platform = PLATFORM
 
-    def __init__(self, url: str, *, idempotent: bool = False, max_length: int = 4000) -> None:
-        self.transport = SinkTransport(url, idempotent=idempotent, max_length=max_length)
+    def __init__(
+        self, url: str, *, idempotent: bool = False, max_length: int = 4000, pace: float = 0.0
+    ) -> None:
+        self.transport = SinkTransport(url, idempotent=idempotent, max_length=max_length, pace=pace)
         self._intake: Intake | None = None
 
     async def start(self, intake: Intake) -> None:
@@ -155,4 +161,8 @@ class SinkAdapter:
 
 
 def create(settings: Settings, context: AdapterContext) -> SinkAdapter:
-    return SinkAdapter(os.environ["SINK_URL"], idempotent=os.environ.get("SINK_IDEMPOTENT") == "1")
+    return SinkAdapter(
+        os.environ["SINK_URL"],
+        idempotent=os.environ.get("SINK_IDEMPOTENT") == "1",
+        pace=float(os.environ.get("SINK_PACE_SECONDS", "0")),
+    )

@@ -169,3 +169,21 @@ async def test_pacing_turns_shared_when_a_peer_registers_without_a_burst(
         await second.close()
         await one.close()
         await two.close()
+
+
+async def test_seeding_the_shared_budget_again_does_not_push_a_chat_further(
+    store: Store,
+) -> None:
+    """A process that paced in PostgreSQL mirrors its reservations locally; when it goes solo
+    and then shared again it seeds them back. That must not add them to the reservations
+    already in PostgreSQL (each switch doubled the chat's wait)."""
+    shared = SharedBudget(PreviewStore(store.db))
+    rules = [("sink:chat:c", 1.0)]
+    for _ in range(5):
+        await shared.reserve(rules)  # the chat is now free in about 5 s
+    await shared.seed([("sink:chat:c", 5.0)])  # the same 5 s, as mirrored locally
+    await shared.seed([("sink:chat:c", 5.0)])
+    assert 4.0 < await shared.reserve(rules, 0.0) <= 5.0
+    await shared.seed([("sink:chat:c", 8.0), ("sink:chat:d", 3.0)])  # later, and a new key
+    assert 7.0 < await shared.reserve(rules, 0.0) <= 8.0
+    assert 2.0 < await shared.reserve([("sink:chat:d", 1.0)], 0.0) <= 3.0

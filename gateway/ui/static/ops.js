@@ -267,6 +267,8 @@ function renderDelivery(d) {
   row.dataset.deliveryId = d.id;
   row.append(badge(d.status, "delivery-status"), el("span", "", "part " + d.part_no),
     ...(d.ambiguous ? [badge("ambiguous")] : []),
+    // issue 12: claimed but still waiting for the chat's pacer, nothing sent yet
+    ...(d.status === "sending" && d.pacing_until ? [el("span", "badge pending", "waiting for pacing")] : []),
     el("span", "", "attempts " + d.attempts), el("span", "mono target", "→ " + targetText(d.target)));
   if (d.platform_message_id) row.append(el("span", "mono", "platform id " + d.platform_message_id));
   if (d.last_error) row.append(el("span", "error", d.last_error));
