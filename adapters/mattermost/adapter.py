@@ -7,8 +7,9 @@ Mattermost has no ack and no replay (platforms.md §3.5 #10), so "nothing missed
   is saved with ``intake.save_cursor``.
 * After every (re)connect, and so after a restart, *before* reading further events, the
   channels we are in are listed and each one's posts since its cursor are fetched
-  (``GET /channels/{id}/posts?since=``) and submitted through the same intake. A post seen
-  both ways has the same ``message_id``/``event_id``; the core's inbox keeps one.
+  (``GET /channels/{id}/posts?since=``; when that answers its cap of 1000, the channel's
+  pages too, back to the cursor) and submitted through the same intake. A post seen both
+  ways has the same ``message_id``/``event_id``; the core's inbox keeps one.
 * If handling a post fails, it is recorded as a Rejected dead letter and its channel's cursor
   is held just before it, so the post is fetched again: on the next reconnect, or by a resync
   tried from the read loop's idle tick.
@@ -39,7 +40,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from adapters.mattermost.actions import ACTIONS_PATH, Refused, actions_key, press_of
-from adapters.mattermost.api import MattermostApi, MattermostApiError
+from adapters.mattermost.api import PER_PAGE_MAX, SINCE_LIMIT, MattermostApi, MattermostApiError
 from adapters.mattermost.check import check_server
 from adapters.mattermost.extract import (
     PLATFORM,
@@ -105,6 +106,12 @@ class MattermostConfig:
     trust_env: bool = True
     #: the gateway's ``POST /mattermost/actions`` as the server reaches it (approval buttons)
     actions_url: str | None = None
+    #: a since-query answering this many posts may have left some out (the server's cap):
+    #: the channel is then read page by page back to its cursor as well
+    since_limit: int = SINCE_LIMIT
+    #: that paging: posts per page, and at most this many pages per channel and reconciliation
+    page_size: int = PER_PAGE_MAX
+    max_pages: int = 100
 
     @classmethod
     def from_settings(cls, settings: Settings) -> MattermostConfig:
@@ -449,9 +456,11 @@ class MattermostAdapter:
             channel_id, create_at if current is None else max(current, create_at)
         )
 
-    async def _seen_all(self, channel_id: str, posts: Sequence[Mapping[str, Any]]) -> None:
+    async def _seen_all(
+        self, channel_id: str, posts: Sequence[Mapping[str, Any]], *, cap: int | None = None
+    ) -> None:
         """Like ``_seen`` for many posts of one channel, with one cursor write: every post
-        in ``posts`` was durably handled (held posts still cap the cursor)."""
+        in ``posts`` was durably handled (held posts, and ``cap``, still cap the cursor)."""
         newest: int | None = None
         held = self._held.get(channel_id)
         for post in posts:
@@ -468,6 +477,8 @@ class MattermostAdapter:
             del self._held[channel_id]
         if newest is None:
             return
+        if cap is not None:
+            newest = min(newest, cap)
         current = await self._cursor(channel_id)
         await self._set_cursor(channel_id, newest if current is None else max(current, newest))
 
@@ -627,13 +638,11 @@ class MattermostAdapter:
         channel_type = channel.get("type") if isinstance(channel.get("type"), str) else None
         channel_type = channel_type or self._channel_types.get(cid) or ""
         team_id = channel.get("team_id") if isinstance(channel.get("team_id"), str) else None
-        # since is exclusive on UpdateAt (server GetPostsSince): cursor - 1 also returns posts
-        # created in the cursor's own millisecond; re-submitting one is deduped by the inbox.
         if limit is None:
-            posts = await self._api.posts_since(cid, cursor - 1)
+            posts, complete = await self._fetch_missed(cid, cursor)
         else:
             async with limit:
-                posts = await self._api.posts_since(cid, cursor - 1)
+                posts, complete = await self._fetch_missed(cid, cursor)
         posts.sort(key=post_order)
         # one ordered run per conversation: the order of a session's messages is the order
         # they are stored in, so only different sessions may be submitted concurrently
@@ -663,8 +672,39 @@ class MattermostAdapter:
         # were not stored, although later ones in other runs may have been: the cursor is
         # then left where it was (all of them are fetched again; the inbox dedupes).
         counts = await self._bounded(limit, [submit_run(run) for run in runs.values()])
-        await self._seen_all(cid, stored)
+        # paging stopped short of the cursor: posts between it and the oldest one read may be
+        # missing, so the cursor stays (what was stored is deduped when read again)
+        await self._seen_all(cid, stored, cap=None if complete else cursor)
         return sum(counts)
+
+    async def _fetch_missed(self, cid: str, cursor: int) -> tuple[list[dict[str, Any]], bool]:
+        """The posts of a channel that may carry something since ``cursor``, and whether
+        that is all of them. One since-query; only when it answered the server's cap (which
+        posts it then picked is not defined) the channel's pages too, newest first, back to
+        the cursor (at most ``max_pages``; if that is not enough: ``False``)."""
+        # since is exclusive on UpdateAt (server GetPostsSince): cursor - 1 also returns posts
+        # created in the cursor's own millisecond; re-submitting one is deduped by the inbox.
+        since = cursor - 1
+        posts = await self._api.posts_since(cid, since)
+        hits = sum(1 for p in posts if _int(p.get("update_at")) > since)
+        if hits < self._config.since_limit:
+            return posts, True
+        by_id = {p["id"]: p for p in posts if isinstance(p.get("id"), str)}
+        log.info("mattermost_reconcile_paging", channel_id=cid, since_posts=hits)
+        for page in range(self._config.max_pages):
+            listed, roots = await self._api.posts_page(cid, page, self._config.page_size)
+            for post in (*listed, *roots):
+                if isinstance(post.get("id"), str):
+                    by_id.setdefault(post["id"], post)
+            if not listed or min(_int(p.get("create_at")) for p in listed) < cursor:
+                return list(by_id.values()), True
+        log.warning(
+            "mattermost_reconcile_pages_exhausted",
+            channel_id=cid,
+            pages=self._config.max_pages,
+            posts=len(by_id),
+        )
+        return list(by_id.values()), False
 
     async def _submit_missed(
         self, intake: Intake, post: Mapping[str, Any], missed: Missed, channel_type: str
@@ -710,6 +750,10 @@ class MattermostAdapter:
             self._resync_failures = 0 if not self._held else self._resync_failures + 1
         delay = min(300.0, 5.0 * 2 ** min(self._resync_failures, 6))
         self._resync_at = time.monotonic() + delay
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _plausible(create_at: int) -> bool:

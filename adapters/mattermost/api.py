@@ -15,6 +15,11 @@ import httpx
 from gateway.errors import GatewayError
 from gateway.knowledge.attachments import download
 
+#: most posts a since-query answers (server ``GetPostsSince``: ``LIMIT 1000``)
+SINCE_LIMIT = 1000
+#: the page form's largest ``per_page`` (the server caps larger values to it)
+PER_PAGE_MAX = 200
+
 
 class MattermostApiError(GatewayError):
     """A non-2xx answer. ``error_id`` is the server's i18n id
@@ -131,14 +136,38 @@ class MattermostApi:
 
     async def posts_since(self, channel_id: str, since: int) -> list[dict[str, Any]]:
         """Posts of a channel modified after ``since`` (ms): ``UpdateAt > since``, plus the
-        roots of the threads they belong to (server ``GetPostsSince``; at most 1000)."""
+        roots of the threads they belong to (server ``GetPostsSince``). At most
+        ``SINCE_LIMIT`` of the former, and which ones the server picks is not defined: a full
+        answer calls for ``posts_page``. ``since`` is at least 1 (0 selects the page form)."""
         result = await self.request(
-            "GET", f"channels/{channel_id}/posts", params={"since": str(since)}
+            "GET", f"channels/{channel_id}/posts", params={"since": str(max(since, 1))}
         )
         posts = result.get("posts") if isinstance(result, dict) else None
         if not isinstance(posts, dict):
             return []
         return [p for p in posts.values() if isinstance(p, dict)]
+
+    async def posts_page(
+        self, channel_id: str, page: int, per_page: int = PER_PAGE_MAX
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Page ``page`` of a channel's posts, newest first by ``create_at``, deleted ones
+        left out (server ``GetPostsPage``; ``per_page`` at most ``PER_PAGE_MAX``). Returns
+        the page's posts in that order and, apart, the thread roots the server adds."""
+        result = await self.request(
+            "GET",
+            f"channels/{channel_id}/posts",
+            params={"page": str(page), "per_page": str(per_page)},
+        )
+        if not isinstance(result, dict) or not isinstance(result.get("posts"), dict):
+            return [], []
+        posts: dict[str, Any] = result["posts"]
+        order = result.get("order")
+        ids = (
+            dict.fromkeys(i for i in order if isinstance(i, str)) if isinstance(order, list) else {}
+        )
+        listed = [posts[i] for i in ids if isinstance(posts.get(i), dict)]
+        extra = [p for i, p in posts.items() if i not in ids and isinstance(p, dict)]
+        return listed, extra
 
     async def upload_file(self, channel_id: str, filename: str, data: bytes) -> str:
         """POST /files with the bytes as the body (channel_id and filename in the query, the

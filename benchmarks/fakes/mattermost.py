@@ -5,7 +5,9 @@ model (users, a team, channels, posts with roots), so tests assert where a reply
 
 * REST: ``users/me``, ``users/me/teams``, ``users/me/teams/{team}/channels`` (DMs and GMs
   included, as the real server does), ``users/me/channels``, ``channels/{id}``,
-  ``channels/{id}/posts?since=`` (``UpdateAt > since`` plus the roots of returned replies),
+  ``channels/{id}/posts?since=`` (``UpdateAt > since`` plus the roots of returned replies, at
+  most ``since_limit``) and its page form ``?page=&per_page=`` (newest first, deleted posts
+  left out, ``per_page`` capped at ``per_page_max``),
   ``POST posts`` with the server's root validation (reply-to-a-reply / unknown root -> 400
   ``api.post.create_post.root_id.app_error``, root elsewhere -> 500
   ``...channel_root_id.app_error``), ``pending_post_id`` dedupe for 30 s, the 16383-rune limit,
@@ -171,6 +173,28 @@ def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -
     )
 
 
+def _post_list(posts: dict[str, dict[str, Any]], *, order: list[dict[str, Any]]) -> web.Response:
+    """A ``PostList`` answer: ``order`` newest first, ``posts`` by id (roots included)."""
+    ordered = sorted(order, key=lambda p: p["create_at"], reverse=True)
+    return _json(
+        {
+            "order": [p["id"] for p in ordered],
+            "posts": posts,
+            "next_post_id": "",
+            "prev_post_id": "",
+            "has_next": False,
+        }
+    )
+
+
+def _query_int(request: web.Request, name: str, default: int) -> int:
+    try:
+        value = int(request.query.get(name, ""))
+    except ValueError:
+        return default
+    return value if value >= 0 else default
+
+
 def _error(status: int, error_id: str, message: str, where: str = "") -> web.Response:
     return _json(
         {
@@ -229,6 +253,13 @@ class FakeMattermost:
         self.ephemeral: list[EphemeralPost] = []
         #: every integration request the server made for a button press: (url, body, status)
         self.action_requests: list[tuple[str, dict[str, Any], int]] = []
+        #: GetPostsSince answers at most this many posts (the server's 1000; tests lower it)
+        self.since_limit = 1000
+        #: which of more than ``since_limit`` posts the since form picks: the newest (False)
+        #: or the oldest (True); the server's SQL leaves it undefined
+        self.since_picks_oldest = False
+        #: the page form's largest per_page (the server caps it at 200; tests lower it)
+        self.per_page_max = 200
 
         self.team_id = new_id()
         self.bot = self.add_user("gatewaybot", token="bot-token", is_bot=True)
@@ -942,6 +973,8 @@ class FakeMattermost:
         return _json(channel.to_json())
 
     async def _posts_since(self, request: web.Request, user: User, body: Any) -> web.Response:
+        """``GET channels/{id}/posts`` in its two forms (route name ``posts_since``): with
+        ``since`` > 0 the server's GetPostsSince, else the page form (GetPostsPage)."""
         channel = self.channels.get(request.match_info["channel_id"])
         if channel is None or user.id not in channel.members:
             return _error(
@@ -957,8 +990,10 @@ class FakeMattermost:
                 "api.context.invalid_url_param.app_error",
                 "Invalid or missing since parameter in request URL.",
             )
-        # server GetPostsSince: UpdateAt > since (deleted ones included), at most 1000,
-        # plus the roots of the threads those posts are in
+        if since <= 0:
+            return self._posts_page(channel, request)
+        # server GetPostsSince: UpdateAt > since (deleted ones included), at most 1000 in an
+        # order SQL does not define (LIMIT without ORDER BY), plus the roots of their threads
         hits = sorted(
             (
                 p
@@ -966,24 +1001,35 @@ class FakeMattermost:
                 if p["channel_id"] == channel.id and p["update_at"] > since
             ),
             key=lambda p: p["create_at"],
+            reverse=not self.since_picks_oldest,
+        )[: self.since_limit]
+        selected = self._with_roots(hits)
+        return _post_list(selected, order=list(selected.values()))
+
+    def _posts_page(self, channel: Channel, request: web.Request) -> web.Response:
+        """GetPostsPage: ``page``/``per_page`` (default 0/60, at most ``per_page_max``; a bad
+        value falls back to the default, as the server's param parser does), not deleted,
+        newest first by create_at; ``order`` is the page, ``posts`` adds the roots of its
+        replies."""
+        page = _query_int(request, "page", 0)
+        per_page = min(_query_int(request, "per_page", 60), self.per_page_max)
+        listed = sorted(
+            (
+                p
+                for p in self.posts.values()
+                if p["channel_id"] == channel.id and not p["delete_at"]
+            ),
+            key=lambda p: p["create_at"],
             reverse=True,
-        )[:1000]
-        selected = {p["id"]: p for p in hits}
-        for p in hits:
+        )[page * per_page : (page + 1) * per_page]
+        return _post_list(self._with_roots(listed), order=listed)
+
+    def _with_roots(self, posts: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        selected = {p["id"]: p for p in posts}
+        for p in posts:
             if p["root_id"] and p["root_id"] in self.posts:
                 selected.setdefault(p["root_id"], self.posts[p["root_id"]])
-        order = [
-            p["id"] for p in sorted(selected.values(), key=lambda p: p["create_at"], reverse=True)
-        ]
-        return _json(
-            {
-                "order": order,
-                "posts": selected,
-                "next_post_id": "",
-                "prev_post_id": "",
-                "has_next": False,
-            }
-        )
+        return selected
 
     async def _upload_file(self, request: web.Request, user: User, body: Any) -> web.Response:
         """The non-multipart upload: channel_id and filename in the query, bytes as body."""

@@ -99,3 +99,52 @@ async def test_posts_made_while_nobody_is_connected_are_not_pushed_later(
 
     _, first = await _frames_after(fake, fake.bot.token or "", post)
     assert json.loads(first["data"]["post"])["id"] != missed["id"]
+
+
+async def test_posts_page_form_newest_first_capped_with_roots(fake: FakeMattermost) -> None:
+    root = await fake.user_posts(fake.town_square, "root")
+    replies = [
+        await fake.user_posts(fake.town_square, f"reply {n}", root_id=root["id"]) for n in range(4)
+    ]
+    gone = await fake.user_posts(fake.town_square, "deleted")
+    await fake.delete_post(gone["id"])
+    top = [await fake.user_posts(fake.town_square, f"top {n}") for n in range(3)]
+    newest_first = [p["id"] for p in reversed([root, *replies, *top])]
+    fake.per_page_max = 3
+    url = f"/api/v4/channels/{fake.town_square.id}/posts"
+    async with httpx.AsyncClient(
+        base_url=fake.url, trust_env=False, headers={"Authorization": f"Bearer {fake.bot.token}"}
+    ) as c:
+        pages = [
+            (await c.get(url, params={"page": str(n), "per_page": "200"})).json() for n in range(4)
+        ]
+        default = (await c.get(url)).json()  # no since: the page form, page 0, per_page 60
+        since_zero = (await c.get(url, params={"since": "0"})).json()  # 0 is not a since
+        closed = fake.add_channel("bots-only", "P", members={fake.bot.id})
+        alice = await c.get(
+            f"/api/v4/channels/{closed.id}/posts",
+            params={"page": "0"},
+            headers={"Authorization": f"Bearer {fake.alice.token}"},
+        )
+    # newest first by create_at, deleted posts left out, per_page capped, then empty
+    assert [i for p in pages for i in p["order"]] == newest_first
+    assert [len(p["order"]) for p in pages] == [3, 3, 2, 0]
+    # a page of replies carries their root in posts, not in order
+    assert root["id"] in pages[1]["posts"] and root["id"] not in pages[1]["order"]
+    assert default["order"] == since_zero["order"] == newest_first[:3]
+    assert alice.status_code == 403  # the same permission check as the since form
+
+
+async def test_posts_since_answers_at_most_since_limit(fake: FakeMattermost) -> None:
+    posts = [await fake.user_posts(fake.town_square, f"post {n}") for n in range(5)]
+    fake.since_limit = 2
+    url = f"/api/v4/channels/{fake.town_square.id}/posts"
+    params = {"since": str(posts[0]["create_at"] - 1)}
+    async with httpx.AsyncClient(
+        base_url=fake.url, trust_env=False, headers={"Authorization": f"Bearer {fake.bot.token}"}
+    ) as c:
+        newest = (await c.get(url, params=params)).json()
+        fake.since_picks_oldest = True
+        oldest = (await c.get(url, params=params)).json()
+    assert newest["order"] == [posts[4]["id"], posts[3]["id"]]
+    assert oldest["order"] == [posts[1]["id"], posts[0]["id"]]
