@@ -108,6 +108,11 @@ class Database:
         self._pool = pool
         #: for the few uses that need a dedicated connection (leader election, LISTEN)
         self.dsn = dsn
+        #: connections taken through ``connection()`` and not yet back in the pool (every use
+        #: of the pool goes through it): below the pool's size one is free, so the acquire
+        #: cannot wait
+        self._busy = 0
+        self._size = pool.get_max_size()
 
     @classmethod
     async def connect(cls, dsn: str, *, min_size: int = 2, max_size: int = 10) -> Database:
@@ -130,26 +135,21 @@ class Database:
     async def close(self) -> None:
         await self._pool.close()
 
-    @asynccontextmanager
-    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
-        """A pooled connection; every driver error inside becomes a ``StoreError``."""
-        pool = self._pool
-        # with a connection idle the acquire does not wait (a reconnect, rare, is bounded by
-        # CONNECT_TIMEOUT): no timer armed and cancelled per statement, in the acquire and
-        # again in the release (issue 17: a twentieth of the gateway's CPU per message)
-        timeout = None if pool.get_idle_size() else ACQUIRE_TIMEOUT
-        try:
-            async with pool.acquire(timeout=timeout) as conn:
-                yield conn
-        except Exception as exc:
-            error = translate(exc)
-            if error is None:
-                raise
-            if error.transient:
-                # after a restart of the server every idle connection is dead: have the pool
-                # reopen them all instead of failing once per stale connection
-                await self._pool.expire_connections()
-            raise error from exc
+    def connection(self) -> _Pooled:
+        """``async with db.connection() as conn``: a pooled connection; every driver error
+        inside becomes a ``StoreError``."""
+        return _Pooled(self)
+
+    async def _failed(self, exc: BaseException) -> BaseException:
+        """What to raise for ``exc`` out of a pooled block: its ``StoreError``, or itself."""
+        error = translate(exc)
+        if error is None:
+            return exc
+        if error.transient:
+            # after a restart of the server every idle connection is dead: have the pool
+            # reopen them all instead of failing once per stale connection
+            await self._pool.expire_connections()
+        return error
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
@@ -160,3 +160,53 @@ class Database:
     async def ping(self) -> None:
         async with self.connection() as conn:
             await conn.fetchval("SELECT 1")
+
+
+class _Pooled:
+    """``Database.connection()``, written out rather than a generator-based context manager:
+    the hot path takes a connection twice per message (issue 17)."""
+
+    __slots__ = ("_db", "_acquired")
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._acquired: Any = None
+
+    async def __aenter__(self) -> asyncpg.Connection:
+        db = self._db
+        # with a connection free the acquire does not wait (a reconnect, rare, is bounded by
+        # CONNECT_TIMEOUT): no timer armed and cancelled per statement, in the acquire and
+        # again in the release (issue 17: a twentieth of the gateway's CPU per message). The
+        # count is ours, O(1); the pool's ``get_idle_size`` walks every connection
+        timeout = None if db._busy < db._size else ACQUIRE_TIMEOUT
+        acquired = db._pool.acquire(timeout=timeout)
+        db._busy += 1
+        try:
+            conn = await acquired.__aenter__()
+        except Exception as exc:
+            db._busy -= 1
+            failure = await db._failed(exc)
+            if failure is exc:
+                raise
+            raise failure from exc
+        except BaseException:
+            db._busy -= 1
+            raise
+        self._acquired = acquired
+        return conn  # type: ignore[no-any-return]
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        db = self._db
+        try:
+            await self._acquired.__aexit__(exc_type, exc, tb)
+        except Exception as release_exc:
+            failure = await db._failed(release_exc)
+            if failure is release_exc:
+                raise
+            raise failure from release_exc
+        finally:
+            db._busy -= 1
+        if isinstance(exc, Exception):
+            failure = await db._failed(exc)
+            if failure is not exc:
+                raise failure from exc
