@@ -30,6 +30,7 @@ import asyncio, importlib.util, json, sys
 
 spec = importlib.util.spec_from_file_location("harness_hot_path", sys.argv[4])
 harness = importlib.util.module_from_spec(spec)
+sys.modules["harness_hot_path"] = harness
 spec.loader.exec_module(harness)
 HotPath = harness.HotPath
 
@@ -134,6 +135,7 @@ async def main(
                         print(
                             f"run {run + 1} {child.repo} {kind}@{conc}: {f['rate']:,.0f}/s "
                             f"p50 {f['p50_ms']:.2f} p99 {f['p99_ms']:.2f} ms "
+                            f"client CPU {f.get('client_cpu_ms_per_msg', 0):.3f} ms/msg "
                             f"÷ pgbench {f['rate'] / base:.3f}; load {os.getloadavg()[0]:.1f}",
                             flush=True,
                         )
@@ -150,9 +152,11 @@ async def main(
                     r["rate"] / b["rate"] for r, b in zip(rs, figs[(last, kind, conc)], strict=True)
                 ]
                 med = statistics.median
+                cpu = [r.get("client_cpu_ms_per_msg", 0.0) for r in rs]
                 print(
                     f"  {repo} {kind}@{conc}: median {med([r['rate'] for r in rs]):,.0f}/s, "
-                    f"p99 {med([r['p99_ms'] for r in rs]):.1f} ms; ÷ pgbench median "
+                    f"p99 {med([r['p99_ms'] for r in rs]):.1f} ms, client CPU "
+                    f"{med(cpu):.3f} ms/msg; ÷ pgbench median "
                     f"{med(ratio):.3f} ({min(ratio):.3f}-{max(ratio):.3f}); ÷ last checkout "
                     + ", ".join(f"{v:.2f}" for v in vs)
                 )

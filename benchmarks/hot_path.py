@@ -123,7 +123,9 @@ class HotPath:
                         raise AssertionError(f"context of {result.seq_no} misses it")
 
         before = await wal_lsn(self._lsn_conn)
+        cpu = time.process_time()
         rate, lat = await closed_loop(concurrency, self.per_run, op)
+        cpu = time.process_time() - cpu
         wal = await wal_lsn(self._lsn_conn) - before
         if (
             counts["duplicate"] != counts["expected_dups"]
@@ -132,6 +134,9 @@ class HotPath:
             raise AssertionError(f"dedupe mismatch: {counts}")
         out = latency_figures(rate, lat)
         out["wal_bytes_per_msg"] = wal / max(1, counts["accepted"])
+        # the client's own CPU (this process, one Python thread): less moved by a busy machine
+        # than the rate, which shares the cores with PostgreSQL
+        out["client_cpu_ms_per_msg"] = cpu * 1000 / self.per_run
         return out
 
     async def read(self, concurrency: int, kind: str) -> dict[str, float]:
