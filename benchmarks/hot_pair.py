@@ -125,6 +125,11 @@ async def main(
             for conc in concurrency:
                 fig = await lim.measure("insert", conc)
                 figs.setdefault(("pgbench", "insert", conc), []).append(fig)
+                print(
+                    f"run {run + 1} pgbench INSERT@{conc}: {fig['rate']:,.0f}/s "
+                    f"p50 {fig['p50_ms']:.2f} p99 {fig['p99_ms']:.2f} ms",
+                    flush=True,
+                )
                 # alternate which checkout goes first, so neither always follows pgbench
                 order = children if run % 2 == 0 else list(reversed(children))
                 for child in order:
