@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import Any
 
 import asyncpg
@@ -108,6 +108,21 @@ class Database:
         self._pool = pool
         #: for the few uses that need a dedicated connection (leader election, LISTEN)
         self.dsn = dsn
+        #: connections taken through ``connection()`` (every use of the pool goes through it)
+        #: in use or on their way back to the pool: with none parked, below the pool's size
+        #: one is free in the pool, so the acquire cannot wait
+        self._busy = 0
+        self._size = pool.get_max_size()
+        #: connections between two uses, kept out of asyncpg's pool (its release and acquire
+        #: cost a fifth of the hot path's client CPU), with the generation they belong to: a
+        #: transient error (a restart of the server) starts a new one, and older ones go back
+        #: to the pool, which reopens them
+        self._parked: list[tuple[Any, int]] = []
+        self._generation = 0
+        self._closing = False
+        #: uses waiting in the pool's acquire: a connection coming back goes to them, not to
+        #: the parked list (they wait on the pool's queue)
+        self._waiting = 0
 
     @classmethod
     async def connect(cls, dsn: str, *, min_size: int = 2, max_size: int = 10) -> Database:
@@ -128,28 +143,43 @@ class Database:
         return cls(pool, dsn)
 
     async def close(self) -> None:
+        self._closing = True
+        await self._give_back_parked()
         await self._pool.close()
 
-    @asynccontextmanager
-    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
-        """A pooled connection; every driver error inside becomes a ``StoreError``."""
-        pool = self._pool
-        # with a connection idle the acquire does not wait (a reconnect, rare, is bounded by
-        # CONNECT_TIMEOUT): no timer armed and cancelled per statement, in the acquire and
-        # again in the release (issue 17: a twentieth of the gateway's CPU per message)
-        timeout = None if pool.get_idle_size() else ACQUIRE_TIMEOUT
+    async def _give_back(self, conn: Any) -> None:
+        await self._pool.release(conn)
+
+    async def _unpark(self, conn: Any) -> None:
+        """A parked connection back to the pool (counted as busy until it is there)."""
+        self._busy += 1
         try:
-            async with pool.acquire(timeout=timeout) as conn:
-                yield conn
-        except Exception as exc:
-            error = translate(exc)
-            if error is None:
-                raise
-            if error.transient:
-                # after a restart of the server every idle connection is dead: have the pool
-                # reopen them all instead of failing once per stale connection
-                await self._pool.expire_connections()
-            raise error from exc
+            with suppress(Exception):  # its socket failed: the pool replaces it either way
+                await self._give_back(conn)
+        finally:
+            self._busy -= 1
+
+    async def _give_back_parked(self) -> None:
+        while self._parked:
+            await self._unpark(self._parked.pop()[0])
+
+    def connection(self) -> _Pooled:
+        """``async with db.connection() as conn``: a pooled connection; every driver error
+        inside becomes a ``StoreError``."""
+        return _Pooled(self)
+
+    async def _failed(self, exc: BaseException) -> BaseException:
+        """What to raise for ``exc`` out of a pooled block: its ``StoreError``, or itself."""
+        error = translate(exc)
+        if error is None:
+            return exc
+        if error.transient:
+            # after a restart of the server every idle connection is dead: have the pool
+            # reopen them all instead of failing once per stale connection
+            self._generation += 1
+            await self._pool.expire_connections()
+            await self._give_back_parked()
+        return error
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
@@ -160,3 +190,88 @@ class Database:
     async def ping(self) -> None:
         async with self.connection() as conn:
             await conn.fetchval("SELECT 1")
+
+
+class _Pooled:
+    """``Database.connection()``, written out rather than a generator-based context manager:
+    the hot path takes a connection twice per message (issue 17)."""
+
+    __slots__ = ("_conn", "_db", "_generation")
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._conn: Any = None
+        #: the database's generation when the connection was taken: it is parked under it
+        self._generation = 0
+
+    async def __aenter__(self) -> asyncpg.Connection:
+        db = self._db
+        parked = db._parked
+        while parked:
+            conn, generation = parked.pop()
+            if generation == db._generation and _reusable(conn):
+                db._busy += 1
+                self._conn = conn
+                self._generation = generation
+                return conn
+            await db._unpark(conn)
+        # with a connection free the acquire does not wait (a reconnect, rare, is bounded by
+        # CONNECT_TIMEOUT): no timer armed and cancelled per statement, in the acquire and
+        # again in the release (issue 17: a twentieth of the gateway's CPU per message). The
+        # count is ours, O(1); the pool's ``get_idle_size`` walks every connection
+        timeout = None if db._busy < db._size else ACQUIRE_TIMEOUT
+        db._busy += 1
+        self._generation = db._generation
+        db._waiting += 1
+        try:
+            conn = await db._pool.acquire(timeout=timeout)
+        except Exception as exc:
+            db._busy -= 1
+            failure = await db._failed(exc)
+            if failure is exc:
+                raise
+            raise failure from exc
+        except BaseException:
+            db._busy -= 1
+            raise
+        finally:
+            db._waiting -= 1
+        self._conn = conn
+        return conn
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        db = self._db
+        conn, self._conn = self._conn, None
+        if exc is None and not db._waiting and not db._closing and _reusable(conn):
+            # a clean use, nobody waiting for a connection: keep it for the next use instead
+            # of asyncpg's release (a shielded task, a reset, a timeout scope) and acquire
+            # (issue 17)
+            db._busy -= 1
+            db._parked.append((conn, self._generation))
+            return
+        try:
+            await db._give_back(conn)
+        except Exception as release_exc:
+            failure = await db._failed(release_exc)
+            if failure is release_exc:
+                raise
+            raise failure from release_exc
+        finally:
+            db._busy -= 1
+        if isinstance(exc, Exception):
+            failure = await db._failed(exc)
+            if failure is not exc:
+                raise failure from exc
+
+
+def _reusable(conn: Any) -> bool:
+    """A pooled connection that may serve the next use as it is: still attached to its pool
+    slot (asyncpg detaches it when the socket closes), open, outside any transaction, no
+    cancellation under way."""
+    raw = conn._con
+    return (
+        raw is not None
+        and not raw.is_closed()
+        and not raw.is_in_transaction()
+        and not raw._protocol._is_cancelling()
+    )

@@ -476,12 +476,14 @@ WHERE s.id = $1
 # conversation; deleted messages are gone; an edited message reads as its newest edit.
 # ``answers_seq`` places a reply right after what it answered even when messages that
 # arrived during the run got lower seq numbers than the reply.
+# In ``ContextRecord``'s field order: ``ContextRecord.from_values`` reads them by position.
 _CONTEXT_COLUMNS = """
-m.id, m.seq_no, m.role, m.sender_id, m.sender_name,
+m.id, m.seq_no, m.role,
 CASE WHEN m.edited_at IS NULL THEN m.content ELSE coalesce(
     (SELECT a.content FROM message_annotations a
      WHERE a.message_id = m.id AND a.kind = 'edit' AND a.content IS NOT NULL
      ORDER BY a.id DESC LIMIT 1), m.content) END AS content,
+m.sender_id, m.sender_name,
 (m.metadata->>'answers_seq')::bigint AS answers_seq,
 m.metadata->'tool_calls' AS tool_calls,
 m.metadata->>'tool_call_id' AS tool_call_id

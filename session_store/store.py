@@ -570,7 +570,7 @@ class Store:
         sql = q.CONTEXT_NEWEST_FIRST if newest_first else q.CONTEXT_OLDEST_FIRST
         async with self.db.connection() as conn:
             rows = await conn.fetch(sql, session_id, after_seq, upto_seq, limit)
-        return [ContextRecord.from_row(r) for r in rows]
+        return [ContextRecord.from_values(r) for r in rows]
 
     async def latest_summary(self, session_id: int) -> SummaryRecord | None:
         async with self.db.connection() as conn:

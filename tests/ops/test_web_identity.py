@@ -71,7 +71,8 @@ async def test_accounts_sign_in_post_as_yourself_and_sign_out(database_url: str)
         seq = await wait_for(answer)
         voted = await ann.post(f"{history}/{seq}/feedback", json={"value": 1})
         assert voted.status_code == 200
-        voters = await gw.store.db._pool.fetch("SELECT user_id FROM message_feedback")
+        async with gw.store.db.connection() as conn:
+            voters = await conn.fetch("SELECT user_id FROM message_feedback")
         assert [r["user_id"] for r in voters] == ["ann"]
 
         # signing out ends this cookie everywhere (a copy kept by an attacker too)
