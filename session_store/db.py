@@ -267,11 +267,16 @@ class _Pooled:
 def _reusable(conn: Any) -> bool:
     """A pooled connection that may serve the next use as it is: still attached to its pool
     slot (asyncpg detaches it when the socket closes), open, outside any transaction, no
-    cancellation under way."""
-    raw = conn._con
-    return (
-        raw is not None
-        and not raw.is_closed()
-        and not raw.is_in_transaction()
-        and not raw._protocol._is_cancelling()
-    )
+    cancellation under way. These are asyncpg internals (the pool proxy's connection, the
+    protocol's cancelling flag): should a release of asyncpg not have them, nothing is kept
+    and every use goes back through the pool as before."""
+    try:
+        raw = conn._con
+        return (
+            raw is not None
+            and not raw.is_closed()
+            and not raw.is_in_transaction()
+            and not raw._protocol._is_cancelling()
+        )
+    except AttributeError:
+        return False
