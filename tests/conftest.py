@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -83,6 +84,7 @@ def pg_server(pytestconfig: pytest.Config) -> Iterator[str]:
         yield str(server.get_uri("postgres"))
     finally:
         server.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)  # one per worker and run: not left in /tmp
 
 
 @pytest.fixture(scope="session")
