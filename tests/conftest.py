@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -34,7 +36,27 @@ for _name in list(os.environ):
     if _name.startswith(_GATEWAY_ENV_PREFIXES) or _name == "DATABASE_URL":
         del os.environ[_name]
 
-TEMPLATE = "gw_test_template"
+# The suite runs on pytest-xdist workers (addopts in pyproject.toml). Each worker is its own
+# process with its own session fixtures: its own embedded server, or, with DATABASE_URL, one
+# server shared by all workers, where each needs a template database of its own (building one
+# starts with DROP ... WITH (FORCE)). Workers are started after this module was imported in
+# the controller, so they inherit an environment without DATABASE_URL: the controller hands
+# the DSN over (pytest_configure_node below).
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+TEMPLATE = f"gw_test_template_{_WORKER}" if _WORKER else "gw_test_template"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist controller: pass DATABASE_URL (cleared from the environment above) to a worker."""
+    node.workerinput["gw_database_url"] = _ADMIN_DSN or ""
+
+
+def _admin_dsn(config: pytest.Config) -> str | None:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        return workerinput.get("gw_database_url") or None
+    return _ADMIN_DSN
 
 
 def dsn_for(base: str, database: str) -> str:
@@ -44,10 +66,11 @@ def dsn_for(base: str, database: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def pg_server() -> Iterator[str]:
-    """DSN of a maintenance database on the test server."""
-    if _ADMIN_DSN:
-        yield _ADMIN_DSN
+def pg_server(pytestconfig: pytest.Config) -> Iterator[str]:
+    """DSN of a maintenance database on the test server (one per xdist worker, embedded)."""
+    admin = _admin_dsn(pytestconfig)
+    if admin:
+        yield admin
         return
     import warnings
 
@@ -61,6 +84,7 @@ def pg_server() -> Iterator[str]:
         yield str(server.get_uri("postgres"))
     finally:
         server.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)  # one per worker and run: not left in /tmp
 
 
 @pytest.fixture(scope="session")
@@ -131,11 +155,27 @@ async def sink() -> AsyncIterator[SinkServer]:
         await server.stop()
 
 
+def _test_logging() -> None:
+    """structlog's defaults, except that a logged exception's traceback is rendered plainly:
+    the default renders it with rich, every frame's locals included, which takes a second or
+    more of CPU per logged exception on a busy machine (the suite logs many on purpose), enough
+    to make a test that waits for a retry after a logged failure miss its wait."""
+    structlog.reset_defaults()
+    processors = structlog.get_config()["processors"]
+    assert isinstance(processors[-1], structlog.dev.ConsoleRenderer)
+    plain = structlog.dev.ConsoleRenderer(
+        colors=False, exception_formatter=structlog.dev.plain_traceback
+    )
+    structlog.configure(processors=[*processors[:-1], plain])
+
+
+_test_logging()
+
+
 @pytest.fixture(autouse=True)
 def _structlog_defaults() -> Iterator[None]:
     """A test that runs ``gateway.cli.main`` in-process configures logging for real (a level
     filter, loggers cached on first use); later tests capture their events with
     ``structlog.testing.capture_logs`` and must not inherit that level or cache."""
     yield
-    if structlog.is_configured():
-        structlog.reset_defaults()
+    _test_logging()

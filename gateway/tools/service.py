@@ -85,9 +85,7 @@ class ToolService:
 
     async def stop(self) -> None:
         self._stopping.set()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*(cancel_and_wait(t) for t in self._tasks))
         self._tasks.clear()
 
     @classmethod
@@ -138,6 +136,18 @@ class ToolService:
         return Prepared(bundle=bundle, toolbox=toolbox)
 
 
+async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` and wait for it to end, cancelling again while it runs on: a cancellation
+    that lands while the MCP SDK sets a connection up can be absorbed by its anyio task group,
+    and the server's reconnect loop then went on forever, and this wait with it (the doctor
+    hung on an unreachable server that way)."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=1.0)
+    if not task.cancelled():
+        task.exception()  # retrieved: a task that failed on its way out is not "never retrieved"
+
+
 async def inspect_tools(settings: Settings) -> tuple[ToolPolicyCatalog, list[str]]:
     """For ``gateway doctor``: the catalog the gateway would build (the tools file's MCP
     servers connected once, then closed) and the servers that could not be reached."""
@@ -165,8 +175,7 @@ async def inspect_tools(settings: Settings) -> tuple[ToolPolicyCatalog, list[str
             if not await server.wait_connected(server.config.connect_timeout):
                 unreachable.append(server.config.name)
         finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await cancel_and_wait(task)
         # the supervisor withdraws the tools when it stops; keep what was discovered
         register(server.source, server.last_tools)
     return catalog, unreachable

@@ -12,6 +12,19 @@ from session_store.store import Store
 _LOCAL = LocalEmbedder()  # loaded once per test run
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _embedder_loaded() -> None:
+    """Load the model (and import its libraries) before the first test here, as a serial run
+    had mostly done by the time it reached this directory. A gateway under test builds its own
+    LocalEmbedder; its first load in a fresh (xdist worker) process imports those libraries in
+    a thread, and on a busy machine that starved the event loop past a 5 s turn lease. The
+    document parsers' libraries likewise (imported on a file's first parse)."""
+    import docx  # noqa: F401
+    import pypdf  # noqa: F401
+
+    _LOCAL._load()
+
+
 class SharedLocalEmbedder(LocalEmbedder):
     """The local embedder, sharing one loaded model across tests."""
 

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from datetime import UTC, datetime
+
+# fpdf2 stamps a PDF with the time it was made: two PDFs of the same pages made a second apart
+# would differ (another sha256, so another document), and a test that adds "the same file"
+# again would depend on the clock
+_PDF_DATE = datetime(2024, 1, 1, tzinfo=UTC)
 
 
 def make_pdf(pages: Sequence[str]) -> bytes:
@@ -11,6 +17,7 @@ def make_pdf(pages: Sequence[str]) -> bytes:
     from fpdf import FPDF
 
     pdf = FPDF()
+    pdf.set_creation_date(_PDF_DATE)
     pdf.set_font("helvetica", size=11)
     for text in pages:
         pdf.add_page()
@@ -26,6 +33,7 @@ def make_scanned_pdf(pages: int = 2) -> bytes:
 
     png = _gray_png(64, 64)
     pdf = FPDF()
+    pdf.set_creation_date(_PDF_DATE)
     for _ in range(pages):
         pdf.add_page()
         pdf.image(io.BytesIO(png), x=10, y=10, w=180)

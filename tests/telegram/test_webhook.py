@@ -98,7 +98,11 @@ async def test_updates_pushed_by_telegram_are_ingested(
     forum = fake.forum()
     topic = fake.create_topic(forum, "A")
     fake.user_says(forum, "hello @GatewayTestBot", topic=topic)
-    await fake.wait_until(lambda: len(intake.submitted) == 2, what="two pushed updates")
+    # the fake records a push's status when its answer arrives, after the intake saw it
+    await fake.wait_until(
+        lambda: len(intake.submitted) == 2 and len(fake.webhook_pushes) == 2,
+        what="two pushed updates, answered",
+    )
     created, hello = intake.extracted
     assert isinstance(created, Ignored)
     assert isinstance(hello, Envelope) and hello.key.thread_id == str(topic)
