@@ -197,7 +197,10 @@ async def test_group_sends_are_paced_per_group_not_across_chats(
     group_sends = [c.at for c in fake.calls("sendMessage") if c.params["chat_id"] == str(forum.id)]
     dm_send = next(c.at for c in fake.calls("sendMessage") if c.params["chat_id"] == str(dm.id))
     gaps = [b - a for a, b in itertools.pairwise(group_sends)]
-    assert len(gaps) == 2 and min(gaps) >= PACE[1] - 0.02
+    # spaced at the sender; seen at the fake, a loaded machine's scheduling can delay the first
+    # request's arrival more than the next one's, so the gap is checked with half an interval
+    # to spare (unpaced sends arrive within milliseconds of each other)
+    assert len(gaps) == 2 and min(gaps) >= PACE[1] * 0.5
     assert dm_send < group_sends[-1]  # the private chat did not wait behind the group
 
 
