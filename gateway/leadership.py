@@ -23,6 +23,15 @@ log = structlog.get_logger(__name__)
 Body = Callable[[], Coroutine[Any, Any, None]]
 
 
+#: seconds between attempts while the database cannot be reached (issue 12): a replica takes
+#: the lock within this of the database's return instead of within ``interval`` (5 s by
+#: default), so single-connection ingress (Telegram polling, the Mattermost websocket)
+#: resumes with the rest. An attempt on a database that is down is a refused connect.
+RETRY_AFTER_ERROR = 0.25
+#: while the database stays away, one warning per this many failed attempts
+LOG_EVERY = 20
+
+
 class LeaderElection:
     def __init__(self, dsn: str, *, interval: float) -> None:
         self._dsn = dsn
@@ -34,14 +43,28 @@ class LeaderElection:
         not leading. Cancellation cancels ``body`` and releases the lock."""
         stopping = stopping or asyncio.Event()
         lock = LeaderLock(self._dsn, name)
+        failures = 0
         try:
             while not stopping.is_set():
                 try:
                     acquired = await lock.try_acquire()
                 except StoreError as exc:
-                    log.warning("leader_election_failed", leader=name, error=str(exc))
-                    acquired = False
+                    if failures % LOG_EVERY == 0:
+                        log.warning(
+                            "leader_election_failed",
+                            leader=name,
+                            error=str(exc),
+                            failures=failures + 1,
+                        )
+                    failures += 1
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(
+                            stopping.wait(), min(self._interval, RETRY_AFTER_ERROR)
+                        )
+                    continue
+                failures = 0
                 if not acquired:
+                    # someone else leads: its death frees the lock, looked at every interval
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stopping.wait(), self._interval)
                     continue
