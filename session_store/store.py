@@ -485,18 +485,14 @@ class Store:
                 window = windows.get(row["platform"])
                 age = row["claim_age"]
                 within = window is not None and age is not None and age < window
-                if row["pacing"]:
-                    # it was waiting for pacing: nothing went out, resent on any platform
-                    await conn.execute(
-                        q.REQUEUE_DELIVERY,
-                        row["id"],
-                        "requeued: the worker stopped while it waited for pacing (not sent)",
+                # one waiting for pacing sent nothing: resent on any platform
+                if row["pacing"] or row["platform"] in idempotent_platforms or within:
+                    reason = (
+                        "requeued: the worker stopped while it waited for pacing (not sent)"
+                        if row["pacing"]
+                        else "requeued: worker stopped during send"
                     )
-                    requeued += 1
-                elif row["platform"] in idempotent_platforms or within:
-                    await conn.execute(
-                        q.REQUEUE_DELIVERY, row["id"], "requeued: worker stopped during send"
-                    )
+                    await conn.execute(q.REQUEUE_DELIVERY, row["id"], reason)
                     requeued += 1
                 else:
                     await conn.execute(
