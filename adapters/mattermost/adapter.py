@@ -28,7 +28,7 @@ import json
 import ssl
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar, cast
@@ -60,10 +60,11 @@ from adapters.mattermost.transport import MattermostTransport
 from adapters.mattermost.urls import ServerUrls, server_urls
 from adapters.mattermost.websocket import Backoff, EventStream
 from gateway.domain import Envelope, Rejected
-from gateway.errors import ConfigError, GatewayError, StoreError
+from gateway.errors import ConfigError, GatewayError
 from gateway.ingress import ingest, record_reaction
 from gateway.ports import ApprovalClick, Check, Intake
 from gateway.settings import Settings
+from gateway.supervisor import persist
 
 log = structlog.get_logger(__name__)
 
@@ -74,10 +75,11 @@ _CHANNEL_TYPE_CACHE = 10_000
 
 _T = TypeVar("_T")
 
-#: waits before retrying a store call that failed transiently during reconciliation: right
-#: after a database restart the pool's idle connections are dead and fail once each (the
-#: pool then reopens them), which must not hold a post until the next resync
-_TRANSIENT_RETRIES = (0.05, 0.25, 1.0)
+#: how long a store call that failed transiently during reconciliation is retried
+#: (``gateway.supervisor.persist``): right after a database restart the pool's idle
+#: connections are dead and fail once each (the pool then reopens them), which must not hold
+#: a post until the next resync
+_TRANSIENT_RETRY_SECONDS = 1.3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -412,7 +414,11 @@ class MattermostAdapter:
         if channel_id in self._cursors:
             return self._cursors[channel_id]
         intake, _ = self._require()
-        value = await _retrying(lambda: intake.load_cursor(self._cursor_name(channel_id)))
+        value = await persist(
+            lambda: intake.load_cursor(self._cursor_name(channel_id)),
+            what="mattermost_load_cursor",
+            deadline=_TRANSIENT_RETRY_SECONDS,
+        )
         if value is None:
             return None
         try:
@@ -433,28 +439,15 @@ class MattermostAdapter:
         self._cursors[channel_id] = value
         intake, _ = self._require()
         name = self._cursor_name(channel_id)
-        await _retrying(lambda: intake.save_cursor(name, str(value)))
+        await persist(
+            lambda: intake.save_cursor(name, str(value)),
+            what="mattermost_save_cursor",
+            deadline=_TRANSIENT_RETRY_SECONDS,
+        )
 
     async def _seen(self, post: Mapping[str, Any]) -> None:
         """A post was durably handled: advance its channel's cursor and release a hold."""
-        channel_id = post["channel_id"]
-        held = self._held.get(channel_id)
-        if held is not None:
-            held.pop(post["id"], None)
-            if not held:
-                del self._held[channel_id]
-        create_at = post.get("create_at")
-        if not isinstance(create_at, int) or isinstance(create_at, bool):
-            return
-        if not _plausible(create_at):
-            # issue 12 fuzzing: a post dated in the far future moved the cursor past every
-            # real post, and reconciliation after the next reconnect missed them all
-            log.warning("mattermost_post_time_implausible", channel_id=channel_id)
-            return
-        current = await self._cursor(channel_id)
-        await self._set_cursor(
-            channel_id, create_at if current is None else max(current, create_at)
-        )
+        await self._seen_all(post["channel_id"], [post])
 
     async def _seen_all(
         self, channel_id: str, posts: Sequence[Mapping[str, Any]], *, cap: int | None = None
@@ -470,6 +463,8 @@ class MattermostAdapter:
             if not isinstance(create_at, int) or isinstance(create_at, bool):
                 continue
             if not _plausible(create_at):
+                # issue 12 fuzzing: a post dated in the far future moved the cursor past every
+                # real post, and reconciliation after the next reconnect missed them all
                 log.warning("mattermost_post_time_implausible", channel_id=channel_id)
                 continue
             newest = create_at if newest is None else max(newest, create_at)
@@ -718,7 +713,11 @@ class MattermostAdapter:
         failed = False
         for extracted in missed.events:
             try:
-                await _retrying(partial(intake.submit, extracted, raw=raw))
+                await persist(
+                    partial(intake.submit, extracted, raw=raw),
+                    what="mattermost_submit",
+                    deadline=_TRANSIENT_RETRY_SECONDS,
+                )
             except Exception as exc:  # broad: same isolation as the websocket path
                 log.exception(
                     "mattermost_reconcile_submit_failed",
@@ -768,17 +767,3 @@ def _run_of(post: Mapping[str, Any], missed: Missed) -> object:
         if isinstance(event, Envelope):
             return event.key
     return ("post", post["id"])
-
-
-async def _retrying(call: Callable[[], Awaitable[_T]]) -> _T:
-    """``call()``, retried after ``_TRANSIENT_RETRIES`` while it fails with a transient
-    ``StoreError`` (the database just came back); any other failure, or the last, raises."""
-    for delay in _TRANSIENT_RETRIES:
-        try:
-            return await call()
-        except StoreError as exc:
-            if not exc.transient:
-                raise
-            log.warning("mattermost_store_retry", error=str(exc), after=delay)
-        await asyncio.sleep(delay)
-    return await call()
