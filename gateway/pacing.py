@@ -5,8 +5,14 @@ Two implementations of ``Budget``, chosen at run time by ``Pacing``:
 
 * ``LocalBudget``: in this process's memory, no database call. Exact while this is the only
   live gateway process (every send and edit of every chat passes through it).
-* ``SharedBudget``: PostgreSQL's ``pace_reserve`` (migration 0008), one statement per
+* ``SharedBudget``: PostgreSQL's ``pace_reserve`` (migrations 0008, 0015), one statement per
   reservation, shared by every replica.
+
+Both are the same cell, GCRA's: per key, the time its calls so far have paced it up to (the
+theoretical arrival time, TAT). A call may start once every key's TAT is at most its burst
+tolerance, ``(burst - 1) * interval``, ahead; it then moves each TAT one interval on. A quiet
+chat takes a short burst at once (a backlog after an outage goes out together), a busy one
+averages one call per interval; a burst of 1 is plain spacing.
 
 ``Pacing`` uses the local budget while the process registry shows no other live gateway
 process, and the shared one while it shows some. The liveness loop already checks this
@@ -35,20 +41,35 @@ import structlog
 
 from gateway.domain import ReplyTarget
 from gateway.errors import StoreError
-from gateway.ports import Transport
+from gateway.ports import PaceRule, Transport
 from session_store.previews import PreviewStore
 
 log = structlog.get_logger(__name__)
 
-Rules = Sequence[tuple[str, float]]
+Rules = Sequence[PaceRule]
 #: a reservation with no acceptable limit on its wait (a final send always goes)
 NO_LIMIT = 3600.0
 
 
-def pace_rules(transport: Transport, target: ReplyTarget) -> list[tuple[str, float]]:
-    """The transport's pacing keys for ``target``, per platform (the same keys in every
-    replica and for every kind of call)."""
-    return [(f"{transport.platform}:{key}", interval) for key, interval in transport.pace(target)]
+def pace_rules(transport: Transport, target: ReplyTarget) -> list[PaceRule]:
+    """The transport's pacing rules for ``target``, keyed per platform (the same keys in
+    every replica and for every kind of call)."""
+    return [
+        PaceRule(f"{transport.platform}:{rule.key}", rule.interval, rule.burst)
+        for rule in transport.pace(target)
+    ]
+
+
+def hold_rules(rules: Rules, seconds: float) -> list[PaceRule]:
+    """A reservation that holds every key of ``rules`` for ``seconds`` (a 429's Retry-After)
+    with its burst spent: the next call under ``rules`` waits that long, and the one after it
+    an interval more."""
+    return [PaceRule(r.key, seconds + (max(r.burst, 1) - 1) * r.interval) for r in rules]
+
+
+def tolerance(rule: PaceRule) -> float:
+    """How far ahead of now a key's TAT may be for a call to start at once."""
+    return (max(rule.burst, 1) - 1) * rule.interval
 
 
 class Budget(Protocol):
@@ -59,8 +80,9 @@ class Budget(Protocol):
 
 
 class LocalBudget:
-    """Spaces calls sharing a key (a chat) without blocking other keys, in memory. Bounded:
-    entries whose spacing has long passed are dropped once the map grows."""
+    """Paces calls sharing a key (a chat) without blocking other keys, in memory (the TAT of
+    each key, monotonic). Bounded: entries whose spacing has long passed are dropped once the
+    map grows."""
 
     def __init__(self, max_keys: int = 10_000) -> None:
         self._next: OrderedDict[str, float] = OrderedDict()
@@ -68,7 +90,7 @@ class LocalBudget:
 
     def reserve_now(self, rules: Rules, max_wait: float = NO_LIMIT) -> float:
         now = time.monotonic()
-        start = max([now, *(self._next.get(key, now) for key, _ in rules)])
+        start = max([now, *(self._next.get(r.key, now) - tolerance(r) for r in rules)])
         if start - now > max_wait:
             return start - now
         self.note(rules, start)
@@ -80,8 +102,8 @@ class LocalBudget:
     def note(self, rules: Rules, start: float) -> None:
         """Record a reservation starting at monotonic time ``start`` (made elsewhere)."""
         now = time.monotonic()
-        for key, interval in rules:
-            self._next[key] = max(self._next.get(key, 0.0), start + interval)
+        for key, interval, _ in rules:
+            self._next[key] = max(self._next.get(key, 0.0), start) + interval
             self._next.move_to_end(key)
         while len(self._next) > self._max_keys:
             key, when = next(iter(self._next.items()))

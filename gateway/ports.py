@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from gateway.conversations import Conversations
 from gateway.domain import Extracted, OutgoingFile, ReplyTarget, SessionKey
@@ -18,6 +18,18 @@ if TYPE_CHECKING:
     from gateway.security import HttpPolicy
     from gateway.settings import Settings
     from gateway.webauth import WebIdentity
+
+
+class PaceRule(NamedTuple):
+    """One pacing rule of a send (``Transport.pace``): calls sharing ``key`` average at most
+    one per ``interval`` seconds, and up to ``burst`` of them may go at once when the key has
+    been quiet (GCRA; a burst of 1 is plain spacing). Example: Mattermost's limiter allows 10
+    requests per second with a burst of 100, ``PaceRule("server:…", 0.1, 50)`` stays under it
+    with room for the gateway's other calls."""
+
+    key: str
+    interval: float
+    burst: int = 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,10 +140,10 @@ class Transport(Protocol):
         splits the rendering, so its entities stay valid across the cut."""
         ...
 
-    def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
-        """Pacing rules for a send to ``target``: ``(key, min_interval_seconds)`` pairs.
-        Two sends sharing a key are spaced by at least its interval; other keys (other
-        chats) are not blocked. Example: Telegram ``[("chat:42", 1.0), ("group:42", 3.0)]``."""
+    def pace(self, target: ReplyTarget) -> Sequence[PaceRule]:
+        """Pacing rules for a send to ``target``. Sends sharing a key keep to its interval
+        (after a burst of at most ``burst``); other keys (other chats) are not blocked.
+        Example: Telegram ``[PaceRule("chat:42", 1.0, 3), PaceRule("group:42", 3.0, 3)]``."""
         ...
 
     #: True when a retried send with the same idempotency key cannot double-post.

@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 
 import structlog
@@ -38,7 +38,7 @@ from gateway.domain import ReplyTarget
 from gateway.errors import DeliveryError, StoreError
 from gateway.files import decode_file_part
 from gateway.metrics import Metrics
-from gateway.pacing import NO_LIMIT, Budget, SharedBudget, pace_rules
+from gateway.pacing import NO_LIMIT, Budget, Rules, SharedBudget, hold_rules, pace_rules
 from gateway.ports import Drafting, Previewing, SendResult, Transport
 from session_store.previews import PreviewStore
 from session_store.records import DeliveryRecord
@@ -311,7 +311,7 @@ class PreviewStreamer:
                 platform=self._target.platform,
                 retry_after=exc.retry_after,
             )
-            push = [(k, float(exc.retry_after)) for k, _ in _rules(self._transport, self._target)]
+            push = hold_rules(_rules(self._transport, self._target), float(exc.retry_after))
             await self._budget.reserve(push)
             return
         if exc.permanent or exc.ambiguous or sending:
@@ -377,7 +377,7 @@ class Streams:
             return None
         return streamer
 
-    async def budget(self, rules: Sequence[tuple[str, float]], max_wait: float) -> float:
+    async def budget(self, rules: Rules, max_wait: float) -> float:
         return await self._budget.reserve(rules, max_wait)
 
 

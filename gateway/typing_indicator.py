@@ -9,11 +9,12 @@ chat action lasts 5 s, Slack's assistant thread status 2 min) and how to clear i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 
 import structlog
 
 from gateway.domain import ReplyTarget
+from gateway.pacing import Rules, pace_rules
 from gateway.ports import Transport
 
 log = structlog.get_logger(__name__)
@@ -23,7 +24,7 @@ CLEAR_TIMEOUT = 2.0
 
 
 #: a shared pacing budget (``Streams.budget``): rules, longest acceptable wait -> the wait
-Budget = Callable[[Sequence[tuple[str, float]], float], Awaitable[float]]
+Budget = Callable[[Rules, float], Awaitable[float]]
 #: a renewal waits at most this long for the budget; later it is skipped (cosmetic)
 RENEWAL_MAX_WAIT = 1.0
 
@@ -41,8 +42,7 @@ async def hold_typing(
             try:
                 wait = 0.0
                 if budget is not None and not first:
-                    rules = [(f"{transport.platform}:{k}", i) for k, i in transport.pace(target)]
-                    wait = await budget(rules, RENEWAL_MAX_WAIT)
+                    wait = await budget(pace_rules(transport, target), RENEWAL_MAX_WAIT)
                     if wait <= RENEWAL_MAX_WAIT:
                         await asyncio.sleep(wait)
                 if wait <= RENEWAL_MAX_WAIT:

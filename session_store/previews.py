@@ -7,7 +7,7 @@ answer is recorded (``Store.finish_turn(previews_after=...)``) the rows get the 
 and its number of parts, and the delivery of part i edits preview i into the final text.
 
 ``reserve`` is the one pacing statement shared by every replica: sends, previews and typing of
-one bot and chat draw from the same budget (the ``pace_reserve`` function of migration 0008)
+one bot and chat draw from the same budget (``pace_reserve``, migrations 0008 and 0015)
 while more than one gateway process lives (``gateway.pacing``).
 """
 
@@ -53,7 +53,9 @@ UPDATE stream_previews SET reply_seq = $3, final_parts = $4
 WHERE session_id = $1 AND after_seq = $2 AND reply_seq IS NULL
 """
 
-RESERVE = "SELECT pace_reserve($1::text[], $2::double precision[], $3::double precision)"
+RESERVE = """
+SELECT pace_reserve($1::text[], $2::double precision[], $3::integer[], $4::double precision)
+"""
 #: carry a reservation made elsewhere into the shared budget: the key is free no sooner than
 #: that, and no later than it already was (a maximum, never added to what is already there)
 SEED = """
@@ -108,15 +110,20 @@ class PreviewStore:
             await conn.execute(MARK_DELETED, session_id, reply_seq, list(part_nos))
 
     async def reserve(
-        self, rules: Sequence[tuple[str, float]], *, max_wait: float = 3600.0
+        self, rules: Sequence[tuple[str, float, int]], *, max_wait: float = 3600.0
     ) -> float:
-        """Reserve the next slot under ``rules`` across replicas; seconds to wait first.
-        When the wait would be over ``max_wait`` nothing is reserved and the wait returned."""
+        """Reserve the next slot under ``(key, interval, burst)`` rules across replicas;
+        seconds to wait first. When the wait would be over ``max_wait`` nothing is reserved
+        and the wait returned."""
         if not rules:
             return 0.0
         async with self.db.connection() as conn:
             wait = await conn.fetchval(
-                RESERVE, [k for k, _ in rules], [float(i) for _, i in rules], max_wait
+                RESERVE,
+                [k for k, _, _ in rules],
+                [float(i) for _, i, _ in rules],
+                [int(b) for _, _, b in rules],
+                max_wait,
             )
         return float(wait or 0.0)
 

@@ -476,17 +476,20 @@ CREATE TABLE stream_previews (
 CREATE INDEX stream_previews_reply ON stream_previews (session_id, reply_seq)
     WHERE reply_seq IS NOT NULL;
 
--- The shared pacing budget: the earliest time the next call on a key (a bot and chat) may
--- be made. Unlogged: losing it in a crash only forgets some spacing.
+-- The shared pacing budget: per key (a bot and chat), the time its calls so far have paced it
+-- up to (GCRA's theoretical arrival time; see pace_reserve). Unlogged: losing it in a crash
+-- only forgets some spacing.
 CREATE UNLOGGED TABLE pace_slots (
     key     text        PRIMARY KEY,
     next_at timestamptz NOT NULL
 );
 
--- Reserve the next slot under (key, min interval) rules: returns the seconds to wait before
--- the call. When that wait is over max_wait nothing is reserved (the caller skips: a preview
--- edit that would come too late is left out, the next one carries more text).
-CREATE FUNCTION pace_reserve(keys text[], intervals double precision[],
+-- Reserve the next slot under (key, min interval, burst) rules: returns the seconds to wait
+-- before the call. GCRA: next_at is the key's theoretical arrival time, and a call may start
+-- once that is at most (burst - 1) intervals ahead (a burst of 1: plain spacing). When the
+-- wait is over max_wait nothing is reserved (the caller skips: a preview edit that would come
+-- too late is left out, the next one carries more text).
+CREATE FUNCTION pace_reserve(keys text[], intervals double precision[], bursts integer[],
                              max_wait double precision)
 RETURNS double precision LANGUAGE plpgsql AS $$
 DECLARE
@@ -498,7 +501,9 @@ BEGIN
     SELECT k, now_ts FROM unnest(keys) AS k ORDER BY k
     ON CONFLICT (key) DO NOTHING;
     PERFORM 1 FROM pace_slots WHERE key = ANY (keys) ORDER BY key FOR UPDATE;
-    SELECT greatest(now_ts, max(next_at)) INTO start FROM pace_slots WHERE key = ANY (keys);
+    SELECT greatest(now_ts, max(p.next_at - make_interval(secs => r.iv * (greatest(r.b, 1) - 1))))
+    INTO start
+    FROM pace_slots AS p JOIN unnest(keys, intervals, bursts) AS r (k, iv, b) ON p.key = r.k;
     wait := extract(epoch FROM start - now_ts);
     IF random() < 0.001 THEN
         -- now and then forget chats whose spacing has long passed (bounded table)
@@ -509,9 +514,17 @@ BEGIN
     IF wait > max_wait THEN
         RETURN wait;
     END IF;
-    UPDATE pace_slots AS p SET next_at = start + make_interval(secs => r.iv)
+    UPDATE pace_slots AS p SET next_at = greatest(p.next_at, start) + make_interval(secs => r.iv)
     FROM unnest(keys, intervals) AS r (k, iv)
     WHERE p.key = r.k;
     RETURN wait;
 END
+$$;
+
+-- The form without bursts (migration 0008), kept for a process of the previous release during
+-- a rolling upgrade: every key with a burst of 1.
+CREATE FUNCTION pace_reserve(keys text[], intervals double precision[],
+                             max_wait double precision)
+RETURNS double precision LANGUAGE sql AS $$
+    SELECT pace_reserve(keys, intervals, array_fill(1, ARRAY[cardinality(keys)]), max_wait)
 $$;

@@ -118,6 +118,24 @@ async def wait_for(
         await asyncio.sleep(interval)
 
 
+def assert_paced(
+    times: Sequence[float], interval: float, burst: int, *, at_least: float = 1.0
+) -> None:
+    """Calls seen at ``times`` kept to a pace of one per ``interval`` after a burst of at most
+    ``burst`` (``gateway.pacing``, GCRA): any k calls in a row span at least ``k - burst``
+    intervals. ``at_least`` spares part of that for a loaded machine's scheduling, which can
+    delay one request's arrival more than the next one's (unpaced calls arrive within
+    milliseconds of each other)."""
+    times = sorted(times)
+    assert len(times) > burst, f"{len(times)} calls: too few to see a pace after the burst"
+    for k in range(burst + 1, len(times) + 1):
+        for first in range(len(times) - k + 1):
+            span = times[first + k - 1] - times[first]
+            assert span >= (k - burst) * interval * at_least, (
+                f"{k} calls from #{first} within {span:.3f}s"
+            )
+
+
 @dataclass(frozen=True, slots=True)
 class Submitted:
     """One ``submit`` call the intake accepted; unpacks as ``(extracted, raw)``."""

@@ -21,7 +21,7 @@ from adapters.mattermost.extract import APPROVE_EMOJI_TEXT, DENY_EMOJI_TEXT, PLA
 from gateway.domain import Attachment, OutgoingFile, ReplyTarget
 from gateway.errors import DeliveryError
 from gateway.knowledge.attachments import FileFetchError
-from gateway.ports import APPROVAL_EXTRA, SendResult
+from gateway.ports import APPROVAL_EXTRA, PaceRule, SendResult
 from gateway.text import format_parts
 
 log = structlog.get_logger(__name__)
@@ -133,10 +133,15 @@ class MattermostTransport:
     def parts(self, text: str) -> list[str]:
         return format_parts(text, self.max_message_length, self.measure, self.format)
 
-    def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
-        # Mattermost's optional rate limiter defaults to 10 req/s per client address
-        # (RateLimitSettings.PerSec); keep one channel calm and the whole server under it.
-        return [(f"channel:{target.chat_id}", 0.2), (f"server:{self._scope}", 0.1)]
+    def pace(self, target: ReplyTarget) -> Sequence[PaceRule]:
+        # Mattermost's optional rate limiter defaults to 10 requests per second per client
+        # address with a burst of 100 (RateLimitSettings PerSec, MaxBurst; platforms.md §3.3):
+        # the whole server stays under it with half the burst (the rest is left for the
+        # gateway's other calls: reconciliation, typing, files), one channel stays calm.
+        return [
+            PaceRule(f"channel:{target.chat_id}", 0.2, 5),
+            PaceRule(f"server:{self._scope}", 0.1, 50),
+        ]
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
         if self._closed:

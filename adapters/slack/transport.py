@@ -22,7 +22,7 @@ from adapters.slack.mrkdwn import markdown_to_mrkdwn
 from gateway.domain import Attachment, OutgoingFile, ReplyTarget
 from gateway.errors import DeliveryError
 from gateway.knowledge.attachments import FileFetchError, download
-from gateway.ports import APPROVAL_EXTRA, SendResult
+from gateway.ports import APPROVAL_EXTRA, PaceRule, SendResult
 from gateway.text import format_parts
 
 log = structlog.get_logger(__name__)
@@ -199,10 +199,10 @@ class SlackTransport:
     def parts(self, text: str) -> list[str]:
         return format_parts(text, self.max_message_length, self.measure, self.format)
 
-    def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
-        # chat.postMessage: about one message per second per channel (platforms.md §2.8);
-        # other channels are not held back.
-        return [(f"channel:{target.scope}:{target.chat_id}", 1.0)]
+    def pace(self, target: ReplyTarget) -> Sequence[PaceRule]:
+        # chat.postMessage: one message per second per channel, "short bursts >1 allowed"
+        # (platforms.md §2.8); other channels are not held back.
+        return [PaceRule(f"channel:{target.scope}:{target.chat_id}", 1.0, 3)]
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
         # an approval card (issue 14): buttons carrying only the opaque id; otherwise code

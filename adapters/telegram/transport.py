@@ -35,7 +35,7 @@ from adapters.telegram.extract import APPROVAL_PREFIX
 from gateway.domain import Attachment, OutgoingFile, ReplyTarget
 from gateway.errors import DeliveryError
 from gateway.knowledge.attachments import FileFetchError, download, too_large
-from gateway.ports import APPROVAL_EXTRA, SendResult
+from gateway.ports import APPROVAL_EXTRA, PaceRule, SendResult
 from gateway.text import utf16_len
 
 #: the Bot API lets bots download files of at most 20 MB (getFile)
@@ -49,6 +49,10 @@ MAX_MESSAGE_LENGTH = 4096
 #: Telegram FAQ: ~1 message/s per chat, 20 messages/minute per group (platforms.md §1.10)
 CHAT_INTERVAL = 1.0
 GROUP_INTERVAL = 3.0
+#: "We may allow short bursts that go over this limit" (Bot FAQ, platforms.md §1.10): a few
+#: replies in a quiet chat go at once, the average stays at the intervals above (20 a minute
+#: in a group). PTB's own AIORateLimiter lets a whole group minute (20) go at once.
+BURST = 3
 #: sendChatAction: "the status is set for 5 seconds or less" (platforms.md §1), so renew at 4
 TYPING_INTERVAL = 4.0
 #: sendPhoto/sendDocument: "0-1024 characters after entities parsing"; photos up to 10 MB
@@ -278,11 +282,11 @@ class TelegramTransport:
         # rendered before it is split, so entities are cut with the text (markdown.py)
         return markdown.to_parts(text, self.max_message_length)
 
-    def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
-        rules = [(f"chat:{target.chat_id}", self._chat_interval)]
+    def pace(self, target: ReplyTarget) -> Sequence[PaceRule]:
+        rules = [PaceRule(f"chat:{target.chat_id}", self._chat_interval, BURST)]
         if target.chat_id.startswith("-"):
             # groups and supergroups have negative ids; private chats are the user's id
-            rules.append((f"group:{target.chat_id}", self._group_interval))
+            rules.append(PaceRule(f"group:{target.chat_id}", self._group_interval, BURST))
         return rules
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:

@@ -10,7 +10,7 @@ from adapters.web.extract import PLATFORM
 from gateway.domain import OutgoingFile, ReplyTarget, SessionKey
 from gateway.hub import Broadcast
 from gateway.intake import live_topic
-from gateway.ports import APPROVAL_EXTRA, SendResult
+from gateway.ports import APPROVAL_EXTRA, PaceRule, SendResult
 from gateway.text import format_parts
 
 
@@ -40,7 +40,7 @@ class WebTransport:
     def parts(self, text: str) -> list[str]:
         return format_parts(text, self.max_message_length, self.measure, self.format)
 
-    def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
+    def pace(self, target: ReplyTarget) -> Sequence[PaceRule]:
         return ()
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:

@@ -25,6 +25,10 @@ model (users, a team, channels, posts with roots), so tests assert where a reply
   (``update``, ``ephemeral_text``); ``PUT posts/{id}/patch`` replaces ``props`` when given.
 * Faults: ``fail_next(route, status, ...)``, ``rate_limit_next(...)`` (429 plain text with
   ``Retry-After`` and ``X-RateLimit-*``), ``delay_response_next(route, seconds)``.
+* The server's rate limiter, off by default as on a real server: ``limit_rate(per_sec,
+  max_burst)`` turns on the GCRA of ``server/channels/app/ratelimit.go`` (throttled: a burst
+  of ``max_burst + 1`` at once, then ``per_sec``) over every REST request of one client
+  address; ``limited`` counts the requests it refused.
 * A recorder of every REST request and websocket client action.
 """
 
@@ -243,6 +247,10 @@ class FakeMattermost:
         self._pending: dict[str, tuple[str, float]] = {}
         self._faults: dict[str, deque[Fault]] = {}
         self.requests: list[RecordedRequest] = []
+        #: the rate limiter (``limit_rate``): emission interval, tolerance, TAT
+        self._limiter: tuple[float, float] | None = None
+        self._tat = 0.0
+        self.limited = 0
         self.ws_actions: list[dict[str, Any]] = []
         self._conns: set[Connection] = set()
         self.connections_total = 0
@@ -407,6 +415,36 @@ class FakeMattermost:
                 "X-RateLimit-Reset": str(retry_after),
             },
         )
+
+    def limit_rate(self, per_sec: float = 10.0, max_burst: int = 100) -> None:
+        """Turn on the server's limiter (``RateLimitSettings``, defaults as the server's)."""
+        emission = 1.0 / per_sec
+        self._limiter = (emission, emission * (max_burst + 1))
+        self._tat = 0.0
+
+    def _rate_limited(self) -> web.Response | None:
+        """throttled's GCRA, as the real server runs it for each request."""
+        if self._limiter is None:
+            return None
+        emission, tolerance = self._limiter
+        now = time.monotonic()
+        tat = max(self._tat, now) + emission
+        allow_at = tat - tolerance
+        if now < allow_at:
+            self.limited += 1
+            retry = max(1, int(allow_at - now + 0.999))
+            return web.Response(
+                text="limit exceeded\n",
+                status=429,
+                headers={
+                    "Retry-After": str(retry),
+                    "X-RateLimit-Limit": str(round(1 / emission)),
+                    "X-RateLimit-Remaining": "0",
+                    "X-RateLimit-Reset": str(retry),
+                },
+            )
+        self._tat = tat
+        return None
 
     def delay_response_next(self, route: str, seconds: float) -> None:
         """Process the next ``route`` call normally but answer only after ``seconds``
@@ -905,6 +943,9 @@ class FakeMattermost:
                     body=body,
                 )
             )
+            limited = self._rate_limited()
+            if limited is not None:
+                return limited
             fault = self._take_fault(name)
             delay = 0.0
             if fault is not None:

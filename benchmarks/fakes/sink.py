@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from gateway.domain import Envelope, OutgoingFile, ReplyTarget, Sender, SessionKey, Trigger
 from gateway.errors import DeliveryError
-from gateway.ports import AdapterContext, Check, Intake, SendResult
+from gateway.ports import AdapterContext, Check, Intake, PaceRule, SendResult
 from gateway.settings import Settings
 from gateway.text import format_parts
 
@@ -54,8 +54,8 @@ class SinkTransport:
     def parts(self, text: str) -> list[str]:
         return format_parts(text, self.max_message_length, self.measure, self.format)
 
-    def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
-        return [(f"chat:{target.chat_id}", self._pace)] if self._pace > 0 else ()
+    def pace(self, target: ReplyTarget) -> Sequence[PaceRule]:
+        return [PaceRule(f"chat:{target.chat_id}", self._pace)] if self._pace > 0 else ()
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
         return await self._post(target, text, idempotency_key)

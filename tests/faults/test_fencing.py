@@ -18,6 +18,7 @@ from gateway.hub import Signal
 from gateway.intake import to_inbound
 from gateway.metrics import Metrics
 from gateway.pacing import pace_rules
+from gateway.ports import PaceRule
 from session_store.records import DeliveryRecord, OutgoingReply
 from session_store.store import Store
 from tests.support import wait_for
@@ -26,8 +27,8 @@ TARGET = ReplyTarget(platform="sink", scope="test", chat_id="c", thread_id="t")
 
 
 class PacedSink(SinkTransport):
-    def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
-        return [("chat:c", 2.0)]
+    def pace(self, target: ReplyTarget) -> Sequence[PaceRule]:
+        return [PaceRule("chat:c", 2.0)]
 
 
 async def _expire(store: Store, table: str, column: str, row_id: int) -> None:
@@ -224,8 +225,8 @@ async def test_a_send_of_a_dead_process_older_than_the_key_window_stays_ambiguou
 
 
 class SlowPacedSink(SinkTransport):
-    def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
-        return [("chat:c", 3.0)]
+    def pace(self, target: ReplyTarget) -> Sequence[PaceRule]:
+        return [PaceRule("chat:c", 3.0)]
 
 
 async def test_a_claim_taken_over_while_it_waited_for_pacing_is_resent_once_without_idempotency(

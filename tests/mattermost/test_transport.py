@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import aiohttp
 import pytest
 
 from adapters.mattermost.adapter import MattermostAdapter
@@ -14,6 +15,8 @@ from adapters.mattermost.transport import MattermostTransport
 from benchmarks.fakes.mattermost import FakeMattermost
 from gateway.domain import ReplyTarget
 from gateway.errors import DeliveryError
+from gateway.pacing import LocalBudget, pace_rules
+from gateway.ports import PaceRule
 from tests.mattermost.conftest import make_config, wait_until
 
 
@@ -177,7 +180,7 @@ async def test_5xx_is_transient(fake: FakeMattermost, adapter: MattermostAdapter
 def test_pace_and_format(adapter: MattermostAdapter) -> None:
     transport: MattermostTransport = adapter.transport
     t = target(adapter, "chan")
-    assert ("channel:chan", 0.2) in transport.pace(t)
+    assert PaceRule("channel:chan", 0.2, 5) in transport.pace(t)
     assert transport.format("**bold**") == "**bold**"  # Mattermost renders Markdown
 
 
@@ -199,3 +202,41 @@ async def test_stop_lets_a_send_in_flight_finish(fake: FakeMattermost) -> None:
             target(adapter, fake.town_square.id), "late", idempotency_key="d10:p1"
         )
     assert not info.value.permanent
+
+
+async def test_a_backlog_goes_out_as_a_burst_under_the_servers_default_limiter(
+    fake: FakeMattermost,
+) -> None:
+    """After an outage the answers held back go out at once, then at the server's rate: with
+    Mattermost's limiter on at its defaults (10 per second, burst 100, per client address) no
+    request is refused, even with other calls of the gateway (reconciliation) in the same
+    second. A burst of more than the server's share of it would be refused here."""
+    adapter = MattermostAdapter(make_config(fake, http_timeout=10.0))
+    fake.limit_rate()  # RateLimitSettings defaults: PerSec 10, MaxBurst 100
+    pacing = LocalBudget()
+    channels = [fake.add_channel(f"backlog-{i}") for i in range(12)]
+    others = 45  # the gateway's other calls in the same instant (reconciliation reads)
+
+    async def other_call() -> int:
+        async with aiohttp.ClientSession() as http:
+            url = f"{fake.url}/api/v4/users/me"
+            headers = {"Authorization": f"Bearer {fake.bot.token}"}
+            async with http.get(url, headers=headers) as response:
+                return response.status
+
+    async def answer(channel: str, n: int) -> None:
+        t = target(adapter, channel)
+        await asyncio.sleep(pacing.reserve_now(pace_rules(adapter.transport, t)))
+        await adapter.transport.send(t, f"answer {n}", idempotency_key=f"{channel}-{n}")
+
+    try:
+        statuses = await asyncio.gather(*(other_call() for _ in range(others)))
+        assert statuses == [200] * others
+        await asyncio.gather(*(answer(c.id, n) for c in channels for n in range(5)))
+    finally:
+        await adapter.stop()
+    assert fake.limited == 0
+    assert len(fake.bot_posts()) == 60
+    # the limiter does refuse a burst over it: the next calls at once are over its 101
+    refused = await asyncio.gather(*(other_call() for _ in range(60)))
+    assert 429 in refused and fake.limited > 0

@@ -10,6 +10,7 @@ from adapters.slack.transport import SlackTransport, make_web_client
 from benchmarks.fakes.slack import BOT_TOKEN, HUMAN, TEAM_ID, FakeSlack
 from gateway.domain import ReplyTarget
 from gateway.errors import DeliveryError
+from gateway.ports import PaceRule
 
 
 def transport_for(fake: FakeSlack, *, token: str = BOT_TOKEN, timeout: int = 5) -> SlackTransport:
@@ -111,7 +112,7 @@ def test_limits_pacing_and_typing_contract(fake: FakeSlack) -> None:
     assert transport.max_message_length == 3900
     assert transport.measure("h\u00e9\U0001f600") == 3  # characters, not bytes / UTF-16 units
     assert transport.idempotent is False
-    assert list(transport.pace(target("C9", "1.0"))) == [(f"channel:{TEAM_ID}:C9", 1.0)]
+    assert list(transport.pace(target("C9", "1.0"))) == [PaceRule(f"channel:{TEAM_ID}:C9", 1.0, 3)]
     assert transport.format("**a**") == "*a*"
 
 

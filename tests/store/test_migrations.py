@@ -29,6 +29,11 @@ _CATALOG = {
         WHERE connamespace = 'public'::regnamespace
           AND conrelid::regclass::text <> 'schema_migrations'
         ORDER BY 1, 2""",
+    "functions": """
+        SELECT proname, pg_get_function_identity_arguments(oid) AS args,
+               regexp_replace(prosrc, '\\s+', ' ', 'g') AS body
+        FROM pg_proc WHERE pronamespace = 'public'::regnamespace
+        ORDER BY 1, 2""",
 }
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
+
 from benchmarks.fakes.sink import SinkTransport, sink_envelope
 from benchmarks.fakes.sink_server import SinkServer
 from gateway.delivery import DeliverySettings, DeliveryWorker
@@ -13,7 +15,16 @@ from gateway.domain import ReplyTarget
 from gateway.hub import Signal
 from gateway.intake import to_inbound
 from gateway.metrics import Metrics
-from gateway.pacing import NO_LIMIT, Pacing, SharedBudget, pace_rules
+from gateway.pacing import (
+    NO_LIMIT,
+    Budget,
+    LocalBudget,
+    Pacing,
+    SharedBudget,
+    hold_rules,
+    pace_rules,
+)
+from gateway.ports import PaceRule
 from gateway.streaming import MAX_PREVIEW_WAIT
 from session_store.db import Database
 from session_store.liveness import ProcessLiveness
@@ -27,8 +38,8 @@ INTERVAL = 10.0
 class ChatPaced(SinkTransport):
     """The sink with a per-chat pacing rule, like Telegram's."""
 
-    def pace(self, target: ReplyTarget) -> Sequence[tuple[str, float]]:
-        return [(f"chat:{target.chat_id}", INTERVAL)]
+    def pace(self, target: ReplyTarget) -> Sequence[PaceRule]:
+        return [PaceRule(f"chat:{target.chat_id}", INTERVAL)]
 
 
 class CountingPreviews(PreviewStore):
@@ -39,7 +50,7 @@ class CountingPreviews(PreviewStore):
         self.reserves = 0
 
     async def reserve(
-        self, rules: Sequence[tuple[str, float]], *, max_wait: float = 3600.0
+        self, rules: Sequence[tuple[str, float, int]], *, max_wait: float = 3600.0
     ) -> float:
         self.reserves += 1
         return await super().reserve(rules, max_wait=max_wait)
@@ -138,7 +149,7 @@ async def test_pacing_turns_shared_when_a_peer_registers_without_a_burst(
         a = Pacing(SharedBudget(PreviewStore(one.db)))
         a.set_peers(first.peers)
         assert not a.shared
-        rules = [("sink:chat:c", INTERVAL)]
+        rules = [PaceRule("sink:chat:c", INTERVAL)]
         assert await a.reserve(rules) == 0.0  # sent while alone: only in memory
 
         # a second gateway process takes its liveness lock: it sees the first at once...
@@ -178,7 +189,7 @@ async def test_seeding_the_shared_budget_again_does_not_push_a_chat_further(
     and then shared again it seeds them back. That must not add them to the reservations
     already in PostgreSQL (each switch doubled the chat's wait)."""
     shared = SharedBudget(PreviewStore(store.db))
-    rules = [("sink:chat:c", 1.0)]
+    rules = [PaceRule("sink:chat:c", 1.0)]
     for _ in range(5):
         await shared.reserve(rules)  # the chat is now free in about 5 s
     await shared.seed([("sink:chat:c", 5.0)])  # the same 5 s, as mirrored locally
@@ -186,4 +197,52 @@ async def test_seeding_the_shared_budget_again_does_not_push_a_chat_further(
     assert 4.0 < await shared.reserve(rules, 0.0) <= 5.0
     await shared.seed([("sink:chat:c", 8.0), ("sink:chat:d", 3.0)])  # later, and a new key
     assert 7.0 < await shared.reserve(rules, 0.0) <= 8.0
-    assert 2.0 < await shared.reserve([("sink:chat:d", 1.0)], 0.0) <= 3.0
+    assert 2.0 < await shared.reserve([PaceRule("sink:chat:d", 1.0)], 0.0) <= 3.0
+
+
+# --- bursts (GCRA): the same cell in memory and in PostgreSQL --------------------------------
+
+
+async def _waits(budget: Budget, rules: list[PaceRule], n: int) -> list[float]:
+    return [round(await budget.reserve(rules), 1) for _ in range(n)]
+
+
+@pytest.mark.parametrize("where", ["local", "shared"])
+async def test_a_quiet_chat_takes_a_burst_at_once_then_keeps_the_rate(
+    store: Store, where: str
+) -> None:
+    budget: Budget = LocalBudget() if where == "local" else SharedBudget(PreviewStore(store.db))
+    burst = [PaceRule(f"sink:chat:{where}", 10.0, 3)]
+    # three at once (a backlog after an outage), then one per interval
+    assert await _waits(budget, burst, 5) == [0.0, 0.0, 0.0, 10.0, 20.0]
+    # the strictest key decides: a chat with a burst under a server key without one
+    both = [PaceRule(f"sink:chat:{where}2", 10.0, 3), PaceRule(f"sink:server:{where}", 5.0)]
+    assert await _waits(budget, both, 3) == [0.0, 5.0, 10.0]
+    # a 429's Retry-After spends the burst: the next call waits for it, the one after an
+    # interval more
+    held = [PaceRule(f"sink:chat:{where}3", 10.0, 3)]
+    await budget.reserve(hold_rules(held, 30.0))
+    assert await _waits(budget, held, 2) == [30.0, 40.0]
+    # a burst of 1 is the plain spacing of before
+    plain = [PaceRule(f"sink:chat:{where}4", 10.0)]
+    assert await _waits(budget, plain, 3) == [0.0, 10.0, 20.0]
+
+
+async def test_a_process_of_the_previous_release_paces_with_the_old_statement(
+    store: Store,
+) -> None:
+    """During a rolling upgrade the replicas still on the release before migration 0015 call
+    the three-argument ``pace_reserve``: it keeps working, as plain spacing, on the same
+    keys the new replicas pace with bursts."""
+    shared = SharedBudget(PreviewStore(store.db))
+    rules = [PaceRule("sink:chat:old", 10.0, 3)]
+    assert await _waits(shared, rules, 2) == [0.0, 0.0]  # a new replica: two of its burst
+    async with store.db.connection() as conn:
+        old = "SELECT pace_reserve($1::text[], $2::double precision[], $3::double precision)"
+        # an old replica waits for everything reserved so far: no burst of its own
+        wait = await conn.fetchval(old, ["sink:chat:old"], [10.0], 3600.0)
+        assert round(wait, 1) == 20.0
+        wait = await conn.fetchval(old, ["sink:chat:old"], [10.0], 3600.0)
+        assert round(wait, 1) == 30.0
+    # and the new replica sees the old one's reservations
+    assert await _waits(shared, rules, 1) == [20.0]

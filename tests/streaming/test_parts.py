@@ -16,6 +16,7 @@ from gateway.agent_clients import OpenAIAgent, tool_status
 from gateway.agents import ContextMessage, ToolCall, Turn
 from gateway.domain import ReplyTarget, SessionKey
 from gateway.errors import ConfigError
+from gateway.ports import PaceRule
 from gateway.settings import load_settings
 from session_store.previews import PreviewStore
 from session_store.store import Store
@@ -28,20 +29,21 @@ async def test_two_replicas_share_one_pacing_budget(database_url: str) -> None:
     two = await Store.connect(database_url, min_size=1, max_size=2)
     try:
         a, b = PreviewStore(one.db), PreviewStore(two.db)
-        rules = [("telegram:chat:42", 10.0), ("telegram:group:42", 30.0)]
+        rules = [PaceRule("telegram:chat:42", 10.0), PaceRule("telegram:group:42", 30.0)]
         assert await a.reserve(rules) == 0.0
         # the other replica's next call on this chat waits for the chat's 10 s...
-        second = await b.reserve([("telegram:chat:42", 10.0)], max_wait=5.0)
+        second = await b.reserve([PaceRule("telegram:chat:42", 10.0)], max_wait=5.0)
         assert 5.0 < second <= 10.0
         # ... and one under the group's key for its 30 s
-        assert 25.0 < await b.reserve([("telegram:group:42", 3.0)], max_wait=5.0) <= 30.0
+        assert 25.0 < await b.reserve([PaceRule("telegram:group:42", 3.0)], max_wait=5.0) <= 30.0
         # over max_wait nothing was reserved: asking again sees the same slot, not a later one
-        again = await b.reserve([("telegram:chat:42", 10.0)], max_wait=5.0)
+        again = await b.reserve([PaceRule("telegram:chat:42", 10.0)], max_wait=5.0)
         assert again <= second
         # another chat is not held back
-        assert await b.reserve([("telegram:chat:43", 10.0)]) == 0.0
+        assert await b.reserve([PaceRule("telegram:chat:43", 10.0)]) == 0.0
         # many reservations at once on one key are spaced, none lost
-        waits = await asyncio.gather(*(a.reserve([("slack:channel:C1", 1.0)]) for _ in range(5)))
+        one_key = [PaceRule("slack:channel:C1", 1.0)]
+        waits = await asyncio.gather(*(a.reserve(one_key) for _ in range(5)))
         assert sorted(round(w) for w in waits) == [0, 1, 2, 3, 4]
     finally:
         await one.close()

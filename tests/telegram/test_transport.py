@@ -18,6 +18,7 @@ from telegram.request import HTTPXRequest
 from adapters.telegram.adapter import TelegramAdapter
 from adapters.telegram.extract import BotIdentity, ExtractPolicy, extract_update
 from adapters.telegram.transport import (
+    BURST,
     TelegramBot,
     TelegramTransport,
     retry_after_seconds,
@@ -26,6 +27,7 @@ from adapters.telegram.transport import (
 from benchmarks.fakes.telegram import FakeTelegram
 from gateway.domain import Envelope, ReplyTarget
 from gateway.errors import DeliveryError
+from gateway.ports import PaceRule
 from tests.telegram.conftest import AdapterFactory
 
 
@@ -333,8 +335,11 @@ async def test_close_lets_an_in_flight_send_finish(fake: FakeTelegram) -> None:
 def test_pace_per_chat_and_per_group(transport: TelegramTransport) -> None:
     group = ReplyTarget(platform="telegram", scope="bot", chat_id="-1001", thread_id="5")
     private = ReplyTarget(platform="telegram", scope="bot", chat_id="42")
-    assert list(transport.pace(group)) == [("chat:-1001", 1.0), ("group:-1001", 3.0)]
-    assert list(transport.pace(private)) == [("chat:42", 1.0)]
+    assert list(transport.pace(group)) == [
+        PaceRule("chat:-1001", 1.0, BURST),
+        PaceRule("group:-1001", 3.0, BURST),
+    ]
+    assert list(transport.pace(private)) == [PaceRule("chat:42", 1.0, BURST)]
     # one part rendered to its outbox row: text plus entities (tests/telegram/test_markdown.py)
     assert json.loads(transport.format("**bold** _x_")) == {
         "text": "bold x",
