@@ -245,6 +245,13 @@ class PlatformSurfaces:
         else:
             self._sl.fail_next("chat.postMessage", status=429, retry_after=1, times=5)
 
+    def send_faults_pending(self) -> bool:
+        """A rate-limit storm still has 429s no send has met."""
+        assert self._tg is not None and self._sl is not None
+        return bool(
+            self._tg.pending_faults("sendMessage") or self._sl.pending_faults("chat.postMessage")
+        )
+
     async def drop_mattermost_socket(self, offer: Callable[[str], Any]) -> None:
         """Server-initiated close without a close frame (1006), then posts made while the
         gateway is away: only reconciliation after the reconnect can find them."""

@@ -113,9 +113,9 @@ def answered_in(posts: dict[str, dict[str, Any]]) -> dict[str, list[tuple[str, b
 
 #: the sink server's scripted answer for each kind of send fault
 SEND_FAULTS: dict[str, tuple[tuple[Any, ...], int]] = {
-    "429": (("429", 1), 20),
-    "500": (("500",), 10),
-    "timeout": (("timeout", 6), 2),
+    "send_429": (("429", 1), 20),
+    "send_500": (("500",), 10),
+    "send_timeout": (("timeout", 6), 2),
 }
 
 
@@ -168,6 +168,10 @@ class SinkSurface:
     def send_fault(self, kind: str) -> None:
         action, count = SEND_FAULTS[kind]
         self.sink.script.extend([action] * count)
+
+    def send_faults_pending(self) -> bool:
+        """Scripted answers (429, 500, timeouts) no send has met yet."""
+        return bool(self.sink.script)
 
     def answered(self) -> dict[str, list[tuple[bool, bool]]]:
         """message id -> [(posted in another thread, leak flag)] per answer."""
@@ -476,8 +480,15 @@ class Campaign:
                 await kill_and_restart("sigkill_after_db_restart")
 
         async def send_faults(kind: str) -> None:
+            # a storm ends when its last scripted answer was met by a send (at most 20 s):
+            # measured from its injection, the recovery was often over before the storm had
+            # hit anything, and its 429s then landed on the next fault's messages
             surface.send_fault(kind)
-            fault_ended(f"send_{kind}")
+            for _ in range(200):
+                if not surface.send_faults_pending():
+                    break
+                await asyncio.sleep(0.05)
+            fault_ended(kind)
 
         async def mattermost_drop() -> None:
             # posts made while the socket is down: only reconciliation finds them
@@ -506,11 +517,9 @@ class Campaign:
                             last_drop = time.monotonic()
                             await mattermost_drop()
                         else:
-                            kind = rng.choice(["telegram_429", "slack_429"])
-                            surface.send_fault(kind)
-                            fault_ended(kind)
+                            await send_faults(rng.choice(["telegram_429", "slack_429"]))
                     else:
-                        await send_faults(rng.choice(["429", "500", "timeout"]))
+                        await send_faults(rng.choice(list(SEND_FAULTS)))
                 else:
                     await asyncio.sleep(0.1)
                     continue

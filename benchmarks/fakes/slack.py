@@ -388,6 +388,10 @@ class FakeSlack:
         fault = Fault(error=error, status=status, retry_after=retry_after, delay=delay)
         self._faults.setdefault(method, []).extend([fault] * times)
 
+    def pending_faults(self, method: str) -> int:
+        """Faults scheduled for ``method`` that no call has met yet."""
+        return len(self._faults.get(method, ()))
+
     # --- Web API ------------------------------------------------------------------------------
 
     async def _params(self, request: web.Request) -> dict[str, Any]:

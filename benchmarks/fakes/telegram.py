@@ -496,6 +496,10 @@ class FakeTelegram:
         """Close the connection without answering (after doing the call if asked)."""
         self._add_faults(method, times, Fault(drop=True, apply=after_applying))
 
+    def pending_faults(self, method: str) -> int:
+        """Faults scheduled for ``method`` that no call has met yet."""
+        return len(self._faults.get(method.lower(), ()))
+
     def _add_faults(self, method: str, times: int, fault: Fault) -> None:
         queue = self._faults.setdefault(method.lower(), deque())
         queue.extend(fault for _ in range(times))
