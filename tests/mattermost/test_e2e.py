@@ -257,8 +257,6 @@ async def test_thumbs_up_on_a_reply_is_its_feedback(
         root = await fake.user_posts(fake.town_square, "rate my answer", mention_bot=True)
         await wait_for(lambda: replies(fake, fake.town_square, root["id"]), message="answer")
         reply = fake.posts_in(fake.town_square, root_id=root["id"], by=fake.bot)[0]
-        await fake.react(reply["id"], "+1")
-        await fake.react(root["id"], "-1")  # on the person's own post: not our feedback
         key = SessionKey(
             platform="mattermost",
             scope=adapter.scope,
@@ -267,6 +265,16 @@ async def test_thumbs_up_on_a_reply_is_its_feedback(
         )
         session = await gw.store.find_session(key)
         assert session is not None
+
+        async def recorded() -> bool:
+            # the post is visible at the server a moment before the gateway has recorded its
+            # id; a person's reaction comes later than that
+            rows = await gw.store.deliveries_for_session(session.id)
+            return any(r.platform_message_id == reply["id"] for r in rows)
+
+        await wait_for(recorded, message="the reply's post id recorded")
+        await fake.react(reply["id"], "+1")
+        await fake.react(root["id"], "-1")  # on the person's own post: not our feedback
 
         async def feedback() -> dict[int, int]:
             return await gw.store.feedback_by_seq(session.id)
