@@ -54,17 +54,15 @@ NO_LIMIT = 3600.0
 def pace_rules(transport: Transport, target: ReplyTarget) -> list[PaceRule]:
     """The transport's pacing rules for ``target``, keyed per platform (the same keys in
     every replica and for every kind of call)."""
-    return [
-        PaceRule(f"{transport.platform}:{rule.key}", rule.interval, rule.burst)
-        for rule in transport.pace(target)
-    ]
+    prefix = transport.platform
+    return [rule._replace(key=f"{prefix}:{rule.key}") for rule in transport.pace(target)]
 
 
 def hold_rules(rules: Rules, seconds: float) -> list[PaceRule]:
     """A reservation that holds every key of ``rules`` for ``seconds`` (a 429's Retry-After)
     with its burst spent: the next call under ``rules`` waits that long, and the one after it
     an interval more."""
-    return [PaceRule(r.key, seconds + (max(r.burst, 1) - 1) * r.interval) for r in rules]
+    return [PaceRule(r.key, seconds + tolerance(r)) for r in rules]
 
 
 def tolerance(rule: PaceRule) -> float:

@@ -126,6 +126,21 @@ class Fault:
     delay: float = 0.0  # for delay_response: the request is processed, the answer is late
 
 
+def _limit_exceeded(retry_after: int, *, limit: int) -> Fault:
+    """The rate limiter's 429 (server/channels/app/ratelimit.go): plain text, with
+    ``Retry-After`` and the ``X-RateLimit-*`` headers."""
+    return Fault(
+        status=429,
+        body="limit exceeded\n",
+        headers={
+            "Retry-After": str(retry_after),
+            "X-RateLimit-Limit": str(limit),
+            "X-RateLimit-Remaining": "0",
+            "X-RateLimit-Reset": str(retry_after),
+        },
+    )
+
+
 #: the request's bytes as read by the route wrapper (a file upload's body)
 RAW_BODY = web.RequestKey("raw_body", bytes)
 
@@ -403,18 +418,8 @@ class FakeMattermost:
         self, route: str = "create_post", *, retry_after: int = 1, count: int = 1
     ) -> None:
         """The real limiter's answer (server/channels/app/ratelimit.go): plain text."""
-        self.fail_next(
-            route,
-            429,
-            body="limit exceeded\n",
-            count=count,
-            headers={
-                "Retry-After": str(retry_after),
-                "X-RateLimit-Limit": "10",
-                "X-RateLimit-Remaining": "0",
-                "X-RateLimit-Reset": str(retry_after),
-            },
-        )
+        limited = _limit_exceeded(retry_after, limit=10)
+        self.fail_next(route, 429, body=limited.body, headers=limited.headers, count=count)
 
     def limit_rate(self, per_sec: float = 10.0, max_burst: int = 100) -> None:
         """Turn on the server's limiter (``RateLimitSettings``, defaults as the server's)."""
@@ -433,16 +438,7 @@ class FakeMattermost:
         if now < allow_at:
             self.limited += 1
             retry = max(1, int(allow_at - now + 0.999))
-            return web.Response(
-                text="limit exceeded\n",
-                status=429,
-                headers={
-                    "Retry-After": str(retry),
-                    "X-RateLimit-Limit": str(round(1 / emission)),
-                    "X-RateLimit-Remaining": "0",
-                    "X-RateLimit-Reset": str(retry),
-                },
-            )
+            return self._fault_response(_limit_exceeded(retry, limit=round(1 / emission)))
         self._tat = tat
         return None
 
