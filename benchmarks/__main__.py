@@ -27,7 +27,7 @@ from benchmarks.e2e import E2E
 from benchmarks.hot_path import HotPath, profile_hot_path
 from benchmarks.length import LengthBench
 from benchmarks.report import markdown
-from gateway.logs import configure_logging
+from gateway.core.logs import configure_logging
 
 SECTIONS = ("limit", "hot", "length", "e2e", "kb", "stream")
 

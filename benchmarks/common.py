@@ -23,8 +23,8 @@ from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 import asyncpg
 
-from gateway.domain import Envelope, ReplyTarget, Sender, SessionKey, Trigger
-from gateway.intake import to_inbound
+from gateway.core.domain import Envelope, ReplyTarget, Sender, SessionKey, Trigger
+from gateway.inbound.intake import to_inbound
 from session_store.migrator import migrate
 from session_store.records import InboundItem
 

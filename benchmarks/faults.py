@@ -41,8 +41,8 @@ import httpx
 
 from adapters.telegram import markdown as telegram_markdown
 from benchmarks.fakes.sink_server import SinkServer
-from gateway.agents import Turn
-from gateway.domain import Reply
+from gateway.agents.base import Turn
+from gateway.core.domain import Reply
 from session_store.queries import LIVE_PROCESSES
 
 CHAT = "camp"

@@ -44,8 +44,8 @@ import asyncpg
 import httpx
 
 from benchmarks.faults import Postgres, start_replica
-from gateway.agents import Turn
-from gateway.domain import Reply
+from gateway.agents.base import Turn
+from gateway.core.domain import Reply
 
 PLATFORMS = ("telegram", "slack", "mattermost", "web")
 #: the real payloads (``../shared/payloads`` beside the checkout, or beside the tree above it);

@@ -15,9 +15,9 @@ from adapters.telegram.adapter import TelegramAdapter
 from benchmarks.common import scratch_database, summarize
 from benchmarks.fakes.openai import FakeOpenAI, Step
 from benchmarks.fakes.telegram import Chat, FakeTelegram
-from gateway.agent_clients import OpenAIAgent
-from gateway.runtime import Gateway
-from gateway.settings import Settings
+from gateway.agents.openai import OpenAIAgent
+from gateway.core.settings import Settings
+from gateway.runtime.gateway import Gateway
 from session_store.store import Store
 
 BOT = "@GatewayTestBot"

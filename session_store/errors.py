@@ -1,7 +1,7 @@
 """The store's errors, and the root of the project's one exception tree.
 
 ``GatewayError`` lives here, in the lowest layer, so that the store's errors belong to the same
-tree as the core's without the store importing the core (``gateway.errors`` re-exports these
+tree as the core's without the store importing the core (``gateway.core.errors`` re-exports these
 and adds its own). Driver errors are translated into these in exactly one place:
 ``session_store.db.translate``.
 """

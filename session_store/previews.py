@@ -8,7 +8,7 @@ and its number of parts, and the delivery of part i edits preview i into the fin
 
 ``reserve`` is the one pacing statement shared by every replica: sends, previews and typing of
 one bot and chat draw from the same budget (``pace_reserve``, migrations 0008 and 0015)
-while more than one gateway process lives (``gateway.pacing``).
+while more than one gateway process lives (``gateway.outbox.pacing``).
 """
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ WHERE l.locktype = 'advisory' AND l.classid = {PROCESS_LOCK_CLASS} AND l.objsubi
   AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 """
 NEXT_PROCESS_ID = "SELECT nextval('gateway_process_ids')::integer"
-#: the liveness check: the other live gateway processes (``gateway.pacing`` paces in memory
+#: the liveness check: the other live gateway processes (``gateway.outbox.pacing`` paces in memory
 #: while there are none)
 COUNT_PEERS = f"SELECT count(*)::integer FROM ({LIVE_PROCESSES}) AS live (id) WHERE id <> $1"
 

@@ -2,7 +2,7 @@
 (``SessionKey``), where its replies go (``ReplyTarget``), and the states of stored rows.
 
 This module imports nothing of ours, so the store can own it and the core and the adapters can
-use it (``gateway.domain`` re-exports the keys). Each value read from a row is built in one
+use it (``gateway.core.domain`` re-exports the keys). Each value read from a row is built in one
 ``from_row`` / ``from_json``.
 """
 

@@ -174,7 +174,7 @@ _test_logging()
 
 @pytest.fixture(autouse=True)
 def _structlog_defaults() -> Iterator[None]:
-    """A test that runs ``gateway.cli.main`` in-process configures logging for real (a level
+    """A test that runs ``gateway.ops.cli.main`` in-process configures logging for real (a level
     filter, loggers cached on first use); later tests capture their events with
     ``structlog.testing.capture_logs`` and must not inherit that level or cache."""
     yield

@@ -27,11 +27,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
-from gateway.agents import Agent, EchoAgent
-from gateway.domain import Envelope, Extracted, Ignored, Rejected, SessionKey
-from gateway.ports import ApprovalClick, ClickOutcome, IngestOutcome, PlatformAdapter
-from gateway.runtime import Gateway
-from gateway.settings import Settings
+from gateway.agents.base import Agent, EchoAgent
+from gateway.core.domain import Envelope, Extracted, Ignored, Rejected, SessionKey
+from gateway.core.ports import ApprovalClick, ClickOutcome, IngestOutcome, PlatformAdapter
+from gateway.core.settings import Settings
+from gateway.runtime.gateway import Gateway
 from session_store.store import Store
 
 T = TypeVar("T")
@@ -122,7 +122,7 @@ def assert_paced(
     times: Sequence[float], interval: float, burst: int, *, at_least: float = 1.0
 ) -> None:
     """Calls seen at ``times`` kept to a pace of one per ``interval`` after a burst of at most
-    ``burst`` (``gateway.pacing``, GCRA): any k calls in a row span at least ``k - burst``
+    ``burst`` (``gateway.outbox.pacing``, GCRA): any k calls in a row span at least ``k - burst``
     intervals. ``at_least`` spares part of that for a loaded machine's scheduling, which can
     delay one request's arrival more than the next one's (unpaced calls arrive within
     milliseconds of each other)."""

@@ -27,8 +27,8 @@ Deliberately not handled (platforms.md §3):
 from __future__ import annotations
 
 from adapters.mattermost.adapter import MattermostAdapter, MattermostConfig
-from gateway.ports import AdapterContext
-from gateway.settings import Settings
+from gateway.core.ports import AdapterContext
+from gateway.core.settings import Settings
 
 
 def create_adapter(settings: Settings, context: AdapterContext) -> MattermostAdapter:

@@ -59,12 +59,12 @@ from adapters.mattermost.extract import (
 from adapters.mattermost.transport import MattermostTransport
 from adapters.mattermost.urls import ServerUrls, server_urls
 from adapters.mattermost.websocket import Backoff, EventStream
-from gateway.domain import Envelope, Rejected
-from gateway.errors import ConfigError, GatewayError
-from gateway.ingress import ingest, record_reaction
-from gateway.ports import ApprovalClick, Check, Intake
-from gateway.settings import Settings
-from gateway.supervisor import persist
+from gateway.core.domain import Envelope, Rejected
+from gateway.core.errors import ConfigError, GatewayError
+from gateway.core.ports import ApprovalClick, Check, Intake
+from gateway.core.settings import Settings
+from gateway.inbound.ingress import ingest, record_reaction
+from gateway.runtime.supervisor import persist
 
 log = structlog.get_logger(__name__)
 
@@ -76,7 +76,7 @@ _CHANNEL_TYPE_CACHE = 10_000
 _T = TypeVar("_T")
 
 #: how long a store call that failed transiently during reconciliation is retried
-#: (``gateway.supervisor.persist``): right after a database restart the pool's idle
+#: (``gateway.runtime.supervisor.persist``): right after a database restart the pool's idle
 #: connections are dead and fail once each (the pool then reopens them), which must not hold
 #: a post until the next resync
 _TRANSIENT_RETRY_SECONDS = 1.3

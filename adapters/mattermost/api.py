@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from gateway.errors import GatewayError
+from gateway.core.errors import GatewayError
 from gateway.knowledge.attachments import download
 
 #: most posts a since-query answers (server ``GetPostsSince``: ``LIMIT 1000``)

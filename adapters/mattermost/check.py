@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 
 from adapters.mattermost.api import MattermostApi, MattermostApiError
-from gateway.ports import Check
+from gateway.core.ports import Check
 
 _TEAM_FIX = (
     "add the bot to a team: as a team admin, Main Menu -> Invite People (or System Console -> "

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.domain import (
+from gateway.core.domain import (
     Attachment,
     Envelope,
     EventKind,

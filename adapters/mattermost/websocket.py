@@ -42,7 +42,7 @@ from websockets.exceptions import (
     WebSocketException,
 )
 
-from gateway.errors import GatewayError
+from gateway.core.errors import GatewayError
 
 log = structlog.get_logger(__name__)
 

@@ -31,8 +31,8 @@ Deliberately not handled (platforms.md §2):
 from __future__ import annotations
 
 from adapters.slack.adapter import SlackAdapter
-from gateway.ports import AdapterContext
-from gateway.settings import Settings
+from gateway.core.ports import AdapterContext
+from gateway.core.settings import Settings
 
 
 def create_adapter(settings: Settings, context: AdapterContext) -> SlackAdapter:

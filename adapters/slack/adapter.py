@@ -75,13 +75,13 @@ from adapters.slack.transport import (
     SlackTransport,
     make_web_client,
 )
-from gateway.domain import Envelope, Extracted, Ignored, Rejected, ReplyTarget
-from gateway.errors import ConfigError, GatewayError
-from gateway.hub import KeyedLock
-from gateway.ingress import BODY_KEPT, ingest, json_body
-from gateway.ports import ApprovalClick, Check, IngestOutcome, Intake
-from gateway.settings import Settings
-from gateway.supervisor import pause
+from gateway.core.domain import Envelope, Extracted, Ignored, Rejected, ReplyTarget
+from gateway.core.errors import ConfigError, GatewayError
+from gateway.core.hub import KeyedLock
+from gateway.core.ports import ApprovalClick, Check, IngestOutcome, Intake
+from gateway.core.settings import Settings
+from gateway.inbound.ingress import BODY_KEPT, ingest, json_body
+from gateway.runtime.supervisor import pause
 
 log = structlog.get_logger(__name__)
 

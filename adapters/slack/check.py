@@ -13,7 +13,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.scopes import APP_TOKEN_SCOPE, BOT_SCOPES
 from adapters.slack.transport import make_web_client
-from gateway.ports import Check
+from gateway.core.ports import Check
 
 _REINSTALL = (
     "under OAuth & Permissions -> Bot Token Scopes (or apply deploy/slack/manifest.*.yaml), "

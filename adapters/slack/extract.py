@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from gateway.domain import (
+from gateway.core.domain import (
     Attachment,
     Envelope,
     EventKind,

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 from adapters.telegram.adapter import TelegramAdapter
 from adapters.telegram.transport import TelegramTransport
-from gateway.ports import AdapterContext, PlatformAdapter
-from gateway.settings import Settings
+from gateway.core.ports import AdapterContext, PlatformAdapter
+from gateway.core.settings import Settings
 
 __all__ = ["TelegramAdapter", "TelegramTransport", "create_adapter"]
 

@@ -34,11 +34,11 @@ from adapters.telegram.transport import (
     make_bot,
     retry_after_seconds,
 )
-from gateway.domain import Extracted
-from gateway.errors import ConfigError, GatewayError
-from gateway.ingress import ingest, json_body
-from gateway.ports import ApprovalClick, Check, IngestOutcome, Intake, Transport
-from gateway.settings import Settings
+from gateway.core.domain import Extracted
+from gateway.core.errors import ConfigError, GatewayError
+from gateway.core.ports import ApprovalClick, Check, IngestOutcome, Intake, Transport
+from gateway.core.settings import Settings
+from gateway.inbound.ingress import ingest, json_body
 
 log = structlog.get_logger(__name__)
 

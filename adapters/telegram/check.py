@@ -8,8 +8,8 @@ from collections.abc import Callable
 from telegram.error import InvalidToken, TelegramError
 
 from adapters.telegram.transport import TelegramBot
-from gateway.errors import ConfigError
-from gateway.ports import Check
+from gateway.core.errors import ConfigError
+from gateway.core.ports import Check
 
 PRIVACY_ON = (
     "privacy mode is on: in groups the bot receives only /commands, @mentions of it and "

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.domain import (
+from gateway.core.domain import (
     Attachment,
     Envelope,
     EventKind,

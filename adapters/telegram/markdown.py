@@ -32,7 +32,7 @@ from typing import Any
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
-from gateway.text import split_spans, utf16_len
+from gateway.core.text import split_spans, utf16_len
 
 #: one parser for the process: CommonMark plus GFM strikethrough and tables, no raw HTML
 _PARSER = MarkdownIt("commonmark", {"html": False}).enable(["strikethrough", "table"])

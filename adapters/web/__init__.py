@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 from adapters.web.adapter import WebAdapter
-from gateway.errors import ConfigError
-from gateway.ports import AdapterContext, PlatformAdapter
-from gateway.settings import Settings
+from gateway.core.errors import ConfigError
+from gateway.core.ports import AdapterContext, PlatformAdapter
+from gateway.core.settings import Settings
 
 __all__ = ["WebAdapter", "create_adapter"]
 

@@ -26,14 +26,14 @@ from starlette.routing import Route
 
 from adapters.web.extract import CHANNEL, PLATFORM, SCOPE, THREAD, extract
 from adapters.web.transport import WebTransport
-from gateway.conversations import Conversations
-from gateway.domain import Rejected, ReplyTarget, SessionKey
-from gateway.hub import Broadcast
-from gateway.intake import live_topic
+from gateway.core.conversations import Conversations
+from gateway.core.domain import Rejected, ReplyTarget, SessionKey
+from gateway.core.hub import Broadcast
+from gateway.core.ports import ApprovalClick, Check, Intake
+from gateway.http.guard import page_headers
+from gateway.http.webauth import WebIdentity, private_channel
+from gateway.inbound.intake import live_topic
 from gateway.knowledge.attachments import FileShare
-from gateway.ports import ApprovalClick, Check, Intake
-from gateway.security import page_headers
-from gateway.webauth import WebIdentity, private_channel
 
 KEEPALIVE_SECONDS = 15.0
 MAX_SEQ = 2**63 - 1
@@ -85,7 +85,7 @@ class WebAdapter:
             for name, (path, media_type, max_age) in STATIC_FILES.items()
         }
         # a CSP allowing the page's own inline styles and scripts only from this origin
-        # (gateway.security), so even a rendering bug cannot run a script from a message
+        # (gateway.http.guard), so even a rendering bug cannot run a script from a message
         self._page_headers = page_headers(
             scripts=_blocks(self._page, "script"), styles=_blocks(self._page, "style")
         )
@@ -302,7 +302,7 @@ class WebAdapter:
         name = request.query_params.get("name", "").strip()
         if not name or len(name) > 255 or "/" in name or "\x00" in name:
             return JSONResponse({"error": "name must be a file name"}, status_code=400)
-        # the body arrives as application/octet-stream (gateway.security: a type no foreign
+        # the body arrives as application/octet-stream (gateway.http.guard: a type no foreign
         # page can send without a preflight); the browser's idea of its type rides along
         declared = request.query_params.get("type", "").strip()[:127] or None
         data = await request.body()

@@ -9,13 +9,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.domain import Envelope, Rejected, ReplyTarget, Sender, SessionKey, Trigger
+from gateway.core.domain import Envelope, Rejected, ReplyTarget, Sender, SessionKey, Trigger
 
 PLATFORM = "web"
 SCOPE = "local"
 MAX_TEXT = 20_000
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-#: a shared channel, or a person's private one (``~name``, see gateway.webauth)
+#: a shared channel, or a person's private one (``~name``, see gateway.http.webauth)
 CHANNEL = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}|~[A-Za-z0-9][A-Za-z0-9_.@+-]{0,63})$")
 THREAD = _NAME
 #: what a post may carry; the sender is the signed-in person, never a field of the body
@@ -26,7 +26,7 @@ _COMMANDS_WITH_ARGUMENT = {"/model": "model"}
 
 
 def extract(channel: str, body: Mapping[str, Any], *, sender: str) -> Envelope | Rejected:
-    """``sender`` is the signed-in person (from ``gateway.webauth``)."""
+    """``sender`` is the signed-in person (from ``gateway.http.webauth``)."""
 
     def reject(reason: str) -> Rejected:
         return Rejected(platform=PLATFORM, reason=reason, event_id=None)

@@ -7,11 +7,11 @@ import uuid
 from collections.abc import Sequence
 
 from adapters.web.extract import PLATFORM
-from gateway.domain import OutgoingFile, ReplyTarget, SessionKey
-from gateway.hub import Broadcast
-from gateway.intake import live_topic
-from gateway.ports import APPROVAL_EXTRA, PaceRule, SendResult
-from gateway.text import format_parts
+from gateway.core.domain import OutgoingFile, ReplyTarget, SessionKey
+from gateway.core.hub import Broadcast
+from gateway.core.ports import APPROVAL_EXTRA, PaceRule, SendResult
+from gateway.core.text import format_parts
+from gateway.inbound.intake import live_topic
 
 
 class WebTransport:

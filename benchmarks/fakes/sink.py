@@ -17,11 +17,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway.domain import Envelope, OutgoingFile, ReplyTarget, Sender, SessionKey, Trigger
-from gateway.errors import DeliveryError
-from gateway.ports import AdapterContext, Check, Intake, PaceRule, SendResult
-from gateway.settings import Settings
-from gateway.text import format_parts
+from gateway.core.domain import Envelope, OutgoingFile, ReplyTarget, Sender, SessionKey, Trigger
+from gateway.core.errors import DeliveryError
+from gateway.core.ports import AdapterContext, Check, Intake, PaceRule, SendResult
+from gateway.core.settings import Settings
+from gateway.core.text import format_parts
 
 PLATFORM = "sink"
 

@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from gateway.admin import API_PREFIX, MAX_ID, AccessPolicy, admin_api_router
-from gateway.errors import RequestError
+from gateway.core.errors import RequestError
+from gateway.http.admin import API_PREFIX, MAX_ID, AccessPolicy, admin_api_router
 from gateway.knowledge.files import FileStorageError
 from gateway.knowledge.service import DEFAULT_KB, Chat, FileRejected, Knowledge, check_name
 from session_store.knowledge import Assignment, CitationRecord, DocumentRecord, PassageHit

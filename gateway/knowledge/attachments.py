@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 
 import httpx
 
-from gateway.domain import Attachment, ReplyTarget, SessionKey
+from gateway.core.domain import Attachment, ReplyTarget, SessionKey
 
 
 class FileFetchError(Exception):

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 
-from gateway.context import estimate_text
+from gateway.agents.prompt import estimate_text
 from gateway.knowledge.parse import Block
 
 TARGET_TOKENS = 512

@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from gateway.errors import GatewayError
+from gateway.core.errors import GatewayError
 
 if TYPE_CHECKING:
-    from gateway.settings import Settings
+    from gateway.core.settings import Settings
 
 
 class FileStorageError(GatewayError):

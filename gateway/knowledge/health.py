@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
+from gateway.core.ports import Check
+from gateway.core.settings import Settings
 from gateway.knowledge.embed import EmbeddingError, LocalEmbedder
 from gateway.knowledge.files import FileStorageError, build_files
 from gateway.knowledge.service import build_embedder
-from gateway.ports import Check
-from gateway.settings import Settings
 
 
 async def knowledge_checks(settings: Settings) -> list[Check]:
@@ -66,7 +66,7 @@ async def knowledge_checks(settings: Settings) -> list[Check]:
 async def _vector_check(settings: Settings) -> tuple[bool, str]:
     if not settings.database_url:
         return True, "hybrid (full text + pgvector, shipped with the embedded PostgreSQL)"
-    from gateway.errors import StoreError
+    from gateway.core.errors import StoreError
     from session_store.knowledge import KnowledgeStore
     from session_store.store import Store
 

@@ -20,16 +20,16 @@ from typing import Any, Protocol
 
 import structlog
 
-from gateway.context import estimate_text
-from gateway.domain import Attachment, Reply, ReplyTarget, SessionKey
-from gateway.errors import GatewayError, LeaseLost, StoreError
-from gateway.hub import Signal
+from gateway.agents.prompt import estimate_text
+from gateway.core.domain import Attachment, Reply, ReplyTarget, SessionKey
+from gateway.core.errors import GatewayError, LeaseLost, StoreError
+from gateway.core.hub import Signal
+from gateway.core.settings import Settings
 from gateway.knowledge.attachments import FileFetchError, FileSource, FileTooLarge, too_large
 from gateway.knowledge.chunk import chunk_blocks
 from gateway.knowledge.embed import Embedder, EmbeddingError, LocalEmbedder, RemoteEmbedder
 from gateway.knowledge.files import FileStorageError, S3Files
 from gateway.knowledge.parse import MEDIA_TYPES, ParseError, detect_format, parse_document
-from gateway.settings import Settings
 from session_store.knowledge import (
     AddedDocument,
     DocumentRecord,

@@ -31,11 +31,11 @@ from typing import Any
 
 import structlog
 
-from gateway.agents import ToolCall
-from gateway.errors import StoreError
-from gateway.hub import Signal
-from gateway.metrics import Metrics
-from gateway.ports import (
+from gateway.agents.base import ToolCall
+from gateway.core.errors import StoreError
+from gateway.core.hub import Signal
+from gateway.core.metrics import Metrics
+from gateway.core.ports import (
     APPROVAL_EXTRA,
     ApprovalCards,
     ApprovalClick,

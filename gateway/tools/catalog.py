@@ -19,8 +19,8 @@ from typing import Any, Literal, cast
 
 import structlog
 
-from gateway.domain import ReplyTarget
-from gateway.errors import ConfigError
+from gateway.core.domain import ReplyTarget
+from gateway.core.errors import ConfigError
 
 log = structlog.get_logger(__name__)
 

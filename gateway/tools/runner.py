@@ -17,9 +17,9 @@ from typing import Any, Literal, Protocol
 
 import structlog
 
-from gateway.agents import ToolCall, ToolResult
-from gateway.errors import GatewayError
-from gateway.metrics import Metrics
+from gateway.agents.base import ToolCall, ToolResult
+from gateway.core.errors import GatewayError
+from gateway.core.metrics import Metrics
 from gateway.tools.builtin import ToolInputError
 from gateway.tools.catalog import Tool, ToolCaller, ToolPolicy, ToolPolicyCatalog, wire_name
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import structlog
 
+from gateway.core.metrics import Metrics
+from gateway.core.settings import Settings
 from gateway.knowledge.service import KnowledgeSearch
-from gateway.metrics import Metrics
-from gateway.settings import Settings
 from gateway.tools.approvals import ApprovalService
 from gateway.tools.builtin import BUILTIN_SPECS, DEFAULT_POLICIES, builtin_tools
 from gateway.tools.catalog import (

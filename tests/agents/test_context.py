@@ -10,25 +10,27 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.agents import ContextMessage
-from gateway.context import (
-    MIN_TRUNCATE_CHARS,
+from gateway.agents.base import ContextMessage
+from gateway.agents.prompt import (
     UNCALIBRATED_FACTOR,
-    ContextPolicy,
     TokenCounter,
     context_window,
-    describe_place,
     estimate_text,
+    render_message,
+    render_prompt,
+)
+from gateway.core.domain import Place, ReplyTarget, SessionKey
+from gateway.core.errors import ContextTooSmall
+from gateway.turns.context import (
+    MIN_TRUNCATE_CHARS,
+    ContextPolicy,
+    describe_place,
     fit_turns,
     group_turns,
     prompt_order,
-    render_message,
-    render_prompt,
     resolve_model,
     truncate_message,
 )
-from gateway.domain import Place, ReplyTarget, SessionKey
-from gateway.errors import ContextTooSmall
 from session_store.records import ContextRecord
 from tests.agents.fake_openai import realistic_tokens
 

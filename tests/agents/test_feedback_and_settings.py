@@ -11,9 +11,9 @@ import pytest
 from adapters.web.extract import extract
 from benchmarks.fakes.sink import SinkAdapter
 from benchmarks.fakes.sink_server import SinkServer
-from gateway.domain import Envelope
-from gateway.errors import ConfigError, SessionNotFound
-from gateway.settings import load_settings
+from gateway.core.domain import Envelope
+from gateway.core.errors import ConfigError, SessionNotFound
+from gateway.core.settings import load_settings
 from tests.support import running_gateway, wait_for
 
 

@@ -16,9 +16,9 @@ from aiohttp import web
 
 from benchmarks.fakes.sink import SinkAdapter
 from benchmarks.fakes.sink_server import SinkServer
-from gateway.agent_clients import HttpAgent
-from gateway.agents import ContextMessage, SummaryRequest
-from gateway.domain import SessionKey
+from gateway.agents.base import ContextMessage, SummaryRequest
+from gateway.agents.http import HttpAgent
+from gateway.core.domain import SessionKey
 from tests.support import running_gateway, wait_for
 
 SECRET = "shared-secret-for-tests"

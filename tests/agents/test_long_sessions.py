@@ -9,12 +9,13 @@ import re
 
 from benchmarks.fakes.sink import SinkAdapter
 from benchmarks.fakes.sink_server import SinkServer
-from gateway.agent_clients import OpenAIAgent
-from gateway.agents import EchoAgent, Turn
-from gateway.context import ContextAssembler, ContextPolicy, TokenCounter
-from gateway.domain import Envelope, ReplyTarget, Sender, SessionKey
-from gateway.intake import to_inbound
-from gateway.summaries import SummaryJob, SummaryWorker
+from gateway.agents.base import EchoAgent, Turn
+from gateway.agents.openai import OpenAIAgent
+from gateway.agents.prompt import TokenCounter
+from gateway.core.domain import Envelope, ReplyTarget, Sender, SessionKey
+from gateway.inbound.intake import to_inbound
+from gateway.turns.context import ContextAssembler, ContextPolicy
+from gateway.turns.summaries import SummaryJob, SummaryWorker
 from session_store.records import OutgoingReply
 from session_store.store import Store
 from tests.agents.fake_openai import FakeOpenAI, Step

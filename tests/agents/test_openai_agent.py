@@ -10,9 +10,9 @@ import pytest
 
 from benchmarks.fakes.sink import SinkAdapter
 from benchmarks.fakes.sink_server import SinkServer
-from gateway.agent_clients import OpenAIAgent
-from gateway.agents import load_agent
-from gateway.runtime import Gateway
+from gateway.agents.loading import load_agent
+from gateway.agents.openai import OpenAIAgent
+from gateway.runtime.gateway import Gateway
 from tests.agents.fake_openai import FakeOpenAI, Step
 from tests.support import make_settings, running_gateway, wait_for
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.fakes.sink import SinkTransport, sink_envelope
-from gateway.delivery import DeliverySettings, DeliveryWorker
-from gateway.domain import ReplyTarget
-from gateway.hub import Signal
-from gateway.intake import to_inbound
-from gateway.metrics import Metrics
+from gateway.core.domain import ReplyTarget
+from gateway.core.hub import Signal
+from gateway.core.metrics import Metrics
+from gateway.inbound.intake import to_inbound
+from gateway.outbox.delivery import DeliverySettings, DeliveryWorker
 from session_store.records import OutgoingReply
 from session_store.store import Store
 from tests.support import wait_for

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.domain import SessionKey
+from gateway.core.domain import SessionKey
 
 
 @pytest.mark.parametrize(

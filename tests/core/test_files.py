@@ -11,9 +11,10 @@ import pytest
 
 from benchmarks.fakes.sink import SinkAdapter, SinkTransport
 from benchmarks.fakes.sink_server import SinkServer
-from gateway.agents import Turn
-from gateway.domain import OutgoingFile, Reply, ReplyTarget
-from gateway.files import (
+from gateway.agents.base import Turn
+from gateway.core.domain import OutgoingFile, Reply, ReplyTarget
+from gateway.core.ports import SendResult, Transport
+from gateway.outbox.files import (
     FILE_MARK,
     MAX_FILE_BYTES,
     decode_file_part,
@@ -22,7 +23,6 @@ from gateway.files import (
     outbox_parts,
     send_part,
 )
-from gateway.ports import SendResult, Transport
 from tests.support import running_gateway, wait_for
 
 PNG = OutgoingFile(

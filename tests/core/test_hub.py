@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.hub import KeyedLock, WorkSignal
+from gateway.core.hub import KeyedLock, WorkSignal
 
 
 async def test_keyed_lock_serializes_one_key_and_forgets_it_afterwards() -> None:

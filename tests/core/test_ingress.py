@@ -8,9 +8,9 @@ import json
 import pytest
 from starlette.responses import Response
 
-from gateway.domain import Extracted, Ignored, Reaction, Rejected
-from gateway.ingress import BODY_KEPT, JsonBody, ingest, json_body
-from gateway.ports import IngestOutcome
+from gateway.core.domain import Extracted, Ignored, Reaction, Rejected
+from gateway.core.ports import IngestOutcome
+from gateway.inbound.ingress import BODY_KEPT, JsonBody, ingest, json_body
 from tests.support import RecordingIntake
 
 RAW = {"update_id": 7, "something": "new"}

@@ -78,7 +78,7 @@ def violations(package_dir: Path, forbidden: str) -> dict[str, list[str]]:
 def test_scanner_finds_a_planted_import(tmp_path: Path, source: str) -> None:
     package = tmp_path / "adapters" / "planted"
     package.mkdir(parents=True)
-    (package / "clean.py").write_text("import json\nfrom gateway.domain import Envelope\n")
+    (package / "clean.py").write_text("import json\nfrom gateway.core.domain import Envelope\n")
     (package / "bad.py").write_text(source)
     found = violations(tmp_path / "adapters", "session_store")
     assert list(found) == ["adapters/planted/bad.py"]
@@ -96,7 +96,7 @@ def test_scanner_ignores_lookalikes_and_relative_imports(tmp_path: Path) -> None
 
 def test_import_probe_detects_a_loaded_module() -> None:
     # the subprocess probe below, fed a module that does pull the core in
-    assert "gateway.domain" in _loaded_after_import(("gateway.intake",))
+    assert "gateway.core.domain" in _loaded_after_import(("gateway.inbound.intake",))
 
 
 # --- the rules on the real tree -------------------------------------------------------------

@@ -12,9 +12,9 @@ from typing import Any
 import asyncpg
 import httpx
 
-from gateway.intake import live_topic
-from gateway.live import ReplicatedBroadcast
-from gateway.runtime import Gateway
+from gateway.inbound.intake import live_topic
+from gateway.runtime.gateway import Gateway
+from gateway.runtime.live import ReplicatedBroadcast
 from session_store.live import CHANNEL
 from session_store.values import SessionKey
 from tests.support import running_gateway, wait_for

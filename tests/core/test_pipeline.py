@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 from benchmarks.fakes.sink import SinkAdapter
 from benchmarks.fakes.sink_server import SinkServer
-from gateway.agents import Turn
-from gateway.domain import Reply
-from gateway.ports import Intake
+from gateway.agents.base import Turn
+from gateway.core.domain import Reply
+from gateway.core.ports import Intake
 from tests.support import running_gateway, wait_for
 
 

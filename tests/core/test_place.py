@@ -20,9 +20,9 @@ from adapters.slack.extract import Policy
 from adapters.slack.extract import extract_event as slack_extract
 from adapters.telegram.extract import BotIdentity as TelegramBot
 from adapters.telegram.extract import ExtractPolicy, extract_update
-from gateway.context import describe_place, stored_place
-from gateway.domain import PLACE_KEY, Envelope, Place
-from gateway.intake import to_inbound
+from gateway.core.domain import PLACE_KEY, Envelope, Place
+from gateway.inbound.intake import to_inbound
+from gateway.turns.context import describe_place, stored_place
 from session_store.records import InboundMessage
 from tests.mattermost.conftest import load_payload as mattermost_payload
 from tests.slack.conftest import load_payload as slack_payload

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.text import format_parts, split_spans, split_text, utf16_len
+from gateway.core.text import format_parts, split_spans, split_text, utf16_len
 
 
 def test_short_text_is_one_part() -> None:

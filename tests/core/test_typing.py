@@ -10,10 +10,10 @@ from typing import cast
 
 import pytest
 
-from gateway import typing_indicator as typing_lease
-from gateway.domain import ReplyTarget
-from gateway.ports import Transport
-from gateway.typing_indicator import hold_typing
+from gateway.core.domain import ReplyTarget
+from gateway.core.ports import Transport
+from gateway.turns import typing as typing_lease
+from gateway.turns.typing import hold_typing
 from tests.support import wait_for
 
 TARGET = ReplyTarget(platform="rec", scope="s", chat_id="c", thread_id="t")

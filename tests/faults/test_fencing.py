@@ -11,14 +11,14 @@ import pytest
 
 from benchmarks.fakes.sink import SinkTransport, sink_envelope
 from benchmarks.fakes.sink_server import SinkServer
-from gateway.delivery import DeliverySettings, DeliveryWorker
-from gateway.domain import ReplyTarget
-from gateway.errors import LeaseLost
-from gateway.hub import Signal
-from gateway.intake import to_inbound
-from gateway.metrics import Metrics
-from gateway.pacing import pace_rules
-from gateway.ports import PaceRule
+from gateway.core.domain import ReplyTarget
+from gateway.core.errors import LeaseLost
+from gateway.core.hub import Signal
+from gateway.core.metrics import Metrics
+from gateway.core.ports import PaceRule
+from gateway.inbound.intake import to_inbound
+from gateway.outbox.delivery import DeliverySettings, DeliveryWorker
+from gateway.outbox.pacing import pace_rules
 from session_store.records import DeliveryRecord, OutgoingReply
 from session_store.store import Store
 from tests.support import wait_for

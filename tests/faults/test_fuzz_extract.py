@@ -22,8 +22,8 @@ from adapters.slack.extract import extract_event as slack_extract
 from adapters.telegram.extract import BotIdentity as TgBot
 from adapters.telegram.extract import ExtractPolicy, extract_update
 from adapters.web.extract import extract as web_extract
-from gateway.domain import Envelope, Ignored, Rejected
-from gateway.intake import clean_raw, to_inbound
+from gateway.core.domain import Envelope, Ignored, Rejected
+from gateway.inbound.intake import clean_raw, to_inbound
 
 PAYLOADS = Path(__file__).resolve().parents[1] / "payloads"
 EXAMPLES = 150

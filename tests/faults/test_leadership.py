@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from gateway.leadership import RETRY_AFTER_ERROR, LeaderElection
+from gateway.runtime.leadership import RETRY_AFTER_ERROR, LeaderElection
 from tests.faults.pg import own_postgres
 
 pytestmark = pytest.mark.slow

@@ -19,8 +19,8 @@ from adapters.slack import SlackAdapter
 from adapters.telegram.adapter import TelegramAdapter
 from benchmarks.fakes.slack import FakeSlack
 from benchmarks.fakes.telegram import FakeTelegram
-from gateway.agents import Turn
-from gateway.domain import Reply
+from gateway.agents.base import Turn
+from gateway.core.domain import Reply
 from tests.faults.pg import own_postgres
 from tests.slack.conftest import slack_settings
 from tests.support import running_gateway, wait_for

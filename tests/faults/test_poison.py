@@ -17,9 +17,9 @@ from adapters.telegram.adapter import TelegramAdapter
 from benchmarks.fakes.mattermost import FakeMattermost
 from benchmarks.fakes.slack import FakeSlack
 from benchmarks.fakes.telegram import FakeTelegram
-from gateway.domain import Envelope as Env
-from gateway.domain import ReplyTarget, Sender, SessionKey
-from gateway.intake import MAX_RAW_BYTES, clean_raw, to_inbound
+from gateway.core.domain import Envelope as Env
+from gateway.core.domain import ReplyTarget, Sender, SessionKey
+from gateway.inbound.intake import MAX_RAW_BYTES, clean_raw, to_inbound
 from session_store.records import InboundMessage
 from session_store.store import Store
 from tests.mattermost.conftest import connected, make_config
@@ -183,7 +183,7 @@ async def test_an_item_postgresql_refuses_for_good_becomes_a_dead_letter(
     database's own refusal is what is tested.)"""
     import secrets
 
-    from gateway import intake
+    from gateway.inbound import intake
 
     monkeypatch.setattr(intake, "MAX_ID_BYTES", 10**6)
     huge_id = secrets.token_hex(6000)  # 12,000 incompressible characters

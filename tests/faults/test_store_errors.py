@@ -26,7 +26,7 @@ def test_text_that_cannot_be_encoded_is_permanent() -> None:
 async def test_an_argument_asyncpg_cannot_encode_is_permanent_not_a_lost_connection(
     store: Store,
 ) -> None:
-    from gateway.errors import StoreError
+    from gateway.core.errors import StoreError
 
     with pytest.raises(StoreError) as caught:
         async with store.db.connection() as conn:

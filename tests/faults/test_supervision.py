@@ -9,10 +9,10 @@ import httpx
 
 from benchmarks.fakes.sink import SinkAdapter, SinkTransport
 from benchmarks.fakes.sink_server import SinkServer
-from gateway.domain import ReplyTarget
-from gateway.metrics import Metrics
-from gateway.ports import SendResult
-from gateway.supervisor import Beat, Supervisor
+from gateway.core.domain import ReplyTarget
+from gateway.core.metrics import Metrics
+from gateway.core.ports import SendResult
+from gateway.runtime.supervisor import Beat, Supervisor
 from tests.support import running_gateway, wait_for
 
 

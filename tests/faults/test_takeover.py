@@ -15,7 +15,7 @@ import pytest
 
 from benchmarks.fakes.sink import sink_envelope
 from benchmarks.fakes.sink_server import SinkServer
-from gateway.intake import to_inbound
+from gateway.inbound.intake import to_inbound
 from session_store.errors import StoreError
 from session_store.liveness import ProcessLiveness
 from session_store.records import TurnClaim

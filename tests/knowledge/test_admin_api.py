@@ -10,7 +10,7 @@ import httpx
 from tests.knowledge.documents import make_pdf
 from tests.support import running_gateway, wait_for
 
-#: an upload's body is the file itself (gateway.security: upload routes take only this type)
+#: an upload's body is the file itself (gateway.http.guard: upload routes take only this type)
 OCTETS = {"Content-Type": "application/octet-stream"}
 
 

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 from benchmarks.fakes.sink import SinkAdapter
 from benchmarks.fakes.sink_server import SinkServer
-from gateway.agents import Turn
-from gateway.domain import Reply, SessionKey
+from gateway.agents.base import Turn
+from gateway.core.domain import Reply, SessionKey
 from gateway.knowledge.service import chat_kb, thread_kb
 from session_store.knowledge import KnowledgeStore
 from tests.knowledge.documents import make_docx, make_pdf

@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.fakes.sink import SinkAdapter
 from benchmarks.fakes.sink_server import SinkServer
-from gateway.domain import SessionKey
+from gateway.core.domain import SessionKey
 from gateway.knowledge.service import Chat, Knowledge, KnowledgeSettings, thread_kb
 from session_store.knowledge import KnowledgeStore
 from tests.knowledge.conftest import SharedLocalEmbedder, drain
@@ -35,8 +35,8 @@ def test_chat_names_parse_with_a_colon_in_the_scope() -> None:
 
 
 def test_a_bad_kb_default_names_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gateway.errors import ConfigError
-    from gateway.settings import load_settings
+    from gateway.core.errors import ConfigError
+    from gateway.core.settings import load_settings
 
     with pytest.raises(ConfigError, match="GATEWAY_KB_DEFAULT"):
         load_settings(_env_file=None, GATEWAY_KB_DEFAULT="nowhere")

@@ -126,7 +126,7 @@ async def test_an_abandoned_lease_is_taken_over(kstore: KnowledgeStore) -> None:
     doc = await kstore.get_document(added.document.id)
     assert doc is not None and doc.state == "ready" and doc.attempts == 2
     # the dead worker's late result is refused
-    from gateway.errors import LeaseLost
+    from gateway.core.errors import LeaseLost
 
     with pytest.raises(LeaseLost):
         await kstore.finish_job(job, [], pages=None)

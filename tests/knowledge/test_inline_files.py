@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from gateway.agent_clients import OpenAIAgent
-from gateway.agents import ContextMessage, Turn
-from gateway.domain import Attachment, ReplyTarget, SessionKey
+from gateway.agents.base import ContextMessage, Turn
+from gateway.agents.openai import OpenAIAgent
+from gateway.core.domain import Attachment, ReplyTarget, SessionKey
 from gateway.knowledge.attachments import FileTooLarge
 from gateway.knowledge.service import INLINE_TEXT_BYTES, Knowledge, KnowledgeSettings, image_type
 from session_store.knowledge import KnowledgeStore
@@ -128,7 +128,7 @@ async def test_the_parts_reach_the_model_with_the_question(fake: FakeOpenAI) -> 
 
 
 def test_an_http_agent_gets_the_parts_in_its_turn_json() -> None:
-    from gateway.agent_clients import turn_payload
+    from gateway.agents.http import turn_payload
 
     image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
     question = ContextMessage(seq_no=1, role="user", content="what is this?")
@@ -145,7 +145,7 @@ def test_an_http_agent_gets_the_parts_in_its_turn_json() -> None:
 
 
 def test_unknown_inline_kinds_name_the_setting() -> None:
-    from gateway.errors import ConfigError
+    from gateway.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="AGENT_INLINE_FILES"):
         make_settings("postgresql://x/y", AGENT_INLINE_FILES="images,video")

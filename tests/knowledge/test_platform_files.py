@@ -11,9 +11,9 @@ import pytest
 
 from adapters.slack import SlackAdapter
 from benchmarks.fakes.slack import FakeSlack
-from gateway.domain import Attachment, ReplyTarget, SessionKey
+from gateway.core.domain import Attachment, ReplyTarget, SessionKey
 from gateway.knowledge.service import Knowledge
-from gateway.runtime import Gateway
+from gateway.runtime.gateway import Gateway
 from tests.knowledge.conftest import drain
 from tests.knowledge.documents import make_pdf
 from tests.knowledge.test_answers import PAGES, CitingAgent

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.domain import Reply, SessionKey
+from gateway.core.domain import Reply, SessionKey
 from gateway.knowledge.service import Knowledge, KnowledgeSettings, TurnKnowledge
 from session_store.knowledge import RRF_K, KnowledgeBase, KnowledgeStore, PassageHit
 from session_store.store import Store

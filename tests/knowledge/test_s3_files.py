@@ -151,7 +151,7 @@ async def test_an_unreachable_bucket_is_a_clear_error(kstore: KnowledgeStore) ->
 
 
 def test_s3_settings_go_together() -> None:
-    from gateway.errors import ConfigError
+    from gateway.core.errors import ConfigError
     from tests.support import make_settings
 
     dsn = "postgresql://x/y"

@@ -13,8 +13,8 @@ from adapters.mattermost.actions import (
     card_attachments,
     press_of,
 )
-from gateway.errors import ConfigError
-from gateway.settings import Settings
+from gateway.core.errors import ConfigError
+from gateway.core.settings import Settings
 
 KEY = actions_key("bot-token")
 CHANNEL = "c" * 26

@@ -11,9 +11,9 @@ from typing import Any, cast
 
 from adapters.mattermost.adapter import MattermostAdapter
 from benchmarks.fakes.mattermost import FakeMattermost
-from gateway.agents import Agent, Turn
-from gateway.domain import Reply, SessionKey
-from gateway.runtime import Gateway
+from gateway.agents.base import Agent, Turn
+from gateway.core.domain import Reply, SessionKey
+from gateway.runtime.gateway import Gateway
 from session_store.records import DeliveryRecord
 from tests.mattermost.conftest import connected, make_config
 from tests.support import running_gateway, wait_for

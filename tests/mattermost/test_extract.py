@@ -20,7 +20,15 @@ from adapters.mattermost.extract import (
     parse_command,
     reaction_of,
 )
-from gateway.domain import Envelope, EventKind, Ignored, Reaction, Rejected, SessionKey, Trigger
+from gateway.core.domain import (
+    Envelope,
+    EventKind,
+    Ignored,
+    Reaction,
+    Rejected,
+    SessionKey,
+    Trigger,
+)
 from tests.mattermost.conftest import PAYLOADS, load_payload
 
 SCOPE = "chat.example.com"

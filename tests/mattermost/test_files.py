@@ -9,8 +9,8 @@ import pytest
 
 from adapters.mattermost.adapter import MattermostAdapter
 from benchmarks.fakes.mattermost import FakeMattermost
-from gateway.domain import OutgoingFile, ReplyTarget
-from gateway.errors import DeliveryError
+from gateway.core.domain import OutgoingFile, ReplyTarget
+from gateway.core.errors import DeliveryError
 from tests.mattermost.conftest import make_config
 
 PNG = OutgoingFile(name="chart.png", mime_type="image/png", data=b"\x89PNG\r\n\x1a\nchart")

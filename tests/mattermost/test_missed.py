@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from adapters.mattermost.extract import missed_since, post_order
-from gateway.domain import Envelope, EventKind
+from gateway.core.domain import Envelope, EventKind
 from tests.mattermost.conftest import load_payload
 from tests.mattermost.test_extract import CTX
 

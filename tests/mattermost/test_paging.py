@@ -15,8 +15,8 @@ import structlog
 
 from adapters.mattermost.adapter import MattermostAdapter
 from benchmarks.fakes.mattermost import FakeMattermost
-from gateway.domain import SessionKey
-from gateway.runtime import Gateway
+from gateway.core.domain import SessionKey
+from gateway.runtime.gateway import Gateway
 from tests.mattermost.conftest import connected, make_config
 from tests.support import running_gateway, wait_for
 

@@ -11,9 +11,9 @@ from typing import Any
 
 from adapters.mattermost.adapter import MattermostAdapter
 from benchmarks.fakes.mattermost import FakeMattermost
-from gateway.domain import Envelope, Extracted, Rejected
-from gateway.errors import StoreError
-from gateway.ports import IngestOutcome
+from gateway.core.domain import Envelope, Extracted, Rejected
+from gateway.core.errors import StoreError
+from gateway.core.ports import IngestOutcome
 from tests.mattermost.conftest import connected, make_config
 from tests.support import RecordingIntake
 

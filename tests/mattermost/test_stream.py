@@ -13,8 +13,8 @@ from websockets.exceptions import InvalidStatus
 from adapters.mattermost.adapter import MattermostAdapter
 from adapters.mattermost.websocket import AuthenticationFailed, Backoff, EventStream
 from benchmarks.fakes.mattermost import FakeMattermost
-from gateway.domain import Envelope, EventKind, Extracted, ReplyTarget, Trigger
-from gateway.errors import ConfigError
+from gateway.core.domain import Envelope, EventKind, Extracted, ReplyTarget, Trigger
+from gateway.core.errors import ConfigError
 from tests.mattermost.conftest import FAST_BACKOFF, connected, load_payload, make_config, wait_until
 from tests.support import RecordingIntake
 

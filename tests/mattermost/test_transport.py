@@ -13,10 +13,10 @@ import pytest
 from adapters.mattermost.adapter import MattermostAdapter
 from adapters.mattermost.transport import MattermostTransport
 from benchmarks.fakes.mattermost import FakeMattermost
-from gateway.domain import ReplyTarget
-from gateway.errors import DeliveryError
-from gateway.pacing import LocalBudget, pace_rules
-from gateway.ports import PaceRule
+from gateway.core.domain import ReplyTarget
+from gateway.core.errors import DeliveryError
+from gateway.core.ports import PaceRule
+from gateway.outbox.pacing import LocalBudget, pace_rules
 from tests.mattermost.conftest import make_config, wait_until
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from adapters.mattermost import MattermostAdapter, MattermostConfig
 from adapters.mattermost.urls import server_urls
-from gateway.errors import ConfigError
-from gateway.settings import Settings
+from gateway.core.errors import ConfigError
+from gateway.core.settings import Settings
 
 
 @pytest.mark.parametrize(

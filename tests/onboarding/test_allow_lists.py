@@ -19,8 +19,8 @@ from adapters.slack.extract import BotIdentity as SlackBot
 from adapters.slack.extract import Policy, extract_event
 from adapters.telegram.extract import BotIdentity as TelegramBot
 from adapters.telegram.extract import ExtractPolicy, extract_update
-from gateway.domain import Envelope, Extracted, Ignored
-from gateway.settings import Settings
+from gateway.core.domain import Envelope, Extracted, Ignored
+from gateway.core.settings import Settings
 
 PAYLOADS = Path(__file__).parents[1] / "payloads"
 
@@ -210,7 +210,7 @@ def _mattermost_plain(answer_all: bool) -> Extracted:
 def test_a_plain_group_message_is_answered_only_in_answer_all_channels(
     extract: Callable[[bool], Extracted], answer_all: bool
 ) -> None:
-    from gateway.domain import Trigger
+    from gateway.core.domain import Trigger
 
     result = extract(answer_all)
     assert isinstance(result, Envelope), result

@@ -17,11 +17,11 @@ from adapters.telegram import create_adapter as create_telegram
 from benchmarks.fakes.mattermost import FakeMattermost
 from benchmarks.fakes.slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack
 from benchmarks.fakes.telegram import FakeTelegram
-from gateway.conversations import Conversations
-from gateway.doctor import collect_checks, run_doctor
-from gateway.hub import Broadcast
-from gateway.ports import AdapterContext, Check
-from gateway.settings import Settings
+from gateway.core.conversations import Conversations
+from gateway.core.hub import Broadcast
+from gateway.core.ports import AdapterContext, Check
+from gateway.core.settings import Settings
+from gateway.ops.doctor import collect_checks, run_doctor
 from tests.agents.fake_openai import FakeOpenAI
 
 

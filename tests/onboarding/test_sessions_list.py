@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from gateway.domain import Envelope, ReplyTarget, Sender, SessionKey
-from gateway.intake import to_inbound
+from gateway.core.domain import Envelope, ReplyTarget, Sender, SessionKey
+from gateway.inbound.intake import to_inbound
 from session_store.store import Store
 from tests.e2e.process import run_cli
 

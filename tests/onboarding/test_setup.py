@@ -22,7 +22,7 @@ from adapters.slack.scopes import BOT_SCOPES
 from benchmarks.fakes.mattermost import FakeMattermost
 from benchmarks.fakes.slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack
 from benchmarks.fakes.telegram import FakeTelegram
-from gateway.setup import update_env_file
+from gateway.ops.setup import update_env_file
 from tests.e2e.process import clean_env
 from tests.support import wait_for
 

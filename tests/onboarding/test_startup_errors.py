@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.errors import ConfigError
+from gateway.core.errors import ConfigError
 from tests.e2e.process import run_cli
 from tests.support import running_gateway
 
@@ -46,8 +46,8 @@ async def test_gateway_run_on_a_busy_port_exits_2_naming_the_setting(
 
 
 async def test_doctor_finds_the_busy_port_and_names_the_setting(busy_port: int) -> None:
-    from gateway.doctor import check_http_port
-    from gateway.settings import Settings
+    from gateway.core.settings import Settings
+    from gateway.ops.doctor import check_http_port
 
     def settings(port: int) -> Settings:
         return Settings(_env_file=None, GATEWAY_HTTP_PORT=port)  # type: ignore[call-arg]

@@ -9,8 +9,8 @@ import socket
 import httpx
 import pytest
 
-from gateway.admin import AccessPolicy
-from gateway.errors import RequestError
+from gateway.core.errors import RequestError
+from gateway.http.admin import AccessPolicy
 from tests.support import running_gateway
 
 MCP_INIT = {

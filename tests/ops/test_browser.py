@@ -12,9 +12,9 @@ import asyncpg
 import pytest
 from playwright.async_api import Browser, Page, async_playwright, expect
 
-from gateway.agents import Turn
-from gateway.domain import Reply
-from gateway.runtime import Gateway
+from gateway.agents.base import Turn
+from gateway.core.domain import Reply
+from gateway.runtime.gateway import Gateway
 from tests.support import running_gateway
 
 TIMEOUT_MS = 15_000

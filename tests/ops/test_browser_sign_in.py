@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from playwright.async_api import Browser, Page, expect
 
-from gateway.webauth import COOKIE, hash_password
+from gateway.http.webauth import COOKIE, hash_password
 from session_store.accounts import AccountStore
 from tests.ops.test_browser import TIMEOUT_MS, CountingAgent, _record_errors, browser
 from tests.support import running_gateway

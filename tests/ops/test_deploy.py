@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gateway.settings import Settings
+from gateway.core.settings import Settings
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 REPO = DEPLOY.parent

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.webauth import hash_password
+from gateway.http.webauth import hash_password
 from session_store.accounts import AccountStore
 from tests.support import running_gateway
 

@@ -19,8 +19,8 @@ from mcp_types import CallToolResult
 
 from benchmarks.fakes.sink import SinkAdapter
 from benchmarks.fakes.sink_server import SinkServer
-from gateway.domain import Envelope, ReplyTarget, Sender, SessionKey
-from gateway.intake import to_inbound
+from gateway.core.domain import Envelope, ReplyTarget, Sender, SessionKey
+from gateway.inbound.intake import to_inbound
 from gateway.knowledge.mcp import KB_TOOLS
 from session_store.store import Store
 from tests.support import running_gateway, wait_for

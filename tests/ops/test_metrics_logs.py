@@ -16,7 +16,7 @@ from structlog.testing import capture_logs
 
 from benchmarks.fakes.sink import SinkAdapter
 from benchmarks.fakes.sink_server import SinkServer
-from gateway.logs import is_secret_key
+from gateway.core.logs import is_secret_key
 from tests.support import running_gateway, wait_for
 
 CONTEXT = ("platform", "chat_id", "thread_id", "session_id", "seq_no")
@@ -133,7 +133,7 @@ def test_json_log_lines_redact_credentials_on_both_paths() -> None:
     the handler) come out as the same JSON lines, credentials redacted, levels filtered."""
     script = """
 import logging, structlog
-from gateway.logs import configure_logging
+from gateway.core.logs import configure_logging
 configure_logging("json", "info")
 log = structlog.get_logger("gateway.sample")
 log.debug("hidden_debug")

@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from gateway.domain import Envelope, ReplyTarget, Sender, SessionKey
-from gateway.errors import RequestError
-from gateway.intake import to_inbound
+from gateway.core.domain import Envelope, ReplyTarget, Sender, SessionKey
+from gateway.core.errors import RequestError
+from gateway.inbound.intake import to_inbound
 from session_store import operator as operator_module
 from session_store.operator import OperatorStore
 from session_store.store import Store

@@ -1,6 +1,6 @@
 """What the inbox keeps of a raw payload (issues 12 and 13): secrets stripped, unstorable text
 made safe, large bodies cut; and lists leave payloads out. One mechanism for all of it:
-``gateway.intake.clean_raw``, applied by ``CoreIntake.submit``."""
+``gateway.inbound.intake.clean_raw``, applied by ``CoreIntake.submit``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from gateway.intake import MAX_RAW_BYTES, RAW_HEAD_BYTES, clean_raw
+from gateway.inbound.intake import MAX_RAW_BYTES, RAW_HEAD_BYTES, clean_raw
 from tests.support import running_gateway
 
 

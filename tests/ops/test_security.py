@@ -15,10 +15,10 @@ import structlog
 
 from benchmarks.fakes.sink import SinkAdapter
 from benchmarks.fakes.sink_server import SinkServer
-from gateway.errors import ConfigError
-from gateway.http import DirectPosts
-from gateway.runtime import Gateway
-from gateway.security import HttpPolicy, SecurityMiddleware, page_headers
+from gateway.core.errors import ConfigError
+from gateway.http.app import DirectPosts
+from gateway.http.guard import HttpPolicy, SecurityMiddleware, page_headers
+from gateway.runtime.gateway import Gateway
 from tests.e2e.process import run_cli
 from tests.support import make_settings, running_gateway, wait_for
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 from playwright.async_api import Browser, Page, ViewportSize, expect
 
-from gateway.agents import Turn
-from gateway.domain import OutgoingFile, Reply
+from gateway.agents.base import Turn
+from gateway.core.domain import OutgoingFile, Reply
 from tests.ops.test_browser import TIMEOUT_MS, _record_errors, browser  # noqa: F401 - fixture
 from tests.support import running_gateway
 

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.runtime import Gateway
-from gateway.webauth import COOKIE, MAX_FAILURES, hash_password
+from gateway.http.webauth import COOKIE, MAX_FAILURES, hash_password
+from gateway.runtime.gateway import Gateway
 from session_store.accounts import AccountStore
 from tests.support import running_gateway, wait_for
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from gateway.agents import Turn
-from gateway.domain import Reply
+from gateway.agents.base import Turn
+from gateway.core.domain import Reply
 
 
 class SlowAgent:

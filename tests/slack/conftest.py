@@ -14,8 +14,8 @@ from starlette.applications import Starlette
 
 from adapters.slack import SlackAdapter
 from benchmarks.fakes.slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack
-from gateway.http import HttpServer
-from gateway.settings import Settings
+from gateway.core.settings import Settings
+from gateway.http.app import HttpServer
 from tests.support import RecordingIntake
 
 PAYLOADS = Path(__file__).parents[1] / "payloads"  # copies of shared/payloads

@@ -9,8 +9,8 @@ import asyncio
 from adapters.slack.blocks import MAX_SECTION_TEXT, code_blocks
 from adapters.slack.transport import THINKING_STATUS, SlackTransport, make_web_client
 from benchmarks.fakes.slack import BOT_TOKEN, HUMAN, TEAM_ID, FakeSlack
-from gateway.domain import ReplyTarget
-from gateway.typing_indicator import hold_typing
+from gateway.core.domain import ReplyTarget
+from gateway.turns.typing import hold_typing
 from tests.support import wait_for
 
 

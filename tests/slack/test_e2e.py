@@ -19,9 +19,9 @@ import pytest
 import adapters.slack.adapter as slack_adapter
 from adapters.slack import SlackAdapter
 from benchmarks.fakes.slack import FakeSlack
-from gateway.agents import Agent, Turn
-from gateway.domain import Reply, SessionKey
-from gateway.runtime import Gateway
+from gateway.agents.base import Agent, Turn
+from gateway.core.domain import Reply, SessionKey
+from gateway.runtime.gateway import Gateway
 from session_store.records import MessageRecord
 from tests.slack.conftest import slack_settings
 from tests.support import assert_paced, running_gateway, wait_for

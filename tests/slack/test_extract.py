@@ -17,7 +17,7 @@ from adapters.slack.extract import (
     extract_history,
     route,
 )
-from gateway.domain import (
+from gateway.core.domain import (
     Envelope,
     EventKind,
     Extracted,

@@ -7,8 +7,8 @@ import pytest
 
 from adapters.slack.transport import SlackTransport, make_web_client
 from benchmarks.fakes.slack import BOT_TOKEN, HUMAN, TEAM_ID, FakeSlack
-from gateway.domain import OutgoingFile, ReplyTarget
-from gateway.errors import DeliveryError
+from gateway.core.domain import OutgoingFile, ReplyTarget
+from gateway.core.errors import DeliveryError
 
 PDF = OutgoingFile(
     name="report.pdf", mime_type="application/pdf", data=b"%PDF-1.4 report", caption="Q3"

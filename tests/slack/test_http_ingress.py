@@ -10,8 +10,8 @@ import pytest
 
 from adapters.slack import SlackAdapter
 from benchmarks.fakes.slack import HUMAN, FakeSlack, wait_until
-from gateway.domain import Envelope, EventKind, Trigger
-from gateway.errors import ConfigError
+from gateway.core.domain import Envelope, EventKind, Trigger
+from gateway.core.errors import ConfigError
 from tests.slack.conftest import load_payload, running_adapter, serve_routes, slack_settings
 from tests.support import RecordingIntake
 
@@ -195,7 +195,7 @@ async def test_own_messages_and_message_replied_are_ignored(
     fake.emit_message_replied = True
     async with running_adapter(fake, intake) as adapter:
         root = await fake.user_posts("C0GENERAL", "<@U0BOT> start")
-        from gateway.domain import ReplyTarget
+        from gateway.core.domain import ReplyTarget
 
         await adapter.transport.send(
             ReplyTarget(

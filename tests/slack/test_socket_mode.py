@@ -9,8 +9,8 @@ from typing import Any
 
 from adapters.slack import SlackAdapter
 from benchmarks.fakes.slack import APP_TOKEN, FakeSlack, wait_until
-from gateway.metrics import Metrics
-from gateway.supervisor import Beat, Supervisor
+from gateway.core.metrics import Metrics
+from gateway.runtime.supervisor import Beat, Supervisor
 from tests.slack.conftest import running_adapter, slack_settings
 from tests.support import RecordingIntake
 
@@ -99,7 +99,7 @@ async def test_non_event_envelopes_are_acked_and_recorded(
 
 class SupervisedIntake(RecordingIntake):
     """``Intake.supervise`` as the gateway's core runs it: the receive loop under a
-    Supervisor (``gateway.intake.CoreIntake.supervise``)."""
+    Supervisor (``gateway.inbound.intake.CoreIntake.supervise``)."""
 
     def __init__(self, supervisor: Supervisor) -> None:
         super().__init__()

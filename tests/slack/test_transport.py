@@ -8,9 +8,9 @@ import pytest
 
 from adapters.slack.transport import SlackTransport, make_web_client
 from benchmarks.fakes.slack import BOT_TOKEN, HUMAN, TEAM_ID, FakeSlack
-from gateway.domain import ReplyTarget
-from gateway.errors import DeliveryError
-from gateway.ports import PaceRule
+from gateway.core.domain import ReplyTarget
+from gateway.core.errors import DeliveryError
+from gateway.core.ports import PaceRule
 
 
 def transport_for(fake: FakeSlack, *, token: str = BOT_TOKEN, timeout: int = 5) -> SlackTransport:

@@ -8,7 +8,7 @@ from importlib import resources
 import asyncpg
 import pytest
 
-from gateway.errors import MigrationError
+from gateway.core.errors import MigrationError
 from session_store.migrator import Migration, load_migrations, migrate
 
 # Everything about the schema that matters to the code, read from the catalogs.

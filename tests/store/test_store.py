@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.domain import (
+from gateway.core.domain import (
     Envelope,
     EventKind,
     ReplyTarget,
@@ -12,7 +12,7 @@ from gateway.domain import (
     SessionKey,
     Trigger,
 )
-from gateway.intake import to_inbound
+from gateway.inbound.intake import to_inbound
 from session_store.records import InboundItem, InboundNote, OutgoingReply
 from session_store.store import Store
 
@@ -28,7 +28,8 @@ def envelope(
     kind: EventKind = EventKind.MESSAGE,
     command: str | None = None,
 ) -> InboundItem:
-    """What the core hands the store for a web chat message (``gateway.intake.to_inbound``)."""
+    """What the core hands the store for a web chat message
+    (``gateway.inbound.intake.to_inbound``)."""
     key = SessionKey(platform="web", scope="local", chat_id=chat, thread_id=thread)
     return to_inbound(
         Envelope(

@@ -10,12 +10,13 @@ import pytest
 
 from benchmarks.fakes.sink import SinkTransport, sink_envelope
 from benchmarks.fakes.sink_server import SinkServer
-from gateway.delivery import DeliverySettings, DeliveryWorker
-from gateway.domain import ReplyTarget
-from gateway.hub import Signal
-from gateway.intake import to_inbound
-from gateway.metrics import Metrics
-from gateway.pacing import (
+from gateway.core.domain import ReplyTarget
+from gateway.core.hub import Signal
+from gateway.core.metrics import Metrics
+from gateway.core.ports import PaceRule
+from gateway.inbound.intake import to_inbound
+from gateway.outbox.delivery import DeliverySettings, DeliveryWorker
+from gateway.outbox.pacing import (
     NO_LIMIT,
     Budget,
     LocalBudget,
@@ -24,8 +25,7 @@ from gateway.pacing import (
     hold_rules,
     pace_rules,
 )
-from gateway.ports import PaceRule
-from gateway.streaming import MAX_PREVIEW_WAIT
+from gateway.outbox.streaming import MAX_PREVIEW_WAIT
 from session_store.db import Database
 from session_store.liveness import ProcessLiveness
 from session_store.previews import PreviewStore

@@ -12,12 +12,12 @@ import pytest
 from adapters.telegram.adapter import TelegramAdapter
 from benchmarks.fakes.openai import FakeOpenAI, Step
 from benchmarks.fakes.telegram import FakeTelegram
-from gateway.agent_clients import OpenAIAgent, tool_status
-from gateway.agents import ContextMessage, ToolCall, Turn
-from gateway.domain import ReplyTarget, SessionKey
-from gateway.errors import ConfigError
-from gateway.ports import PaceRule
-from gateway.settings import load_settings
+from gateway.agents.base import ContextMessage, ToolCall, Turn
+from gateway.agents.openai import OpenAIAgent, tool_status
+from gateway.core.domain import ReplyTarget, SessionKey
+from gateway.core.errors import ConfigError
+from gateway.core.ports import PaceRule
+from gateway.core.settings import load_settings
 from session_store.previews import PreviewStore
 from session_store.store import Store
 from tests.support import running_gateway, wait_for

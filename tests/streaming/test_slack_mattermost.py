@@ -12,7 +12,7 @@ from adapters.slack import SlackAdapter
 from benchmarks.fakes.mattermost import FakeMattermost
 from benchmarks.fakes.openai import FakeOpenAI, Step
 from benchmarks.fakes.slack import HUMAN, FakeSlack
-from gateway.agent_clients import OpenAIAgent
+from gateway.agents.openai import OpenAIAgent
 from tests.mattermost.conftest import connected, make_config
 from tests.slack.conftest import slack_settings
 from tests.streaming.test_telegram import ANSWER

@@ -12,7 +12,7 @@ import structlog
 from adapters.telegram.adapter import TelegramAdapter
 from benchmarks.fakes.openai import FakeOpenAI, Step
 from benchmarks.fakes.telegram import Chat, FakeTelegram
-from gateway.agent_clients import OpenAIAgent
+from gateway.agents.openai import OpenAIAgent
 from tests.support import running_gateway, wait_for
 from tests.telegram.conftest import telegram_settings
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from playwright.async_api import Browser, expect
 
 from benchmarks.fakes.openai import FakeOpenAI, Step
-from gateway.agent_clients import OpenAIAgent
+from gateway.agents.openai import OpenAIAgent
 from tests.ops.test_browser import TIMEOUT_MS, _record_errors, browser  # noqa: F401 - fixture
 from tests.ops.test_web_chat_layout import DESKTOP, shots_dir
 from tests.support import running_gateway

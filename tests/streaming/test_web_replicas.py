@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 
 from benchmarks.fakes.openai import FakeOpenAI, Step
-from gateway.agent_clients import OpenAIAgent
-from gateway.intake import live_topic
+from gateway.agents.openai import OpenAIAgent
+from gateway.inbound.intake import live_topic
 from session_store.values import SessionKey
 from tests.core.test_live import collecting
 from tests.support import running_gateway, wait_for

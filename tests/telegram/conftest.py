@@ -16,7 +16,7 @@ from starlette.applications import Starlette
 
 from adapters.telegram.adapter import TelegramAdapter
 from benchmarks.fakes.telegram import FakeTelegram
-from gateway.settings import Settings
+from gateway.core.settings import Settings
 from tests.support import RecordingIntake
 
 PAYLOADS = Path(__file__).parents[1] / "payloads"  # copies of shared/payloads

@@ -14,9 +14,9 @@ import httpx
 from adapters.telegram.adapter import TelegramAdapter
 from adapters.telegram.transport import BURST
 from benchmarks.fakes.telegram import Chat, FakeTelegram, utf16_len
-from gateway.agents import Turn
-from gateway.domain import Reply, SessionKey
-from gateway.runtime import Gateway
+from gateway.agents.base import Turn
+from gateway.core.domain import Reply, SessionKey
+from gateway.runtime.gateway import Gateway
 from tests.support import assert_paced, running_gateway, wait_for
 from tests.telegram.conftest import telegram_settings
 
@@ -228,7 +228,7 @@ async def test_deleted_topic_is_a_visible_failed_delivery(
 
 
 async def _session_of(gw: Gateway, chat: Chat, topic: int | None) -> int | None:
-    from gateway.domain import SessionKey
+    from gateway.core.domain import SessionKey
 
     key = SessionKey(
         platform="telegram",

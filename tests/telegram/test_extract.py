@@ -15,7 +15,7 @@ from adapters.telegram.extract import (
     ExtractPolicy,
     extract_update,
 )
-from gateway.domain import Envelope, EventKind, Ignored, Rejected, SessionKey, Trigger
+from gateway.core.domain import Envelope, EventKind, Ignored, Rejected, SessionKey, Trigger
 from tests.telegram.conftest import PAYLOADS, load_payload
 
 BOT = BotIdentity(id=5550001, username="GatewayTestBot")

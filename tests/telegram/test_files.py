@@ -9,8 +9,8 @@ import pytest
 
 from adapters.telegram.transport import TelegramBot, TelegramTransport
 from benchmarks.fakes.telegram import FakeTelegram
-from gateway.domain import OutgoingFile
-from gateway.errors import DeliveryError
+from gateway.core.domain import OutgoingFile
+from gateway.core.errors import DeliveryError
 from tests.telegram.test_transport import target_of
 
 PNG = OutgoingFile(name="chart.png", mime_type="image/png", data=b"\x89PNG\r\n\x1a\nchart")

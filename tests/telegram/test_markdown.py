@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from adapters.telegram import markdown
 from adapters.telegram.transport import TelegramBot, TelegramTransport
 from benchmarks.fakes.telegram import FakeTelegram, _check_entities
-from gateway.text import utf16_len
-from gateway.typing_indicator import hold_typing
+from gateway.core.text import utf16_len
+from gateway.turns.typing import hold_typing
 from tests.support import wait_for
 from tests.telegram.test_transport import target_of
 

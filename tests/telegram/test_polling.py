@@ -11,8 +11,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from benchmarks.fakes.telegram import FakeTelegram
-from gateway.domain import Envelope, Ignored, Rejected, Trigger
-from gateway.errors import ConfigError
+from gateway.core.domain import Envelope, Ignored, Rejected, Trigger
+from gateway.core.errors import ConfigError
 from tests.support import RecordingIntake
 from tests.telegram.conftest import AdapterFactory
 

@@ -25,9 +25,9 @@ from adapters.telegram.transport import (
     translate_error,
 )
 from benchmarks.fakes.telegram import FakeTelegram
-from gateway.domain import Envelope, ReplyTarget
-from gateway.errors import DeliveryError
-from gateway.ports import PaceRule
+from gateway.core.domain import Envelope, ReplyTarget
+from gateway.core.errors import DeliveryError
+from gateway.core.ports import PaceRule
 from tests.telegram.conftest import AdapterFactory
 
 

@@ -13,8 +13,8 @@ from starlette.applications import Starlette
 
 from adapters.telegram.adapter import TelegramAdapter
 from benchmarks.fakes.telegram import FakeTelegram
-from gateway.domain import Envelope, Ignored, Rejected
-from gateway.errors import ConfigError
+from gateway.core.domain import Envelope, Ignored, Rejected
+from gateway.core.errors import ConfigError
 from tests.support import RecordingIntake
 from tests.telegram.conftest import serve_http, telegram_settings
 

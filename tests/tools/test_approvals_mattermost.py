@@ -13,7 +13,7 @@ import aiohttp
 
 from adapters.mattermost.adapter import MattermostAdapter
 from benchmarks.fakes.mattermost import FakeMattermost
-from gateway.agent_clients import OpenAIAgent
+from gateway.agents.openai import OpenAIAgent
 from tests.agents.fake_openai import FakeOpenAI, Step
 from tests.mattermost.conftest import connected, make_config
 from tests.support import running_gateway, wait_for

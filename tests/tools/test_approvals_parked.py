@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from gateway.domain import ReplyTarget
-from gateway.runtime import Gateway
+from gateway.core.domain import ReplyTarget
+from gateway.runtime.gateway import Gateway
 from session_store.store import Store
 from session_store.tool_store import ToolStore
 from tests.agents.fake_openai import FakeOpenAI, Step

@@ -11,7 +11,7 @@ from typing import Any
 from adapters.slack import SlackAdapter
 from adapters.slack.transport import APPROVE_ACTION, DENY_ACTION
 from benchmarks.fakes.slack import HUMAN, FakeSlack
-from gateway.agent_clients import OpenAIAgent
+from gateway.agents.openai import OpenAIAgent
 from tests.agents.fake_openai import FakeOpenAI, Step
 from tests.slack.conftest import slack_settings
 from tests.support import running_gateway, wait_for

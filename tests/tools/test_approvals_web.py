@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import structlog
 
-from gateway.agent_clients import OpenAIAgent
-from gateway.runtime import Gateway
+from gateway.agents.openai import OpenAIAgent
+from gateway.runtime.gateway import Gateway
 from gateway.tools.catalog import Tool, ToolCaller, ToolSpec
 from tests.agents.fake_openai import FakeOpenAI, Step
 from tests.support import running_gateway, wait_for

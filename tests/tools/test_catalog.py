@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import structlog
 
-from gateway.errors import ConfigError
+from gateway.core.errors import ConfigError
 from gateway.tools.builtin import DEFAULT_POLICIES
 from gateway.tools.catalog import (
     Tool,
@@ -196,7 +196,7 @@ def test_built_in_tools_are_offered_under_their_defaults_without_a_file() -> Non
 def test_gateway_run_with_a_bad_tools_file_exits_2_naming_the_setting(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gateway.cli import main
+    from gateway.ops.cli import main
 
     bad = tmp_path / "tools.toml"
     bad.write_text("[mcp.files]\n# neither command nor url\n")

@@ -5,8 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.agents import ContextMessage
-from gateway.context import TokenCounter, fit_turns, render_message, render_prompt
+from gateway.agents.base import ContextMessage
+from gateway.agents.prompt import TokenCounter, render_message, render_prompt
+from gateway.turns.context import fit_turns
 
 counter = TokenCounter()
 

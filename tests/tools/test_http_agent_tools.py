@@ -10,7 +10,7 @@ from aiohttp import web
 
 from benchmarks.fakes.sink import SinkAdapter
 from benchmarks.fakes.sink_server import SinkServer
-from gateway.agent_clients import HttpAgent
+from gateway.agents.http import HttpAgent
 from tests.agents.test_http_agent import SECRET, AgentService
 from tests.support import running_gateway, wait_for
 

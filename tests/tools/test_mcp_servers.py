@@ -16,7 +16,7 @@ import pytest
 
 from benchmarks.fakes.sink import SinkAdapter
 from benchmarks.fakes.sink_server import SinkServer
-from gateway.agent_clients import OpenAIAgent
+from gateway.agents.openai import OpenAIAgent
 from tests.agents.fake_openai import FakeOpenAI, Step
 from tests.support import running_gateway, wait_for
 
@@ -190,7 +190,7 @@ async def test_an_mcp_server_over_stdio_with_args_and_env(
 async def test_doctor_lists_tools_left_out_for_lack_of_a_policy_entry(
     database_url: str, tmp_path: Path, http_server: HttpServerProcess, capsys: Any
 ) -> None:
-    from gateway.doctor import run_doctor
+    from gateway.ops.doctor import run_doctor
     from tests.support import make_settings
 
     tools_file = tmp_path / "tools.toml"

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 from benchmarks.fakes.sink import SinkAdapter
 from benchmarks.fakes.sink_server import SinkServer
-from gateway.agents import ToolCall, Turn
-from gateway.domain import Reply
+from gateway.agents.base import ToolCall, Turn
+from gateway.core.domain import Reply
 from tests.support import running_gateway, wait_for
 
 

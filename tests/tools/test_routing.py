@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import structlog
 
-from gateway.context import estimate_text
+from gateway.agents.prompt import estimate_text
 from gateway.tools.builtin import DEFAULT_POLICIES
 from gateway.tools.catalog import (
     Tool,

@@ -13,8 +13,8 @@ import structlog
 
 from benchmarks.fakes.sink import SinkAdapter
 from benchmarks.fakes.sink_server import SinkServer
-from gateway.agent_clients import OpenAIAgent
-from gateway.runtime import Gateway
+from gateway.agents.openai import OpenAIAgent
+from gateway.runtime.gateway import Gateway
 from gateway.tools.catalog import Tool, ToolCaller, ToolSpec
 from tests.agents.fake_openai import FakeOpenAI, Step
 from tests.support import running_gateway, wait_for
@@ -292,7 +292,7 @@ async def test_the_offered_schemas_come_out_of_the_prompt_budget(
 async def test_sessions_show_and_the_admin_api_display_calls_results_and_routing(
     database_url: str, fake: FakeOpenAI, sink: SinkServer, capsys: Any
 ) -> None:
-    from gateway.cli import _sessions_show
+    from gateway.ops.cli import _sessions_show
     from tests.support import make_settings
 
     adapter = SinkAdapter(sink.url)

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from gateway.agents import ToolCall
-from gateway.metrics import Metrics
+from gateway.agents.base import ToolCall
+from gateway.core.metrics import Metrics
 from gateway.tools.catalog import (
     Tool,
     ToolCaller,

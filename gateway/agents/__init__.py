@@ -1,0 +1,1 @@
+"""The agent port and the built-in agents (echo, OpenAI-compatible, HTTP, Python)."""

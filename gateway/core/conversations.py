@@ -1,0 +1,204 @@
+"""Conversations as a surface that shows them reads them: the chats of a platform, the
+threads of a chat, a thread's transcript with each reply's delivery state, and a person's vote
+on an answer. The web chat uses this port; it never holds the store."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Literal
+
+from gateway.core.domain import SessionKey
+from gateway.core.errors import SessionNotFound
+from gateway.outbox.files import decode_file_part
+from session_store.knowledge import CitationRecord, KnowledgeStore
+from session_store.records import MessageRecord
+from session_store.store import Store
+from session_store.tool_store import ToolStore
+from session_store.values import DeliveryStatus, Role, SessionStatus
+
+#: a thread's newest messages shown at once
+TRANSCRIPT_LIMIT = 500
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadInfo:
+    thread_id: str
+    title: str | None
+    session_id: int
+    status: SessionStatus
+    message_count: int
+    last_message_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TranscriptEntry:
+    seq_no: int
+    role: Role
+    content: str
+    sender: str | None
+    model: str | None
+    #: how the reply's delivery went (the worst state of its parts); None for user messages
+    delivery: DeliveryStatus | None
+    feedback: int | None
+    #: an approval card (issue 14): ``{"id", "status", "decided_by", "tool"}``
+    approval: Mapping[str, Any] | None = None
+    #: the numbers ``[n]`` the answer cites (issue 15), each linking to its frozen passage
+    citations: tuple[int, ...] = ()
+    #: files the answer carried (its sent file parts), so a reload shows them too
+    files: Sequence[TranscriptFile] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TranscriptFile:
+    #: the id the live stream used for it (``gw-<delivery id>``)
+    id: str
+    name: str
+    mime_type: str
+    caption: str | None
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Transcript:
+    session_id: int
+    status: SessionStatus
+    messages: Sequence[TranscriptEntry]
+
+
+VoteOutcome = Literal["recorded", "no_such_message", "not_an_answer"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Vote:
+    outcome: VoteOutcome
+    #: the answer's feedback after the vote (sign of everyone's votes), when recorded
+    feedback: int | None = None
+
+
+class Conversations:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def chats(self, platform: str, *, limit: int = 200) -> list[str]:
+        """Chats with sessions on ``platform``, most recently active first."""
+        return await self._store.list_chats(platform, limit)
+
+    async def threads(self, platform: str, chat_id: str, *, limit: int = 200) -> list[ThreadInfo]:
+        """The threads of a chat, newest activity first, each with its latest session."""
+        sessions = await self._store.list_sessions(platform=platform, chat_id=chat_id, limit=limit)
+        seen: dict[str, ThreadInfo] = {}
+        for s in sessions:  # newest first: the first session seen per thread is its latest
+            thread = s.key.thread_id or ""
+            if thread not in seen:
+                seen[thread] = ThreadInfo(
+                    thread_id=thread,
+                    title=s.title,
+                    session_id=s.id,
+                    status=s.status,
+                    message_count=s.message_count,
+                    last_message_at=s.last_message_at,
+                )
+        return list(seen.values())
+
+    async def transcript(
+        self, key: SessionKey, *, limit: int = TRANSCRIPT_LIMIT
+    ) -> Transcript | None:
+        """The newest ``limit`` messages of the place's current session, oldest first."""
+        session = await self._store.find_session(key)
+        if session is None:
+            return None
+        messages = await self._store.messages(
+            session.id, before_seq=session.last_seq_no + 1, limit=limit, with_deliveries=True
+        )
+        # approval cards show their request's current state (issue 14)
+        cards = {m.seq_no: _approval_id(m) for m in messages}
+        states = await ToolStore(self._store).approval_states(
+            [a for a in cards.values() if a is not None]
+        )
+        return Transcript(
+            session_id=session.id,
+            status=session.status,
+            messages=[
+                replace(_entry(m), approval=states.get(cards[m.seq_no] or ""))
+                for m in messages
+                # the tool exchange (calls and results) is the agent's working, not the chat
+                if m.role != "tool" and not m.metadata.get("tool_calls")
+            ],
+        )
+
+    async def vote(self, key: SessionKey, seq_no: int, *, user_id: str, value: int) -> Vote:
+        """One person's feedback on the answer at ``seq_no`` of the place's current session:
+        +1, -1, or 0 to take it back."""
+        session = await self._store.find_session(key)
+        message_id = (
+            None if session is None else await self._store.message_id_at(session.id, seq_no)
+        )
+        if message_id is None:
+            return Vote(outcome="no_such_message")
+        try:
+            feedback = await self._store.set_feedback(message_id, user_id=user_id, value=value)
+        except SessionNotFound:
+            return Vote(outcome="not_an_answer")
+        return Vote(outcome="recorded", feedback=feedback)
+
+    async def citations(self, key: SessionKey, seq_no: int) -> list[CitationRecord] | None:
+        """What the answer at ``seq_no`` of the place's current session cites, as frozen when
+        it was written (issue 15); ``None`` when there is no such message in that session, so
+        a caller allowed into this place reads this place's answers only."""
+        session = await self._store.find_session(key)
+        message_id = (
+            None if session is None else await self._store.message_id_at(session.id, seq_no)
+        )
+        if message_id is None:
+            return None
+        return await KnowledgeStore(self._store.db).citations(message_id)
+
+
+def _approval_id(m: MessageRecord) -> str | None:
+    card = m.metadata.get("approval")
+    found = card.get("id") if isinstance(card, Mapping) else None
+    return found if isinstance(found, str) else None
+
+
+def _entry(m: MessageRecord) -> TranscriptEntry:
+    return TranscriptEntry(
+        seq_no=m.seq_no,
+        role=m.role,
+        content=m.content,
+        sender=m.sender_name,
+        model=m.model,
+        delivery=_worst({d.status for d in m.deliveries}),
+        feedback=m.feedback,
+        citations=_cited(m),
+        files=[
+            TranscriptFile(
+                id=f"gw-{d.id}",
+                name=f.name,
+                mime_type=f.mime_type,
+                caption=f.caption,
+                data=f.data,
+            )
+            for d in m.deliveries
+            if d.status == "sent" and (f := decode_file_part(d.content)) is not None
+        ],
+    )
+
+
+def _cited(m: MessageRecord) -> tuple[int, ...]:
+    cited = m.metadata.get("citations") if m.role == "assistant" else None
+    if not isinstance(cited, list):
+        return ()
+    return tuple(
+        c["ordinal"] for c in cited if isinstance(c, Mapping) and isinstance(c.get("ordinal"), int)
+    )
+
+
+def _worst(statuses: set[DeliveryStatus]) -> DeliveryStatus | None:
+    if not statuses:
+        return None
+    for status in ("failed", "sending", "pending"):
+        if status in statuses:
+            return status
+    return "sent"

@@ -1,0 +1,196 @@
+"""Frozen domain values that cross every boundary: keys, envelopes, targets, replies.
+
+Nothing raw from a platform passes an adapter: adapters build these values, the core and the
+store only ever see them. Each value that is stored is rebuilt from its row in one ``from_*``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+# the keys are persisted values the store owns (``session_store.values``); every layer above
+# imports them from here
+from session_store.values import ReplyTarget, SessionKey
+
+__all__ = [
+    "PLACE_KEY",
+    "Attachment",
+    "Envelope",
+    "EventKind",
+    "Extracted",
+    "Ignored",
+    "OutgoingFile",
+    "Place",
+    "Reaction",
+    "Rejected",
+    "Reply",
+    "ReplyTarget",
+    "Sender",
+    "SessionKey",
+    "Trigger",
+]
+
+
+class Trigger(enum.Enum):
+    """Whether an inbound message asks for an answer.
+
+    ``ALWAYS``: a DM, a mention, a reply to the bot, a command. ``IF_FOLLOWING``: answer only
+    if the bot already answered in this session (thread follow-ups without a mention).
+    ``NEVER``: stored as context only.
+    """
+
+    ALWAYS = "always"
+    IF_FOLLOWING = "if_following"
+    NEVER = "never"
+
+
+class EventKind(enum.Enum):
+    MESSAGE = "message"
+    EDIT = "edit"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sender:
+    id: str
+    name: str | None = None
+    is_bot: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attachment:
+    kind: str
+    name: str | None = None
+    url: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+    #: the platform's id of the file, to fetch it (Telegram file_id, Slack/Mattermost file id)
+    file_id: str | None = None
+
+
+#: the key of a message's metadata the core stores its ``Place`` under
+PLACE_KEY = "place"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Place:
+    """Where a message was posted, in words the core can use without knowing the platform:
+    a direct conversation with one person or not, the chat's name (a group title, a channel
+    name) and the thread's name (a forum topic's name) where the platform gives them.
+
+    Each platform's extract fills it; the core stores it with the message (``as_json``) and
+    the context code reads it back (``from_json``), never the platform's own fields."""
+
+    direct: bool = False
+    chat_name: str | None = None
+    thread_name: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        stored: dict[str, Any] = {"direct": self.direct}
+        if self.chat_name:
+            stored["chat_name"] = self.chat_name
+        if self.thread_name:
+            stored["thread_name"] = self.thread_name
+        return stored
+
+    @classmethod
+    def from_json(cls, stored: Mapping[str, Any]) -> Place:
+        chat_name, thread_name = stored.get("chat_name"), stored.get("thread_name")
+        return cls(
+            direct=stored.get("direct") is True,
+            chat_name=chat_name if isinstance(chat_name, str) and chat_name else None,
+            thread_name=thread_name if isinstance(thread_name, str) and thread_name else None,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Envelope:
+    """One inbound message, surface-agnostic.
+
+    ``event_id`` is the platform's delivery id (Telegram update_id, Slack event_id) and
+    ``message_id`` the platform's id of the message itself (Telegram chat-local message_id,
+    Slack ts, Mattermost post id); the inbox dedupes on both. ``command`` is the bare command
+    name (``new``, ``help``) when the text is one addressed to this bot.
+    """
+
+    key: SessionKey
+    target: ReplyTarget
+    message_id: str
+    text: str
+    sender: Sender
+    event_id: str | None = None
+    kind: EventKind = EventKind.MESSAGE
+    trigger: Trigger = Trigger.ALWAYS
+    command: str | None = None
+    reply_to_id: str | None = None
+    attachments: tuple[Attachment, ...] = ()
+    sent_at: datetime | None = None
+    backfill: bool = False
+    place: Place = Place()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ignored:
+    """An inbound event that is valid but not a conversational message (joins, bot posts...)."""
+
+    platform: str
+    reason: str
+    event_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rejected:
+    """An inbound event that could not be understood; stored as a dead letter with the reason."""
+
+    platform: str
+    reason: str
+    event_id: str | None = None
+
+
+Extracted = Envelope | Ignored | Rejected
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reaction:
+    """A thumbs up/down on a message, as feedback: ``value`` is +1, -1, or 0 (taken back).
+    ``message_id`` is the platform's id of the message reacted to (Telegram message_id, Slack
+    ts, Mattermost post id); the core records it only when that message is one of ours."""
+
+    chat_id: str
+    message_id: str
+    user_id: str
+    value: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reply:
+    """One answer produced by an agent or a command, before it is split for a platform."""
+
+    text: str
+    model: str | None = None
+    tokens_used: int | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: images and files that go out with the answer, each as an upload into the same thread
+    #: (an outbox part of its own, after the text; ``gateway.outbox.files``)
+    files: tuple[OutgoingFile, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutgoingFile:
+    """A file an answer carries: uploaded into the thread (Telegram sendPhoto/sendDocument,
+    Slack files.uploadV2, a Mattermost file post, inline in the web chat)."""
+
+    name: str
+    mime_type: str
+    data: bytes
+    caption: str | None = None
+
+    @property
+    def is_image(self) -> bool:
+        """Shown as a picture where the platform has one (Telegram sendPhoto)."""
+        return self.mime_type in ("image/png", "image/jpeg", "image/webp")

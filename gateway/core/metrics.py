@@ -1,0 +1,130 @@
+"""Prometheus metrics, on a registry owned by one gateway instance (tests run several)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.inbound = Counter(
+            "gateway_inbound_events",
+            "Inbound events by platform and outcome",
+            ["platform", "outcome"],
+            registry=self.registry,
+        )
+        self.ingest_seconds = Histogram(
+            "gateway_ingest_seconds",
+            "Durable ingest latency (inbox + session + message, one transaction)",
+            ["platform"],
+            buckets=(0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+            registry=self.registry,
+        )
+        self.turns = Counter(
+            "gateway_turns", "Turns by outcome", ["platform", "outcome"], registry=self.registry
+        )
+        self.turn_seconds = Histogram(
+            "gateway_turn_seconds",
+            "Turn latency (claim to outbox commit)",
+            ["platform"],
+            registry=self.registry,
+        )
+        self.agent_seconds = Histogram(
+            "gateway_agent_seconds", "Agent latency", ["agent"], registry=self.registry
+        )
+        self.deliveries = Counter(
+            "gateway_deliveries",
+            "Delivery attempts by platform and result (sent, retry, failed)",
+            ["platform", "result"],
+            registry=self.registry,
+        )
+        self.retry_after_seconds = Counter(
+            "gateway_retry_after_seconds",
+            "Seconds of waiting asked for by platforms (retry_after / Retry-After)",
+            ["platform"],
+            registry=self.registry,
+        )
+        # streaming (issue 16)
+        self.stream_previews = Counter(
+            "gateway_stream_previews",
+            "Preview calls while answers stream (sent, edited, deleted, draft, throttled, "
+            "skipped, stopped)",
+            ["platform", "op"],
+            registry=self.registry,
+        )
+        self.stream_first_text_seconds = Histogram(
+            "gateway_stream_first_text_seconds",
+            "From the agent being asked to the first text shown in the thread",
+            ["platform"],
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+            registry=self.registry,
+        )
+        self.deliveries_by_status = Gauge(
+            "gateway_deliveries_by_status",
+            "Delivery rows by status",
+            ["status"],
+            registry=self.registry,
+        )
+        self.oldest_pending_seconds = Gauge(
+            "gateway_oldest_pending_delivery_seconds",
+            "Age of the oldest pending delivery",
+            registry=self.registry,
+        )
+        self.prompt_tokens = Histogram(
+            "gateway_prompt_tokens",
+            "Estimated prompt size sent to the agent (system message + context), in tokens",
+            ["model"],
+            buckets=(256, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144),
+            registry=self.registry,
+        )
+        self.summary_seconds = Histogram(
+            "gateway_summary_seconds",
+            "Time to write one rolling summary (cold path)",
+            registry=self.registry,
+        )
+        self.sessions_active = Gauge(
+            "gateway_sessions_active",
+            "Sessions open for new messages (status active)",
+            registry=self.registry,
+        )
+        # --- tools (issue 14) ---
+        self.tool_calls = Counter(
+            "gateway_tool_calls",
+            "Tool calls by tool and outcome (ok, error, refused, timeout, not_approved)",
+            ["tool", "outcome"],
+            registry=self.registry,
+        )
+        self.tool_seconds = Histogram(
+            "gateway_tool_seconds", "Tool call latency", ["tool"], registry=self.registry
+        )
+        self.routing_decisions = Counter(
+            "gateway_tool_routing_decisions",
+            "Per-turn routing decisions by phase (explore = low confidence, read-only bundle)",
+            ["phase"],
+            registry=self.registry,
+        )
+        self.approvals = Counter(
+            "gateway_tool_approvals",
+            "Approval requests by outcome (requested, approved, denied, expired, refused_click)",
+            ["outcome"],
+            registry=self.registry,
+        )
+
+        # supervised loops (gateway.runtime.supervisor): restarts after a crash, and which
+        # are running
+        self.worker_restarts = Counter(
+            "gateway_worker_restarts",
+            "Restarts of a supervised loop after it crashed or exited",
+            ["worker"],
+            registry=self.registry,
+        )
+        self.worker_up = Gauge(
+            "gateway_worker_up",
+            "1 while a supervised loop runs, 0 while it is down (waiting to restart)",
+            ["worker"],
+            registry=self.registry,
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,428 @@
+"""Settings, named exactly as ``interface.md`` lists them (environment or a ``.env`` file).
+
+A bad or contradictory value raises ``ConfigError`` naming the setting; the CLI exits with 2.
+Nothing is read at import: ``load_settings()`` is called by the CLI (and by tests, explicitly).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import platformdirs
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError
+
+from gateway.core.errors import ConfigError
+
+
+def _default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("chat-gateway", appauthor=False))
+
+
+CsvList = Annotated[list[str], NoDecode]
+
+
+def _split_csv(value: Any) -> Any:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        case_sensitive=False,
+        populate_by_name=True,
+    )
+
+    # --- core -------------------------------------------------------------------------
+    database_url: str | None = Field(default=None, alias="DATABASE_URL")
+    gateway_data_dir: Path = Field(default_factory=_default_data_dir, alias="GATEWAY_DATA_DIR")
+    gateway_http_host: str = Field(default="127.0.0.1", alias="GATEWAY_HTTP_HOST")
+    gateway_http_port: int = Field(default=8080, ge=0, le=65535, alias="GATEWAY_HTTP_PORT")
+    gateway_log_format: Literal["json", "console"] | None = Field(
+        default=None, alias="GATEWAY_LOG_FORMAT"
+    )
+    gateway_log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", alias="GATEWAY_LOG_LEVEL"
+    )
+    gateway_admin_token: SecretStr | None = Field(default=None, alias="GATEWAY_ADMIN_TOKEN")
+    gateway_db_pool_size: int = Field(default=10, ge=2, le=500, alias="GATEWAY_DB_POOL_SIZE")
+    gateway_turn_workers: int = Field(default=8, ge=1, le=1000, alias="GATEWAY_TURN_WORKERS")
+    gateway_delivery_workers: int = Field(
+        default=8, ge=1, le=1000, alias="GATEWAY_DELIVERY_WORKERS"
+    )
+    #: how long a claimed turn or delivery stays ours without renewal (crash take-over time)
+    gateway_lease_seconds: float = Field(default=30.0, gt=0, alias="GATEWAY_LEASE_SECONDS")
+    #: how often idle workers look for work claimed nowhere (other replicas, restarts)
+    gateway_poll_seconds: float = Field(default=1.0, gt=0, alias="GATEWAY_POLL_SECONDS")
+    gateway_delivery_max_attempts: int = Field(
+        default=8, ge=1, alias="GATEWAY_DELIVERY_MAX_ATTEMPTS"
+    )
+    gateway_web_chat: bool = Field(default=True, alias="GATEWAY_WEB_CHAT")
+    #: extra surfaces as ``module:factory`` (comma-separated); each factory takes the settings
+    #: and returns a PlatformAdapter (for surfaces that are not built in)
+    gateway_adapters: CsvList = Field(default_factory=list, alias="GATEWAY_ADAPTERS")
+    #: answer messages from other bots (never our own)
+    gateway_answer_bots: bool = Field(default=False, alias="GATEWAY_ANSWER_BOTS")
+
+    # --- who may use the HTTP server (gateway/security.py, gateway/webauth.py) ----------
+    #: web chat identity: one local user (loopback binds only), accounts, or a proxy header
+    gateway_web_auth: Literal["none", "accounts", "proxy"] = Field(
+        default="none", alias="GATEWAY_WEB_AUTH"
+    )
+    gateway_web_auth_header: str = Field(
+        default="X-Forwarded-User", min_length=1, alias="GATEWAY_WEB_AUTH_HEADER"
+    )
+    #: proxy addresses (CIDRs) whose GATEWAY_WEB_AUTH_HEADER is believed
+    gateway_trusted_proxies: CsvList = Field(default_factory=list, alias="GATEWAY_TRUSTED_PROXIES")
+    #: Host header values accepted; unset: loopback names on a loopback bind, else any
+    gateway_allowed_hosts: CsvList = Field(default_factory=list, alias="GATEWAY_ALLOWED_HOSTS")
+    gateway_max_body_bytes: int = Field(
+        default=1_048_576, ge=1024, le=2**40, alias="GATEWAY_MAX_BODY_BYTES"
+    )
+    #: live streams (SSE) one client address may hold open at once
+    gateway_sse_per_client: int = Field(default=16, ge=1, alias="GATEWAY_SSE_PER_CLIENT")
+    #: connections and tasks uvicorn serves at once (503 beyond)
+    gateway_http_concurrency: int = Field(default=1000, ge=8, alias="GATEWAY_HTTP_CONCURRENCY")
+    #: /metrics needs the admin token too (when one is set)
+    gateway_metrics_auth: bool = Field(default=False, alias="GATEWAY_METRICS_AUTH")
+
+    # --- Telegram ---------------------------------------------------------------------
+    telegram_bot_token: SecretStr | None = Field(default=None, alias="TELEGRAM_BOT_TOKEN")
+    telegram_api_base_url: str = Field(
+        default="https://api.telegram.org/bot", alias="TELEGRAM_API_BASE_URL"
+    )
+    telegram_mode: Literal["polling", "webhook"] = Field(default="polling", alias="TELEGRAM_MODE")
+    telegram_webhook_url: str | None = Field(default=None, alias="TELEGRAM_WEBHOOK_URL")
+    telegram_webhook_secret: SecretStr | None = Field(default=None, alias="TELEGRAM_WEBHOOK_SECRET")
+    telegram_allowed_chats: CsvList = Field(default_factory=list, alias="TELEGRAM_ALLOWED_CHATS")
+    telegram_allowed_users: CsvList = Field(default_factory=list, alias="TELEGRAM_ALLOWED_USERS")
+    #: chats (ids) where every message is answered, not only mentions/replies/commands
+    telegram_answer_all_chats: CsvList = Field(
+        default_factory=list, alias="TELEGRAM_ANSWER_ALL_CHATS"
+    )
+
+    # --- Slack ------------------------------------------------------------------------
+    slack_bot_token: SecretStr | None = Field(default=None, alias="SLACK_BOT_TOKEN")
+    slack_signing_secret: SecretStr | None = Field(default=None, alias="SLACK_SIGNING_SECRET")
+    slack_app_token: SecretStr | None = Field(default=None, alias="SLACK_APP_TOKEN")
+    slack_api_base_url: str = Field(default="https://slack.com/api/", alias="SLACK_API_BASE_URL")
+    #: answer thread follow-ups only when mentioned
+    slack_require_mention: bool = Field(default=False, alias="SLACK_REQUIRE_MENTION")
+    # allow-lists (issue 18), same semantics as TELEGRAM_ALLOWED_CHATS/USERS: when set, a
+    # message from another channel or person is ignored, with the reason stored
+    slack_allowed_channels: CsvList = Field(default_factory=list, alias="SLACK_ALLOWED_CHANNELS")
+    slack_allowed_users: CsvList = Field(default_factory=list, alias="SLACK_ALLOWED_USERS")
+    #: channels (ids) where every message is answered, as TELEGRAM_ANSWER_ALL_CHATS
+    slack_answer_all_channels: CsvList = Field(
+        default_factory=list, alias="SLACK_ANSWER_ALL_CHANNELS"
+    )
+
+    # --- Mattermost -------------------------------------------------------------------
+    mattermost_url: str | None = Field(default=None, alias="MATTERMOST_URL")
+    mattermost_token: SecretStr | None = Field(default=None, alias="MATTERMOST_TOKEN")
+    mattermost_require_mention: bool = Field(default=False, alias="MATTERMOST_REQUIRE_MENTION")
+    # allow-lists (issue 18): channel ids and user ids, as for Telegram and Slack
+    mattermost_allowed_channels: CsvList = Field(
+        default_factory=list, alias="MATTERMOST_ALLOWED_CHANNELS"
+    )
+    mattermost_allowed_users: CsvList = Field(
+        default_factory=list, alias="MATTERMOST_ALLOWED_USERS"
+    )
+    #: channels (ids) where every message is answered, as TELEGRAM_ANSWER_ALL_CHATS
+    mattermost_answer_all_channels: CsvList = Field(
+        default_factory=list, alias="MATTERMOST_ANSWER_ALL_CHANNELS"
+    )
+    #: the gateway's ``POST /mattermost/actions`` as the Mattermost server reaches it; set,
+    #: approval cards get Approve/Deny buttons (issue 14); unset, ✅/❌ reactions only
+    mattermost_actions_url: str | None = Field(default=None, alias="MATTERMOST_ACTIONS_URL")
+
+    # --- agent ------------------------------------------------------------------------
+    agent: str = Field(default="echo", alias="AGENT")
+    openai_base_url: str = Field(default="https://api.openai.com/v1", alias="OPENAI_BASE_URL")
+    openai_api_key: SecretStr | None = Field(default=None, alias="OPENAI_API_KEY")
+    agent_model: str = Field(default="gpt-4o-mini", alias="AGENT_MODEL")
+    agent_http_url: str | None = Field(default=None, alias="AGENT_HTTP_URL")
+    agent_timeout_seconds: float = Field(default=60.0, gt=0, alias="AGENT_TIMEOUT_SECONDS")
+    agent_system_prompt: str = Field(
+        default="You are a helpful assistant in a team chat.", alias="AGENT_SYSTEM_PROMPT"
+    )
+    #: shared secret: AGENT=http requests carry an HMAC-SHA256 of timestamp and body
+    agent_http_secret: SecretStr | None = Field(default=None, alias="AGENT_HTTP_SECRET")
+    #: models a person may pick with /model (unset: only AGENT_MODEL)
+    agent_models: CsvList = Field(default_factory=list, alias="AGENT_MODELS")
+    #: ``model=tokens`` pairs overriding the built-in context-window table
+    agent_context_windows: CsvList = Field(default_factory=list, alias="AGENT_CONTEXT_WINDOWS")
+    #: window assumed for a model the table does not know
+    agent_default_context_window: int = Field(
+        default=8192, ge=1024, alias="AGENT_DEFAULT_CONTEXT_WINDOW"
+    )
+    #: output tokens reserved in every window (and asked for as the completion limit)
+    agent_max_output_tokens: int = Field(default=1024, ge=16, alias="AGENT_MAX_OUTPUT_TOKENS")
+    #: optional cap on the prompt below the model's window (cost control)
+    agent_max_prompt_tokens: int | None = Field(
+        default=None, ge=256, alias="AGENT_MAX_PROMPT_TOKENS"
+    )
+    #: rolling summaries of history that no longer fits (cold path)
+    agent_summaries: bool = Field(default=True, alias="AGENT_SUMMARIES")
+    agent_summary_tokens: int = Field(default=512, ge=64, alias="AGENT_SUMMARY_TOKENS")
+    #: messages arriving during a run: ``queue`` them for the next run, or ``interrupt`` it
+    agent_busy_mode: Literal["queue", "interrupt"] = Field(default="queue", alias="AGENT_BUSY_MODE")
+
+    # --- tools (issue 14) ---------------------------------------------------------------
+    #: the tools file (TOML: MCP servers, policy entries, access lists); unset: built-ins only
+    gateway_tools_file: Path | None = Field(default=None, alias="GATEWAY_TOOLS_FILE")
+    #: an approval request not decided within this many seconds expires ("not approved")
+    gateway_approval_seconds: float = Field(
+        default=600.0, gt=0, le=86400 * 7, alias="GATEWAY_APPROVAL_SECONDS"
+    )
+    #: offer tools to the agent at all (``false``: the agent only talks, as before issue 14)
+    gateway_tools: bool = Field(default=True, alias="GATEWAY_TOOLS")
+
+    # --- streaming (issue 16) -----------------------------------------------------------
+    #: stream answers into the thread while the model writes them (agents that can stream)
+    gateway_streaming: bool = Field(default=True, alias="GATEWAY_STREAMING")
+    #: per-platform overrides of GATEWAY_STREAMING (unset: follow it)
+    telegram_streaming: bool | None = Field(default=None, alias="TELEGRAM_STREAMING")
+    slack_streaming: bool | None = Field(default=None, alias="SLACK_STREAMING")
+    mattermost_streaming: bool | None = Field(default=None, alias="MATTERMOST_STREAMING")
+    web_streaming: bool | None = Field(default=None, alias="WEB_STREAMING")
+    #: the least time between two edits of one preview message
+    gateway_stream_edit_seconds: float = Field(
+        default=1.0, ge=0.2, le=60, alias="GATEWAY_STREAM_EDIT_SECONDS"
+    )
+
+    # --- knowledge base (issue 15) ------------------------------------------------------
+    embedding_base_url: str | None = Field(default=None, alias="EMBEDDING_BASE_URL")
+    embedding_api_key: SecretStr | None = Field(default=None, alias="EMBEDDING_API_KEY")
+    embedding_model: str = Field(default="text-embedding-3-small", alias="EMBEDDING_MODEL")
+    gateway_max_file_bytes: int = Field(
+        default=20 * 1024 * 1024, ge=1, alias="GATEWAY_MAX_FILE_BYTES"
+    )
+    #: where the ``default`` knowledge base is searched: in every chat, or only in the chats
+    #: it is assigned to (``gateway kb assign default --chat ...``), like any operator base
+    gateway_kb_default: Literal["everywhere", "assigned"] = Field(
+        default="everywhere", alias="GATEWAY_KB_DEFAULT"
+    )
+    #: files shared with a question that go straight to the model as content parts (when it
+    #: accepts them): ``images`` (PNG, JPEG, GIF, WebP as image_url parts), ``text`` (text,
+    #: Markdown, CSV up to 32 KB as text parts); others, and all by default, are read into
+    #: the thread's knowledge base
+    agent_inline_files: CsvList = Field(default_factory=list, alias="AGENT_INLINE_FILES")
+    #: file bytes in an S3-compatible bucket instead of PostgreSQL (by SHA-256)
+    gateway_files_s3_url: str | None = Field(default=None, alias="GATEWAY_FILES_S3_URL")
+    gateway_files_s3_bucket: str | None = Field(
+        default=None, min_length=3, max_length=63, alias="GATEWAY_FILES_S3_BUCKET"
+    )
+    gateway_files_s3_access_key: SecretStr | None = Field(
+        default=None, alias="GATEWAY_FILES_S3_ACCESS_KEY"
+    )
+    gateway_files_s3_secret_key: SecretStr | None = Field(
+        default=None, alias="GATEWAY_FILES_S3_SECRET_KEY"
+    )
+    gateway_files_s3_region: str = Field(
+        default="us-east-1", min_length=1, alias="GATEWAY_FILES_S3_REGION"
+    )
+    gateway_files_s3_prefix: str = Field(
+        default="kb/", max_length=200, alias="GATEWAY_FILES_S3_PREFIX"
+    )
+
+    @field_validator("embedding_base_url", "gateway_files_s3_url")
+    @classmethod
+    def _check_embedding_url(cls, value: str | None) -> str | None:
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value or None
+
+    # --- end knowledge base -----------------------------------------------------------
+
+    _split = field_validator(
+        "telegram_allowed_chats",
+        "telegram_allowed_users",
+        "telegram_answer_all_chats",
+        "slack_allowed_channels",
+        "slack_allowed_users",
+        "mattermost_allowed_channels",
+        "mattermost_allowed_users",
+        "slack_answer_all_channels",
+        "mattermost_answer_all_channels",
+        "gateway_adapters",
+        "agent_models",
+        "agent_context_windows",
+        "agent_inline_files",
+        "gateway_trusted_proxies",
+        "gateway_allowed_hosts",
+        mode="before",
+    )(_split_csv)
+
+    @field_validator("gateway_admin_token")
+    @classmethod
+    def _empty_token_is_unset(cls, value: SecretStr | None) -> SecretStr | None:
+        # `GATEWAY_ADMIN_TOKEN=` in an env file means "no token", as it always did
+        return value if value is not None and value.get_secret_value() else None
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_dsn(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a postgresql:// or postgres:// URL")
+        return value or None
+
+    @field_validator("agent")
+    @classmethod
+    def _check_agent(cls, value: str) -> str:
+        if value in ("echo", "openai", "http") or (
+            ":" in value and "." not in value.split(":")[1][:1]
+        ):
+            return value
+        raise ValueError("must be echo, openai, http or module:callable")
+
+    @field_validator(
+        "mattermost_url", "agent_http_url", "telegram_webhook_url", "mattermost_actions_url"
+    )
+    @classmethod
+    def _check_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value
+
+    @model_validator(mode="after")
+    def _contradictions(self) -> Settings:
+        self._check_access()
+        unknown = sorted(set(self.agent_inline_files) - {"images", "text"})
+        if unknown:
+            raise ConfigError("AGENT_INLINE_FILES", f"unknown kinds {unknown}: use images, text")
+        if self.gateway_files_s3_url and not self.gateway_files_s3_bucket:
+            raise ConfigError(
+                "GATEWAY_FILES_S3_BUCKET", "required when GATEWAY_FILES_S3_URL is set"
+            )
+        if self.gateway_files_s3_bucket and not self.gateway_files_s3_url:
+            raise ConfigError(
+                "GATEWAY_FILES_S3_URL", "required when GATEWAY_FILES_S3_BUCKET is set"
+            )
+        if bool(self.gateway_files_s3_access_key) != bool(self.gateway_files_s3_secret_key):
+            raise ConfigError(
+                "GATEWAY_FILES_S3_SECRET_KEY",
+                "GATEWAY_FILES_S3_ACCESS_KEY and GATEWAY_FILES_S3_SECRET_KEY go together",
+            )
+        if self.mattermost_url and not self.mattermost_token:
+            raise ConfigError("MATTERMOST_TOKEN", "required when MATTERMOST_URL is set")
+        if self.mattermost_token and not self.mattermost_url:
+            raise ConfigError("MATTERMOST_URL", "required when MATTERMOST_TOKEN is set")
+        if self.mattermost_actions_url and not self.mattermost_url:
+            raise ConfigError("MATTERMOST_URL", "required when MATTERMOST_ACTIONS_URL is set")
+        if self.slack_bot_token and not (self.slack_signing_secret or self.slack_app_token):
+            raise ConfigError(
+                "SLACK_SIGNING_SECRET",
+                "Slack needs SLACK_SIGNING_SECRET (Events API) or SLACK_APP_TOKEN (Socket Mode)",
+            )
+        if (self.slack_signing_secret or self.slack_app_token) and not self.slack_bot_token:
+            raise ConfigError("SLACK_BOT_TOKEN", "required when Slack ingress is configured")
+        if self.slack_app_token and not self.slack_app_token.get_secret_value().startswith("xapp-"):
+            raise ConfigError("SLACK_APP_TOKEN", "must be an app-level token starting with xapp-")
+        if self.telegram_mode == "webhook" and self.telegram_bot_token:
+            if not self.telegram_webhook_url:
+                raise ConfigError("TELEGRAM_WEBHOOK_URL", "required when TELEGRAM_MODE=webhook")
+        if self.agent == "http" and not self.agent_http_url:
+            raise ConfigError("AGENT_HTTP_URL", "required when AGENT=http")
+        if self.agent == "http" and not self.agent_http_secret:
+            raise ConfigError("AGENT_HTTP_SECRET", "required when AGENT=http (requests are signed)")
+        if self.agent_models and self.agent_model not in self.agent_models:
+            raise ConfigError("AGENT_MODEL", "must be one of AGENT_MODELS (it is the default)")
+        windows = self.context_windows()  # raises ConfigError on a malformed pair
+        for model in self.agent_models or [self.agent_model]:
+            window = windows.get(model.lower(), 0) or None
+            if window is not None and window < self.agent_max_output_tokens + 256:
+                raise ConfigError(
+                    "AGENT_CONTEXT_WINDOWS",
+                    f"{model}: a window of {window} leaves no room for a prompt next to "
+                    f"AGENT_MAX_OUTPUT_TOKENS={self.agent_max_output_tokens}",
+                )
+        return self
+
+    def _check_access(self) -> None:
+        """Who may reach the HTTP server: a long admin token, identity off only on loopback."""
+        token = self.gateway_admin_token
+        if token is not None and len(token.get_secret_value()) < 32:
+            raise ConfigError(
+                "GATEWAY_ADMIN_TOKEN",
+                "must be at least 32 characters (for example `openssl rand -hex 32`)",
+            )
+        if (
+            self.gateway_web_chat
+            and self.gateway_web_auth == "none"
+            and not is_loopback_bind(self.gateway_http_host)
+        ):
+            raise ConfigError(
+                "GATEWAY_WEB_AUTH",
+                f"is none (one local user, no sign-in), which is allowed only on a loopback "
+                f"bind, but GATEWAY_HTTP_HOST={self.gateway_http_host}; set "
+                "GATEWAY_WEB_AUTH=accounts or proxy, or GATEWAY_WEB_CHAT=false",
+            )
+        for cidr in self.gateway_trusted_proxies:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError:
+                raise ConfigError(
+                    "GATEWAY_TRUSTED_PROXIES", f"{cidr!r} is not an address or CIDR"
+                ) from None
+        if self.gateway_web_auth == "proxy" and not self.gateway_trusted_proxies:
+            raise ConfigError(
+                "GATEWAY_TRUSTED_PROXIES",
+                "required when GATEWAY_WEB_AUTH=proxy (the addresses of the reverse proxy)",
+            )
+
+    def context_windows(self) -> dict[str, int]:
+        """``AGENT_CONTEXT_WINDOWS`` as {lower-case model name: tokens}."""
+        windows: dict[str, int] = {}
+        for pair in self.agent_context_windows:
+            name, sep, value = pair.rpartition("=")
+            if (
+                not sep
+                or not name.strip()
+                or not value.strip().isascii()
+                or not value.strip().isdigit()
+            ):
+                raise ConfigError("AGENT_CONTEXT_WINDOWS", f"{pair!r} is not model=tokens")
+            windows[name.strip().lower()] = int(value)
+        return windows
+
+
+def is_loopback_bind(host: str) -> bool:
+    """Whether binding ``host`` serves only this machine (``127.0.0.1``, ``::1``,
+    ``localhost``)."""
+    name = host.strip().strip("[]").lower()
+    if name in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read settings from the environment (and ``.env``), translating validation errors into
+    one ``ConfigError`` that names the first bad setting."""
+    try:
+        return Settings(**overrides)
+    except ConfigError:
+        raise
+    except SettingsError as exc:
+        match = re.search(r'field "(\w+)"', str(exc))
+        name = match.group(1).upper() if match else "settings"
+        raise ConfigError(name, "cannot parse the value") from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = first.get("loc") or ("settings",)
+        name = str(loc[0]).upper()
+        ctx_error = (first.get("ctx") or {}).get("error")
+        if isinstance(ctx_error, ConfigError):
+            raise ctx_error from exc
+        raise ConfigError(name, first.get("msg", "invalid value")) from exc

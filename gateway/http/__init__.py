@@ -1,0 +1,1 @@
+"""The HTTP surfaces: app, guard, web identity, admin API, operator pages, MCP."""

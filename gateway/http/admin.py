@@ -1,0 +1,581 @@
+"""The operator surface on the gateway's HTTP server: the admin API (``/api/v1``, documented
+at ``/openapi.json``), the MCP session tools (``/mcp``, streamable HTTP) and the operator
+pages (``/ops``).
+
+Access: with ``GATEWAY_ADMIN_TOKEN`` set, ``/api/v1`` and ``/mcp`` need
+``Authorization: Bearer <token>`` (compared in constant time). Without it they answer only
+clients on loopback that address the server by a loopback name — so binding
+``GATEWAY_HTTP_HOST=0.0.0.0`` without a token still keeps them local, and a web page that
+rebinds its DNS name to 127.0.0.1 cannot reach them either. Behind a reverse proxy on the
+same machine every client looks local: set a token there.
+
+Errors are RFC 9457 problem documents (``application/problem+json``); invalid input is a
+4xx with a message saying what to change, never a 500.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import ipaddress
+import re
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import structlog
+from fastapi import APIRouter, Depends, FastAPI, Path, Query
+from fastapi.exception_handlers import (
+    http_exception_handler,
+    request_validation_exception_handler,
+)
+from fastapi.exceptions import RequestValidationError
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from gateway.core.errors import RequestError, SessionNotFound, StoreError
+from gateway.core.hub import Signal
+from gateway.core.ports import Transport
+from gateway.http.operator import MAX_PAGE, OperatorService, Page, paginate
+from session_store.operator import OperatorStore
+from session_store.records import (
+    Counts,
+    DeliveryRecord,
+    InboundEvent,
+    MessageRecord,
+    SearchHit,
+    SessionDetail,
+    SessionRecord,
+)
+from session_store.store import Store
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+log = structlog.get_logger(__name__)
+
+API_PREFIX = "/api/v1"
+MCP_PATH = "/mcp"
+PROBLEM_JSON = "application/problem+json"
+MAX_ID = 2**63 - 1
+_LOCAL_NAMES = {"localhost", "localhost."}
+
+SessionRef = Annotated[
+    str,
+    Path(
+        description="session id, or key platform:scope:chat:thread ('-' for no thread)",
+        max_length=600,
+    ),
+]
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="page size")]
+Cursor = Annotated[
+    str | None, Query(max_length=500, description="next_cursor of the previous page")
+]
+SearchText = Annotated[
+    str,
+    Query(
+        min_length=1,
+        max_length=500,
+        description='words, "a phrase", -excluded, a or b (websearch syntax)',
+    ),
+]
+
+
+# --- problems ---------------------------------------------------------------------------
+
+
+def problem(
+    status: int,
+    title: str,
+    detail: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    **extra: Any,
+) -> JSONResponse:
+    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+    body = {
+        "type": f"urn:chat-gateway:problem:{slug}",
+        "title": title,
+        "status": status,
+        "detail": detail,
+        **extra,
+    }
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+def _ours(request: Request) -> bool:
+    path = request.url.path
+    return path == API_PREFIX or path.startswith(API_PREFIX + "/") or path == MCP_PATH
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    """Problem documents for the operator paths; every other path keeps its old behaviour
+    (re-raising from a handler ends in the server's default 500, as without one)."""
+
+    async def on_request_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestError)
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return problem(exc.status, exc.title, str(exc), headers=headers)
+
+    async def on_not_found(request: Request, exc: Exception) -> Response:
+        if not _ours(request):
+            raise exc
+        return problem(404, "Session not found", str(exc))
+
+    async def on_store_error(request: Request, exc: Exception) -> Response:
+        if not _ours(request):
+            # issue 12: ingress (web chat, webhooks) while the database is unreachable: 503
+            # so the sender retries; generic body, the error is in the log
+            log.warning("store_unavailable", path=request.url.path, error=str(exc))
+            return JSONResponse(
+                {"error": "temporarily unavailable"}, status_code=503, headers={"Retry-After": "1"}
+            )
+        log.warning("admin_store_error", path=request.url.path, error=str(exc))
+        return problem(503, "Database unavailable", str(exc), headers={"Retry-After": "5"})
+
+    async def on_validation(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        if not _ours(request):
+            return await request_validation_exception_handler(request, exc)
+        errors = [
+            {
+                "field": ".".join(str(p) for p in e.get("loc", ())),
+                "message": str(e.get("msg", "invalid")),
+            }
+            for e in exc.errors()
+        ]
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+        return problem(422, "Invalid request", detail, errors=errors)
+
+    async def on_http(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        if not _ours(request):
+            return await http_exception_handler(request, exc)
+        detail = exc.detail if isinstance(exc.detail, str) else "request failed"
+        if exc.status_code == 404:
+            detail = f"no such endpoint: {request.method} {request.url.path}"
+        title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "Error")
+        return problem(exc.status_code, title, detail, headers=exc.headers)
+
+    app.add_exception_handler(RequestError, on_request_error)
+    app.add_exception_handler(SessionNotFound, on_not_found)
+    app.add_exception_handler(StoreError, on_store_error)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+
+
+# --- access -----------------------------------------------------------------------------
+
+
+def _is_loopback_ip(host: str | None) -> bool:
+    if not host:
+        return False
+    try:
+        ip = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped.is_loopback
+    return ip.is_loopback
+
+
+def _host_name(host_header: str) -> str:
+    """The name in a Host header, without the port (``[::1]:8080`` -> ``::1``)."""
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        return host[1:].split("]", 1)[0]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+class AccessPolicy:
+    """Who may use the admin API and /mcp (see the module docstring)."""
+
+    def __init__(self, token: str | None) -> None:
+        self._token = token.encode() if token else None
+
+    def check(self, *, client: str | None, host: str | None, authorization: str | None) -> None:
+        """Raise ``RequestError`` (401/403) unless the caller may go on."""
+        try:
+            self._check(client=client, host=host, authorization=authorization)
+        except RequestError as exc:
+            # who knocked, never what they sent as a token
+            log.info("operator_access_refused", status=exc.status, client=client, host=host)
+            raise
+
+    def _check(self, *, client: str | None, host: str | None, authorization: str | None) -> None:
+        if self._token is not None:
+            scheme, _, value = (authorization or "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                value.strip().encode(), self._token
+            ):
+                raise RequestError(
+                    "send Authorization: Bearer <GATEWAY_ADMIN_TOKEN>",
+                    status=401,
+                    title="Unauthorized",
+                )
+            return
+        if not _is_loopback_ip(client):
+            raise RequestError(
+                "GATEWAY_ADMIN_TOKEN is not set, so this endpoint answers only clients on "
+                "this machine (loopback); set a token to use it remotely",
+                status=403,
+                title="Forbidden",
+            )
+        name = _host_name(host or "")
+        if name not in _LOCAL_NAMES and not _is_loopback_ip(name):
+            # a page whose DNS name was rebound to 127.0.0.1 reaches us from loopback, but
+            # with its own name in Host
+            raise RequestError(
+                "without GATEWAY_ADMIN_TOKEN this endpoint must be addressed as localhost or "
+                "a loopback address",
+                status=403,
+                title="Forbidden",
+            )
+
+
+class _GuardedASGI:
+    """An ASGI app behind the access policy, answering refusals as problem documents."""
+
+    def __init__(self, app: ASGIApp, policy: AccessPolicy) -> None:
+        self._app = app
+        self._policy = policy
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            client = scope.get("client")
+            try:
+                self._policy.check(
+                    client=client[0] if client else None,
+                    host=headers.get("host"),
+                    authorization=headers.get("authorization"),
+                )
+            except RequestError as exc:
+                extra = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+                response = problem(exc.status, exc.title, str(exc), headers=extra)
+                await response(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
+
+
+# --- the admin API ----------------------------------------------------------------------
+
+
+# documents the bearer scheme in the OpenAPI schema; the check itself is AccessPolicy's
+_BEARER = HTTPBearer(auto_error=False, description="GATEWAY_ADMIN_TOKEN")
+
+
+_PROBLEM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["type", "title", "status", "detail"],
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "errors": {"type": "array", "items": {"type": "object"}},
+    },
+}
+#: every admin call can answer these, as RFC 9457 problem documents (documented so clients
+#: and schemathesis know them)
+PROBLEMS: dict[int | str, dict[str, Any]] = {
+    status: {
+        "description": description,
+        "content": {PROBLEM_JSON: {"schema": _PROBLEM_SCHEMA}},
+    }
+    for status, description in {
+        400: "malformed request (a bad cursor, contradictory parameters, NUL in the URL)",
+        401: "GATEWAY_ADMIN_TOKEN is set and the bearer token is missing or wrong",
+        403: "no token set and the caller is not local, a foreign Host, or a cross-site request",
+        404: "no such session, delivery or event",
+        413: "the body is over GATEWAY_MAX_BODY_BYTES",
+        415: "a state-changing request whose body is not application/json (an upload: not "
+        "application/octet-stream), or a file of a type the knowledge base cannot read",
+        422: "invalid parameters",
+        503: "the database is unavailable; retry later",
+    }.items()
+}
+
+
+class MessagesPage(BaseModel):
+    session_id: int
+    last_seq_no: int
+    items: list[MessageRecord]
+    #: pass as after_seq to read on (the last seq returned, or the after_seq given)
+    next_after_seq: int
+    #: pass as before_seq to read further back; null at the start of the session
+    prev_before_seq: int | None
+    has_more_after: bool
+
+
+def admin_api_router(policy: AccessPolicy, *, prefix: str, tag: str) -> APIRouter:
+    """A router under ``/api/v1``: every route behind the access policy (the bearer scheme
+    documented in OpenAPI) and answering the admin API's problem documents."""
+
+    async def guard(
+        request: Request,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)],
+    ) -> None:
+        policy.check(
+            client=request.client.host if request.client else None,
+            host=request.headers.get("host"),
+            authorization=request.headers.get("authorization"),
+        )
+
+    return APIRouter(prefix=prefix, dependencies=[Depends(guard)], tags=[tag], responses=PROBLEMS)
+
+
+def admin_router(
+    service: OperatorService, policy: AccessPolicy, wake_delivery: Callable[[], None]
+) -> APIRouter:
+    ops = service.ops
+    router = admin_api_router(policy, prefix=API_PREFIX, tag="admin")
+
+    def search_words(q: str) -> str:
+        if not re.search(r"\w", q):
+            raise RequestError("the query has no words to search for", title="Invalid query")
+        return q
+
+    @router.get("/sessions", response_model=Page[SessionRecord], summary="List sessions")
+    async def list_sessions(
+        limit: Limit = 50,
+        cursor: Cursor = None,
+        platform: Annotated[str | None, Query(max_length=64)] = None,
+        chat: Annotated[str | None, Query(max_length=256, description="chat id")] = None,
+        thread: Annotated[str | None, Query(max_length=256, description="thread id")] = None,
+        status: Literal["active", "closed"] | None = None,
+        q: Annotated[str | None, Query(max_length=200, description="text in the title")] = None,
+    ) -> Page[SessionRecord]:
+        """Newest activity first; filter by platform, chat, thread, status, title text."""
+        return await service.list_sessions(
+            platform=platform,
+            chat_id=chat,
+            thread_id=thread,
+            status=status,
+            title_contains=q,
+            cursor=cursor,
+            limit=limit,
+        )
+
+    @router.get("/sessions/{session}", response_model=SessionDetail, summary="One session")
+    async def get_session(session: SessionRef) -> SessionDetail:
+        """The session with its participants, checkpoints, links, summaries, artifacts and
+        delivery counts by status."""
+        found = await service.resolve(session)
+        return await ops.session_detail(found.id)
+
+    @router.get(
+        "/sessions/{session}/messages", response_model=MessagesPage, summary="Transcript page"
+    )
+    async def messages(
+        session: SessionRef,
+        after_seq: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
+        before_seq: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    ) -> MessagesPage:
+        """Messages in seq order: the first `limit` after `after_seq` (default: from the
+        start), or the last `limit` before `before_seq`. Each assistant message carries its
+        deliveries: status, attempts, stored target, last error, platform message id."""
+        if after_seq is not None and before_seq is not None:
+            raise RequestError("give after_seq or before_seq, not both", status=400)
+        found = await service.resolve(session)
+        items = await ops.store.messages(
+            found.id, after_seq=after_seq, before_seq=before_seq, limit=limit, with_deliveries=True
+        )
+        last = items[-1].seq_no if items else (after_seq or 0)
+        return MessagesPage(
+            session_id=found.id,
+            last_seq_no=found.last_seq_no,
+            items=items,
+            next_after_seq=last,
+            prev_before_seq=items[0].seq_no if items and items[0].seq_no > 1 else None,
+            has_more_after=last < found.last_seq_no,
+        )
+
+    @router.get(
+        "/sessions/{session}/search", response_model=Page[SearchHit], summary="Search a session"
+    )
+    async def search_session(
+        session: SessionRef, q: SearchText, limit: Limit = 20, cursor: Cursor = None
+    ) -> Page[SearchHit]:
+        """Full-text search inside one session, newest first; «» mark the matches."""
+        found = await service.resolve(session)
+        return await service.search(
+            search_words(q), session_id=found.id, cursor=cursor, limit=limit
+        )
+
+    @router.get("/search", response_model=Page[SearchHit], summary="Search every session")
+    async def search_all(
+        q: SearchText,
+        limit: Limit = 20,
+        cursor: Cursor = None,
+        platform: Annotated[str | None, Query(max_length=64)] = None,
+    ) -> Page[SearchHit]:
+        """Full-text search across sessions, newest first; each hit names its session."""
+        return await service.search(search_words(q), platform=platform, cursor=cursor, limit=limit)
+
+    @router.get("/deliveries", response_model=Page[DeliveryRecord], summary="The outbox")
+    async def deliveries(
+        limit: Limit = 50,
+        cursor: Cursor = None,
+        status: Literal["pending", "sending", "sent", "failed"] | None = None,
+        platform: Annotated[str | None, Query(max_length=64)] = None,
+        session_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    ) -> Page[DeliveryRecord]:
+        """Delivery rows, newest first, with the stored target and the last error."""
+
+        async def fetch(before: int | None, n: int) -> list[DeliveryRecord]:
+            return await ops.list_deliveries(
+                status=status, platform=platform, session_id=session_id, before_id=before, limit=n
+            )
+
+        return await paginate("deliveries", cursor, limit, fetch, lambda d: [d.id])
+
+    @router.get("/deliveries/{delivery_id}", response_model=DeliveryRecord, summary="One delivery")
+    async def delivery(delivery_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> DeliveryRecord:
+        return await ops.get_delivery(delivery_id)
+
+    @router.post(
+        "/deliveries/{delivery_id}/retry",
+        response_model=DeliveryRecord,
+        summary="Retry a failed delivery",
+        responses={409: {"description": "the delivery is not failed"}},
+    )
+    async def retry(delivery_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> DeliveryRecord:
+        """Put a failed delivery back in the outbox: same row, same stored target, attempts
+        reset. 409 if it is not failed."""
+        row = await ops.retry_delivery(delivery_id)
+        log.info(
+            "delivery_retry_requested",
+            delivery_id=delivery_id,
+            session_id=row.session_id,
+            seq_no=row.seq_no,
+            platform=row.platform,
+        )
+        wake_delivery()
+        return row
+
+    @router.get(
+        "/inbound-events", response_model=Page[InboundEvent], summary="Rejected inbound events"
+    )
+    async def inbound_events(
+        limit: Limit = 50,
+        cursor: Cursor = None,
+        status: Literal["rejected", "ignored"] = "rejected",
+        platform: Annotated[str | None, Query(max_length=64)] = None,
+    ) -> Page[InboundEvent]:
+        """Inbound events that did not become messages (the dead-letter store), newest first,
+        with the reason; the raw payload is left out (read one event for it)."""
+
+        async def fetch(before: int | None, n: int) -> list[InboundEvent]:
+            return await ops.inbound_events(
+                status=status, platform=platform, before_id=before, limit=n
+            )
+
+        return await paginate("inbound", cursor, limit, fetch, lambda e: [e.id])
+
+    @router.get(
+        "/inbound-events/{event_id}",
+        response_model=InboundEvent,
+        summary="One rejected inbound event, with its raw payload",
+    )
+    async def inbound_event(event_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> InboundEvent:
+        found = await ops.inbound_event(event_id)
+        if found is None:
+            raise RequestError(f"no inbound event {event_id}", status=404, title="Not found")
+        return found
+
+    @router.get("/stats", response_model=Counts, summary="Live counts")
+    async def stats() -> Counts:
+        """Sessions by status, deliveries by status, dead letters, oldest pending delivery."""
+        return await ops.counts()
+
+    return router
+
+
+# --- wiring -----------------------------------------------------------------------------
+
+
+class OperatorSurface:
+    """Owns the admin API, the MCP endpoint (and its session manager's lifetime) and the
+    operator pages of one gateway."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        transports: Mapping[str, Transport],
+        admin_token: str | None,
+        delivery_wake: Signal,
+    ) -> None:
+        self.ops = OperatorStore(store)
+        self.policy = AccessPolicy(admin_token)
+        self._wake = delivery_wake
+        self.service = OperatorService(
+            self.ops, transports=transports, outbox_written=delivery_wake.set
+        )
+        #: more MCP tools registered on the server at mount (the knowledge base's, issue 15)
+        self.mcp_extensions: list[Callable[[MCPServer], None]] = []
+        self._mcp_stop = asyncio.Event()
+        self._mcp_task: asyncio.Task[None] | None = None
+        self._mcp_manager: StreamableHTTPSessionManager | None = None
+
+    def mount(self, app: FastAPI) -> None:
+        # the MCP SDK costs most of a second to import; only a gateway that serves pays it
+        from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        from gateway.http.mcp import build_mcp_server
+        from gateway.http.ui import ops_routes
+
+        install_problem_handlers(app)
+        app.include_router(admin_router(self.service, self.policy, self._wake.set))
+        server = build_mcp_server(self.service)
+        for extend in self.mcp_extensions:
+            extend(server)
+        # builds the session manager; the Starlette app it returns is not used: the endpoint
+        # is mounted on our app behind our access policy, which also covers DNS rebinding.
+        # Stateless: the tools keep no per-connection state (everything is in PostgreSQL), so
+        # any replica behind a load balancer can answer any request of a client.
+        server.streamable_http_app(
+            streamable_http_path=MCP_PATH,
+            stateless_http=True,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        self._mcp_manager = server.session_manager
+        endpoint = _GuardedASGI(StreamableHTTPASGIApp(self._mcp_manager), self.policy)
+        app.router.routes.append(Route(MCP_PATH, endpoint=endpoint))
+        app.router.routes.extend(ops_routes())
+
+    async def start(self) -> None:
+        if self._mcp_manager is None or self._mcp_task is not None:
+            return
+        started = asyncio.Event()
+        self._mcp_task = asyncio.create_task(self._serve_mcp(started), name="mcp-sessions")
+        waiter = asyncio.create_task(started.wait(), name="mcp-sessions-started")
+        await asyncio.wait({self._mcp_task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        if not waiter.done():
+            waiter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiter
+        if self._mcp_task.done():
+            self._mcp_task.result()  # it failed to start: raise why
+
+    async def _serve_mcp(self, started: asyncio.Event) -> None:
+        assert self._mcp_manager is not None
+        async with self._mcp_manager.run():
+            started.set()
+            await self._mcp_stop.wait()
+
+    async def stop(self) -> None:
+        """Ends open MCP streams (before the HTTP server drains)."""
+        self._mcp_stop.set()
+        if self._mcp_task is not None:
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(self._mcp_task, 5.0)

@@ -1,0 +1,425 @@
+"""The MCP session tools: the fast path for other agents to follow and take part in a session.
+
+Every tool maps straight onto the session tables through ``OperatorService`` (the same layer
+as the admin API): read the delta after a seq, search, append as a named participant
+(optionally delivered to the session's own thread through the outbox), checkpoints,
+summaries, artifacts, close, and a per-participant read cursor. Served at ``/mcp``
+(streamable HTTP, see ``gateway.http.admin``) and by ``gateway mcp`` over stdio.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Annotated, Any, Literal
+
+import structlog
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel, Field
+from pydantic_core import to_jsonable_python
+
+from gateway.core.domain import SessionKey
+from gateway.core.errors import GatewayError
+from gateway.core.ports import PlatformAdapter, Transport
+from gateway.core.settings import Settings
+from gateway.http.operator import OperatorService
+from session_store.operator import OperatorStore
+from session_store.records import MessageRecord
+
+log = structlog.get_logger(__name__)
+
+SessionRef = Annotated[
+    Annotated[int, Field(ge=1, lt=2**63)] | Annotated[str, Field(min_length=1, max_length=600)],
+    Field(
+        description="session id (42) or key platform:scope:chat:thread ('-' for no thread); "
+        "a key means the active session of that place, else its newest closed one",
+    ),
+]
+ParticipantName = Annotated[
+    str,
+    Field(
+        description="who is acting: a stable name for this agent or person",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,63}$",
+    ),
+]
+Seq = Annotated[int, Field(ge=1, lt=2**63)]
+CheckpointStatus = Literal["open", "in_progress", "blocked", "done", "cancelled"]
+
+
+class BatchItem(BaseModel):
+    """One message of a batch append."""
+
+    content: Annotated[str, Field(min_length=1, max_length=20_000)]
+    role: Literal["assistant", "user", "system"] = "assistant"
+    model: Annotated[str | None, Field(max_length=128)] = None
+
+
+INSTRUCTIONS = (
+    "Sessions of a chat gateway: each is one conversation place (a Slack thread, a Telegram "
+    "topic, a web chat thread) with an append-only transcript numbered by seq_no. Follow a "
+    "session with get_session_delta(after_seq=the last seq you saw), take part with "
+    "append_session_message (deliver=true sends it to the thread) or append_session_messages "
+    "(a batch), keep your place with mark_read, open a place with create_session, and read "
+    "its summaries, checkpoints, artifacts and participants with the get_session_* tools."
+)
+
+
+@contextlib.contextmanager
+def _as_tool_error() -> Iterator[None]:
+    """Our errors become tool errors the model can read (unknown session, closed session,
+    seq out of range); anything else is a crash the SDK reports without details."""
+    try:
+        yield
+    except GatewayError as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def _json(value: Any) -> Any:
+    return to_jsonable_python(value)
+
+
+def _message(m: MessageRecord) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "seq_no": m.seq_no,
+        "role": m.role,
+        "sender": m.sender_name or m.sender_id,
+        "content": m.content,
+        "created_at": m.created_at.isoformat(),
+    }
+    if m.model:
+        out["model"] = m.model
+    if m.command:
+        out["command"] = m.command
+    if m.deliveries:
+        out["delivery"] = [
+            {"part": d.part_no, "status": d.status, "error": d.last_error} for d in m.deliveries
+        ]
+    return out
+
+
+def build_mcp_server(service: OperatorService) -> MCPServer:
+    # MCPServer's constructor calls logging.basicConfig(); keep whatever logging the gateway
+    # (or the test run) configured instead of gaining a second root handler
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    server: MCPServer = MCPServer("chat-gateway", instructions=INSTRUCTIONS, version="0.1.0")
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    ops = service.ops
+
+    @server.tool()
+    async def list_sessions(
+        platform: Annotated[str | None, Field(max_length=64)] = None,
+        chat: Annotated[str | None, Field(max_length=256)] = None,
+        status: Literal["active", "closed"] | None = None,
+        title_contains: Annotated[str | None, Field(max_length=200)] = None,
+        limit: Annotated[int, Field(ge=1, le=200)] = 20,
+        cursor: Annotated[str | None, Field(max_length=500)] = None,
+    ) -> dict[str, Any]:
+        """Sessions, newest activity first, filtered by platform, chat, status or title text.
+        Pass next_cursor back as cursor for the next page."""
+        with _as_tool_error():
+            page = await service.list_sessions(
+                platform=platform,
+                chat_id=chat,
+                status=status,
+                title_contains=title_contains,
+                cursor=cursor,
+                limit=limit,
+            )
+        return {
+            "sessions": [
+                {
+                    "id": s.id,
+                    "key": str(s.key),
+                    "status": s.status,
+                    "title": s.title,
+                    "message_count": s.message_count,
+                    "last_seq_no": s.last_seq_no,
+                    "last_message_at": _json(s.last_message_at),
+                }
+                for s in page.items
+            ],
+            "next_cursor": page.next_cursor,
+        }
+
+    @server.tool()
+    async def get_session_delta(
+        session: SessionRef,
+        after_seq: Annotated[int, Field(ge=0, lt=2**63)] = 0,
+        limit: Annotated[int, Field(ge=1, le=500)] = 50,
+    ) -> dict[str, Any]:
+        """Messages after seq after_seq, oldest first (at most limit). Call again with
+        after_seq=next_after_seq to follow the session; has_more says whether to."""
+        with _as_tool_error():
+            found = await service.resolve(session)
+            messages = await ops.store.messages(
+                found.id, after_seq=after_seq, limit=limit, with_deliveries=True
+            )
+        next_after = messages[-1].seq_no if messages else after_seq
+        return {
+            "session_id": found.id,
+            "key": str(found.key),
+            "status": found.status,
+            "last_seq_no": found.last_seq_no,
+            "messages": [_message(m) for m in messages],
+            "next_after_seq": next_after,
+            "has_more": next_after < found.last_seq_no,
+        }
+
+    @server.tool()
+    async def search_session(
+        query: Annotated[str, Field(min_length=1, max_length=500, pattern=r"\w")],
+        session: SessionRef | None = None,
+        limit: Annotated[int, Field(ge=1, le=100)] = 20,
+        cursor: Annotated[str | None, Field(max_length=500)] = None,
+    ) -> dict[str, Any]:
+        """Full-text search (words, "a phrase", -excluded, or) inside one session, or
+        across all sessions when session is omitted. Newest first; «» mark the matches."""
+        with _as_tool_error():
+            session_id = None if session is None else (await service.resolve(session)).id
+            page = await service.search(query, session_id=session_id, cursor=cursor, limit=limit)
+        return {
+            "hits": [
+                {
+                    "session_id": h.session_id,
+                    "key": str(h.session_key),
+                    "title": h.session_title,
+                    "seq_no": h.seq_no,
+                    "role": h.role,
+                    "sender": h.sender_name,
+                    "snippet": h.snippet,
+                }
+                for h in page.items
+            ],
+            "next_cursor": page.next_cursor,
+        }
+
+    @server.tool()
+    async def append_session_message(
+        session: SessionRef,
+        participant: ParticipantName,
+        content: Annotated[str, Field(min_length=1, max_length=20_000)],
+        deliver: bool = False,
+        model: Annotated[str | None, Field(max_length=128)] = None,
+    ) -> dict[str, Any]:
+        """Append a message to an active session as participant. With deliver=true it is
+        also sent to the session's own platform thread (the place its last user message
+        came from) through the gateway's outbox, with retries; otherwise it is only stored."""
+        with _as_tool_error():
+            message = await service.append(
+                session, participant=participant, content=content, deliver=deliver, model=model
+            )
+        log.info(
+            "mcp_message_appended",
+            session_id=message.session_id,
+            seq_no=message.seq_no,
+            participant=participant,
+            delivered=bool(message.deliveries),
+        )
+        return {"session_id": message.session_id, **_message(message)}
+
+    @server.tool()
+    async def update_checkpoint(
+        session: SessionRef,
+        name: Annotated[str, Field(min_length=1, max_length=200)],
+        status: CheckpointStatus,
+        detail: Annotated[str | None, Field(max_length=4000)] = None,
+        seq_no: Seq | None = None,
+    ) -> dict[str, Any]:
+        """Create or update one of the session's tracked steps (by name)."""
+        with _as_tool_error():
+            found = await service.resolve(session)
+            checkpoint = await ops.update_checkpoint(
+                found.id, name=name, status=status, seq_no=seq_no, detail=detail
+            )
+        return {"checkpoint": _json(checkpoint)}
+
+    @server.tool()
+    async def create_session_summary(
+        session: SessionRef,
+        from_seq: Seq,
+        to_seq: Seq,
+        content: Annotated[str, Field(min_length=1, max_length=50_000)],
+        model: Annotated[str | None, Field(max_length=128)] = None,
+    ) -> dict[str, Any]:
+        """Store a summary of messages from_seq..to_seq (inclusive). The newest summary
+        plus the messages after it is what a context is built from."""
+        with _as_tool_error():
+            found = await service.resolve(session)
+            summary = await ops.create_summary(
+                found.id, from_seq=from_seq, to_seq=to_seq, content=content, model=model
+            )
+        return {"summary": _json(summary)}
+
+    @server.tool()
+    async def link_session_artifact(
+        session: SessionRef,
+        kind: Annotated[str, Field(min_length=1, max_length=64)],
+        name: Annotated[str, Field(min_length=1, max_length=200)],
+        uri: Annotated[str | None, Field(max_length=2000)] = None,
+        content: Annotated[str | None, Field(max_length=100_000)] = None,
+        seq_no: Seq | None = None,
+    ) -> dict[str, Any]:
+        """Attach an output to the session (a file, a PR, a document: by uri or inline
+        content), optionally pinned to the message (seq_no) it came from."""
+        if uri is None and content is None:
+            raise ToolError("give the artifact a uri or content")
+        with _as_tool_error():
+            found = await service.resolve(session)
+            artifact = await ops.add_artifact(
+                found.id, kind=kind, name=name, uri=uri, content=content, seq_no=seq_no
+            )
+        return {"artifact": _json(artifact)}
+
+    @server.tool()
+    async def close_session(session: SessionRef) -> dict[str, Any]:
+        """Close the session. The next message in its thread opens a fresh session."""
+        with _as_tool_error():
+            found = await service.resolve(session)
+            closed = await ops.close_session(found.id)
+        return {"session_id": found.id, "closed": closed, "status": "closed"}
+
+    @server.tool()
+    async def mark_read(
+        session: SessionRef,
+        participant: ParticipantName,
+        seq_no: Seq | None = None,
+    ) -> dict[str, Any]:
+        """Move participant's read cursor to seq_no (default: the newest message). It never
+        moves backwards; unread counts the messages after it."""
+        with _as_tool_error():
+            found = await service.resolve(session)
+            cursor = await ops.mark_read(found.id, participant, seq_no=seq_no)
+            latest = await ops.store.get_session(found.id)
+        return {
+            "session_id": found.id,
+            "participant": cursor.participant,
+            "last_read_seq": cursor.last_read_seq,
+            "unread": max(latest.last_seq_no - cursor.last_read_seq, 0),
+        }
+
+    # --- issue 14 §10: create, batch append, and the super-session reads ----------------------
+
+    @server.tool()
+    async def create_session(
+        platform: Annotated[str, Field(min_length=1, max_length=64)],
+        scope: Annotated[str, Field(min_length=1, max_length=256)],
+        chat: Annotated[str, Field(min_length=1, max_length=256)],
+        participant: ParticipantName,
+        thread: Annotated[str | None, Field(max_length=256)] = None,
+        title: Annotated[str | None, Field(max_length=200)] = None,
+        kind: Annotated[str, Field(min_length=1, max_length=64)] = "chat",
+    ) -> dict[str, Any]:
+        """Open a session for a place (platform, scope, chat, thread), or return the active
+        one if it exists already (created=false). The creator becomes a participant. Messages
+        appended to it are stored; delivering needs a user message's reply target first."""
+        key = SessionKey(platform=platform, scope=scope, chat_id=chat, thread_id=thread)
+        with _as_tool_error():
+            session, created = await ops.create_session(
+                key, participant=participant, title=title, kind=kind
+            )
+        log.info("mcp_session_created", session_id=session.id, created=created)
+        return {
+            "session_id": session.id,
+            "key": str(session.key),
+            "created": created,
+            "status": session.status,
+            "last_seq_no": session.last_seq_no,
+        }
+
+    @server.tool()
+    async def append_session_messages(
+        session: SessionRef,
+        participant: ParticipantName,
+        messages: Annotated[list[BatchItem], Field(min_length=1, max_length=100)],
+    ) -> dict[str, Any]:
+        """Append up to 100 messages as participant in one transaction (all or none,
+        consecutive seq numbers). Stored only: use append_session_message with deliver=true
+        to post to the thread."""
+        with _as_tool_error():
+            found = await service.resolve(session)
+            stored = await ops.append_messages(
+                found.id,
+                participant=participant,
+                items=[(m.content, m.role, m.model) for m in messages],
+            )
+        return {"session_id": found.id, "seq_nos": [m.seq_no for m in stored]}
+
+    @server.tool()
+    async def get_session_summaries(session: SessionRef) -> dict[str, Any]:
+        """The session's rolling summaries (seq ranges they stand for), newest first."""
+        with _as_tool_error():
+            detail = await ops.session_detail((await service.resolve(session)).id)
+        return {"session_id": detail.session.id, "summaries": _json(detail.summaries)}
+
+    @server.tool()
+    async def get_session_checkpoints(session: SessionRef) -> dict[str, Any]:
+        """The session's tracked steps and their status."""
+        with _as_tool_error():
+            detail = await ops.session_detail((await service.resolve(session)).id)
+        return {"session_id": detail.session.id, "checkpoints": _json(detail.checkpoints)}
+
+    @server.tool()
+    async def get_session_artifacts(session: SessionRef) -> dict[str, Any]:
+        """The outputs linked to the session (uri or inline content)."""
+        with _as_tool_error():
+            detail = await ops.session_detail((await service.resolve(session)).id)
+        return {"session_id": detail.session.id, "artifacts": _json(detail.artifacts)}
+
+    @server.tool()
+    async def get_session_participants(session: SessionRef) -> dict[str, Any]:
+        """Who takes part (platform users with role user, the assistant, MCP agents) and how
+        far each has read."""
+        with _as_tool_error():
+            detail = await ops.session_detail((await service.resolve(session)).id)
+        return {"session_id": detail.session.id, "participants": _json(detail.participants)}
+
+    return server
+
+
+async def serve_stdio(settings: Settings, dsn: str) -> int:
+    """``gateway mcp``: the same tools over stdin/stdout, against the configured database.
+
+    Messages appended with ``deliver`` go into the outbox; a running ``gateway run`` sends
+    them (its delivery workers poll the outbox). The platforms' transports are built here
+    only to split and format them exactly as that process would; nothing is started."""
+    from gateway.core.conversations import Conversations
+    from gateway.core.hub import Broadcast
+    from gateway.core.ports import AdapterContext
+    from gateway.http.webauth import WebIdentity
+    from gateway.runtime.gateway import build_adapters
+    from session_store.migrator import migrate
+    from session_store.store import Store
+
+    await migrate(dsn)
+    store = await Store.connect(dsn, min_size=1, max_size=4)
+    try:
+        context = AdapterContext(
+            live=Broadcast(),
+            conversations=Conversations(store),
+            identity=WebIdentity.from_settings(settings, store),
+        )
+        adapters = build_adapters(settings, context)
+        transports: dict[str, Transport] = {a.platform: a.transport for a in adapters}
+        service = OperatorService(OperatorStore(store), transports=transports)
+        server = build_mcp_server(service)
+        log.info("mcp_stdio_started", platforms=sorted(transports))
+        try:
+            await server.run_stdio_async()
+        finally:
+            await _stop_all(adapters)
+    finally:
+        await store.close()
+    return 0
+
+
+async def _stop_all(adapters: Sequence[PlatformAdapter]) -> None:
+    for adapter in adapters:
+        try:
+            await adapter.stop()
+        except Exception:
+            # never started here; a stop that trips over that must not hide the real exit
+            log.debug("adapter_stop_failed", platform=adapter.platform, exc_info=True)

@@ -1,0 +1,237 @@
+"""What the admin API and the MCP session tools share: opaque pagination cursors, finding a
+session by id or key, and appending a participant's message through the normal outbox.
+
+Both surfaces call this one layer, so a rule (a closed session takes no new messages, a
+delivered message is split in the platform's own unit and carries the stored target) holds
+the same way for an operator and for an agent."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from gateway.core.domain import SessionKey
+from gateway.core.errors import RequestError, SessionNotFound
+from gateway.core.ports import Transport
+from session_store.operator import OperatorStore
+from session_store.records import MessageRecord, SearchHit, SessionRecord
+from session_store.values import Role, SessionStatus
+
+T = TypeVar("T")
+
+MAX_PAGE = 500
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Page(Generic[T]):
+    items: Sequence[T]
+    next_cursor: str | None
+
+
+def encode_cursor(kind: str, values: Sequence[Any]) -> str:
+    raw = json.dumps({"k": kind, "v": list(values)}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(kind: str, text: str) -> list[Any]:
+    """The values of a cursor made by ``encode_cursor(kind, ...)``; 400 for anything else
+    (garbage, a cursor of another listing, a hand-edited one)."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        data = json.loads(raw)
+    except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
+        raise _bad_cursor() from exc
+    if not isinstance(data, dict) or data.get("k") != kind or not isinstance(data.get("v"), list):
+        raise _bad_cursor()
+    return list(data["v"])
+
+
+def _bad_cursor() -> RequestError:
+    return RequestError(
+        "the cursor is not one this listing returned; start again without a cursor",
+        status=400,
+        title="Invalid cursor",
+    )
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63
+
+
+def _one_id(values: list[Any]) -> int:
+    """The position of a listing ordered by one id (or seq) descending."""
+    if len(values) != 1 or not _is_id(values[0]):
+        raise _bad_cursor()
+    return int(values[0])
+
+
+def _session_position(values: list[Any]) -> tuple[datetime | None, int]:
+    """The position of the sessions listing: (last activity, id) of the last row seen."""
+    if len(values) != 2 or not _is_id(values[1]):
+        raise _bad_cursor()
+    try:
+        when = None if values[0] is None else datetime.fromisoformat(values[0])
+    except (TypeError, ValueError) as exc:
+        raise _bad_cursor() from exc
+    if when is not None and when.tzinfo is None:
+        raise _bad_cursor()
+    return when, int(values[1])
+
+
+async def paginate(
+    kind: str,
+    cursor: str | None,
+    limit: int,
+    fetch: Callable[[Any, int], Awaitable[Sequence[T]]],
+    position: Callable[[T], list[Any]],
+    *,
+    parse: Callable[[list[Any]], Any] = _one_id,
+) -> Page[T]:
+    """One page of a keyset-paged listing, for the admin API and the MCP tools alike.
+
+    ``fetch(after, n)`` reads up to ``n`` rows after the position ``after`` (``None`` for
+    the first page; otherwise what ``parse`` made of the cursor's values). One row more than
+    ``limit`` is read, so ``next_cursor`` (``position`` of the last row) is given only when
+    there really is a next page."""
+    after = None if cursor is None else parse(decode_cursor(kind, cursor))
+    items = list(await fetch(after, limit + 1))
+    next_cursor = None
+    if len(items) > limit:
+        items = items[:limit]
+        next_cursor = encode_cursor(kind, position(items[-1]))
+    return Page(items=items, next_cursor=next_cursor)
+
+
+def session_position(session: SessionRecord) -> list[Any]:
+    stamp = None if session.last_message_at is None else session.last_message_at.isoformat()
+    return [stamp, session.id]
+
+
+class OperatorService:
+    def __init__(
+        self,
+        ops: OperatorStore,
+        *,
+        transports: Mapping[str, Transport],
+        outbox_written: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.ops = ops
+        self._transports = transports
+        self._outbox_written = outbox_written
+
+    async def resolve(self, ref: int | str) -> SessionRecord:
+        """A session by id (``42`` or ``"42"``) or key (``platform:scope:chat:thread``, the
+        active session for that place, else its newest closed one)."""
+        if isinstance(ref, int) or (ref.strip().isascii() and ref.strip().isdigit()):
+            session_id = int(ref)
+            if not 0 < session_id < 2**63:
+                raise SessionNotFound(f"no session {ref}")
+            return await self.ops.store.get_session(session_id)
+        try:
+            key = SessionKey.parse(ref.strip())
+        except ValueError as exc:
+            raise RequestError(
+                f"{ref!r} is neither a session id nor a key (platform:scope:chat:thread)",
+                title="Invalid session reference",
+            ) from exc
+        found = await self.ops.store.find_session(key)
+        if found is None:
+            raise SessionNotFound(f"no session for key {key}")
+        return found
+
+    async def list_sessions(
+        self,
+        *,
+        platform: str | None = None,
+        chat_id: str | None = None,
+        thread_id: str | None = None,
+        status: SessionStatus | None = None,
+        title_contains: str | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+    ) -> Page[SessionRecord]:
+        """Newest activity first."""
+
+        async def fetch(after: Any, n: int) -> list[SessionRecord]:
+            return await self.ops.store.list_sessions(
+                platform=platform,
+                chat_id=chat_id,
+                thread_id=thread_id,
+                status=status,
+                title_contains=title_contains,
+                after=after,
+                limit=n,
+            )
+
+        return await paginate(
+            "sessions", cursor, limit, fetch, session_position, parse=_session_position
+        )
+
+    async def search(
+        self,
+        query: str,
+        *,
+        session_id: int | None = None,
+        platform: str | None = None,
+        cursor: str | None = None,
+        limit: int = 20,
+    ) -> Page[SearchHit]:
+        """Full-text search, newest first: inside one session (paged by seq), or across
+        sessions (paged by message id)."""
+
+        async def fetch(before: Any, n: int) -> list[SearchHit]:
+            return await self.ops.search(
+                query, session_id=session_id, platform=platform, before=before, limit=n
+            )
+
+        if session_id is not None:
+            return await paginate("search-session", cursor, limit, fetch, lambda h: [h.seq_no])
+        return await paginate("search", cursor, limit, fetch, lambda h: [h.message_id])
+
+    async def append(
+        self,
+        ref: int | str,
+        *,
+        participant: str,
+        content: str,
+        deliver: bool = False,
+        role: Role = "assistant",
+        model: str | None = None,
+    ) -> MessageRecord:
+        """Append ``content`` as ``participant``. With ``deliver`` it goes out through the
+        outbox to the session's own thread, split and formatted by that platform's
+        transport exactly as an agent's reply is."""
+        session = await self.resolve(ref)
+        parts: list[str] | None = None
+        if deliver:
+            if role != "assistant":
+                raise RequestError("only assistant messages can be delivered to the thread")
+            transport = self._transports.get(session.key.platform)
+            if transport is None:
+                raise RequestError(
+                    f"platform {session.key.platform!r} is not configured in this process, so "
+                    "its messages cannot be split for delivery; configure it (the same settings "
+                    "as `gateway run`) or append without delivery",
+                    status=409,
+                    title="Conflict",
+                )
+            parts = transport.parts(content)
+            if not parts:
+                raise RequestError("content is empty after trimming; nothing to deliver")
+        message = await self.ops.append_message(
+            session.id,
+            participant=participant,
+            content=content,
+            role=role,
+            model=model,
+            parts=parts,
+            metadata={"via": "operator"},
+        )
+        if parts:
+            self._outbox_written()
+        return message

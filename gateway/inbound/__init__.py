@@ -1,0 +1,1 @@
+"""What comes in: the shared ingress steps, the intake, and the one answer policy."""

@@ -1,0 +1,400 @@
+"""The core's ``Intake``: what every adapter calls with an extracted event."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, fields, is_dataclass, replace
+from typing import Any, TypeVar
+
+import structlog
+
+from gateway.core.domain import (
+    PLACE_KEY,
+    Envelope,
+    EventKind,
+    Extracted,
+    Rejected,
+    SessionKey,
+    Trigger,
+)
+from gateway.core.errors import StoreError
+from gateway.core.hub import Broadcast, Signal
+from gateway.core.logs import is_secret_key
+from gateway.core.metrics import Metrics
+from gateway.core.ports import ApprovalClick, ApprovalDecider, ClickOutcome, IngestOutcome
+from gateway.runtime.leadership import Body, LeaderElection
+from gateway.runtime.supervisor import Beat, Supervisor
+from session_store.records import InboundAnnotation, InboundItem, InboundMessage, InboundNote
+from session_store.store import Store
+from session_store.values import TurnRequest
+
+log = structlog.get_logger(__name__)
+
+
+def live_topic(key: SessionKey) -> str:
+    """Broadcast topic of one conversation place (web chat live streams subscribe to it)."""
+    return f"{key.platform}:{key.scope}:{key.chat_id}:{key.thread_id or ''}"
+
+
+#: the core's answer policy, as the store applies it atomically with the session row
+_TURN_REQUEST: dict[Trigger, TurnRequest] = {
+    Trigger.ALWAYS: "always",
+    Trigger.IF_FOLLOWING: "if_answered",
+    Trigger.NEVER: "never",
+}
+
+
+def message_key(envelope: Envelope) -> str:
+    """The message's identity in its chat: the inbox's second dedupe key."""
+    return f"{envelope.key.scope}:{envelope.key.chat_id}:{envelope.message_id}"
+
+
+# --- poison-proof intake (issue 12) ---------------------------------------------------------
+# What PostgreSQL cannot store is cleaned here, once for every surface: NUL characters are
+# removed and lone surrogates replaced (text and jsonb refuse both), non-finite floats and
+# integers too long to print become text, and an oversized raw payload is truncated. What was
+# changed is noted in the message's metadata (``sanitized``).
+
+#: raw payloads bigger than this (as JSON) are stored truncated
+MAX_RAW_BYTES = 256 * 1024
+#: how much of a truncated payload is kept
+RAW_HEAD_BYTES = 16 * 1024
+_SURROGATES = re.compile("[\ud800-\udfff]")
+T = TypeVar("T")
+
+
+def clean_text(text: str, notes: set[str]) -> str:
+    """``text`` as PostgreSQL can store it: NUL removed, lone surrogates replaced by U+FFFD."""
+    if "\x00" in text:
+        notes.add("nul_removed")
+        text = text.replace("\x00", "")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        notes.add("surrogates_replaced")
+        text = _SURROGATES.sub("\ufffd", text)
+    return text
+
+
+def clean_value(value: T, notes: set[str]) -> T:
+    """``value`` (text, numbers, mappings, sequences, frozen records) with everything
+    PostgreSQL cannot store cleaned, recursively."""
+    out: Any = value
+    if isinstance(value, str):
+        out = clean_text(value, notes)
+    elif isinstance(value, bool) or value is None:
+        out = value
+    elif isinstance(value, float) and not math.isfinite(value):
+        notes.add("number_as_text")
+        out = repr(value)
+    elif isinstance(value, int) and value.bit_length() > 1000:
+        # Python refuses to print integers of more than 4300 digits; no id is that long
+        notes.add("number_as_text")
+        out = f"<integer of {value.bit_length()} bits>"
+    elif isinstance(value, Mapping):
+        out = {clean_text(str(k), notes): clean_value(v, notes) for k, v in value.items()}
+    elif isinstance(value, list | tuple):
+        out = type(value)(clean_value(v, notes) for v in value)
+    elif is_dataclass(value) and not isinstance(value, type):
+        changes = {
+            f.name: clean_value(getattr(value, f.name), notes) for f in fields(value) if f.init
+        }
+        out = replace(value, **changes)
+    return out  # type: ignore[no-any-return]
+
+
+def clean_raw(raw: Mapping[str, Any] | None, notes: set[str]) -> Mapping[str, Any] | None:
+    """The raw payload as the inbox can keep it: credentials stripped at any depth (Slack's
+    legacy ``token``, an ``Authorization``, a ``password``), cleaned, and truncated when
+    oversized."""
+    if raw is None:
+        return None
+    cleaned: dict[str, Any] = clean_value(_without_secrets(dict(raw)), notes)
+    try:
+        size = len(json.dumps(cleaned, default=str, separators=(",", ":")))
+    except (TypeError, ValueError):  # a value no JSON encoder takes, or nested too deep
+        notes.add("raw_unencodable")
+        return {"unencodable": True, "repr": repr(cleaned)[:RAW_HEAD_BYTES]}
+    if size > MAX_RAW_BYTES:
+        notes.add("raw_truncated")
+        head = json.dumps(cleaned, default=str)[:RAW_HEAD_BYTES]
+        return {"truncated": True, "bytes": size, "head": head}
+    return cleaned
+
+
+def _without_secrets(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _without_secrets(v) for k, v in value.items() if not is_secret_key(str(k))}
+    if isinstance(value, list | tuple):
+        return [_without_secrets(v) for v in value]
+    return value
+
+
+#: the longest identifier (chat, thread, scope, message, sender, event id) kept, in UTF-8
+#: bytes: real platform ids are far shorter, and a btree index row must stay under 2704 bytes
+#: (issue 12: a fuzzed 3 KB Slack user id was stored, then failed every turn of its session)
+MAX_ID_BYTES = 200
+
+
+def _too_long(value: str | None) -> bool:
+    return value is not None and len(value.encode("utf-8")) > MAX_ID_BYTES
+
+
+def _oversized_id(item: InboundItem) -> str | None:
+    """The name of the first identifier of ``item`` longer than ``MAX_ID_BYTES``."""
+    if isinstance(item, InboundMessage):
+        ids = {
+            "scope": item.key.scope,
+            "chat id": item.key.chat_id,
+            "thread id": item.key.thread_id,
+            "message id": item.external_id,
+            "message key": item.message_key,
+            "sender id": item.sender_id,
+            "event id": item.event_id,
+            "reply-to id": item.reply_to_external_id,
+        }
+    elif isinstance(item, InboundAnnotation):
+        ids = {"message key": item.message_key, "event id": item.event_id}
+    else:
+        ids = {"event id": item.event_id}
+    return next((name for name, value in ids.items() if _too_long(value)), None)
+
+
+def to_inbound(extracted: Extracted) -> InboundItem:
+    """What the store keeps of one extracted event, cleaned of what PostgreSQL cannot
+    store (see ``clean_value``; noted in a message's metadata as ``sanitized``). An event
+    with an identifier no platform would send (longer than ``MAX_ID_BYTES``) is a rejected
+    dead letter, its event id dropped when that is the long one."""
+    notes: set[str] = set()
+    item = clean_value(_to_inbound(extracted), notes)
+    oversized = _oversized_id(item)
+    if oversized is not None:
+        platform = item.key.platform if isinstance(item, InboundMessage) else item.platform
+        event_id = None if _too_long(item.event_id) else item.event_id
+        return InboundNote(
+            platform=platform,
+            status="rejected",
+            reason=f"{oversized} longer than {MAX_ID_BYTES} bytes",
+            event_id=event_id,
+        )
+    if notes and isinstance(item, InboundMessage):
+        item = replace(item, metadata={**item.metadata, "sanitized": sorted(notes)})
+    return item
+
+
+def _to_inbound(extracted: Extracted) -> InboundItem:
+    if isinstance(extracted, Rejected):
+        return InboundNote(
+            platform=extracted.platform,
+            status="rejected",
+            reason=extracted.reason,
+            event_id=extracted.event_id,
+        )
+    if not isinstance(extracted, Envelope):
+        return InboundNote(
+            platform=extracted.platform,
+            status="ignored",
+            reason=extracted.reason,
+            event_id=extracted.event_id,
+        )
+    if extracted.kind is not EventKind.MESSAGE:
+        return InboundAnnotation(
+            platform=extracted.key.platform,
+            kind="edit" if extracted.kind is EventKind.EDIT else "delete",
+            message_key=message_key(extracted),
+            content=extracted.text,
+            event_id=extracted.event_id,
+        )
+    return InboundMessage(
+        key=extracted.key,
+        target=extracted.target,
+        external_id=extracted.message_id,
+        message_key=message_key(extracted),
+        content=extracted.text,
+        sender_id=extracted.sender.id,
+        sender_name=extracted.sender.name,
+        event_id=extracted.event_id,
+        turn_request=_TURN_REQUEST[extracted.trigger],
+        command=extracted.command,
+        reply_to_external_id=extracted.reply_to_id,
+        backfill=extracted.backfill,
+        sent_at=extracted.sent_at,
+        metadata=_message_metadata(extracted),
+    )
+
+
+def _message_metadata(env: Envelope) -> dict[str, Any]:
+    meta: dict[str, Any] = dict(env.metadata)
+    meta[PLACE_KEY] = env.place.as_json()
+    if env.attachments:
+        meta["attachments"] = [
+            {k: v for k, v in asdict(a).items() if v is not None} for a in env.attachments
+        ]
+    if env.sender.is_bot:
+        meta["sender_is_bot"] = True
+    return meta
+
+
+class CoreIntake:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        metrics: Metrics,
+        turn_wake: Signal,
+        live: Broadcast,
+        leader_interval: float = 5.0,
+        supervisor: Supervisor | None = None,
+    ) -> None:
+        #: leader election for single-connection ingress (see ``gateway.runtime.leadership``)
+        self.election = LeaderElection(store.dsn, interval=leader_interval)
+        self._store = store
+        self._metrics = metrics
+        self._turn_wake = turn_wake
+        self._live = live
+        #: approvals in the thread (issue 14), set by the composition root
+        self.approvals: ApprovalDecider | None = None
+        self._supervisor = supervisor
+
+    async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
+        platform = extracted.key.platform if isinstance(extracted, Envelope) else extracted.platform
+        started = time.perf_counter()
+        notes: set[str] = set()
+        stored_raw = clean_raw(raw, notes)
+        item = to_inbound(extracted)
+        if notes and isinstance(item, InboundMessage):
+            sanitized = sorted({*item.metadata.get("sanitized", ()), *notes})
+            item = replace(item, metadata={**item.metadata, "sanitized": sanitized})
+        try:
+            result = await self._store.ingest(item, raw=stored_raw)
+        except StoreError as exc:
+            if exc.transient:
+                raise  # the database is away: not stored, the surface retries later
+            # the database refuses this item for good: keep a dead letter with the reason
+            # so that the surface moves past it (a poison item never blocks the ones behind)
+            log.error(
+                "inbound_unstorable",
+                platform=platform,
+                error=str(exc),
+                sqlstate=exc.sqlstate,
+                event_id=item.event_id,
+            )
+            reason = f"cannot be stored: {exc.sqlstate or type(exc).__name__}"
+            result = await self._store.ingest(
+                InboundNote(
+                    platform=platform,
+                    status="rejected",
+                    reason=reason,
+                    event_id=item.event_id,
+                ),
+                raw={"unstorable": True, "sqlstate": exc.sqlstate},
+            )
+        self._metrics.ingest_seconds.labels(platform).observe(time.perf_counter() - started)
+        self._metrics.inbound.labels(platform, result.status).inc()
+        if isinstance(extracted, Envelope):
+            structlog.contextvars.bind_contextvars(
+                platform=platform,
+                chat_id=extracted.key.chat_id,
+                thread_id=extracted.key.thread_id,
+                session_id=result.session_id,
+                seq_no=result.seq_no,
+            )
+            try:
+                log.info(
+                    "inbound_stored",
+                    outcome=result.status,
+                    event_id=extracted.event_id,
+                    message_id=extracted.message_id,
+                    kind=extracted.kind.value,
+                    turn_requested=result.turn_requested,
+                )
+            finally:
+                structlog.contextvars.unbind_contextvars(
+                    "platform", "chat_id", "thread_id", "session_id", "seq_no"
+                )
+            if result.status == "accepted":
+                self._live.publish(
+                    live_topic(extracted.key),
+                    {"type": "message", "session_id": result.session_id, "seq_no": result.seq_no},
+                )
+        else:
+            log.info(
+                "inbound_not_stored_as_message",
+                platform=platform,
+                outcome=result.status,
+                reason=extracted.reason,
+                event_id=extracted.event_id,
+            )
+        if result.turn_requested:
+            self._turn_wake.set()
+        return IngestOutcome(
+            status=result.status,
+            session_id=result.session_id,
+            seq_no=result.seq_no,
+            reason=result.reason,
+        )
+
+    async def lead(self, name: str, body: Body, *, stopping: asyncio.Event | None = None) -> None:
+        """Run an adapter's receive loop ``body`` on the leader, supervised: if it raises,
+        it is logged, counted (``gateway_worker_restarts_total{worker="ingress:NAME"}``)
+        and started again with backoff; it ends when it returns or ``stopping`` is set."""
+        if self._supervisor is None:
+            await self.election.run(name, body, stopping=stopping)
+            return
+
+        async def elected(beat: Beat) -> None:
+            await self.election.run(name, body, stopping=stopping)
+
+        await self._supervisor.supervise(
+            f"ingress:{name}", elected, stopping=stopping, restart_on_return=False
+        )
+
+    async def supervise(
+        self, name: str, body: Body, *, stopping: asyncio.Event | None = None
+    ) -> None:
+        """Run a receive loop ``body`` that every replica runs (Slack Socket Mode: Slack
+        spreads an app's events over its connections), supervised like ``lead``'s:
+        restarted with backoff, counted as ``ingress:NAME``, shown in ``/readyz``."""
+        if self._supervisor is None:
+            await body()
+            return
+
+        async def run(beat: Beat) -> None:
+            await body()
+
+        await self._supervisor.supervise(
+            f"ingress:{name}", run, stopping=stopping, restart_on_return=False
+        )
+
+    async def knows(self, key: SessionKey) -> bool:
+        return await self._store.has_active_session(key)
+
+    async def load_cursor(self, name: str) -> str | None:
+        return await self._store.load_cursor(name)
+
+    async def save_cursor(self, name: str, value: str) -> None:
+        await self._store.save_cursor(name, value)
+
+    async def approval_click(self, click: ApprovalClick) -> ClickOutcome:
+        if self.approvals is None:
+            return ClickOutcome(outcome="unknown", message="Approvals are off here.")
+        return await self.approvals.click(click)
+
+    async def record_feedback(
+        self, *, platform: str, chat_id: str, message_id: str, user_id: str, value: int
+    ) -> bool:
+        found = await self._store.find_bot_message(
+            platform, chat_id=chat_id, platform_message_id=message_id
+        )
+        if found is None:
+            return False
+        result = await self._store.set_feedback(found, user_id=user_id, value=value)
+        log.info(
+            "feedback_recorded", platform=platform, chat_id=chat_id, value=value, feedback=result
+        )
+        return True

@@ -1,0 +1,1 @@
+"""Operations: the command line, setup, doctor, knowledge-base commands."""

@@ -1,0 +1,351 @@
+"""The ``gateway`` command. Exit codes: 0 success, 2 bad configuration, 1 anything else."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+from collections.abc import AsyncIterator, Coroutine, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from gateway.core.domain import SessionKey
+from gateway.core.errors import ConfigError, GatewayError
+from gateway.core.logs import configure_logging
+from gateway.core.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from session_store.records import SessionRecord
+
+log = structlog.get_logger("gateway")
+
+
+@contextlib.asynccontextmanager
+async def database(settings: Settings) -> AsyncIterator[str]:
+    """The DSN to use: ``DATABASE_URL``, or the embedded server under GATEWAY_DATA_DIR."""
+    if settings.database_url:
+        yield settings.database_url
+        return
+    from session_store.embedded import EmbeddedPostgres
+
+    embedded = EmbeddedPostgres(settings.gateway_data_dir)
+    dsn = await embedded.start()
+    # the wheel stops the server at interpreter exit (when we are its last user), after the
+    # pool is closed; stopping it here would race a second gateway sharing the data dir
+    yield dsn
+
+
+async def _run(settings: Settings) -> int:
+    from gateway.agents.loading import load_agent
+    from gateway.runtime.gateway import Gateway
+    from session_store.migrator import migrate
+    from session_store.store import Store
+
+    agent = load_agent(settings.agent, settings)
+    if settings.gateway_tools:
+        # a bad tools file stops start-up (exit 2) before the database is started
+        from gateway.tools.catalog import load_tools_file
+
+        load_tools_file(settings.gateway_tools_file)
+    async with database(settings) as dsn:
+        await migrate(dsn)
+        store = await Store.connect(dsn, max_size=settings.gateway_db_pool_size)
+        try:
+            gateway = Gateway(settings, store=store, agent=agent)
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
+            await gateway.start()
+            print(f"gateway ready: web chat at {gateway.url}", flush=True)
+            try:
+                await stop.wait()
+            finally:
+                log.info("gateway_stopping")
+                await gateway.stop()
+        finally:
+            await store.close()
+    return 0
+
+
+async def _migrate(settings: Settings) -> int:
+    from session_store.migrator import migrate
+
+    async with database(settings) as dsn:
+        applied = await migrate(dsn)
+    print(f"applied {len(applied)} migration(s)" + (": " + ", ".join(applied) if applied else ""))
+    return 0
+
+
+async def _sessions_list(
+    settings: Settings, platform: str | None, active: bool, limit: int, as_json: bool = False
+) -> int:
+    from session_store.migrator import migrate
+    from session_store.store import Store
+
+    async with database(settings) as dsn:
+        await migrate(dsn)
+        store = await Store.connect(dsn, min_size=1, max_size=2)
+        try:
+            sessions = await store.list_sessions(
+                platform=platform, status="active" if active else None, limit=limit
+            )
+        finally:
+            await store.close()
+    if as_json:
+        # one JSON array, newest activity first, for scripts (`jq`)
+        print(json.dumps([_session_json(s) for s in sessions], indent=2))
+        return 0
+    for s in sessions:
+        last = s.last_message_at.isoformat(timespec="seconds") if s.last_message_at else "-"
+        print(f"{s.id}\t{s.key}\t{s.status}\t{s.message_count} messages\t{last}")
+    if not sessions:
+        print("no sessions", file=sys.stderr)
+    return 0
+
+
+def _session_json(s: SessionRecord) -> dict[str, Any]:
+    def when(value: datetime | None) -> str | None:
+        return value.isoformat() if value else None
+
+    return {
+        "id": s.id,
+        "key": str(s.key),
+        "platform": s.key.platform,
+        "scope": s.key.scope,
+        "chat_id": s.key.chat_id,
+        "thread_id": s.key.thread_id,
+        "status": s.status,
+        "title": s.title,
+        "message_count": s.message_count,
+        "created_at": when(s.created_at),
+        "last_message_at": when(s.last_message_at),
+    }
+
+
+async def _sessions_show(settings: Settings, ident: str, after: int, limit: int) -> int:
+    from gateway.tools.display import tool_lines
+    from session_store.migrator import migrate
+    from session_store.store import Store
+
+    async with database(settings) as dsn:
+        await migrate(dsn)
+        store = await Store.connect(dsn, min_size=1, max_size=2)
+        try:
+            if ident.isascii() and ident.isdigit():
+                session = await store.get_session(int(ident))
+            else:
+                try:
+                    key = SessionKey.parse(ident)
+                except ValueError as exc:
+                    print(str(exc), file=sys.stderr)
+                    return 1
+                found = await store.find_session(key)
+                if found is None:
+                    print(f"no session for key {ident}", file=sys.stderr)
+                    return 1
+                session = found
+            messages = await store.delta(session.id, after, limit)
+        finally:
+            await store.close()
+    print(
+        f"session {session.id} {session.key} ({session.status}, {session.message_count} messages)"
+    )
+    for m in messages:
+        who = m.sender_name or m.sender_id or m.role
+        label = f"{m.role}:{who}" if m.role == "user" else m.role
+        print(f"[{m.seq_no}] {label}: {m.content}")
+        # tool calls, results and routing (issue 14)
+        for line in tool_lines(m.role, m.metadata):
+            print(line)
+    return 0
+
+
+# --- web chat accounts (issue 13) -------------------------------------------------------------
+
+
+def _read_password() -> str:
+    """From the terminal (asked twice), or the first line of stdin when it is not one."""
+    if not sys.stdin.isatty():
+        return sys.stdin.readline().rstrip("\r\n")
+    import getpass
+
+    first = getpass.getpass("password: ")
+    if getpass.getpass("again: ") != first:
+        raise ConfigError("password", "the two passwords differ")
+    return first
+
+
+async def _users(settings: Settings, command: str, name: str | None) -> int:
+    from gateway.http.webauth import MIN_PASSWORD, hash_password, valid_name
+    from session_store.accounts import AccountStore
+    from session_store.migrator import migrate
+    from session_store.store import Store
+
+    if name is not None and not valid_name(name):
+        print("a name is 1-64 letters, digits, '.', '_', '@', '+' or '-'", file=sys.stderr)
+        return 1
+    password_hash = None
+    if command == "add":
+        password = _read_password()
+        if len(password) < MIN_PASSWORD:
+            print(f"the password must be at least {MIN_PASSWORD} characters", file=sys.stderr)
+            return 1
+        password_hash = await asyncio.to_thread(hash_password, password)
+    async with database(settings) as dsn:
+        await migrate(dsn)
+        store = await Store.connect(dsn, min_size=1, max_size=2)
+        try:
+            accounts = AccountStore(store.db)
+            if command == "add":
+                assert name is not None and password_hash is not None
+                await accounts.add(name, password_hash)
+                print(f"{name}: saved (signed out everywhere)")
+            elif command == "remove":
+                assert name is not None
+                if not await accounts.remove(name):
+                    print(f"no account {name}", file=sys.stderr)
+                    return 1
+                print(f"{name}: removed")
+            else:
+                for account in await accounts.list():
+                    print(f"{account.name}\t{account.created_at.isoformat(timespec='seconds')}")
+        finally:
+            await store.close()
+    if settings.gateway_web_auth != "accounts" and command == "add":
+        print("note: accounts are used when GATEWAY_WEB_AUTH=accounts", file=sys.stderr)
+    return 0
+
+
+async def _doctor(settings: Settings) -> int:
+    from gateway.ops.doctor import run_doctor
+
+    return await run_doctor(settings)
+
+
+async def _mcp(settings: Settings) -> int:
+    from gateway.http.mcp import serve_stdio
+
+    async with database(settings) as dsn:
+        return await serve_stdio(settings, dsn)
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return number
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gateway", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("run", help="migrate, then serve every configured surface until stopped")
+    sub.add_parser("migrate", help="apply pending migrations and exit")
+    sessions = sub.add_parser("sessions", help="inspect sessions")
+    ssub = sessions.add_subparsers(dest="sessions_command", required=True)
+    lst = ssub.add_parser("list", help="one line per session")
+    lst.add_argument("--platform")
+    lst.add_argument("--active", action="store_true")
+    lst.add_argument("--limit", type=_positive, default=100, help="at most N sessions")
+    lst.add_argument("--json", action="store_true", help="a JSON array instead of lines")
+    show = ssub.add_parser("show", help="a session's transcript in seq order")
+    show.add_argument("ident", metavar="ID-or-KEY", help="session id or platform:scope:chat:thread")
+    show.add_argument("--after", type=int, default=0)
+    show.add_argument("--limit", type=int, default=1000)
+    users = sub.add_parser("users", help="web chat accounts (GATEWAY_WEB_AUTH=accounts)")
+    usub = users.add_subparsers(dest="users_command", required=True)
+    add = usub.add_parser("add", help="add an account, or set its password (stdin if piped)")
+    add.add_argument("name")
+    usub.add_parser("list", help="one line per account")
+    remove = usub.add_parser("remove", help="remove an account (signs it out)")
+    remove.add_argument("name")
+    sub.add_parser("doctor", help="check configuration, database and platform credentials")
+    sub.add_parser("mcp", help="serve the MCP session tools over stdio (logs go to stderr)")
+    from gateway.ops.setup import add_parser as add_setup_parser
+
+    add_setup_parser(sub)  # gateway setup telegram|slack|mattermost (issue 18)
+
+    # knowledge base (issue 15): gateway kb add|list|remove|search
+    from gateway.ops.kb import add_parser as add_kb_parser
+
+    add_kb_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "setup":
+        # before load_settings: setup is how a half-configured .env gets fixed
+        return _setup(args)
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        if args.command == "doctor":  # doctor reports it like every other finding, with a fix
+            from gateway.ops.doctor import config_failure, render
+
+            render([config_failure(exc)])
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.gateway_log_format, settings.gateway_log_level)
+    try:
+        if args.command == "run":
+            coro = _run(settings)
+        elif args.command == "migrate":
+            coro = _migrate(settings)
+        elif args.command == "doctor":
+            coro = _doctor(settings)
+        elif args.command == "mcp":
+            coro = _mcp(settings)
+        elif args.command == "users":
+            coro = _users(settings, args.users_command, getattr(args, "name", None))
+        elif args.command == "kb":  # knowledge base (issue 15)
+            from gateway.ops.kb import run as run_kb
+
+            coro = run_kb(settings, args)
+        elif args.sessions_command == "list":
+            coro = _sessions_list(settings, args.platform, args.active, args.limit, args.json)
+        else:
+            coro = _sessions_show(settings, args.ident, args.after, args.limit)
+        return _run_coro(coro)
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    except GatewayError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _setup(args: argparse.Namespace) -> int:
+    from gateway.ops.setup import run_setup
+
+    # platform clients log at info; the person at the prompt wants the checks, not the logs
+    configure_logging("console", "warning")
+    try:
+        return _run_coro(run_setup(args))
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nsetup: interrupted, nothing written", file=sys.stderr)
+        return 1
+
+
+def _run_coro(coro: Coroutine[Any, Any, int]) -> int:
+    try:
+        import uvloop
+    except ImportError:  # uvloop is optional (not on Windows)
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

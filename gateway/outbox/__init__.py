@@ -1,0 +1,1 @@
+"""The outbox: typed parts, delivery, pacing, files and the end of a streamed answer."""

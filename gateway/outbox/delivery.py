@@ -1,0 +1,427 @@
+"""The delivery worker: claims due outbox rows, paces per chat, sends through the platform's
+transport, and records the receipt or the failure on the row.
+
+Policy lives here once for every platform: ordering (a part is claimable only after the parts
+before it in its session), pacing, retries with backoff that honor a platform's retry-after,
+a bounded number of attempts, and visible permanent failures. Transports only do the raw send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import structlog
+
+from gateway.core.errors import DeliveryError, LeaseLost, StoreError
+from gateway.core.hub import PollGate, Signal
+from gateway.core.metrics import Metrics
+from gateway.core.ports import SendResult, Transport
+from gateway.outbox.files import send_part
+from gateway.outbox.pacing import NO_LIMIT, Budget, Pacing, Rules, pace_rules
+from gateway.outbox.streaming import PREVIEW_EXTRA, finish_part
+from gateway.runtime.supervisor import Beat, item_backoff, no_beat, pause, persist
+from session_store.previews import PreviewStore
+from session_store.records import DeliveryRecord
+from session_store.store import Store
+
+log = structlog.get_logger(__name__)
+
+#: handed-over deliveries waiting per worker before finished turns leave them in the table
+HANDOFF_LIMIT = 4
+#: seconds kept from a platform's idempotency window when a send found in flight is resent:
+#: the requeue, the next claim and the send itself happen within it
+RESEND_MARGIN = 10.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeliverySettings:
+    lease_seconds: float = 60.0
+    poll_seconds: float = 1.0
+    max_attempts: int = 8
+    workers: int = 8
+    max_backoff: float = 300.0
+
+
+def backoff(attempt: int, cap: float) -> float:
+    """Exponential backoff with full jitter: 1, 2, 4, ... seconds, capped."""
+    base: float = min(cap, 2.0 ** max(attempt - 1, 0))
+    return float(base / 2 + random.random() * base / 2)
+
+
+class DeliveryWorker:
+    def __init__(
+        self,
+        store: Store,
+        transports: Mapping[str, Transport],
+        *,
+        metrics: Metrics,
+        wake: Signal,
+        settings: DeliverySettings,
+        previews: PreviewStore | None = None,
+        budget: Budget | None = None,
+    ) -> None:
+        self._store = store
+        #: streaming (issue 16): parts of a streamed answer edit their preview in place
+        self._previews = previews
+        self._transports = transports
+        self._metrics = metrics
+        self._wake = wake
+        self._settings = settings
+        #: the chats' pacing budget, shared with previews and typing (``gateway.outbox.pacing``):
+        #: in memory while this process is alone, PostgreSQL's while replicas live
+        self._budget: Budget = budget if budget is not None else Pacing()
+        self._platforms = sorted(transports)
+        #: deliveries a finished turn handed over already claimed (issue 17), in order
+        self._handed: deque[DeliveryRecord] = deque()
+        self._stopping = False
+        self._polls = PollGate()
+        #: wake-ups of handed-over deliveries that a sibling sent without waiting
+        self._spent_wakes = 0
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._recovery(stopping), name="delivery-recovery")
+            for n in range(self._settings.workers):
+                group.create_task(self._worker(stopping), name=f"delivery-worker-{n}")
+
+    def _resend_safe_after(self, transport: Transport, seconds: float) -> bool:
+        """Can a send be repeated ``seconds`` after it may have reached the platform without
+        posting twice? Only with an idempotency key the platform remembers that long
+        (``resend_window``: Mattermost keeps a pending_post_id for 30 s; None = forever)."""
+        if not transport.idempotent:
+            return False
+        window = transport.resend_window
+        return window is None or seconds < window
+
+    async def recover(self) -> None:
+        # a send found expired has been in flight for at least the delivery lease
+        lease = self._settings.lease_seconds
+        idempotent = [p for p, t in self._transports.items() if self._resend_safe_after(t, lease)]
+        # issue 12: found through its dead process, a send may be seconds old; where the key
+        # is remembered for a window, one claimed well within it is resent under that key
+        # (the margin covers the requeue and the next claim)
+        windowed = {
+            p: t.resend_window - RESEND_MARGIN
+            for p, t in self._transports.items()
+            if p not in idempotent and t.idempotent and t.resend_window is not None
+        }
+        other = [p for p in self._transports if p not in idempotent and p not in windowed]
+        requeued, failed = await self._store.recover_expired_sends(
+            idempotent_platforms=idempotent, other_platforms=other, windowed_platforms=windowed
+        )
+        if requeued or failed:
+            log.warning("expired_sends_recovered", requeued=requeued, failed_ambiguous=failed)
+            self._wake.set()
+
+    @property
+    def lease_seconds(self) -> float:
+        return self._settings.lease_seconds
+
+    @property
+    def recovery_interval(self) -> float:
+        """Sends of a dead process are found by their process's liveness, so recovery looks
+        often (a cheap indexed query) rather than once per lease."""
+        return min(max(self._settings.poll_seconds, 0.5), self._settings.lease_seconds / 4)
+
+    async def _recovery(self, stopping: asyncio.Event, beat: Beat = no_beat) -> None:
+        while not stopping.is_set():
+            beat()
+            try:
+                await self.recover()
+            except StoreError as exc:
+                log.warning("delivery_recovery_failed", error=str(exc))
+            await pause(self.recovery_interval, stopping)
+
+    async def recovery_loop(self, stopping: asyncio.Event, beat: Beat = no_beat) -> None:
+        await self._recovery(stopping, beat)
+
+    async def _worker(self, stopping: asyncio.Event) -> None:
+        await self.work(stopping)
+
+    # --- the handoff from finished turns (issue 17) ----------------------------------------
+
+    def accepting(self) -> bool:
+        """Take another claimed delivery? Bounded, so a handed delivery is sent well within
+        its lease (a backlog stays in the table, for any replica to claim)."""
+        return not self._stopping and len(self._handed) < HANDOFF_LIMIT * self._settings.workers
+
+    def hand_over(self, delivery: DeliveryRecord) -> None:
+        self._handed.append(delivery)
+        self._wake.set()
+
+    async def hand_back(self) -> None:
+        """Shutdown: handed deliveries nobody started are put back as pending (fenced), for
+        the next start or another replica; never left to look like a send cut short."""
+        self._stopping = True
+        while self._handed:
+            delivery = self._handed.popleft()
+            try:
+                await self._store.mark_retry(delivery, delay=0.0, error="handed back at shutdown")
+            except (StoreError, LeaseLost) as exc:
+                log.warning("delivery_hand_back_failed", delivery_id=delivery.id, error=str(exc))
+
+    async def work(self, stopping: asyncio.Event, beat: Beat = no_beat) -> None:
+        """One delivery worker. Any failure of one delivery (a store error while recording
+        it, a bug) is logged with the delivery and retried after a jittered backoff; the
+        worker goes on.
+
+        Wake-ups are precise (issue 17): a delivery handed over by a finished turn is sent
+        without a claim; each delivery row written for the table lets one worker claim; a
+        worker that found work looks again at once; one that found nothing waits for a
+        wake-up or ``poll_seconds`` (retries coming due, other replicas' rows)."""
+        failures = 0
+        look = True  # at start: rows may be due from before
+        # stopping: deliveries already handed over are still sent (within the drain bound)
+        while not stopping.is_set() or self._handed:
+            beat()
+            woken = False
+            if not look and not self._handed:
+                woken = await self._wake.wait(self._settings.poll_seconds)
+                if stopping.is_set():
+                    break
+                if (
+                    not woken
+                    and not self._handed
+                    and not self._polls.due(self._settings.poll_seconds)
+                ):
+                    continue  # a sibling polled just now: one poll per process
+            if self._handed:
+                # sent without a claim; the wake-up its handover left is used up with it
+                # (or, when it already went to a waiting sibling, that sibling skips it)
+                if not woken and not self._wake.take():
+                    self._spent_wakes += 1
+                look = False
+                claimed = [self._handed.popleft()]
+            elif woken and self._spent_wakes > 0:
+                # our wake-up was for a handed-over delivery a busy sibling took meanwhile
+                self._spent_wakes -= 1
+                continue
+            else:
+                try:
+                    claimed = await self._store.claim_deliveries(
+                        platforms=self._platforms, lease_seconds=self._settings.lease_seconds
+                    )
+                except StoreError as exc:
+                    failures += 1
+                    log.warning("delivery_claim_failed", error=str(exc), failures=failures)
+                    await pause(item_backoff(failures), stopping)
+                    look = True
+                    continue
+                # a wake-up stands for one row written; a claim made on the poll (retries
+                # come due, other replicas' rows, the start) keeps looking while it finds some
+                look = bool(claimed) and not woken
+            for delivery in claimed:
+                try:
+                    if await self.deliver(delivery, beat=beat):
+                        look = True  # parts of its session wait behind it
+                    failures = 0
+                except LeaseLost as exc:
+                    # taken over (recovered after our lease, or our process looked dead):
+                    # the new holder decides; we write nothing
+                    log.warning("delivery_claim_lost", delivery_id=delivery.id, error=str(exc))
+                except Exception:
+                    failures += 1
+                    log.exception(
+                        "delivery_crashed",
+                        delivery_id=delivery.id,
+                        platform=delivery.platform,
+                        session_id=delivery.session_id,
+                        seq_no=delivery.seq_no,
+                        part_no=delivery.part_no,
+                    )
+                    await pause(item_backoff(failures), stopping)
+
+    async def _keep_lease(self, delivery: DeliveryRecord, beat: Beat) -> None:
+        """Renew the delivery's lease while it waits for pacing or is being sent, so that
+        recovery never takes a send that a live worker is still making."""
+        lease = self._settings.lease_seconds
+        while True:
+            await asyncio.sleep(lease / 3)
+            try:
+                await self._store.renew_delivery(delivery, lease_seconds=lease)
+            except LeaseLost:
+                raise
+            except StoreError as exc:
+                log.warning(
+                    "delivery_lease_renewal_failed", delivery_id=delivery.id, error=str(exc)
+                )
+                beat()  # retrying through an outage is not being wedged
+                continue
+            beat()
+
+    async def deliver(self, delivery: DeliveryRecord, *, beat: Beat = no_beat) -> bool:
+        """Send one claimed delivery and record how it went; True when it was sent and more
+        parts of its session wait behind it."""
+        transport = self._transports[delivery.platform]
+        target = delivery.target
+        bound = log.bind(
+            platform=target.platform,
+            chat_id=target.chat_id,
+            thread_id=target.thread_id,
+            session_id=delivery.session_id,
+            seq_no=delivery.seq_no,
+            part_no=delivery.part_no,
+            delivery_id=delivery.id,
+        )
+        renew = asyncio.create_task(self._keep_lease(delivery, beat), name="delivery-lease")
+        try:
+            send = asyncio.ensure_future(self._paced_send(transport, delivery))
+            done, _ = await asyncio.wait({send, renew}, return_when=asyncio.FIRST_COMPLETED)
+            if renew in done and send not in done:
+                # the claim was taken over while we waited or sent: the new holder decides
+                send.cancel()
+                await asyncio.gather(send, return_exceptions=True)
+                renew.result()
+                raise LeaseLost(f"delivery {delivery.id}: lease renewal stopped")
+            try:
+                result = send.result()
+            except LeaseLost:
+                raise  # taken over before it went out (the pacing marks are fenced)
+            except DeliveryError as exc:
+                await self._failed(delivery, transport, exc, bound)
+                return False
+            except Exception as exc:  # noqa: BLE001 - a transport bug must not kill the
+                # worker. Whether the platform got it is unknown: for a transport without
+                # idempotency that is ambiguous (never resent blindly), else retried
+                bound.exception("delivery_transport_crashed")
+                await self._failed(
+                    delivery,
+                    transport,
+                    DeliveryError(f"{type(exc).__name__}: {exc}", ambiguous=True),
+                    bound,
+                )
+                return False
+        finally:
+            renew.cancel()
+            await asyncio.gather(renew, return_exceptions=True)
+        more = await persist(
+            lambda: self._store.mark_sent(delivery, result.platform_message_id),
+            what="mark_sent",
+            delivery_id=delivery.id,
+        )
+        self._metrics.deliveries.labels(delivery.platform, "sent").inc()
+        bound.info(
+            "reply_delivered",
+            platform_message_id=result.platform_message_id,
+            attempts=delivery.attempts,
+        )
+        return more
+
+    async def _paced_send(self, transport: Transport, delivery: DeliveryRecord) -> SendResult:
+        budget = _OffWire(self, delivery)
+        await budget.reserve(pace_rules(transport, delivery.target))
+        if self._previews is not None and PREVIEW_EXTRA in delivery.target.extra:
+            # a streamed answer: edit the preview into the final text, never send it again
+            try:
+                edited = await finish_part(self._previews, transport, delivery, budget)
+            except StoreError as exc:
+                # nothing was sent: retried like any transient failure
+                raise DeliveryError(f"previews unreadable: {exc}") from exc
+            if edited is not None:
+                return edited
+        # a message, or an upload for a file part
+        return await send_part(
+            transport, delivery.target, delivery.content, idempotency_key=f"gw-{delivery.id}"
+        )
+
+    async def wait_off_wire(self, delivery: DeliveryRecord, wait: float) -> None:
+        """Wait ``wait`` seconds for the chat's pacer with the row saying so (issue 12): a
+        SIGKILL now leaves a claim that recovery resends instead of failing it as ambiguous.
+        Only a delivery that has to wait pays these two writes; the wait hides the first.
+        The mark is cleared (fenced by the claim) before anything goes out: a claim taken over
+        meanwhile raises ``LeaseLost`` here and sends nothing."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + wait
+        try:
+            await self._store.mark_pacing(delivery, wait=wait)
+        except LeaseLost:
+            raise
+        except StoreError as exc:
+            # written or not, it is cleared below before the send: a kill meanwhile is
+            # ambiguous as before, never resent after going out
+            log.warning("delivery_pacing_mark_failed", delivery_id=delivery.id, error=str(exc))
+        await asyncio.sleep(max(0.0, until - loop.time()))
+        try:
+            await persist(
+                lambda: self._store.mark_on_wire(delivery),
+                what="mark_on_wire",
+                delivery_id=delivery.id,
+            )
+        except LeaseLost:
+            raise
+        except StoreError as exc:
+            raise DeliveryError(f"not sent: the store is unreachable: {exc}") from exc
+
+    async def _failed(
+        self,
+        delivery: DeliveryRecord,
+        transport: Transport,
+        exc: DeliveryError,
+        bound: structlog.stdlib.BoundLogger,
+    ) -> None:
+        reason = str(exc) or type(exc).__name__
+        if exc.permanent:
+            await persist(
+                lambda: self._store.mark_failed(delivery, reason),
+                what="mark_failed",
+                delivery_id=delivery.id,
+            )
+            self._metrics.deliveries.labels(delivery.platform, "failed").inc()
+            bound.warning("delivery_failed", error=reason, permanent=True)
+            return
+        if exc.retry_after is not None:
+            delay = float(exc.retry_after)
+        else:
+            delay = backoff(delivery.attempts, self._settings.max_backoff)
+        if exc.ambiguous and not self._resend_safe_after(transport, delay):
+            # the platform may already show it; resending could double-post
+            await persist(
+                lambda: self._store.mark_failed(delivery, f"ambiguous: {reason}", ambiguous=True),
+                what="mark_failed",
+                delivery_id=delivery.id,
+            )
+            self._metrics.deliveries.labels(delivery.platform, "failed").inc()
+            bound.warning("delivery_ambiguous", error=reason)
+            return
+        if delivery.attempts >= self._settings.max_attempts:
+            await persist(
+                lambda: self._store.mark_failed(
+                    delivery, f"gave up after {delivery.attempts} attempts: {reason}"
+                ),
+                what="mark_failed",
+                delivery_id=delivery.id,
+            )
+            self._metrics.deliveries.labels(delivery.platform, "failed").inc()
+            bound.warning("delivery_failed", error=reason, attempts=delivery.attempts)
+            return
+        if exc.retry_after is not None:
+            self._metrics.retry_after_seconds.labels(delivery.platform).inc(delay)
+        await persist(
+            lambda: self._store.mark_retry(delivery, delay=delay, error=reason),
+            what="mark_retry",
+            delivery_id=delivery.id,
+        )
+        self._metrics.deliveries.labels(delivery.platform, "retry").inc()
+        bound.info("delivery_retry_scheduled", error=reason, delay_s=round(delay, 2))
+
+
+class _OffWire:
+    """The chat's pacing budget as one claimed delivery draws on it (``Budget``): a wait is
+    spent here, marked on the row as "waiting, not on the wire" (``wait_off_wire``), and the
+    caller goes on at once (0 is returned). A reservation needing no wait writes nothing."""
+
+    def __init__(self, worker: DeliveryWorker, delivery: DeliveryRecord) -> None:
+        self._worker = worker
+        self._delivery = delivery
+
+    async def reserve(self, rules: Rules, max_wait: float = NO_LIMIT) -> float:
+        wait = await self._worker._budget.reserve(rules, max_wait)
+        if wait > max_wait:
+            return wait  # nothing reserved
+        if wait > 0:
+            await self._worker.wait_off_wire(self._delivery, wait)
+        return 0.0

@@ -1,0 +1,1 @@
+"""The runtime: composition root, supervisor, leadership, live events, plugin registry."""

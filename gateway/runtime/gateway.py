@@ -1,0 +1,541 @@
+"""Wiring and lifecycle: store, adapters, intake, turn scheduler, delivery, HTTP.
+
+Start order: HTTP (webhooks answer 503 until intake is set) -> recover interrupted sends ->
+adapters -> workers. Stop order: stop claiming new turns and hand back running ones -> let
+in-flight sends finish (bounded) -> adapters (ingress, then their clients) -> HTTP -> the pool
+last (caller)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import importlib
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+
+from gateway.agents.base import Agent, Closeable
+from gateway.agents.prompt import TokenCounter
+from gateway.core.conversations import Conversations
+from gateway.core.errors import ConfigError, StoreError
+from gateway.core.hub import WorkSignal
+from gateway.core.metrics import Metrics
+from gateway.core.ports import AdapterContext, AdapterFactory, PlatformAdapter, Transport
+from gateway.core.settings import Settings, is_loopback_bind
+from gateway.http.admin import OperatorSurface
+from gateway.http.app import HttpServer, build_app
+from gateway.http.guard import HttpPolicy
+from gateway.http.webauth import WebIdentity
+from gateway.inbound.intake import CoreIntake
+from gateway.knowledge.embed import EmbeddingError
+from gateway.knowledge.files import build_files
+from gateway.knowledge.service import Knowledge, KnowledgeSettings, build_embedder
+from gateway.outbox.delivery import DeliverySettings, DeliveryWorker
+from gateway.outbox.pacing import Pacing, SharedBudget
+from gateway.outbox.streaming import Streams, StreamSettings
+from gateway.runtime.live import ReplicatedBroadcast
+from gateway.runtime.supervisor import Beat, Supervisor, pause
+from gateway.tools.approvals import ApprovalService
+from gateway.tools.service import ToolService
+from gateway.turns.context import ContextAssembler, ContextPolicy
+from gateway.turns.scheduler import TurnScheduler, TurnSettings
+from gateway.turns.summaries import SummaryWorker
+from session_store.knowledge import KnowledgeStore
+from session_store.live import LiveChannel
+from session_store.liveness import ProcessLiveness
+from session_store.previews import PreviewStore
+from session_store.store import Store
+
+log = structlog.get_logger(__name__)
+
+DRAIN_SECONDS = 10.0
+#: the admin API's knowledge-base upload (the body is the file)
+KB_UPLOAD_PATH = re.compile(r"/api/v1/kb/documents")
+#: seconds between checks of this process's liveness lock (``session_store.liveness``)
+LIVENESS_INTERVAL = 0.5
+
+
+def build_adapters(
+    settings: Settings, context: AdapterContext, *, platforms: bool = True
+) -> list[PlatformAdapter]:
+    """The surfaces the settings enable, built by their packages' ``create_adapter`` (each
+    imported only when used: the core never imports an adapter, this composition root builds
+    them by name): the platforms and the extra ``GATEWAY_ADAPTERS`` (unless ``platforms`` is
+    false), then the web chat."""
+    specs: list[tuple[str, str]] = []
+    if platforms:
+        if settings.telegram_bot_token:
+            specs.append(("TELEGRAM_BOT_TOKEN", "adapters.telegram:create_adapter"))
+        if settings.slack_bot_token:
+            specs.append(("SLACK_BOT_TOKEN", "adapters.slack:create_adapter"))
+        if settings.mattermost_url:
+            specs.append(("MATTERMOST_URL", "adapters.mattermost:create_adapter"))
+        specs.extend(("GATEWAY_ADAPTERS", spec) for spec in settings.gateway_adapters)
+    if settings.gateway_web_chat:
+        specs.append(("GATEWAY_WEB_CHAT", "adapters.web:create_adapter"))
+    return [_load_factory(setting, spec)(settings, context) for setting, spec in specs]
+
+
+def _load_factory(setting: str, spec: str) -> AdapterFactory:
+    module_name, _, attr = spec.partition(":")
+    try:
+        factory: AdapterFactory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigError(setting, f"cannot load the adapter {spec!r}: {exc}") from exc
+    return factory
+
+
+class Gateway:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        store: Store,
+        agent: Agent,
+        adapters: Sequence[PlatformAdapter] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.agent = agent
+        self.metrics = Metrics()
+        # issue 12: every long-lived loop runs supervised; this process's liveness is an
+        # advisory lock, so its claims are taken over within seconds if it dies
+        self.supervisor = Supervisor(self.metrics)
+        self.liveness = ProcessLiveness(store.dsn)
+        # live events reach the subscribers of every replica (LISTEN/NOTIFY; gateway/live.py)
+        self.live = ReplicatedBroadcast(LiveChannel(store.db))
+        self._live_stopping = asyncio.Event()
+        self._live_task: asyncio.Task[None] | None = None
+        # counting wake-ups: one claim per unit of work (issue 17)
+        self.turn_wake = WorkSignal()
+        self.delivery_wake = WorkSignal()
+        self.ready = False
+        # --- knowledge base (issue 15): ingest job worker, retrieval for turns -------------
+        self.knowledge = Knowledge(
+            KnowledgeStore(store.db),
+            build_embedder(settings),
+            KnowledgeSettings.from_settings(settings),
+            files=build_files(settings),
+        )
+        self._knowledge_stopping = asyncio.Event()
+        self._knowledge_task: asyncio.Task[None] | None = None
+        # --- end knowledge base ------------------------------------------------------------
+        # approvals in the thread (issue 14): adapters report clicks to it
+        self.approvals: ApprovalService | None = None
+        if settings.gateway_tools:
+            self.approvals = ApprovalService(
+                store,
+                metrics=self.metrics,
+                seconds=settings.gateway_approval_seconds,
+                delivery_wake=self.delivery_wake,
+                # a decision makes a parked turn due again: wake this process's workers
+                turn_wake=self.turn_wake,
+            )
+        # security: web chat sign-in, and what the HTTP guard enforces (routes needing larger
+        # bodies declare them through the context's http_policy.allow_larger)
+        self.identity = WebIdentity.from_settings(settings, store)
+        self.http_policy = HttpPolicy.from_settings(settings)
+        self.adapter_context = AdapterContext(
+            live=self.live,
+            conversations=Conversations(store),
+            identity=self.identity,
+            http_policy=self.http_policy,
+            files=self.knowledge,
+        )
+        # surfaces given by the caller (tests) replace the configured platforms; the web chat
+        # still follows GATEWAY_WEB_CHAT
+        self.adapters: list[PlatformAdapter] = [
+            *(adapters or ()),
+            *build_adapters(settings, self.adapter_context, platforms=adapters is None),
+        ]
+        self.transports: dict[str, Transport] = {a.platform: a.transport for a in self.adapters}
+        self.intake = CoreIntake(
+            store,
+            metrics=self.metrics,
+            turn_wake=self.turn_wake,
+            live=self.live,
+            leader_interval=max(settings.gateway_poll_seconds * 5, 1.0),
+            supervisor=self.supervisor,
+        )
+        self.intake.approvals = self.approvals  # approval clicks from the adapters (issue 14)
+        # the agent's context: per-model budgets, calibrated estimates, rolling summaries
+        self.context = ContextAssembler(
+            store, ContextPolicy.from_settings(settings), TokenCounter()
+        )
+        self.summaries = SummaryWorker(store, agent, self.context, metrics=self.metrics)
+        # tools (issue 14): built-ins + the tools file's MCP servers, under a fail-closed policy
+        self.tools: ToolService | None = None
+        if settings.gateway_tools:
+            self.tools = ToolService.from_path(
+                store, settings.gateway_tools_file, metrics=self.metrics, knowledge=self.knowledge
+            )
+            self.tools.approvals = self.approvals
+            if self.approvals is not None:
+                self.approvals.transports = self.transports
+        # streaming (issue 16): previews while a streaming agent writes; the echo agent and
+        # any other one-piece agent never touch them
+        previews = PreviewStore(store.db)
+        # one pacing budget per bot and chat for sends, previews and typing: in memory while
+        # this is the only live gateway process, PostgreSQL's while peers live (the liveness
+        # loop counts them: ``_keep_liveness``)
+        self.pacing = Pacing(SharedBudget(previews))
+        self.streams = Streams(
+            previews,
+            self.transports,
+            StreamSettings(
+                enabled=settings.gateway_streaming,
+                per_platform={
+                    platform: on
+                    for platform, on in (
+                        ("telegram", settings.telegram_streaming),
+                        ("slack", settings.slack_streaming),
+                        ("mattermost", settings.mattermost_streaming),
+                        ("web", settings.web_streaming),
+                    )
+                    if on is not None
+                },
+                edit_seconds=settings.gateway_stream_edit_seconds,
+            ),
+            metrics=self.metrics,
+            budget=self.pacing,
+        )
+        self.turns = TurnScheduler(
+            store,
+            agent,
+            self.transports,
+            metrics=self.metrics,
+            wake=self.turn_wake,
+            delivery_wake=self.delivery_wake,
+            settings=TurnSettings(
+                lease_seconds=settings.gateway_lease_seconds,
+                poll_seconds=settings.gateway_poll_seconds,
+                workers=settings.gateway_turn_workers,
+                busy_mode=settings.agent_busy_mode,
+            ),
+            context=self.context,
+            summaries=self.summaries,
+            tools=self.tools,
+            knowledge=self.knowledge,
+            streams=self.streams,
+        )
+        self.delivery = DeliveryWorker(
+            store,
+            self.transports,
+            metrics=self.metrics,
+            wake=self.delivery_wake,
+            settings=DeliverySettings(
+                lease_seconds=max(settings.gateway_lease_seconds, 30.0),
+                poll_seconds=settings.gateway_poll_seconds,
+                max_attempts=settings.gateway_delivery_max_attempts,
+                workers=settings.gateway_delivery_workers,
+            ),
+            previews=previews,
+            budget=self.pacing,
+        )
+        # a finished turn hands its first delivery to this worker already claimed (issue 17)
+        self.turns.handoff = self.delivery
+        token = settings.gateway_admin_token
+        self.operator = OperatorSurface(
+            store,
+            transports=self.transports,
+            admin_token=token.get_secret_value() if token else None,
+            delivery_wake=self.delivery_wake,
+        )
+        # knowledge base (issue 15): files shared in a thread are announced there when read;
+        # its MCP tools on /mcp
+        self.knowledge.announce = self._announce_file
+        self.operator.mcp_extensions.append(self._knowledge_tools)
+        routes: list[Any] = []
+        # knowledge base (issue 15): /api/v1/kb, behind the admin API's access policy
+        from gateway.knowledge.admin_api import kb_pages, knowledge_router
+
+        routes.extend(knowledge_router(self.knowledge, self.operator.policy).routes)
+        # its upload takes the file itself as the body (application/octet-stream)
+        self.http_policy.allow_upload(KB_UPLOAD_PATH, settings.gateway_max_file_bytes)
+        routes.extend(kb_pages())
+        for adapter in self.adapters:
+            routes.extend(adapter.http_routes())
+        self.app = build_app(self, routes)
+        self.http = HttpServer(
+            self.app,
+            settings.gateway_http_host,
+            settings.gateway_http_port,
+            limit_concurrency=settings.gateway_http_concurrency,
+        )
+        self._turns_stopping = asyncio.Event()
+        self._delivery_stopping = asyncio.Event()
+        self._turn_task: asyncio.Task[None] | None = None
+        self._delivery_task: asyncio.Task[None] | None = None
+        self._summaries_stopping = asyncio.Event()
+        self._summary_task: asyncio.Task[None] | None = None
+        self._started_adapters: list[PlatformAdapter] = []
+        self._liveness_stopping = asyncio.Event()
+        self._liveness_task: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        host = self.settings.gateway_http_host
+        shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
+        if ":" in shown:
+            shown = f"[{shown}]"
+        return f"http://{shown}:{self.http.port}/"
+
+    def _supervised(
+        self,
+        name: str,
+        bodies: Sequence[tuple[str, Any, float | None, bool]],
+        stopping: asyncio.Event,
+    ) -> asyncio.Task[None]:
+        """One task running ``bodies`` (name, body(stopping, beat), stall_after, required),
+        each under the supervisor."""
+
+        async def run_all() -> None:
+            await asyncio.gather(
+                *(
+                    self.supervisor.supervise(
+                        loop,
+                        functools.partial(body, stopping),
+                        stopping=stopping,
+                        stall_after=stall,
+                        required=required,
+                    )
+                    for loop, body, stall, required in bodies
+                )
+            )
+
+        return asyncio.create_task(run_all(), name=name)
+
+    async def _relay_live(self, stopping: asyncio.Event, beat: Beat) -> None:
+        beat()
+        await self.live.run(stopping)
+
+    async def _keep_liveness(self, stopping: asyncio.Event, beat: Beat) -> None:
+        failures = 0
+        while not stopping.is_set():
+            beat()
+            try:
+                self.store.process_id = await self.liveness.ensure()
+                self.pacing.set_peers(self.liveness.peers)
+                failures = 0
+            except StoreError as exc:
+                failures += 1
+                if failures == 1 or failures % 50 == 0:  # retried every 0.1 s: not every one
+                    log.warning("process_liveness_failed", error=str(exc), failures=failures)
+            await pause(self.liveness.next_check, stopping)
+
+    async def start(self) -> None:
+        if not is_loopback_bind(self.settings.gateway_http_host) and not (
+            self.settings.gateway_admin_token
+        ):
+            # security: the admin API stays loopback-only, but say so
+            log.warning(
+                "http_exposed_without_admin_token",
+                host=self.settings.gateway_http_host,
+                hint="set GATEWAY_ADMIN_TOKEN to use /api/v1 and /mcp from other machines",
+            )
+        if self.tools is not None:
+            await self.tools.start()  # MCP servers discovered, tools left out logged
+        await self.operator.start()
+        try:
+            await self.http.start()
+        except BaseException:
+            # a busy GATEWAY_HTTP_PORT (ConfigError): nothing else started yet
+            await self.operator.stop()
+            raise
+        # this process's liveness first: its claims carry its id from the first one on
+        self.store.process_id = await self.liveness.ensure()
+        self.pacing.set_peers(self.liveness.peers)
+        self._liveness_task = self._supervised(
+            "liveness",
+            [("liveness", self._keep_liveness, LIVENESS_INTERVAL * 10, True)],
+            self._liveness_stopping,
+        )
+        await self.delivery.recover()
+        for adapter in self.adapters:
+            await adapter.start(self.intake)
+            self._started_adapters.append(adapter)
+            log.info("adapter_started", platform=adapter.platform)
+        # the live relay is cosmetic (streams reload history on reconnect): not required
+        self._live_task = self._supervised(
+            "live-relay", [("live-relay", self._relay_live, None, False)], self._live_stopping
+        )
+        poll = self.settings.gateway_poll_seconds
+        lease = self.settings.gateway_lease_seconds
+        # a loop is wedged after several of its intervals without progress: idle polls,
+        # items and lease renewals all count (an agent call renews every lease/3)
+        turn_stall = max(5 * poll, lease)
+        delivery_stall = max(5 * poll, self.delivery.lease_seconds)
+        self._turn_task = self._supervised(
+            "turn-scheduler",
+            [
+                (f"turn-{n}", self.turns.work, turn_stall, True)
+                for n in range(self.settings.gateway_turn_workers)
+            ],
+            self._turns_stopping,
+        )
+        self._summary_task = self._supervised(
+            "summaries",
+            # cold path: not required for readiness, and a summary may take an agent's while
+            [
+                (f"summary-{n}", self.summaries.work, None, False)
+                for n in range(self.summaries.workers)
+            ],
+            self._summaries_stopping,
+        )
+        self._delivery_task = self._supervised(
+            "delivery",
+            [
+                (
+                    "delivery-recovery",
+                    self.delivery.recovery_loop,
+                    5 * self.delivery.recovery_interval,
+                    True,
+                ),
+                *(
+                    (f"delivery-{n}", self.delivery.work, delivery_stall, True)
+                    for n in range(self.settings.gateway_delivery_workers)
+                ),
+            ],
+            self._delivery_stopping,
+        )
+        # --- knowledge base (issue 15) -------------------------------------------------------
+        await self._start_knowledge()
+        # --- end knowledge base ------------------------------------------------------------
+        self.ready = True
+        log.info(
+            "gateway_started",
+            url=self.url,
+            agent=self.agent.name,
+            platforms=sorted(self.transports),
+        )
+
+    async def stop(self) -> None:
+        """Stop in order. Never raises because a loop died earlier: each step is logged
+        and the next one runs."""
+        try:
+            await self._stop()
+        finally:
+            self._liveness_stopping.set()
+            with contextlib.suppress(Exception):
+                await _cancel(self._liveness_task)
+            with contextlib.suppress(Exception):
+                await self.liveness.close()
+
+    async def _stop(self) -> None:
+        self.ready = False
+        # 1. turns: cancel running agent calls; each hands its session back (release_turn)
+        self._turns_stopping.set()
+        self.turn_wake.wake_all()
+        await _cancel(self._turn_task)
+        # cold path: a summary cut short is simply written again on a later turn
+        self._summaries_stopping.set()
+        await _cancel(self._summary_task)
+        if isinstance(self.agent, Closeable):
+            await self.agent.aclose()
+        if self.tools is not None:
+            await self.tools.stop()
+        # knowledge base (issue 15): a job cut short is taken over when its lease runs out
+        self._knowledge_stopping.set()
+        await _cancel(self._knowledge_task)
+        await self.knowledge.aclose()
+        # 2. deliveries: stop claiming, let in-flight sends finish for a bounded time
+        self._delivery_stopping.set()
+        self.delivery_wake.wake_all()
+        if self._delivery_task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._delivery_task), DRAIN_SECONDS)
+            except TimeoutError:
+                await _cancel(self._delivery_task)
+            except Exception:
+                log.exception("delivery_task_failed")
+        # handed-over deliveries nobody started go back to the table (issue 17)
+        try:
+            await self.delivery.hand_back()
+        except Exception:  # shutdown goes on; recovery finds them later
+            log.exception("delivery_hand_back_failed")
+        # 3. adapters: stop ingress and close their clients, only now that nothing sends any
+        # more. An event that arrives meanwhile is stored (acked after commit) and gets its
+        # turn after the next start.
+        for adapter in reversed(self._started_adapters):
+            try:
+                await adapter.stop()
+            except Exception:
+                # one adapter's failed stop must not keep the others from stopping or the pool
+                # from closing (logged with its traceback)
+                log.exception("adapter_stop_failed", platform=adapter.platform)
+        self._started_adapters.clear()
+        # 4. HTTP last among ours (open MCP streams end first so it can drain); the caller
+        # closes the pool after this returns
+        await self.operator.stop()
+        await self.http.stop()
+        # 5. the live relay (nothing publishes any more)
+        self._live_stopping.set()
+        if self._live_task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._live_task), 5.0)
+            except TimeoutError:
+                await _cancel(self._live_task)
+            except Exception:
+                log.exception("live_relay_failed")
+        log.info("gateway_stopped")
+
+    def _knowledge_tools(self, server: Any) -> None:
+        from gateway.knowledge.mcp import add_knowledge_tools
+
+        add_knowledge_tools(server, self.knowledge)
+
+    async def _announce_file(self, session_key: str, text: str) -> None:
+        await self.operator.service.append(
+            session_key, participant="knowledge", content=text, deliver=True
+        )
+
+    async def _start_knowledge(self) -> None:
+        """Start the ingest job worker; say plainly when retrieval is full-text only."""
+        try:
+            if not await self.knowledge.store.vector_enabled():
+                log.warning(
+                    "kb_lexical_only",
+                    reason="this PostgreSQL has no pgvector (the vector extension): knowledge "
+                    "base retrieval uses full-text search only; install pgvector and run "
+                    "`gateway migrate` on a fresh database to add embeddings",
+                )
+            # EMBEDDING_MODEL changed since a base was built: re-embed it through the jobs
+            await self.knowledge.adopt_model()
+        except (StoreError, EmbeddingError) as exc:
+            log.warning("kb_check_failed", error=str(exc))
+        # supervised like every long-lived loop (issue 12); ingest jobs are not needed to
+        # answer, so the worker is not required for readiness
+        self._knowledge_task = self._supervised(
+            "kb-jobs", [("kb-jobs", self._run_knowledge, None, False)], self._knowledge_stopping
+        )
+
+    async def _run_knowledge(self, stopping: asyncio.Event, beat: Beat) -> None:
+        beat()
+        await self.knowledge.run(stopping)
+
+    async def refresh_gauges(self) -> None:
+        with contextlib.suppress(StoreError):
+            counts = await self.store.delivery_counts()
+            for status in ("pending", "sending", "sent", "failed"):
+                self.metrics.deliveries_by_status.labels(status).set(counts.get(status, 0))
+            age = await self.store.oldest_pending_delivery_age()
+            self.metrics.oldest_pending_seconds.set(age or 0.0)
+            self.metrics.sessions_active.set(await self.operator.ops.active_session_count())
+
+
+async def _cancel(task: asyncio.Task[None] | None) -> None:
+    """Cancel ``task`` and wait for it; an exception it died of earlier is logged, never
+    raised (shutdown must go on)."""
+    if task is None:
+        return
+    if not task.done():
+        task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    except Exception:
+        log.exception("task_failed_before_stop", task=task.get_name())
