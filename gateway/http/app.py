@@ -33,7 +33,7 @@ def build_app(gateway: Gateway, extra_routes: Sequence[BaseRoute]) -> FastAPI:
     async def healthz() -> Response:
         # wedged: a supervised loop made no progress for several of its intervals; an
         # orchestrator restarts the process
-        if gateway.runtime.supervisor.wedged():
+        if gateway.supervisor.wedged():
             return JSONResponse({"status": "wedged"}, status_code=503)
         return JSONResponse({"status": "ok"})
 
@@ -41,7 +41,7 @@ def build_app(gateway: Gateway, extra_routes: Sequence[BaseRoute]) -> FastAPI:
     async def readyz() -> Response:
         if not gateway.ready:
             return JSONResponse({"status": "starting"}, status_code=503)
-        if gateway.runtime.supervisor.down():
+        if gateway.supervisor.down():
             return JSONResponse({"status": "degraded"}, status_code=503)
         try:
             await asyncio.wait_for(gateway.store.ping(), 2.0)
@@ -51,19 +51,19 @@ def build_app(gateway: Gateway, extra_routes: Sequence[BaseRoute]) -> FastAPI:
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics(request: Request) -> Response:
-        if gateway.core.settings.gateway_metrics_auth:  # security: GATEWAY_METRICS_AUTH
-            gateway.http.operator.policy.check(
+        if gateway.settings.gateway_metrics_auth:  # security: GATEWAY_METRICS_AUTH
+            gateway.operator.policy.check(
                 client=request.client.host if request.client else None,
                 host=request.headers.get("host"),
                 authorization=request.headers.get("authorization"),
             )
         await gateway.refresh_gauges()
         return PlainTextResponse(
-            gateway.core.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8"
+            gateway.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8"
         )
 
     # admin API (/api/v1), MCP (/mcp) and operator pages (/ops), before the adapters' routes
-    gateway.http.operator.mount(app)
+    gateway.operator.mount(app)
     for route in extra_routes:
         app.router.routes.append(route)
     # webhook POSTs straight to their route, inside the security middleware
