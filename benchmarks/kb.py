@@ -16,8 +16,9 @@ from typing import Any
 import asyncpg
 
 from benchmarks.common import Server, scratch_database
+from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.embed import LocalEmbedder
-from gateway.knowledge.service import Knowledge, KnowledgeSettings
+from gateway.knowledge.service import Knowledge
 from session_store.knowledge import KnowledgeStore, NewChunk
 from session_store.store import Store
 

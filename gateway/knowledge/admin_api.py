@@ -16,7 +16,8 @@ from starlette.routing import Route
 from gateway.core.errors import RequestError
 from gateway.http.admin import API_PREFIX, MAX_ID, AccessPolicy, admin_api_router
 from gateway.knowledge.files import FileStorageError
-from gateway.knowledge.service import DEFAULT_KB, Chat, FileRejected, Knowledge, check_name
+from gateway.knowledge.places import DEFAULT_KB, Chat, check_name
+from gateway.knowledge.service import FileRejected, Knowledge
 from session_store.knowledge import Assignment, CitationRecord, DocumentRecord, PassageHit
 
 _BEARER = HTTPBearer(auto_error=False, description="GATEWAY_ADMIN_TOKEN")

@@ -11,15 +11,10 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from gateway.knowledge.citations import source_label
 from gateway.knowledge.files import FileStorageError
-from gateway.knowledge.service import (
-    DEFAULT_KB,
-    Chat,
-    FileRejected,
-    Knowledge,
-    check_name,
-    source_label,
-)
+from gateway.knowledge.places import DEFAULT_KB, Chat, check_name
+from gateway.knowledge.service import FileRejected, Knowledge
 
 KB_TOOLS = (
     "kb_list",

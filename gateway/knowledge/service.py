@@ -9,7 +9,6 @@ import base64
 import contextlib
 import hashlib
 import os
-import re
 import socket
 import time
 import uuid
@@ -21,81 +20,43 @@ from typing import Any, Protocol
 import structlog
 
 from gateway.agents.prompt import estimate_text
-from gateway.core.domain import Attachment, Reply, ReplyTarget, SessionKey
-from gateway.core.errors import GatewayError, LeaseLost, StoreError
+from gateway.core.domain import Attachment, ReplyTarget, SessionKey
+from gateway.core.errors import StoreError
 from gateway.core.hub import Signal
 from gateway.core.settings import Settings
 from gateway.knowledge.attachments import FileFetchError, FileSource, FileTooLarge, too_large
-from gateway.knowledge.chunk import chunk_blocks
+from gateway.knowledge.citations import (
+    PROMPT_HEADER,
+    TurnKnowledge,
+    _loc,
+    _trace_hit,
+    document_note,
+    source_label,
+)
+from gateway.knowledge.config import Announce, KnowledgeSettings
 from gateway.knowledge.embed import Embedder, EmbeddingError, LocalEmbedder, RemoteEmbedder
 from gateway.knowledge.files import FileStorageError, S3Files
-from gateway.knowledge.parse import MEDIA_TYPES, ParseError, detect_format, parse_document
+from gateway.knowledge.ingest import IngestWorker
+from gateway.knowledge.inline import (
+    INLINE_TEXT_BYTES,
+    _inline_kind,
+    image_type,
+    shared_files,
+)
+from gateway.knowledge.parse import MEDIA_TYPES, ParseError, detect_format
+from gateway.knowledge.places import DEFAULT_KB, Chat, chat_kb, thread_kb
 from session_store.knowledge import (
     AddedDocument,
     DocumentRecord,
-    DocumentState,
-    IngestJob,
     KnowledgeBase,
     KnowledgeStore,
-    NewChunk,
     PassageHit,
 )
 from session_store.records import MessageRecord
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_KB = "default"
-#: tells a thread (by its session key) something about a file shared there
-Announce = Callable[[str, str], Awaitable[None]]
 _BUSY = ("queued", "parsing", "embedding")
-
-
-def thread_kb(key: SessionKey) -> str:
-    """The knowledge base of one thread's own files."""
-    return f"thread:{key}"
-
-
-def chat_kb(key: SessionKey) -> str:
-    """The knowledge base of a chat or channel (every thread in it)."""
-    return f"chat:{key.platform}:{key.scope}:{key.chat_id}"
-
-
-@dataclass(frozen=True, slots=True)
-class Chat:
-    """A chat or channel, as operators name it to assign knowledge bases:
-    ``platform:scope:chat`` (the scope may itself hold ``:``, platform and chat never do)."""
-
-    platform: str
-    scope: str
-    chat_id: str
-
-    def __str__(self) -> str:
-        return f"{self.platform}:{self.scope}:{self.chat_id}"
-
-    @classmethod
-    def of(cls, key: SessionKey) -> Chat:
-        return cls(key.platform, key.scope, key.chat_id)
-
-    @classmethod
-    def parse(cls, text: str) -> Chat:
-        check_name(text, "a chat")
-        platform, _, rest = text.strip().partition(":")
-        scope, _, chat_id = rest.rpartition(":")
-        if not (platform and scope and chat_id) or len(text) > 600:
-            raise ValueError(f"not a chat (platform:scope:chat, e.g. web:local:general): {text!r}")
-        return cls(platform, scope, chat_id)
-
-
-def check_name(text: str, what: str = "a knowledge base name") -> str:
-    """``text`` if PostgreSQL can store it as a name: no control characters (NUL among them)
-    and no lone surrogates; ``ValueError`` saying so otherwise."""
-    if any(ord(ch) < 32 for ch in text):
-        raise ValueError(f"{what} cannot hold control characters")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError(f"{what} is not valid Unicode text") from exc
-    return text
 
 
 class KnowledgeSearch(Protocol):
@@ -125,152 +86,12 @@ class FileRejected(Exception):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class KnowledgeSettings:
-    lease_seconds: float = 60.0
-    poll_seconds: float = 1.0
-    #: delay before try n+1 is ``backoff_seconds * 4**(n-1)``
-    backoff_seconds: float = 5.0
-    max_attempts: int = 3
-    max_file_bytes: int = 20 * 1024 * 1024
-    #: candidates per ranking before fusion, and passages offered to the model
-    candidates: int = 40
-    passages: int = 5
-    #: most tokens of passages in one prompt (less when the budget is tighter)
-    max_prompt_tokens: int = 2000
-    #: how often access counts are written (off the hot path)
-    flush_seconds: float = 2.0
-    #: a passage only the embeddings found goes into a prompt only this similar (cosine):
-    #: vector search always returns its nearest rows, relevant or not
-    min_vector_score: float = 0.3
-    #: ``default`` is searched in every chat (``GATEWAY_KB_DEFAULT=everywhere``), or only in
-    #: chats it is assigned to
-    default_everywhere: bool = True
-    #: shared files that go straight to the model as content parts: ``images``, ``text``
-    inline_files: frozenset[str] = frozenset()
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> KnowledgeSettings:
-        return cls(
-            poll_seconds=max(settings.gateway_poll_seconds, 0.05),
-            lease_seconds=max(settings.gateway_lease_seconds * 4, 10.0),
-            max_file_bytes=settings.gateway_max_file_bytes,
-            default_everywhere=settings.gateway_kb_default == "everywhere",
-            inline_files=frozenset(settings.agent_inline_files),
-        )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class SearchResult:
     query: str
     hits: tuple[PassageHit, ...]
     #: which bases were searched, and how: ``lexical`` alone or ``hybrid``
     mode: str
     timings_ms: Mapping[str, float]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TurnKnowledge:
-    """Passages chosen for one turn: the prompt section that numbers them, and the trace."""
-
-    passages: tuple[PassageHit, ...]
-    prompt: str
-    trace: Mapping[str, Any]
-    #: what became of files shared with the question (ready, failed, too big...)
-    notes: tuple[str, ...] = ()
-    #: files shared with the question that go straight to the model (OpenAI content parts:
-    #: ``image_url`` with a data URL, ``text``), with ``AGENT_INLINE_FILES``
-    parts: tuple[Mapping[str, Any], ...] = ()
-
-    def cite(self, replies: Sequence[Reply]) -> list[Reply]:
-        """Attach the trace to the answer, and to each reply that cites ``[n]`` its frozen
-        citations (metadata ``citations``, written to ``answer_citations`` with the message)
-        and footnotes naming the document and page."""
-        out: list[Reply] = []
-        for index, reply in enumerate(replies):
-            metadata: dict[str, Any] = dict(reply.metadata)
-            if index == 0 and self.trace:
-                metadata["retrieval_trace"] = dict(self.trace)
-            cited = sorted(
-                {int(n) for n in re.findall(r"\[(\d{1,3})\]", reply.text)}
-                & set(range(1, len(self.passages) + 1))
-            )
-            text = reply.text
-            if index == 0 and self.notes:
-                text = "\n".join(self.notes) + "\n\n" + text
-            if cited:
-                citations = [_citation(n, self.passages[n - 1]) for n in cited]
-                metadata["citations"] = citations
-                text = (
-                    text.rstrip()
-                    + "\n\nSources:\n"
-                    + "\n".join(f"[{c['ordinal']}] {source_label(c)}" for c in citations)
-                )
-            out.append(replace(reply, text=text, metadata=metadata))
-        return out
-
-
-def shared_files(messages: Sequence[MessageRecord]) -> list[Attachment]:
-    """The files people shared in ``messages`` (user messages' stored attachment metadata)."""
-    out: list[Attachment] = []
-    for m in messages:
-        if m.role != "user":
-            continue
-        for item in m.metadata.get("attachments") or ():
-            if isinstance(item, Mapping) and isinstance(item.get("kind"), str):
-                size = item.get("size")
-                out.append(
-                    Attachment(
-                        kind=item["kind"],
-                        name=item.get("name") if isinstance(item.get("name"), str) else None,
-                        url=item.get("url") if isinstance(item.get("url"), str) else None,
-                        mime_type=item.get("mime_type")
-                        if isinstance(item.get("mime_type"), str)
-                        else None,
-                        size=size if isinstance(size, int) else None,
-                        file_id=item.get("file_id")
-                        if isinstance(item.get("file_id"), str)
-                        else None,
-                    )
-                )
-    return out
-
-
-def document_note(doc: DocumentRecord) -> str:
-    if doc.state == "ready":
-        pages = f"{doc.pages} pages, " if doc.pages else ""
-        return f"📄 {doc.name} is ready ({pages}{doc.chunk_count} passages): ask me about it."
-    return f"⚠️ I could not read {doc.name}: {doc.error}"
-
-
-def source_label(citation: Mapping[str, Any]) -> str:
-    """``name, p. 3 — Section > Sub`` (page and section where known)."""
-    parts = [str(citation["document_name"])]
-    if citation.get("page") is not None:
-        parts.append(f"p. {citation['page']}")
-    label = ", ".join(parts)
-    if citation.get("section"):
-        label += f" — {citation['section']}"
-    return label
-
-
-def _citation(ordinal: int, hit: PassageHit) -> dict[str, Any]:
-    return {
-        "ordinal": ordinal,
-        "document_id": hit.document_id,
-        "chunk_id": hit.chunk_id,
-        "document_name": hit.document_name,
-        "page": hit.page,
-        "section": hit.section,
-        "passage": hit.content,
-        "score": hit.score,
-    }
-
-
-PROMPT_HEADER = (
-    "Passages from the knowledge base that may answer the question. Use them when they are "
-    "relevant and cite each one you use by its number in square brackets, like [1]. Do not "
-    "invent sources."
-)
 
 
 class Knowledge:
@@ -300,6 +121,7 @@ class Knowledge:
         self._kbs: dict[str, KnowledgeBase] = {}
         self._doc_access: Counter[int] = Counter()
         self._chunk_access: Counter[int] = Counter()
+        self._worker = IngestWorker(self)
 
     async def aclose(self) -> None:
         with contextlib.suppress(StoreError):
@@ -319,6 +141,12 @@ class Knowledge:
         self._kbs[name] = kb
         self._no_bases_until = 0.0
         return kb
+
+    async def switch_model(self, name: str) -> None:
+        """Rebuild ``name`` with this gateway's embedding model (its documents are queued
+        again), instead of mixing two models in one index."""
+        self._kbs.pop(name, None)
+        await self.kb(name)
 
     async def adopt_model(self) -> list[str]:
         """At start: every knowledge base built with another embedding model switches to this
@@ -374,154 +202,16 @@ class Knowledge:
         )
         return added
 
-    # --- the job worker --------------------------------------------------------------------
+    # --- the job worker (gateway.knowledge.ingest) -----------------------------------------
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Claim and run ingest jobs until ``stopping``; survives failures of one job and of
         the database."""
-        last_flush = time.monotonic()
-        while not stopping.is_set():
-            try:
-                busy = await self.process_one()
-            except StoreError as exc:
-                log.warning("kb_job_store_error", error=str(exc))
-                busy = False
-            except Exception:
-                log.exception("kb_job_crashed")
-                busy = False
-            if time.monotonic() - last_flush >= self.settings.flush_seconds:
-                last_flush = time.monotonic()
-                try:
-                    await self.flush_access()
-                except StoreError as exc:
-                    log.warning("kb_access_flush_failed", error=str(exc))
-            if not busy:
-                await self.wake.wait(self.settings.poll_seconds)
+        await self._worker.run(stopping)
 
     async def process_one(self) -> bool:
         """Run one due job; ``False`` when there was none."""
-        s = self.settings
-        job = await self.store.claim_job(owner=self.owner, lease_seconds=s.lease_seconds)
-        if job is None:
-            return False
-        doc = job.document
-        structlog.contextvars.bind_contextvars(document_id=doc.id, attempt=doc.attempts)
-        try:
-            if doc.attempts > s.max_attempts:
-                reason = doc.error or "the worker stopped mid-job"
-                await self.store.fail_job(
-                    job, f"gave up after {s.max_attempts} tries: {reason}", retry_in=None
-                )
-                log.warning("kb_job_gave_up", error=reason)
-                return True
-            if job.embedding_model != self.embedder.model:
-                # the base was built with another model: switch it (every document is queued
-                # again, this one included) rather than mix two models in one index
-                self._kbs.pop(doc.kb_name, None)
-                await self.kb(doc.kb_name)
-                log.info("kb_model_switched", kb=doc.kb_name, model=self.embedder.model)
-                return True
-            await self._ingest(job)
-            log.info("kb_document_ready", name=doc.name)
-            await self._tell(doc.id)
-        except ParseError as exc:
-            await self.store.fail_job(job, str(exc), retry_in=None)
-            log.info("kb_document_failed", error=str(exc))
-            await self._tell(doc.id)
-        except LeaseLost:
-            log.warning("kb_job_lease_lost")
-        except (EmbeddingError, FileStorageError) as exc:
-            await self._retry_or_fail(job, str(exc), transient=exc.transient)
-        except StoreError:
-            raise  # the lease runs out and the job is tried again
-        except Exception as exc:
-            log.exception("kb_job_failed")
-            await self._retry_or_fail(job, f"{type(exc).__name__}: {exc}", transient=True)
-        finally:
-            structlog.contextvars.unbind_contextvars("document_id", "attempt")
-        return True
-
-    async def _retry_or_fail(self, job: IngestJob, error: str, *, transient: bool) -> None:
-        attempts = job.document.attempts
-        if transient and attempts < self.settings.max_attempts:
-            delay = self.settings.backoff_seconds * 4 ** (attempts - 1)
-            await self.store.fail_job(job, error, retry_in=delay)
-            log.warning("kb_job_retry", error=error, retry_in=delay)
-        else:
-            if transient:
-                error = f"gave up after {attempts} tries: {error}"
-            await self.store.fail_job(job, error, retry_in=None)
-            log.warning("kb_document_failed", error=error)
-            await self._tell(job.document.id)
-
-    async def _tell(self, document_id: int) -> None:
-        """Tell the thread that shared the document how it went (if no turn told it)."""
-        if self.announce is None or document_id < 0:
-            return
-        doc = await self.store.get_document(document_id)
-        if doc is None or not doc.kb_name.startswith("thread:"):
-            return
-        if await self.store.take_notify(doc.id) is None:
-            return
-        try:
-            await self.announce(doc.kb_name.removeprefix("thread:"), document_note(doc))
-        except GatewayError as exc:  # a closed session, a platform gone: logged, not retried
-            log.warning("kb_announce_failed", document_id=doc.id, error=str(exc))
-
-    async def _ingest(self, job: IngestJob) -> None:
-        doc = job.document
-        state: list[DocumentState] = ["parsing"]
-
-        async def keep_lease() -> None:
-            while True:
-                await asyncio.sleep(self.settings.lease_seconds / 3)
-                await self.store.job_progress(
-                    job, state[0], lease_seconds=self.settings.lease_seconds
-                )
-
-        renew = asyncio.create_task(keep_lease(), name="kb-job-lease")
-        try:
-            parsed = await asyncio.to_thread(
-                parse_document, doc.name, await self._bytes(job), doc.media_type
-            )
-            chunks = chunk_blocks(parsed.blocks)
-            state[0] = "embedding"
-            await self.store.job_progress(
-                job, "embedding", lease_seconds=self.settings.lease_seconds
-            )
-            vectors: list[list[float]] | None = None
-            if await self.store.vector_enabled():
-                vectors = await self.embedder.embed(
-                    [f"{c.section}\n{c.text}" if c.section else c.text for c in chunks]
-                )
-            rows = [
-                NewChunk(
-                    ordinal=c.ordinal,
-                    page=c.page,
-                    section=c.section,
-                    content=c.text,
-                    tokens=c.tokens,
-                    embedding=None if vectors is None else vectors[i],
-                )
-                for i, c in enumerate(chunks)
-            ]
-            if renew.done():
-                renew.result()  # LeaseLost
-            await self.store.finish_job(job, rows, pages=parsed.pages)
-        finally:
-            renew.cancel()
-            with contextlib.suppress(asyncio.CancelledError, LeaseLost, StoreError):
-                await renew
-
-    async def _bytes(self, job: IngestJob) -> bytes:
-        if job.content is not None:
-            return job.content
-        if self.files is None:
-            raise FileStorageError(
-                "the file is in S3-compatible storage but GATEWAY_FILES_S3_URL is not set",
-                transient=False,
-            )
-        return await self.files.get(job.document.sha256)
+        return await self._worker.process_one()
 
     async def remove(self, document_id: int) -> bool:
         """Delete a document and its passages (citations stay frozen); its file's bytes go
@@ -866,55 +556,6 @@ class Knowledge:
             self._doc_access.update(docs)
             self._chunk_access.update(chunks)
             raise
-
-
-#: the largest text file that goes straight to the model (``AGENT_INLINE_FILES=text``)
-INLINE_TEXT_BYTES = 32 * 1024
-_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
-_TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".csv")
-
-
-def _inline_kind(a: Attachment) -> str | None:
-    """``images`` or ``text`` for a file that could go straight to the model, by its
-    declared type or name (the bytes are checked once fetched)."""
-    mime = (a.mime_type or "").split(";", 1)[0].strip().lower()
-    name = (a.name or "").lower()
-    if a.kind in ("photo", "image") or mime.startswith("image/") or name.endswith(_IMAGE_SUFFIXES):
-        return "images"
-    if mime in ("text/plain", "text/markdown", "text/csv") or name.endswith(_TEXT_SUFFIXES):
-        return "text"
-    return None
-
-
-def image_type(data: bytes) -> str | None:
-    """The media type of a PNG, JPEG, GIF or WebP image, from its first bytes."""
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if data.startswith((b"GIF87a", b"GIF89a")):
-        return "image/gif"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return None
-
-
-def _loc(hit: PassageHit) -> dict[str, Any]:
-    return {"page": hit.page, "section": hit.section}
-
-
-def _trace_hit(hit: PassageHit) -> dict[str, Any]:
-    return {
-        "chunk_id": hit.chunk_id,
-        "document_id": hit.document_id,
-        "document": hit.document_name,
-        "page": hit.page,
-        "score": round(hit.score, 6),
-        "lexical_rank": hit.lexical_rank,
-        "lexical_score": None if hit.lexical_score is None else round(hit.lexical_score, 6),
-        "vector_rank": hit.vector_rank,
-        "vector_score": None if hit.vector_score is None else round(hit.vector_score, 6),
-    }
 
 
 __all__ = [

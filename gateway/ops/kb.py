@@ -16,18 +16,12 @@ from pathlib import Path
 
 from gateway.core.logs import configure_logging
 from gateway.core.settings import Settings
+from gateway.knowledge.citations import source_label
+from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.files import FileStorageError, build_files
 from gateway.knowledge.parse import _BY_SUFFIX
-from gateway.knowledge.service import (
-    DEFAULT_KB,
-    Chat,
-    FileRejected,
-    Knowledge,
-    KnowledgeSettings,
-    build_embedder,
-    check_name,
-    source_label,
-)
+from gateway.knowledge.places import DEFAULT_KB, Chat, check_name
+from gateway.knowledge.service import FileRejected, Knowledge, build_embedder
 from session_store.knowledge import DocumentRecord, KnowledgeStore
 
 _BUSY = ("queued", "parsing", "embedding")

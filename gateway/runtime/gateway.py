@@ -30,9 +30,10 @@ from gateway.http.app import HttpServer, build_app
 from gateway.http.guard import HttpPolicy
 from gateway.http.webauth import WebIdentity
 from gateway.inbound.intake import CoreIntake
+from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.embed import EmbeddingError
 from gateway.knowledge.files import build_files
-from gateway.knowledge.service import Knowledge, KnowledgeSettings, build_embedder
+from gateway.knowledge.service import Knowledge, build_embedder
 from gateway.outbox.delivery import DeliverySettings, DeliveryWorker
 from gateway.outbox.pacing import Pacing, SharedBudget
 from gateway.outbox.streaming import Streams, StreamSettings

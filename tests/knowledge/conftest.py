@@ -4,8 +4,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.embed import LocalEmbedder
-from gateway.knowledge.service import Knowledge, KnowledgeSettings
+from gateway.knowledge.service import Knowledge
 from session_store.knowledge import KnowledgeStore
 from session_store.store import Store
 

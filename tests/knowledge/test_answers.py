@@ -11,7 +11,7 @@ from benchmarks.fakes.sink import SinkAdapter
 from benchmarks.fakes.sink_server import SinkServer
 from gateway.agents.base import Turn
 from gateway.core.domain import Reply, SessionKey
-from gateway.knowledge.service import chat_kb, thread_kb
+from gateway.knowledge.places import chat_kb, thread_kb
 from session_store.knowledge import KnowledgeStore
 from tests.knowledge.documents import make_docx, make_pdf
 from tests.support import running_gateway, wait_for

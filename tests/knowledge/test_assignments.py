@@ -13,7 +13,9 @@ import pytest
 from benchmarks.fakes.sink import SinkAdapter
 from benchmarks.fakes.sink_server import SinkServer
 from gateway.core.domain import SessionKey
-from gateway.knowledge.service import Chat, Knowledge, KnowledgeSettings, thread_kb
+from gateway.knowledge.config import KnowledgeSettings
+from gateway.knowledge.places import Chat, thread_kb
+from gateway.knowledge.service import Knowledge
 from session_store.knowledge import KnowledgeStore
 from tests.knowledge.conftest import SharedLocalEmbedder, drain
 from tests.knowledge.test_answers import CitingAgent

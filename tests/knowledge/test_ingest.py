@@ -12,8 +12,9 @@ from collections.abc import Sequence
 
 import pytest
 
+from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.embed import EmbeddingError
-from gateway.knowledge.service import FileRejected, Knowledge, KnowledgeSettings
+from gateway.knowledge.service import FileRejected, Knowledge
 from session_store.knowledge import KnowledgeStore
 from tests.knowledge.conftest import SharedLocalEmbedder, drain
 from tests.knowledge.documents import make_docx, make_pdf, make_scanned_pdf

@@ -14,7 +14,9 @@ from gateway.agents.base import ContextMessage, Turn
 from gateway.agents.openai import OpenAIAgent
 from gateway.core.domain import Attachment, ReplyTarget, SessionKey
 from gateway.knowledge.attachments import FileTooLarge
-from gateway.knowledge.service import INLINE_TEXT_BYTES, Knowledge, KnowledgeSettings, image_type
+from gateway.knowledge.config import KnowledgeSettings
+from gateway.knowledge.inline import INLINE_TEXT_BYTES, image_type
+from gateway.knowledge.service import Knowledge
 from session_store.knowledge import KnowledgeStore
 from tests.agents.fake_openai import FakeOpenAI
 from tests.knowledge.conftest import SharedLocalEmbedder

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from gateway.core.domain import Reply, SessionKey
-from gateway.knowledge.service import Knowledge, KnowledgeSettings, TurnKnowledge
+from gateway.knowledge.citations import TurnKnowledge
+from gateway.knowledge.config import KnowledgeSettings
+from gateway.knowledge.service import Knowledge
 from session_store.knowledge import RRF_K, KnowledgeBase, KnowledgeStore, PassageHit
 from session_store.store import Store
 from tests.knowledge.conftest import drain

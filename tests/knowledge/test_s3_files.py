@@ -15,8 +15,9 @@ import asyncpg
 import httpx
 import pytest
 
+from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.files import FileStorageError, S3Files
-from gateway.knowledge.service import Knowledge, KnowledgeSettings
+from gateway.knowledge.service import Knowledge
 from session_store.knowledge import KnowledgeStore
 from tests.knowledge.conftest import SharedLocalEmbedder
 from tests.knowledge.documents import make_pdf

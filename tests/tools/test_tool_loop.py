@@ -323,7 +323,7 @@ async def test_search_knowledge_reads_the_thread_scoped_knowledge_base(
     """Issues 14 and 15: the knowledge-search tool uses the retriever a turn uses, over the
     same scopes (this thread's documents, its chat's, ``default``), and never another
     thread's documents."""
-    from gateway.knowledge.service import thread_kb
+    from gateway.knowledge.places import thread_kb
     from session_store.values import SessionKey
 
     adapter = SinkAdapter(sink.url)
