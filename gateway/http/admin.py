@@ -334,8 +334,19 @@ def admin_api_router(policy: AccessPolicy, *, prefix: str, tag: str) -> APIRoute
 def admin_router(
     service: OperatorService, policy: AccessPolicy, wake_delivery: Callable[[], None]
 ) -> APIRouter:
-    ops = service.ops
     router = admin_api_router(policy, prefix=API_PREFIX, tag="admin")
+
+    _session_routes(router, service, wake_delivery)
+    _outbox_routes(router, service, wake_delivery)
+    _inbox_routes(router, service, wake_delivery)
+
+    return router
+
+
+def _session_routes(
+    router: APIRouter, service: OperatorService, wake_delivery: Callable[[], None]
+) -> None:
+    ops = service.ops
 
     def search_words(q: str) -> str:
         if not re.search(r"\w", q):
@@ -420,6 +431,12 @@ def admin_router(
         """Full-text search across sessions, newest first; each hit names its session."""
         return await service.search(search_words(q), platform=platform, cursor=cursor, limit=limit)
 
+
+def _outbox_routes(
+    router: APIRouter, service: OperatorService, wake_delivery: Callable[[], None]
+) -> None:
+    ops = service.ops
+
     @router.get("/deliveries", response_model=Page[DeliveryRecord], summary="The outbox")
     async def deliveries(
         limit: Limit = 50,
@@ -461,6 +478,12 @@ def admin_router(
         wake_delivery()
         return row
 
+
+def _inbox_routes(
+    router: APIRouter, service: OperatorService, wake_delivery: Callable[[], None]
+) -> None:
+    ops = service.ops
+
     @router.get(
         "/inbound-events", response_model=Page[InboundEvent], summary="Rejected inbound events"
     )
@@ -495,8 +518,6 @@ def admin_router(
     async def stats() -> Counts:
         """Sessions by status, deliveries by status, dead letters, oldest pending delivery."""
         return await ops.counts()
-
-    return router
 
 
 # --- wiring -----------------------------------------------------------------------------

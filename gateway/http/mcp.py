@@ -107,6 +107,15 @@ def build_mcp_server(service: OperatorService) -> MCPServer:
     server: MCPServer = MCPServer("chat-gateway", instructions=INSTRUCTIONS, version="0.1.0")
     root.handlers[:] = handlers
     root.setLevel(level)
+    _reading_tools(server, service)
+    _writing_tools(server, service)
+    _record_tools(server, service)
+
+    return server
+
+
+def _reading_tools(server: MCPServer, service: OperatorService) -> None:
+    """Tools that read sessions: lists, deltas, search and what is recorded about them."""
     ops = service.ops
 
     @server.tool()
@@ -198,6 +207,40 @@ def build_mcp_server(service: OperatorService) -> MCPServer:
         }
 
     @server.tool()
+    async def get_session_summaries(session: SessionRef) -> dict[str, Any]:
+        """The session's rolling summaries (seq ranges they stand for), newest first."""
+        with _as_tool_error():
+            detail = await ops.session_detail((await service.resolve(session)).id)
+        return {"session_id": detail.session.id, "summaries": _json(detail.summaries)}
+
+    @server.tool()
+    async def get_session_checkpoints(session: SessionRef) -> dict[str, Any]:
+        """The session's tracked steps and their status."""
+        with _as_tool_error():
+            detail = await ops.session_detail((await service.resolve(session)).id)
+        return {"session_id": detail.session.id, "checkpoints": _json(detail.checkpoints)}
+
+    @server.tool()
+    async def get_session_artifacts(session: SessionRef) -> dict[str, Any]:
+        """The outputs linked to the session (uri or inline content)."""
+        with _as_tool_error():
+            detail = await ops.session_detail((await service.resolve(session)).id)
+        return {"session_id": detail.session.id, "artifacts": _json(detail.artifacts)}
+
+    @server.tool()
+    async def get_session_participants(session: SessionRef) -> dict[str, Any]:
+        """Who takes part (platform users with role user, the assistant, MCP agents) and how
+        far each has read."""
+        with _as_tool_error():
+            detail = await ops.session_detail((await service.resolve(session)).id)
+        return {"session_id": detail.session.id, "participants": _json(detail.participants)}
+
+
+def _writing_tools(server: MCPServer, service: OperatorService) -> None:
+    """Tools that take part in sessions: open, post into, read up to, close."""
+    ops = service.ops
+
+    @server.tool()
     async def append_session_message(
         session: SessionRef,
         participant: ParticipantName,
@@ -220,6 +263,83 @@ def build_mcp_server(service: OperatorService) -> MCPServer:
             delivered=bool(message.deliveries),
         )
         return {"session_id": message.session_id, **_message(message)}
+
+    @server.tool()
+    async def append_session_messages(
+        session: SessionRef,
+        participant: ParticipantName,
+        messages: Annotated[list[BatchItem], Field(min_length=1, max_length=100)],
+    ) -> dict[str, Any]:
+        """Append up to 100 messages as participant in one transaction (all or none,
+        consecutive seq numbers). Stored only: use append_session_message with deliver=true
+        to post to the thread."""
+        with _as_tool_error():
+            found = await service.resolve(session)
+            stored = await ops.append_messages(
+                found.id,
+                participant=participant,
+                items=[(m.content, m.role, m.model) for m in messages],
+            )
+        return {"session_id": found.id, "seq_nos": [m.seq_no for m in stored]}
+
+    @server.tool()
+    async def create_session(
+        platform: Annotated[str, Field(min_length=1, max_length=64)],
+        scope: Annotated[str, Field(min_length=1, max_length=256)],
+        chat: Annotated[str, Field(min_length=1, max_length=256)],
+        participant: ParticipantName,
+        thread: Annotated[str | None, Field(max_length=256)] = None,
+        title: Annotated[str | None, Field(max_length=200)] = None,
+        kind: Annotated[str, Field(min_length=1, max_length=64)] = "chat",
+    ) -> dict[str, Any]:
+        """Open a session for a place (platform, scope, chat, thread), or return the active
+        one if it exists already (created=false). The creator becomes a participant. Messages
+        appended to it are stored; delivering needs a user message's reply target first."""
+        key = SessionKey(platform=platform, scope=scope, chat_id=chat, thread_id=thread)
+        with _as_tool_error():
+            session, created = await ops.create_session(
+                key, participant=participant, title=title, kind=kind
+            )
+        log.info("mcp_session_created", session_id=session.id, created=created)
+        return {
+            "session_id": session.id,
+            "key": str(session.key),
+            "created": created,
+            "status": session.status,
+            "last_seq_no": session.last_seq_no,
+        }
+
+    @server.tool()
+    async def close_session(session: SessionRef) -> dict[str, Any]:
+        """Close the session. The next message in its thread opens a fresh session."""
+        with _as_tool_error():
+            found = await service.resolve(session)
+            closed = await ops.close_session(found.id)
+        return {"session_id": found.id, "closed": closed, "status": "closed"}
+
+    @server.tool()
+    async def mark_read(
+        session: SessionRef,
+        participant: ParticipantName,
+        seq_no: Seq | None = None,
+    ) -> dict[str, Any]:
+        """Move participant's read cursor to seq_no (default: the newest message). It never
+        moves backwards; unread counts the messages after it."""
+        with _as_tool_error():
+            found = await service.resolve(session)
+            cursor = await ops.mark_read(found.id, participant, seq_no=seq_no)
+            latest = await ops.store.get_session(found.id)
+        return {
+            "session_id": found.id,
+            "participant": cursor.participant,
+            "last_read_seq": cursor.last_read_seq,
+            "unread": max(latest.last_seq_no - cursor.last_read_seq, 0),
+        }
+
+
+def _record_tools(server: MCPServer, service: OperatorService) -> None:
+    """Tools that record about a session: checkpoints, summaries, artifacts."""
+    ops = service.ops
 
     @server.tool()
     async def update_checkpoint(
@@ -273,111 +393,6 @@ def build_mcp_server(service: OperatorService) -> MCPServer:
                 found.id, kind=kind, name=name, uri=uri, content=content, seq_no=seq_no
             )
         return {"artifact": _json(artifact)}
-
-    @server.tool()
-    async def close_session(session: SessionRef) -> dict[str, Any]:
-        """Close the session. The next message in its thread opens a fresh session."""
-        with _as_tool_error():
-            found = await service.resolve(session)
-            closed = await ops.close_session(found.id)
-        return {"session_id": found.id, "closed": closed, "status": "closed"}
-
-    @server.tool()
-    async def mark_read(
-        session: SessionRef,
-        participant: ParticipantName,
-        seq_no: Seq | None = None,
-    ) -> dict[str, Any]:
-        """Move participant's read cursor to seq_no (default: the newest message). It never
-        moves backwards; unread counts the messages after it."""
-        with _as_tool_error():
-            found = await service.resolve(session)
-            cursor = await ops.mark_read(found.id, participant, seq_no=seq_no)
-            latest = await ops.store.get_session(found.id)
-        return {
-            "session_id": found.id,
-            "participant": cursor.participant,
-            "last_read_seq": cursor.last_read_seq,
-            "unread": max(latest.last_seq_no - cursor.last_read_seq, 0),
-        }
-
-    # --- issue 14 §10: create, batch append, and the super-session reads ----------------------
-
-    @server.tool()
-    async def create_session(
-        platform: Annotated[str, Field(min_length=1, max_length=64)],
-        scope: Annotated[str, Field(min_length=1, max_length=256)],
-        chat: Annotated[str, Field(min_length=1, max_length=256)],
-        participant: ParticipantName,
-        thread: Annotated[str | None, Field(max_length=256)] = None,
-        title: Annotated[str | None, Field(max_length=200)] = None,
-        kind: Annotated[str, Field(min_length=1, max_length=64)] = "chat",
-    ) -> dict[str, Any]:
-        """Open a session for a place (platform, scope, chat, thread), or return the active
-        one if it exists already (created=false). The creator becomes a participant. Messages
-        appended to it are stored; delivering needs a user message's reply target first."""
-        key = SessionKey(platform=platform, scope=scope, chat_id=chat, thread_id=thread)
-        with _as_tool_error():
-            session, created = await ops.create_session(
-                key, participant=participant, title=title, kind=kind
-            )
-        log.info("mcp_session_created", session_id=session.id, created=created)
-        return {
-            "session_id": session.id,
-            "key": str(session.key),
-            "created": created,
-            "status": session.status,
-            "last_seq_no": session.last_seq_no,
-        }
-
-    @server.tool()
-    async def append_session_messages(
-        session: SessionRef,
-        participant: ParticipantName,
-        messages: Annotated[list[BatchItem], Field(min_length=1, max_length=100)],
-    ) -> dict[str, Any]:
-        """Append up to 100 messages as participant in one transaction (all or none,
-        consecutive seq numbers). Stored only: use append_session_message with deliver=true
-        to post to the thread."""
-        with _as_tool_error():
-            found = await service.resolve(session)
-            stored = await ops.append_messages(
-                found.id,
-                participant=participant,
-                items=[(m.content, m.role, m.model) for m in messages],
-            )
-        return {"session_id": found.id, "seq_nos": [m.seq_no for m in stored]}
-
-    @server.tool()
-    async def get_session_summaries(session: SessionRef) -> dict[str, Any]:
-        """The session's rolling summaries (seq ranges they stand for), newest first."""
-        with _as_tool_error():
-            detail = await ops.session_detail((await service.resolve(session)).id)
-        return {"session_id": detail.session.id, "summaries": _json(detail.summaries)}
-
-    @server.tool()
-    async def get_session_checkpoints(session: SessionRef) -> dict[str, Any]:
-        """The session's tracked steps and their status."""
-        with _as_tool_error():
-            detail = await ops.session_detail((await service.resolve(session)).id)
-        return {"session_id": detail.session.id, "checkpoints": _json(detail.checkpoints)}
-
-    @server.tool()
-    async def get_session_artifacts(session: SessionRef) -> dict[str, Any]:
-        """The outputs linked to the session (uri or inline content)."""
-        with _as_tool_error():
-            detail = await ops.session_detail((await service.resolve(session)).id)
-        return {"session_id": detail.session.id, "artifacts": _json(detail.artifacts)}
-
-    @server.tool()
-    async def get_session_participants(session: SessionRef) -> dict[str, Any]:
-        """Who takes part (platform users with role user, the assistant, MCP agents) and how
-        far each has read."""
-        with _as_tool_error():
-            detail = await ops.session_detail((await service.resolve(session)).id)
-        return {"session_id": detail.session.id, "participants": _json(detail.participants)}
-
-    return server
 
 
 async def serve_stdio(settings: Settings, dsn: str) -> int:

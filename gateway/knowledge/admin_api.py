@@ -64,6 +64,13 @@ class Uploaded:
 def knowledge_router(knowledge: Knowledge, policy: AccessPolicy) -> APIRouter:
     router = admin_api_router(policy, prefix=f"{API_PREFIX}/kb", tag="knowledge base")
 
+    _document_routes(router, knowledge)
+    _assignment_routes(router, knowledge)
+
+    return router
+
+
+def _document_routes(router: APIRouter, knowledge: Knowledge) -> None:
     async def found(document_id: int) -> DocumentRecord:
         doc = await knowledge.store.get_document(document_id)
         if doc is None:
@@ -135,6 +142,8 @@ def knowledge_router(knowledge: Knowledge, policy: AccessPolicy) -> APIRouter:
         """What an answer cites, frozen when it was written."""
         return await knowledge.store.citations(message_id)
 
+
+def _assignment_routes(router: APIRouter, knowledge: Knowledge) -> None:
     @router.get("/assignments", response_model=list[Assignment], summary="Assignments")
     async def assignments(kb: KbName | None = None) -> list[Assignment]:
         """Knowledge bases assigned to chats. A turn searches its thread's documents, its
@@ -154,8 +163,6 @@ def knowledge_router(knowledge: Knowledge, policy: AccessPolicy) -> APIRouter:
         where = _chat(chat)
         if not await knowledge.unassign(kb, where):
             raise RequestError(f"{kb} is not assigned to {where}", status=404, title="Not found")
-
-    return router
 
 
 #: as the other operator pages: this origin only, no inline script

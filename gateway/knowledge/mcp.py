@@ -43,6 +43,12 @@ def _chat(text: str) -> Chat:
 
 
 def add_knowledge_tools(server: MCPServer, knowledge: Knowledge) -> None:
+
+    _document_tools(server, knowledge)
+    _assignment_tools(server, knowledge)
+
+
+def _document_tools(server: MCPServer, knowledge: Knowledge) -> None:
     store = knowledge.store
 
     @server.tool()
@@ -150,6 +156,10 @@ def add_knowledge_tools(server: MCPServer, knowledge: Knowledge) -> None:
                 for c in await store.citations(message_id)
             ]
         }
+
+
+def _assignment_tools(server: MCPServer, knowledge: Knowledge) -> None:
+    store = knowledge.store
 
     @server.tool()
     async def kb_assign(kb: KbName, chat: ChatName) -> dict[str, Any]:
