@@ -37,7 +37,7 @@ from gateway.agents.prompt import (
 from gateway.core.domain import PLACE_KEY, Place, ReplyTarget, SessionKey
 from gateway.core.errors import ContextTooSmall
 from gateway.core.settings import Settings
-from session_store.records import ContextRecord, PrefetchedContext, SummaryRecord
+from session_store.records import ContextRecord, PrefetchedContext, SummaryRecord, TurnState
 from session_store.store import Store
 
 
@@ -415,20 +415,7 @@ class ContextAssembler:
         factor = self.counter.factor(model)
         raw_budget = math.floor(budget / factor)
 
-        summary = None
-        if state.summary is not None:
-            summary = _as_summary(state.summary)
-            # a summary written for a bigger model must not crowd out the transcript
-            limit = max(raw_budget // 4, 64)
-            if self.counter.text(summary.content) > limit:
-                summary = replace(summary, content=_cut_to(summary.content, limit, self.counter))
-        parts = [self.policy.system_prompt.strip()]
-        parts.append(
-            describe_place(key, target, place=stored_place(state.place), title=state.title)
-        )
-        if summary is not None:
-            parts.append(summary_section(summary))
-        system_prompt = "\n\n".join(p for p in parts if p)
+        summary, system_prompt = self._system_prompt(state, key, target, raw_budget)
         system_raw = self.counter.message({"role": "system", "content": system_prompt})
         history_budget = raw_budget - system_raw - PROMPT_OVERHEAD
         if history_budget < 2 * MESSAGE_OVERHEAD + 16:
@@ -468,6 +455,25 @@ class ContextAssembler:
             session_metadata=state.session_metadata,
             history_raw_budget=history_budget,
         )
+
+    def _system_prompt(
+        self, state: TurnState, key: SessionKey, target: ReplyTarget, raw_budget: int
+    ) -> tuple[ContextSummary | None, str]:
+        """The system prompt: the instructions, the place, and the newest summary (cut so a
+        summary written for a bigger model does not crowd out the transcript)."""
+        summary = None
+        if state.summary is not None:
+            summary = _as_summary(state.summary)
+            limit = max(raw_budget // 4, 64)
+            if self.counter.text(summary.content) > limit:
+                summary = replace(summary, content=_cut_to(summary.content, limit, self.counter))
+        parts = [self.policy.system_prompt.strip()]
+        parts.append(
+            describe_place(key, target, place=stored_place(state.place), title=state.title)
+        )
+        if summary is not None:
+            parts.append(summary_section(summary))
+        return summary, "\n\n".join(p for p in parts if p)
 
     async def fetch_newest(
         self,
