@@ -232,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if a page is out of date")
     parser.add_argument("--root", type=Path, default=Path("."), help="the repository root")
     args = parser.parse_args(argv)
-    stale = []
+    stale: list[str] = []
     for page, text in pages().items():
         path = args.root / page
         if args.check:
@@ -240,8 +240,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 stale.append(str(page))
         else:
             path.write_text(text, encoding="utf-8")
-    for page in stale:
-        print(f"{page} is out of date: run python -m gateway.ops.docgen", file=sys.stderr)
+    for name in stale:
+        print(f"{name} is out of date: run python -m gateway.ops.docgen", file=sys.stderr)
     return 1 if stale else 0
 
 
