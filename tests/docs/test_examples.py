@@ -140,7 +140,7 @@ async def test_the_python_agent_example_loads_by_its_setting_and_answers(
 
 @pytest.mark.parametrize("name", ["openai.env", "ollama.env"])
 async def test_a_model_in_two_lines_answers(name: str, database_url: str, sink: SinkServer) -> None:
-    values = env_file(name)
+    values: dict[str, Any] = env_file(name)
     assert values["AGENT"] == "openai"
     fake = await FakeOpenAI(models=[values.get("AGENT_MODEL", "gpt-4o-mini")]).start()
     values["OPENAI_BASE_URL"] = fake.base_url  # the documented server, replaced by the fake
@@ -182,10 +182,10 @@ async def test_the_curl_script_runs_against_the_admin_api(
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
             )
-            out, err = await asyncio.wait_for(process.communicate(), 30)
-            results[given] = (process.returncode, out.decode(), err.decode())
-    code, out, err = results[token]
-    assert code == 0, err
-    assert '"items"' in out and "deploy" in out
+            stdout, stderr = await asyncio.wait_for(process.communicate(), 30)
+            results[given] = (process.returncode, stdout.decode(), stderr.decode())
+    code, printed, errors = results[token]
+    assert code == 0, errors
+    assert '"items"' in printed and "deploy" in printed
     assert '"openapi"' in (tmp_path / "openapi.json").read_text()
     assert results["w" * 40][0] != 0  # a wrong token is refused
