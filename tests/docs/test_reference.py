@@ -59,3 +59,11 @@ def test_every_cli_command_is_documented() -> None:
     assert ("sessions", "list") in commands and ("kb", "assign") in commands
     for path in commands:
         assert f"`gateway {' '.join(path)}`" in page
+
+
+def test_every_metric_is_documented() -> None:
+    page = (ROOT / docgen.METRICS_PAGE).read_text(encoding="utf-8")
+    names = [name for name, *_ in docgen.metrics()]
+    assert "gateway_turns_total" in names and "gateway_worker_up" in names
+    for name in names:
+        assert f"| `{name}` |" in page
