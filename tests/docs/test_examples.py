@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
@@ -189,3 +192,59 @@ async def test_the_curl_script_runs_against_the_admin_api(
     assert '"items"' in printed and "deploy" in printed
     assert '"openapi"' in (tmp_path / "openapi.json").read_text()
     assert results["w" * 40][0] != 0  # a wrong token is refused
+
+
+async def _script(name: str, *args: str, env: dict[str, str], cwd: Path) -> str:
+    process = await asyncio.create_subprocess_exec(
+        "sh",
+        str(EXAMPLES / name),
+        *args,
+        cwd=cwd,
+        env={**os.environ, **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0, stderr.decode()
+    return stdout.decode()
+
+
+@pytest.mark.slow
+async def test_backup_and_restore_into_the_embedded_server(
+    database_url: str, sink: SinkServer, tmp_path: Path
+) -> None:
+    adapter = SinkAdapter(sink.url)
+    async with running_gateway(database_url, adapters=[adapter], web_chat=False):
+        await adapter.submit({"chat": "c", "thread": "B", "id": "1", "text": "keep me"})
+        await wait_for(lambda: len(sink.accepted) == 1)
+    dump = tmp_path / "gateway.dump"
+    printed = await _script(
+        "backup.sh", str(dump), env={"DATABASE_URL": database_url}, cwd=tmp_path
+    )
+    assert printed.strip() == str(dump) and dump.stat().st_size > 0
+    # a fresh embedded server, as on a new machine (outside pytest's private tmp tree, which
+    # the server's own user cannot enter)
+    data_dir = Path(tempfile.mkdtemp(prefix="gw-docs-restore-"))
+    embedded = {"GATEWAY_DATA_DIR": str(data_dir)}
+    try:
+        await _script("restore.sh", str(dump), env=embedded, cwd=tmp_path)
+        listed = await _script_cli(["sessions", "list", "--json"], env=embedded, cwd=tmp_path)
+        assert [s["key"] for s in json.loads(listed)] == ["sink:test:c:B"]
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+async def _script_cli(args: list[str], *, env: dict[str, str], cwd: Path) -> str:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        *args,
+        cwd=cwd,
+        env={**os.environ, **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0, stderr.decode()
+    return stdout.decode()
