@@ -92,7 +92,17 @@ async def test_the_http_agent_example_answers_through_a_gateway(
     database_url: str, sink: SinkServer
 ) -> None:
     example = _module("http_agent")
-    runner = web.AppRunner(example.make_app("change-me"))
+    app = example.make_app("change-me")
+    seen: list[dict[str, Any]] = []
+
+    @web.middleware
+    async def record(request: web.Request, handler: Any) -> web.StreamResponse:
+        seen.append(json.loads(await request.read()))
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    app.middlewares.append(record)
+    runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
@@ -112,6 +122,11 @@ async def test_the_http_agent_example_answers_through_a_gateway(
         await runner.cleanup()
     first, refused = sink.texts_in("c", "T")
     assert first == "You asked in c: hello"
+    documented = json.loads((EXAMPLES / "turn.json").read_text(encoding="utf-8"))
+    sent = seen[0]
+    assert set(sent) == set(documented)  # the turn JSON the agent guide shows
+    for part in ("session", "target", "limits"):
+        assert set(sent[part]) == set(documented[part]), part
     assert "You asked" not in refused and refused.startswith("Sorry")  # bad signature: refused
 
 
