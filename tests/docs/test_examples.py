@@ -205,7 +205,13 @@ async def test_the_curl_script_runs_against_the_admin_api(
     code, printed, errors = results[token]
     assert code == 0, errors
     assert '"items"' in printed and "deploy" in printed
-    assert '"openapi"' in (tmp_path / "openapi.json").read_text()
+    document = json.loads((tmp_path / "openapi.json").read_text())
+    page = (EXAMPLES.parent / "reference" / "http-api.md").read_text(encoding="utf-8")
+    for path, operations in document["paths"].items():  # the reference lists every route
+        row = next((r for r in page.splitlines() if f"| `{path}` |" in r), None)
+        assert row is not None, path
+        for method in operations:
+            assert method.upper() in row.split("|")[1], (method, path)
     assert results["w" * 40][0] != 0  # a wrong token is refused
 
 

@@ -67,3 +67,11 @@ def test_every_metric_is_documented() -> None:
     assert "gateway_turns_total" in names and "gateway_worker_up" in names
     for name in names:
         assert f"| `{name}` |" in page
+
+
+def test_every_mcp_tool_is_documented() -> None:
+    page = (ROOT / docgen.MCP_PAGE).read_text(encoding="utf-8")
+    names = [name for name, *_ in docgen.mcp_tools()]
+    assert "get_session_delta" in names and "kb_search" in names
+    for name in names:
+        assert f"| `{name}` |" in page
