@@ -176,7 +176,7 @@ class Settings(BaseSettings):
         default_factory=list, alias="MATTERMOST_ANSWER_ALL_CHANNELS"
     )
     #: the gateway's ``POST /mattermost/actions`` as the Mattermost server reaches it; set,
-    #: approval cards get Approve/Deny buttons (issue 14); unset, ✅/❌ reactions only
+    #: approval cards get Approve/Deny buttons; unset, ✅/❌ reactions only
     mattermost_actions_url: str | None = Field(default=None, alias="MATTERMOST_ACTIONS_URL")
 
     # --- agent ------------------------------------------------------------------------
@@ -228,7 +228,7 @@ class Settings(BaseSettings):
     gateway_approval_seconds: float = Field(
         default=600.0, gt=0, le=86400 * 7, alias="GATEWAY_APPROVAL_SECONDS"
     )
-    #: offer tools to the agent at all (``false``: the agent only talks, as before issue 14)
+    #: offer tools to the agent at all (``false``: the agent only talks)
     gateway_tools: bool = Field(default=True, alias="GATEWAY_TOOLS")
 
     # --- streaming (issue 16) -----------------------------------------------------------

@@ -75,3 +75,19 @@ def test_every_mcp_tool_is_documented() -> None:
     assert "get_session_delta" in names and "kb_search" in names
     for name in names:
         assert f"| `{name}` |" in page
+
+
+def test_the_tools_file_reference_names_every_key_and_default() -> None:
+    from gateway.tools import catalog
+
+    page = (ROOT / "docs/reference/tools-file.md").read_text(encoding="utf-8")
+    for key in catalog._ENTRY_KEYS:
+        assert f"`{key}`" in page, key
+    defaults = {
+        "max_steps": catalog.DEFAULT_MAX_STEPS,
+        "timeout_seconds": catalog.DEFAULT_TIMEOUT,
+        "max_output_chars": catalog.DEFAULT_MAX_OUTPUT_CHARS,
+        "max_schema_tokens": catalog.DEFAULT_SCHEMA_TOKENS,
+    }
+    for key, value in defaults.items():
+        assert f"| `{key}` |" in page and f"| `{value:g}` |" in page, key
