@@ -8,6 +8,7 @@ import asyncio
 import importlib.util
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -16,6 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import httpx
 import pytest
 from aiohttp import web
 
@@ -269,3 +271,21 @@ async def _script_cli(args: list[str], *, env: dict[str, str], cwd: Path) -> str
     stdout, stderr = await asyncio.wait_for(process.communicate(), 120)
     assert process.returncode == 0, stderr.decode()
     return stdout.decode()
+
+
+async def test_the_reverse_proxy_example_gets_through_the_host_guard(database_url: str) -> None:
+    conf = (EXAMPLES / "nginx.conf").read_text(encoding="utf-8")
+    (server_name,) = re.findall(r"server_name\s+([^;\s]+);", conf)
+    assert "proxy_set_header Host $host;" in conf
+    values: dict[str, Any] = env_file("proxy.env")
+    assert server_name in values["GATEWAY_ALLOWED_HOSTS"].split(",")
+    statuses = {}
+    for name, overrides in (("without", {}), ("with", values)):
+        async with (
+            running_gateway(database_url, **overrides) as gw,
+            httpx.AsyncClient(base_url=gw.url) as client,
+        ):
+            # what nginx sends: the public Host, from the proxy's loopback address
+            headers = {"Host": server_name, "X-Forwarded-Proto": "https"}
+            statuses[name] = (await client.get("/healthz", headers=headers)).status_code
+    assert statuses == {"without": 403, "with": 200}
