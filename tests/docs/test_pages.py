@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 PAGES = sorted((ROOT / "docs").rglob("*.md"))
 FRONT = [README, ROOT / "CONTRIBUTING.md", *PAGES]
+HISTORY = ROOT / "CHANGELOG.md"
 EXAMPLES = ROOT / "docs" / "examples"
 
 # shell variables the snippets use that are not gateway settings
@@ -40,6 +41,10 @@ def test_no_history_in_the_pages(path: Path) -> None:
         cells = row.lower()
         assert not re.search(r"\|\s*(before|after)\b", cells), row
         assert not re.search(r"\b(second|third) pass\b", cells), row
+
+
+def test_the_changelog_says_why_not_which_ticket() -> None:
+    assert not re.search(r"\bissues? #?\d+", HISTORY.read_text(encoding="utf-8"), re.I)
 
 
 def test_the_readme_shows_the_model_example_files() -> None:
