@@ -20,6 +20,7 @@ from gateway.core.errors import ConfigError
 
 
 def _default_data_dir() -> Path:
+    """the per-user data directory (`~/.local/share/chat-gateway` on Linux)"""
     return Path(platformdirs.user_data_dir("chat-gateway", appauthor=False))
 
 
@@ -42,19 +43,30 @@ class Settings(BaseSettings):
     )
 
     # --- core -------------------------------------------------------------------------
+    #: PostgreSQL DSN (`postgresql://...`); unset: an embedded PostgreSQL under GATEWAY_DATA_DIR
     database_url: str | None = Field(default=None, alias="DATABASE_URL")
+    #: where the embedded database and local state live
     gateway_data_dir: Path = Field(default_factory=_default_data_dir, alias="GATEWAY_DATA_DIR")
+    #: the address the HTTP server (webhooks, web chat, health, metrics) binds
     gateway_http_host: str = Field(default="127.0.0.1", alias="GATEWAY_HTTP_HOST")
+    #: the HTTP server's port; `0` picks a free one (the URL is printed)
     gateway_http_port: int = Field(default=8080, ge=0, le=65535, alias="GATEWAY_HTTP_PORT")
+    #: `json` or `console`; unset: `console` on a terminal, else `json`
     gateway_log_format: Literal["json", "console"] | None = Field(
         default=None, alias="GATEWAY_LOG_FORMAT"
     )
+    #: the least level logged
     gateway_log_level: Literal["debug", "info", "warning", "error"] = Field(
         default="info", alias="GATEWAY_LOG_LEVEL"
     )
+    #: bearer token (32+ characters) for the admin API, `/mcp` and the operator pages; unset:
+    #: loopback clients only
     gateway_admin_token: SecretStr | None = Field(default=None, alias="GATEWAY_ADMIN_TOKEN")
+    #: database connections per process
     gateway_db_pool_size: int = Field(default=10, ge=2, le=500, alias="GATEWAY_DB_POOL_SIZE")
+    #: turns run at once per process
     gateway_turn_workers: int = Field(default=8, ge=1, le=1000, alias="GATEWAY_TURN_WORKERS")
+    #: sends run at once per process
     gateway_delivery_workers: int = Field(
         default=8, ge=1, le=1000, alias="GATEWAY_DELIVERY_WORKERS"
     )
@@ -62,9 +74,11 @@ class Settings(BaseSettings):
     gateway_lease_seconds: float = Field(default=30.0, gt=0, alias="GATEWAY_LEASE_SECONDS")
     #: how often idle workers look for work claimed nowhere (other replicas, restarts)
     gateway_poll_seconds: float = Field(default=1.0, gt=0, alias="GATEWAY_POLL_SECONDS")
+    #: transient send failures before a delivery is marked failed
     gateway_delivery_max_attempts: int = Field(
         default=8, ge=1, alias="GATEWAY_DELIVERY_MAX_ATTEMPTS"
     )
+    #: serve the built-in web chat
     gateway_web_chat: bool = Field(default=True, alias="GATEWAY_WEB_CHAT")
     #: extra surfaces as ``module:factory`` (comma-separated); each factory takes the settings
     #: and returns a PlatformAdapter (for surfaces that are not built in)
@@ -77,6 +91,7 @@ class Settings(BaseSettings):
     gateway_web_auth: Literal["none", "accounts", "proxy"] = Field(
         default="none", alias="GATEWAY_WEB_AUTH"
     )
+    #: for `GATEWAY_WEB_AUTH=proxy`: the header holding the signed-in user name
     gateway_web_auth_header: str = Field(
         default="X-Forwarded-User", min_length=1, alias="GATEWAY_WEB_AUTH_HEADER"
     )
@@ -84,6 +99,7 @@ class Settings(BaseSettings):
     gateway_trusted_proxies: CsvList = Field(default_factory=list, alias="GATEWAY_TRUSTED_PROXIES")
     #: Host header values accepted; unset: loopback names on a loopback bind, else any
     gateway_allowed_hosts: CsvList = Field(default_factory=list, alias="GATEWAY_ALLOWED_HOSTS")
+    #: largest request body on any route (413 beyond, refused before it is read whole)
     gateway_max_body_bytes: int = Field(
         default=1_048_576, ge=1024, le=2**40, alias="GATEWAY_MAX_BODY_BYTES"
     )
@@ -95,14 +111,22 @@ class Settings(BaseSettings):
     gateway_metrics_auth: bool = Field(default=False, alias="GATEWAY_METRICS_AUTH")
 
     # --- Telegram ---------------------------------------------------------------------
+    #: the bot token from BotFather; set, Telegram is on
     telegram_bot_token: SecretStr | None = Field(default=None, alias="TELEGRAM_BOT_TOKEN")
+    #: the Bot API server, the token appended
     telegram_api_base_url: str = Field(
         default="https://api.telegram.org/bot", alias="TELEGRAM_API_BASE_URL"
     )
+    #: how updates arrive: `polling` (no public URL needed) or `webhook`
     telegram_mode: Literal["polling", "webhook"] = Field(default="polling", alias="TELEGRAM_MODE")
+    #: for `TELEGRAM_MODE=webhook`: the public https URL registered with Telegram
     telegram_webhook_url: str | None = Field(default=None, alias="TELEGRAM_WEBHOOK_URL")
+    #: for `TELEGRAM_MODE=webhook`: checked on `X-Telegram-Bot-Api-Secret-Token` (1-256 of `A-Z a-z
+    #: 0-9 _ -`)
     telegram_webhook_secret: SecretStr | None = Field(default=None, alias="TELEGRAM_WEBHOOK_SECRET")
+    #: chat ids (`-100...`) the bot answers in; unset: all (see the answer rules)
     telegram_allowed_chats: CsvList = Field(default_factory=list, alias="TELEGRAM_ALLOWED_CHATS")
+    #: user ids the bot answers; unset: all
     telegram_allowed_users: CsvList = Field(default_factory=list, alias="TELEGRAM_ALLOWED_USERS")
     #: chats (ids) where every message is answered, not only mentions/replies/commands
     telegram_answer_all_chats: CsvList = Field(
@@ -110,15 +134,21 @@ class Settings(BaseSettings):
     )
 
     # --- Slack ------------------------------------------------------------------------
+    #: the Bot User OAuth Token (`xoxb-`); set, Slack is on
     slack_bot_token: SecretStr | None = Field(default=None, alias="SLACK_BOT_TOKEN")
+    #: the app's signing secret: events arrive at `POST /slack/events` (Events API)
     slack_signing_secret: SecretStr | None = Field(default=None, alias="SLACK_SIGNING_SECRET")
+    #: an app-level token (`xapp-`): Socket Mode instead of HTTP
     slack_app_token: SecretStr | None = Field(default=None, alias="SLACK_APP_TOKEN")
+    #: the Web API base URL
     slack_api_base_url: str = Field(default="https://slack.com/api/", alias="SLACK_API_BASE_URL")
     #: answer thread follow-ups only when mentioned
     slack_require_mention: bool = Field(default=False, alias="SLACK_REQUIRE_MENTION")
     # allow-lists (issue 18), same semantics as TELEGRAM_ALLOWED_CHATS/USERS: when set, a
     # message from another channel or person is ignored, with the reason stored
+    #: channel ids (`C...`, `G...`, `D...`) the bot answers in; unset: all
     slack_allowed_channels: CsvList = Field(default_factory=list, alias="SLACK_ALLOWED_CHANNELS")
+    #: user ids (`U...`) the bot answers; unset: all
     slack_allowed_users: CsvList = Field(default_factory=list, alias="SLACK_ALLOWED_USERS")
     #: channels (ids) where every message is answered, as TELEGRAM_ANSWER_ALL_CHATS
     slack_answer_all_channels: CsvList = Field(
@@ -126,13 +156,18 @@ class Settings(BaseSettings):
     )
 
     # --- Mattermost -------------------------------------------------------------------
+    #: the server URL (`https://host[:port][/path]`); set with MATTERMOST_TOKEN, Mattermost is on
     mattermost_url: str | None = Field(default=None, alias="MATTERMOST_URL")
+    #: the bot account's access token
     mattermost_token: SecretStr | None = Field(default=None, alias="MATTERMOST_TOKEN")
+    #: answer thread follow-ups only when mentioned
     mattermost_require_mention: bool = Field(default=False, alias="MATTERMOST_REQUIRE_MENTION")
     # allow-lists (issue 18): channel ids and user ids, as for Telegram and Slack
+    #: channel ids (26 characters) the bot answers in; unset: all
     mattermost_allowed_channels: CsvList = Field(
         default_factory=list, alias="MATTERMOST_ALLOWED_CHANNELS"
     )
+    #: user ids the bot answers; unset: all
     mattermost_allowed_users: CsvList = Field(
         default_factory=list, alias="MATTERMOST_ALLOWED_USERS"
     )
@@ -141,16 +176,25 @@ class Settings(BaseSettings):
         default_factory=list, alias="MATTERMOST_ANSWER_ALL_CHANNELS"
     )
     #: the gateway's ``POST /mattermost/actions`` as the Mattermost server reaches it; set,
-    #: approval cards get Approve/Deny buttons (issue 14); unset, ✅/❌ reactions only
+    #: approval cards get Approve/Deny buttons; unset, ✅/❌ reactions only
     mattermost_actions_url: str | None = Field(default=None, alias="MATTERMOST_ACTIONS_URL")
 
     # --- agent ------------------------------------------------------------------------
+    #: who answers: `echo`, `openai` (any OpenAI-compatible server), `http` (your service) or
+    #: `module:callable` (a Python agent)
     agent: str = Field(default="echo", alias="AGENT")
+    #: for `AGENT=openai`: the chat-completions server, e.g. `http://localhost:11434/v1` (Ollama)
+    #: or `http://localhost:8000/v1` (vLLM)
     openai_base_url: str = Field(default="https://api.openai.com/v1", alias="OPENAI_BASE_URL")
+    #: for `AGENT=openai`: the API key, sent as a bearer token
     openai_api_key: SecretStr | None = Field(default=None, alias="OPENAI_API_KEY")
+    #: the default model
     agent_model: str = Field(default="gpt-4o-mini", alias="AGENT_MODEL")
+    #: for `AGENT=http`: where each turn is POSTed
     agent_http_url: str | None = Field(default=None, alias="AGENT_HTTP_URL")
+    #: per agent call; a timeout is an apology in the thread
     agent_timeout_seconds: float = Field(default=60.0, gt=0, alias="AGENT_TIMEOUT_SECONDS")
+    #: the start of every system prompt
     agent_system_prompt: str = Field(
         default="You are a helpful assistant in a team chat.", alias="AGENT_SYSTEM_PROMPT"
     )
@@ -172,6 +216,7 @@ class Settings(BaseSettings):
     )
     #: rolling summaries of history that no longer fits (cold path)
     agent_summaries: bool = Field(default=True, alias="AGENT_SUMMARIES")
+    #: the size of a rolling summary
     agent_summary_tokens: int = Field(default=512, ge=64, alias="AGENT_SUMMARY_TOKENS")
     #: messages arriving during a run: ``queue`` them for the next run, or ``interrupt`` it
     agent_busy_mode: Literal["queue", "interrupt"] = Field(default="queue", alias="AGENT_BUSY_MODE")
@@ -183,7 +228,7 @@ class Settings(BaseSettings):
     gateway_approval_seconds: float = Field(
         default=600.0, gt=0, le=86400 * 7, alias="GATEWAY_APPROVAL_SECONDS"
     )
-    #: offer tools to the agent at all (``false``: the agent only talks, as before issue 14)
+    #: offer tools to the agent at all (``false``: the agent only talks)
     gateway_tools: bool = Field(default=True, alias="GATEWAY_TOOLS")
 
     # --- streaming (issue 16) -----------------------------------------------------------
@@ -191,8 +236,11 @@ class Settings(BaseSettings):
     gateway_streaming: bool = Field(default=True, alias="GATEWAY_STREAMING")
     #: per-platform overrides of GATEWAY_STREAMING (unset: follow it)
     telegram_streaming: bool | None = Field(default=None, alias="TELEGRAM_STREAMING")
+    #: per-platform override of GATEWAY_STREAMING (unset: follow it)
     slack_streaming: bool | None = Field(default=None, alias="SLACK_STREAMING")
+    #: per-platform override of GATEWAY_STREAMING (unset: follow it)
     mattermost_streaming: bool | None = Field(default=None, alias="MATTERMOST_STREAMING")
+    #: per-platform override of GATEWAY_STREAMING (unset: follow it)
     web_streaming: bool | None = Field(default=None, alias="WEB_STREAMING")
     #: the least time between two edits of one preview message
     gateway_stream_edit_seconds: float = Field(
@@ -200,9 +248,14 @@ class Settings(BaseSettings):
     )
 
     # --- knowledge base (issue 15) ------------------------------------------------------
+    #: an OpenAI-compatible `/v1/embeddings` server for the knowledge base; unset: the built-in
+    #: local embedder (no download)
     embedding_base_url: str | None = Field(default=None, alias="EMBEDDING_BASE_URL")
+    #: the embeddings server's API key
     embedding_api_key: SecretStr | None = Field(default=None, alias="EMBEDDING_API_KEY")
+    #: the embeddings model (with EMBEDDING_BASE_URL)
     embedding_model: str = Field(default="text-embedding-3-small", alias="EMBEDDING_MODEL")
+    #: largest file added to the knowledge base (fetched or uploaded)
     gateway_max_file_bytes: int = Field(
         default=20 * 1024 * 1024, ge=1, alias="GATEWAY_MAX_FILE_BYTES"
     )
@@ -216,20 +269,27 @@ class Settings(BaseSettings):
     #: Markdown, CSV up to 32 KB as text parts); others, and all by default, are read into
     #: the thread's knowledge base
     agent_inline_files: CsvList = Field(default_factory=list, alias="AGENT_INLINE_FILES")
-    #: file bytes in an S3-compatible bucket instead of PostgreSQL (by SHA-256)
+    #: file bytes in an S3-compatible bucket instead of PostgreSQL (by SHA-256): the endpoint
+    #: URL (with GATEWAY_FILES_S3_BUCKET; needs `pip install 'chat-gateway[s3]'`)
     gateway_files_s3_url: str | None = Field(default=None, alias="GATEWAY_FILES_S3_URL")
+    #: the bucket's name (with GATEWAY_FILES_S3_URL)
     gateway_files_s3_bucket: str | None = Field(
         default=None, min_length=3, max_length=63, alias="GATEWAY_FILES_S3_BUCKET"
     )
+    #: the bucket's access key (with the secret key; unset: boto3's own lookup, e.g. an instance
+    #: role)
     gateway_files_s3_access_key: SecretStr | None = Field(
         default=None, alias="GATEWAY_FILES_S3_ACCESS_KEY"
     )
+    #: the bucket's secret key
     gateway_files_s3_secret_key: SecretStr | None = Field(
         default=None, alias="GATEWAY_FILES_S3_SECRET_KEY"
     )
+    #: the bucket's region
     gateway_files_s3_region: str = Field(
         default="us-east-1", min_length=1, alias="GATEWAY_FILES_S3_REGION"
     )
+    #: prefix of the object names (`<prefix><sha256>`)
     gateway_files_s3_prefix: str = Field(
         default="kb/", max_length=200, alias="GATEWAY_FILES_S3_PREFIX"
     )

@@ -1,0 +1,106 @@
+"""The README stays a short front page, and what the pages tell people to type is real: every
+`gateway` command parses, every setting named in a snippet exists, every link resolves."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gateway.ops import docgen
+from gateway.ops.cli import _parser
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+PAGES = sorted((ROOT / "docs").rglob("*.md"))
+FRONT = [README, ROOT / "CONTRIBUTING.md", *PAGES]
+HISTORY = ROOT / "CHANGELOG.md"
+EXAMPLES = ROOT / "docs" / "examples"
+
+# shell variables the snippets use that are not gateway settings
+NOT_SETTINGS = {"PYTHONPATH", "PG_BIN", "TOKEN", "POSTGRES_PASSWORD", "GATEWAY_URL"}
+
+
+def test_the_readme_is_a_short_front_page() -> None:
+    text = README.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert len(lines) <= 200
+    assert "pip install -e . && gateway run" in lines[:6]
+    assert "pip install -e '.[test]' && pytest" in lines[:6]
+    assert "docs/assets/web-chat.png" in text and (ROOT / "docs/assets/web-chat.png").is_file()
+
+
+@pytest.mark.parametrize("path", FRONT, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_history_in_the_pages(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert not re.search(r"\bissues? #?\d+", text, re.I), "history belongs in CHANGELOG.md"
+    for row in (line for line in text.splitlines() if line.startswith("|")):
+        cells = row.lower()
+        assert not re.search(r"\|\s*(before|after)\b", cells), row
+        assert not re.search(r"\b(second|third) pass\b", cells), row
+
+
+def test_the_changelog_says_why_not_which_ticket() -> None:
+    assert not re.search(r"\bissues? #?\d+", HISTORY.read_text(encoding="utf-8"), re.I)
+
+
+def test_the_readme_shows_the_model_example_files() -> None:
+    text = README.read_text(encoding="utf-8")
+    for name in ("openai.env", "ollama.env"):
+        assert (EXAMPLES / name).read_text(encoding="utf-8") in text
+
+
+def test_the_readme_links_resolve() -> None:
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README.read_text(encoding="utf-8")):
+        if "://" not in target:
+            assert (ROOT / target).exists(), target
+
+
+def _code_blocks(text: str) -> Iterator[tuple[str, str]]:
+    for match in re.finditer(r"^ *```(\w*)\n(.*?)^ *```", text, re.S | re.M):
+        yield match.group(1), match.group(2)
+
+
+def _shell_lines() -> Iterator[tuple[Path, str]]:
+    for path in FRONT:
+        for language, body in _code_blocks(path.read_text(encoding="utf-8")):
+            if language in ("bash", "sh", "console", ""):
+                for line in body.splitlines():
+                    yield path, line.split(" #", 1)[0].strip()
+
+
+def test_every_gateway_command_in_the_pages_parses() -> None:
+    parser = _parser()
+    seen = 0
+    for path, line in _shell_lines():
+        for part in re.split(r"&&|\|\||;|\|", line):
+            try:
+                words = shlex.split(part)
+            except ValueError:  # a quote opened in another part of the line
+                words = part.split()
+            words = [w.strip("'\"") for w in words if "=" not in w or w.startswith("-")]
+            if not words or Path(words[0]).name != "gateway" or len(words) < 2:
+                continue
+            seen += 1
+            try:
+                parser.parse_args(words[1:])
+            except SystemExit:
+                pytest.fail(f"{path.relative_to(ROOT)}: `{part.strip()}` is not a gateway command")
+    assert seen > 20
+
+
+def test_every_setting_named_in_a_snippet_exists() -> None:
+    known = {s.name for s in docgen.settings()}
+    named: set[str] = set()
+    for _, line in _shell_lines():
+        named.update(re.findall(r"(?:^|\s)([A-Z][A-Z0-9_]{2,})=", line))
+    for env in [*EXAMPLES.glob("*.env"), ROOT / "deploy" / "gateway.env.example"]:
+        for line in env.read_text(encoding="utf-8").splitlines():
+            if re.match(r"^#? ?[A-Z][A-Z0-9_]+=", line):
+                named.add(line.lstrip("# ").split("=", 1)[0])
+    unknown = sorted(named - known - NOT_SETTINGS)
+    assert not unknown, f"not settings: {unknown}"
+    assert "GATEWAY_ALLOWED_HOSTS" in named
