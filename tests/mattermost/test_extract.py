@@ -21,6 +21,7 @@ from adapters.mattermost.extract import (
     reaction_of,
 )
 from gateway.domain import Envelope, EventKind, Ignored, Reaction, Rejected, SessionKey, Trigger
+from gateway.inbound.policy import AnswerRules
 from tests.mattermost.conftest import PAYLOADS, load_payload
 
 SCOPE = "chat.example.com"
@@ -185,7 +186,7 @@ CASES: list[
         "thread reply, require_mention",
         {"root_id": ROOT},
         {},
-        ExtractContext(scope=SCOPE, bot=BOT, require_mention=True),
+        ExtractContext(scope=SCOPE, bot=BOT, rules=AnswerRules(require_mention=True)),
         ROOT,
         ROOT,
         Trigger.NEVER,
@@ -194,7 +195,7 @@ CASES: list[
         "thread reply with mention, require_mention",
         {"root_id": ROOT},
         MENTION,
-        ExtractContext(scope=SCOPE, bot=BOT, require_mention=True),
+        ExtractContext(scope=SCOPE, bot=BOT, rules=AnswerRules(require_mention=True)),
         ROOT,
         ROOT,
         Trigger.ALWAYS,
@@ -258,7 +259,7 @@ CASES: list[
         "other bot, answer_bots",
         {"props": {"from_bot": "true"}},
         MENTION,
-        ExtractContext(scope=SCOPE, bot=BOT, answer_bots=True),
+        ExtractContext(scope=SCOPE, bot=BOT, rules=AnswerRules(answer_bots=True)),
         POST,
         POST,
         Trigger.ALWAYS,

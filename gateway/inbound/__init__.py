@@ -1,0 +1,1 @@
+"""What comes in: intake, ingress and the one answer policy."""
