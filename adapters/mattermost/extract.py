@@ -31,6 +31,7 @@ from gateway.domain import (
     Envelope,
     EventKind,
     Extracted,
+    Facts,
     Ignored,
     Place,
     Reaction,
@@ -40,7 +41,7 @@ from gateway.domain import (
     SessionKey,
     Trigger,
 )
-from gateway.inbound.policy import AnswerRules, Facts, Shorthand, decide, rules_for
+from gateway.inbound.policy import AnswerRules, Shorthand, decide, rules_for
 from gateway.settings import Settings
 
 PLATFORM = "mattermost"
@@ -363,6 +364,7 @@ def extract_post(
             sent_at=_millis(edit_at),
             place=place,
             metadata=metadata,
+            facts=facts,
         )
     if kind is EventKind.DELETE:
         return Envelope(
@@ -378,6 +380,7 @@ def extract_post(
             sent_at=_millis(post.get("delete_at")),
             place=place,
             metadata=metadata,
+            facts=facts,
         )
 
     trigger = decision.trigger
@@ -399,6 +402,7 @@ def extract_post(
         sent_at=_millis(create_at),
         place=place,
         metadata=metadata,
+        facts=facts,
     )
 
 

@@ -32,6 +32,7 @@ from gateway.domain import (
     Envelope,
     EventKind,
     Extracted,
+    Facts,
     Ignored,
     Place,
     Reaction,
@@ -41,7 +42,7 @@ from gateway.domain import (
     SessionKey,
     Trigger,
 )
-from gateway.inbound.policy import AnswerRules, Facts, Shorthand, decide, rules_for
+from gateway.inbound.policy import AnswerRules, Shorthand, decide, rules_for
 from gateway.settings import Settings
 
 PLATFORM = "slack"
@@ -388,6 +389,7 @@ def _message(
         sent_at=_sent_at(ts),
         place=Place(direct=is_dm),
         metadata=metadata,
+        facts=facts,
     )
 
 
@@ -412,7 +414,8 @@ def _edit(
     key, target = route(
         team_id=team_id, channel=channel, ts=ts, thread_ts=_str(inner.get("thread_ts")), is_dm=is_dm
     )
-    decision = decide(facts_of(inner, key=key, me=me), rules)
+    facts = facts_of(inner, key=key, me=me)
+    decision = decide(facts, rules)
     if decision.ignored:  # an edit is never answered: only whether it is ours to keep counts
         reason = "own message edited" if decision.reason == "own message" else decision.reason
         return Ignored(platform=PLATFORM, reason=reason, event_id=event_id)
@@ -434,6 +437,7 @@ def _edit(
         trigger=Trigger.NEVER,  # never re-answer an edit blindly
         sent_at=_sent_at(ts),
         metadata={"edited_at": _str(event.get("ts"))},
+        facts=facts,
     )
 
 
@@ -477,6 +481,7 @@ def _delete(
         kind=EventKind.DELETE,
         trigger=Trigger.NEVER,
         metadata={"deleted_at": _str(event.get("ts"))},
+        facts=facts,
     )
 
 

@@ -22,6 +22,7 @@ from gateway.domain import (
     Envelope,
     EventKind,
     Extracted,
+    Facts,
     Ignored,
     Place,
     Reaction,
@@ -31,7 +32,7 @@ from gateway.domain import (
     SessionKey,
     Trigger,
 )
-from gateway.inbound.policy import AnswerRules, Facts, Shorthand, decide, rules_for
+from gateway.inbound.policy import AnswerRules, Shorthand, decide, rules_for
 from gateway.settings import Settings
 
 PLATFORM = "telegram"
@@ -331,6 +332,7 @@ def _message(
             chat_name=chat["title"] if isinstance(chat.get("title"), str) else None,
         ),
         metadata=metadata,
+        facts=facts,
     )
 
 
@@ -348,7 +350,8 @@ def _deleted_business(payload: Any, *, event_id: str, rules: AnswerRules) -> Ext
     chat_id = str(chat["id"])
     key = SessionKey(platform=PLATFORM, scope=business, chat_id=chat_id)
     # who deleted it is not said; the place is enough to refuse it
-    decision = decide(Facts(place=key, person=None), rules)
+    facts = Facts(place=key, person=None)
+    decision = decide(facts, rules)
     if decision.ignored:
         return _ignored(decision.reason, event_id)
     return Envelope(
@@ -365,6 +368,7 @@ def _deleted_business(payload: Any, *, event_id: str, rules: AnswerRules) -> Ext
         event_id=event_id,
         kind=EventKind.DELETE,
         trigger=Trigger.NEVER,
+        facts=facts,
     )
 
 

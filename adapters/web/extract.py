@@ -13,8 +13,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.domain import Envelope, Rejected, ReplyTarget, Sender, SessionKey
-from gateway.inbound.policy import AnswerRules, Facts, decide
+from gateway.domain import Envelope, Facts, Rejected, ReplyTarget, Sender, SessionKey
+from gateway.inbound.policy import AnswerRules, decide
 
 PLATFORM = "web"
 SCOPE = "local"
@@ -78,6 +78,7 @@ def extract(channel: str, body: Mapping[str, Any], *, sender: str) -> Envelope |
         sender=Sender(id=sender, name=sender),
         trigger=decide(facts, _RULES).trigger,
         command=_command(text),
+        facts=facts,
     )
 
 

@@ -44,18 +44,19 @@ setting                            in the one vocabulary
 ``GATEWAY_ANSWER_BOTS``            answer other bots (never the bot itself)
 =================================  ======================================================
 
-A place's profile (its ``answer = "mentions" | "all"``) is one more input: the caller
-resolves it for the place and passes ``answer_all=`` to ``decide``; unset, the answer-all
-places of the rules decide.
+A place's profile (its ``answer = "mentions" | "all"``) is one more input, resolved for the
+place: ``AnswerRules.place_answers_all`` (``True`` all, ``False`` mentions, ``None`` not set
+there), or ``decide(..., answer_all=)`` from a caller that resolved it itself. Where neither
+says, the answer-all places decide.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
-from gateway.domain import SessionKey, Trigger
+from gateway.domain import Facts, SessionKey, Trigger
 from gateway.settings import Settings
 
 __all__ = [
@@ -68,35 +69,6 @@ __all__ = [
     "decide",
     "rules_for",
 ]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Facts:
-    """What an adapter saw about one inbound message; nothing in it is decided.
-
-    ``place`` is the message's session key (platform, scope, chat, thread); ``person`` the
-    sender's platform id (``None`` when the platform does not say: a deletion)."""
-
-    place: SessionKey
-    person: str | None
-    #: a one-to-one conversation with the bot
-    direct: bool = False
-    #: the bot is named in it (``@bot``, ``<@U…>``, Slack's ``app_mention``)
-    mentioned: bool = False
-    #: a reply to one of the bot's own messages (Telegram's reply chains)
-    reply_to_bot: bool = False
-    #: a command addressed to the bot (``/new``, ``/new@ThisBot``)
-    command: bool = False
-    #: a reply inside a thread (Slack ``thread_ts``, Mattermost ``root_id``)
-    thread_reply: bool = False
-    #: written by a bot account
-    from_bot: bool = False
-    #: written by this bot itself
-    from_self: bool = False
-    #: posted by the platform on someone's behalf (Telegram's automatic forward)
-    automatic: bool = False
-    #: it carries text or a file (Telegram service-like messages carry neither)
-    content: bool = True
 
 
 class Action(enum.Enum):
@@ -180,8 +152,14 @@ class AnswerRules:
     chat_word: str = "chat"
     places_named: str = "GATEWAY_ALLOWED_PLACES"
     people_named: str = "GATEWAY_ALLOWED_PEOPLE"
+    #: a place's own answer rule (its profile's ``answer``): ``True`` every message, ``False``
+    #: mentions only, ``None`` not set there
+    place_answers_all: Callable[[SessionKey], bool | None] | None = None
 
     def answers_all(self, place: SessionKey) -> bool:
+        own = None if self.place_answers_all is None else self.place_answers_all(place)
+        if own is not None:
+            return own
         return any(p.matches(place) for p in self.answer_all_places)
 
     def refuses(self, facts: Facts) -> str | None:
