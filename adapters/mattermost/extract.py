@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -348,46 +348,10 @@ def extract_post(
     # "D" is a direct message; a group message ("G") is named like a channel
     place = Place(direct=channel_type == "D", chat_name=channel_name or None)
 
-    if kind is EventKind.EDIT:
-        edit_at = post.get("edit_at")
-        return Envelope(
-            key=key,
-            target=target,
-            message_id=post_id,
-            text=text,
-            sender=sender,
-            event_id=f"edit:{post_id}:{edit_at if isinstance(edit_at, int) else 0}",
-            kind=EventKind.EDIT,
-            trigger=Trigger.NEVER,
-            reply_to_id=root_id or None,
-            attachments=_attachments(post),
-            sent_at=_millis(edit_at),
-            place=place,
-            metadata=metadata,
-            facts=facts,
-        )
-    if kind is EventKind.DELETE:
-        return Envelope(
-            key=key,
-            target=target,
-            message_id=post_id,
-            text="",
-            sender=sender,
-            event_id=f"delete:{post_id}",
-            kind=EventKind.DELETE,
-            trigger=Trigger.NEVER,
-            reply_to_id=root_id or None,
-            sent_at=_millis(post.get("delete_at")),
-            place=place,
-            metadata=metadata,
-            facts=facts,
-        )
-
-    trigger = decision.trigger
     # A command only counts when the post is for us: a stray "/new" in a channel (or another
     # bot's) must not reset a session.
-    command = parse_command(text, ctx.bot) if trigger is not Trigger.NEVER else None
-    return Envelope(
+    for_us = kind is EventKind.MESSAGE and decision.trigger is not Trigger.NEVER
+    envelope = Envelope(
         key=key,
         target=target,
         message_id=post_id,
@@ -395,8 +359,8 @@ def extract_post(
         sender=sender,
         event_id=f"post:{post_id}",
         kind=EventKind.MESSAGE,
-        trigger=trigger,
-        command=command,
+        trigger=decision.trigger,
+        command=parse_command(text, ctx.bot) if for_us else None,
         reply_to_id=root_id or None,
         attachments=_attachments(post),
         sent_at=_millis(create_at),
@@ -404,6 +368,26 @@ def extract_post(
         metadata=metadata,
         facts=facts,
     )
+    if kind is EventKind.EDIT:  # an annotation of the stored post, never answered again
+        edit_at = post.get("edit_at")
+        return replace(
+            envelope,
+            event_id=f"edit:{post_id}:{edit_at if isinstance(edit_at, int) else 0}",
+            kind=EventKind.EDIT,
+            trigger=Trigger.NEVER,
+            sent_at=_millis(edit_at),
+        )
+    if kind is EventKind.DELETE:
+        return replace(
+            envelope,
+            text="",
+            event_id=f"delete:{post_id}",
+            kind=EventKind.DELETE,
+            trigger=Trigger.NEVER,
+            attachments=(),
+            sent_at=_millis(post.get("delete_at")),
+        )
+    return envelope
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
