@@ -40,8 +40,8 @@ class Trigger(enum.Enum):
     """Whether an inbound message asks for an answer.
 
     ``ALWAYS``: a DM, a mention, a reply to the bot, a command. ``IF_FOLLOWING``: answer only
-    if the bot already answered in this session (thread follow-ups without a mention).
-    ``NEVER``: stored as context only.
+    if the session is engaged, i.e. the bot was addressed there before (thread follow-ups
+    without a mention). ``NEVER``: stored as context only. ``gateway.inbound.policy`` decides.
     """
 
     ALWAYS = "always"

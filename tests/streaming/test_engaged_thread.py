@@ -63,12 +63,12 @@ async def test_a_follow_up_sent_while_the_answer_streams_is_answered_on_slack(
                 def in_thread() -> list[Any]:
                     return [m for m in slack.bot_posts(channel) if m.thread_ts == root.ts]
 
-                preview = await wait_for(in_thread, timeout=20, message="a preview")
+                preview = await wait_for(in_thread, timeout=30, message="a preview")
                 assert "follow-up" not in preview[0].text
                 await slack.user_posts(channel, f"and a follow-up {n}", thread_ts=root.ts)
                 try:
                     await wait_for(
-                        lambda: any(f"follow-up {n}" in m.text for m in in_thread()), timeout=20
+                        lambda: any(f"follow-up {n}" in m.text for m in in_thread()), timeout=30
                     )
                 except AssertionError:  # timed out: the follow-up was not answered
                     return False
@@ -95,13 +95,13 @@ async def test_a_follow_up_sent_while_the_answer_streams_is_answered_on_mattermo
                 def in_thread() -> list[dict[str, Any]]:
                     return mm.posts_in(channel, root_id=root["id"], by=mm.bot)
 
-                preview = await wait_for(in_thread, timeout=20, message="a preview")
+                preview = await wait_for(in_thread, timeout=30, message="a preview")
                 assert "follow-up" not in preview[0]["message"]
                 await mm.user_posts(channel, f"and a follow-up {n}", root_id=root["id"])
                 try:
                     await wait_for(
                         lambda: any(f"follow-up {n}" in p["message"] for p in in_thread()),
-                        timeout=20,
+                        timeout=30,
                     )
                 except AssertionError:  # timed out: the follow-up was not answered
                     return False
