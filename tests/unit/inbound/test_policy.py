@@ -172,7 +172,7 @@ def test_each_older_setting_is_a_shorthand_for_the_one_vocabulary(
 ) -> None:
     """The older list and its ``GATEWAY_*`` form decide every fact alike."""
     chat, other = place.chat_id, ELSEWHERE[platform]
-    pairs = [
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]] = [
         ({chats: chat}, {"GATEWAY_ALLOWED_PLACES": f"{platform}:*:{chat}"}),
         ({chats: other}, {"GATEWAY_ALLOWED_PLACES": f"{platform}:*:{other}"}),
         ({users: "P1"}, {"GATEWAY_ALLOWED_PEOPLE": f"{platform}:P1"}),
