@@ -4,8 +4,11 @@
 # either unique index), get-or-create the active session while allocating the next seq_no
 # under the session's row lock, and append the message. When the inbox insert conflicts no
 # later CTE produces a row, so nothing else is written and no seq_no is consumed. ``$8`` is
-# the message's ``TurnRequest``: ask for a turn always, only if the bot already answered in
-# this session, or never.
+# the message's ``TurnRequest``: ask for a turn always, only if the session is engaged, or
+# never. A session is engaged (``answered``) once the bot was addressed there: a message that
+# asks for a turn engages it at once, not when its answer is recorded, since the person sees
+# the answer streaming before that and replies to it. Nothing of the bot is visible in a place
+# before a turn was asked for there, so this also covers "anything of the bot is visible".
 INGEST_MESSAGE = """
 WITH inbox AS (
     INSERT INTO inbound_events (platform, event_id, message_key, status, payload)
@@ -14,8 +17,9 @@ WITH inbox AS (
     RETURNING id
 ), sess AS (
     INSERT INTO sessions AS s (platform, scope, chat_id, thread_id, last_seq_no, message_count,
-                               last_message_at, turn_requested_seq, title)
-    SELECT $1, $5, $6, $7, 1, 1, now(), CASE WHEN $8 = 'always' THEN 1 ELSE 0 END, $9
+                               last_message_at, turn_requested_seq, title, answered)
+    SELECT $1, $5, $6, $7, 1, 1, now(), CASE WHEN $8 = 'always' THEN 1 ELSE 0 END, $9,
+           $8 = 'always'
     FROM inbox
     ON CONFLICT (platform, scope, chat_id, (coalesce(thread_id, ''))) WHERE status = 'active'
     DO UPDATE SET
@@ -25,7 +29,8 @@ WITH inbox AS (
         updated_at = now(),
         turn_requested_seq = CASE
             WHEN $8 = 'always' OR ($8 = 'if_answered' AND s.answered) THEN s.last_seq_no + 1
-            ELSE s.turn_requested_seq END
+            ELSE s.turn_requested_seq END,
+        answered = s.answered OR $8 = 'always'
     RETURNING s.id, s.last_seq_no, s.turn_requested_seq
 ), msg AS (
     INSERT INTO messages (session_id, seq_no, inbound_event_id, role, sender_id, sender_name,

@@ -25,9 +25,10 @@ IngestStatus = Literal["accepted", "duplicate", "ignored", "rejected"]
 InboundStatus = Literal["accepted", "ignored", "rejected"]
 #: whether a stored user message asked for an answer (``answer``) or is context only
 MessageTrigger = Literal["answer", "context"]
-#: does an inbound message ask for a turn: always, only if the bot already answered in this
-#: session (a thread follow-up without a mention), or never (context only). The core decides
-#: which from the platform's signals; the store applies it atomically with the session row.
+#: does an inbound message ask for a turn: always, only if the session is engaged (the bot
+#: was addressed there before: a thread follow-up without a mention), or never (context only).
+#: The core decides which (``gateway.inbound.policy``); the store applies it atomically with
+#: the session row (``queries.INGEST_MESSAGE``).
 TurnRequest = Literal["always", "if_answered", "never"]
 
 

@@ -49,6 +49,7 @@ from adapters.mattermost.extract import (
     BotIdentity,
     ExtractContext,
     Missed,
+    answer_rules,
     approval_reaction_of,
     extract_event,
     missed_since,
@@ -64,6 +65,7 @@ from gateway.core.errors import ConfigError, GatewayError
 from gateway.core.ports import ApprovalClick, Check, Intake
 from gateway.core.settings import Settings
 from gateway.inbound.ingress import ingest, record_reaction
+from gateway.inbound.policy import AnswerRules
 from gateway.runtime.supervisor import persist
 
 log = structlog.get_logger(__name__)
@@ -86,11 +88,8 @@ _TRANSIENT_RETRY_SECONDS = 1.3
 class MattermostConfig:
     url: str
     token: str = field(repr=False)
-    require_mention: bool = False
-    answer_bots: bool = False
-    allowed_channels: frozenset[str] = frozenset()
-    allowed_users: frozenset[str] = frozenset()
-    answer_all_channels: frozenset[str] = frozenset()
+    #: who is answered (``gateway.inbound.policy``; ``answer_rules`` maps the settings)
+    rules: AnswerRules = field(default_factory=AnswerRules)
     #: trust store for https:// servers; None = the system's (honours SSL_CERT_FILE)
     ssl_context: ssl.SSLContext | None = None
     backoff: Backoff = field(default_factory=Backoff)
@@ -124,11 +123,7 @@ class MattermostConfig:
         return cls(
             url=settings.mattermost_url,
             token=settings.mattermost_token.get_secret_value(),
-            require_mention=settings.mattermost_require_mention,
-            answer_bots=settings.gateway_answer_bots,
-            allowed_channels=frozenset(settings.mattermost_allowed_channels),
-            allowed_users=frozenset(settings.mattermost_allowed_users),
-            answer_all_channels=frozenset(settings.mattermost_answer_all_channels),
+            rules=answer_rules(settings),
             actions_url=settings.mattermost_actions_url,
         )
 
@@ -303,11 +298,7 @@ class MattermostAdapter:
         self._ctx = ExtractContext(
             scope=self._urls.scope,
             bot=BotIdentity(user_id=user_id, username=username),
-            require_mention=self._config.require_mention,
-            answer_bots=self._config.answer_bots,
-            allowed_channels=self._config.allowed_channels,
-            allowed_users=self._config.allowed_users,
-            answer_all_channels=self._config.answer_all_channels,
+            rules=self._config.rules,
         )
         log.info(
             "mattermost_identity",

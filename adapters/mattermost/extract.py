@@ -12,6 +12,9 @@ No I/O here. The rules (platforms.md §0, §3):
 * ``posted.data.post`` is a JSON *string*; ``mentions`` is a JSON-string array holding at most
   the receiving user's id (server ``web_broadcast_hooks.go``: "the client expects this field to
   be stringified").
+
+Who is answered is not decided here: ``facts_of`` reports what the post is and
+``gateway.inbound.policy`` decides, for every platform alike.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +31,7 @@ from gateway.core.domain import (
     Envelope,
     EventKind,
     Extracted,
+    Facts,
     Ignored,
     Place,
     Reaction,
@@ -37,6 +41,8 @@ from gateway.core.domain import (
     SessionKey,
     Trigger,
 )
+from gateway.core.settings import Settings
+from gateway.inbound.policy import AnswerRules, Shorthand, decide, rules_for
 
 PLATFORM = "mattermost"
 
@@ -66,14 +72,26 @@ class BotIdentity:
 class ExtractContext:
     scope: str
     bot: BotIdentity
-    require_mention: bool = False
-    answer_bots: bool = False
-    #: MATTERMOST_ALLOWED_CHANNELS / _USERS (ids); empty = everyone, the same rule as
-    #: TELEGRAM_ALLOWED_CHATS/USERS
-    allowed_channels: frozenset[str] = frozenset()
-    allowed_users: frozenset[str] = frozenset()
-    #: MATTERMOST_ANSWER_ALL_CHANNELS: every post there is answered, not only mentions
-    answer_all_channels: frozenset[str] = frozenset()
+    #: who is answered (``answer_rules`` maps the settings into them)
+    rules: AnswerRules = field(default_factory=AnswerRules)
+
+
+def answer_rules(settings: Settings) -> AnswerRules:
+    """The answer policy's rules for Mattermost: the ``GATEWAY_*`` lists, with
+    ``MATTERMOST_*`` ones as their shorthand (``gateway.inbound.policy``)."""
+    return rules_for(
+        settings,
+        Shorthand(
+            platform=PLATFORM,
+            chat_word="channel",
+            allowed_chats=settings.mattermost_allowed_channels,
+            allowed_chats_name="MATTERMOST_ALLOWED_CHANNELS",
+            allowed_users=settings.mattermost_allowed_users,
+            allowed_users_name="MATTERMOST_ALLOWED_USERS",
+            answer_all_chats=settings.mattermost_answer_all_channels,
+            require_mention=settings.mattermost_require_mention,
+        ),
+    )
 
 
 # --- small pure helpers -------------------------------------------------------------------
@@ -176,24 +194,27 @@ def reply_target(
     )
 
 
-def _trigger(
+def facts_of(
     *,
-    channel_id: str,
+    key: SessionKey,
+    user_id: str,
     channel_type: str,
     root_id: str,
     mentioned: bool,
     from_bot: bool,
-    ctx: ExtractContext,
-) -> Trigger:
-    if from_bot and not ctx.answer_bots:
-        return Trigger.NEVER
-    if channel_type == "D" or mentioned or channel_id in ctx.answer_all_channels:
-        return Trigger.ALWAYS
-    # Group DMs behave like channels here: several people talk there, so only mentions and
-    # follow-ups in a thread the bot answered in are for us.
-    if root_id:
-        return Trigger.NEVER if ctx.require_mention else Trigger.IF_FOLLOWING
-    return Trigger.NEVER
+    bot: BotIdentity,
+) -> Facts:
+    """What a post is, for the answer policy: nothing here decides. Group DMs (``G``) are
+    not direct: several people talk there, as in a channel."""
+    return Facts(
+        place=key,
+        person=user_id,
+        direct=channel_type == "D",
+        mentioned=mentioned,
+        thread_reply=bool(root_id),
+        from_bot=from_bot,
+        from_self=user_id == bot.user_id,
+    )
 
 
 def _millis(value: object) -> datetime | None:
@@ -263,26 +284,6 @@ def extract_post(
     user_id = _str(post, "user_id")
     if not post_id or not channel_id or not user_id:
         return Rejected(platform=PLATFORM, reason="post without id, channel_id or user_id")
-    if user_id == ctx.bot.user_id:
-        return Ignored(platform=PLATFORM, reason="own post", event_id=f"post:{post_id}")
-    if ctx.allowed_channels and channel_id not in ctx.allowed_channels:
-        return Ignored(
-            platform=PLATFORM,
-            reason=f"channel {channel_id} is not in MATTERMOST_ALLOWED_CHANNELS",
-            event_id=f"post:{post_id}",
-        )
-    if ctx.allowed_users and user_id not in ctx.allowed_users:
-        return Ignored(
-            platform=PLATFORM,
-            reason=f"user {user_id} is not in MATTERMOST_ALLOWED_USERS",
-            event_id=f"post:{post_id}",
-        )
-    post_type = _str(post, "type")
-    if post_type.startswith("system_"):
-        # joins, header changes, ... are server notices, not conversation
-        return Ignored(
-            platform=PLATFORM, reason=f"system post {post_type}", event_id=f"post:{post_id}"
-        )
     if channel_type not in _CHANNEL_TYPES:
         # post_edited / post_deleted carry no channel type; the adapter looks it up and
         # falls back to "O" (the channel rule) when the server cannot tell us.
@@ -293,7 +294,6 @@ def extract_post(
     props = props if isinstance(props, Mapping) else {}
     # props.from_bot is set by the server for bot accounts; webhooks post as from_webhook
     from_bot = props.get("from_bot") == "true" or props.get("from_webhook") == "true"
-
     scope = ctx.scope
     key = session_key(
         scope=scope,
@@ -302,6 +302,25 @@ def extract_post(
         post_id=post_id,
         root_id=root_id,
     )
+    facts = facts_of(
+        key=key,
+        user_id=user_id,
+        channel_type=channel_type,
+        root_id=root_id,
+        mentioned=mentions_bot(text, mentions, ctx.bot),
+        from_bot=from_bot,
+        bot=ctx.bot,
+    )
+    decision = decide(facts, ctx.rules)
+    if decision.ignored:
+        reason = "own post" if facts.from_self else decision.reason
+        return Ignored(platform=PLATFORM, reason=reason, event_id=f"post:{post_id}")
+    post_type = _str(post, "type")
+    if post_type.startswith("system_"):
+        # joins, header changes, ... are server notices, not conversation
+        return Ignored(
+            platform=PLATFORM, reason=f"system post {post_type}", event_id=f"post:{post_id}"
+        )
     target = reply_target(
         scope=scope,
         channel_id=channel_id,
@@ -329,52 +348,10 @@ def extract_post(
     # "D" is a direct message; a group message ("G") is named like a channel
     place = Place(direct=channel_type == "D", chat_name=channel_name or None)
 
-    if kind is EventKind.EDIT:
-        edit_at = post.get("edit_at")
-        return Envelope(
-            key=key,
-            target=target,
-            message_id=post_id,
-            text=text,
-            sender=sender,
-            event_id=f"edit:{post_id}:{edit_at if isinstance(edit_at, int) else 0}",
-            kind=EventKind.EDIT,
-            trigger=Trigger.NEVER,
-            reply_to_id=root_id or None,
-            attachments=_attachments(post),
-            sent_at=_millis(edit_at),
-            place=place,
-            metadata=metadata,
-        )
-    if kind is EventKind.DELETE:
-        return Envelope(
-            key=key,
-            target=target,
-            message_id=post_id,
-            text="",
-            sender=sender,
-            event_id=f"delete:{post_id}",
-            kind=EventKind.DELETE,
-            trigger=Trigger.NEVER,
-            reply_to_id=root_id or None,
-            sent_at=_millis(post.get("delete_at")),
-            place=place,
-            metadata=metadata,
-        )
-
-    mentioned = mentions_bot(text, mentions, ctx.bot)
-    trigger = _trigger(
-        channel_id=channel_id,
-        channel_type=channel_type,
-        root_id=root_id,
-        mentioned=mentioned,
-        from_bot=from_bot,
-        ctx=ctx,
-    )
     # A command only counts when the post is for us: a stray "/new" in a channel (or another
     # bot's) must not reset a session.
-    command = parse_command(text, ctx.bot) if trigger is not Trigger.NEVER else None
-    return Envelope(
+    for_us = kind is EventKind.MESSAGE and decision.trigger is not Trigger.NEVER
+    envelope = Envelope(
         key=key,
         target=target,
         message_id=post_id,
@@ -382,14 +359,35 @@ def extract_post(
         sender=sender,
         event_id=f"post:{post_id}",
         kind=EventKind.MESSAGE,
-        trigger=trigger,
-        command=command,
+        trigger=decision.trigger,
+        command=parse_command(text, ctx.bot) if for_us else None,
         reply_to_id=root_id or None,
         attachments=_attachments(post),
         sent_at=_millis(create_at),
         place=place,
         metadata=metadata,
+        facts=facts,
     )
+    if kind is EventKind.EDIT:  # an annotation of the stored post, never answered again
+        edit_at = post.get("edit_at")
+        return replace(
+            envelope,
+            event_id=f"edit:{post_id}:{edit_at if isinstance(edit_at, int) else 0}",
+            kind=EventKind.EDIT,
+            trigger=Trigger.NEVER,
+            sent_at=_millis(edit_at),
+        )
+    if kind is EventKind.DELETE:
+        return replace(
+            envelope,
+            text="",
+            event_id=f"delete:{post_id}",
+            kind=EventKind.DELETE,
+            trigger=Trigger.NEVER,
+            attachments=(),
+            sent_at=_millis(post.get("delete_at")),
+        )
+    return envelope
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -60,7 +60,7 @@ from adapters.slack.check import check_tokens
 from adapters.slack.extract import (
     PLATFORM,
     BotIdentity,
-    Policy,
+    answer_rules,
     approval_action_of,
     backfill_root,
     extract_event,
@@ -183,13 +183,7 @@ class SlackAdapter:
         self._verifier = SignatureVerifier(secret.get_secret_value()) if secret else None
         app_token = settings.slack_app_token
         self._app_token = app_token.get_secret_value() if app_token else None
-        self._policy = Policy(
-            require_mention=settings.slack_require_mention,
-            answer_bots=settings.gateway_answer_bots,
-            allowed_channels=frozenset(settings.slack_allowed_channels),
-            allowed_users=frozenset(settings.slack_allowed_users),
-            answer_all_channels=frozenset(settings.slack_answer_all_channels),
-        )
+        self._rules = answer_rules(settings)
         self._intake: Intake | None = None
         self._me: BotIdentity | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -693,7 +687,7 @@ class SlackAdapter:
             intake,
             platform=PLATFORM,
             raw=raw,
-            extract=lambda: extract_event(payload, me=me, policy=self._policy),
+            extract=lambda: extract_event(payload, me=me, rules=self._rules),
             reaction=lambda: reaction_of(payload),
             event_id=event_id if isinstance(event_id, str) else None,
             submit=submit,

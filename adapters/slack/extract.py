@@ -12,6 +12,10 @@ No I/O here. Facts this module encodes (``shared/spec/platforms.md`` §0, §2):
   (§2.4, bolt's own comment in ``async_app.py``).
 * A mention may arrive twice, as ``app_mention`` and as ``message`` with different ``event_id``s
   (§2.6); both produce the same ``message_id`` (the ``ts``) so the core's inbox stores it once.
+
+Who is answered is not decided here: ``facts_of`` reports what the message is (direct,
+mentioned, a thread reply, from a bot, from the bot itself) and ``gateway.inbound.policy``
+decides, for every platform alike.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from gateway.core.domain import (
     Envelope,
     EventKind,
     Extracted,
+    Facts,
     Ignored,
     Place,
     Reaction,
@@ -37,6 +42,8 @@ from gateway.core.domain import (
     SessionKey,
     Trigger,
 )
+from gateway.core.settings import Settings
+from gateway.inbound.policy import AnswerRules, Shorthand, decide, rules_for
 
 PLATFORM = "slack"
 
@@ -57,27 +64,22 @@ class BotIdentity:
     team_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Policy:
-    """The settings extraction depends on (``SLACK_REQUIRE_MENTION``, ``GATEWAY_ANSWER_BOTS``,
-    ``SLACK_ALLOWED_CHANNELS``, ``SLACK_ALLOWED_USERS``)."""
-
-    require_mention: bool = False
-    answer_bots: bool = False
-    #: empty = every channel / every person (the same rule as TELEGRAM_ALLOWED_CHATS/USERS)
-    allowed_channels: frozenset[str] = frozenset()
-    allowed_users: frozenset[str] = frozenset()
-    #: SLACK_ANSWER_ALL_CHANNELS: every message there is answered, not only mentions
-    answer_all_channels: frozenset[str] = frozenset()
-
-
-def not_allowed(channel: str, sender_id: str | None, policy: Policy) -> str | None:
-    """Why a message from ``sender_id`` in ``channel`` is outside the allow-lists, or None."""
-    if policy.allowed_channels and channel not in policy.allowed_channels:
-        return f"channel {channel} is not in SLACK_ALLOWED_CHANNELS"
-    if policy.allowed_users and (sender_id or "") not in policy.allowed_users:
-        return f"user {sender_id} is not in SLACK_ALLOWED_USERS"
-    return None
+def answer_rules(settings: Settings) -> AnswerRules:
+    """The answer policy's rules for Slack: the ``GATEWAY_*`` lists, with ``SLACK_*`` ones as
+    their shorthand (``gateway.inbound.policy``)."""
+    return rules_for(
+        settings,
+        Shorthand(
+            platform=PLATFORM,
+            chat_word="channel",
+            allowed_chats=settings.slack_allowed_channels,
+            allowed_chats_name="SLACK_ALLOWED_CHANNELS",
+            allowed_users=settings.slack_allowed_users,
+            allowed_users_name="SLACK_ALLOWED_USERS",
+            answer_all_chats=settings.slack_answer_all_channels,
+            require_mention=settings.slack_require_mention,
+        ),
+    )
 
 
 # --- the one routing rule ---------------------------------------------------------------
@@ -239,6 +241,25 @@ def _is_own(message: Mapping[str, Any], me: BotIdentity) -> bool:
     )
 
 
+def facts_of(
+    message: Mapping[str, Any], *, key: SessionKey, me: BotIdentity, is_app_mention: bool = False
+) -> Facts:
+    """What a message is, for the answer policy: nothing here decides."""
+    raw_text, ts = message.get("text"), _str(message.get("ts"))
+    thread_ts = _str(message.get("thread_ts"))
+    text = raw_text if isinstance(raw_text, str) else ""
+    sender = _sender(message)
+    return Facts(
+        place=key,
+        person=sender.id,
+        direct=is_dm_channel(key.chat_id, message.get("channel_type")),
+        mentioned=is_app_mention or mention_pattern(me.user_id).search(text) is not None,
+        thread_reply=thread_ts is not None and thread_ts != ts,
+        from_bot=sender.is_bot,
+        from_self=_is_own(message, me),
+    )
+
+
 def _attachments(message: Mapping[str, Any]) -> tuple[Attachment, ...]:
     files = message.get("files")
     if not isinstance(files, list):
@@ -265,7 +286,7 @@ def _attachments(message: Mapping[str, Any]) -> tuple[Attachment, ...]:
 # --- extraction ----------------------------------------------------------------------------
 
 
-def extract_event(payload: object, *, me: BotIdentity, policy: Policy) -> Extracted:
+def extract_event(payload: object, *, me: BotIdentity, rules: AnswerRules) -> Extracted:
     """One Events API body (HTTP) or Socket Mode ``events_api`` payload -> domain value."""
     if not isinstance(payload, Mapping):
         return Rejected(platform=PLATFORM, reason="payload is not a JSON object")
@@ -286,10 +307,10 @@ def extract_event(payload: object, *, me: BotIdentity, policy: Policy) -> Extrac
     event_type = event.get("type")
     if event_type == "app_mention":
         return _message(
-            event, team_id=team_id, event_id=event_id, me=me, policy=policy, is_app_mention=True
+            event, team_id=team_id, event_id=event_id, me=me, rules=rules, is_app_mention=True
         )
     if event_type == "message":
-        return _message_event(event, team_id=team_id, event_id=event_id, me=me, policy=policy)
+        return _message_event(event, team_id=team_id, event_id=event_id, me=me, rules=rules)
     return Ignored(platform=PLATFORM, reason=f"event type {event_type}", event_id=event_id)
 
 
@@ -299,15 +320,15 @@ def _message_event(
     team_id: str,
     event_id: str | None,
     me: BotIdentity,
-    policy: Policy,
+    rules: AnswerRules,
 ) -> Extracted:
     subtype = event.get("subtype")
     # message_changed / message_deleted are themselves ``hidden``: handle them before the
     # hidden check.
     if subtype == "message_changed":
-        return _edit(event, team_id=team_id, event_id=event_id, me=me, policy=policy)
+        return _edit(event, team_id=team_id, event_id=event_id, me=me, rules=rules)
     if subtype == "message_deleted":
-        return _delete(event, team_id=team_id, event_id=event_id, me=me, policy=policy)
+        return _delete(event, team_id=team_id, event_id=event_id, me=me, rules=rules)
     if event.get("hidden") is True or subtype == "message_replied":
         # message_replied arrives WITHOUT subtype over the Events API (platforms.md §2.5).
         return Ignored(platform=PLATFORM, reason="hidden notification", event_id=event_id)
@@ -317,7 +338,7 @@ def _message_event(
         # A notification shape without an author (same trap as message_replied): never route it.
         return Ignored(platform=PLATFORM, reason="message without author", event_id=event_id)
     return _message(
-        event, team_id=team_id, event_id=event_id, me=me, policy=policy, is_app_mention=False
+        event, team_id=team_id, event_id=event_id, me=me, rules=rules, is_app_mention=False
     )
 
 
@@ -327,7 +348,7 @@ def _message(
     team_id: str,
     event_id: str | None,
     me: BotIdentity,
-    policy: Policy,
+    rules: AnswerRules,
     is_app_mention: bool,
 ) -> Extracted:
     channel = _str(event.get("channel"))
@@ -336,30 +357,17 @@ def _message(
         return Rejected(
             platform=PLATFORM, reason="message without channel or ts", event_id=event_id
         )
-    if _is_own(event, me):
-        return Ignored(platform=PLATFORM, reason="own message", event_id=event_id)
     sender = _sender(event)
-    refused = not_allowed(channel, sender.id, policy)
-    if refused is not None:
-        return Ignored(platform=PLATFORM, reason=refused, event_id=event_id)
     thread_ts = _str(event.get("thread_ts"))
     is_dm = is_dm_channel(channel, event.get("channel_type"))
     key, target = route(team_id=team_id, channel=channel, ts=ts, thread_ts=thread_ts, is_dm=is_dm)
     raw_text = event.get("text")
     text = raw_text if isinstance(raw_text, str) else ""
-    mentioned = is_app_mention or mention_pattern(me.user_id).search(text) is not None
-    is_reply = thread_ts is not None and thread_ts != ts
-
-    if sender.is_bot and not policy.answer_bots:
-        trigger = Trigger.NEVER
-    elif is_dm or mentioned or channel in policy.answer_all_channels:
-        trigger = Trigger.ALWAYS
-    elif is_reply:
-        # The core answers a follow-up only if the bot already answered in this thread.
-        trigger = Trigger.NEVER if policy.require_mention else Trigger.IF_FOLLOWING
-    else:
-        trigger = Trigger.NEVER  # top-level channel chatter: context only
-
+    facts = facts_of(event, key=key, me=me, is_app_mention=is_app_mention)
+    decision = decide(facts, rules)
+    if decision.ignored:
+        return Ignored(platform=PLATFORM, reason=decision.reason, event_id=event_id)
+    trigger, mentioned, is_reply = decision.trigger, facts.mentioned, facts.thread_reply
     body = strip_leading_mention(text, me) if mentioned else text
     command = command_of(body) if trigger is Trigger.ALWAYS else None
     metadata: dict[str, Any] = {"channel_type": "im" if is_dm else _str(event.get("channel_type"))}
@@ -381,6 +389,7 @@ def _message(
         sent_at=_sent_at(ts),
         place=Place(direct=is_dm),
         metadata=metadata,
+        facts=facts,
     )
 
 
@@ -390,7 +399,7 @@ def _edit(
     team_id: str,
     event_id: str | None,
     me: BotIdentity,
-    policy: Policy,
+    rules: AnswerRules,
 ) -> Extracted:
     inner = event.get("message")
     channel = _str(event.get("channel"))
@@ -401,11 +410,15 @@ def _edit(
     ts = _str(inner.get("ts"))
     if ts is None:
         return Rejected(platform=PLATFORM, reason="message_changed without ts", event_id=event_id)
-    if _is_own(inner, me):
-        return Ignored(platform=PLATFORM, reason="own message edited", event_id=event_id)
-    refused = not_allowed(channel, _sender(inner).id, policy)
-    if refused is not None:
-        return Ignored(platform=PLATFORM, reason=refused, event_id=event_id)
+    is_dm = is_dm_channel(channel, event.get("channel_type"))
+    key, target = route(
+        team_id=team_id, channel=channel, ts=ts, thread_ts=_str(inner.get("thread_ts")), is_dm=is_dm
+    )
+    facts = facts_of(inner, key=key, me=me)
+    decision = decide(facts, rules)
+    if decision.ignored:  # an edit is never answered: only whether it is ours to keep counts
+        reason = "own message edited" if decision.reason == "own message" else decision.reason
+        return Ignored(platform=PLATFORM, reason=reason, event_id=event_id)
     previous = event.get("previous_message")
     text = inner.get("text") if isinstance(inner.get("text"), str) else ""
     if isinstance(previous, Mapping) and previous.get("text") == text:
@@ -413,10 +426,6 @@ def _edit(
         return Ignored(
             platform=PLATFORM, reason="message_changed without text change", event_id=event_id
         )
-    is_dm = is_dm_channel(channel, event.get("channel_type"))
-    key, target = route(
-        team_id=team_id, channel=channel, ts=ts, thread_ts=_str(inner.get("thread_ts")), is_dm=is_dm
-    )
     return Envelope(
         key=key,
         target=target,
@@ -428,6 +437,7 @@ def _edit(
         trigger=Trigger.NEVER,  # never re-answer an edit blindly
         sent_at=_sent_at(ts),
         metadata={"edited_at": _str(event.get("ts"))},
+        facts=facts,
     )
 
 
@@ -437,7 +447,7 @@ def _delete(
     team_id: str,
     event_id: str | None,
     me: BotIdentity,
-    policy: Policy,
+    rules: AnswerRules,
 ) -> Extracted:
     channel = _str(event.get("channel"))
     previous = event.get("previous_message")
@@ -447,15 +457,6 @@ def _delete(
         return Rejected(
             platform=PLATFORM, reason="message_deleted without channel or ts", event_id=event_id
         )
-    if _is_own(previous, me):
-        return Ignored(platform=PLATFORM, reason="own message deleted", event_id=event_id)
-    if policy.allowed_channels and channel not in policy.allowed_channels:
-        # the deleted message's author may be unknown; the place is enough to refuse it
-        return Ignored(
-            platform=PLATFORM,
-            reason=f"channel {channel} is not in SLACK_ALLOWED_CHANNELS",
-            event_id=event_id,
-        )
     is_dm = is_dm_channel(channel, event.get("channel_type"))
     key, target = route(
         team_id=team_id,
@@ -464,6 +465,12 @@ def _delete(
         thread_ts=_str(previous.get("thread_ts")),
         is_dm=is_dm,
     )
+    # the deleted message's author may be unknown; the place is enough to refuse it
+    facts = Facts(place=key, person=None, from_self=_is_own(previous, me))
+    decision = decide(facts, rules)
+    if decision.ignored:
+        reason = "own message deleted" if decision.reason == "own message" else decision.reason
+        return Ignored(platform=PLATFORM, reason=reason, event_id=event_id)
     return Envelope(
         key=key,
         target=target,
@@ -474,6 +481,7 @@ def _delete(
         kind=EventKind.DELETE,
         trigger=Trigger.NEVER,
         metadata={"deleted_at": _str(event.get("ts"))},
+        facts=facts,
     )
 
 

@@ -21,7 +21,7 @@ from adapters.telegram.extract import (
     COMMANDS,
     PLATFORM,
     BotIdentity,
-    ExtractPolicy,
+    answer_rules,
     callback_of,
     extract_update,
     reaction_of,
@@ -91,12 +91,7 @@ class TelegramAdapter:
             self._bot, chat_interval=pace[0], group_interval=pace[1]
         )
         self.transport: Transport = self._transport
-        self._policy = ExtractPolicy.of(
-            allowed_chats=settings.telegram_allowed_chats,
-            allowed_users=settings.telegram_allowed_users,
-            answer_all_chats=settings.telegram_answer_all_chats,
-            answer_bots=settings.gateway_answer_bots,
-        )
+        self._rules = answer_rules(settings)
         self._poll_timeout = poll_timeout
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
@@ -259,13 +254,13 @@ class TelegramAdapter:
         (and the query answered); the update itself is then recorded like any other."""
         await self._callback(update)
         assert self._identity is not None
-        me, policy = self._identity, self._policy
+        me, rules = self._identity, self._rules
         update_id = update.get("update_id") if isinstance(update, Mapping) else None
         return await ingest(
             intake,
             platform=PLATFORM,
             raw=update,
-            extract=lambda: extract_update(update, bot=me, policy=policy),
+            extract=lambda: extract_update(update, bot=me, rules=rules),
             reaction=lambda: reaction_of(update),
             event_id=str(update_id) if isinstance(update_id, int) else None,
         )

@@ -4,14 +4,16 @@ No I/O and no python-telegram-bot objects: the adapter feeds the JSON exactly as
 sent it, so an update PTB cannot parse (new fields, a missing ``chat``) still becomes a
 ``Rejected`` dead letter instead of wedging the polling loop (platforms.md §1.7).
 
-The routing rule (platforms.md §0) lives in ``session_key`` and ``reply_target``, once.
+The routing rule (platforms.md §0) lives in ``session_key`` and ``reply_target``, once. Who is
+answered is not decided here: ``facts_of`` reports what a message is and
+``gateway.inbound.policy`` decides, for every platform alike.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +22,7 @@ from gateway.core.domain import (
     Envelope,
     EventKind,
     Extracted,
+    Facts,
     Ignored,
     Place,
     Reaction,
@@ -29,6 +32,8 @@ from gateway.core.domain import (
     SessionKey,
     Trigger,
 )
+from gateway.core.settings import Settings
+from gateway.inbound.policy import AnswerRules, Shorthand, decide, rules_for
 
 PLATFORM = "telegram"
 #: scope for chats of the bot itself; a business connection id replaces it (platforms.md §1.5)
@@ -131,30 +136,20 @@ class BotIdentity:
     username: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ExtractPolicy:
-    """The settings extraction depends on, as plain values (chat/user ids as strings)."""
-
-    allowed_chats: frozenset[str] = field(default_factory=frozenset)
-    allowed_users: frozenset[str] = field(default_factory=frozenset)
-    answer_all_chats: frozenset[str] = field(default_factory=frozenset)
-    answer_bots: bool = False
-
-    @classmethod
-    def of(
-        cls,
-        *,
-        allowed_chats: Collection[str] = (),
-        allowed_users: Collection[str] = (),
-        answer_all_chats: Collection[str] = (),
-        answer_bots: bool = False,
-    ) -> ExtractPolicy:
-        return cls(
-            allowed_chats=frozenset(s.strip() for s in allowed_chats),
-            allowed_users=frozenset(s.strip() for s in allowed_users),
-            answer_all_chats=frozenset(s.strip() for s in answer_all_chats),
-            answer_bots=answer_bots,
-        )
+def answer_rules(settings: Settings) -> AnswerRules:
+    """The answer policy's rules for Telegram: the ``GATEWAY_*`` lists, with ``TELEGRAM_*``
+    ones as their shorthand (``gateway.inbound.policy``)."""
+    return rules_for(
+        settings,
+        Shorthand(
+            platform=PLATFORM,
+            allowed_chats=settings.telegram_allowed_chats,
+            allowed_chats_name="TELEGRAM_ALLOWED_CHATS",
+            allowed_users=settings.telegram_allowed_users,
+            allowed_users_name="TELEGRAM_ALLOWED_USERS",
+            answer_all_chats=settings.telegram_answer_all_chats,
+        ),
+    )
 
 
 class _Reject(Exception):
@@ -222,9 +217,7 @@ def reply_target(message: Mapping[str, Any]) -> ReplyTarget:
 # --- the entry point ------------------------------------------------------------------------
 
 
-def extract_update(
-    update: Mapping[str, Any], *, bot: BotIdentity, policy: ExtractPolicy
-) -> Extracted:
+def extract_update(update: Mapping[str, Any], *, bot: BotIdentity, rules: AnswerRules) -> Extracted:
     """Normalize one raw Update. Never raises: anything unexpected becomes ``Rejected``."""
     if not isinstance(update, Mapping):
         return Rejected(platform=PLATFORM, reason="update is not a JSON object")
@@ -233,7 +226,7 @@ def extract_update(
     if event_id is None:
         return Rejected(platform=PLATFORM, reason="update without an integer update_id")
     try:
-        return _extract(update, event_id=event_id, bot=bot, policy=policy)
+        return _extract(update, event_id=event_id, bot=bot, rules=rules)
     except _Reject as exc:
         return Rejected(platform=PLATFORM, reason=str(exc), event_id=event_id)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
@@ -247,7 +240,7 @@ def extract_update(
 
 
 def _extract(
-    update: Mapping[str, Any], *, event_id: str, bot: BotIdentity, policy: ExtractPolicy
+    update: Mapping[str, Any], *, event_id: str, bot: BotIdentity, rules: AnswerRules
 ) -> Extracted:
     kinds = [k for k in update if k != "update_id"]
     if not kinds:
@@ -256,14 +249,14 @@ def _extract(
     if kind in _CHANNEL_UPDATES:
         return _ignored(f"{kind}: channel posts are not conversations", event_id)
     if kind == "deleted_business_messages":
-        return _deleted_business(update[kind], event_id=event_id, policy=policy)
+        return _deleted_business(update[kind], event_id=event_id, rules=rules)
     if kind not in _MESSAGE_UPDATES:
         return _ignored(f"unsupported update type: {kind}", event_id)
     message = update[kind]
     if not isinstance(message, Mapping):
         raise _Reject(f"{kind} is not an object")
     edited = _MESSAGE_UPDATES[kind]
-    return _message(message, event_id=event_id, edited=edited, bot=bot, policy=policy)
+    return _message(message, event_id=event_id, edited=edited, bot=bot, rules=rules)
 
 
 def _message(
@@ -272,24 +265,16 @@ def _message(
     event_id: str,
     edited: bool,
     bot: BotIdentity,
-    policy: ExtractPolicy,
+    rules: AnswerRules,
 ) -> Extracted:
     chat = _chat(message)
     if not _is_int(message.get("message_id")):
         raise _Reject("message without an integer message_id")
-    chat_id = str(chat["id"])
     chat_type = str(chat.get("type") or "")
     if chat_type == "channel":
         return _ignored("message in a channel: channel posts are not conversations", event_id)
 
     sender, user_id = _sender(message, chat)
-    if user_id is not None and user_id == bot.id:
-        return _ignored("own message", event_id)
-    if policy.allowed_chats and chat_id not in policy.allowed_chats:
-        return _ignored(f"chat {chat_id} is not in TELEGRAM_ALLOWED_CHATS", event_id)
-    if policy.allowed_users and sender.id not in policy.allowed_users:
-        return _ignored(f"user {sender.id} is not in TELEGRAM_ALLOWED_USERS", event_id)
-
     text = message.get("text")
     entities_field = "entities"
     if not isinstance(text, str):
@@ -298,6 +283,20 @@ def _message(
     text = text if isinstance(text, str) else ""
     entities = _entities(message.get(entities_field))
     attachments = _attachments(message)
+    has_entities = entities_field in message
+    command = None if edited else _command(text, entities, bot, has_entities=has_entities)
+    facts = facts_of(
+        message,
+        sender=sender,
+        user_id=user_id,
+        mentioned=_mentions(text, entities, bot),
+        command=command is not None and command[1],
+        content=bool(text) or bool(attachments),
+        bot=bot,
+    )
+    decision = decide(facts, rules)
+    if decision.ignored:
+        return _ignored(decision.reason, event_id)
     content_kind = _content_kind(message, has_text=bool(text))
     if content_kind is None:
         service = next((f for f in _SERVICE_FIELDS if f in message), None)
@@ -306,23 +305,8 @@ def _message(
         content_kind = "unknown"
 
     reply_to_id = _genuine_reply_to(message)
-    has_entities = entities_field in message
-    command = None if edited else _command(text, entities, bot, has_entities=has_entities)
-    trigger = _trigger(
-        message,
-        chat_id=chat_id,
-        chat_type=chat_type,
-        sender=sender,
-        text=text,
-        entities=entities,
-        command=command,
-        is_content=bool(text) or bool(attachments),
-        bot=bot,
-        policy=policy,
-    )
-    if edited:
-        # An edit annotates the stored message; it is never answered again (platforms.md §1.6).
-        trigger = Trigger.NEVER
+    # An edit annotates the stored message; it is never answered again (platforms.md §1.6).
+    trigger = Trigger.NEVER if edited else decision.trigger
 
     metadata: dict[str, Any] = {"chat_type": chat_type, "content": content_kind}
     if isinstance(chat.get("title"), str):
@@ -348,10 +332,11 @@ def _message(
             chat_name=chat["title"] if isinstance(chat.get("title"), str) else None,
         ),
         metadata=metadata,
+        facts=facts,
     )
 
 
-def _deleted_business(payload: Any, *, event_id: str, policy: ExtractPolicy) -> Extracted:
+def _deleted_business(payload: Any, *, event_id: str, rules: AnswerRules) -> Extracted:
     if not isinstance(payload, Mapping):
         raise _Reject("deleted_business_messages is not an object")
     ids = payload.get("message_ids")
@@ -363,9 +348,12 @@ def _deleted_business(payload: Any, *, event_id: str, policy: ExtractPolicy) -> 
         # One Extracted per update: a batch delete cannot be expressed as one DELETE event.
         return _ignored("deleted_business_messages with several ids is not recorded", event_id)
     chat_id = str(chat["id"])
-    if policy.allowed_chats and chat_id not in policy.allowed_chats:
-        return _ignored(f"chat {chat_id} is not in TELEGRAM_ALLOWED_CHATS", event_id)
     key = SessionKey(platform=PLATFORM, scope=business, chat_id=chat_id)
+    # who deleted it is not said; the place is enough to refuse it
+    facts = Facts(place=key, person=None)
+    decision = decide(facts, rules)
+    if decision.ignored:
+        return _ignored(decision.reason, event_id)
     return Envelope(
         key=key,
         target=ReplyTarget(
@@ -380,41 +368,40 @@ def _deleted_business(payload: Any, *, event_id: str, policy: ExtractPolicy) -> 
         event_id=event_id,
         kind=EventKind.DELETE,
         trigger=Trigger.NEVER,
+        facts=facts,
     )
 
 
 # --- triggers -------------------------------------------------------------------------------
 
 
-def _trigger(
+def facts_of(
     message: Mapping[str, Any],
     *,
-    chat_id: str,
-    chat_type: str,
     sender: Sender,
-    text: str,
-    entities: list[Mapping[str, Any]],
-    command: tuple[str, bool] | None,
-    is_content: bool,
+    user_id: int | None,
+    mentioned: bool,
+    command: bool,
+    content: bool,
     bot: BotIdentity,
-    policy: ExtractPolicy,
-) -> Trigger:
-    if sender.is_bot and not policy.answer_bots:
-        return Trigger.NEVER
-    if message.get("is_automatic_forward") is True:
+) -> Facts:
+    """What a message is, for the answer policy: nothing here decides. Telegram has no
+    reply threads to follow up in (a topic is a whole channel of talk), so ``thread_reply``
+    stays false; a reply to one of the bot's messages is ``reply_to_bot``."""
+    chat = _chat(message)
+    return Facts(
+        place=session_key(message),
+        person=sender.id,
+        direct=chat.get("type") == "private",
+        mentioned=mentioned,
+        reply_to_bot=_is_reply_to_bot(message, bot),
+        command=command,
+        from_bot=sender.is_bot,
+        from_self=user_id is not None and user_id == bot.id,
         # the linked channel's post copied into its discussion group: context, not a question
-        return Trigger.NEVER
-    if command is not None and command[1]:
-        return Trigger.ALWAYS
-    if not is_content:
-        return Trigger.NEVER
-    if chat_type == "private":
-        return Trigger.ALWAYS
-    if _mentions(text, entities, bot) or _is_reply_to_bot(message, bot):
-        return Trigger.ALWAYS
-    if chat_id in policy.answer_all_chats:
-        return Trigger.ALWAYS
-    return Trigger.NEVER
+        automatic=message.get("is_automatic_forward") is True,
+        content=content,
+    )
 
 
 def _command(

@@ -1,7 +1,11 @@
 """The web chat's inbound message: JSON from the browser, validated, to an Envelope.
 
 The web chat is platform ``web``: a channel is the chat, a thread is the thread. A message
-without a thread starts one whose id is the message's own id (as a Slack root ts does)."""
+without a thread starts one whose id is the message's own id (as a Slack root ts does).
+
+Every post in the web chat is written to the assistant: it is reported as a mention, in a
+person's private channel (``~name``) as a direct message, and ``gateway.inbound.policy``
+decides (it answers them all)."""
 
 from __future__ import annotations
 
@@ -9,7 +13,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.core.domain import Envelope, Rejected, ReplyTarget, Sender, SessionKey, Trigger
+from gateway.core.domain import Envelope, Facts, Rejected, ReplyTarget, Sender, SessionKey
+from gateway.inbound.policy import AnswerRules, decide
 
 PLATFORM = "web"
 SCOPE = "local"
@@ -23,6 +28,8 @@ _KEYS = frozenset({"text", "client_msg_id", "thread_id"})
 _COMMANDS = {"/new": "new", "/help": "help"}
 #: commands that take an argument (``/model NAME``)
 _COMMANDS_WITH_ARGUMENT = {"/model": "model"}
+#: the web chat has no allow-lists of its own: who may post is ``gateway.http.webauth``'s
+_RULES = AnswerRules()
 
 
 def extract(channel: str, body: Mapping[str, Any], *, sender: str) -> Envelope | Rejected:
@@ -55,6 +62,7 @@ def extract(channel: str, body: Mapping[str, Any], *, sender: str) -> Envelope |
         return reject("thread_id must be 1-64 letters, digits, '.', '_' or '-'")
     thread_id = thread or client_id
     key = SessionKey(platform=PLATFORM, scope=SCOPE, chat_id=channel, thread_id=thread_id)
+    facts = Facts(place=key, person=sender, direct=channel.startswith("~"), mentioned=True)
     return Envelope(
         key=key,
         target=ReplyTarget(
@@ -68,8 +76,9 @@ def extract(channel: str, body: Mapping[str, Any], *, sender: str) -> Envelope |
         event_id=None,
         text=text,
         sender=Sender(id=sender, name=sender),
-        trigger=Trigger.ALWAYS,
+        trigger=decide(facts, _RULES).trigger,
         command=_command(text),
+        facts=facts,
     )
 
 

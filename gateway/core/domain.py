@@ -22,6 +22,7 @@ __all__ = [
     "Envelope",
     "EventKind",
     "Extracted",
+    "Facts",
     "Ignored",
     "OutgoingFile",
     "Place",
@@ -39,8 +40,8 @@ class Trigger(enum.Enum):
     """Whether an inbound message asks for an answer.
 
     ``ALWAYS``: a DM, a mention, a reply to the bot, a command. ``IF_FOLLOWING``: answer only
-    if the bot already answered in this session (thread follow-ups without a mention).
-    ``NEVER``: stored as context only.
+    if the session is engaged, i.e. the bot was addressed there before (thread follow-ups
+    without a mention). ``NEVER``: stored as context only. ``gateway.inbound.policy`` decides.
     """
 
     ALWAYS = "always"
@@ -108,6 +109,36 @@ class Place:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Facts:
+    """What an adapter saw about one inbound message; nothing in it is decided: the answer
+    policy (``gateway.inbound.policy``) decides from it, for every platform alike.
+
+    ``place`` is the message's session key (platform, scope, chat, thread); ``person`` the
+    sender's platform id (``None`` when the platform does not say: a deletion)."""
+
+    place: SessionKey
+    person: str | None
+    #: a one-to-one conversation with the bot
+    direct: bool = False
+    #: the bot is named in it (``@bot``, ``<@U…>``, Slack's ``app_mention``)
+    mentioned: bool = False
+    #: a reply to one of the bot's own messages (Telegram's reply chains)
+    reply_to_bot: bool = False
+    #: a command addressed to the bot (``/new``, ``/new@ThisBot``)
+    command: bool = False
+    #: a reply inside a thread (Slack ``thread_ts``, Mattermost ``root_id``)
+    thread_reply: bool = False
+    #: written by a bot account
+    from_bot: bool = False
+    #: written by this bot itself
+    from_self: bool = False
+    #: posted by the platform on someone's behalf (Telegram's automatic forward)
+    automatic: bool = False
+    #: it carries text or a file (Telegram service-like messages carry neither)
+    content: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Envelope:
     """One inbound message, surface-agnostic.
 
@@ -132,6 +163,8 @@ class Envelope:
     backfill: bool = False
     place: Place = Place()
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: what the adapter saw, that ``trigger`` was decided from (``None``: not reported)
+    facts: Facts | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -85,6 +85,16 @@ class Settings(BaseSettings):
     gateway_adapters: CsvList = Field(default_factory=list, alias="GATEWAY_ADAPTERS")
     #: answer messages from other bots (never our own)
     gateway_answer_bots: bool = Field(default=False, alias="GATEWAY_ANSWER_BOTS")
+    # who the bot answers, one vocabulary for every platform (gateway.inbound.policy; each
+    # platform's older lists are shorthands for these): places ``platform:scope:chat[:thread]``
+    # with ``*``, people ``platform:id``; a list restricts only the platforms it names
+    gateway_allowed_places: CsvList = Field(default_factory=list, alias="GATEWAY_ALLOWED_PLACES")
+    gateway_allowed_people: CsvList = Field(default_factory=list, alias="GATEWAY_ALLOWED_PEOPLE")
+    gateway_answer_all_places: CsvList = Field(
+        default_factory=list, alias="GATEWAY_ANSWER_ALL_PLACES"
+    )
+    #: thread follow-ups are answered only when they mention the bot, on every platform
+    gateway_require_mention: bool = Field(default=False, alias="GATEWAY_REQUIRE_MENTION")
 
     # --- who may use the HTTP server (gateway/security.py, gateway/webauth.py) ----------
     #: web chat identity: one local user (loopback binds only), accounts, or a proxy header
@@ -294,6 +304,24 @@ class Settings(BaseSettings):
         default="kb/", max_length=200, alias="GATEWAY_FILES_S3_PREFIX"
     )
 
+    @field_validator("gateway_allowed_places", "gateway_answer_all_places")
+    @classmethod
+    def _check_places(cls, value: list[str]) -> list[str]:
+        for place in value:
+            parts = place.split(":")
+            if len(parts) not in (3, 4) or not all(parts):
+                raise ValueError(f"{place!r} is not platform:scope:chat[:thread] (* for any)")
+        return value
+
+    @field_validator("gateway_allowed_people")
+    @classmethod
+    def _check_people(cls, value: list[str]) -> list[str]:
+        for person in value:
+            platform, _, person_id = person.partition(":")
+            if not platform or not person_id:
+                raise ValueError(f"{person!r} is not platform:id (* for any platform)")
+        return value
+
     @field_validator("embedding_base_url", "gateway_files_s3_url")
     @classmethod
     def _check_embedding_url(cls, value: str | None) -> str | None:
@@ -314,6 +342,9 @@ class Settings(BaseSettings):
         "slack_answer_all_channels",
         "mattermost_answer_all_channels",
         "gateway_adapters",
+        "gateway_allowed_places",
+        "gateway_allowed_people",
+        "gateway_answer_all_places",
         "agent_models",
         "agent_context_windows",
         "agent_inline_files",

@@ -16,12 +16,12 @@ from adapters.mattermost.extract import BotIdentity as MattermostBot
 from adapters.mattermost.extract import ExtractContext
 from adapters.mattermost.extract import extract_event as mattermost_extract
 from adapters.slack.extract import BotIdentity as SlackBot
-from adapters.slack.extract import Policy
 from adapters.slack.extract import extract_event as slack_extract
 from adapters.telegram.extract import BotIdentity as TelegramBot
-from adapters.telegram.extract import ExtractPolicy, extract_update
+from adapters.telegram.extract import extract_update
 from gateway.core.domain import PLACE_KEY, Envelope, Place
 from gateway.inbound.intake import to_inbound
+from gateway.inbound.policy import AnswerRules
 from gateway.turns.context import describe_place, stored_place
 from session_store.records import InboundMessage
 from tests.mattermost.conftest import load_payload as mattermost_payload
@@ -31,14 +31,14 @@ from tests.telegram.conftest import load_payload as telegram_payload
 
 def _telegram(update: dict[str, Any]) -> Envelope:
     bot = TelegramBot(id=5550001, username="GatewayTestBot")
-    extracted = extract_update(update, bot=bot, policy=ExtractPolicy.of())
+    extracted = extract_update(update, bot=bot, rules=AnswerRules())
     assert isinstance(extracted, Envelope)
     return extracted
 
 
 def _slack(payload: dict[str, Any]) -> Envelope:
     me = SlackBot(user_id="UBOT", bot_id="BBOT", team_id="T1")
-    extracted = slack_extract(payload, me=me, policy=Policy())
+    extracted = slack_extract(payload, me=me, rules=AnswerRules())
     assert isinstance(extracted, Envelope)
     return extracted
 

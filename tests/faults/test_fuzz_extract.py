@@ -17,13 +17,13 @@ from adapters.mattermost.extract import BotIdentity as MmBot
 from adapters.mattermost.extract import ExtractContext
 from adapters.mattermost.extract import extract_event as mattermost_extract
 from adapters.slack.extract import BotIdentity as SlackBot
-from adapters.slack.extract import Policy
 from adapters.slack.extract import extract_event as slack_extract
 from adapters.telegram.extract import BotIdentity as TgBot
-from adapters.telegram.extract import ExtractPolicy, extract_update
+from adapters.telegram.extract import extract_update
 from adapters.web.extract import extract as web_extract
 from gateway.core.domain import Envelope, Ignored, Rejected
 from gateway.inbound.intake import clean_raw, to_inbound
+from gateway.inbound.policy import AnswerRules
 
 PAYLOADS = Path(__file__).resolve().parents[1] / "payloads"
 EXAMPLES = 150
@@ -111,14 +111,14 @@ FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[Hea
 @given(mutated("telegram_update"))
 def test_telegram_extract_never_raises(update: dict[str, Any]) -> None:
     bot = TgBot(id=5550001, username="GatewayTestBot")
-    _check(extract_update(update, bot=bot, policy=ExtractPolicy.of()), update)
+    _check(extract_update(update, bot=bot, rules=AnswerRules()), update)
 
 
 @FUZZ
 @given(mutated("slack_"))
 def test_slack_extract_never_raises(payload: dict[str, Any]) -> None:
     me = SlackBot(user_id="UBOT", bot_id="BBOT", team_id="T1")
-    _check(slack_extract(payload, me=me, policy=Policy()), payload)
+    _check(slack_extract(payload, me=me, rules=AnswerRules()), payload)
 
 
 @FUZZ

@@ -29,6 +29,7 @@ from gateway.core.domain import (
     SessionKey,
     Trigger,
 )
+from gateway.inbound.policy import AnswerRules
 from tests.mattermost.conftest import PAYLOADS, load_payload
 
 SCOPE = "chat.example.com"
@@ -193,7 +194,7 @@ CASES: list[
         "thread reply, require_mention",
         {"root_id": ROOT},
         {},
-        ExtractContext(scope=SCOPE, bot=BOT, require_mention=True),
+        ExtractContext(scope=SCOPE, bot=BOT, rules=AnswerRules(require_mention=True)),
         ROOT,
         ROOT,
         Trigger.NEVER,
@@ -202,7 +203,7 @@ CASES: list[
         "thread reply with mention, require_mention",
         {"root_id": ROOT},
         MENTION,
-        ExtractContext(scope=SCOPE, bot=BOT, require_mention=True),
+        ExtractContext(scope=SCOPE, bot=BOT, rules=AnswerRules(require_mention=True)),
         ROOT,
         ROOT,
         Trigger.ALWAYS,
@@ -266,7 +267,7 @@ CASES: list[
         "other bot, answer_bots",
         {"props": {"from_bot": "true"}},
         MENTION,
-        ExtractContext(scope=SCOPE, bot=BOT, answer_bots=True),
+        ExtractContext(scope=SCOPE, bot=BOT, rules=AnswerRules(answer_bots=True)),
         POST,
         POST,
         Trigger.ALWAYS,

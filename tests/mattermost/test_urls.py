@@ -127,5 +127,5 @@ def test_adapter_from_settings() -> None:
     assert adapter.scope == "chat.example.com/mm"
     assert adapter.transport.max_message_length == 16383
     assert adapter.transport.idempotent is True
-    assert adapter._config.require_mention is True
+    assert adapter._config.rules.require_mention is True
     assert "secret-token" not in repr(adapter._config)

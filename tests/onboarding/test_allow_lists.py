@@ -15,10 +15,13 @@ import pytest
 
 from adapters.mattermost.extract import BotIdentity as MattermostBot
 from adapters.mattermost.extract import ExtractContext, extract_post
+from adapters.mattermost.extract import answer_rules as mattermost_rules
 from adapters.slack.extract import BotIdentity as SlackBot
-from adapters.slack.extract import Policy, extract_event
+from adapters.slack.extract import answer_rules as slack_rules
+from adapters.slack.extract import extract_event
 from adapters.telegram.extract import BotIdentity as TelegramBot
-from adapters.telegram.extract import ExtractPolicy, extract_update
+from adapters.telegram.extract import answer_rules as telegram_rules
+from adapters.telegram.extract import extract_update
 from gateway.core.domain import Envelope, Extracted, Ignored
 from gateway.core.settings import Settings
 
@@ -39,6 +42,10 @@ TABLE: list[tuple[str, str, str | None]] = [
 Extractor = Callable[[list[str], list[str]], Extracted]
 
 
+def settings(**values: Any) -> Settings:
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
 def _telegram(chats: list[str], users: list[str]) -> Extracted:
     update = json.loads((PAYLOADS / "telegram_update_forum_topic_message.json").read_text())
     update["update_id"] = 1
@@ -46,9 +53,11 @@ def _telegram(chats: list[str], users: list[str]) -> Extracted:
     return extract_update(
         update,
         bot=TelegramBot(id=1, username="GatewayTestBot"),
-        policy=ExtractPolicy.of(
-            allowed_chats=[chat if c == "CHAT" else c for c in chats],
-            allowed_users=[user if u == "USER" else u for u in users],
+        rules=telegram_rules(
+            settings(
+                TELEGRAM_ALLOWED_CHATS=[chat if c == "CHAT" else c for c in chats],
+                TELEGRAM_ALLOWED_USERS=[user if u == "USER" else u for u in users],
+            )
         ),
     )
 
@@ -59,9 +68,11 @@ def _slack(chats: list[str], users: list[str]) -> Extracted:
     return extract_event(
         payload,
         me=SlackBot(user_id="U0LAN0Z89"),
-        policy=Policy(
-            allowed_channels=frozenset(chat if c == "CHAT" else c for c in chats),
-            allowed_users=frozenset(user if u == "USER" else u for u in users),
+        rules=slack_rules(
+            settings(
+                SLACK_ALLOWED_CHANNELS=[chat if c == "CHAT" else c for c in chats],
+                SLACK_ALLOWED_USERS=[user if u == "USER" else u for u in users],
+            )
         ),
     )
 
@@ -71,8 +82,12 @@ def _mattermost(chats: list[str], users: list[str]) -> Extracted:
     ctx = ExtractContext(
         scope="mm.example.com",
         bot=MattermostBot(user_id="bot1", username="bot"),
-        allowed_channels=frozenset("ch1" if c == "CHAT" else c for c in chats),
-        allowed_users=frozenset("alice1" if u == "USER" else u for u in users),
+        rules=mattermost_rules(
+            settings(
+                MATTERMOST_ALLOWED_CHANNELS=["ch1" if c == "CHAT" else c for c in chats],
+                MATTERMOST_ALLOWED_USERS=["alice1" if u == "USER" else u for u in users],
+            )
+        ),
     )
     return extract_post(post, ctx=ctx, channel_type="O", mentions=["bot1"])
 
@@ -114,7 +129,7 @@ def test_slack_edit_outside_the_channel_list_is_ignored() -> None:
         "previous_message": {"user": "U061F7AUR", "text": "old", "ts": "1515449522.000016"},
     }
     result = extract_event(
-        edit, me=SlackBot(user_id="U0BOT"), policy=Policy(allowed_channels=frozenset({"C9"}))
+        edit, me=SlackBot(user_id="U0BOT"), rules=slack_rules(settings(SLACK_ALLOWED_CHANNELS="C9"))
     )
     assert isinstance(result, Ignored)
     assert result.reason == "channel C123ABC456 is not in SLACK_ALLOWED_CHANNELS"
@@ -181,7 +196,7 @@ def _telegram_plain(answer_all: bool) -> Extracted:
     return extract_update(
         update,
         bot=TelegramBot(id=1, username="GatewayTestBot"),
-        policy=ExtractPolicy.of(answer_all_chats=[chat] if answer_all else []),
+        rules=telegram_rules(settings(TELEGRAM_ANSWER_ALL_CHATS=[chat] if answer_all else [])),
     )
 
 
@@ -191,7 +206,7 @@ def _slack_plain(answer_all: bool) -> Extracted:
     return extract_event(
         payload,
         me=SlackBot(user_id="U0LAN0Z89"),
-        policy=Policy(answer_all_channels=frozenset({"C123ABC456"} if answer_all else ())),
+        rules=slack_rules(settings(SLACK_ANSWER_ALL_CHANNELS="C123ABC456" if answer_all else "")),
     )
 
 
@@ -200,7 +215,9 @@ def _mattermost_plain(answer_all: bool) -> Extracted:
     ctx = ExtractContext(
         scope="mm.example.com",
         bot=MattermostBot(user_id="bot1", username="bot"),
-        answer_all_channels=frozenset({"ch1"} if answer_all else ()),
+        rules=mattermost_rules(
+            settings(MATTERMOST_ANSWER_ALL_CHANNELS="ch1" if answer_all else "")
+        ),
     )
     return extract_post(post, ctx=ctx, channel_type="O")
 

@@ -11,7 +11,6 @@ import pytest
 
 from adapters.slack.extract import (
     BotIdentity,
-    Policy,
     backfill_root,
     extract_event,
     extract_history,
@@ -26,10 +25,11 @@ from gateway.core.domain import (
     SessionKey,
     Trigger,
 )
+from gateway.inbound.policy import AnswerRules
 from tests.slack.conftest import load_payload
 
 ME = BotIdentity(user_id="UBOT", bot_id="BBOT", team_id="T1")
-DEFAULT = Policy()
+DEFAULT = AnswerRules()
 
 
 def wrap(event: dict[str, Any], *, team_id: str = "T1", event_id: str = "Ev1") -> dict[str, Any]:
@@ -135,7 +135,7 @@ REAL_PAYLOADS = [
 def test_real_payloads_normalize_to_expected_keys(
     name: str, me: BotIdentity, expect: Expect
 ) -> None:
-    result = extract_event(load_payload(name), me=me, policy=DEFAULT)
+    result = extract_event(load_payload(name), me=me, rules=DEFAULT)
     assert isinstance(result, expect.kind), result
     if expect.event_id is not None:
         assert result.event_id == expect.event_id
@@ -154,7 +154,7 @@ def test_real_payloads_normalize_to_expected_keys(
 
 def test_socket_mode_envelope_payload_is_the_same_event_callback() -> None:
     envelope = load_payload("slack_socket_mode_envelope_app_mention.sdk_test.json")
-    result = extract_event(envelope["payload"], me=BotIdentity(user_id="U111"), policy=DEFAULT)
+    result = extract_event(envelope["payload"], me=BotIdentity(user_id="U111"), rules=DEFAULT)
     assert isinstance(result, Envelope)
     assert result.key == key("1610241741.000200", chat="C111", scope="T111")
     assert result.event_id == "Ev111"
@@ -166,11 +166,11 @@ def test_message_replied_without_subtype_is_not_routed_to_its_own_ts() -> None:
     """Over the Events API message_replied arrives WITHOUT subtype (platforms.md §2.5)."""
     payload = load_payload("slack_event_message_replied.docs.json")
     del payload["event"]["subtype"]
-    result = extract_event(payload, me=ME, policy=DEFAULT)
+    result = extract_event(payload, me=ME, rules=DEFAULT)
     assert isinstance(result, Ignored)
     # and even without the hidden flag, a message with no author is never a conversation
     del payload["event"]["hidden"]
-    assert isinstance(extract_event(payload, me=ME, policy=DEFAULT), Ignored)
+    assert isinstance(extract_event(payload, me=ME, rules=DEFAULT), Ignored)
 
 
 def test_app_mention_and_message_of_one_post_have_the_same_dedupe_ids() -> None:
@@ -186,8 +186,8 @@ def test_app_mention_and_message_of_one_post_have_the_same_dedupe_ids() -> None:
         event_id="EvA",
     )
     as_message = wrap(msg(text=text, user="U2", ts="1700000000.000200"), event_id="EvB")
-    a = extract_event(as_mention, me=ME, policy=DEFAULT)
-    b = extract_event(as_message, me=ME, policy=DEFAULT)
+    a = extract_event(as_mention, me=ME, rules=DEFAULT)
+    b = extract_event(as_message, me=ME, rules=DEFAULT)
     assert isinstance(a, Envelope) and isinstance(b, Envelope)
     assert (a.key, a.message_id, a.target) == (b.key, b.message_id, b.target)
     assert a.event_id != b.event_id
@@ -287,7 +287,7 @@ VARIANTS: list[Any] = [
     (
         "thread-follow-up-require-mention",
         msg(thread_ts=ROOT),
-        Policy(require_mention=True),
+        AnswerRules(require_mention=True),
         Envelope,
         key(ROOT),
         ROOT,
@@ -297,7 +297,7 @@ VARIANTS: list[Any] = [
     (
         "thread-mention-require-mention",
         msg(thread_ts=ROOT, text="<@UBOT> go"),
-        Policy(require_mention=True),
+        AnswerRules(require_mention=True),
         Envelope,
         key(ROOT),
         ROOT,
@@ -446,7 +446,7 @@ VARIANTS: list[Any] = [
     (
         "other-bot-answered-when-allowed",
         msg(bot_id="BOTHER", user="UOTHERBOT", text="<@UBOT> hi"),
-        Policy(answer_bots=True),
+        AnswerRules(answer_bots=True),
         Envelope,
         key(TS),
         TS,
@@ -527,14 +527,14 @@ VARIANTS: list[Any] = [
 )
 def test_message_variants(
     event: dict[str, Any],
-    policy: Policy,
+    policy: AnswerRules,
     kind: type[Extracted],
     exp_key: SessionKey | None,
     target_thread: str | None,
     trigger: Trigger | None,
     checks: dict[str, Any],
 ) -> None:
-    result = extract_event(wrap(event), me=ME, policy=policy)
+    result = extract_event(wrap(event), me=ME, rules=policy)
     assert isinstance(result, kind), result
     assert result.event_id == "Ev1"
     if not isinstance(result, Envelope):
@@ -555,7 +555,7 @@ def test_message_variants(
 
 def test_file_share_keeps_attachment_metadata() -> None:
     event = VARIANTS[[v[0] for v in VARIANTS].index("file_share")][1]
-    result = extract_event(wrap(event), me=ME, policy=DEFAULT)
+    result = extract_event(wrap(event), me=ME, rules=DEFAULT)
     assert isinstance(result, Envelope)
     (attachment,) = result.attachments
     assert (attachment.kind, attachment.name, attachment.mime_type, attachment.size) == (
@@ -589,7 +589,7 @@ def test_message_changed_is_an_edit_of_the_inner_message() -> None:
             "thread_ts": ROOT,
         },
     }
-    result = extract_event(wrap(event), me=ME, policy=DEFAULT)
+    result = extract_event(wrap(event), me=ME, rules=DEFAULT)
     assert isinstance(result, Envelope)
     assert result.kind is EventKind.EDIT
     assert result.message_id == TS  # the edited message, not the notification's ts
@@ -599,11 +599,11 @@ def test_message_changed_is_an_edit_of_the_inner_message() -> None:
 
     unchanged = copy.deepcopy(event)
     unchanged["message"]["text"] = "old words"  # an unfurl or reply-count update
-    assert isinstance(extract_event(wrap(unchanged), me=ME, policy=DEFAULT), Ignored)
+    assert isinstance(extract_event(wrap(unchanged), me=ME, rules=DEFAULT), Ignored)
 
     own = copy.deepcopy(event)
     own["message"]["user"] = "UBOT"
-    assert isinstance(extract_event(wrap(own), me=ME, policy=DEFAULT), Ignored)
+    assert isinstance(extract_event(wrap(own), me=ME, rules=DEFAULT), Ignored)
 
 
 def test_message_deleted_is_a_delete_of_deleted_ts() -> None:
@@ -617,7 +617,7 @@ def test_message_deleted_is_a_delete_of_deleted_ts() -> None:
         "deleted_ts": TS,
         "previous_message": {"type": "message", "user": "U2", "text": "oops", "ts": TS},
     }
-    result = extract_event(wrap(event), me=ME, policy=DEFAULT)
+    result = extract_event(wrap(event), me=ME, rules=DEFAULT)
     assert isinstance(result, Envelope)
     assert result.kind is EventKind.DELETE
     assert result.message_id == TS
@@ -638,11 +638,11 @@ def test_message_deleted_is_a_delete_of_deleted_ts() -> None:
     ],
 )
 def test_unusable_payloads_are_rejected(payload: object) -> None:
-    assert isinstance(extract_event(payload, me=ME, policy=DEFAULT), Rejected)
+    assert isinstance(extract_event(payload, me=ME, rules=DEFAULT), Rejected)
 
 
 def test_other_envelope_types_are_ignored() -> None:
-    result = extract_event({"type": "app_rate_limited", "team_id": "T1"}, me=ME, policy=DEFAULT)
+    result = extract_event({"type": "app_rate_limited", "team_id": "T1"}, me=ME, rules=DEFAULT)
     assert isinstance(result, Ignored)
 
 
@@ -658,8 +658,8 @@ def test_route_is_the_one_rule() -> None:
 
 
 def test_same_channel_id_in_two_workspaces_is_two_sessions() -> None:
-    a = extract_event(wrap(msg(text="<@UBOT> a"), team_id="TA"), me=ME, policy=DEFAULT)
-    b = extract_event(wrap(msg(text="<@UBOT> a"), team_id="TB"), me=ME, policy=DEFAULT)
+    a = extract_event(wrap(msg(text="<@UBOT> a"), team_id="TA"), me=ME, rules=DEFAULT)
+    b = extract_event(wrap(msg(text="<@UBOT> a"), team_id="TB"), me=ME, rules=DEFAULT)
     assert isinstance(a, Envelope) and isinstance(b, Envelope)
     assert a.key != b.key
     assert (a.target.scope, b.target.scope) == ("TA", "TB")
@@ -670,11 +670,11 @@ def test_same_channel_id_in_two_workspaces_is_two_sessions() -> None:
 
 def test_backfill_root_only_for_an_addressed_reply() -> None:
     mention_in_thread = extract_event(
-        wrap(msg(thread_ts=ROOT, text="<@UBOT> catch up")), me=ME, policy=DEFAULT
+        wrap(msg(thread_ts=ROOT, text="<@UBOT> catch up")), me=ME, rules=DEFAULT
     )
-    top_mention = extract_event(wrap(msg(text="<@UBOT> hi")), me=ME, policy=DEFAULT)
-    follow_up = extract_event(wrap(msg(thread_ts=ROOT)), me=ME, policy=DEFAULT)
-    dm_top = extract_event(wrap(msg(channel="D1", channel_type="im")), me=ME, policy=DEFAULT)
+    top_mention = extract_event(wrap(msg(text="<@UBOT> hi")), me=ME, rules=DEFAULT)
+    follow_up = extract_event(wrap(msg(thread_ts=ROOT)), me=ME, rules=DEFAULT)
+    dm_top = extract_event(wrap(msg(channel="D1", channel_type="im")), me=ME, rules=DEFAULT)
     assert isinstance(mention_in_thread, Envelope)
     assert backfill_root(mention_in_thread) == ROOT
     for env in (top_mention, follow_up, dm_top):

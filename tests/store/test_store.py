@@ -170,6 +170,27 @@ async def test_trigger_rules_decide_whether_a_turn_is_requested(store: Store) ->
     assert follow2.turn_requested and follow2.seq_no == 5
 
 
+async def test_a_follow_up_is_answered_while_the_answer_is_still_being_written(
+    store: Store,
+) -> None:
+    """A follow-up was ignored: the thread counted as engaged only once the answer was
+    recorded, while the person already saw it streaming. It is engaged once the bot was
+    addressed there."""
+    chatter = await store.ingest(
+        envelope("f0", message_id="0", thread="t0", trigger=Trigger.IF_FOLLOWING), raw=None
+    )
+    assert not chatter.turn_requested  # never addressed there: not engaged
+    ask = await store.ingest(envelope("ask", message_id="1"), raw=None)
+    claim = await store.claim_turn(lease_seconds=30)
+    assert claim is not None and claim.session_id == ask.session_id  # the answer is underway
+    follow = await store.ingest(
+        envelope("f", message_id="2", trigger=Trigger.IF_FOLLOWING), raw=None
+    )
+    assert follow.turn_requested and follow.session_id == ask.session_id
+    context = await store.ingest(envelope("c", message_id="3", trigger=Trigger.NEVER), raw=None)
+    assert not context.turn_requested
+
+
 async def test_a_finished_turn_hands_its_first_part_over_claimed_only_when_it_is_next(
     store: Store,
 ) -> None:

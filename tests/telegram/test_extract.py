@@ -12,22 +12,29 @@ import pytest
 
 from adapters.telegram.extract import (
     BotIdentity,
-    ExtractPolicy,
+    answer_rules,
     extract_update,
 )
 from gateway.core.domain import Envelope, EventKind, Ignored, Rejected, SessionKey, Trigger
+from gateway.core.settings import Settings
+from gateway.inbound.policy import AnswerRules
 from tests.telegram.conftest import PAYLOADS, load_payload
 
 BOT = BotIdentity(id=5550001, username="GatewayTestBot")
-POLICY = ExtractPolicy.of()
+POLICY = AnswerRules()
+
+
+def rules(**settings: Any) -> AnswerRules:
+    """The answer rules the adapter builds from these settings (the TELEGRAM_* shorthands)."""
+    return answer_rules(Settings(_env_file=None, **settings))  # type: ignore[call-arg]
+
+
 FORUM_ID = -1001812257489
 NONFORUM_ID = -1002222000284
 
 
-def extract(
-    update: dict[str, Any], *, bot: BotIdentity = BOT, policy: ExtractPolicy = POLICY
-) -> Any:
-    return extract_update(update, bot=bot, policy=policy)
+def extract(update: dict[str, Any], *, bot: BotIdentity = BOT, policy: AnswerRules = POLICY) -> Any:
+    return extract_update(update, bot=bot, rules=policy)
 
 
 def envelope(update: dict[str, Any], **kwargs: Any) -> Envelope:
@@ -363,7 +370,7 @@ def test_unparseable_updates_are_rejected_with_a_reason(update: Any, reason: str
 
 
 def test_non_object_update_is_rejected() -> None:
-    result = extract_update([1, 2], bot=BOT, policy=POLICY)  # type: ignore[arg-type]
+    result = extract_update([1, 2], bot=BOT, rules=POLICY)  # type: ignore[arg-type]
     assert isinstance(result, Rejected)
 
 
@@ -418,7 +425,7 @@ def test_other_bot_is_stored_but_never_answered() -> None:
 def test_other_bot_answered_when_gateway_answers_bots() -> None:
     text = "@GatewayTestBot hello"
     update = bot_sender(with_text(topic_message(), text, mention(text, "@GatewayTestBot")))
-    env = envelope(update, policy=ExtractPolicy.of(answer_bots=True))
+    env = envelope(update, policy=rules(GATEWAY_ANSWER_BOTS=True))
     assert env.sender.is_bot and env.trigger is Trigger.ALWAYS
 
 
@@ -576,7 +583,7 @@ def test_other_bots_command_in_private_chat_is_still_a_private_message() -> None
 
 
 def test_answer_all_chats_setting() -> None:
-    policy = ExtractPolicy.of(answer_all_chats=[str(FORUM_ID)])
+    policy = rules(TELEGRAM_ANSWER_ALL_CHATS=str(FORUM_ID))
     assert envelope(topic_message(), policy=policy).trigger is Trigger.ALWAYS
     assert envelope(general_message(), policy=policy).trigger is Trigger.ALWAYS
     assert envelope(nonforum_reply(), policy=policy).trigger is Trigger.NEVER
@@ -586,27 +593,27 @@ def test_answer_all_chats_setting() -> None:
 
 
 def test_chat_outside_allowed_chats_is_ignored() -> None:
-    policy = ExtractPolicy.of(allowed_chats=["-100999"])
+    policy = rules(TELEGRAM_ALLOWED_CHATS="-100999")
     result = extract(topic_message(), policy=policy)
     assert isinstance(result, Ignored)
     assert "TELEGRAM_ALLOWED_CHATS" in result.reason and str(FORUM_ID) in result.reason
     assert isinstance(
-        extract(topic_message(), policy=ExtractPolicy.of(allowed_chats=[str(FORUM_ID)])), Envelope
+        extract(topic_message(), policy=rules(TELEGRAM_ALLOWED_CHATS=str(FORUM_ID))), Envelope
     )
 
 
 def test_user_outside_allowed_users_is_ignored() -> None:
-    policy = ExtractPolicy.of(allowed_users=["1"])
+    policy = rules(TELEGRAM_ALLOWED_USERS="1")
     result = extract(topic_message(), policy=policy)
     assert isinstance(result, Ignored) and "TELEGRAM_ALLOWED_USERS" in result.reason
-    policy = ExtractPolicy.of(allowed_users=["208432445"], allowed_chats=[str(FORUM_ID)])
+    policy = rules(TELEGRAM_ALLOWED_USERS="208432445", TELEGRAM_ALLOWED_CHATS=str(FORUM_ID))
     assert isinstance(extract(topic_message(), policy=policy), Envelope)
 
 
 def test_edits_respect_allow_lists() -> None:
     update = topic_message()
     update["edited_message"] = update.pop("message")
-    result = extract(update, policy=ExtractPolicy.of(allowed_chats=["-1"]))
+    result = extract(update, policy=rules(TELEGRAM_ALLOWED_CHATS="-1"))
     assert isinstance(result, Ignored)
 
 

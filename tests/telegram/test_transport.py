@@ -16,7 +16,7 @@ from telegram.error import RetryAfter
 from telegram.request import HTTPXRequest
 
 from adapters.telegram.adapter import TelegramAdapter
-from adapters.telegram.extract import BotIdentity, ExtractPolicy, extract_update
+from adapters.telegram.extract import BotIdentity, extract_update
 from adapters.telegram.transport import (
     BURST,
     TelegramBot,
@@ -28,6 +28,7 @@ from benchmarks.fakes.telegram import FakeTelegram
 from gateway.core.domain import Envelope, ReplyTarget
 from gateway.core.errors import DeliveryError
 from gateway.core.ports import PaceRule
+from gateway.inbound.policy import AnswerRules
 from tests.telegram.conftest import AdapterFactory
 
 
@@ -42,9 +43,7 @@ def target_of(fake: FakeTelegram, message: dict[str, Any]) -> ReplyTarget:
     """The stored target exactly as ingest computes it from the update the fake emitted."""
     identity = BotIdentity(id=fake.bot.id, username=fake.bot.username or "")
     kind = "business_message" if "business_connection_id" in message else "message"
-    result = extract_update(
-        {"update_id": 1, kind: message}, bot=identity, policy=ExtractPolicy.of()
-    )
+    result = extract_update({"update_id": 1, kind: message}, bot=identity, rules=AnswerRules())
     assert isinstance(result, Envelope), result
     return result.target
 
