@@ -389,7 +389,7 @@ async def serve_stdio(settings: Settings, dsn: str) -> int:
     from gateway.conversations import Conversations
     from gateway.hub import Broadcast
     from gateway.ports import AdapterContext
-    from gateway.runtime import build_adapters
+    from gateway.registry import build_adapters
     from gateway.webauth import WebIdentity
     from session_store.migrator import migrate
     from session_store.store import Store

@@ -56,6 +56,7 @@ from adapters.mattermost.extract import (
     post_order,
     reaction_of,
 )
+from adapters.mattermost.settings import MattermostSettings
 from adapters.mattermost.transport import MattermostTransport
 from adapters.mattermost.urls import ServerUrls, server_urls
 from adapters.mattermost.websocket import Backoff, EventStream
@@ -63,7 +64,6 @@ from gateway.domain import Envelope, Rejected
 from gateway.errors import ConfigError, GatewayError
 from gateway.ingress import ingest, record_reaction
 from gateway.ports import ApprovalClick, Check, Intake
-from gateway.settings import Settings
 from gateway.supervisor import persist
 
 log = structlog.get_logger(__name__)
@@ -116,7 +116,9 @@ class MattermostConfig:
     max_pages: int = 100
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> MattermostConfig:
+    def from_settings(
+        cls, settings: MattermostSettings, *, answer_bots: bool = False
+    ) -> MattermostConfig:
         if not settings.mattermost_url or settings.mattermost_token is None:
             raise ConfigError(
                 "MATTERMOST_URL", "Mattermost needs MATTERMOST_URL and MATTERMOST_TOKEN"
@@ -125,7 +127,7 @@ class MattermostConfig:
             url=settings.mattermost_url,
             token=settings.mattermost_token.get_secret_value(),
             require_mention=settings.mattermost_require_mention,
-            answer_bots=settings.gateway_answer_bots,
+            answer_bots=answer_bots,
             allowed_channels=frozenset(settings.mattermost_allowed_channels),
             allowed_users=frozenset(settings.mattermost_allowed_users),
             answer_all_channels=frozenset(settings.mattermost_answer_all_channels),

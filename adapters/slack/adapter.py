@@ -69,6 +69,7 @@ from adapters.slack.extract import (
     reaction_of,
     ts_key,
 )
+from adapters.slack.settings import SlackSettings
 from adapters.slack.transport import (
     APPROVE_ACTION,
     DENY_ACTION,
@@ -80,7 +81,6 @@ from gateway.errors import ConfigError, GatewayError
 from gateway.hub import KeyedLock
 from gateway.ingress import BODY_KEPT, ingest, json_body
 from gateway.ports import ApprovalClick, Check, IngestOutcome, Intake
-from gateway.settings import Settings
 from gateway.supervisor import pause
 
 log = structlog.get_logger(__name__)
@@ -168,7 +168,7 @@ class SlackAdapter:
 
     platform = PLATFORM
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: SlackSettings, *, answer_bots: bool = False) -> None:
         if settings.slack_bot_token is None:
             raise ConfigError("SLACK_BOT_TOKEN", "required to enable Slack")
         self._backfill_locks = KeyedLock()
@@ -185,7 +185,7 @@ class SlackAdapter:
         self._app_token = app_token.get_secret_value() if app_token else None
         self._policy = Policy(
             require_mention=settings.slack_require_mention,
-            answer_bots=settings.gateway_answer_bots,
+            answer_bots=answer_bots,
             allowed_channels=frozenset(settings.slack_allowed_channels),
             allowed_users=frozenset(settings.slack_allowed_users),
             answer_all_channels=frozenset(settings.slack_answer_all_channels),

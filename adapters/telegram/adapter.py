@@ -26,6 +26,7 @@ from adapters.telegram.extract import (
     extract_update,
     reaction_of,
 )
+from adapters.telegram.settings import TelegramSettings
 from adapters.telegram.transport import (
     CHAT_INTERVAL,
     GROUP_INTERVAL,
@@ -38,7 +39,6 @@ from gateway.domain import Extracted
 from gateway.errors import ConfigError, GatewayError
 from gateway.ingress import ingest, json_body
 from gateway.ports import ApprovalClick, Check, IngestOutcome, Intake, Transport
-from gateway.settings import Settings
 
 log = structlog.get_logger(__name__)
 
@@ -69,8 +69,9 @@ class TelegramAdapter:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: TelegramSettings,
         *,
+        answer_bots: bool = False,
         bot: TelegramBot | None = None,
         poll_timeout: int = 30,
         backoff_initial: float = 1.0,
@@ -95,7 +96,7 @@ class TelegramAdapter:
             allowed_chats=settings.telegram_allowed_chats,
             allowed_users=settings.telegram_allowed_users,
             answer_all_chats=settings.telegram_answer_all_chats,
-            answer_bots=settings.gateway_answer_bots,
+            answer_bots=answer_bots,
         )
         self._poll_timeout = poll_timeout
         self._backoff_initial = backoff_initial

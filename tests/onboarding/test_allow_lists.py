@@ -15,8 +15,10 @@ import pytest
 
 from adapters.mattermost.extract import BotIdentity as MattermostBot
 from adapters.mattermost.extract import ExtractContext, extract_post
+from adapters.mattermost.settings import MattermostSettings
 from adapters.slack.extract import BotIdentity as SlackBot
 from adapters.slack.extract import Policy, extract_event
+from adapters.slack.settings import SlackSettings
 from adapters.telegram.extract import BotIdentity as TelegramBot
 from adapters.telegram.extract import ExtractPolicy, extract_update
 from gateway.domain import Envelope, Extracted, Ignored
@@ -128,17 +130,19 @@ def test_allow_list_settings_are_comma_separated() -> None:
         "MATTERMOST_ALLOWED_USERS": " u1 ,u2",
     }
     settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]
-    assert settings.slack_allowed_channels == ["C1", "C2"]
-    assert settings.slack_allowed_users == ["U1"]
-    assert settings.mattermost_allowed_channels == ["abc", "def"]
-    assert settings.mattermost_allowed_users == ["u1", "u2"]
+    slack = settings.surface(SlackSettings)
+    mattermost = settings.surface(MattermostSettings)
+    assert slack.slack_allowed_channels == ["C1", "C2"]
+    assert slack.slack_allowed_users == ["U1"]
+    assert mattermost.mattermost_allowed_channels == ["abc", "def"]
+    assert mattermost.mattermost_allowed_users == ["u1", "u2"]
 
 
 async def test_slack_gateway_answers_only_inside_its_allow_lists(database_url: str) -> None:
     # the settings reach the adapter: a real gateway against the fake Slack
     from adapters.slack import SlackAdapter
     from benchmarks.fakes.slack import BOT_TOKEN, SIGNING_SECRET, FakeSlack
-    from tests.support import make_settings, running_gateway, wait_for
+    from tests.support import running_gateway, wait_for
 
     fake = FakeSlack()
     await fake.start()
@@ -146,8 +150,8 @@ async def test_slack_gateway_answers_only_inside_its_allow_lists(database_url: s
         fake.add_channel("C0OPEN")
         fake.add_channel("C0CLOSED")
         adapter = SlackAdapter(
-            make_settings(
-                database_url,
+            SlackSettings(
+                _env_file=None,
                 SLACK_BOT_TOKEN=BOT_TOKEN,
                 SLACK_SIGNING_SECRET=SIGNING_SECRET,
                 SLACK_API_BASE_URL=fake.api_url,

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from adapters.telegram.adapter import TelegramAdapter
+from adapters.telegram.settings import TelegramSettings
+from adapters.web.settings import WebSettings
 from benchmarks.fakes.openai import FakeOpenAI, Step
 from benchmarks.fakes.telegram import FakeTelegram
 from gateway.agent_clients import OpenAIAgent, tool_status
@@ -159,5 +161,6 @@ def test_bad_streaming_settings_name_the_setting(values: dict[str, str], setting
 
 def test_streaming_settings_per_platform() -> None:
     settings = load_settings(_env_file=None, GATEWAY_STREAMING="false", WEB_STREAMING="true")
-    assert settings.gateway_streaming is False and settings.web_streaming is True
-    assert settings.telegram_streaming is None
+    assert settings.gateway_streaming is False
+    assert settings.surface(WebSettings).web_streaming is True
+    assert settings.surface(TelegramSettings).telegram_streaming is None

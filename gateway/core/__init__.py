@@ -1,0 +1,1 @@
+"""The vocabulary every room shares: values, errors, ports, settings, signals, metrics, logs."""
