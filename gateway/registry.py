@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic_settings import BaseSettings
 
-from gateway.core.plugins import ENTRY_POINT_GROUP, SurfacePlugin
+from gateway.core.plugins import ENTRY_POINT_GROUP, AnswerRules, SurfacePlugin
 from gateway.errors import ConfigError
 from gateway.ports import AdapterContext, AdapterFactory, PlatformAdapter
 from gateway.settings import Settings
@@ -138,3 +138,9 @@ def _import(setting: str, spec: str, *, what: str) -> Any:
         return functools.reduce(getattr, attr.split("."), importlib.import_module(module_name))
     except (ImportError, AttributeError, ValueError) as exc:
         raise ConfigError(setting, f"cannot load {what} {spec!r}: {exc}") from exc
+
+
+def answer_rules(settings: Settings) -> dict[str, AnswerRules]:
+    """``{platform: its answer settings}`` in the core's one vocabulary, for every installed
+    surface (each read from its own environment names)."""
+    return {p.name: settings.surface(p.settings_class).answer_rules() for p in surface_plugins()}

@@ -149,16 +149,14 @@ async def test_slack_gateway_answers_only_inside_its_allow_lists(database_url: s
     try:
         fake.add_channel("C0OPEN")
         fake.add_channel("C0CLOSED")
-        adapter = SlackAdapter(
-            SlackSettings(
-                _env_file=None,
-                SLACK_BOT_TOKEN=BOT_TOKEN,
-                SLACK_SIGNING_SECRET=SIGNING_SECRET,
-                SLACK_API_BASE_URL=fake.api_url,
-                SLACK_ALLOWED_CHANNELS="C0OPEN",
-                SLACK_ALLOWED_USERS="U0HUMAN",
-            )
-        )
+        values: dict[str, Any] = {
+            "SLACK_BOT_TOKEN": BOT_TOKEN,
+            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            "SLACK_API_BASE_URL": fake.api_url,
+            "SLACK_ALLOWED_CHANNELS": "C0OPEN",
+            "SLACK_ALLOWED_USERS": "U0HUMAN",
+        }
+        adapter = SlackAdapter(SlackSettings(_env_file=None, **values))  # type: ignore[call-arg]
         async with running_gateway(database_url, adapters=[adapter], web_chat=False) as gw:
             fake.events_url = f"{gw.url}slack/events"
             await fake.user_posts("C0CLOSED", "<@U0BOT> hello")

@@ -19,6 +19,7 @@ from gateway.doctor import check_surfaces
 from gateway.errors import ConfigError
 from gateway.registry import (
     all_settings_classes,
+    answer_rules,
     check_settings,
     streaming_overrides,
     surface_plugins,
@@ -78,6 +79,8 @@ def test_its_settings_are_read_from_the_core_sources_and_named_when_bad() -> Non
     settings = load_settings(_env_file=None, MEMO_TOKEN=TOKEN, MEMO_STREAMING="false")
     assert settings.surface(MemoSettings).memo_board == "main"
     assert streaming_overrides(settings) == {"memo": False}
+    # its answer settings, in the answer policy's one vocabulary
+    assert answer_rules(settings)["memo"].answer_all_places == {"main"}
     with pytest.raises(ConfigError) as info:
         check_settings(load_settings(_env_file=None, MEMO_TOKEN="short"))
     assert info.value.setting == "MEMO_TOKEN"

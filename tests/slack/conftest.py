@@ -36,7 +36,7 @@ def slack_settings(fake: FakeSlack | None = None, **overrides: Any) -> SlackSett
         "GATEWAY_WEB_CHAT": False,
     }
     values.update(overrides)
-    return SlackSettings(_env_file=None, **values)
+    return SlackSettings(_env_file=None, **values)  # type: ignore[call-arg]
 
 
 @pytest.fixture(autouse=True)
