@@ -39,6 +39,8 @@ def _declared(pyproject: Path) -> list[tuple[str, str]]:
         project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
     except (OSError, tomllib.TOMLDecodeError):
         return []
+    if project.get("name") != DISTRIBUTION:
+        return []  # not our source tree (an installed gateway has none beside it)
     group = project.get("entry-points", {}).get(ENTRY_POINT_GROUP, {})
     return [(str(name), str(value)) for name, value in group.items()]
 
@@ -46,10 +48,11 @@ def _declared(pyproject: Path) -> list[tuple[str, str]]:
 def _entries() -> Iterator[tuple[str, str]]:
     """Every registered ``(name, "module:attr")``, ours first, each name once."""
     ours = _declared(PYPROJECT)
+    from_source = bool(ours)
     others: list[tuple[str, str]] = []
     for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
         dist = entry.dist.name if entry.dist is not None else ""
-        if dist == DISTRIBUTION and ours:
+        if dist == DISTRIBUTION and from_source:
             continue  # the source tree's own list is the current one
         (ours if dist == DISTRIBUTION else others).append((entry.name, entry.value))
     seen: set[str] = set()

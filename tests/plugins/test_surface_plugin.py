@@ -148,3 +148,26 @@ async def test_gateway_run_exits_2_naming_a_bad_surface_setting(
     code, _, err = await run_cli(["run"], {**env, "PYTHONPATH": path}, timeout=120)
     assert code == 2, err
     assert f"configuration error: {setting}" in err
+
+
+def test_the_built_in_surfaces_come_from_metadata_or_from_the_source_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gateway import registry
+
+    declared = registry._declared(registry.PYPROJECT)
+    assert [name for name, _ in declared] == ["telegram", "slack", "mattermost", "web"]
+    other = tmp_path / "pyproject.toml"
+    other.write_text('[project]\nname = "someone-else"\n[project.entry-points."x"]\na = "b:c"\n')
+    assert registry._declared(other) == []
+    # an installed gateway: no source tree beside it, its own metadata lists the surfaces
+    monkeypatch.setattr(registry, "PYPROJECT", tmp_path / "absent.toml")
+    site = tmp_path / "site"
+    dist = site / "chat_gateway-9.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: chat-gateway\nVersion: 9\n")
+    lines = "".join(f"{name} = {value}\n" for name, value in reversed(declared))
+    (dist / "entry_points.txt").write_text(f"[chat_gateway.surfaces]\n{lines}")
+    monkeypatch.syspath_prepend(str(site))
+    found = dict(registry._entries())
+    assert found == dict(declared)
