@@ -19,6 +19,7 @@ from gateway.agents import ContextMessage, ToolCall, Turn
 from gateway.domain import ReplyTarget, SessionKey
 from gateway.errors import ConfigError
 from gateway.ports import PaceRule
+from gateway.registry import check_settings
 from gateway.settings import load_settings
 from session_store.previews import PreviewStore
 from session_store.store import Store
@@ -155,7 +156,8 @@ async def test_the_preview_shows_a_status_line_while_a_tool_runs(
 )
 def test_bad_streaming_settings_name_the_setting(values: dict[str, str], setting: str) -> None:
     with pytest.raises(ConfigError) as info:
-        load_settings(_env_file=None, **values)
+        # each surface's own settings are read as the CLI reads them at start
+        check_settings(load_settings(_env_file=None, **values))
     assert info.value.setting == setting
 
 
