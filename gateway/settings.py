@@ -1,6 +1,10 @@
 """Settings, named exactly as ``interface.md`` lists them (environment or a ``.env`` file).
 
 A bad or contradictory value raises ``ConfigError`` naming the setting; the CLI exits with 2.
+Each surface's own settings (a platform's ``<PLATFORM>_*`` names) live in its package as a
+``SurfaceSettings`` class (``gateway.core.plugins``), read from the same sources through
+``Settings.surface``; the CLI reads every installed surface's at start
+(``registry.check_settings``), so a bad one is named and exits 2 as a core one does.
 Nothing is read at import: ``load_settings()`` is called by the CLI (and by tests, explicitly).
 """
 
