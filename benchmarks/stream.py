@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from adapters.telegram.adapter import TelegramAdapter
+from adapters.telegram.settings import TelegramSettings
 from benchmarks.common import scratch_database, summarize
 from benchmarks.fakes.openai import FakeOpenAI, Step
 from benchmarks.fakes.telegram import Chat, FakeTelegram
@@ -67,7 +68,9 @@ async def _one_mode(
             "TELEGRAM_API_BASE_URL": tg.base_url,
         }
         settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]
-        adapter = TelegramAdapter(settings, poll_timeout=1, backoff_initial=0.05)
+        adapter = TelegramAdapter(
+            settings.surface(TelegramSettings), poll_timeout=1, backoff_initial=0.05
+        )
         agent = OpenAIAgent(base_url=fake.base_url, api_key="k", model="small")
         gateway = Gateway(settings, store=store, agent=agent, adapters=[adapter])
         await gateway.start()

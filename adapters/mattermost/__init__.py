@@ -27,13 +27,15 @@ Deliberately not handled (platforms.md §3):
 from __future__ import annotations
 
 from adapters.mattermost.adapter import MattermostAdapter, MattermostConfig
-from gateway.core.ports import AdapterContext
+from adapters.mattermost.plugin import plugin
+from adapters.mattermost.settings import MattermostSettings
+from gateway.core.ports import AdapterContext, PlatformAdapter
 from gateway.core.settings import Settings
 
-
-def create_adapter(settings: Settings, context: AdapterContext) -> MattermostAdapter:
-    """The adapter for ``MATTERMOST_URL`` / ``MATTERMOST_TOKEN`` (no I/O until ``start``)."""
-    return MattermostAdapter(MattermostConfig.from_settings(settings))
-
-
 __all__ = ["MattermostAdapter", "MattermostConfig", "create_adapter"]
+
+
+def create_adapter(settings: Settings, context: AdapterContext) -> PlatformAdapter:
+    """The adapter as a ``module:factory`` (GATEWAY_ADAPTERS style); the core builds it through
+    its plugin (``adapters.mattermost.plugin``). No I/O until ``start``."""
+    return plugin.create(settings.surface(MattermostSettings), settings, context)

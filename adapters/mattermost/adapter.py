@@ -57,6 +57,7 @@ from adapters.mattermost.extract import (
     post_order,
     reaction_of,
 )
+from adapters.mattermost.settings import MattermostSettings
 from adapters.mattermost.transport import MattermostTransport
 from adapters.mattermost.urls import ServerUrls, server_urls
 from adapters.mattermost.websocket import Backoff, EventStream
@@ -115,7 +116,13 @@ class MattermostConfig:
     max_pages: int = 100
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> MattermostConfig:
+    def from_settings(
+        cls,
+        settings: MattermostSettings,
+        *,
+        answer_bots: bool = False,
+        core: Settings | None = None,
+    ) -> MattermostConfig:
         if not settings.mattermost_url or settings.mattermost_token is None:
             raise ConfigError(
                 "MATTERMOST_URL", "Mattermost needs MATTERMOST_URL and MATTERMOST_TOKEN"
@@ -123,7 +130,7 @@ class MattermostConfig:
         return cls(
             url=settings.mattermost_url,
             token=settings.mattermost_token.get_secret_value(),
-            rules=answer_rules(settings),
+            rules=answer_rules(settings, core, answer_bots=answer_bots),
             actions_url=settings.mattermost_actions_url,
         )
 

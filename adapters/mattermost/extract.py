@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from adapters.mattermost.settings import MattermostSettings
 from gateway.core.domain import (
     Attachment,
     Envelope,
@@ -76,11 +77,13 @@ class ExtractContext:
     rules: AnswerRules = field(default_factory=AnswerRules)
 
 
-def answer_rules(settings: Settings) -> AnswerRules:
+def answer_rules(
+    settings: MattermostSettings, core: Settings | None = None, *, answer_bots: bool | None = None
+) -> AnswerRules:
     """The answer policy's rules for Mattermost: the ``GATEWAY_*`` lists, with
     ``MATTERMOST_*`` ones as their shorthand (``gateway.inbound.policy``)."""
     return rules_for(
-        settings,
+        core,
         Shorthand(
             platform=PLATFORM,
             chat_word="channel",
@@ -91,6 +94,7 @@ def answer_rules(settings: Settings) -> AnswerRules:
             answer_all_chats=settings.mattermost_answer_all_channels,
             require_mention=settings.mattermost_require_mention,
         ),
+        answer_bots=answer_bots,
     )
 
 

@@ -31,13 +31,15 @@ Deliberately not handled (platforms.md §2):
 from __future__ import annotations
 
 from adapters.slack.adapter import SlackAdapter
-from gateway.core.ports import AdapterContext
+from adapters.slack.plugin import plugin
+from adapters.slack.settings import SlackSettings
+from gateway.core.ports import AdapterContext, PlatformAdapter
 from gateway.core.settings import Settings
 
-
-def create_adapter(settings: Settings, context: AdapterContext) -> SlackAdapter:
-    """Build the adapter; no I/O until ``start`` (identity via ``auth.test``)."""
-    return SlackAdapter(settings)
-
-
 __all__ = ["SlackAdapter", "create_adapter"]
+
+
+def create_adapter(settings: Settings, context: AdapterContext) -> PlatformAdapter:
+    """The adapter as a ``module:factory`` (GATEWAY_ADAPTERS style); the core builds it through
+    its plugin (``adapters.slack.plugin``). No I/O until ``start``."""
+    return plugin.create(settings.surface(SlackSettings), settings, context)

@@ -69,6 +69,7 @@ from adapters.slack.extract import (
     reaction_of,
     ts_key,
 )
+from adapters.slack.settings import SlackSettings
 from adapters.slack.transport import (
     APPROVE_ACTION,
     DENY_ACTION,
@@ -168,7 +169,9 @@ class SlackAdapter:
 
     platform = PLATFORM
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(
+        self, settings: SlackSettings, *, answer_bots: bool = False, core: Settings | None = None
+    ) -> None:
         if settings.slack_bot_token is None:
             raise ConfigError("SLACK_BOT_TOKEN", "required to enable Slack")
         self._backfill_locks = KeyedLock()
@@ -183,7 +186,7 @@ class SlackAdapter:
         self._verifier = SignatureVerifier(secret.get_secret_value()) if secret else None
         app_token = settings.slack_app_token
         self._app_token = app_token.get_secret_value() if app_token else None
-        self._rules = answer_rules(settings)
+        self._rules = answer_rules(settings, core, answer_bots=answer_bots)
         self._intake: Intake | None = None
         self._me: BotIdentity | None = None
         self._session: aiohttp.ClientSession | None = None

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from adapters.slack.settings import SlackSettings
 from gateway.core.domain import (
     Attachment,
     Envelope,
@@ -64,11 +65,13 @@ class BotIdentity:
     team_id: str | None = None
 
 
-def answer_rules(settings: Settings) -> AnswerRules:
+def answer_rules(
+    settings: SlackSettings, core: Settings | None = None, *, answer_bots: bool | None = None
+) -> AnswerRules:
     """The answer policy's rules for Slack: the ``GATEWAY_*`` lists, with ``SLACK_*`` ones as
     their shorthand (``gateway.inbound.policy``)."""
     return rules_for(
-        settings,
+        core,
         Shorthand(
             platform=PLATFORM,
             chat_word="channel",
@@ -79,6 +82,7 @@ def answer_rules(settings: Settings) -> AnswerRules:
             answer_all_chats=settings.slack_answer_all_channels,
             require_mention=settings.slack_require_mention,
         ),
+        answer_bots=answer_bots,
     )
 
 

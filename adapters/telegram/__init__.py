@@ -32,6 +32,8 @@ Deliberately not handled (platforms.md §1):
 from __future__ import annotations
 
 from adapters.telegram.adapter import TelegramAdapter
+from adapters.telegram.plugin import plugin
+from adapters.telegram.settings import TelegramSettings
 from adapters.telegram.transport import TelegramTransport
 from gateway.core.ports import AdapterContext, PlatformAdapter
 from gateway.core.settings import Settings
@@ -40,4 +42,6 @@ __all__ = ["TelegramAdapter", "TelegramTransport", "create_adapter"]
 
 
 def create_adapter(settings: Settings, context: AdapterContext) -> PlatformAdapter:
-    return TelegramAdapter(settings)
+    """The adapter as a ``module:factory`` (GATEWAY_ADAPTERS style); the core builds it through
+    its plugin (``adapters.telegram.plugin``). No I/O until ``start``."""
+    return plugin.create(settings.surface(TelegramSettings), settings, context)

@@ -26,6 +26,7 @@ from adapters.telegram.extract import (
     extract_update,
     reaction_of,
 )
+from adapters.telegram.settings import TelegramSettings
 from adapters.telegram.transport import (
     CHAT_INTERVAL,
     GROUP_INTERVAL,
@@ -69,8 +70,10 @@ class TelegramAdapter:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: TelegramSettings,
         *,
+        answer_bots: bool = False,
+        core: Settings | None = None,
         bot: TelegramBot | None = None,
         poll_timeout: int = 30,
         backoff_initial: float = 1.0,
@@ -91,7 +94,7 @@ class TelegramAdapter:
             self._bot, chat_interval=pace[0], group_interval=pace[1]
         )
         self.transport: Transport = self._transport
-        self._rules = answer_rules(settings)
+        self._rules = answer_rules(settings, core, answer_bots=answer_bots)
         self._poll_timeout = poll_timeout
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from adapters.telegram.settings import TelegramSettings
 from gateway.core.domain import (
     Attachment,
     Envelope,
@@ -136,11 +137,13 @@ class BotIdentity:
     username: str
 
 
-def answer_rules(settings: Settings) -> AnswerRules:
+def answer_rules(
+    settings: TelegramSettings, core: Settings | None = None, *, answer_bots: bool | None = None
+) -> AnswerRules:
     """The answer policy's rules for Telegram: the ``GATEWAY_*`` lists, with ``TELEGRAM_*``
     ones as their shorthand (``gateway.inbound.policy``)."""
     return rules_for(
-        settings,
+        core,
         Shorthand(
             platform=PLATFORM,
             allowed_chats=settings.telegram_allowed_chats,
@@ -149,6 +152,7 @@ def answer_rules(settings: Settings) -> AnswerRules:
             allowed_users_name="TELEGRAM_ALLOWED_USERS",
             answer_all_chats=settings.telegram_answer_all_chats,
         ),
+        answer_bots=answer_bots,
     )
 
 

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import re
-
 from adapters.web.adapter import WebAdapter
-from gateway.core.errors import ConfigError
+from adapters.web.plugin import plugin
+from adapters.web.settings import WebSettings
 from gateway.core.ports import AdapterContext, PlatformAdapter
 from gateway.core.settings import Settings
 
 __all__ = ["WebAdapter", "create_adapter"]
 
-#: the 📎 upload route: its body is the file (up to GATEWAY_MAX_FILE_BYTES)
-UPLOAD_PATH = re.compile(r"/web/api/channels/[^/]+/threads/[^/]+/files")
-
 
 def create_adapter(settings: Settings, context: AdapterContext) -> PlatformAdapter:
-    if context.identity is None:
-        raise ConfigError("GATEWAY_WEB_AUTH", "the web chat needs an identity provider")
-    if context.files is not None and context.http_policy is not None:
-        context.http_policy.allow_upload(UPLOAD_PATH, settings.gateway_max_file_bytes)
-    return WebAdapter(context.conversations, context.live, context.identity, files=context.files)
+    """The adapter as a ``module:factory`` (GATEWAY_ADAPTERS style); the core builds it through
+    its plugin (``adapters.web.plugin``). No I/O until ``start``."""
+    return plugin.create(settings.surface(WebSettings), settings, context)

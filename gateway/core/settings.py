@@ -1,6 +1,10 @@
 """Settings, named exactly as ``interface.md`` lists them (environment or a ``.env`` file).
 
 A bad or contradictory value raises ``ConfigError`` naming the setting; the CLI exits with 2.
+Each surface's own settings (a platform's ``<PLATFORM>_*`` names) live in its package as a
+``SurfaceSettings`` class (``gateway.core.plugins``), read from the same sources through
+``Settings.surface``; the CLI reads every installed surface's at start
+(``registry.check_settings``), so a bad one is named and exits 2 as a core one does.
 Nothing is read at import: ``load_settings()`` is called by the CLI (and by tests, explicitly).
 """
 
@@ -8,11 +12,19 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import platformdirs
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
@@ -25,9 +37,12 @@ def _default_data_dir() -> Path:
 
 
 CsvList = Annotated[list[str], NoDecode]
+SettingsT = TypeVar("SettingsT", bound=BaseSettings)
 
 
-def _split_csv(value: Any) -> Any:
+def split_csv(value: Any) -> Any:
+    """A comma-separated string as a list (for ``CsvList`` fields: ``field_validator(...,
+    mode="before")(split_csv)``)."""
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
     return value
@@ -41,6 +56,27 @@ class Settings(BaseSettings):
         case_sensitive=False,
         populate_by_name=True,
     )
+    #: what these settings were built from (explicit values, ``_env_file``): each surface's
+    #: own settings are read from the same (``surface``)
+    _sources: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _surfaces: dict[type[BaseSettings], BaseSettings] = PrivateAttr(default_factory=dict)
+
+    if not TYPE_CHECKING:  # mypy keeps the signature pydantic's plugin gives the fields
+
+        def __init__(self, **values: Any) -> None:
+            super().__init__(**values)
+            self._sources = dict(values)
+            self._sources.setdefault("_env_file", type(self).model_config.get("env_file"))
+
+    def surface(self, cls: type[SettingsT]) -> SettingsT:
+        """A surface's own settings (a ``SurfaceSettings`` subclass), read from the same
+        environment, ``.env`` file and explicit values as these; a bad value raises
+        ``ConfigError`` naming the setting. Read once, then kept."""
+        found = self._surfaces.get(cls)
+        if not isinstance(found, cls):
+            found = parsed(lambda: cls(**self._sources))
+            self._surfaces[cls] = found
+        return found
 
     # --- core -------------------------------------------------------------------------
     #: PostgreSQL DSN (`postgresql://...`); unset: an embedded PostgreSQL under GATEWAY_DATA_DIR
@@ -88,8 +124,11 @@ class Settings(BaseSettings):
     # who the bot answers, one vocabulary for every platform (gateway.inbound.policy; each
     # platform's older lists are shorthands for these): places ``platform:scope:chat[:thread]``
     # with ``*``, people ``platform:id``; a list restricts only the platforms it names
+    #: places the bot answers in (`platform:scope:chat[:thread]`, any part `*`); unset: all
     gateway_allowed_places: CsvList = Field(default_factory=list, alias="GATEWAY_ALLOWED_PLACES")
+    #: people the bot answers (`platform:id`); unset: everyone
     gateway_allowed_people: CsvList = Field(default_factory=list, alias="GATEWAY_ALLOWED_PEOPLE")
+    #: places where every message is answered, not only mentions, replies and commands
     gateway_answer_all_places: CsvList = Field(
         default_factory=list, alias="GATEWAY_ANSWER_ALL_PLACES"
     )
@@ -119,75 +158,6 @@ class Settings(BaseSettings):
     gateway_http_concurrency: int = Field(default=1000, ge=8, alias="GATEWAY_HTTP_CONCURRENCY")
     #: /metrics needs the admin token too (when one is set)
     gateway_metrics_auth: bool = Field(default=False, alias="GATEWAY_METRICS_AUTH")
-
-    # --- Telegram ---------------------------------------------------------------------
-    #: the bot token from BotFather; set, Telegram is on
-    telegram_bot_token: SecretStr | None = Field(default=None, alias="TELEGRAM_BOT_TOKEN")
-    #: the Bot API server, the token appended
-    telegram_api_base_url: str = Field(
-        default="https://api.telegram.org/bot", alias="TELEGRAM_API_BASE_URL"
-    )
-    #: how updates arrive: `polling` (no public URL needed) or `webhook`
-    telegram_mode: Literal["polling", "webhook"] = Field(default="polling", alias="TELEGRAM_MODE")
-    #: for `TELEGRAM_MODE=webhook`: the public https URL registered with Telegram
-    telegram_webhook_url: str | None = Field(default=None, alias="TELEGRAM_WEBHOOK_URL")
-    #: for `TELEGRAM_MODE=webhook`: checked on `X-Telegram-Bot-Api-Secret-Token` (1-256 of `A-Z a-z
-    #: 0-9 _ -`)
-    telegram_webhook_secret: SecretStr | None = Field(default=None, alias="TELEGRAM_WEBHOOK_SECRET")
-    #: chat ids (`-100...`) the bot answers in; unset: all (see the answer rules)
-    telegram_allowed_chats: CsvList = Field(default_factory=list, alias="TELEGRAM_ALLOWED_CHATS")
-    #: user ids the bot answers; unset: all
-    telegram_allowed_users: CsvList = Field(default_factory=list, alias="TELEGRAM_ALLOWED_USERS")
-    #: chats (ids) where every message is answered, not only mentions/replies/commands
-    telegram_answer_all_chats: CsvList = Field(
-        default_factory=list, alias="TELEGRAM_ANSWER_ALL_CHATS"
-    )
-
-    # --- Slack ------------------------------------------------------------------------
-    #: the Bot User OAuth Token (`xoxb-`); set, Slack is on
-    slack_bot_token: SecretStr | None = Field(default=None, alias="SLACK_BOT_TOKEN")
-    #: the app's signing secret: events arrive at `POST /slack/events` (Events API)
-    slack_signing_secret: SecretStr | None = Field(default=None, alias="SLACK_SIGNING_SECRET")
-    #: an app-level token (`xapp-`): Socket Mode instead of HTTP
-    slack_app_token: SecretStr | None = Field(default=None, alias="SLACK_APP_TOKEN")
-    #: the Web API base URL
-    slack_api_base_url: str = Field(default="https://slack.com/api/", alias="SLACK_API_BASE_URL")
-    #: answer thread follow-ups only when mentioned
-    slack_require_mention: bool = Field(default=False, alias="SLACK_REQUIRE_MENTION")
-    # allow-lists (issue 18), same semantics as TELEGRAM_ALLOWED_CHATS/USERS: when set, a
-    # message from another channel or person is ignored, with the reason stored
-    #: channel ids (`C...`, `G...`, `D...`) the bot answers in; unset: all
-    slack_allowed_channels: CsvList = Field(default_factory=list, alias="SLACK_ALLOWED_CHANNELS")
-    #: user ids (`U...`) the bot answers; unset: all
-    slack_allowed_users: CsvList = Field(default_factory=list, alias="SLACK_ALLOWED_USERS")
-    #: channels (ids) where every message is answered, as TELEGRAM_ANSWER_ALL_CHATS
-    slack_answer_all_channels: CsvList = Field(
-        default_factory=list, alias="SLACK_ANSWER_ALL_CHANNELS"
-    )
-
-    # --- Mattermost -------------------------------------------------------------------
-    #: the server URL (`https://host[:port][/path]`); set with MATTERMOST_TOKEN, Mattermost is on
-    mattermost_url: str | None = Field(default=None, alias="MATTERMOST_URL")
-    #: the bot account's access token
-    mattermost_token: SecretStr | None = Field(default=None, alias="MATTERMOST_TOKEN")
-    #: answer thread follow-ups only when mentioned
-    mattermost_require_mention: bool = Field(default=False, alias="MATTERMOST_REQUIRE_MENTION")
-    # allow-lists (issue 18): channel ids and user ids, as for Telegram and Slack
-    #: channel ids (26 characters) the bot answers in; unset: all
-    mattermost_allowed_channels: CsvList = Field(
-        default_factory=list, alias="MATTERMOST_ALLOWED_CHANNELS"
-    )
-    #: user ids the bot answers; unset: all
-    mattermost_allowed_users: CsvList = Field(
-        default_factory=list, alias="MATTERMOST_ALLOWED_USERS"
-    )
-    #: channels (ids) where every message is answered, as TELEGRAM_ANSWER_ALL_CHATS
-    mattermost_answer_all_channels: CsvList = Field(
-        default_factory=list, alias="MATTERMOST_ANSWER_ALL_CHANNELS"
-    )
-    #: the gateway's ``POST /mattermost/actions`` as the Mattermost server reaches it; set,
-    #: approval cards get Approve/Deny buttons; unset, ✅/❌ reactions only
-    mattermost_actions_url: str | None = Field(default=None, alias="MATTERMOST_ACTIONS_URL")
 
     # --- agent ------------------------------------------------------------------------
     #: who answers: `echo`, `openai` (any OpenAI-compatible server), `http` (your service) or
@@ -242,16 +212,9 @@ class Settings(BaseSettings):
     gateway_tools: bool = Field(default=True, alias="GATEWAY_TOOLS")
 
     # --- streaming (issue 16) -----------------------------------------------------------
+    # each surface may override GATEWAY_STREAMING with its own setting (TELEGRAM_STREAMING...)
     #: stream answers into the thread while the model writes them (agents that can stream)
     gateway_streaming: bool = Field(default=True, alias="GATEWAY_STREAMING")
-    #: per-platform overrides of GATEWAY_STREAMING (unset: follow it)
-    telegram_streaming: bool | None = Field(default=None, alias="TELEGRAM_STREAMING")
-    #: per-platform override of GATEWAY_STREAMING (unset: follow it)
-    slack_streaming: bool | None = Field(default=None, alias="SLACK_STREAMING")
-    #: per-platform override of GATEWAY_STREAMING (unset: follow it)
-    mattermost_streaming: bool | None = Field(default=None, alias="MATTERMOST_STREAMING")
-    #: per-platform override of GATEWAY_STREAMING (unset: follow it)
-    web_streaming: bool | None = Field(default=None, alias="WEB_STREAMING")
     #: the least time between two edits of one preview message
     gateway_stream_edit_seconds: float = Field(
         default=1.0, ge=0.2, le=60, alias="GATEWAY_STREAM_EDIT_SECONDS"
@@ -332,15 +295,6 @@ class Settings(BaseSettings):
     # --- end knowledge base -----------------------------------------------------------
 
     _split = field_validator(
-        "telegram_allowed_chats",
-        "telegram_allowed_users",
-        "telegram_answer_all_chats",
-        "slack_allowed_channels",
-        "slack_allowed_users",
-        "mattermost_allowed_channels",
-        "mattermost_allowed_users",
-        "slack_answer_all_channels",
-        "mattermost_answer_all_channels",
         "gateway_adapters",
         "gateway_allowed_places",
         "gateway_allowed_people",
@@ -351,7 +305,7 @@ class Settings(BaseSettings):
         "gateway_trusted_proxies",
         "gateway_allowed_hosts",
         mode="before",
-    )(_split_csv)
+    )(split_csv)
 
     @field_validator("gateway_admin_token")
     @classmethod
@@ -375,9 +329,7 @@ class Settings(BaseSettings):
             return value
         raise ValueError("must be echo, openai, http or module:callable")
 
-    @field_validator(
-        "mattermost_url", "agent_http_url", "telegram_webhook_url", "mattermost_actions_url"
-    )
+    @field_validator("agent_http_url")
     @classmethod
     def _check_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):
@@ -403,24 +355,6 @@ class Settings(BaseSettings):
                 "GATEWAY_FILES_S3_SECRET_KEY",
                 "GATEWAY_FILES_S3_ACCESS_KEY and GATEWAY_FILES_S3_SECRET_KEY go together",
             )
-        if self.mattermost_url and not self.mattermost_token:
-            raise ConfigError("MATTERMOST_TOKEN", "required when MATTERMOST_URL is set")
-        if self.mattermost_token and not self.mattermost_url:
-            raise ConfigError("MATTERMOST_URL", "required when MATTERMOST_TOKEN is set")
-        if self.mattermost_actions_url and not self.mattermost_url:
-            raise ConfigError("MATTERMOST_URL", "required when MATTERMOST_ACTIONS_URL is set")
-        if self.slack_bot_token and not (self.slack_signing_secret or self.slack_app_token):
-            raise ConfigError(
-                "SLACK_SIGNING_SECRET",
-                "Slack needs SLACK_SIGNING_SECRET (Events API) or SLACK_APP_TOKEN (Socket Mode)",
-            )
-        if (self.slack_signing_secret or self.slack_app_token) and not self.slack_bot_token:
-            raise ConfigError("SLACK_BOT_TOKEN", "required when Slack ingress is configured")
-        if self.slack_app_token and not self.slack_app_token.get_secret_value().startswith("xapp-"):
-            raise ConfigError("SLACK_APP_TOKEN", "must be an app-level token starting with xapp-")
-        if self.telegram_mode == "webhook" and self.telegram_bot_token:
-            if not self.telegram_webhook_url:
-                raise ConfigError("TELEGRAM_WEBHOOK_URL", "required when TELEGRAM_MODE=webhook")
         if self.agent == "http" and not self.agent_http_url:
             raise ConfigError("AGENT_HTTP_URL", "required when AGENT=http")
         if self.agent == "http" and not self.agent_http_secret:
@@ -501,8 +435,14 @@ def is_loopback_bind(host: str) -> bool:
 def load_settings(**overrides: Any) -> Settings:
     """Read settings from the environment (and ``.env``), translating validation errors into
     one ``ConfigError`` that names the first bad setting."""
+    return parsed(lambda: Settings(**overrides))
+
+
+def parsed(build: Callable[[], SettingsT]) -> SettingsT:
+    """``build()``, its validation errors translated into one ``ConfigError`` that names the
+    first bad setting (by its environment name)."""
     try:
-        return Settings(**overrides)
+        return build()
     except ConfigError:
         raise
     except SettingsError as exc:

@@ -10,8 +10,8 @@ In order, for every request:
    browser's ``Sec-Fetch-Site: cross-site|same-site`` or an ``Origin`` other than the server's
    own gets 403; the body must be ``application/json`` (415), which a cross-site form or a
    ``text/plain`` fetch cannot send without a CORS preflight we never answer. Platform
-   webhooks (``/slack/``, ``/telegram/``, ...) are exempt from the content type rule: they are
-   verified by their own signatures and Slack posts forms.
+   webhooks (the prefixes each surface plugin declares) are exempt from the content type rule:
+   they are verified by their own signatures, and some platforms post forms.
 4. **Body size**: a declared ``Content-Length`` over the limit gets 413 before anything is
    read; a chunked body is counted while the route reads it and cut off at the limit (413).
    The default is ``GATEWAY_MAX_BODY_BYTES``; a route that needs more declares it with
@@ -42,8 +42,6 @@ from gateway.core.settings import Settings, is_loopback_bind
 log = structlog.get_logger(__name__)
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-#: paths whose POSTs come from platforms (signed), not browsers: any content type
-WEBHOOK_PREFIXES = ("/slack/", "/telegram/", "/mattermost/")
 DEFAULT_CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
@@ -91,7 +89,9 @@ class HttpPolicy:
     allowed_hosts: frozenset[str] | None
     max_body_bytes: int = 1_048_576
     sse_per_client: int = 16
-    webhook_prefixes: tuple[str, ...] = WEBHOOK_PREFIXES
+    #: paths whose POSTs come from platforms (signed), not browsers: any content type (the
+    #: composition root sets the prefixes its surface plugins declare)
+    webhook_prefixes: tuple[str, ...] = ()
     #: larger limits declared by routes: (path prefix, bytes)
     body_limits: list[tuple[str, int]] = field(default_factory=list)
     #: upload routes (a full-path pattern, bytes): their body is a file, sent as

@@ -405,7 +405,7 @@ async def serve_stdio(settings: Settings, dsn: str) -> int:
     from gateway.core.hub import Broadcast
     from gateway.core.ports import AdapterContext
     from gateway.http.webauth import WebIdentity
-    from gateway.runtime.gateway import build_adapters
+    from gateway.runtime.registry import build_adapters
     from session_store.migrator import migrate
     from session_store.store import Store
 

@@ -231,26 +231,44 @@ def _named(*pairs: tuple[str, bool]) -> str:
     return " or ".join(name for name, used in pairs if used and name)
 
 
-def rules_for(settings: Settings, shorthand: Shorthand) -> AnswerRules:
+@dataclass(frozen=True, slots=True)
+class _NoCoreSettings:
+    """The core's answer settings when only a platform's own are given: none."""
+
+    gateway_allowed_places: tuple[str, ...] = ()
+    gateway_allowed_people: tuple[str, ...] = ()
+    gateway_answer_all_places: tuple[str, ...] = ()
+    gateway_require_mention: bool = False
+    gateway_answer_bots: bool = False
+
+
+_NO_CORE = _NoCoreSettings()
+
+
+def rules_for(
+    settings: Settings | None, shorthand: Shorthand, *, answer_bots: bool | None = None
+) -> AnswerRules:
     """The ``AnswerRules`` of ``shorthand.platform``: the ``GATEWAY_*`` lists that concern it
-    and its own shorthand settings, together. A bad place raises ``ValueError``."""
+    (none without core ``settings``) and its own shorthand settings, together;
+    ``answer_bots`` overrides ``GATEWAY_ANSWER_BOTS``. A bad place raises ``ValueError``."""
     platform = shorthand.platform
-    places = _concerning(platform, map(PlacePattern.parse, settings.gateway_allowed_places))
+    core = settings if settings is not None else _NO_CORE
+    places = _concerning(platform, map(PlacePattern.parse, core.gateway_allowed_places))
     chats = tuple(PlacePattern.chat_of(platform, c) for c in shorthand.allowed_chats)
     people = {
         p.split(":", 1)[1]
-        for p in settings.gateway_allowed_people
+        for p in core.gateway_allowed_people
         if p.split(":", 1)[0] in ("*", platform)
     }
     users = {u.strip() for u in shorthand.allowed_users}
-    answer_all = _concerning(platform, map(PlacePattern.parse, settings.gateway_answer_all_places))
+    answer_all = _concerning(platform, map(PlacePattern.parse, core.gateway_answer_all_places))
     return AnswerRules(
         allowed_places=places + chats,
         allowed_people=frozenset(people | users),
         answer_all_places=answer_all
         + tuple(PlacePattern.chat_of(platform, c) for c in shorthand.answer_all_chats),
-        require_mention=settings.gateway_require_mention or shorthand.require_mention,
-        answer_bots=settings.gateway_answer_bots,
+        require_mention=core.gateway_require_mention or shorthand.require_mention,
+        answer_bots=core.gateway_answer_bots if answer_bots is None else answer_bots,
         chat_word=shorthand.chat_word,
         places_named=_named(
             ("GATEWAY_ALLOWED_PLACES", bool(places)), (shorthand.allowed_chats_name, bool(chats))

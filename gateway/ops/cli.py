@@ -18,6 +18,7 @@ from gateway.core.domain import SessionKey
 from gateway.core.errors import ConfigError, GatewayError
 from gateway.core.logs import configure_logging
 from gateway.core.settings import Settings, load_settings
+from gateway.runtime.registry import check_settings
 
 if TYPE_CHECKING:
     from session_store.records import SessionRecord
@@ -269,7 +270,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("mcp", help="serve the MCP session tools over stdio (logs go to stderr)")
     from gateway.ops.setup import add_parser as add_setup_parser
 
-    add_setup_parser(sub)  # gateway setup telegram|slack|mattermost (issue 18)
+    add_setup_parser(sub)  # gateway setup <surface>: each surface plugin brings its own
 
     # knowledge base (issue 15): gateway kb add|list|remove|search
     from gateway.ops.kb import add_parser as add_kb_parser
@@ -284,7 +285,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # before load_settings: setup is how a half-configured .env gets fixed
         return _setup(args)
     try:
-        settings = load_settings()
+        # each surface's own settings too: a bad one is named like a core one (exit 2)
+        settings = check_settings(load_settings())
     except ConfigError as exc:
         if args.command == "doctor":  # doctor reports it like every other finding, with a fix
             from gateway.ops.doctor import config_failure, render

@@ -32,9 +32,9 @@ MCP_PAGE = Path("docs/reference/mcp.md")
 def settings_classes() -> list[type[BaseSettings]]:
     """Every settings class whose fields are documented, in page order: the one list to extend
     when a surface brings its own settings."""
-    from gateway.core.settings import Settings
+    from gateway.runtime.registry import all_settings_classes
 
-    return [Settings]
+    return all_settings_classes()
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,10 @@
 plain words, with the exact setting or step that fixes each failure. Exit 0 when everything
 checked is fine, 1 otherwise.
 
-The platform checks live in the adapters (``PlatformAdapter.check``): doctor builds the
-surfaces the settings enable through the composition root (``runtime.build_adapters``) and
-asks each one; no platform API is called from here."""
+The platform checks live in the surface plugins (``SurfacePlugin.checks``, by default the
+adapter's own ``check()``): doctor builds the surfaces the settings enable through the registry
+(``registry.build_adapters``) and asks each one's plugin; no platform API is called from
+here."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from gateway.core.hub import Broadcast
 from gateway.core.ports import AdapterContext, Check
 from gateway.core.settings import Settings
 from gateway.http.webauth import WebIdentity
+from gateway.runtime.registry import build_adapters, enabled_plugins, find_plugin, surface_plugins
 
 #: how long one agent probe may take
 AGENT_TIMEOUT_SECONDS = 10.0
@@ -44,23 +46,32 @@ async def collect_checks(settings: Settings) -> list[Check]:
     from gateway.knowledge.health import knowledge_checks
 
     checks.extend(await knowledge_checks(settings))
-    if not (settings.telegram_bot_token or settings.slack_bot_token or settings.mattermost_url):
-        checks.append(
-            Check(
-                name="platforms",
-                ok=True,
-                detail="none configured: only the web chat answers",
-                fix="connect one with `gateway setup telegram|slack|mattermost` "
-                "(guides: docs/telegram.md, docs/slack.md, docs/mattermost.md)",
-            )
-        )
+    checks.extend(_no_platform(settings))
     return checks
+
+
+def _no_platform(settings: Settings) -> list[Check]:
+    """Advice when no surface with a ``gateway setup`` command is switched on."""
+    if any(p.setup is not None for p in enabled_plugins(settings)):
+        return []
+    setups = [p for p in surface_plugins() if p.setup is not None]
+    if not setups:
+        return []
+    names = "|".join(p.name for p in setups)
+    guides = ", ".join(p.setup.guide for p in setups if p.setup is not None)
+    return [
+        Check(
+            name="platforms",
+            ok=True,
+            detail="none configured: only the web chat answers",
+            fix=f"connect one with `gateway setup {names}` (guides: {guides})",
+        )
+    ]
 
 
 async def check_surfaces(settings: Settings, *, platforms: bool = True) -> list[Check]:
     """Each enabled surface's own ``check()``; a surface that cannot even be built (a bad
     setting) is one failed check naming that setting."""
-    from gateway.runtime.gateway import build_adapters
 
     context = AdapterContext(
         live=Broadcast(),
@@ -73,8 +84,9 @@ async def check_surfaces(settings: Settings, *, platforms: bool = True) -> list[
         return [Check(name="surfaces", ok=False, detail=str(exc), fix=f"correct {exc.setting}")]
     checks: list[Check] = []
     for adapter in adapters:
+        plugin = find_plugin(adapter.platform)
         try:
-            checks.extend(await adapter.check())
+            checks.extend(await (plugin.checks(adapter) if plugin else adapter.check()))
         except Exception as exc:  # noqa: BLE001 - doctor reports any failure in plain words
             checks.append(
                 Check(

@@ -1,6 +1,7 @@
-"""``gateway setup telegram|slack|mattermost``: ask for the tokens, check them live through the
-platform adapter's ``check()`` (getMe / auth.test / users/me), say what the bot can see, and
-write or update a ``.env`` file, never echoing a secret.
+"""``gateway setup <surface>``: ask for the tokens, check them live through the surface
+plugin's checks (the adapter's ``check()``), say what the bot can see, and write or update a
+``.env`` file, never echoing a secret. Each surface plugin brings its flags, prompts and the
+settings they write (``SetupSpec``).
 
 On a terminal it asks (secrets with ``getpass``: nothing shown while typing). Without one it
 takes flags and reads each secret not given as a flag from stdin, one line each, in the order
@@ -12,34 +13,22 @@ import argparse
 import getpass
 import os
 import re
-import secrets
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-from gateway.core.errors import ConfigError
+from gateway.core.plugins import SetupSpec
 from gateway.core.ports import Check
 from gateway.core.settings import load_settings
 from gateway.ops.doctor import render
-
-Platform = Literal["telegram", "slack", "mattermost"]
-PLATFORMS: tuple[Platform, ...] = ("telegram", "slack", "mattermost")
-GUIDES: Mapping[Platform, str] = {
-    "telegram": "docs/telegram.md",
-    "slack": "docs/slack.md",
-    "mattermost": "docs/mattermost.md",
-}
+from gateway.runtime.registry import check_settings, surface_plugins
 
 
-#: the settings that switch each platform on (cleared for the others while checking one)
-_ENABLING: Mapping[Platform, tuple[str, ...]] = {
-    "telegram": ("TELEGRAM_BOT_TOKEN",),
-    "slack": ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"),
-    "mattermost": ("MATTERMOST_URL", "MATTERMOST_TOKEN"),
-}
+def setups() -> dict[str, SetupSpec]:
+    """``{surface name: its setup}`` of every installed surface that has one."""
+    return {p.name: p.setup for p in surface_plugins() if p.setup is not None}
 
 
 class SetupAborted(Exception):
@@ -89,93 +78,28 @@ class Prompter:
             print(f"one of: {', '.join(options)}", flush=True)
 
 
-def collect(platform: Platform, args: argparse.Namespace, prompter: Prompter) -> dict[str, str]:
-    """The settings to write for ``platform``, from flags first, then prompts (or stdin)."""
-    values: dict[str, str] = {}
-    if platform == "telegram":
-        values["TELEGRAM_BOT_TOKEN"] = args.token or prompter.ask(
-            "Bot token from BotFather (not shown): ",
-            setting="TELEGRAM_BOT_TOKEN",
-            flag="--token",
-            secret=True,
-        )
-        mode = args.mode or prompter.choose("Receive updates by", ("polling", "webhook"), "polling")
-        if mode not in ("polling", "webhook"):
-            raise ConfigError("TELEGRAM_MODE", "--mode must be polling or webhook")
-        values["TELEGRAM_MODE"] = mode
-        if mode == "webhook":
-            values["TELEGRAM_WEBHOOK_URL"] = args.webhook_url or prompter.ask(
-                "Public https URL of POST /telegram/webhook: ",
-                setting="TELEGRAM_WEBHOOK_URL",
-                flag="--webhook-url",
-                secret=False,
-            )
-            # required in webhook mode (issue 18); made here so nobody has to invent one
-            values["TELEGRAM_WEBHOOK_SECRET"] = args.webhook_secret or secrets.token_hex(32)
-        if args.api_base_url:
-            values["TELEGRAM_API_BASE_URL"] = args.api_base_url
-    elif platform == "slack":
-        values["SLACK_BOT_TOKEN"] = args.bot_token or prompter.ask(
-            "Bot User OAuth Token, xoxb-... (not shown): ",
-            setting="SLACK_BOT_TOKEN",
-            flag="--bot-token",
-            secret=True,
-        )
-        mode = args.mode or (
-            "socket"
-            if args.app_token
-            else "events"
-            if args.signing_secret
-            else prompter.choose("Connect with", ("socket", "events"), "socket")
-        )
-        if mode == "socket":
-            values["SLACK_APP_TOKEN"] = args.app_token or prompter.ask(
-                "App-level token with connections:write, xapp-... (not shown): ",
-                setting="SLACK_APP_TOKEN",
-                flag="--app-token",
-                secret=True,
-            )
-        elif mode == "events":
-            values["SLACK_SIGNING_SECRET"] = args.signing_secret or prompter.ask(
-                "Signing Secret, from Basic Information (not shown): ",
-                setting="SLACK_SIGNING_SECRET",
-                flag="--signing-secret",
-                secret=True,
-            )
-        else:
-            raise ConfigError("SLACK_APP_TOKEN", "--mode must be socket or events")
-        if args.api_base_url:
-            values["SLACK_API_BASE_URL"] = args.api_base_url
-    else:
-        values["MATTERMOST_URL"] = args.url or prompter.ask(
-            "Server URL (the address you open Mattermost at): ",
-            setting="MATTERMOST_URL",
-            flag="--url",
-            secret=False,
-        )
-        values["MATTERMOST_TOKEN"] = args.token or prompter.ask(
-            "Bot access token (not shown): ",
-            setting="MATTERMOST_TOKEN",
-            flag="--token",
-            secret=True,
-        )
-    return values
+def collect(platform: str, args: argparse.Namespace, prompter: Prompter) -> dict[str, str]:
+    """The settings to write for ``platform``, from flags first, then prompts (or stdin): its
+    plugin's ``SetupSpec.collect``."""
+    return setups()[platform].collect(args, prompter)
 
 
-async def check_platform(platform: Platform, values: Mapping[str, str]) -> list[Check]:
-    """The platform adapter's own ``check()``, on settings made of ``values`` only."""
+async def check_platform(platform: str, values: Mapping[str, str]) -> list[Check]:
+    """The platform adapter's own checks, on settings made of ``values`` only."""
     from gateway.ops.doctor import check_surfaces
 
     # only this platform: the others' settings in the environment are not checked here
     others: dict[str, None] = {
         name: None
-        for other, names in _ENABLING.items()
+        for other, spec in setups().items()
         if other != platform
-        for name in names
+        for name in spec.enabling
         if name not in values
     }
-    settings = load_settings(
-        _env_file=None, GATEWAY_WEB_CHAT=False, GATEWAY_ADAPTERS="", **others, **values
+    settings = check_settings(
+        load_settings(
+            _env_file=None, GATEWAY_WEB_CHAT=False, GATEWAY_ADAPTERS="", **others, **values
+        )
     )
     return [
         c
@@ -233,10 +157,11 @@ def update_env_file(path: Path, values: Mapping[str, str], *, comment: str) -> N
 
 
 async def run_setup(args: argparse.Namespace, prompter: Prompter | None = None) -> int:
-    platform: Platform = args.platform
+    platform: str = args.platform
+    guide = setups()[platform].guide
     prompter = prompter or Prompter.from_stdin()
     if prompter.interactive:
-        print(f"Setting up {platform} (guide: {GUIDES[platform]}).", flush=True)
+        print(f"Setting up {platform} (guide: {guide}).", flush=True)
     try:
         values = collect(platform, args, prompter)
     except SetupAborted as exc:
@@ -256,7 +181,7 @@ async def run_setup(args: argparse.Namespace, prompter: Prompter | None = None) 
     update_env_file(path, values, comment=f"gateway setup {platform}")
     print(f"Wrote {', '.join(values)} to {path}.", flush=True)
     if not all(c.ok for c in checks):
-        print(f"Fix the BAD lines above next ({GUIDES[platform]}).", flush=True)
+        print(f"Fix the BAD lines above next ({guide}).", flush=True)
     print("Next: `gateway doctor`, then `gateway run`.", flush=True)
     return 0
 
@@ -267,21 +192,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="connect a platform: check its tokens live and write them to .env",
         description=__doc__,
     )
-    setup.add_argument("platform", choices=PLATFORMS)
+    setup.add_argument("platform", choices=list(setups()))
     setup.add_argument("--env-file", default=".env", help="the dotenv file to write (.env)")
-    setup.add_argument("--token", help="Telegram bot token / Mattermost access token")
-    setup.add_argument("--bot-token", help="Slack Bot User OAuth Token (xoxb-)")
-    setup.add_argument("--app-token", help="Slack app-level token (xapp-): Socket Mode")
-    setup.add_argument("--signing-secret", help="Slack signing secret: Events API")
-    setup.add_argument("--url", help="Mattermost server URL")
-    setup.add_argument(
-        "--mode", help="telegram: polling|webhook (polling); slack: socket|events (socket)"
-    )
-    setup.add_argument("--webhook-url", help="telegram webhook mode: the public https URL")
-    setup.add_argument(
-        "--webhook-secret", help="telegram webhook mode: the secret (default: a random one)"
-    )
-    setup.add_argument(
-        "--api-base-url",
-        help="a non-default Bot API / Slack Web API server (a local Bot API server, a fake)",
-    )
+    for flag, helps in _flags().items():
+        setup.add_argument(flag, help=" / ".join(helps))
+
+
+def _flags() -> dict[str, list[str]]:
+    """Every surface's setup flags; a flag two surfaces share gets both helps."""
+    flags: dict[str, list[str]] = {}
+    for spec in setups().values():
+        for one in spec.flags:
+            flags.setdefault(one.flag, []).append(one.help)
+    return flags

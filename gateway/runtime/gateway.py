@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import importlib
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -20,10 +19,10 @@ import structlog
 from gateway.agents.base import Agent, Closeable
 from gateway.agents.prompt import TokenCounter
 from gateway.core.conversations import Conversations
-from gateway.core.errors import ConfigError, StoreError
+from gateway.core.errors import StoreError
 from gateway.core.hub import WorkSignal
 from gateway.core.metrics import Metrics
-from gateway.core.ports import AdapterContext, AdapterFactory, PlatformAdapter, Transport
+from gateway.core.ports import AdapterContext, PlatformAdapter, Transport
 from gateway.core.settings import Settings, is_loopback_bind
 from gateway.http.admin import OperatorSurface
 from gateway.http.app import HttpServer, build_app
@@ -38,6 +37,7 @@ from gateway.outbox.delivery import DeliverySettings, DeliveryWorker
 from gateway.outbox.pacing import Pacing, SharedBudget
 from gateway.outbox.streaming import Streams, StreamSettings
 from gateway.runtime.live import ReplicatedBroadcast
+from gateway.runtime.registry import build_adapters, streaming_overrides, webhook_prefixes
 from gateway.runtime.supervisor import Beat, Supervisor, pause
 from gateway.tools.approvals import ApprovalService
 from gateway.tools.service import ToolService
@@ -57,36 +57,6 @@ DRAIN_SECONDS = 10.0
 KB_UPLOAD_PATH = re.compile(r"/api/v1/kb/documents")
 #: seconds between checks of this process's liveness lock (``session_store.liveness``)
 LIVENESS_INTERVAL = 0.5
-
-
-def build_adapters(
-    settings: Settings, context: AdapterContext, *, platforms: bool = True
-) -> list[PlatformAdapter]:
-    """The surfaces the settings enable, built by their packages' ``create_adapter`` (each
-    imported only when used: the core never imports an adapter, this composition root builds
-    them by name): the platforms and the extra ``GATEWAY_ADAPTERS`` (unless ``platforms`` is
-    false), then the web chat."""
-    specs: list[tuple[str, str]] = []
-    if platforms:
-        if settings.telegram_bot_token:
-            specs.append(("TELEGRAM_BOT_TOKEN", "adapters.telegram:create_adapter"))
-        if settings.slack_bot_token:
-            specs.append(("SLACK_BOT_TOKEN", "adapters.slack:create_adapter"))
-        if settings.mattermost_url:
-            specs.append(("MATTERMOST_URL", "adapters.mattermost:create_adapter"))
-        specs.extend(("GATEWAY_ADAPTERS", spec) for spec in settings.gateway_adapters)
-    if settings.gateway_web_chat:
-        specs.append(("GATEWAY_WEB_CHAT", "adapters.web:create_adapter"))
-    return [_load_factory(setting, spec)(settings, context) for setting, spec in specs]
-
-
-def _load_factory(setting: str, spec: str) -> AdapterFactory:
-    module_name, _, attr = spec.partition(":")
-    try:
-        factory: AdapterFactory = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ConfigError(setting, f"cannot load the adapter {spec!r}: {exc}") from exc
-    return factory
 
 
 class Gateway:
@@ -139,6 +109,7 @@ class Gateway:
         # bodies declare them through the context's http_policy.allow_larger)
         self.identity = WebIdentity.from_settings(settings, store)
         self.http_policy = HttpPolicy.from_settings(settings)
+        self.http_policy.webhook_prefixes = webhook_prefixes()
         self.adapter_context = AdapterContext(
             live=self.live,
             conversations=Conversations(store),
@@ -188,16 +159,7 @@ class Gateway:
             self.transports,
             StreamSettings(
                 enabled=settings.gateway_streaming,
-                per_platform={
-                    platform: on
-                    for platform, on in (
-                        ("telegram", settings.telegram_streaming),
-                        ("slack", settings.slack_streaming),
-                        ("mattermost", settings.mattermost_streaming),
-                        ("web", settings.web_streaming),
-                    )
-                    if on is not None
-                },
+                per_platform=streaming_overrides(settings),
                 edit_seconds=settings.gateway_stream_edit_seconds,
             ),
             metrics=self.metrics,

@@ -13,8 +13,8 @@ from adapters.mattermost.actions import (
     card_attachments,
     press_of,
 )
+from adapters.mattermost.settings import MattermostSettings
 from gateway.core.errors import ConfigError
-from gateway.core.settings import Settings
 
 KEY = actions_key("bot-token")
 CHANNEL = "c" * 26
@@ -66,8 +66,8 @@ def test_another_token_means_another_key() -> None:
     assert press_of(_request(), key=actions_key("new-token")) == Refused("bad signature")
 
 
-def _settings(**values: Any) -> Settings:
-    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+def _settings(**values: Any) -> MattermostSettings:
+    return MattermostSettings(_env_file=None, **values)  # type: ignore[call-arg]
 
 
 def test_the_actions_url_setting_is_validated() -> None:

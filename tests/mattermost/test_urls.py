@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from adapters.mattermost import MattermostAdapter, MattermostConfig
+from adapters.mattermost.settings import MattermostSettings
 from adapters.mattermost.urls import server_urls
 from gateway.core.errors import ConfigError
-from gateway.core.settings import Settings
 
 
 @pytest.mark.parametrize(
@@ -104,9 +104,9 @@ def test_server_urls_rejects(url: str) -> None:
         server_urls(url)
 
 
-def _settings(**values: Any) -> Settings:
+def _settings(**values: Any) -> MattermostSettings:
     # no .env file: tests never read the developer's configuration
-    return Settings(**{"_env_file": None, **values})
+    return MattermostSettings(**{"_env_file": None, **values})
 
 
 def test_adapter_from_settings_names_bad_url() -> None:

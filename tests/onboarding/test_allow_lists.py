@@ -15,15 +15,19 @@ import pytest
 
 from adapters.mattermost.extract import BotIdentity as MattermostBot
 from adapters.mattermost.extract import ExtractContext, extract_post
-from adapters.mattermost.extract import answer_rules as mattermost_rules
+from adapters.mattermost.extract import answer_rules as mattermost_answer_rules
+from adapters.mattermost.settings import MattermostSettings
 from adapters.slack.extract import BotIdentity as SlackBot
-from adapters.slack.extract import answer_rules as slack_rules
+from adapters.slack.extract import answer_rules as slack_answer_rules
 from adapters.slack.extract import extract_event
+from adapters.slack.settings import SlackSettings
 from adapters.telegram.extract import BotIdentity as TelegramBot
-from adapters.telegram.extract import answer_rules as telegram_rules
+from adapters.telegram.extract import answer_rules as telegram_answer_rules
 from adapters.telegram.extract import extract_update
+from adapters.telegram.settings import TelegramSettings
 from gateway.core.domain import Envelope, Extracted, Ignored
 from gateway.core.settings import Settings
+from gateway.inbound.policy import AnswerRules
 
 PAYLOADS = Path(__file__).parents[1] / "payloads"
 
@@ -44,6 +48,19 @@ Extractor = Callable[[list[str], list[str]], Extracted]
 
 def settings(**values: Any) -> Settings:
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+# each platform's rules from the core settings and its own, read from the same values
+def telegram_rules(s: Settings) -> AnswerRules:
+    return telegram_answer_rules(s.surface(TelegramSettings), s)
+
+
+def slack_rules(s: Settings) -> AnswerRules:
+    return slack_answer_rules(s.surface(SlackSettings), s)
+
+
+def mattermost_rules(s: Settings) -> AnswerRules:
+    return mattermost_answer_rules(s.surface(MattermostSettings), s)
 
 
 def _telegram(chats: list[str], users: list[str]) -> Extracted:
@@ -143,33 +160,33 @@ def test_allow_list_settings_are_comma_separated() -> None:
         "MATTERMOST_ALLOWED_USERS": " u1 ,u2",
     }
     settings = Settings(_env_file=None, **values)  # type: ignore[call-arg]
-    assert settings.slack_allowed_channels == ["C1", "C2"]
-    assert settings.slack_allowed_users == ["U1"]
-    assert settings.mattermost_allowed_channels == ["abc", "def"]
-    assert settings.mattermost_allowed_users == ["u1", "u2"]
+    slack = settings.surface(SlackSettings)
+    mattermost = settings.surface(MattermostSettings)
+    assert slack.slack_allowed_channels == ["C1", "C2"]
+    assert slack.slack_allowed_users == ["U1"]
+    assert mattermost.mattermost_allowed_channels == ["abc", "def"]
+    assert mattermost.mattermost_allowed_users == ["u1", "u2"]
 
 
 async def test_slack_gateway_answers_only_inside_its_allow_lists(database_url: str) -> None:
     # the settings reach the adapter: a real gateway against the fake Slack
     from adapters.slack import SlackAdapter
     from benchmarks.fakes.slack import BOT_TOKEN, SIGNING_SECRET, FakeSlack
-    from tests.support import make_settings, running_gateway, wait_for
+    from tests.support import running_gateway, wait_for
 
     fake = FakeSlack()
     await fake.start()
     try:
         fake.add_channel("C0OPEN")
         fake.add_channel("C0CLOSED")
-        adapter = SlackAdapter(
-            make_settings(
-                database_url,
-                SLACK_BOT_TOKEN=BOT_TOKEN,
-                SLACK_SIGNING_SECRET=SIGNING_SECRET,
-                SLACK_API_BASE_URL=fake.api_url,
-                SLACK_ALLOWED_CHANNELS="C0OPEN",
-                SLACK_ALLOWED_USERS="U0HUMAN",
-            )
-        )
+        values: dict[str, Any] = {
+            "SLACK_BOT_TOKEN": BOT_TOKEN,
+            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            "SLACK_API_BASE_URL": fake.api_url,
+            "SLACK_ALLOWED_CHANNELS": "C0OPEN",
+            "SLACK_ALLOWED_USERS": "U0HUMAN",
+        }
+        adapter = SlackAdapter(SlackSettings(_env_file=None, **values))  # type: ignore[call-arg]
         async with running_gateway(database_url, adapters=[adapter], web_chat=False) as gw:
             fake.events_url = f"{gw.url}slack/events"
             await fake.user_posts("C0CLOSED", "<@U0BOT> hello")

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from gateway.runtime.registry import all_settings_classes, check_settings
 
 from gateway.core.settings import Settings
 
@@ -33,7 +34,12 @@ def _one(kind: str, docs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _setting_names() -> set[str]:
-    return {field.alias for field in Settings.model_fields.values() if field.alias}
+    return {
+        field.alias
+        for settings in all_settings_classes()
+        for field in settings.model_fields.values()
+        if field.alias
+    }
 
 
 def test_dockerfile_is_multi_stage_non_root_with_a_health_check() -> None:
@@ -201,7 +207,7 @@ def test_every_deployment_serves_the_web_chat_only_behind_sign_in() -> None:
         assert not chat_on or env.get("GATEWAY_WEB_AUTH") in ("accounts", "proxy"), name
         # and the gateway accepts these settings as they stand (no exit 2)
         values = {k: v for k, v in env.items() if k in _setting_names() and v}
-        Settings(_env_file=None, **values)  # type: ignore[call-arg]
+        check_settings(Settings(_env_file=None, **values))  # type: ignore[call-arg]
 
 
 def test_the_systemd_steps_work_as_written(tmp_path: Path) -> None:

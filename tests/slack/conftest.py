@@ -13,8 +13,8 @@ import pytest
 from starlette.applications import Starlette
 
 from adapters.slack import SlackAdapter
+from adapters.slack.settings import SlackSettings
 from benchmarks.fakes.slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack
-from gateway.core.settings import Settings
 from gateway.http.app import HttpServer
 from tests.support import RecordingIntake
 
@@ -27,7 +27,7 @@ def load_payload(name: str) -> dict[str, Any]:
     return data
 
 
-def slack_settings(fake: FakeSlack | None = None, **overrides: Any) -> Settings:
+def slack_settings(fake: FakeSlack | None = None, **overrides: Any) -> SlackSettings:
     """Settings built explicitly (no environment, no .env file)."""
     values: dict[str, Any] = {
         "SLACK_BOT_TOKEN": BOT_TOKEN,
@@ -36,7 +36,7 @@ def slack_settings(fake: FakeSlack | None = None, **overrides: Any) -> Settings:
         "GATEWAY_WEB_CHAT": False,
     }
     values.update(overrides)
-    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+    return SlackSettings(_env_file=None, **values)  # type: ignore[call-arg]
 
 
 @pytest.fixture(autouse=True)

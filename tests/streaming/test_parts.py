@@ -8,8 +8,11 @@ import asyncio
 from typing import Any
 
 import pytest
+from gateway.runtime.registry import check_settings
 
 from adapters.telegram.adapter import TelegramAdapter
+from adapters.telegram.settings import TelegramSettings
+from adapters.web.settings import WebSettings
 from benchmarks.fakes.openai import FakeOpenAI, Step
 from benchmarks.fakes.telegram import FakeTelegram
 from gateway.agents.base import ContextMessage, ToolCall, Turn
@@ -153,11 +156,13 @@ async def test_the_preview_shows_a_status_line_while_a_tool_runs(
 )
 def test_bad_streaming_settings_name_the_setting(values: dict[str, str], setting: str) -> None:
     with pytest.raises(ConfigError) as info:
-        load_settings(_env_file=None, **values)
+        # each surface's own settings are read as the CLI reads them at start
+        check_settings(load_settings(_env_file=None, **values))
     assert info.value.setting == setting
 
 
 def test_streaming_settings_per_platform() -> None:
     settings = load_settings(_env_file=None, GATEWAY_STREAMING="false", WEB_STREAMING="true")
-    assert settings.gateway_streaming is False and settings.web_streaming is True
-    assert settings.telegram_streaming is None
+    assert settings.gateway_streaming is False
+    assert settings.surface(WebSettings).web_streaming is True
+    assert settings.surface(TelegramSettings).telegram_streaming is None

@@ -15,8 +15,8 @@ import uvicorn
 from starlette.applications import Starlette
 
 from adapters.telegram.adapter import TelegramAdapter
+from adapters.telegram.settings import TelegramSettings
 from benchmarks.fakes.telegram import FakeTelegram
-from gateway.core.settings import Settings
 from tests.support import RecordingIntake
 
 PAYLOADS = Path(__file__).parents[1] / "payloads"  # copies of shared/payloads
@@ -30,14 +30,14 @@ def load_payload(name: str, *, update_id: int = 1) -> dict[str, Any]:
     return data
 
 
-def telegram_settings(fake: FakeTelegram, **overrides: Any) -> Settings:
+def telegram_settings(fake: FakeTelegram, **overrides: Any) -> TelegramSettings:
     values: dict[str, Any] = {
         "TELEGRAM_BOT_TOKEN": fake.token,
         "TELEGRAM_API_BASE_URL": fake.base_url,
     }
     values.update(overrides)
     # _env_file=None: never read a developer's .env
-    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+    return TelegramSettings(_env_file=None, **values)  # type: ignore[call-arg]
 
 
 @pytest.fixture

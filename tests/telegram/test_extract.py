@@ -15,6 +15,7 @@ from adapters.telegram.extract import (
     answer_rules,
     extract_update,
 )
+from adapters.telegram.settings import TelegramSettings
 from gateway.core.domain import Envelope, EventKind, Ignored, Rejected, SessionKey, Trigger
 from gateway.core.settings import Settings
 from gateway.inbound.policy import AnswerRules
@@ -26,7 +27,8 @@ POLICY = AnswerRules()
 
 def rules(**settings: Any) -> AnswerRules:
     """The answer rules the adapter builds from these settings (the TELEGRAM_* shorthands)."""
-    return answer_rules(Settings(_env_file=None, **settings))  # type: ignore[call-arg]
+    core = Settings(_env_file=None, **settings)  # type: ignore[call-arg]
+    return answer_rules(core.surface(TelegramSettings), core)
 
 
 FORUM_ID = -1001812257489

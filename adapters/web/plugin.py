@@ -1,0 +1,40 @@
+"""The web chat as a surface plugin: switched on by GATEWAY_WEB_CHAT, built even beside the
+surfaces a caller hands the gateway."""
+
+from __future__ import annotations
+
+import re
+
+from adapters.web.adapter import WebAdapter
+from adapters.web.settings import WebSettings
+from gateway.core.errors import ConfigError
+from gateway.core.plugins import SurfacePlugin
+from gateway.core.ports import AdapterContext, PlatformAdapter
+from gateway.core.settings import Settings
+
+#: the 📎 upload route: its body is the file (up to GATEWAY_MAX_FILE_BYTES)
+UPLOAD_PATH = re.compile(r"/web/api/channels/[^/]+/threads/[^/]+/files")
+
+
+class WebPlugin(SurfacePlugin[WebSettings]):
+    name = "web"
+    settings_class = WebSettings
+    enabling_setting = "GATEWAY_WEB_CHAT"
+    always = True
+
+    def enabled(self, settings: WebSettings, core: Settings) -> bool:
+        return core.gateway_web_chat
+
+    def create(
+        self, settings: WebSettings, core: Settings, context: AdapterContext
+    ) -> PlatformAdapter:
+        if context.identity is None:
+            raise ConfigError("GATEWAY_WEB_AUTH", "the web chat needs an identity provider")
+        if context.files is not None and context.http_policy is not None:
+            context.http_policy.allow_upload(UPLOAD_PATH, core.gateway_max_file_bytes)
+        return WebAdapter(
+            context.conversations, context.live, context.identity, files=context.files
+        )
+
+
+plugin = WebPlugin()

@@ -1,0 +1,1 @@
+"""A small surface built from the public plugin API alone (gateway.core.plugins)."""
