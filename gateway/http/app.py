@@ -7,7 +7,7 @@ import contextlib
 import errno
 import socket
 from collections.abc import Generator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import uvicorn
 from fastapi import FastAPI
@@ -21,10 +21,30 @@ from gateway.core.errors import ConfigError, StoreError
 from gateway.http.guard import SecurityMiddleware
 
 if TYPE_CHECKING:
-    from gateway.runtime.gateway import Gateway
+    from gateway.core.metrics import Metrics
+    from gateway.core.settings import Settings
+    from gateway.http.admin import OperatorSurface
+    from gateway.http.guard import HttpPolicy
+    from gateway.runtime.supervisor import Supervisor
+    from session_store.store import Store
 
 
-def build_app(gateway: Gateway, extra_routes: Sequence[BaseRoute]) -> FastAPI:
+class Served(Protocol):
+    """What the HTTP app reads of the gateway it serves (``gateway.runtime.gateway.Gateway``):
+    the app is built by the runtime, never the other way round."""
+
+    ready: bool
+    settings: Settings
+    store: Store
+    metrics: Metrics
+    supervisor: Supervisor
+    operator: OperatorSurface
+    http_policy: HttpPolicy
+
+    async def refresh_gauges(self) -> None: ...
+
+
+def build_app(gateway: Served, extra_routes: Sequence[BaseRoute]) -> FastAPI:
     app = FastAPI(title="chat gateway", version="0.1.0", docs_url=None, redoc_url=None)
 
     # issue 12: bodies are generic (no error text); the reasons are in the logs and in
