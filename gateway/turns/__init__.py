@@ -1,0 +1,1 @@
+"""One agent run at a time per session: the scheduler's mechanics and the stages of a turn."""

@@ -1,0 +1,384 @@
+"""The turn scheduler: one agent run at a time per session, across every replica.
+
+A worker claims a session with unanswered messages by taking its lease in PostgreSQL (row lock
++ SKIP LOCKED, a fencing token, an expiry renewed while the agent runs). The replies and their
+delivery rows are written in one transaction that succeeds only while the lease is still ours,
+so a worker that stalled past its lease cannot add a second answer. Messages that arrive during
+a run move ``turn_requested_seq`` past what the run handles and get the next run, in seq order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+
+from gateway.agents import Agent, Turn
+from gateway.domain import Reply
+from gateway.errors import LeaseLost, StoreError
+from gateway.hub import PollGate, Signal
+from gateway.metrics import Metrics
+from gateway.ports import Transport
+from gateway.supervisor import Beat, item_backoff, no_beat, pause, persist
+from gateway.tools.runner import ApprovalPending
+from gateway.turns.outgoing import delivered_to, outgoing
+from gateway.turns.pipeline import Pipeline
+from gateway.turns.stage import AgentRequest, Stage, TurnRun, as_context
+from session_store.records import DeliveryRecord, TurnClaim
+from session_store.store import Store
+from session_store.tool_store import ToolStore
+
+log = structlog.get_logger(__name__)
+
+#: AGENT_BUSY_MODE=interrupt restarts a run at most this often, so a chatty thread still
+#: gets an answer (the last run then sees everything that arrived)
+MAX_INTERRUPTS = 3
+#: unanswered messages read with the claim (and per delta read)
+PENDING_LIMIT = 1000
+#: context rows read with the claim (``ContextAssembler.fetch_newest``'s first page)
+CONTEXT_FIRST_PAGE = 64
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnSettings:
+    lease_seconds: float = 30.0
+    poll_seconds: float = 1.0
+    workers: int = 8
+    #: ``queue``: messages that arrive during a run get the next run; ``interrupt``: they
+    #: cancel the running agent call and the run starts over with everything
+    busy_mode: str = "queue"
+
+
+class TurnScheduler:
+    """Claims turns and runs each through ``stages`` (``gateway.turns.stage``) around the
+    agent call; every feature of a turn is a stage, and one that is off is not in the list."""
+
+    def __init__(
+        self,
+        store: Store,
+        agent: Agent,
+        transports: Mapping[str, Transport],
+        *,
+        metrics: Metrics,
+        wake: Signal,
+        delivery_wake: Signal,
+        settings: TurnSettings,
+        stages: Sequence[Stage],
+    ) -> None:
+        self._store = store
+        self._agent = agent
+        self._pipeline = Pipeline(stages)
+        self._transports = transports
+        self._metrics = metrics
+        self._wake = wake
+        self._delivery_wake = delivery_wake
+        self._settings = settings
+        self._platforms = sorted(transports)
+        #: the delivery worker of this process (set by the runtime), for the handoff
+        self.handoff: Handoff | None = None
+        self._polls = PollGate()
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        return self._pipeline.stages
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        async with asyncio.TaskGroup() as group:
+            for n in range(self._settings.workers):
+                group.create_task(self._worker(stopping), name=f"turn-worker-{n}")
+
+    async def _worker(self, stopping: asyncio.Event) -> None:
+        await self.work(stopping)
+
+    async def work(self, stopping: asyncio.Event, beat: Beat = no_beat) -> None:
+        """One turn worker: claim, run, repeat. A failed claim or a failed turn (any
+        exception) is logged with its context and retried after a jittered backoff; the
+        worker itself goes on (a session whose turn crashed is retried once its lease ends).
+
+        Wake-ups are precise: each message that asks for a turn lets one worker
+        claim (``WorkSignal``), a worker that found work looks again at once, and one that
+        found nothing waits for the next wake-up or ``poll_seconds`` (work left by another
+        replica, a lease that ran out). No claim is made just because a sibling made one."""
+        failures = 0
+        look = True  # at start: work may be waiting from before
+        while not stopping.is_set():
+            beat()
+            woken = False
+            if not look:
+                woken = await self._wake.wait(self._settings.poll_seconds)
+                if stopping.is_set():
+                    return
+                if not woken and not self._polls.due(self._settings.poll_seconds):
+                    continue  # a sibling polled just now: one poll per process
+            try:
+                claim = await self._store.claim_turn(
+                    lease_seconds=self._settings.lease_seconds,
+                    platforms=self._platforms,
+                    with_pending=PENDING_LIMIT,
+                    context_page=CONTEXT_FIRST_PAGE,
+                )
+            except StoreError as exc:
+                failures += 1
+                log.warning("turn_claim_failed", error=str(exc), failures=failures)
+                await pause(item_backoff(failures), stopping)
+                look = True
+                continue
+            if claim is None:
+                failures = 0
+                look = False
+                continue
+            try:
+                # look again when messages arrived during the run, or when this claim was
+                # made on the poll or at start (a backlog no wake-up stands for)
+                look = await self.run_turn(claim, beat=beat) or not woken
+                failures = 0
+            except Exception:
+                failures += 1
+                look = True
+                log.exception(
+                    "turn_crashed",
+                    platform=claim.key.platform,
+                    chat_id=claim.key.chat_id,
+                    thread_id=claim.key.thread_id,
+                    session_id=claim.session_id,
+                    seq_no=claim.requested_seq,
+                )
+                self._metrics.turns.labels(claim.key.platform, "crashed").inc()
+                await pause(item_backoff(failures), stopping)
+
+    async def run_turn(self, claim: TurnClaim, *, beat: Beat = no_beat) -> bool:
+        """Run one claimed turn; True when another turn of this session is already due."""
+        structlog.contextvars.bind_contextvars(
+            platform=claim.key.platform,
+            chat_id=claim.key.chat_id,
+            thread_id=claim.key.thread_id,
+            session_id=claim.session_id,
+            # the newest message that asked for this turn: ties its lines to that inbound event
+            seq_no=claim.requested_seq,
+        )
+        started = time.perf_counter()
+        more = False
+        try:
+            outcome, more = await self._run_turn(claim, beat)
+            self._metrics.turns.labels(claim.key.platform, outcome).inc()
+            self._metrics.turn_seconds.labels(claim.key.platform).observe(
+                time.perf_counter() - started
+            )
+            log.info(
+                "turn_finished",
+                outcome=outcome,
+                duration_ms=round((time.perf_counter() - started) * 1000, 1),
+            )
+        except LeaseLost:
+            self._metrics.turns.labels(claim.key.platform, "lease_lost").inc()
+            log.warning("turn_lease_lost")
+        except asyncio.CancelledError:
+            # shutting down mid-turn: hand the session back so another worker (or the next
+            # start) runs it at once instead of waiting for the lease to expire
+            with contextlib.suppress(StoreError, LeaseLost):
+                await asyncio.shield(self._store.release_turn(claim))
+            raise
+        except StoreError as exc:
+            self._metrics.turns.labels(claim.key.platform, "store_error").inc()
+            log.error("turn_store_error", error=str(exc), transient=exc.transient)
+            # hand the session back as soon as the database answers again, so the turn
+            # runs again at once instead of after the lease
+            with contextlib.suppress(StoreError):
+                await persist(
+                    lambda: self._store.release_turn(claim),
+                    what="release_turn",
+                    deadline=self._settings.lease_seconds,
+                    session_id=claim.session_id,
+                )
+        finally:
+            structlog.contextvars.unbind_contextvars(
+                "platform", "chat_id", "thread_id", "session_id", "seq_no"
+            )
+        return more
+
+    async def _run_turn(self, claim: TurnClaim, beat: Beat = no_beat) -> tuple[str, bool]:
+        """The turn's outcome, and whether another turn of the session is due."""
+        interrupts = 0
+        # read with the claim; read again after an interrupt or when the claim's snapshot
+        # missed the newest message
+        prefetched = list(claim.pending) if claim.pending is not None else None
+        while True:
+            if prefetched is not None:
+                pending, prefetched = prefetched, None
+            else:
+                pending = await self._store.delta(
+                    claim.session_id, claim.done_seq, limit=PENDING_LIMIT
+                )
+            resumed = claim.parked_seq is not None and claim.parked_seq > claim.done_seq
+            if resumed:
+                # a turn parked on an approval (gateway.tools.approvals) handles again what
+                # it handled then (the request is tied to that question); later messages
+                # get the next run
+                pending = [m for m in pending if m.seq_no <= (claim.parked_seq or 0)]
+            handled_seq = pending[-1].seq_no if pending else claim.requested_seq
+            asks = [m for m in pending if m.role == "user" and m.trigger == "answer"]
+            if not asks:
+                done = await self._store.finish_turn_outbox(
+                    claim, handled_seq=handled_seq, replies=[], target=None
+                )
+                return "nothing_to_answer", done.more
+            turn = TurnRun(
+                claim=claim,
+                pending=pending,
+                handled_seq=handled_seq,
+                asks=asks,
+                questions=list(asks),
+                request=AgentRequest(
+                    new_messages=[
+                        as_context(m) for m in pending if m.role == "user" and m.command is None
+                    ]
+                ),
+            )
+            call = functools.partial(
+                self._call_agent,
+                turn,
+                interruptible=interrupts < MAX_INTERRUPTS and not resumed,
+                beat=beat,
+            )
+            try:
+                outcome = await self._pipeline.run(turn, call)
+            except ApprovalPending as waiting:
+                return await self._park(claim, waiting.approval_id, handled_seq)
+            if outcome is None:
+                # AGENT_BUSY_MODE=interrupt: new messages arrived; start over with them
+                interrupts += 1
+                self._metrics.turns.labels(claim.key.platform, "interrupted").inc()
+                log.info("turn_interrupted", interrupts=interrupts)
+                continue
+            return outcome, await self._finish(turn)
+
+    async def _park(self, claim: TurnClaim, approval_id: str, handled_seq: int) -> tuple[str, bool]:
+        """A tool call waits for an approval: hand the session back without finishing the
+        turn, parked on the request, so no worker waits for a person. The decision (or the
+        expiry) unparks it and the turn runs again; the asking message stays unanswered
+        until then."""
+        outcome = await ToolStore(self._store).park_turn(
+            session_id=claim.session_id,
+            owner=claim.owner,
+            approval_id=approval_id,
+            handled_seq=handled_seq,
+        )
+        if outcome == "lost":
+            raise LeaseLost("turn lease lost while parking")
+        if outcome == "decided":
+            # decided (or ran out) meanwhile: run the turn again right away
+            await self._store.release_turn(claim)
+            log.info("turn_park_raced", approval_id=approval_id)
+            return "park_raced", True
+        log.info("turn_parked", approval_id=approval_id, handled_seq=handled_seq)
+        return "parked", False
+
+    async def _call_agent(
+        self, turn: TurnRun, request: Turn, *, interruptible: bool, beat: Beat = no_beat
+    ) -> Sequence[Reply] | None:
+        """The agent's replies, its lease renewed meanwhile; ``None`` when the call was
+        interrupted by new messages (``AGENT_BUSY_MODE=interrupt``)."""
+        claim = turn.claim
+        renew = asyncio.create_task(self._keep_lease(claim, beat), name="turn-lease-renewal")
+        agent_task = asyncio.create_task(self._agent.respond(request), name="agent-respond")
+        tasks: list[asyncio.Task[Any]] = [renew, agent_task]
+        watch: asyncio.Task[None] | None = None
+        if interruptible and self._settings.busy_mode == "interrupt":
+            watch = asyncio.create_task(
+                self._watch_new_asks(claim.session_id, turn.handled_seq),
+                name="turn-interrupt-watch",
+            )
+            tasks.append(watch)
+        started = time.perf_counter()
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            if renew in done:
+                agent_task.cancel()
+                renew.result()  # raises LeaseLost
+                raise LeaseLost("lease renewal stopped")
+            if watch is not None and watch in done and agent_task not in done:
+                return None  # the finally below cancels the agent call
+            return await agent_task
+        finally:
+            self._metrics.agent_seconds.labels(self._agent.name).observe(
+                time.perf_counter() - started
+            )
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _watch_new_asks(self, session_id: int, handled_seq: int) -> None:
+        """Returns once a message asking for an answer arrives after ``handled_seq``."""
+        interval = min(self._settings.poll_seconds, 0.5)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                if await self._store.turn_requested_seq(session_id) > handled_seq:
+                    return
+            except StoreError as exc:
+                log.debug("interrupt_watch_failed", error=str(exc))
+
+    async def _keep_lease(self, claim: TurnClaim, beat: Beat = no_beat) -> None:
+        """Renew the lease while the agent runs (each renewal is the worker's progress). A
+        renewal the database cannot answer is retried: the lease is lost only when another
+        worker took the session over (``LeaseLost``)."""
+        interval = self._settings.lease_seconds / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self._store.renew_turn(claim, lease_seconds=self._settings.lease_seconds)
+            except LeaseLost:
+                raise
+            except StoreError as exc:
+                log.warning("turn_lease_renewal_failed", error=str(exc))
+                beat()  # retrying through an outage is not being wedged
+                continue
+            beat()
+
+    async def _finish(self, turn: TurnRun) -> bool:
+        """Write the turn's answer; True when another turn of the session is due."""
+        claim, handled_seq = turn.claim, turn.handled_seq
+        target = turn.target
+        replies = outgoing(self._transports[target.platform], turn.replies, handled_seq=handled_seq)
+        # the answer is decided: write it through a database outage rather than ask the
+        # agent again (fenced: a taken-over claim raises LeaseLost). The first part goes to
+        # this process's delivery worker already claimed (no claim transaction)
+        handoff = self.handoff
+        done = await persist(
+            lambda: self._store.finish_turn_outbox(
+                claim,
+                handled_seq=handled_seq,
+                replies=replies,
+                target=delivered_to(target, previews_after=turn.previews_after),
+                close_session=turn.close_session,
+                previews_after=turn.previews_after,
+                hand_over=handoff is not None and handoff.accepting(),
+                lease_seconds=handoff.lease_seconds if handoff is not None else 60.0,
+            ),
+            what="finish_turn",
+            session_id=claim.session_id,
+        )
+        if handoff is not None:
+            for delivery in done.handed:
+                handoff.hand_over(delivery)
+        if done.deliveries > len(done.handed):
+            self._delivery_wake.set()
+        log.debug("turn_replies_recorded", reply_seqs=done.seqs, handled_seq=handled_seq)
+        return done.more
+
+
+class Handoff(Protocol):
+    """Where a finished turn's first delivery goes, already claimed (``DeliveryWorker``)."""
+
+    @property
+    def lease_seconds(self) -> float: ...
+
+    def accepting(self) -> bool: ...
+
+    def hand_over(self, delivery: DeliveryRecord) -> None: ...
