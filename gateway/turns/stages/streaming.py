@@ -7,17 +7,37 @@ previews and tells the outbox which previews the answer is edited into.
 
 from __future__ import annotations
 
-from gateway.agents import Agent
-from gateway.streaming import PreviewStreamer, Streams
+from typing import Protocol
+
+from gateway.agents import Agent, StreamSink
+from gateway.domain import ReplyTarget
 from gateway.turns.stage import Answer, Slot, Stage, TurnRun
 
-_STREAM: Slot[PreviewStreamer] = Slot("stream")
+
+class OpenStream(StreamSink, Protocol):
+    """One turn's previews (``gateway.streaming.PreviewStreamer``)."""
+
+    @property
+    def previews_after(self) -> int | None: ...
+
+    async def close(self) -> None: ...
+
+
+class StreamOpener(Protocol):
+    """Decides per turn whether it streams (``gateway.streaming.Streams``)."""
+
+    async def open(
+        self, agent: Agent, *, session_id: int, after_seq: int, target: ReplyTarget
+    ) -> OpenStream | None: ...
+
+
+_STREAM: Slot[OpenStream] = Slot("stream")
 
 
 class StreamingStage(Stage):
     name = "streaming"
 
-    def __init__(self, streams: Streams, agent: Agent) -> None:
+    def __init__(self, streams: StreamOpener, agent: Agent) -> None:
         self._streams = streams
         self._agent = agent
 
