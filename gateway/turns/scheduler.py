@@ -84,10 +84,6 @@ class TurnScheduler:
         self.handoff: Handoff | None = None
         self._polls = PollGate()
 
-    @property
-    def stages(self) -> tuple[Stage, ...]:
-        return self._pipeline.stages
-
     async def run(self, stopping: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as group:
             for n in range(self._settings.workers):

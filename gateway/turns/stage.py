@@ -129,8 +129,8 @@ class TurnRun:
     previews_after: int | None = None
     #: an answer that ended the run at an earlier message answers in that message's thread
     answered_in: ReplyTarget | None = None
-    _slots: dict[Slot[Any], object] = field(default_factory=dict)
-    _holds: list[Callable[[], str | None]] = field(default_factory=list)
+    _slots: dict[Slot[Any], object] = field(default_factory=dict, init=False, repr=False)
+    _holds: list[Callable[[], str | None]] = field(default_factory=list, init=False, repr=False)
 
     @property
     def question(self) -> MessageRecord | None:
