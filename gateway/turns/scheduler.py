@@ -84,6 +84,11 @@ class TurnScheduler:
         self.handoff: Handoff | None = None
         self._polls = PollGate()
 
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        """The stages every turn runs, in order."""
+        return self._pipeline.stages
+
     async def run(self, stopping: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as group:
             for n in range(self._settings.workers):
