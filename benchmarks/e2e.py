@@ -305,7 +305,7 @@ _CATEGORIES = (
     ("outbound HTTP client (httpx)", ("httpx/", "httpcore/", "anyio/")),
     ("inbound HTTP server (uvicorn, starlette, fastapi)", ("uvicorn/", "starlette/", "fastapi/")),
     ("context assembly (gateway/context.py)", ("gateway/context.py",)),
-    ("turn scheduler (gateway/turns.py)", ("gateway/turns.py", "gateway/agents.py")),
+    ("turn scheduler (gateway/turns/)", ("gateway/turns/", "gateway/agents.py")),
     ("delivery worker (gateway/delivery.py)", ("gateway/delivery.py",)),
     ("store (session_store/)", ("session_store/",)),
     (

@@ -43,6 +43,13 @@ from gateway.tools.approvals import ApprovalService
 from gateway.tools.service import ToolService
 from gateway.turns.context import ContextAssembler, ContextPolicy
 from gateway.turns.scheduler import TurnScheduler, TurnSettings
+from gateway.turns.stage import Stage
+from gateway.turns.stages.commands import CommandsStage
+from gateway.turns.stages.context import ContextStage
+from gateway.turns.stages.knowledge import KnowledgeStage
+from gateway.turns.stages.streaming import StreamingStage
+from gateway.turns.stages.tools import ToolsStage, offers_tools
+from gateway.turns.stages.typing import TypingStage
 from gateway.turns.summaries import SummaryWorker
 from session_store.knowledge import KnowledgeStore
 from session_store.live import LiveChannel
@@ -178,11 +185,7 @@ class Gateway:
                 workers=settings.gateway_turn_workers,
                 busy_mode=settings.agent_busy_mode,
             ),
-            context=self.context,
-            summaries=self.summaries,
-            tools=self.tools,
-            knowledge=self.knowledge,
-            streams=self.streams,
+            stages=self._turn_stages(),
         )
         self.delivery = DeliveryWorker(
             store,
@@ -449,6 +452,29 @@ class Gateway:
         from gateway.knowledge.mcp import add_knowledge_tools
 
         add_knowledge_tools(server, self.knowledge)
+
+    def _turn_stages(self) -> list[Stage]:
+        """The stages every turn runs, in order (``gateway.turns.stage``): a feature that
+        is off is not in the list. Tools come before the context, which leaves room for
+        their schemas; the knowledge base fills what the context left."""
+        stages: list[Stage] = [
+            CommandsStage(self.store, self.context.policy),
+            StreamingStage(self.streams, self.agent),
+        ]
+        if self.tools is not None and offers_tools(self.agent):
+            stages.append(ToolsStage(self.tools, count=self.context.counter.text))
+        stages += [
+            ContextStage(
+                self.context, summaries=self.summaries, metrics=self.metrics, agent=self.agent
+            ),
+            KnowledgeStage(
+                self.knowledge,
+                self.transports,
+                wait_seconds=self.settings.gateway_lease_seconds / 2,
+            ),
+            TypingStage(self.transports, budget=self.streams.budget),
+        ]
+        return stages
 
     async def _announce_file(self, session_key: str, text: str) -> None:
         await self.operator.service.append(

@@ -1,0 +1,1 @@
+"""Unit tests, one package per package of the code."""

@@ -1,0 +1,133 @@
+"""Commands: ``/new``, ``/help``, ``/model``, answered by the gateway without the agent.
+
+Before the agent: ``/new`` ends the turn at itself and closes the session; ``/help`` and
+``/model`` are answered in seq order (so ``/model x`` sent before a question applies to it) and
+taken out of the questions. After: nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import structlog
+
+from gateway.core.domain import Reply
+from gateway.turns.context import ContextPolicy
+from gateway.turns.stage import COMMAND_MODEL, Answer, Stage, TurnRun
+from session_store.records import MessageRecord, TurnState
+
+log = structlog.get_logger(__name__)
+
+HELP_TEXT = (
+    "I answer in this thread, with this thread's history as context.\n"
+    "Commands:\n"
+    "/new - start a fresh session here (this thread only)\n"
+    "/model - list the models; /model NAME - use NAME in this thread\n"
+    "/help - this message"
+)
+NEW_TEXT = "Started a new session. Earlier messages in this thread are no longer used as context."
+
+
+class ModelChoices(Protocol):
+    """What ``/model`` reads and writes (``session_store.store.Store``)."""
+
+    async def turn_state(
+        self,
+        session_id: int,
+        *,
+        question_seq: int,
+        upto_seq: int,
+        user_platform: str,
+        user_id: str | None,
+    ) -> TurnState: ...
+
+    async def set_model_choice(
+        self, session_id: int, *, platform: str, user_id: str | None, model: str
+    ) -> None: ...
+
+
+class CommandsStage(Stage):
+    name = "commands"
+
+    def __init__(self, choices: ModelChoices, policy: ContextPolicy) -> None:
+        self._choices = choices
+        self._policy = policy
+
+    async def before(self, turn: TurnRun) -> Answer | None:
+        for ask in turn.asks:
+            if ask.command == "new":
+                # handle up to /new; anything after it in this batch gets its own run
+                return Answer(
+                    outcome="command_new",
+                    replies=[Reply(text=NEW_TEXT, model=COMMAND_MODEL)],
+                    upto=ask,
+                    close_session=True,
+                )
+        for ask in turn.asks:
+            if ask.command == "help":
+                turn.replies.append(Reply(text=HELP_TEXT, model=COMMAND_MODEL))
+            elif ask.command == "model":
+                turn.replies.append(await self._model(turn, ask))
+        commands = [m for m in turn.questions if m.command is not None]
+        if commands:
+            turn.questions = [m for m in turn.questions if m.command is None]
+            turn.outcome = f"command_{commands[-1].command}"
+        return None
+
+    async def _model(self, turn: TurnRun, ask: MessageRecord) -> Reply:
+        """``/model``: list the allowed models; ``/model NAME``: this session uses NAME, and
+        it becomes this person's choice wherever no session choice is set."""
+        allowed = self._policy.allowed
+        wanted = command_argument(ask.content, "model")
+        if wanted is None:
+            return await self._list_models(turn, ask)
+        name = next((m for m in allowed if m == wanted), None) or next(
+            (m for m in allowed if m.lower() == wanted.lower()), None
+        )
+        if name is None:
+            return Reply(
+                text=f"Unknown model {wanted!r}. Available: {', '.join(allowed)}.",
+                model=COMMAND_MODEL,
+            )
+        claim = turn.claim
+        await self._choices.set_model_choice(
+            claim.session_id, platform=claim.key.platform, user_id=ask.sender_id, model=name
+        )
+        log.info("model_selected", model=name)
+        return Reply(
+            text=f"This thread now uses {name} (and so will new threads of yours that have "
+            "no model of their own).",
+            model=COMMAND_MODEL,
+        )
+
+    async def _list_models(self, turn: TurnRun, ask: MessageRecord) -> Reply:
+        policy = self._policy
+        state = await self._choices.turn_state(
+            turn.claim.session_id,
+            question_seq=ask.seq_no,
+            upto_seq=ask.seq_no,
+            user_platform=turn.claim.key.platform,
+            user_id=ask.sender_id,
+        )
+        current, _ = policy.resolve(
+            session_choice=state.selected_model, user_choice=state.user_model
+        )
+        lines = ["Models:"]
+        for model in policy.allowed:
+            flags = (
+                ("default", model == policy.default_model),
+                ("in use here", model == current),
+            )
+            notes = [note for note, on in flags if on]
+            lines.append(f"- {model}" + (f" ({', '.join(notes)})" if notes else ""))
+        lines.append("Switch this thread with /model NAME.")
+        return Reply(text="\n".join(lines), model=COMMAND_MODEL)
+
+
+def command_argument(text: str, command: str) -> str | None:
+    """``/model gpt-4o`` (or ``/model@bot gpt-4o``, or after a mention) -> ``gpt-4o``."""
+    words = text.split()
+    for i, word in enumerate(words):
+        if word.lower().split("@", 1)[0] == f"/{command}":
+            return words[i + 1] if i + 1 < len(words) else None
+    return None

@@ -1,0 +1,60 @@
+"""Streaming: the answer shows in the thread while a streaming agent writes it.
+
+Before the agent: opens this turn's preview streamer (``gateway.outbox.streaming``), when the agent
+streams and the platform shows previews, and gives it to the agent. On close: stops the
+previews and tells the outbox which previews the answer is edited into.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from gateway.agents.base import Agent, StreamSink
+from gateway.core.domain import ReplyTarget
+from gateway.turns.stage import Answer, Slot, Stage, TurnRun
+
+
+class OpenStream(StreamSink, Protocol):
+    """One turn's previews (``gateway.outbox.streaming.PreviewStreamer``)."""
+
+    @property
+    def previews_after(self) -> int | None: ...
+
+    async def close(self) -> None: ...
+
+
+class StreamOpener(Protocol):
+    """Decides per turn whether it streams (``gateway.outbox.streaming.Streams``)."""
+
+    async def open(
+        self, agent: Agent, *, session_id: int, after_seq: int, target: ReplyTarget
+    ) -> OpenStream | None: ...
+
+
+_STREAM: Slot[OpenStream] = Slot("stream")
+
+
+class StreamingStage(Stage):
+    name = "streaming"
+
+    def __init__(self, streams: StreamOpener, agent: Agent) -> None:
+        self._streams = streams
+        self._agent = agent
+
+    async def before(self, turn: TurnRun) -> Answer | None:
+        stream = await self._streams.open(
+            self._agent,
+            session_id=turn.claim.session_id,
+            after_seq=turn.claim.done_seq,
+            target=turn.target,
+        )
+        if stream is not None:
+            turn.put(_STREAM, stream)
+            turn.request.stream = stream
+        return None
+
+    async def close(self, turn: TurnRun) -> None:
+        stream = turn.get(_STREAM)
+        if stream is not None:
+            await stream.close()
+            turn.previews_after = stream.previews_after

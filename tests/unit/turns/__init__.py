@@ -1,0 +1,1 @@
+"""Unit tests of the turn pipeline and its stages, on fake turns (no database)."""

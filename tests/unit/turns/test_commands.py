@@ -1,0 +1,95 @@
+"""The commands stage answers /new, /help and /model itself, on a fake turn."""
+
+from __future__ import annotations
+
+from gateway.turns.context import ContextPolicy
+from gateway.turns.stages.commands import HELP_TEXT, NEW_TEXT, CommandsStage, command_argument
+from session_store.records import TurnState
+from tests.unit.turns.fakes import fake_turn, message, target, texts
+
+POLICY = ContextPolicy(default_model="small", allowed_models=("small", "Large"))
+
+
+class Choices:
+    """Model choices in memory (``Store.turn_state`` / ``set_model_choice``)."""
+
+    def __init__(self, selected: str | None = None) -> None:
+        self.selected = selected
+        self.set: list[tuple[int, str, str | None, str]] = []
+
+    async def turn_state(
+        self,
+        session_id: int,
+        *,
+        question_seq: int,
+        upto_seq: int,
+        user_platform: str,
+        user_id: str | None,
+    ) -> TurnState:
+        return TurnState(
+            session_metadata={},
+            title=None,
+            selected_model=self.selected,
+            user_model=None,
+            place={},
+            summary=None,
+        )
+
+    async def set_model_choice(
+        self, session_id: int, *, platform: str, user_id: str | None, model: str
+    ) -> None:
+        self.set.append((session_id, platform, user_id, model))
+        self.selected = model
+
+
+async def test_help_alone_is_answered_and_leaves_nothing_for_the_agent() -> None:
+    turn = fake_turn(message(1, "/help", command="help"))
+    assert await CommandsStage(Choices(), POLICY).before(turn) is None
+    assert texts(turn) == [HELP_TEXT]
+    assert turn.questions == [] and turn.outcome == "command_help"
+
+
+async def test_a_model_chosen_before_a_question_applies_to_it_and_the_question_stays() -> None:
+    choices = Choices()
+    turn = fake_turn(message(1, "/model large", command="model"), message(2, "hello"))
+    assert await CommandsStage(choices, POLICY).before(turn) is None
+    # matched case-insensitively, stored for the session and this person
+    assert choices.set == [(1, "web", "ann", "Large")]
+    assert texts(turn)[0].startswith("This thread now uses Large")
+    assert [m.content for m in turn.questions] == ["hello"]
+
+
+async def test_model_without_a_name_lists_the_models_with_the_one_in_use() -> None:
+    turn = fake_turn(message(1, "/model", command="model"))
+    await CommandsStage(Choices(selected="Large"), POLICY).before(turn)
+    assert texts(turn) == [
+        "Models:\n- small (default)\n- Large (in use here)\nSwitch this thread with /model NAME."
+    ]
+
+
+async def test_an_unknown_model_is_refused_and_nothing_is_stored() -> None:
+    choices = Choices()
+    turn = fake_turn(message(1, "/model huge", command="model"))
+    await CommandsStage(choices, POLICY).before(turn)
+    assert choices.set == [] and texts(turn) == ["Unknown model 'huge'. Available: small, Large."]
+
+
+async def test_new_ends_the_turn_at_itself_and_closes_the_session() -> None:
+    turn = fake_turn(
+        message(1, "/help", command="help"),
+        message(2, "/new", command="new", thread="t2"),
+        message(3, "after the new session"),
+    )
+    answer = await CommandsStage(Choices(), POLICY).before(turn)
+    assert answer is not None and answer.outcome == "command_new"
+    assert turn.end_with(answer) == "command_new"
+    # handled up to /new only: the message after it gets its own run, in /new's thread
+    assert turn.handled_seq == 2 and turn.close_session and turn.target == target("t2")
+    assert texts(turn) == [NEW_TEXT]
+
+
+def test_the_argument_follows_the_command_wherever_it_is() -> None:
+    assert command_argument("/model gpt-4o", "model") == "gpt-4o"
+    assert command_argument("@bot /MODEL@bot big one", "model") == "big"
+    assert command_argument("/model", "model") is None
+    assert command_argument("/help me", "model") is None
