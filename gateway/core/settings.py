@@ -212,7 +212,7 @@ class Settings(BaseSettings):
     gateway_tools: bool = Field(default=True, alias="GATEWAY_TOOLS")
 
     # --- streaming (issue 16) -----------------------------------------------------------
-    # each surface may override GATEWAY_STREAMING with its own setting (TELEGRAM_STREAMING...)
+    # each surface may override GATEWAY_STREAMING with a setting of its own
     #: stream answers into the thread while the model writes them (agents that can stream)
     gateway_streaming: bool = Field(default=True, alias="GATEWAY_STREAMING")
     #: the least time between two edits of one preview message

@@ -8,9 +8,12 @@ from typing import Any
 
 import pytest
 
-from adapters.mattermost.extract import answer_rules as mattermost_rules
-from adapters.slack.extract import answer_rules as slack_rules
-from adapters.telegram.extract import answer_rules as telegram_rules
+from adapters.mattermost.extract import answer_rules as mattermost_answer_rules
+from adapters.mattermost.settings import MattermostSettings
+from adapters.slack.extract import answer_rules as slack_answer_rules
+from adapters.slack.settings import SlackSettings
+from adapters.telegram.extract import answer_rules as telegram_answer_rules
+from adapters.telegram.settings import TelegramSettings
 from gateway.core.domain import Facts, SessionKey, Trigger
 from gateway.core.errors import ConfigError
 from gateway.core.settings import Settings, load_settings
@@ -146,6 +149,20 @@ SLACK = SessionKey(platform="slack", scope="T1", chat_id="C1", thread_id="1.1")
 MATTERMOST = SessionKey(platform="mattermost", scope="mm", chat_id="ch1", thread_id="p1")
 TELEGRAM = SessionKey(platform="telegram", scope="bot", chat_id="-100", thread_id="7")
 ELSEWHERE = {"slack": "C9", "mattermost": "ch9", "telegram": "-999"}
+
+
+# each platform's rules from the core settings and its own, read from the same values
+def telegram_rules(s: Settings) -> AnswerRules:
+    return telegram_answer_rules(s.surface(TelegramSettings), s)
+
+
+def slack_rules(s: Settings) -> AnswerRules:
+    return slack_answer_rules(s.surface(SlackSettings), s)
+
+
+def mattermost_rules(s: Settings) -> AnswerRules:
+    return mattermost_answer_rules(s.surface(MattermostSettings), s)
+
 
 #: platform, its rules builder, a place of it, and its older settings' names
 PLATFORMS = [
