@@ -21,6 +21,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import math
 import re
 import secrets
 import time
@@ -250,9 +251,9 @@ class WebIdentity:
         if wait > 0:
             log.warning("web_login_rate_limited", client=client)
             return JSONResponse(
-                {"error": "too many failed sign-ins; wait and try again"},
+                {"error": f"Too many attempts: try again in {wait_words(wait)}"},
                 status_code=429,
-                headers={"Retry-After": str(int(wait) + 1)},
+                headers={"Retry-After": str(math.ceil(wait))},
             )
         account = await self._accounts.get(name) if valid_name(name) else None
         async with self._verifying:
@@ -298,6 +299,15 @@ def peer_address(request: Request) -> str | None:
         peer = state[PEER]
         return peer if isinstance(peer, str) else None
     return request.client.host if request.client else None
+
+
+def wait_words(seconds: float) -> str:
+    """How long to wait, as a person says it: "40 seconds", "1 minute", "4 minutes"."""
+    if seconds <= 60:
+        whole = max(1, math.ceil(seconds))
+        return f"{whole} second{'s' if whole != 1 else ''}"
+    minutes = math.ceil(seconds / 60)
+    return f"{minutes} minute{'s' if minutes != 1 else ''}"
 
 
 def _utf8(text: str) -> bool:
