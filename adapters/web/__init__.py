@@ -20,4 +20,10 @@ def create_adapter(settings: Settings, context: AdapterContext) -> PlatformAdapt
         raise ConfigError("GATEWAY_WEB_AUTH", "the web chat needs an identity provider")
     if context.files is not None and context.http_policy is not None:
         context.http_policy.allow_upload(UPLOAD_PATH, settings.gateway_max_file_bytes)
-    return WebAdapter(context.conversations, context.live, context.identity, files=context.files)
+    return WebAdapter(
+        context.conversations,
+        context.live,
+        context.identity,
+        files=context.files,
+        echo_agent=settings.agent == "echo",
+    )

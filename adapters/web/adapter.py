@@ -70,8 +70,12 @@ class WebAdapter:
         identity: WebIdentity,
         *,
         files: FileShare | None = None,
+        echo_agent: bool = False,
     ) -> None:
         self._conversations = conversations
+        #: the built-in echo agent answers (AGENT=echo): the page says so, and how to connect
+        #: a model
+        self._echo_agent = echo_agent
         self._identity = identity
         self._files = files
         self._live = live
@@ -201,6 +205,7 @@ class WebAdapter:
                 "auth": self._identity.mode,
                 "private_channel": private_channel(person),
                 "can_sign_out": self._identity.mode == "accounts",
+                "echo_agent": self._echo_agent,
             }
         )
 

@@ -63,3 +63,34 @@ async def test_the_lockout_on_the_sign_in_page_says_how_long_to_wait(
         await expect(page.locator("#error")).to_have_text(
             "Too many attempts: try again in 5 minutes"
         )
+
+
+async def test_the_page_says_when_the_echo_agent_answers(
+    database_url: str, browser: Browser
+) -> None:
+    errors: list[str] = []
+    # zero config: the built-in echo agent answers, and the page says how to connect a model
+    async with running_gateway(database_url) as gw, _page(browser, errors) as page:
+        await page.goto(gw.url)
+        notice = page.locator("#agent-notice")
+        await expect(notice).to_be_visible()
+        await expect(notice).to_contain_text("built-in echo agent")
+        await expect(notice).to_contain_text("AGENT=openai")
+        await expect(notice).to_contain_text("OPENAI_BASE_URL")
+        await expect(notice).to_contain_text("AGENT_MODEL")
+        await _say(page, "hello", "echo: hello")
+    # a model configured: no notice
+    async with (
+        running_gateway(
+            database_url,
+            agent=CountingAgent(),
+            AGENT="openai",
+            OPENAI_BASE_URL="http://127.0.0.1:9/v1",
+            AGENT_MODEL="test-model",
+        ) as gw,
+        _page(browser, errors) as page,
+    ):
+        await page.goto(gw.url)
+        await _say(page, "hello again", "echo: hello again")
+        await expect(page.locator("#agent-notice")).to_be_hidden()
+    assert errors == []

@@ -204,6 +204,7 @@ async def test_zero_config_is_one_local_user(database_url: str) -> None:
             "auth": "none",
             "private_channel": "~local",
             "can_sign_out": False,
+            "echo_agent": True,
         }
         assert (await c.get("/login")).status_code in (404, 405)
 

@@ -312,5 +312,6 @@ $("sign-out").onclick = async () => {
 api("/web/api/me").then((me) => {
   $("me").textContent = me.user;
   $("sign-out").hidden = !me.can_sign_out;
+  $("agent-notice").hidden = !me.echo_agent;
   render();
 });
