@@ -33,7 +33,7 @@ import structlog
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from gateway.security import PEER, client_in, page_headers
@@ -215,12 +215,17 @@ class WebIdentity:
     # --- sign-in and sign-out (accounts) ---------------------------------------------------
 
     def routes(self) -> list[Route]:
+        # /logout opened by hand (a typed address, an old bookmark) lands on the chat, which
+        # sends a signed-out person on to the sign-in page: never a bare 404
+        back = Route("/logout", _back_to_chat, methods=["GET"])
         if self.mode != "accounts":
-            return []
+            # nothing to sign out of: the chat itself, or the sign-in proxy's own page
+            return [back, Route("/logout", _back_to_chat, methods=["POST"])]
         return [
             Route("/login", self._login_page_route, methods=["GET"]),
             Route("/login", self._login, methods=["POST"]),
             Route("/logout", self._logout, methods=["POST"]),
+            back,
         ]
 
     async def _login_page_route(self, request: Request) -> Response:
@@ -290,6 +295,10 @@ class WebIdentity:
             COOKIE, path="/", httponly=True, samesite="lax", secure=request.url.scheme == "https"
         )
         return response
+
+
+async def _back_to_chat(request: Request) -> Response:
+    return RedirectResponse("/", status_code=303)
 
 
 def peer_address(request: Request) -> str | None:

@@ -94,3 +94,17 @@ async def test_the_page_says_when_the_echo_agent_answers(
         await _say(page, "hello again", "echo: hello again")
         await expect(page.locator("#agent-notice")).to_be_hidden()
     assert errors == []
+
+
+async def test_no_sign_out_without_a_sign_in(database_url: str, browser: Browser) -> None:
+    errors: list[str] = []
+    async with running_gateway(database_url) as gw, _page(browser, errors) as page:
+        await page.goto(gw.url)
+        await expect(page.locator("#me")).to_have_text("local")
+        await expect(page.locator("#sign-out")).to_be_hidden()
+        # /logout typed by hand (or from an old bookmark) lands on the chat, not on a raw 404
+        await page.goto(f"{gw.url}logout")
+        await page.wait_for_url(gw.url)
+        await expect(page.locator("#me")).to_have_text("local")
+        assert "Not Found" not in await page.content()
+    assert errors == []
