@@ -108,3 +108,55 @@ async def test_no_sign_out_without_a_sign_in(database_url: str, browser: Browser
         await expect(page.locator("#me")).to_have_text("local")
         assert "Not Found" not in await page.content()
     assert errors == []
+
+
+async def test_new_keeps_the_threads_earlier_messages_in_view(
+    database_url: str, browser: Browser
+) -> None:
+    errors: list[str] = []
+    async with running_gateway(database_url) as gw, _page(browser, errors) as page:
+        await page.goto(gw.url)
+        await _say(page, "before the restart", "echo: before the restart")
+        await _say(page, "/new", "Started a new session")
+        await _say(page, "after the restart", "echo: after the restart")
+        log = page.locator("#log")
+        # the earlier session stays above a divider; the new one follows it
+        await expect(log.locator(".msg.user .body")).to_have_text(
+            ["before the restart", "/new", "after the restart"]
+        )
+        await expect(log.locator(".divider")).to_have_count(1)
+        await expect(log.locator(".divider")).to_contain_text("new session")
+        order = await log.evaluate(
+            "log => [...log.children].map(e => e.classList.contains('divider') ? '---' "
+            ": e.querySelector('.body') ? e.querySelector('.body').textContent : '')"
+        )
+        assert order.index("---") > order.index("before the restart")
+        assert order.index("---") < order.index("after the restart")
+        # and so after a reload
+        await page.reload()
+        await expect(log.locator(".msg.user .body").first).to_have_text("before the restart")
+        await expect(log.locator(".divider")).to_have_count(1)
+    assert errors == []
+
+
+async def test_the_private_channel_is_in_the_sidebar(database_url: str, browser: Browser) -> None:
+    errors: list[str] = []
+    async with (
+        running_gateway(database_url, GATEWAY_WEB_AUTH="accounts") as gw,
+        _page(browser, errors) as page,
+    ):
+        await AccountStore(gw.store.db).add("ann", hash_password("correct horse"))
+        await page.goto(f"{gw.url}login")
+        await page.fill("#name", "ann")
+        assert await _sign_in(page, "correct horse") == 200
+        await page.wait_for_url(gw.url)
+        mine = page.locator("#channels button", has_text="~ann")
+        await expect(mine).to_be_visible()
+        await mine.click()
+        await expect(page.locator("#title")).to_have_text("#~ann")
+        await _say(page, "a note to self", "echo: a note to self")
+        assert page.url.split("#", 1)[1].startswith("~ann/")
+        # still there after a reload, and never listed among the shared channels
+        await page.goto(gw.url)
+        await expect(page.locator("#channels button", has_text="~ann")).to_have_count(1)
+    assert errors == []
