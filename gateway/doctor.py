@@ -36,7 +36,8 @@ class _NoConversations(Conversations):
 async def collect_checks(settings: Settings) -> list[Check]:
     checks = [Check(name="configuration", ok=True, detail="settings parsed")]
     checks.append(await _check_database(settings))
-    checks.append(check_http_port(settings))
+    # off the loop: the probe of a busy port asks it /healthz (blocking, a 2 s timeout)
+    checks.append(await asyncio.to_thread(check_http_port, settings))
     checks.extend(await check_agent(settings))
     checks.extend(await check_surfaces(settings))
     checks.extend(await check_tools(settings))
@@ -125,6 +126,13 @@ def check_http_port(settings: Settings) -> Check:
     if error is None:
         where = "a free port" if port == 0 else f"{host}:{port}"
         return Check(name="http", ok=True, detail=f"can listen on {where}")
+    if answers_as_gateway(host, port):
+        # doctor run beside the gateway it checks: its own port is not a conflict
+        return Check(
+            name="http",
+            ok=True,
+            detail=f"port {port} on {host} is in use by a running gateway (/healthz answered)",
+        )
     return Check(
         name="http",
         ok=False,
@@ -132,6 +140,18 @@ def check_http_port(settings: Settings) -> Check:
         fix=f"stop what listens there (a gateway already running?), or set {error.setting} "
         "to a free one",
     )
+
+
+def answers_as_gateway(host: str, port: int) -> bool:
+    """Whether a gateway listens at ``host:port``: its /healthz answers with a status."""
+    connect = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    netloc = f"[{connect}]:{port}" if ":" in connect else f"{connect}:{port}"
+    try:
+        response = httpx.get(f"http://{netloc}/healthz", timeout=2.0, trust_env=False)
+        body = response.json()
+    except (httpx.HTTPError, ValueError):
+        return False
+    return isinstance(body, dict) and body.get("status") in ("ok", "wedged")
 
 
 # --- the agent -------------------------------------------------------------------------------
