@@ -38,6 +38,7 @@ async def collect_checks(settings: Settings) -> list[Check]:
     checks.append(await _check_database(settings))
     # off the loop: the probe of a busy port asks it /healthz (blocking, a 2 s timeout)
     checks.append(await asyncio.to_thread(check_http_port, settings))
+    checks.append(check_allowed_hosts(settings))
     checks.extend(await check_agent(settings))
     checks.extend(await check_surfaces(settings))
     checks.extend(await check_tools(settings))
@@ -139,6 +140,26 @@ def check_http_port(settings: Settings) -> Check:
         detail=str(error),
         fix=f"stop what listens there (a gateway already running?), or set {error.setting} "
         "to a free one",
+    )
+
+
+def check_allowed_hosts(settings: Settings) -> Check:
+    """Which Host names the HTTP server answers (gateway.security): behind a reverse proxy on
+    the same host, the public name must be listed or every webhook gets 403."""
+    from gateway.security import HttpPolicy
+
+    allowed = HttpPolicy.from_settings(settings).allowed_hosts
+    if allowed is None:
+        return Check(name="allowed hosts", ok=True, detail="any Host name is answered")
+    if allowed:
+        names = ", ".join(sorted(allowed))
+        return Check(name="allowed hosts", ok=True, detail=f"localhost names and {names}")
+    return Check(
+        name="allowed hosts",
+        ok=True,
+        detail="only localhost names (a loopback GATEWAY_HTTP_HOST, GATEWAY_ALLOWED_HOSTS unset)",
+        fix="behind a reverse proxy that passes on the public name, list it, e.g. "
+        "GATEWAY_ALLOWED_HOSTS=bot.example.com; until then webhooks get 403 'Host not allowed'",
     )
 
 
