@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Coroutine, Sequence
@@ -35,9 +36,12 @@ async def database(settings: Settings) -> AsyncIterator[str]:
 
     embedded = EmbeddedPostgres(settings.gateway_data_dir)
     dsn = await embedded.start()
-    # the wheel stops the server at interpreter exit (when we are its last user), after the
-    # pool is closed; stopping it here would race a second gateway sharing the data dir
-    yield dsn
+    try:
+        yield dsn
+    finally:
+        # after the pool is closed; the server stops only when this process is its last user
+        # (a second gateway sharing the data dir keeps it)
+        await embedded.stop()
 
 
 async def _run(settings: Settings) -> int:
@@ -61,6 +65,7 @@ async def _run(settings: Settings) -> int:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, stop.set)
+            stop_on_hangup(loop, stop)
             await gateway.start()
             print(f"gateway ready: web chat at {gateway.url}", flush=True)
             try:
@@ -71,6 +76,25 @@ async def _run(settings: Settings) -> int:
         finally:
             await store.close()
     return 0
+
+
+def stop_on_hangup(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    """SIGHUP: the terminal of a foreground run went away (its window closed, an SSH session
+    dropped). Stop as on SIGTERM: drain, close the pool, stop the embedded PostgreSQL. What
+    was written to that terminal goes to /dev/null from then on: a write to a hung-up
+    terminal fails (EIO), and the drain must not die of its own log lines."""
+    on_terminal = [fd for fd in (1, 2) if os.isatty(fd)]
+
+    def hung_up() -> None:
+        log.info("gateway_terminal_hangup")
+        if on_terminal:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            for fd in on_terminal:
+                os.dup2(devnull, fd)
+            os.close(devnull)
+        stop.set()
+
+    loop.add_signal_handler(signal.SIGHUP, hung_up)
 
 
 async def _migrate(settings: Settings) -> int:
