@@ -11,8 +11,8 @@ import base64
 import json
 import re
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
 from importlib import resources
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import (

@@ -11,7 +11,6 @@ from contextlib import asynccontextmanager
 
 from playwright.async_api import Browser, Page, expect
 
-from gateway.runtime import Gateway
 from gateway.webauth import MAX_FAILURES, hash_password
 from session_store.accounts import AccountStore
 from tests.ops.test_browser import TIMEOUT_MS, CountingAgent, _record_errors, browser
