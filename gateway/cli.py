@@ -18,7 +18,7 @@ import structlog
 from gateway.domain import SessionKey
 from gateway.errors import ConfigError, GatewayError
 from gateway.logs import configure_logging
-from gateway.settings import Settings, load_settings
+from gateway.settings import Settings, load_settings, settings_source
 
 if TYPE_CHECKING:
     from session_store.records import SessionRecord
@@ -67,6 +67,8 @@ async def _run(settings: Settings) -> int:
                 loop.add_signal_handler(sig, stop.set)
             stop_on_hangup(loop, stop)
             await gateway.start()
+            data = "DATABASE_URL" if settings.database_url else str(settings.gateway_data_dir)
+            print(f"settings from {settings_source()}; data in {data}", flush=True)
             print(f"gateway ready: web chat at {gateway.url}", flush=True)
             try:
                 await stop.wait()

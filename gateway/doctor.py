@@ -18,7 +18,7 @@ from gateway.conversations import Conversations
 from gateway.errors import ConfigError
 from gateway.hub import Broadcast
 from gateway.ports import AdapterContext, Check
-from gateway.settings import Settings
+from gateway.settings import Settings, settings_source
 from gateway.webauth import WebIdentity
 
 #: how long one agent probe may take
@@ -34,7 +34,7 @@ class _NoConversations(Conversations):
 
 
 async def collect_checks(settings: Settings) -> list[Check]:
-    checks = [Check(name="configuration", ok=True, detail="settings parsed")]
+    checks = [Check(name="configuration", ok=True, detail=f"settings from {settings_source()}")]
     checks.append(await _check_database(settings))
     # off the loop: the probe of a busy port asks it /healthz (blocking, a 2 s timeout)
     checks.append(await asyncio.to_thread(check_http_port, settings))

@@ -23,7 +23,7 @@ from typing import Literal
 from gateway.doctor import render
 from gateway.errors import ConfigError
 from gateway.ports import Check
-from gateway.settings import load_settings
+from gateway.settings import env_file_path, load_settings
 
 Platform = Literal["telegram", "slack", "mattermost"]
 PLATFORMS: tuple[Platform, ...] = ("telegram", "slack", "mattermost")
@@ -252,7 +252,8 @@ async def run_setup(args: argparse.Namespace, prompter: Prompter | None = None) 
             file=sys.stderr,
         )
         return 1
-    path = Path(args.env_file)
+    # the file `gateway run` reads (settings.env_file_path), unless told otherwise
+    path = Path(args.env_file) if args.env_file else env_file_path()
     update_env_file(path, values, comment=f"gateway setup {platform}")
     print(f"Wrote {', '.join(values)} to {path}.", flush=True)
     if not all(c.ok for c in checks):
@@ -268,7 +269,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description=__doc__,
     )
     setup.add_argument("platform", choices=PLATFORMS)
-    setup.add_argument("--env-file", default=".env", help="the dotenv file to write (.env)")
+    setup.add_argument(
+        "--env-file",
+        help="the dotenv file to write (default: the one `gateway run` reads: GATEWAY_ENV_FILE, "
+        "else ./.env if there is one, else ~/.config/chat-gateway/.env)",
+    )
     setup.add_argument("--token", help="Telegram bot token / Mattermost access token")
     setup.add_argument("--bot-token", help="Slack Bot User OAuth Token (xoxb-)")
     setup.add_argument("--app-token", help="Slack app-level token (xapp-): Socket Mode")
