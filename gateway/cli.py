@@ -88,13 +88,13 @@ def stop_on_hangup(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None
     on_terminal = [fd for fd in (1, 2) if os.isatty(fd)]
 
     def hung_up() -> None:
-        log.info("gateway_terminal_hangup")
-        if on_terminal:
+        stop.set()
+        if on_terminal:  # first: the log line below must not go to the dead terminal
             devnull = os.open(os.devnull, os.O_WRONLY)
             for fd in on_terminal:
                 os.dup2(devnull, fd)
             os.close(devnull)
-        stop.set()
+        log.info("gateway_terminal_hangup")
 
     loop.add_signal_handler(signal.SIGHUP, hung_up)
 
