@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Sequence
 from importlib import resources
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import (
@@ -26,7 +27,7 @@ from starlette.routing import Route
 
 from adapters.web.extract import CHANNEL, PLATFORM, SCOPE, THREAD, extract
 from adapters.web.transport import WebTransport
-from gateway.core.conversations import Conversations
+from gateway.core.conversations import Conversations, TranscriptEntry
 from gateway.core.domain import Rejected, ReplyTarget, SessionKey
 from gateway.core.hub import Broadcast
 from gateway.core.ports import ApprovalClick, Check, Intake
@@ -70,8 +71,12 @@ class WebAdapter:
         identity: WebIdentity,
         *,
         files: FileShare | None = None,
+        echo_agent: bool = False,
     ) -> None:
         self._conversations = conversations
+        #: the built-in echo agent answers (AGENT=echo): the page says so, and how to connect
+        #: a model
+        self._echo_agent = echo_agent
         self._identity = identity
         self._files = files
         self._live = live
@@ -201,6 +206,7 @@ class WebAdapter:
                 "auth": self._identity.mode,
                 "private_channel": private_channel(person),
                 "can_sign_out": self._identity.mode == "accounts",
+                "echo_agent": self._echo_agent,
             }
         )
 
@@ -321,34 +327,20 @@ class WebAdapter:
             return refused.response
         transcript = await self._conversations.transcript(key)
         if transcript is None:
-            return JSONResponse({"session_id": None, "messages": []})
+            return JSONResponse({"session_id": None, "messages": [], "earlier": []})
+        # the thread's sessions before this one (/new restarts the context, not the view)
+        earlier = await self._conversations.earlier(key, transcript.session_id)
         return JSONResponse(
             {
                 "session_id": transcript.session_id,
                 "status": transcript.status,
-                "messages": [
+                "messages": [_message_json(m) for m in transcript.messages],
+                "earlier": [
                     {
-                        "seq_no": m.seq_no,
-                        "role": m.role,
-                        "content": m.content,
-                        "sender": m.sender,
-                        "model": m.model,
-                        "delivery": m.delivery,
-                        "feedback": m.feedback,
-                        "approval": dict(m.approval) if m.approval else None,
-                        "citations": list(m.citations),
-                        "files": [
-                            {
-                                "id": f.id,
-                                "name": f.name,
-                                "mime_type": f.mime_type,
-                                "caption": f.caption,
-                                "data": base64.b64encode(f.data).decode("ascii"),
-                            }
-                            for f in m.files
-                        ],
+                        "session_id": e.session_id,
+                        "messages": [_message_json(m) for m in e.messages],
                     }
-                    for m in transcript.messages
+                    for e in earlier
                 ],
             },
             headers={"Cache-Control": "no-store"},
@@ -474,6 +466,30 @@ class WebAdapter:
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
+
+
+def _message_json(m: TranscriptEntry) -> dict[str, Any]:
+    return {
+        "seq_no": m.seq_no,
+        "role": m.role,
+        "content": m.content,
+        "sender": m.sender,
+        "model": m.model,
+        "delivery": m.delivery,
+        "feedback": m.feedback,
+        "approval": dict(m.approval) if m.approval else None,
+        "citations": list(m.citations),
+        "files": [
+            {
+                "id": f.id,
+                "name": f.name,
+                "mime_type": f.mime_type,
+                "caption": f.caption,
+                "data": base64.b64encode(f.data).decode("ascii"),
+            }
+            for f in m.files
+        ],
+    }
 
 
 def _blocks(page: str, tag: str) -> list[str]:

@@ -33,7 +33,11 @@ class WebPlugin(SurfacePlugin[WebSettings]):
         if context.files is not None and context.http_policy is not None:
             context.http_policy.allow_upload(UPLOAD_PATH, core.gateway_max_file_bytes)
         return WebAdapter(
-            context.conversations, context.live, context.identity, files=context.files
+            context.conversations,
+            context.live,
+            context.identity,
+            files=context.files,
+            echo_agent=core.agent == "echo",
         )
 
 

@@ -20,6 +20,10 @@ from session_store.values import DeliveryStatus, Role, SessionStatus
 
 #: a thread's newest messages shown at once
 TRANSCRIPT_LIMIT = 500
+#: a thread's sessions before its current one (``/new`` started it) shown above it, and the
+#: newest messages shown of each
+EARLIER_SESSIONS = 5
+EARLIER_LIMIT = 200
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,10 +127,36 @@ class Conversations:
             messages=[
                 replace(_entry(m), approval=states.get(cards[m.seq_no] or ""))
                 for m in messages
-                # the tool exchange (calls and results) is the agent's working, not the chat
-                if m.role != "tool" and not m.metadata.get("tool_calls")
+                if _shown(m)
             ],
         )
+
+    async def earlier(self, key: SessionKey, before_session: int) -> list[Transcript]:
+        """The place's sessions before ``before_session``, oldest first, each with its newest
+        messages: ``/new`` restarts the context, not what the person sees. Read-only (votes
+        and citations are the current session's)."""
+        sessions = await self._store.list_sessions(
+            platform=key.platform,
+            chat_id=key.chat_id,
+            thread_id=key.thread_id,
+            limit=EARLIER_SESSIONS + 1,
+        )
+        older = sorted(
+            (s for s in sessions if s.key == key and s.id < before_session), key=lambda s: s.id
+        )[-EARLIER_SESSIONS:]
+        found: list[Transcript] = []
+        for session in older:
+            messages = await self._store.messages(
+                session.id, before_seq=session.last_seq_no + 1, limit=EARLIER_LIMIT
+            )
+            found.append(
+                Transcript(
+                    session_id=session.id,
+                    status=session.status,
+                    messages=[_entry(m) for m in messages if _shown(m)],
+                )
+            )
+        return found
 
     async def vote(self, key: SessionKey, seq_no: int, *, user_id: str, value: int) -> Vote:
         """One person's feedback on the answer at ``seq_no`` of the place's current session:
@@ -154,6 +184,11 @@ class Conversations:
         if message_id is None:
             return None
         return await KnowledgeStore(self._store.db).citations(message_id)
+
+
+def _shown(m: MessageRecord) -> bool:
+    """The tool exchange (calls and results) is the agent's working, not the chat."""
+    return m.role != "tool" and not m.metadata.get("tool_calls")
 
 
 def _approval_id(m: MessageRecord) -> str | None:

@@ -11,6 +11,7 @@ Nothing is read at import: ``load_settings()`` is called by the CLI (and by test
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +35,29 @@ from gateway.core.errors import ConfigError
 def _default_data_dir() -> Path:
     """the per-user data directory (`~/.local/share/chat-gateway` on Linux)"""
     return Path(platformdirs.user_data_dir("chat-gateway", appauthor=False))
+
+
+def user_env_file() -> Path:
+    """The per-user settings file: ``~/.config/chat-gateway/.env`` on Linux."""
+    return Path(platformdirs.user_config_dir("chat-gateway", appauthor=False)) / ".env"
+
+
+def env_file_path() -> Path:
+    """The one settings file every command reads and ``gateway setup`` writes, first found:
+    ``GATEWAY_ENV_FILE`` when set (a service: ``/etc/chat-gateway/gateway.env``), else
+    ``./.env`` when the current directory has one, else the per-user one (``user_env_file``).
+    The environment's own variables win over the file's."""
+    explicit = os.environ.get("GATEWAY_ENV_FILE", "").strip()
+    if explicit:
+        return Path(explicit).expanduser()
+    local = Path(".env")
+    return local if local.is_file() else user_env_file()
+
+
+def settings_source() -> str:
+    """Where the settings come from, in words (``gateway run`` and ``gateway doctor`` say)."""
+    path = env_file_path().absolute()
+    return str(path) if path.is_file() else f"the environment only (no {path})"
 
 
 CsvList = Annotated[list[str], NoDecode]
@@ -435,7 +459,7 @@ def is_loopback_bind(host: str) -> bool:
 def load_settings(**overrides: Any) -> Settings:
     """Read settings from the environment (and ``.env``), translating validation errors into
     one ``ConfigError`` that names the first bad setting."""
-    return parsed(lambda: Settings(**overrides))
+    return parsed(lambda: Settings(**{"_env_file": env_file_path(), **overrides}))
 
 
 def parsed(build: Callable[[], SettingsT]) -> SettingsT:

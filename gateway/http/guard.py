@@ -2,9 +2,11 @@
 
 In order, for every request:
 
-1. **Host allow-list** (DNS rebinding): a Host that is not ours gets 403. Loopback names are
-   always ours; on a loopback bind they are the only ones unless ``GATEWAY_ALLOWED_HOSTS``
-   adds more; on another bind any Host is accepted unless that setting lists them.
+1. **Host allow-list** (DNS rebinding): a Host that is not ours gets 403, naming the Host and
+   the setting that admits it (a reverse proxy on the same host passes the public name on).
+   Loopback names are always ours; on a loopback bind they are the only ones unless
+   ``GATEWAY_ALLOWED_HOSTS`` adds more; on another bind any Host is accepted unless that
+   setting lists them. X-Forwarded-Host is never believed: a rebound page could send it.
 2. **Malformed request lines**: NUL in the path or query, a non-numeric Content-Length: 400.
 3. **Same origin** for every state-changing request (anything but GET/HEAD/OPTIONS): a
    browser's ``Sec-Fetch-Site: cross-site|same-site`` or an ``Origin`` other than the server's
@@ -51,6 +53,10 @@ _ALWAYS = (
     (b"referrer-policy", b"same-origin"),
 )
 _HTML_ONLY = ((b"x-frame-options", b"DENY"),)
+#: a DNS name (or an IP address) as a refusal may quote it back
+_HOST_NAME = re.compile(r"[a-z0-9](?:[a-z0-9.:-]{0,252})")
+#: distinct refused Host names warned about (then silent: a scanner sprays names)
+MAX_WARNED_HOSTS = 100
 
 
 def page_headers(*, scripts: Iterable[str] = (), styles: Iterable[str] = ()) -> dict[str, str]:
@@ -205,6 +211,8 @@ class SecurityMiddleware:
         self._policy = policy
         #: open live streams per client address (entries dropped at zero)
         self._streams: dict[str, int] = {}
+        #: refused Host names already warned about
+        self._warned_hosts: set[str] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -253,6 +261,23 @@ class SecurityMiddleware:
                 else:
                     self._streams[stream_client] = left
 
+    def _host_refused(self, host: str | None) -> str:
+        """What to do about a refused Host, in words: behind a reverse proxy on this host, the
+        public name arrives in Host and must be listed. Warned once per name (bounded, so a
+        scanner's spray of names cannot flood the log); a name that is not a host name (an
+        attack, not a proxy) is not echoed back."""
+        name = host_name(host or "")
+        if not _HOST_NAME.fullmatch(name):
+            return "this server does not answer to that name; list it in GATEWAY_ALLOWED_HOSTS"
+        fix = f"GATEWAY_ALLOWED_HOSTS={name}"
+        if name not in self._warned_hosts and len(self._warned_hosts) < MAX_WARNED_HOSTS:
+            self._warned_hosts.add(name)
+            log.warning("http_host_not_allowed", host=name, fix=fix)
+        return (
+            f"this server does not answer to the name {name}; if that is its address (a "
+            f"reverse proxy passes it on), set {fix} (a comma-separated list) and restart"
+        )
+
     def _forwarded(self, scope: Scope, headers: Mapping[str, str]) -> Scope:
         """Behind a proxy we trust (loopback, or GATEWAY_TRUSTED_PROXIES): the client is the
         last address in X-Forwarded-For that is not one of our proxies, and the scheme is
@@ -282,11 +307,7 @@ class SecurityMiddleware:
         policy = self._policy
         host = headers.get("host")
         if not policy.host_allowed(host):
-            return (
-                403,
-                "Host not allowed",
-                "this server does not answer to that name; add it to GATEWAY_ALLOWED_HOSTS",
-            )
+            return 403, "Host not allowed", self._host_refused(host)
         raw_path = scope.get("raw_path") or scope.get("path", "").encode()
         query = scope.get("query_string", b"")
         if b"\x00" in raw_path or b"%00" in raw_path.lower() or b"%00" in query.lower():

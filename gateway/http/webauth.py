@@ -21,6 +21,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import math
 import re
 import secrets
 import time
@@ -32,7 +33,7 @@ import structlog
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from gateway.core.settings import Settings
@@ -216,12 +217,17 @@ class WebIdentity:
     # --- sign-in and sign-out (accounts) ---------------------------------------------------
 
     def routes(self) -> list[Route]:
+        # /logout opened by hand (a typed address, an old bookmark) lands on the chat, which
+        # sends a signed-out person on to the sign-in page: never a bare 404
+        back = Route("/logout", _back_to_chat, methods=["GET"])
         if self.mode != "accounts":
-            return []
+            # nothing to sign out of: the chat itself, or the sign-in proxy's own page
+            return [back, Route("/logout", _back_to_chat, methods=["POST"])]
         return [
             Route("/login", self._login_page_route, methods=["GET"]),
             Route("/login", self._login, methods=["POST"]),
             Route("/logout", self._logout, methods=["POST"]),
+            back,
         ]
 
     async def _login_page_route(self, request: Request) -> Response:
@@ -252,9 +258,9 @@ class WebIdentity:
         if wait > 0:
             log.warning("web_login_rate_limited", client=client)
             return JSONResponse(
-                {"error": "too many failed sign-ins; wait and try again"},
+                {"error": f"Too many attempts: try again in {wait_words(wait)}"},
                 status_code=429,
-                headers={"Retry-After": str(int(wait) + 1)},
+                headers={"Retry-After": str(math.ceil(wait))},
             )
         account = await self._accounts.get(name) if valid_name(name) else None
         async with self._verifying:
@@ -293,6 +299,10 @@ class WebIdentity:
         return response
 
 
+async def _back_to_chat(request: Request) -> Response:
+    return RedirectResponse("/", status_code=303)
+
+
 def peer_address(request: Request) -> str | None:
     """The address of the machine that connected (the proxy, when there is one)."""
     state = request.scope.get("state") or {}
@@ -300,6 +310,15 @@ def peer_address(request: Request) -> str | None:
         peer = state[PEER]
         return peer if isinstance(peer, str) else None
     return request.client.host if request.client else None
+
+
+def wait_words(seconds: float) -> str:
+    """How long to wait, as a person says it: "40 seconds", "1 minute", "4 minutes"."""
+    if seconds <= 60:
+        whole = max(1, math.ceil(seconds))
+        return f"{whole} second{'s' if whole != 1 else ''}"
+    minutes = math.ceil(seconds / 60)
+    return f"{minutes} minute{'s' if minutes != 1 else ''}"
 
 
 def _utf8(text: str) -> bool:

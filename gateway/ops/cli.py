@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Coroutine, Sequence
@@ -17,7 +18,7 @@ import structlog
 from gateway.core.domain import SessionKey
 from gateway.core.errors import ConfigError, GatewayError
 from gateway.core.logs import configure_logging
-from gateway.core.settings import Settings, load_settings
+from gateway.core.settings import Settings, load_settings, settings_source
 from gateway.runtime.registry import check_settings
 
 if TYPE_CHECKING:
@@ -36,9 +37,12 @@ async def database(settings: Settings) -> AsyncIterator[str]:
 
     embedded = EmbeddedPostgres(settings.gateway_data_dir)
     dsn = await embedded.start()
-    # the wheel stops the server at interpreter exit (when we are its last user), after the
-    # pool is closed; stopping it here would race a second gateway sharing the data dir
-    yield dsn
+    try:
+        yield dsn
+    finally:
+        # after the pool is closed; the server stops only when this process is its last user
+        # (a second gateway sharing the data dir keeps it)
+        await embedded.stop()
 
 
 async def _run(settings: Settings) -> int:
@@ -62,7 +66,10 @@ async def _run(settings: Settings) -> int:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, stop.set)
+            stop_on_hangup(loop, stop)
             await gateway.start()
+            data = "DATABASE_URL" if settings.database_url else str(settings.gateway_data_dir)
+            print(f"settings from {settings_source()}; data in {data}", flush=True)
             print(f"gateway ready: web chat at {gateway.url}", flush=True)
             try:
                 await stop.wait()
@@ -72,6 +79,25 @@ async def _run(settings: Settings) -> int:
         finally:
             await store.close()
     return 0
+
+
+def stop_on_hangup(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    """SIGHUP: the terminal of a foreground run went away (its window closed, an SSH session
+    dropped). Stop as on SIGTERM: drain, close the pool, stop the embedded PostgreSQL. What
+    was written to that terminal goes to /dev/null from then on: a write to a hung-up
+    terminal fails (EIO), and the drain must not die of its own log lines."""
+    on_terminal = [fd for fd in (1, 2) if os.isatty(fd)]
+
+    def hung_up() -> None:
+        stop.set()
+        if on_terminal:  # first: the log line below must not go to the dead terminal
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            for fd in on_terminal:
+                os.dup2(devnull, fd)
+            os.close(devnull)
+        log.info("gateway_terminal_hangup")
+
+    loop.add_signal_handler(signal.SIGHUP, hung_up)
 
 
 async def _migrate(settings: Settings) -> int:

@@ -19,7 +19,7 @@ from gateway.core.conversations import Conversations
 from gateway.core.errors import ConfigError
 from gateway.core.hub import Broadcast
 from gateway.core.ports import AdapterContext, Check
-from gateway.core.settings import Settings
+from gateway.core.settings import Settings, settings_source
 from gateway.http.webauth import WebIdentity
 from gateway.runtime.registry import build_adapters, enabled_plugins, find_plugin, surface_plugins
 
@@ -36,9 +36,11 @@ class _NoConversations(Conversations):
 
 
 async def collect_checks(settings: Settings) -> list[Check]:
-    checks = [Check(name="configuration", ok=True, detail="settings parsed")]
+    checks = [Check(name="configuration", ok=True, detail=f"settings from {settings_source()}")]
     checks.append(await _check_database(settings))
-    checks.append(check_http_port(settings))
+    # off the loop: the probe of a busy port asks it /healthz (blocking, a 2 s timeout)
+    checks.append(await asyncio.to_thread(check_http_port, settings))
+    checks.append(check_allowed_hosts(settings))
     checks.extend(await check_agent(settings))
     checks.extend(await check_surfaces(settings))
     checks.extend(await check_tools(settings))
@@ -137,6 +139,13 @@ def check_http_port(settings: Settings) -> Check:
     if error is None:
         where = "a free port" if port == 0 else f"{host}:{port}"
         return Check(name="http", ok=True, detail=f"can listen on {where}")
+    if answers_as_gateway(host, port):
+        # doctor run beside the gateway it checks: its own port is not a conflict
+        return Check(
+            name="http",
+            ok=True,
+            detail=f"port {port} on {host} is in use by a running gateway (/healthz answered)",
+        )
     return Check(
         name="http",
         ok=False,
@@ -144,6 +153,38 @@ def check_http_port(settings: Settings) -> Check:
         fix=f"stop what listens there (a gateway already running?), or set {error.setting} "
         "to a free one",
     )
+
+
+def check_allowed_hosts(settings: Settings) -> Check:
+    """Which Host names the HTTP server answers (gateway.http.guard): behind a reverse proxy on
+    the same host, the public name must be listed or every webhook gets 403."""
+    from gateway.http.guard import HttpPolicy
+
+    allowed = HttpPolicy.from_settings(settings).allowed_hosts
+    if allowed is None:
+        return Check(name="allowed hosts", ok=True, detail="any Host name is answered")
+    if allowed:
+        names = ", ".join(sorted(allowed))
+        return Check(name="allowed hosts", ok=True, detail=f"localhost names and {names}")
+    return Check(
+        name="allowed hosts",
+        ok=True,
+        detail="only localhost names (a loopback GATEWAY_HTTP_HOST, GATEWAY_ALLOWED_HOSTS unset)",
+        fix="behind a reverse proxy that passes on the public name, list it, e.g. "
+        "GATEWAY_ALLOWED_HOSTS=bot.example.com; until then webhooks get 403 'Host not allowed'",
+    )
+
+
+def answers_as_gateway(host: str, port: int) -> bool:
+    """Whether a gateway listens at ``host:port``: its /healthz answers with a status."""
+    connect = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    netloc = f"[{connect}]:{port}" if ":" in connect else f"{connect}:{port}"
+    try:
+        response = httpx.get(f"http://{netloc}/healthz", timeout=2.0, trust_env=False)
+        body = response.json()
+    except (httpx.HTTPError, ValueError):
+        return False
+    return isinstance(body, dict) and body.get("status") in ("ok", "wedged")
 
 
 # --- the agent -------------------------------------------------------------------------------

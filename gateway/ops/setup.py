@@ -21,7 +21,7 @@ from pathlib import Path
 
 from gateway.core.plugins import SetupSpec
 from gateway.core.ports import Check
-from gateway.core.settings import load_settings
+from gateway.core.settings import env_file_path, load_settings
 from gateway.ops.doctor import render
 from gateway.runtime.registry import check_settings, surface_plugins
 
@@ -177,7 +177,8 @@ async def run_setup(args: argparse.Namespace, prompter: Prompter | None = None) 
             file=sys.stderr,
         )
         return 1
-    path = Path(args.env_file)
+    # the file `gateway run` reads (settings.env_file_path), unless told otherwise
+    path = Path(args.env_file) if args.env_file else env_file_path()
     update_env_file(path, values, comment=f"gateway setup {platform}")
     print(f"Wrote {', '.join(values)} to {path}.", flush=True)
     if not all(c.ok for c in checks):
@@ -193,7 +194,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description=__doc__,
     )
     setup.add_argument("platform", choices=list(setups()))
-    setup.add_argument("--env-file", default=".env", help="the dotenv file to write (.env)")
+    setup.add_argument(
+        "--env-file",
+        help="the dotenv file to write (default: the one `gateway run` reads: GATEWAY_ENV_FILE, "
+        "else ./.env if there is one, else ~/.config/chat-gateway/.env)",
+    )
     for flag, helps in _flags().items():
         setup.add_argument(flag, help=" / ".join(helps))
 

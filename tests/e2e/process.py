@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -22,6 +23,8 @@ def clean_env(extra: Mapping[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
     env["PYTHONPATH"] = str(REPO)
     env["GATEWAY_LOG_FORMAT"] = "json"
+    # an empty per-user config dir: the developer's ~/.config/chat-gateway/.env stays out
+    env["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="gateway-test-config-")
     env.update(extra)
     return env
 

@@ -358,3 +358,19 @@ async def test_doctor_without_platforms_points_at_gateway_setup() -> None:
     platforms = named(checks, "platforms")
     assert platforms.ok and platforms.fix is not None
     assert "gateway setup telegram|slack|mattermost" in platforms.fix
+
+
+async def test_doctor_says_a_reverse_proxy_needs_gateway_allowed_hosts() -> None:
+    # on a loopback bind only localhost names are answered: a reverse proxy on the same host
+    # that passes the public name on gets 403 for every webhook until the name is listed
+    hosts = named(await collect_checks(settings(GATEWAY_HTTP_PORT=0)), "allowed hosts")
+    assert hosts.ok and "only localhost names" in hosts.detail
+    assert hosts.fix is not None
+    assert "reverse proxy" in hosts.fix and "GATEWAY_ALLOWED_HOSTS=bot.example.com" in hosts.fix
+    listed = named(
+        await collect_checks(
+            settings(GATEWAY_HTTP_PORT=0, GATEWAY_ALLOWED_HOSTS="bot.example.com")
+        ),
+        "allowed hosts",
+    )
+    assert listed.ok and "bot.example.com" in listed.detail and listed.fix is None

@@ -22,8 +22,9 @@ from adapters.slack.scopes import BOT_SCOPES
 from benchmarks.fakes.mattermost import FakeMattermost
 from benchmarks.fakes.slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack
 from benchmarks.fakes.telegram import FakeTelegram
+from gateway.core.settings import env_file_path
 from gateway.ops.setup import update_env_file
-from tests.e2e.process import clean_env
+from tests.e2e.process import clean_env, run_cli
 from tests.support import wait_for
 
 
@@ -94,7 +95,7 @@ async def interact(
     type the answer. Runs in a thread so the fakes (on this loop) keep answering."""
 
     def run() -> tuple[int, str]:
-        child = Pty(["setup", *args], cwd=tmp_path, env=clean_env({}))
+        child = Pty(["setup", *args], cwd=tmp_path, env=clean_env(user_config(tmp_path)))
         try:
             for prompt, answer in dialogue:
                 child.expect(prompt, timeout)
@@ -119,7 +120,7 @@ async def setup_piped(
         "setup",
         *args,
         cwd=tmp_path,
-        env=clean_env(env or {}),
+        env=clean_env({**user_config(tmp_path), **(env or {})}),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -127,6 +128,18 @@ async def setup_piped(
     out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 60)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
+
+
+def user_config(tmp_path: Path) -> dict[str, str]:
+    """The test's own per-user config dir (``~/.config``), shared by its setup and run."""
+    return {"XDG_CONFIG_HOME": str(tmp_path / "config")}
+
+
+def setup_env(tmp_path: Path) -> Path:
+    """The file setup writes and run reads (GATEWAY_ENV_FILE unset): ./.env if the directory
+    has one, else the per-user one."""
+    local = tmp_path / ".env"
+    return local if local.exists() else tmp_path / "config" / "chat-gateway" / ".env"
 
 
 def env_file(path: Path) -> dict[str, str]:
@@ -151,6 +164,7 @@ async def gateway_from_env_file(tmp_path: Path, database_url: str) -> AsyncItera
         cwd=tmp_path,
         env=clean_env(
             {
+                **user_config(tmp_path),
                 "DATABASE_URL": database_url,
                 "GATEWAY_HTTP_PORT": "0",
                 "GATEWAY_WEB_CHAT": "false",
@@ -207,10 +221,13 @@ async def test_telegram_setup_on_a_terminal_then_the_gateway_answers(
         assert fake.token not in output  # typed at a no-echo prompt, never printed
         assert "ok  telegram: getMe ok: @GatewayTestBot" in output
         assert "privacy mode is on" in output and "/setprivacy" in output
-        assert "Wrote TELEGRAM_BOT_TOKEN, TELEGRAM_MODE, TELEGRAM_API_BASE_URL to .env" in output
-        written = env_file(tmp_path / ".env")
+        assert (
+            "Wrote TELEGRAM_BOT_TOKEN, TELEGRAM_MODE, TELEGRAM_API_BASE_URL to "
+            f"{setup_env(tmp_path)}" in output
+        )
+        written = env_file(setup_env(tmp_path))
         assert written["TELEGRAM_BOT_TOKEN"] == fake.token
-        assert (tmp_path / ".env").stat().st_mode & 0o777 == 0o600
+        assert setup_env(tmp_path).stat().st_mode & 0o777 == 0o600
 
         async with gateway_from_env_file(tmp_path, database_url):
             chat = fake.private(fake.user("Alice"))
@@ -241,7 +258,7 @@ async def test_telegram_setup_with_a_bad_token_writes_nothing(tmp_path: Path) ->
         )
     assert code == 1
     assert "BAD telegram: the Bot API rejected TELEGRAM_BOT_TOKEN" in out
-    assert "Nothing written" in err and not (tmp_path / ".env").exists()
+    assert "Nothing written" in err and not setup_env(tmp_path).exists()
 
 
 async def test_telegram_webhook_setup_writes_the_required_secret(tmp_path: Path) -> None:
@@ -260,7 +277,7 @@ async def test_telegram_webhook_setup_writes_the_required_secret(tmp_path: Path)
             stdin=fake.token + "\n",
         )
     assert code == 0, err
-    written = env_file(tmp_path / ".env")
+    written = env_file(setup_env(tmp_path))
     assert written["TELEGRAM_MODE"] == "webhook"
     assert len(written["TELEGRAM_WEBHOOK_SECRET"]) == 64
     assert written["TELEGRAM_WEBHOOK_SECRET"] not in out
@@ -301,7 +318,7 @@ async def test_slack_socket_mode_setup_on_a_terminal_then_the_gateway_answers(
     assert BOT_TOKEN not in output and APP_TOKEN not in output
     assert f"ok  slack scopes: all {len(BOT_SCOPES)} bot scopes granted" in output
     assert "ok  slack socket mode" in output
-    written = env_file(tmp_path / ".env")
+    written = env_file(setup_env(tmp_path))
     assert written["SLACK_BOT_TOKEN"] == BOT_TOKEN and written["SLACK_APP_TOKEN"] == APP_TOKEN
 
     slack.mode = "socket"
@@ -322,7 +339,7 @@ async def test_slack_events_setup_with_flags_and_stdin(tmp_path: Path, slack: Fa
     assert code == 0, err
     assert BOT_TOKEN not in out and SIGNING_SECRET not in out
     assert "tip: Event Subscriptions -> Request URL" in out
-    written = env_file(tmp_path / ".env")
+    written = env_file(setup_env(tmp_path))
     assert written["SLACK_SIGNING_SECRET"] == SIGNING_SECRET
     assert "SLACK_APP_TOKEN" not in written
 
@@ -356,7 +373,7 @@ async def test_mattermost_setup_on_a_terminal_then_the_gateway_answers(
         assert code == 0, output
         assert "bot-token" not in output
         assert "ok  mattermost channels: member of 1 team(s), 2 channel(s)" in output
-        assert env_file(tmp_path / ".env") == {
+        assert env_file(setup_env(tmp_path)) == {
             "MATTERMOST_URL": fake.url,
             "MATTERMOST_TOKEN": "bot-token",
         }
@@ -374,7 +391,7 @@ async def test_mattermost_setup_with_flags_refuses_a_bad_token(tmp_path: Path) -
         )
     assert code == 1
     assert "BAD mattermost: the server refused MATTERMOST_TOKEN" in out
-    assert not (tmp_path / ".env").exists()
+    assert not setup_env(tmp_path).exists()
 
 
 async def test_setup_checks_only_the_platform_being_set_up(tmp_path: Path) -> None:
@@ -401,3 +418,46 @@ def test_env_file_update_replaces_in_place_drops_duplicates_and_quotes(tmp_path:
     assert path.read_text() == (
         'A=1\nSLACK_BOT_TOKEN=xoxb-new\n# note\nB=2\n\n# gateway setup\nNAME="two words \\"q\\""\n'
     )
+
+
+# --- one settings file for setup and every other command --------------------------------------
+
+
+async def test_setup_writes_the_file_every_command_then_reads(tmp_path: Path) -> None:
+    # no ./.env where setup runs: it writes the per-user file, and a command run from another
+    # directory (the repository) reads it
+    async with FakeTelegram() as fake:
+        code, out, err = await setup_piped(
+            tmp_path, ["telegram", "--api-base-url", fake.base_url, "--token", fake.token]
+        )
+        assert code == 0, err
+        user_file = tmp_path / "config" / "chat-gateway" / ".env"
+        assert f"to {user_file}." in out and not (tmp_path / ".env").exists()
+        code, out, _ = await run_cli(
+            ["doctor"], {**user_config(tmp_path), "GATEWAY_HTTP_PORT": "0"}
+        )
+        assert f"ok  configuration: settings from {user_file}" in out, out
+        assert "ok  telegram: getMe ok" in out, out
+
+        # GATEWAY_ENV_FILE (a service's /etc/chat-gateway/gateway.env) names it for both
+        service = {**user_config(tmp_path), "GATEWAY_ENV_FILE": str(tmp_path / "etc" / "gw.env")}
+        code, out, err = await setup_piped(
+            tmp_path,
+            ["telegram", "--api-base-url", fake.base_url, "--token", fake.token],
+            env=service,
+        )
+        assert code == 0, err
+        assert f"to {tmp_path / 'etc' / 'gw.env'}." in out
+        code, out, _ = await run_cli(["doctor"], {**service, "GATEWAY_HTTP_PORT": "0"})
+        assert f"settings from {tmp_path / 'etc' / 'gw.env'}" in out, out
+
+
+def test_the_settings_file_search_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GATEWAY_ENV_FILE", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.chdir(tmp_path)
+    assert env_file_path() == tmp_path / "config" / "chat-gateway" / ".env"
+    (tmp_path / ".env").write_text("AGENT=echo\n")
+    assert env_file_path() == Path(".env")
+    monkeypatch.setenv("GATEWAY_ENV_FILE", "~/gw.env")
+    assert env_file_path() == Path("~/gw.env").expanduser()

@@ -56,3 +56,15 @@ async def test_doctor_finds_the_busy_port_and_names_the_setting(busy_port: int) 
     assert not busy.ok and f"port {busy_port} on 127.0.0.1 is already in use" in busy.detail
     assert busy.fix is not None and "set GATEWAY_HTTP_PORT to a free one" in busy.fix
     assert check_http_port(settings(0)).ok
+
+
+async def test_doctor_beside_a_running_gateway_calls_its_port_ok(database_url: str) -> None:
+    # a gateway holds the port and answers /healthz: that is the gateway doctor is checking,
+    # not a conflict (it said "BAD http" and exited 1)
+    async with running_gateway(database_url) as gw:
+        port = gw.http.port
+        code, out, _ = await run_cli(
+            ["doctor"], {"DATABASE_URL": database_url, "GATEWAY_HTTP_PORT": str(port)}
+        )
+    assert f"ok  http: port {port} on 127.0.0.1 is in use by a running gateway" in out, out
+    assert code == 0, out

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 import yaml
-from gateway.runtime.registry import all_settings_classes, check_settings
 
 from gateway.core.settings import Settings
+from gateway.runtime.registry import all_settings_classes, check_settings
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 REPO = DEPLOY.parent
@@ -160,6 +160,25 @@ def test_systemd_unit_runs_the_gateway_as_its_own_user() -> None:
     assert service["RestartPreventExitStatus"] == "2"  # bad configuration: do not loop
     assert unit["Install"]["WantedBy"] == "multi-user.target"
     assert "network-online.target" in unit["Unit"]["After"]
+
+
+def test_every_deploy_file_and_guide_names_the_units_env_file() -> None:
+    # the guides said /etc/gateway/gateway.env, the unit /etc/chat-gateway/gateway.env
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.optionxform = str  # type: ignore[assignment,method-assign]
+    text = (DEPLOY / "systemd" / "chat-gateway.service").read_text()
+    unit.read_string(text)
+    env_file = unit["Service"]["EnvironmentFile"]
+    assert env_file == "/etc/chat-gateway/gateway.env"
+    # the CLI run beside the service (doctor, users, setup) reads the same file
+    environment = unit["Service"].get("Environment", "")
+    assert f"GATEWAY_ENV_FILE={env_file}" in text, environment
+    assert f"GATEWAY_ENV_FILE={env_file}" in text.split("[Unit]")[0]  # the steps use it too
+    places = [*DEPLOY.rglob("*"), *(REPO / "docs").rglob("*.md"), REPO / "README.md"]
+    for path in places:
+        if path.is_file():
+            found = re.findall(r"/etc/[\w.-]*gateway[\w.-]*/[\w.-]+", path.read_text())
+            assert set(found) <= {env_file}, (path, found)
 
 
 def test_the_deploy_readme_says_where_each_ingress_runs() -> None:

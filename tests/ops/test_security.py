@@ -87,6 +87,30 @@ async def test_allowed_hosts_adds_names(database_url: str) -> None:
             assert (await c.get("/healthz", headers={"Host": host})).status_code == status, host
 
 
+async def test_a_refused_host_says_which_setting_to_set(database_url: str) -> None:
+    # a reverse proxy on the same host passes the public name on: the refusal names it and
+    # the exact setting that lets it in, and the log warns once per name
+    async with running_gateway(database_url) as gw, httpx.AsyncClient(base_url=gw.url) as c:
+        proxied = {"Host": "bot.example.com", "X-Forwarded-For": "203.0.113.7"}
+        with structlog.testing.capture_logs() as logs:
+            for _ in range(3):
+                refused = await c.post("/telegram/webhook", json={}, headers=proxied)
+                assert refused.status_code == 403
+            other = await c.get("/healthz", headers={"Host": "chat.example.org:8443"})
+        detail = refused.json()["detail"]
+        assert "bot.example.com" in detail and "GATEWAY_ALLOWED_HOSTS=bot.example.com" in detail
+        assert "GATEWAY_ALLOWED_HOSTS=chat.example.org" in other.json()["detail"]
+        warned = [e for e in logs if e["event"] == "http_host_not_allowed"]
+        assert [(e["log_level"], e["host"]) for e in warned] == [
+            ("warning", "bot.example.com"),
+            ("warning", "chat.example.org"),
+        ]
+        assert warned[0]["fix"] == "GATEWAY_ALLOWED_HOSTS=bot.example.com"
+        # a name that is no host name is not echoed back
+        odd = await c.get("/healthz", headers={"Host": "<script>x</script>"})
+        assert odd.status_code == 403 and "<script>" not in odd.text
+
+
 async def test_cross_site_posts_are_refused(database_url: str) -> None:
     async with running_gateway(database_url) as gw, httpx.AsyncClient(base_url=gw.url) as c:
         body = json.dumps({"text": "hi", "client_msg_id": "x1"})

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.http.webauth import COOKIE, MAX_FAILURES, hash_password
+from gateway.http.webauth import COOKIE, FAIL_WINDOW, MAX_FAILURES, hash_password, wait_words
 from gateway.runtime.gateway import Gateway
 from session_store.accounts import AccountStore
 from tests.support import running_gateway, wait_for
@@ -142,6 +142,26 @@ async def test_sign_in_attempts_are_rate_limited(database_url: str) -> None:
         assert (await c.post("/login", content=b"\xff", headers=_json())).status_code == 422
 
 
+async def test_the_lockout_says_how_long_to_wait(database_url: str) -> None:
+    async with accounts_gateway(database_url) as gw, httpx.AsyncClient(base_url=gw.url) as c:
+        for _ in range(MAX_FAILURES):
+            assert (await _sign_in(c, "ann", "guess-guess")).status_code == 401
+        limited = await _sign_in(c, "ann", "ann-password")
+        assert limited.status_code == 429
+        # the window is five minutes from the first failure, a moment ago
+        retry_after = int(limited.headers["retry-after"])
+        assert FAIL_WINDOW - 30 < retry_after <= FAIL_WINDOW
+        assert limited.json()["error"] == "Too many attempts: try again in 5 minutes"
+
+
+def test_wait_words() -> None:
+    assert wait_words(0.2) == "1 second"
+    assert wait_words(41.5) == "42 seconds"
+    assert wait_words(61) == "2 minutes"
+    assert wait_words(240) == "4 minutes"
+    assert wait_words(299.9) == "5 minutes"
+
+
 def _json() -> dict[str, str]:
     return {"Content-Type": "application/json"}
 
@@ -184,6 +204,7 @@ async def test_zero_config_is_one_local_user(database_url: str) -> None:
             "auth": "none",
             "private_channel": "~local",
             "can_sign_out": False,
+            "echo_agent": True,
         }
         assert (await c.get("/login")).status_code in (404, 405)
 

@@ -30,9 +30,12 @@ function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.
 async function loadChannels() {
   const data = await api("/web/api/channels");
   const box = $("channels"); box.replaceChildren();
-  if (!data.channels.includes(state.channel)) data.channels.push(state.channel);
-  for (const c of data.channels) {
-    const b = el("button", "item" + (c === state.channel ? " active" : ""), "# " + c);
+  // the signed-in person's private channel (~name) comes first: only they see it
+  const channels = [data.private, ...data.channels.filter((c) => c !== data.private)];
+  if (!channels.includes(state.channel)) channels.push(state.channel);
+  for (const c of channels) {
+    const label = c === data.private ? "# " + c + " (private)" : "# " + c;
+    const b = el("button", "item" + (c === state.channel ? " active" : ""), label);
     b.onclick = () => { state.channel = c; state.thread = null; render(); };  // stays on the list
     box.append(b);
   }
@@ -59,6 +62,16 @@ async function loadHistory() {
   // responses can arrive out of order: an older one must not replace a newer view
   if (mine !== historyRequests) return;
   log.replaceChildren();
+  // the thread's earlier sessions (before a /new), read-only, each closed by a divider
+  for (const e of data.earlier || []) {
+    for (const m of e.messages) {
+      const d = el("div", "msg earlier " + m.role);
+      const who = m.role === "assistant" ? "assistant" : (m.sender || "user");
+      d.append(el("div", "who", who), m.role === "assistant" ? markdownBody(m.content) : el("div", "body", m.content));
+      log.append(d);
+    }
+    log.append(sessionDivider());
+  }
   const shown = new Set();
   for (const m of data.messages) {
     const d = el("div", "msg " + m.role);
@@ -76,7 +89,12 @@ async function loadHistory() {
   }
   for (const f of liveFiles.get(state.thread) || []) if (!shown.has(f.id)) log.append(fileCard(f));
   for (const [id, text] of previews) log.append(previewCard(id, text));
+  // closed (by /new or for being idle): the next message starts a new session
+  if (data.status === "closed") log.append(sessionDivider());
   log.scrollTop = log.scrollHeight;
+}
+function sessionDivider() {
+  return el("div", "divider", "new session · the messages above are not part of its context");
 }
 
 // clickable citations (issue 15): each [n] an answer cites becomes a button that shows the
@@ -312,5 +330,6 @@ $("sign-out").onclick = async () => {
 api("/web/api/me").then((me) => {
   $("me").textContent = me.user;
   $("sign-out").hidden = !me.can_sign_out;
+  $("agent-notice").hidden = !me.echo_agent;
   render();
 });
