@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Coroutine, Sequence
+from collections.abc import Coroutine, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -19,30 +18,13 @@ from gateway.core.domain import SessionKey
 from gateway.core.errors import ConfigError, GatewayError
 from gateway.core.logs import configure_logging
 from gateway.core.settings import Settings, load_settings, settings_source
+from gateway.ops.database import database
 from gateway.runtime.registry import check_settings
 
 if TYPE_CHECKING:
     from session_store.records import SessionRecord
 
 log = structlog.get_logger("gateway")
-
-
-@contextlib.asynccontextmanager
-async def database(settings: Settings) -> AsyncIterator[str]:
-    """The DSN to use: ``DATABASE_URL``, or the embedded server under GATEWAY_DATA_DIR."""
-    if settings.database_url:
-        yield settings.database_url
-        return
-    from session_store.embedded import EmbeddedPostgres
-
-    embedded = EmbeddedPostgres(settings.gateway_data_dir)
-    dsn = await embedded.start()
-    try:
-        yield dsn
-    finally:
-        # after the pool is closed; the server stops only when this process is its last user
-        # (a second gateway sharing the data dir keeps it)
-        await embedded.stop()
 
 
 async def _run(settings: Settings) -> int:
