@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from session_store.queries import SESSION_COLUMNS
+from session_store.repos.sessions import SQL as SESSIONS_SQL
+
+SESSION_COLUMNS = SESSIONS_SQL.session_columns
 
 # Sessions a person takes part in: they wrote a user message there (same platform and
 # scope: a Slack user id means nothing in another workspace).

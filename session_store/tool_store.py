@@ -9,12 +9,16 @@ import asyncpg
 
 from session_store import tool_queries as q
 from session_store.records import SessionRecord
+from session_store.rows import reader
 from session_store.store import Store
 from session_store.tool_records import ApprovalRecord
 from session_store.values import ApprovalStatus, ReplyTarget
 
 #: what ``ToolStore.park_turn`` did
 ParkOutcome = Literal["parked", "decided", "lost"]
+
+
+_session = reader(SessionRecord)
 
 
 class ToolStore:
@@ -27,7 +31,7 @@ class ToolStore:
     ) -> list[SessionRecord]:
         async with self._db.connection() as conn:
             rows = await conn.fetch(q.ASKER_SESSIONS, platform, scope, user_id, limit)
-        return [SessionRecord.from_row(r) for r in rows]
+        return [_session(r) for r in rows]
 
     async def takes_part(self, session_id: int, *, platform: str, scope: str, user_id: str) -> bool:
         async with self._db.connection() as conn:

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from session_store.rows import reader
+
 #: a session: open for new messages, or closed by ``/new`` (or an operator)
 SessionStatus = Literal["active", "closed"]
 #: who wrote a message
@@ -49,16 +51,6 @@ class SessionKey:
         return f"{self.platform}:{self.scope}:{self.chat_id}:{self.thread_id or '-'}"
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> SessionKey:
-        """The key columns of a ``sessions`` row (``platform, scope, chat_id, thread_id``)."""
-        return cls(
-            platform=row["platform"],
-            scope=row["scope"],
-            chat_id=row["chat_id"],
-            thread_id=row["thread_id"],
-        )
-
-    @classmethod
     def parse(cls, text: str) -> SessionKey:
         """Inverse of ``str()``: ``platform:scope:chat:thread`` (``-`` = no thread)."""
         # the scope may itself contain ':' (a Mattermost server "host:8065"); platform, chat
@@ -74,6 +66,10 @@ class SessionKey:
             chat_id=chat_id,
             thread_id=None if thread in ("", "-") else thread,
         )
+
+
+#: the key columns of a ``sessions`` row (``platform, scope, chat_id, thread_id``)
+key_from_row = reader(SessionKey)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
