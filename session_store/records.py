@@ -276,8 +276,8 @@ class FinishedTurn:
 
 
 class ContextRecord(NamedTuple):
-    """One message as the agent's context reads it (see ``queries.CONTEXT_NEWEST_FIRST``):
-    a projection of a message row, edits applied, for the hot path.
+    """One message as the agent's context reads it (``context_columns`` in
+    ``repos/turns.sql``): a projection of a message row, edits applied, for the hot path.
 
     A named tuple rather than a frozen dataclass like the other records: a turn builds 50 of
     these per message, and a tuple is made in one step instead of nine frozen attribute
@@ -321,7 +321,7 @@ _joined_summary = reader(SummaryRecord, prefix="summary_")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnState:
-    """What a turn needs besides the transcript (see ``queries.TURN_STATE``)."""
+    """What a turn needs besides the transcript (``turn_state`` in ``repos/turns.sql``)."""
 
     session_metadata: Mapping[str, Any]
     title: str | None
