@@ -33,14 +33,6 @@ LEXICAL_MATCH_BUDGET = 300
 LEXICAL_RANKED = 400
 
 
-def _target_or_none(value: Mapping[str, Any] | str | None) -> ReplyTarget | None:
-    return None if value is None else ReplyTarget.from_json(value)
-
-
-def _bytes_or_none(value: Any) -> bytes | None:
-    return None if value is None else bytes(value)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KnowledgeBase:
     id: int
@@ -74,7 +66,7 @@ class DocumentRecord:
         return f"failed: {self.error}" if self.state == "failed" else self.state
 
     row_columns: ClassVar[Mapping[str, Column]] = {
-        "notify_target": Column(convert=_target_or_none),
+        "notify_target": Column(convert=ReplyTarget.from_json, if_null=None),
     }
 
 
@@ -124,7 +116,7 @@ class IngestJob:
 
     row_columns: ClassVar[Mapping[str, Column]] = {
         "document": Column(convert=reader(DocumentRecord), whole_row=True),
-        "content": Column(convert=_bytes_or_none),
+        "content": Column(convert=bytes, if_null=None),
         # the claim sets the lease owner to the claimer's token
         "owner": Column(name="lease_owner"),
     }

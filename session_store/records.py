@@ -101,10 +101,6 @@ class OutgoingReply:
 # --- sessions, messages, deliveries ----------------------------------------------------
 
 
-def _target_or_none(value: Mapping[str, Any] | str | None) -> ReplyTarget | None:
-    return None if value is None else ReplyTarget.from_json(value)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionRecord:
     id: int
@@ -205,7 +201,7 @@ class MessageRecord:
     deliveries: tuple[DeliveryRecord, ...] = ()
 
     row_columns: ClassVar[Mapping[str, Column]] = {
-        "reply_target": Column(convert=_target_or_none),
+        "reply_target": Column(convert=ReplyTarget.from_json, if_null=None),
         "metadata": Column(convert=or_empty),
         "deliveries": SKIP,
     }
@@ -301,7 +297,7 @@ def _tool_calls(calls: Any) -> tuple[Mapping[str, Any], ...]:
     return tuple(c for c in calls if isinstance(c, Mapping))
 
 
-_CONTEXT_COLUMNS = {"tool_calls": Column(convert=_tool_calls)}
+_CONTEXT_COLUMNS = {"tool_calls": Column(convert=_tool_calls, if_null=())}
 
 #: a context row by column name (the claim's prefetched page is JSON objects)
 context_from_row = reader(ContextRecord, columns=_CONTEXT_COLUMNS)

@@ -23,6 +23,16 @@ T = TypeVar("T")
 RowReader = Callable[[Mapping[str, Any]], T]
 
 
+class _Convert:
+    """``Column.if_null``'s default: a NULL goes through ``convert`` like any value."""
+
+    def __repr__(self) -> str:
+        return "CONVERT"
+
+
+CONVERT: Any = _Convert()
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Column:
     """How one field is read when it is not simply the column of its name."""
@@ -35,6 +45,9 @@ class Column:
     whole_row: bool = False
     #: not read from the row: the field keeps its default
     skip: bool = False
+    #: the value of a NULL column, without calling ``convert`` (by default NULL is
+    #: converted too)
+    if_null: Any = CONVERT
 
 
 #: a field that the row does not hold
@@ -106,7 +119,15 @@ def _compile(
         expr = f"row[{index if by_position else repr(prefix + (column.name or name))}]"
         if column.convert is not None:
             env[f"convert_{name}"] = column.convert
-            expr = f"convert_{name}({'row' if column.whole_row else expr})"
+            if column.whole_row:
+                expr = f"convert_{name}(row)"
+            elif column.if_null is CONVERT:
+                expr = f"convert_{name}({expr})"
+            else:
+                env[f"null_{name}"] = column.if_null
+                expr = (
+                    f"(null_{name} if (v_{name} := {expr}) is None else convert_{name}(v_{name}))"
+                )
         values.append(expr if positional else f"{name}={expr}")
     body = f"new_tuple(cls, ({', '.join(values)},))" if positional else f"cls({', '.join(values)})"
     source = f"def read_{cls.__name__}(row):\n    return {body}\n"

@@ -31,31 +31,34 @@ class UnknownQuery(AttributeError):
 
 
 class Queries:
-    """The named statements of one file: ``queries.name`` or ``queries["name"]``."""
+    """The named statements of one file: ``queries.name`` or ``queries["name"]``.
 
-    __slots__ = ("_origin", "_statements")
+    Each statement is an instance attribute, so reading one costs a plain attribute lookup;
+    only an unknown name reaches ``__getattr__``. (Statement names are lower case, so they
+    never meet the two capitalised attributes of the instance's own.)"""
 
     def __init__(self, statements: Mapping[str, str], *, origin: str) -> None:
-        self._statements = dict(statements)
-        self._origin = origin
+        self.__dict__.update(statements)
+        self._Statements = dict(statements)
+        self._Origin = origin
 
     def __getattr__(self, name: str) -> str:
-        try:
-            return self._statements[name]
-        except KeyError:
-            raise UnknownQuery(f"{self._origin} has no statement {name!r}") from None
+        raise UnknownQuery(f"{self._Origin} has no statement {name!r}")
 
     def __getitem__(self, name: str) -> str:
-        return self.__getattr__(name)
+        try:
+            return self._Statements[name]
+        except KeyError:
+            raise UnknownQuery(f"{self._Origin} has no statement {name!r}") from None
 
     def __contains__(self, name: object) -> bool:
-        return name in self._statements
+        return name in self._Statements
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._statements)
+        return iter(self._Statements)
 
     def __len__(self) -> int:
-        return len(self._statements)
+        return len(self._Statements)
 
 
 def load(package: str | None, filename: str, **fragments: str) -> Queries:

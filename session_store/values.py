@@ -2,8 +2,8 @@
 (``SessionKey``), where its replies go (``ReplyTarget``), and the states of stored rows.
 
 This module imports nothing of ours but the row reader (``session_store.rows``, which imports
-nothing), so the store can own it and the core and the adapters can use it (``gateway.domain`` re-exports the keys). Each value read from a row is built in one
-reader (``session_store.rows``) or ``from_json``.
+nothing), so the store can own it and the core and the adapters can use it (``gateway.domain``
+re-exports the keys). Each value read from a row is built by that reader or ``from_json``.
 """
 
 from __future__ import annotations

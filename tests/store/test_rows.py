@@ -66,6 +66,18 @@ def test_each_field_is_read_from_its_column_and_only_the_declared_ones_differ() 
     )
 
 
+def test_a_null_can_skip_its_converter() -> None:
+    @dataclass(frozen=True)
+    class Maybe:
+        when: datetime | None
+        row_columns: ClassVar[Mapping[str, Column]] = {
+            "when": Column(convert=datetime.fromisoformat, if_null=None)
+        }
+
+    assert from_row(Maybe, {"when": None}) == Maybe(when=None)
+    assert from_row(Maybe, {"when": NOW.isoformat()}) == Maybe(when=NOW)
+
+
 def test_a_missing_column_is_an_error_not_a_silent_default() -> None:
     with pytest.raises(KeyError, match="score"):
         from_row(Thing, {k: v for k, v in ROW.items() if k != "score"})
