@@ -21,7 +21,8 @@ from typing import Any
 import asyncpg
 
 from benchmarks.common import TEXT, libpq_params, pct
-from session_store import queries as q
+from session_store.repos.inbox import SQL as INBOX_SQL
+from session_store.repos.sessions import SQL as SESSIONS_SQL
 
 PLATFORM = "pgbench"
 _TPS = re.compile(r"^tps = ([0-9.]+)", re.MULTILINE)
@@ -65,7 +66,7 @@ _INGEST_PARAMS = {
 
 
 def _ingest_script() -> str:
-    sql = q.INGEST_MESSAGE
+    sql = INBOX_SQL.ingest_message
     # longest placeholders first so $1 does not eat $10..$19
     for name in sorted(_INGEST_PARAMS, key=len, reverse=True):
         sql = sql.replace(name, _INGEST_PARAMS[name])
@@ -74,7 +75,7 @@ def _ingest_script() -> str:
 
 
 def _recent_script() -> str:
-    body = " ".join(line.strip() for line in q.MESSAGES_BEFORE.strip().splitlines())
+    body = " ".join(line.strip() for line in SESSIONS_SQL.messages_before.strip().splitlines())
     body = body.replace("$1", ":s").replace("$2", "9223372036854775807").replace("$3", "50")
     return f"\\set s random(1, :sessions)\n{body};\n"
 

@@ -11,12 +11,15 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from session_store import knowledge_queries as q
 from session_store.db import Database
 from session_store.errors import LeaseLost
+from session_store.rows import Column, reader
+from session_store.sql import load
 from session_store.values import ReplyTarget
+
+SQL = load(__package__, "knowledge.sql")
 
 DocumentState = Literal["queued", "parsing", "embedding", "ready", "failed"]
 #: where a file's bytes are: ``kb_files.content``, or an S3-compatible bucket (by hash)
@@ -37,16 +40,6 @@ class KnowledgeBase:
     embedding_model: str
     embedding_dim: int
     created_at: datetime
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> KnowledgeBase:
-        return cls(
-            id=row["id"],
-            name=row["name"],
-            embedding_model=row["embedding_model"],
-            embedding_dim=row["embedding_dim"],
-            created_at=row["created_at"],
-        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,26 +65,9 @@ class DocumentRecord:
         """``failed: reason`` for a failed document, else its state."""
         return f"failed: {self.error}" if self.state == "failed" else self.state
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> DocumentRecord:
-        target = row["notify_target"]
-        return cls(
-            id=row["id"],
-            kb_id=row["kb_id"],
-            kb_name=row["kb_name"],
-            sha256=row["sha256"],
-            name=row["name"],
-            media_type=row["media_type"],
-            state=row["state"],
-            error=row["error"],
-            attempts=row["attempts"],
-            pages=row["pages"],
-            chunk_count=row["chunk_count"],
-            access_count=row["access_count"],
-            notify_target=None if target is None else ReplyTarget.from_json(target),
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-        )
+    row_columns: ClassVar[Mapping[str, Column]] = {
+        "notify_target": Column(convert=ReplyTarget.from_json, if_null=None),
+    }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,16 +84,6 @@ class Assignment:
     def chat(self) -> str:
         """``platform:scope:chat``, as ``gateway kb assign --chat`` takes it."""
         return f"{self.platform}:{self.scope}:{self.chat_id}"
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Assignment:
-        return cls(
-            kb_name=row["kb_name"],
-            platform=row["platform"],
-            scope=row["scope"],
-            chat_id=row["chat_id"],
-            created_at=row["created_at"],
-        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,17 +114,12 @@ class IngestJob:
     owner: str
     storage: FileStorage = "postgres"
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any], *, owner: str) -> IngestJob:
-        content = row["content"]
-        return cls(
-            document=DocumentRecord.from_row(row),
-            content=None if content is None else bytes(content),
-            storage=row["storage"],
-            embedding_model=row["embedding_model"],
-            embedding_dim=row["embedding_dim"],
-            owner=owner,
-        )
+    row_columns: ClassVar[Mapping[str, Column]] = {
+        "document": Column(convert=reader(DocumentRecord), whole_row=True),
+        "content": Column(convert=bytes, if_null=None),
+        # the claim sets the lease owner to the claimer's token
+        "owner": Column(name="lease_owner"),
+    }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,24 +150,6 @@ class PassageHit:
     vector_rank: int | None
     vector_score: float | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> PassageHit:
-        return cls(
-            chunk_id=row["chunk_id"],
-            document_id=row["document_id"],
-            document_name=row["document_name"],
-            kb_name=row["kb_name"],
-            ordinal=row["ordinal"],
-            page=row["page"],
-            section=row["section"],
-            content=row["content"],
-            score=row["score"],
-            lexical_rank=row["lexical_rank"],
-            lexical_score=row["lexical_score"],
-            vector_rank=row["vector_rank"],
-            vector_score=row["vector_score"],
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CitationRecord:
@@ -223,20 +166,13 @@ class CitationRecord:
     score: float
     created_at: datetime
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> CitationRecord:
-        return cls(
-            message_id=row["message_id"],
-            ordinal=row["ordinal"],
-            document_id=row["document_id"],
-            chunk_id=row["chunk_id"],
-            document_name=row["document_name"],
-            page=row["page"],
-            section=row["section"],
-            passage=row["passage"],
-            score=row["score"],
-            created_at=row["created_at"],
-        )
+
+_kb = reader(KnowledgeBase)
+_document = reader(DocumentRecord)
+_assignment = reader(Assignment)
+_job = reader(IngestJob)
+_hit = reader(PassageHit)
+_citation = reader(CitationRecord)
 
 
 def fuse(
@@ -262,7 +198,7 @@ def fuse(
             hit[f"{arm}_score"] = float(row["score"])
             hit["score"] += 1.0 / (RRF_K + rank)
     ordered = sorted(found.values(), key=lambda h: (-h["score"], h["chunk_id"]))
-    return [PassageHit.from_row(h) for h in ordered[:limit]]
+    return [_hit(h) for h in ordered[:limit]]
 
 
 def _vector_text(vector: Sequence[float]) -> str:
@@ -279,13 +215,13 @@ class KnowledgeStore:
         """Whether this database has the embedding column (pgvector was there at migration)."""
         if self._vector is None:
             async with self._db.connection() as conn:
-                self._vector = bool(await conn.fetchval(q.HAS_VECTOR_COLUMN))
+                self._vector = bool(await conn.fetchval(SQL.has_vector_column))
         return self._vector
 
     async def vector_available(self) -> bool:
         """Whether the server ships the ``vector`` extension at all."""
         async with self._db.connection() as conn:
-            return bool(await conn.fetchval(q.VECTOR_AVAILABLE))
+            return bool(await conn.fetchval(SQL.vector_available))
 
     # --- knowledge bases -----------------------------------------------------------------
 
@@ -293,54 +229,54 @@ class KnowledgeStore:
         """The knowledge base ``name``, created for ``model``; one built with another model
         switches to this one: its vectors are dropped and its documents re-embedded by jobs."""
         async with self._db.transaction() as conn:
-            await conn.execute(q.ENSURE_KB, name, model, dim)
-            row = await conn.fetchrow(q.GET_KB_FOR_UPDATE, name)
+            await conn.execute(SQL.ensure_kb, name, model, dim)
+            row = await conn.fetchrow(SQL.get_kb_for_update, name)
             assert row is not None
-            kb = KnowledgeBase.from_row(row)
+            kb = _kb(row)
             if kb.embedding_model == model and kb.embedding_dim == dim:
                 return kb
             if await self.vector_enabled():
-                await conn.execute(q.DROP_KB_VECTORS, kb.id)
-            await conn.execute(q.REQUEUE_KB_DOCUMENTS, kb.id)
-            switched = await conn.fetchrow(q.SWITCH_KB_MODEL, kb.id, model, dim)
+                await conn.execute(SQL.drop_kb_vectors, kb.id)
+            await conn.execute(SQL.requeue_kb_documents, kb.id)
+            switched = await conn.fetchrow(SQL.switch_kb_model, kb.id, model, dim)
             assert switched is not None
-            return KnowledgeBase.from_row(switched)
+            return _kb(switched)
 
     async def any_kb(self) -> bool:
         async with self._db.connection() as conn:
-            return bool(await conn.fetchval(q.ANY_KB))
+            return bool(await conn.fetchval(SQL.any_kb))
 
     async def kbs(self, names: Sequence[str] | None = None) -> list[KnowledgeBase]:
         async with self._db.connection() as conn:
             if names is None:
-                rows = await conn.fetch(q.LIST_KBS)
+                rows = await conn.fetch(SQL.list_kbs)
             else:
-                rows = await conn.fetch(q.KBS_BY_NAME, list(names))
-        return [KnowledgeBase.from_row(r) for r in rows]
+                rows = await conn.fetch(SQL.kbs_by_name, list(names))
+        return [_kb(r) for r in rows]
 
     async def scope_kbs(
         self, names: Sequence[str], *, platform: str, scope: str, chat_id: str
     ) -> list[KnowledgeBase]:
         """The bases ``names`` that exist, and every base assigned to the chat."""
         async with self._db.connection() as conn:
-            rows = await conn.fetch(q.SCOPE_KBS, list(names), platform, scope, chat_id)
-        return [KnowledgeBase.from_row(r) for r in rows]
+            rows = await conn.fetch(SQL.scope_kbs, list(names), platform, scope, chat_id)
+        return [_kb(r) for r in rows]
 
     async def assign(self, kb: KnowledgeBase, *, platform: str, scope: str, chat_id: str) -> bool:
         """Assign ``kb`` to a chat; ``False`` when it already was."""
         async with self._db.connection() as conn:
-            status = await conn.execute(q.ASSIGN_KB, kb.id, platform, scope, chat_id)
+            status = await conn.execute(SQL.assign_kb, kb.id, platform, scope, chat_id)
         return str(status).endswith(" 1")
 
     async def unassign(self, kb_name: str, *, platform: str, scope: str, chat_id: str) -> bool:
         async with self._db.connection() as conn:
-            status = await conn.execute(q.UNASSIGN_KB, kb_name, platform, scope, chat_id)
+            status = await conn.execute(SQL.unassign_kb, kb_name, platform, scope, chat_id)
         return not str(status).endswith(" 0")
 
     async def assignments(self, *, kb_name: str | None = None) -> list[Assignment]:
         async with self._db.connection() as conn:
-            rows = await conn.fetch(q.LIST_ASSIGNMENTS, kb_name)
-        return [Assignment.from_row(r) for r in rows]
+            rows = await conn.fetch(SQL.list_assignments, kb_name)
+        return [_assignment(r) for r in rows]
 
     # --- documents -----------------------------------------------------------------------
 
@@ -361,71 +297,71 @@ class KnowledgeStore:
         target = None if notify_target is None else notify_target.to_json()
         kept = content if storage == "postgres" else None
         async with self._db.transaction() as conn:
-            await conn.execute(q.INSERT_FILE, sha, len(content), kept, storage)
-            doc_id = await conn.fetchval(q.INSERT_DOCUMENT, kb.id, sha, name, media_type, target)
+            await conn.execute(SQL.insert_file, sha, len(content), kept, storage)
+            doc_id = await conn.fetchval(SQL.insert_document, kb.id, sha, name, media_type, target)
             created = doc_id is not None
             if doc_id is None:
-                existing = await conn.fetchrow(q.FIND_DOCUMENT, kb.id, sha)
+                existing = await conn.fetchrow(SQL.find_document, kb.id, sha)
                 assert existing is not None
                 doc_id = existing["id"]
-                await conn.execute(q.RETRY_FAILED_DOCUMENT, doc_id)
-            row = await conn.fetchrow(q.GET_DOCUMENT, doc_id)
+                await conn.execute(SQL.retry_failed_document, doc_id)
+            row = await conn.fetchrow(SQL.get_document, doc_id)
         assert row is not None
-        return AddedDocument(document=DocumentRecord.from_row(row), created=created)
+        return AddedDocument(document=_document(row), created=created)
 
     async def get_document(self, document_id: int) -> DocumentRecord | None:
         async with self._db.connection() as conn:
-            row = await conn.fetchrow(q.GET_DOCUMENT, document_id)
-        return None if row is None else DocumentRecord.from_row(row)
+            row = await conn.fetchrow(SQL.get_document, document_id)
+        return None if row is None else _document(row)
 
     async def list_documents(
         self, *, kb_name: str | None = None, limit: int = 1000
     ) -> list[DocumentRecord]:
         async with self._db.connection() as conn:
-            rows = await conn.fetch(q.LIST_DOCUMENTS, kb_name, limit)
-        return [DocumentRecord.from_row(r) for r in rows]
+            rows = await conn.fetch(SQL.list_documents, kb_name, limit)
+        return [_document(r) for r in rows]
 
     async def remove_document(self, document_id: int) -> RemovedDocument | None:
         """Delete a document and its passages (gone from retrieval at once); citations already
         frozen with answers stay as they are. ``None``: there was no such document."""
         async with self._db.transaction() as conn:
-            kb_id = await conn.fetchval(q.DOCUMENT_KB, document_id)
+            kb_id = await conn.fetchval(SQL.document_kb, document_id)
             if kb_id is None:
                 return None
-            await conn.execute(q.REMOVE_TERMS, document_id, kb_id)
-            sha = await conn.fetchval(q.DELETE_DOCUMENT, document_id)
+            await conn.execute(SQL.remove_terms, document_id, kb_id)
+            sha = await conn.fetchval(SQL.delete_document, document_id)
             if sha is None:
                 return None
-            storage = await conn.fetchval(q.DELETE_UNUSED_FILE, sha)
+            storage = await conn.fetchval(SQL.delete_unused_file, sha)
         return RemovedDocument(document_id=document_id, sha256=sha, file_removed=storage)
 
     async def reindex_document(self, document_id: int) -> bool:
         async with self._db.connection() as conn:
-            status = await conn.execute(q.REQUEUE_DOCUMENT, document_id)
+            status = await conn.execute(SQL.requeue_document, document_id)
         return str(status).endswith(" 1")
 
     async def set_notify(self, document_id: int, target: ReplyTarget) -> None:
         async with self._db.connection() as conn:
-            await conn.execute(q.SET_NOTIFY, document_id, target.to_json())
+            await conn.execute(SQL.set_notify, document_id, target.to_json())
 
     async def take_notify(self, document_id: int) -> ReplyTarget | None:
         """The thread to tell that a finished document is ready or failed, for the one caller
         that gets to tell it (``None`` for everyone else)."""
         async with self._db.connection() as conn:
-            target = await conn.fetchval(q.TAKE_NOTIFY, document_id)
+            target = await conn.fetchval(SQL.take_notify, document_id)
         return None if target is None else ReplyTarget.from_json(target)
 
     async def job_counts(self) -> dict[str, int]:
         async with self._db.connection() as conn:
-            rows = await conn.fetch(q.JOB_COUNTS)
+            rows = await conn.fetch(SQL.job_counts)
         return {r["state"]: r["n"] for r in rows}
 
     # --- ingest jobs ---------------------------------------------------------------------
 
     async def claim_job(self, *, owner: str, lease_seconds: float) -> IngestJob | None:
         async with self._db.transaction() as conn:
-            row = await conn.fetchrow(q.CLAIM_JOB, owner, lease_seconds)
-        return None if row is None else IngestJob.from_row(row, owner=owner)
+            row = await conn.fetchrow(SQL.claim_job, owner, lease_seconds)
+        return None if row is None else _job(row)
 
     async def job_progress(
         self, job: IngestJob, state: DocumentState, *, lease_seconds: float
@@ -433,7 +369,7 @@ class KnowledgeStore:
         """Move the job on (and renew its lease) while we still own it."""
         async with self._db.connection() as conn:
             found = await conn.fetchval(
-                q.JOB_PROGRESS, job.document.id, job.owner, state, lease_seconds
+                SQL.job_progress, job.document.id, job.owner, state, lease_seconds
             )
         if found is None:
             raise LeaseLost(f"ingest job of document {job.document.id} was taken over")
@@ -444,11 +380,11 @@ class KnowledgeStore:
         """Replace the document's passages and mark it ready, in one transaction."""
         doc = job.document
         async with self._db.transaction() as conn:
-            kb_id = await conn.fetchval(q.FINISH_JOB, doc.id, job.owner, pages, len(chunks))
+            kb_id = await conn.fetchval(SQL.finish_job, doc.id, job.owner, pages, len(chunks))
             if kb_id is None:
                 raise LeaseLost(f"ingest job of document {doc.id} was taken over")
-            await conn.execute(q.REMOVE_TERMS, doc.id, kb_id)
-            await conn.execute(q.DELETE_CHUNKS, doc.id)
+            await conn.execute(SQL.remove_terms, doc.id, kb_id)
+            await conn.execute(SQL.delete_chunks, doc.id)
             columns = (
                 [c.ordinal for c in chunks],
                 [c.page for c in chunks],
@@ -459,7 +395,7 @@ class KnowledgeStore:
             embedded = [c.embedding for c in chunks if c.embedding is not None]
             if embedded and len(embedded) == len(chunks) and await self.vector_enabled():
                 await conn.execute(
-                    q.INSERT_CHUNKS_WITH_VECTORS,
+                    SQL.insert_chunks_with_vectors,
                     doc.id,
                     kb_id,
                     *columns,
@@ -467,13 +403,13 @@ class KnowledgeStore:
                     [_vector_text(v) for v in embedded],
                 )
             else:
-                await conn.execute(q.INSERT_CHUNKS, doc.id, kb_id, *columns)
-            await conn.execute(q.ADD_TERMS, doc.id, kb_id)
+                await conn.execute(SQL.insert_chunks, doc.id, kb_id, *columns)
+            await conn.execute(SQL.add_terms, doc.id, kb_id)
 
     async def fail_job(self, job: IngestJob, error: str, *, retry_in: float | None) -> None:
         """A failed try: queued again after ``retry_in`` seconds, or failed for good."""
         async with self._db.connection() as conn:
-            await conn.fetchval(q.FAIL_JOB, job.document.id, job.owner, error[:500], retry_in)
+            await conn.fetchval(SQL.fail_job, job.document.id, job.owner, error[:500], retry_in)
 
     # --- retrieval -----------------------------------------------------------------------
 
@@ -514,7 +450,7 @@ class KnowledgeStore:
         async with self._db.connection() as conn:
             return list(
                 await conn.fetch(
-                    q.SEARCH_LEXICAL,
+                    SQL.search_lexical,
                     list(kb_ids),
                     query,
                     candidates,
@@ -530,25 +466,25 @@ class KnowledgeStore:
         if len(vector) == 256:
             async with self._db.transaction() as conn:
                 if self._halfvec is None:
-                    self._halfvec = bool(await conn.fetchval(q.HAS_HALFVEC_INDEX))
-                sql = q.SEARCH_VECTOR_256 if self._halfvec else q.SEARCH_VECTOR_256_FULL
-                await conn.execute(q.HNSW_SETTINGS)
+                    self._halfvec = bool(await conn.fetchval(SQL.has_halfvec_index))
+                sql = SQL.search_vector_256 if self._halfvec else SQL.search_vector_256_full
+                await conn.execute(SQL.hnsw_settings)
                 return list(await conn.fetch(sql, list(kb_ids), text, candidates))
         async with self._db.connection() as conn:
             return list(
-                await conn.fetch(q.SEARCH_VECTOR_ANY, list(kb_ids), text, candidates, len(vector))
+                await conn.fetch(SQL.search_vector_any, list(kb_ids), text, candidates, len(vector))
             )
 
     async def count_access(self, documents: Mapping[int, int], chunks: Mapping[int, int]) -> None:
         async with self._db.transaction() as conn:
             if documents:
                 await conn.execute(
-                    q.COUNT_DOCUMENT_ACCESS, list(documents), list(documents.values())
+                    SQL.count_document_access, list(documents), list(documents.values())
                 )
             if chunks:
-                await conn.execute(q.COUNT_CHUNK_ACCESS, list(chunks), list(chunks.values()))
+                await conn.execute(SQL.count_chunk_access, list(chunks), list(chunks.values()))
 
     async def citations(self, message_id: int) -> list[CitationRecord]:
         async with self._db.connection() as conn:
-            rows = await conn.fetch(q.CITATIONS, message_id)
-        return [CitationRecord.from_row(r) for r in rows]
+            rows = await conn.fetch(SQL.citations, message_id)
+        return [_citation(r) for r in rows]

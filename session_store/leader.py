@@ -13,6 +13,9 @@ import asyncpg
 import structlog
 
 from session_store.db import CONNECT_TIMEOUT, translate, translated
+from session_store.sql import load
+
+SQL = load(__package__, "leader.sql")
 
 log = structlog.get_logger(__name__)
 
@@ -43,7 +46,7 @@ class LeaderLock:
             conn = await asyncpg.connect(self._dsn, timeout=CONNECT_TIMEOUT)
         try:
             with translated():
-                got = bool(await conn.fetchval("SELECT pg_try_advisory_lock($1)", self._key))
+                got = bool(await conn.fetchval(SQL.try_lock, self._key))
         except BaseException:
             conn.terminate()
             raise
@@ -58,7 +61,7 @@ class LeaderLock:
         if self._conn is None:
             return False
         try:
-            await self._conn.fetchval("SELECT 1")
+            await self._conn.fetchval(SQL.ping)
             return True
         except Exception as exc:
             error = translate(exc)
@@ -75,7 +78,7 @@ class LeaderLock:
             return
         conn, self._conn = self._conn, None
         try:
-            await conn.execute("SELECT pg_advisory_unlock($1)", self._key)
+            await conn.execute(SQL.unlock, self._key)
         except Exception as exc:
             if translate(exc) is None:
                 raise

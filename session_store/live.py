@@ -17,6 +17,9 @@ import structlog
 
 from session_store.db import CONNECT_TIMEOUT, Database, translated
 from session_store.errors import StoreError
+from session_store.sql import load
+
+SQL = load(__package__, "live.sql")
 
 log = structlog.get_logger(__name__)
 
@@ -41,12 +44,7 @@ class LiveChannel:
         """Whether a listening connection other than this replica's is open on the database
         (issue 17: a lone replica sends no NOTIFY at all). Raises ``StoreError``."""
         async with self._db.connection() as conn:
-            found = await conn.fetchval(
-                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = $1 "
-                "AND datname = current_database() AND pid <> $2)",
-                LISTENER_NAME,
-                self.listener_pid or 0,
-            )
+            found = await conn.fetchval(SQL.others_listening, LISTENER_NAME, self.listener_pid or 0)
         return bool(found)
 
     async def notify(self, payload: str) -> None:
@@ -55,7 +53,7 @@ class LiveChannel:
         if len(payload.encode("utf-8")) > MAX_PAYLOAD_BYTES:
             raise ValueError("live payload over the NOTIFY limit")
         async with self._db.connection() as conn:
-            await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, payload)
+            await conn.execute(SQL.notify, CHANNEL, payload)
 
     async def notify_many(self, payloads: list[str]) -> None:
         """``notify`` for several payloads in one statement and one transaction (issue 17:
@@ -63,12 +61,7 @@ class LiveChannel:
         if any(len(p.encode("utf-8")) > MAX_PAYLOAD_BYTES for p in payloads):
             raise ValueError("live payload over the NOTIFY limit")
         async with self._db.connection() as conn:
-            await conn.execute(
-                "SELECT pg_notify($1, p) FROM unnest($2::text[]) WITH ORDINALITY AS t(p, n) "
-                "ORDER BY n",
-                CHANNEL,
-                payloads,
-            )
+            await conn.execute(SQL.notify_many, CHANNEL, payloads)
 
     async def listen(
         self,
@@ -99,13 +92,13 @@ class LiveChannel:
                     await conn.add_listener(CHANNEL, deliver)
                     self.listener_pid = conn.get_server_pid()
                     if hello is not None:
-                        await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, hello)
+                        await conn.execute(SQL.notify, CHANNEL, hello)
                 while not stopping.is_set():
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stopping.wait(), PROBE_SECONDS)
                     if not stopping.is_set():
                         with translated():
-                            await conn.fetchval("SELECT 1")
+                            await conn.fetchval(SQL.ping)
             except StoreError as error:
                 log.warning("live_listen_lost", error=str(error))
                 with contextlib.suppress(TimeoutError):

@@ -16,19 +16,14 @@ import structlog
 
 from session_store.db import CONNECT_TIMEOUT, translated
 from session_store.errors import MigrationError
+from session_store.sql import load
 
 log = structlog.get_logger(__name__)
 
 # an arbitrary constant shared by every replica of this project
 _LOCK_ID = 0x6761_7465_7761_79  # "gateway"
 
-_CREATE_TABLE = """
-CREATE TABLE IF NOT EXISTS schema_migrations (
-    filename   text PRIMARY KEY,
-    checksum   text        NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
-)
-"""
+SQL = load(__package__, "migrator.sql")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +52,10 @@ async def migrate(dsn: str, migrations: list[Migration] | None = None) -> list[s
     applied_now: list[str] = []
     with translated():
         try:
-            await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_ID)
+            await conn.execute(SQL.lock, _LOCK_ID)
             try:
-                await conn.execute(_CREATE_TABLE)
-                rows = await conn.fetch("SELECT filename, checksum FROM schema_migrations")
+                await conn.execute(SQL.create_table)
+                rows = await conn.fetch(SQL.applied)
                 applied = {row["filename"]: row["checksum"] for row in rows}
                 known = {m.filename for m in migrations}
                 for filename in applied:
@@ -87,15 +82,11 @@ async def migrate(dsn: str, migrations: list[Migration] | None = None) -> list[s
                             raise MigrationError(
                                 f"migration {migration.filename} failed: {exc}"
                             ) from exc
-                        await conn.execute(
-                            "INSERT INTO schema_migrations (filename, checksum) VALUES ($1, $2)",
-                            migration.filename,
-                            migration.checksum,
-                        )
+                        await conn.execute(SQL.record, migration.filename, migration.checksum)
                     applied_now.append(migration.filename)
                     log.info("migration_applied", filename=migration.filename)
             finally:
-                await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_ID)
+                await conn.execute(SQL.unlock, _LOCK_ID)
         finally:
             await conn.close()
     return applied_now

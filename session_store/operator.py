@@ -3,8 +3,9 @@ full-text search, the outbox, dead letters, and the super-session writes the MCP
 (participant messages, checkpoints, summaries, artifacts, read cursors).
 
 It runs on the ``Store``'s database (its one error boundary), so callers still never see SQL,
-driver records, or driver errors. Sessions and transcripts are read through the ``Store``'s own
-methods: one query per concept.
+driver records, or driver errors. Its SQL is ``operator.sql`` beside it; the outbox's
+statements it runs stay with the outbox (``session_store.queries``). Sessions and transcripts
+are read through the ``Store``'s own methods: one query per concept.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ from typing import Any, NoReturn
 
 import asyncpg
 
-from session_store import mcp_queries as mq
-from session_store import queries as q
+from session_store import queries as outbox_q
 from session_store.errors import RequestError, SessionNotFound
 from session_store.records import (
     Artifact,
@@ -32,12 +32,33 @@ from session_store.records import (
     SessionRecord,
     SummaryRecord,
 )
+from session_store.repos.sessions import SQL as SESSIONS_SQL
+from session_store.repos.summaries import SQL as SUMMARIES_SQL
+from session_store.rows import reader
+from session_store.sql import load
 from session_store.store import Store
 from session_store.values import DeliveryStatus, InboundStatus, ReplyTarget, Role, SessionKey
 
+SQL = load(
+    __package__,
+    "operator.sql",
+    session_columns=SESSIONS_SQL.session_columns,
+    message_columns=SESSIONS_SQL.message_columns,
+)
+
 #: up to this many matching messages, a cross-session search sorts them all (see
-#: operator_queries.SEARCH_ALL_COUNT)
+#: ``search_all_count`` in ``operator.sql``)
 FEW_MATCHES = 5000
+
+_session = reader(SessionRecord)
+_message = reader(MessageRecord)
+_summary = reader(SummaryRecord)
+_participant = reader(Participant)
+_checkpoint = reader(Checkpoint)
+_link = reader(Link)
+_artifact = reader(Artifact)
+_inbound_event = reader(InboundEvent)
+_search_hit = reader(SearchHit)
 
 
 class OperatorStore:
@@ -52,35 +73,35 @@ class OperatorStore:
 
     async def session_detail(self, session_id: int) -> SessionDetail:
         async with self._db.connection() as conn:
-            row = await conn.fetchrow(q.GET_SESSION, session_id)
+            row = await conn.fetchrow(SESSIONS_SQL.get_session, session_id)
             if row is None:
                 raise SessionNotFound(f"no session {session_id}")
-            participants = await conn.fetch(q.PARTICIPANTS, session_id)
-            checkpoints = await conn.fetch(q.CHECKPOINTS, session_id)
-            links = await conn.fetch(q.LINKS, session_id)
-            summaries = await conn.fetch(q.LIST_SUMMARIES, session_id)
-            artifacts = await conn.fetch(q.ARTIFACTS, session_id)
-            deliveries = await conn.fetch(q.SESSION_DELIVERY_COUNTS, session_id)
+            participants = await conn.fetch(SQL.participants, session_id)
+            checkpoints = await conn.fetch(SQL.checkpoints, session_id)
+            links = await conn.fetch(SQL.links, session_id)
+            summaries = await conn.fetch(SUMMARIES_SQL.list_summaries, session_id)
+            artifacts = await conn.fetch(SQL.artifacts, session_id)
+            deliveries = await conn.fetch(outbox_q.SESSION_DELIVERY_COUNTS, session_id)
         return SessionDetail(
-            session=SessionRecord.from_row(row),
-            participants=tuple(Participant.from_row(r) for r in participants),
-            checkpoints=tuple(Checkpoint.from_row(r) for r in checkpoints),
-            links=tuple(Link.from_row(r) for r in links),
-            summaries=tuple(SummaryRecord.from_row(r) for r in reversed(summaries)),
-            artifacts=tuple(Artifact.from_row(r) for r in artifacts),
+            session=_session(row),
+            participants=tuple(_participant(r) for r in participants),
+            checkpoints=tuple(_checkpoint(r) for r in checkpoints),
+            links=tuple(_link(r) for r in links),
+            summaries=tuple(_summary(r) for r in reversed(summaries)),
+            artifacts=tuple(_artifact(r) for r in artifacts),
             deliveries={r["status"]: r["n"] for r in deliveries},
         )
 
     async def active_session_count(self) -> int:
         async with self._db.connection() as conn:
-            return int(await conn.fetchval(q.ACTIVE_SESSION_COUNT))
+            return int(await conn.fetchval(SQL.active_session_count))
 
     async def counts(self) -> Counts:
         async with self._db.connection() as conn:
-            sessions = await conn.fetchrow(q.SESSION_COUNTS)
-            deliveries = await conn.fetch(q.DELIVERY_COUNTS)
-            inbound = await conn.fetch(q.INBOUND_COUNTS)
-            oldest = await conn.fetchval(q.OLDEST_PENDING_AGE)
+            sessions = await conn.fetchrow(SQL.session_counts)
+            deliveries = await conn.fetch(outbox_q.DELIVERY_COUNTS)
+            inbound = await conn.fetch(SQL.inbound_counts)
+            oldest = await conn.fetchval(outbox_q.OLDEST_PENDING_AGE)
         assert sessions is not None
         return Counts(
             sessions={"active": sessions["active"], "closed": sessions["closed"]},
@@ -105,12 +126,12 @@ class OperatorStore:
         across sessions it is a message id."""
         async with self._db.connection() as conn:
             if session_id is not None:
-                rows = await conn.fetch(q.SEARCH_SESSION, session_id, query, before, limit)
+                rows = await conn.fetch(SQL.search_session, session_id, query, before, limit)
             else:
-                matches = await conn.fetchval(q.SEARCH_ALL_COUNT, query, before, FEW_MATCHES + 1)
-                sql = q.SEARCH_ALL_FEW if matches <= FEW_MATCHES else q.SEARCH_ALL_MANY
+                matches = await conn.fetchval(SQL.search_all_count, query, before, FEW_MATCHES + 1)
+                sql = SQL.search_all_few if matches <= FEW_MATCHES else SQL.search_all_many
                 rows = await conn.fetch(sql, query, platform, before, limit)
-        return [SearchHit.from_row(r) for r in rows]
+        return [_search_hit(r) for r in rows]
 
     # --- outbox and inbox ----------------------------------------------------------------
 
@@ -125,13 +146,13 @@ class OperatorStore:
     ) -> list[DeliveryRecord]:
         async with self._db.connection() as conn:
             rows = await conn.fetch(
-                q.LIST_DELIVERIES, status, platform, session_id, before_id, limit
+                outbox_q.LIST_DELIVERIES, status, platform, session_id, before_id, limit
             )
         return [DeliveryRecord.from_row(r) for r in rows]
 
     async def get_delivery(self, delivery_id: int) -> DeliveryRecord:
         async with self._db.connection() as conn:
-            row = await conn.fetchrow(q.GET_DELIVERY, delivery_id)
+            row = await conn.fetchrow(outbox_q.GET_DELIVERY, delivery_id)
         if row is None:
             raise RequestError(f"no delivery {delivery_id}", status=404, title="Not found")
         return DeliveryRecord.from_row(row)
@@ -157,14 +178,14 @@ class OperatorStore:
         limit: int = 50,
     ) -> list[InboundEvent]:
         async with self._db.connection() as conn:
-            rows = await conn.fetch(q.LIST_INBOUND_EVENTS, status, platform, before_id, limit)
-        return [InboundEvent.from_row(r) for r in rows]
+            rows = await conn.fetch(SQL.list_inbound_events, status, platform, before_id, limit)
+        return [_inbound_event(r) for r in rows]
 
     async def inbound_event(self, event_id: int) -> InboundEvent | None:
         """One rejected or ignored inbound event, with its raw payload."""
         async with self._db.connection() as conn:
-            row = await conn.fetchrow(q.GET_INBOUND_EVENT, event_id)
-        return None if row is None else InboundEvent.from_row(row)
+            row = await conn.fetchrow(SQL.get_inbound_event, event_id)
+        return None if row is None else _inbound_event(row)
 
     # --- super-session writes ------------------------------------------------------------
 
@@ -187,8 +208,8 @@ class OperatorStore:
         async with self._db.transaction() as conn:
             target_json = None
             if parts is not None:
-                target_json = await conn.fetchval(q.LATEST_USER_TARGET, session_id)
-            seq = await conn.fetchval(q.ALLOCATE_SEQ, session_id)
+                target_json = await conn.fetchval(SQL.latest_user_target, session_id)
+            seq = await conn.fetchval(SQL.allocate_seq, session_id)
             if seq is None:
                 await self._raise_not_active(conn, session_id)
             if parts is not None and target_json is None:
@@ -199,7 +220,7 @@ class OperatorStore:
                     title="Conflict",
                 )
             row = await conn.fetchrow(
-                q.INSERT_PARTICIPANT_MESSAGE,
+                SQL.insert_participant_message,
                 session_id,
                 seq,
                 role,
@@ -210,11 +231,11 @@ class OperatorStore:
                 {**(metadata or {}), "participant": participant},
             )
             assert row is not None
-            message = MessageRecord.from_row(row)
+            message = _message(row)
             if parts and target_json is not None:
                 target = ReplyTarget.from_json(target_json)
                 await conn.execute(
-                    q.INSERT_DELIVERIES,
+                    outbox_q.INSERT_DELIVERIES,
                     session_id,
                     target.platform,
                     target.to_json(),
@@ -224,11 +245,11 @@ class OperatorStore:
                     list(parts),
                 )
             await conn.execute(
-                q.UPSERT_PARTICIPANT, session_id, participant, "agent", participant, seq
+                SQL.upsert_participant, session_id, participant, "agent", participant, seq
             )
             if not parts:
                 return message
-            drows = await conn.fetch(q.DELIVERIES_OF_MESSAGES, [message.id])
+            drows = await conn.fetch(outbox_q.DELIVERIES_OF_MESSAGES, [message.id])
         return replace(message, deliveries=tuple(DeliveryRecord.from_row(r) for r in drows))
 
     async def mark_read(
@@ -244,10 +265,10 @@ class OperatorStore:
             )
         async with self._db.connection() as conn:
             row = await conn.fetchrow(
-                q.UPSERT_PARTICIPANT, session_id, participant, "agent", participant, seq
+                SQL.upsert_participant, session_id, participant, "agent", participant, seq
             )
         assert row is not None
-        return Participant.from_row(row)
+        return _participant(row)
 
     async def update_checkpoint(
         self,
@@ -261,9 +282,11 @@ class OperatorStore:
         session = await self.get_session(session_id)
         _check_seq(seq_no, session)
         async with self._db.connection() as conn:
-            row = await conn.fetchrow(q.UPSERT_CHECKPOINT, session_id, name, status, seq_no, detail)
+            row = await conn.fetchrow(
+                SQL.upsert_checkpoint, session_id, name, status, seq_no, detail
+            )
         assert row is not None
-        return Checkpoint.from_row(row)
+        return _checkpoint(row)
 
     async def create_summary(
         self,
@@ -281,10 +304,16 @@ class OperatorStore:
         _check_seq(to_seq, session)
         async with self._db.connection() as conn:
             row = await conn.fetchrow(
-                q.INSERT_SUMMARY, session_id, from_seq, to_seq, content, model, model_written
+                SUMMARIES_SQL.insert_summary,
+                session_id,
+                from_seq,
+                to_seq,
+                content,
+                model,
+                model_written,
             )
         assert row is not None
-        return SummaryRecord.from_row(row)
+        return _summary(row)
 
     async def add_artifact(
         self,
@@ -301,7 +330,7 @@ class OperatorStore:
         _check_seq(seq_no, session)
         async with self._db.connection() as conn:
             row = await conn.fetchrow(
-                q.INSERT_ARTIFACT,
+                SQL.insert_artifact,
                 session_id,
                 kind,
                 name,
@@ -311,7 +340,7 @@ class OperatorStore:
                 dict(metadata or {}),
             )
         assert row is not None
-        return Artifact.from_row(row)
+        return _artifact(row)
 
     async def close_session(self, session_id: int) -> bool:
         """Close an active session; False if it was already closed."""
@@ -333,15 +362,15 @@ class OperatorStore:
         becomes a participant (role agent)."""
         async with self._db.transaction() as conn:
             args = (key.platform, key.scope, key.chat_id, key.thread_id)
-            row = await conn.fetchrow(mq.CREATE_SESSION, *args, title, kind, dict(metadata or {}))
+            row = await conn.fetchrow(SQL.create_session, *args, title, kind, dict(metadata or {}))
             created = row is not None
             if row is None:
-                row = await conn.fetchrow(mq.ACTIVE_SESSION, *args)
+                row = await conn.fetchrow(SQL.active_session, *args)
             if row is None:  # created and closed in between: vanishingly rare, say so
                 raise RequestError("the session was closed while being opened; try again")
-            session = SessionRecord.from_row(row)
+            session = _session(row)
             await conn.execute(
-                q.UPSERT_PARTICIPANT, session.id, participant, "agent", participant, 0
+                SQL.upsert_participant, session.id, participant, "agent", participant, 0
             )
         return session, created
 
@@ -357,14 +386,14 @@ class OperatorStore:
         if not items:
             return []
         async with self._db.transaction() as conn:
-            last = await conn.fetchval(mq.ALLOCATE_SEQS, session_id, len(items))
+            last = await conn.fetchval(SQL.allocate_seqs, session_id, len(items))
             if last is None:
                 await self._raise_not_active(conn, session_id)
             first = last - len(items) + 1
             out: list[MessageRecord] = []
             for seq, (content, role, model) in zip(range(first, last + 1), items, strict=True):
                 row = await conn.fetchrow(
-                    q.INSERT_PARTICIPANT_MESSAGE,
+                    SQL.insert_participant_message,
                     session_id,
                     seq,
                     role,
@@ -375,14 +404,14 @@ class OperatorStore:
                     {"participant": participant, "batch": True},
                 )
                 assert row is not None
-                out.append(MessageRecord.from_row(row))
+                out.append(_message(row))
             await conn.execute(
-                q.UPSERT_PARTICIPANT, session_id, participant, "agent", participant, last
+                SQL.upsert_participant, session_id, participant, "agent", participant, last
             )
         return out
 
     async def _raise_not_active(self, conn: asyncpg.Connection, session_id: int) -> NoReturn:
-        status = await conn.fetchval(q.SESSION_STATUS, session_id)
+        status = await conn.fetchval(SQL.session_status, session_id)
         if status is None:
             raise SessionNotFound(f"no session {session_id}")
         raise RequestError(

@@ -1,5 +1,6 @@
-"""What the store takes and what it hands back: frozen values, each read from its row in one
-``from_row``. One record per concept (session, message, delivery, summary), whoever reads it:
+"""What the store takes and what it hands back: frozen values, each built from its row by its
+fields (``session_store.rows.reader``; ``row_columns`` lists only the columns that need more
+than a read). One record per concept (session, message, delivery, summary), whoever reads it:
 the turn pipeline, the operator surface, the MCP tools."""
 
 from __future__ import annotations
@@ -7,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple
 
+from session_store.rows import SKIP, Column, or_empty, reader
 from session_store.values import (
     DeliveryStatus,
     InboundStatus,
@@ -18,6 +20,7 @@ from session_store.values import (
     SessionKey,
     SessionStatus,
     TurnRequest,
+    key_from_row,
 )
 
 # --- what ingest takes -----------------------------------------------------------------
@@ -114,23 +117,10 @@ class SessionRecord:
     closed_at: datetime | None
     metadata: Mapping[str, Any]
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> SessionRecord:
-        return cls(
-            id=row["id"],
-            key=SessionKey.from_row(row),
-            status=row["status"],
-            title=row["title"],
-            kind=row["kind"],
-            selected_model=row["selected_model"],
-            last_seq_no=row["last_seq_no"],
-            message_count=row["message_count"],
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-            last_message_at=row["last_message_at"],
-            closed_at=row["closed_at"],
-            metadata=row["metadata"] or {},
-        )
+    row_columns: ClassVar[Mapping[str, Column]] = {
+        "key": Column(convert=key_from_row, whole_row=True),
+        "metadata": Column(convert=or_empty),
+    }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,31 +200,11 @@ class MessageRecord:
     metadata: Mapping[str, Any]
     deliveries: tuple[DeliveryRecord, ...] = ()
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> MessageRecord:
-        # every message query selects these columns (queries.MESSAGE_COLUMNS); indexing, not
-        # .get, is measurably cheaper when a turn reads its pending messages
-        target = row["reply_target"]
-        return cls(
-            id=row["id"],
-            session_id=row["session_id"],
-            seq_no=row["seq_no"],
-            role=row["role"],
-            content=row["content"],
-            sender_id=row["sender_id"],
-            sender_name=row["sender_name"],
-            external_id=row["external_id"],
-            command=row["command"],
-            trigger=row["trigger"],
-            backfill=row["backfill"],
-            reply_target=None if target is None else ReplyTarget.from_json(target),
-            model=row["model"],
-            tokens_used=row["tokens_used"],
-            feedback=row["feedback"],
-            edited_at=row["edited_at"],
-            created_at=row["created_at"],
-            metadata=row["metadata"] or {},
-        )
+    row_columns: ClassVar[Mapping[str, Column]] = {
+        "reply_target": Column(convert=ReplyTarget.from_json, if_null=None),
+        "metadata": Column(convert=or_empty),
+        "deliveries": SKIP,
+    }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -249,20 +219,6 @@ class SummaryRecord:
     model: str | None
     model_written: bool
     created_at: datetime
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any], *, prefix: str = "") -> SummaryRecord:
-        """From a summary row, or from its columns inside a wider row (``prefix``)."""
-        return cls(
-            id=row[f"{prefix}id"],
-            session_id=row[f"{prefix}session_id"],
-            from_seq=row[f"{prefix}from_seq"],
-            to_seq=row[f"{prefix}to_seq"],
-            content=row[f"{prefix}content"],
-            model=row[f"{prefix}model"],
-            model_written=row[f"{prefix}model_written"],
-            created_at=row[f"{prefix}created_at"],
-        )
 
 
 # --- the turn pipeline -----------------------------------------------------------------
@@ -316,8 +272,8 @@ class FinishedTurn:
 
 
 class ContextRecord(NamedTuple):
-    """One message as the agent's context reads it (see ``queries.CONTEXT_NEWEST_FIRST``):
-    a projection of a message row, edits applied, for the hot path.
+    """One message as the agent's context reads it (``context_columns`` in
+    ``repos/turns.sql``): a projection of a message row, edits applied, for the hot path.
 
     A named tuple rather than a frozen dataclass like the other records: a turn builds 50 of
     these per message, and a tuple is made in one step instead of nine frozen attribute
@@ -334,43 +290,6 @@ class ContextRecord(NamedTuple):
     tool_calls: tuple[Mapping[str, Any], ...] = ()
     tool_call_id: str | None = None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> ContextRecord:
-        """From a row by column name (the claim's prefetched page is JSON objects)."""
-        return cls(
-            id=row["id"],
-            seq_no=row["seq_no"],
-            role=row["role"],
-            content=row["content"],
-            sender_id=row["sender_id"],
-            sender_name=row["sender_name"],
-            answers_seq=row["answers_seq"],
-            tool_calls=_tool_calls(row["tool_calls"]),
-            tool_call_id=row["tool_call_id"],
-        )
-
-    @classmethod
-    def from_values(cls, row: Sequence[Any]) -> ContextRecord:
-        """From a row whose columns are the fields in order (``queries._CONTEXT_COLUMNS``)."""
-        i, seq_no, role, content, sender_id, sender_name, answers_seq, calls, call_id = row
-        return _new_tuple(
-            cls,
-            (
-                i,
-                seq_no,
-                role,
-                content,
-                sender_id,
-                sender_name,
-                answers_seq,
-                () if calls is None else _tool_calls(calls),
-                call_id,
-            ),
-        )
-
-
-_new_tuple = tuple.__new__
-
 
 def _tool_calls(calls: Any) -> tuple[Mapping[str, Any], ...]:
     if not isinstance(calls, list):
@@ -378,9 +297,27 @@ def _tool_calls(calls: Any) -> tuple[Mapping[str, Any], ...]:
     return tuple(c for c in calls if isinstance(c, Mapping))
 
 
+_CONTEXT_COLUMNS = {"tool_calls": Column(convert=_tool_calls, if_null=())}
+
+#: a context row by column name (the claim's prefetched page is JSON objects)
+context_from_row = reader(ContextRecord, columns=_CONTEXT_COLUMNS)
+#: a context row whose columns are the fields in order (the context queries select them so)
+context_from_values = reader(ContextRecord, columns=_CONTEXT_COLUMNS, by_position=True)
+
+
+def _summary_or_none(row: Mapping[str, Any]) -> SummaryRecord | None:
+    """The newest summary joined into a turn's state (``summary_`` columns), if any."""
+    if row["summary_id"] is None:
+        return None
+    return _joined_summary(row)
+
+
+_joined_summary = reader(SummaryRecord, prefix="summary_")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnState:
-    """What a turn needs besides the transcript (see ``queries.TURN_STATE``)."""
+    """What a turn needs besides the transcript (``turn_state`` in ``repos/turns.sql``)."""
 
     session_metadata: Mapping[str, Any]
     title: str | None
@@ -390,19 +327,11 @@ class TurnState:
     place: Mapping[str, Any]
     summary: SummaryRecord | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> TurnState:
-        summary = None
-        if row["summary_id"] is not None:
-            summary = SummaryRecord.from_row(row, prefix="summary_")
-        return cls(
-            session_metadata=row["metadata"] or {},
-            title=row["title"],
-            selected_model=row["selected_model"],
-            user_model=row["user_model"],
-            place=row["place"] or {},
-            summary=summary,
-        )
+    row_columns: ClassVar[Mapping[str, Column]] = {
+        "session_metadata": Column(name="metadata", convert=or_empty),
+        "place": Column(convert=or_empty),
+        "summary": Column(convert=_summary_or_none, whole_row=True),
+    }
 
 
 # --- the operator surface --------------------------------------------------------------
@@ -418,17 +347,7 @@ class Participant:
     joined_at: datetime
     metadata: Mapping[str, Any]
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Participant:
-        return cls(
-            session_id=row["session_id"],
-            participant=row["participant"],
-            role=row["role"],
-            display_name=row["display_name"],
-            last_read_seq=row["last_read_seq"],
-            joined_at=row["joined_at"],
-            metadata=row["metadata"] or {},
-        )
+    row_columns: ClassVar[Mapping[str, Column]] = {"metadata": Column(convert=or_empty)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -442,19 +361,6 @@ class Checkpoint:
     created_at: datetime
     updated_at: datetime
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Checkpoint:
-        return cls(
-            id=row["id"],
-            session_id=row["session_id"],
-            name=row["name"],
-            status=row["status"],
-            seq_no=row["seq_no"],
-            detail=row["detail"],
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Link:
@@ -464,17 +370,6 @@ class Link:
     relation: str
     url: str | None
     created_at: datetime
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Link:
-        return cls(
-            id=row["id"],
-            session_id=row["session_id"],
-            linked_session_id=row["linked_session_id"],
-            relation=row["relation"],
-            url=row["url"],
-            created_at=row["created_at"],
-        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -489,19 +384,7 @@ class Artifact:
     created_at: datetime
     metadata: Mapping[str, Any]
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Artifact:
-        return cls(
-            id=row["id"],
-            session_id=row["session_id"],
-            kind=row["kind"],
-            name=row["name"],
-            uri=row["uri"],
-            content=row["content"],
-            seq_no=row["seq_no"],
-            created_at=row["created_at"],
-            metadata=row["metadata"] or {},
-        )
+    row_columns: ClassVar[Mapping[str, Column]] = {"metadata": Column(convert=or_empty)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -528,19 +411,6 @@ class InboundEvent:
     payload: Any
     received_at: datetime
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> InboundEvent:
-        return cls(
-            id=row["id"],
-            platform=row["platform"],
-            event_id=row["event_id"],
-            message_key=row["message_key"],
-            status=row["status"],
-            reason=row["reason"],
-            payload=row["payload"],
-            received_at=row["received_at"],
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SearchHit:
@@ -558,21 +428,13 @@ class SearchHit:
     rank: float
     created_at: datetime
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> SearchHit:
-        return cls(
-            message_id=row["id"],
-            session_id=row["session_id"],
-            session_key=SessionKey.from_row(row),
-            session_title=row["title"],
-            session_status=row["status"],
-            seq_no=row["seq_no"],
-            role=row["role"],
-            sender_name=row["sender_name"],
-            snippet=row["snippet"],
-            rank=float(row["rank"]),
-            created_at=row["created_at"],
-        )
+    row_columns: ClassVar[Mapping[str, Column]] = {
+        "message_id": Column(name="id"),
+        "session_key": Column(convert=key_from_row, whole_row=True),
+        "session_title": Column(name="title"),
+        "session_status": Column(name="status"),
+        "rank": Column(convert=float),
+    }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

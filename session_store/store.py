@@ -1,11 +1,12 @@
-"""The session store: typed methods over the pool. Callers never see SQL or driver records,
-and never a driver error: ``Database`` translates them at its one boundary."""
+"""The session store: a thin facade over one repository per area (``session_store.repos``),
+plus the outbox's writes until they move into a repository of their own. Callers never see
+SQL or driver records, and never a driver error: ``Database`` translates them at its one
+boundary."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -14,38 +15,53 @@ import structlog
 from session_store import previews as previews_q
 from session_store import queries as q
 from session_store.db import Database
-from session_store.errors import LeaseLost, SessionNotFound
+from session_store.errors import LeaseLost
 from session_store.records import (
     ContextRecord,
     DeliveryRecord,
     FinishedTurn,
-    InboundAnnotation,
     InboundItem,
-    InboundMessage,
-    InboundNote,
     IngestResult,
     MessageRecord,
     OutgoingReply,
-    PrefetchedContext,
     SessionRecord,
     SummaryRecord,
     TurnClaim,
     TurnState,
 )
+from session_store.repos.inbox import Inbox
+from session_store.repos.sessions import Sessions
+from session_store.repos.summaries import Summaries
+from session_store.repos.turns import Turns
 from session_store.values import ReplyTarget, SessionKey, SessionStatus
 
 log = structlog.get_logger(__name__)
 
 
 class Store:
-    """Sessions, messages, turns, deliveries and cursors: the gateway's hot path."""
+    """Sessions, messages, turns, deliveries and cursors: the gateway's hot path. Each area
+    is a repository (``inbox``, ``sessions``, ``turns``, ``summaries``); the methods below
+    keep their names for the callers."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        #: this process's id while it holds its liveness lock (``session_store.liveness``);
-        #: recorded on the turns and deliveries it claims, so that they are taken over at
-        #: once if it dies. None: claims carry no process and wait for their lease.
-        self.process_id: int | None = None
+        self.inbox = Inbox(db)
+        self.sessions = Sessions(db)
+        self.turns = Turns(db)
+        self.summary_repo = Summaries(db)
+        self._process_id: int | None = None
+
+    @property
+    def process_id(self) -> int | None:
+        """This process's id while it holds its liveness lock (``session_store.liveness``);
+        recorded on the turns and deliveries it claims, so that they are taken over at once
+        if it dies. None: claims carry no process and wait for their lease."""
+        return self._process_id
+
+    @process_id.setter
+    def process_id(self, value: int | None) -> None:
+        self._process_id = value
+        self.turns.process_id = value
 
     @classmethod
     async def connect(cls, dsn: str, *, min_size: int = 2, max_size: int = 10) -> Store:
@@ -61,79 +77,21 @@ class Store:
     async def ping(self) -> None:
         await self.db.ping()
 
-    # --- ingest --------------------------------------------------------------------------
+    # --- the inbox (``repos.inbox``) -------------------------------------------------------
 
     async def ingest(self, item: InboundItem, *, raw: Mapping[str, Any] | None) -> IngestResult:
-        """Store one inbound event in one transaction; see ``queries.INGEST_MESSAGE``."""
-        if isinstance(item, InboundNote):
-            async with self.db.connection() as conn:
-                row_id = await conn.fetchval(
-                    q.INSERT_INBOUND,
-                    item.platform,
-                    item.event_id,
-                    None,
-                    item.status,
-                    item.reason,
-                    _jsonable(raw),
-                )
-            return IngestResult(
-                status=item.status if row_id is not None else "duplicate", reason=item.reason
-            )
-        if isinstance(item, InboundAnnotation):
-            return await self._ingest_annotation(item, raw)
-        async with self.db.connection() as conn:
-            row = await conn.fetchrow(q.INGEST_MESSAGE, *_ingest_args(item, raw))
-        if row is None:
-            return IngestResult(status="duplicate")
-        return IngestResult(
-            status="accepted",
-            session_id=row["session_id"],
-            message_id=row["id"],
-            seq_no=row["seq_no"],
-            turn_requested=row["trigger"] == "answer",
-        )
+        return await self.inbox.ingest(item, raw=raw)
 
-    async def _ingest_annotation(
-        self, item: InboundAnnotation, raw: Mapping[str, Any] | None
-    ) -> IngestResult:
-        async with self.db.transaction() as conn:
-            found = await conn.fetchrow(q.FIND_MESSAGE_BY_KEY, item.platform, item.message_key)
-            reason = None if found else f"{item.kind} of unknown message"
-            inbox_id = await conn.fetchval(
-                q.INSERT_INBOUND,
-                item.platform,
-                item.event_id,
-                None,
-                "accepted" if found else "ignored",
-                reason,
-                _jsonable(raw),
-            )
-            if inbox_id is None:
-                return IngestResult(status="duplicate")
-            if found is None:
-                return IngestResult(status="ignored", reason=reason)
-            await conn.execute(
-                q.INSERT_ANNOTATION,
-                found["id"],
-                item.kind,
-                item.content,
-                {"event_id": item.event_id},
-            )
-            if item.kind == "edit":
-                await conn.execute(q.MARK_EDITED, found["id"])
-        return IngestResult(
-            status="accepted", session_id=found["session_id"], message_id=found["id"]
-        )
+    async def load_cursor(self, name: str) -> str | None:
+        return await self.inbox.load_cursor(name)
+
+    async def save_cursor(self, name: str, value: str) -> None:
+        await self.inbox.save_cursor(name, value)
+
+    # --- sessions and messages (``repos.sessions``) ----------------------------------------
 
     async def has_active_session(self, key: SessionKey) -> bool:
-        async with self.db.connection() as conn:
-            return bool(
-                await conn.fetchval(
-                    q.HAS_ACTIVE_SESSION, key.platform, key.scope, key.chat_id, key.thread_id
-                )
-            )
-
-    # --- reading -------------------------------------------------------------------------
+        return await self.sessions.has_active_session(key)
 
     async def messages(
         self,
@@ -144,51 +102,27 @@ class Store:
         limit: int = 100,
         with_deliveries: bool = False,
     ) -> list[MessageRecord]:
-        """Messages in seq order: the first ``limit`` after ``after_seq``, or, with
-        ``before_seq``, the last ``limit`` before it. With ``with_deliveries`` each assistant
-        message carries its delivery rows."""
-        async with self.db.connection() as conn:
-            if before_seq is not None:
-                rows = list(
-                    reversed(await conn.fetch(q.MESSAGES_BEFORE, session_id, before_seq, limit))
-                )
-            else:
-                rows = await conn.fetch(q.MESSAGES_AFTER, session_id, after_seq or 0, limit)
-            messages = [MessageRecord.from_row(r) for r in rows]
-            ids = [m.id for m in messages if m.role != "user"]
-            if not with_deliveries or not ids:
-                return messages
-            drows = await conn.fetch(q.DELIVERIES_OF_MESSAGES, ids)
-        by_message: dict[int, list[DeliveryRecord]] = {}
-        for d in (DeliveryRecord.from_row(r) for r in drows):
-            by_message.setdefault(d.message_id, []).append(d)
-        return [
-            replace(m, deliveries=tuple(by_message[m.id])) if m.id in by_message else m
-            for m in messages
-        ]
+        return await self.sessions.messages(
+            session_id,
+            after_seq=after_seq,
+            before_seq=before_seq,
+            limit=limit,
+            with_deliveries=with_deliveries,
+        )
 
     async def recent(self, session_id: int, limit: int = 50) -> list[MessageRecord]:
         """The newest ``limit`` messages, oldest first."""
-        return await self.messages(session_id, before_seq=2**63 - 1, limit=limit)
+        return await self.sessions.messages(session_id, before_seq=2**63 - 1, limit=limit)
 
     async def delta(self, session_id: int, after_seq: int, limit: int = 100) -> list[MessageRecord]:
         """Up to ``limit`` messages after ``after_seq``, oldest first."""
-        return await self.messages(session_id, after_seq=after_seq, limit=limit)
+        return await self.sessions.messages(session_id, after_seq=after_seq, limit=limit)
 
     async def get_session(self, session_id: int) -> SessionRecord:
-        async with self.db.connection() as conn:
-            row = await conn.fetchrow(q.GET_SESSION, session_id)
-        if row is None:
-            raise SessionNotFound(f"no session {session_id}")
-        return SessionRecord.from_row(row)
+        return await self.sessions.get_session(session_id)
 
     async def find_session(self, key: SessionKey) -> SessionRecord | None:
-        """The active session for ``key``, else its newest closed one."""
-        async with self.db.connection() as conn:
-            row = await conn.fetchrow(
-                q.FIND_SESSION_BY_KEY, key.platform, key.scope, key.chat_id, key.thread_id
-            )
-        return None if row is None else SessionRecord.from_row(row)
+        return await self.sessions.find_session(key)
 
     async def list_sessions(
         self,
@@ -201,34 +135,39 @@ class Store:
         after: tuple[datetime | None, int] | None = None,
         limit: int = 50,
     ) -> list[SessionRecord]:
-        """Newest activity first; ``after`` is the (last_message_at, id) of the last row of
-        the previous page."""
-        pattern = None if not title_contains else _like_escape(title_contains)
-        async with self.db.connection() as conn:
-            rows = await conn.fetch(
-                q.LIST_SESSIONS,
-                platform,
-                chat_id,
-                status,
-                pattern,
-                thread_id,
-                after is not None,
-                after[0] if after else None,
-                after[1] if after else None,
-                limit,
-            )
-        return [SessionRecord.from_row(r) for r in rows]
+        return await self.sessions.list_sessions(
+            platform=platform,
+            chat_id=chat_id,
+            thread_id=thread_id,
+            status=status,
+            title_contains=title_contains,
+            after=after,
+            limit=limit,
+        )
 
     async def list_chats(self, platform: str, limit: int = 200) -> list[str]:
-        async with self.db.connection() as conn:
-            rows = await conn.fetch(q.LIST_CHATS, platform, limit)
-        return [r["chat_id"] for r in rows]
+        return await self.sessions.list_chats(platform, limit)
 
     async def close_session(self, session_id: int) -> bool:
-        async with self.db.connection() as conn:
-            return await conn.fetchval(q.CLOSE_ACTIVE_SESSION, session_id) is not None
+        return await self.sessions.close_session(session_id)
 
-    # --- turns ---------------------------------------------------------------------------
+    async def message_id_at(self, session_id: int, seq_no: int) -> int | None:
+        return await self.sessions.message_id_at(session_id, seq_no)
+
+    async def set_feedback(self, message_id: int, *, user_id: str, value: int) -> int | None:
+        return await self.sessions.set_feedback(message_id, user_id=user_id, value=value)
+
+    async def find_bot_message(
+        self, platform: str, *, chat_id: str, platform_message_id: str
+    ) -> int | None:
+        return await self.sessions.find_bot_message(
+            platform, chat_id=chat_id, platform_message_id=platform_message_id
+        )
+
+    async def feedback_by_seq(self, session_id: int) -> dict[int, int]:
+        return await self.sessions.feedback_by_seq(session_id)
+
+    # --- turns (``repos.turns``) ------------------------------------------------------------
 
     async def claim_turn(
         self,
@@ -238,84 +177,91 @@ class Store:
         with_pending: int = 0,
         context_page: int = 0,
     ) -> TurnClaim | None:
-        """Claim one session whose turn is due. With ``with_pending`` its first unanswered
-        messages (up to that many) come in the same round trip, as ``TurnClaim.pending``
-        (None when the statement's snapshot missed the newest: read ``delta`` then); with
-        ``context_page`` also the turn's state and newest context page
-        (``TurnClaim.context``)."""
-        owner = str(uuid.uuid4())
-        plats = None if platforms is None else list(platforms)
-        async with self.db.connection() as conn:
-            if with_pending <= 0:
-                row = await conn.fetchrow(
-                    q.CLAIM_TURN, owner, lease_seconds, plats, self.process_id
-                )
-                rows = [] if row is None else [row]
-            elif context_page <= 0:
-                rows = await conn.fetch(
-                    q.CLAIM_TURN_PENDING,
-                    owner,
-                    lease_seconds,
-                    plats,
-                    self.process_id,
-                    with_pending,
-                )
-            else:
-                rows = await conn.fetch(
-                    q.CLAIM_TURN_CONTEXT,
-                    owner,
-                    lease_seconds,
-                    plats,
-                    self.process_id,
-                    with_pending,
-                    context_page,
-                )
-        if not rows:
-            return None
-        row = rows[0]
-        pending: tuple[MessageRecord, ...] | None = None
-        context: PrefetchedContext | None = None
-        if with_pending > 0:
-            found = tuple(MessageRecord.from_row(r) for r in rows if r["id"] is not None)
-            complete = bool(found) and found[-1].seq_no >= row["turn_requested_seq"]
-            pending = found if complete else None
-            if complete and context_page > 0 and row["question_seq"] is not None:
-                context = PrefetchedContext(
-                    question_seq=row["question_seq"],
-                    upto_seq=row["upto_seq"],
-                    state=TurnState.from_row(
-                        {
-                            **{k: row[k] for k in _STATE_COLUMNS},
-                            "metadata": row["session_metadata"],
-                            "title": row["session_title"],
-                        }
-                    ),
-                    after_seq=row["summary_to_seq"] or 0,
-                    limit=context_page,
-                    page=tuple(ContextRecord.from_row(r) for r in row["context_page"] or ()),
-                )
-        return TurnClaim(
-            session_id=row["claim_session_id"] if with_pending > 0 else row["id"],
-            key=SessionKey.from_row(row),
-            owner=owner,
-            done_seq=row["turn_done_seq"],
-            requested_seq=row["turn_requested_seq"],
-            selected_model=row["selected_model"],
-            status=row["status"],
-            pending=pending,
-            context=context,
-            parked_seq=row["turn_parked_seq"],
+        return await self.turns.claim_turn(
+            lease_seconds=lease_seconds,
+            platforms=platforms,
+            with_pending=with_pending,
+            context_page=context_page,
         )
 
     async def renew_turn(self, claim: TurnClaim, *, lease_seconds: float) -> None:
-        async with self.db.connection() as conn:
-            ok = await conn.fetchval(q.RENEW_TURN, claim.session_id, claim.owner, lease_seconds)
-        if ok is None:
-            raise LeaseLost(f"turn lease of session {claim.session_id} was taken over")
+        await self.turns.renew_turn(claim, lease_seconds=lease_seconds)
 
     async def release_turn(self, claim: TurnClaim) -> None:
-        async with self.db.connection() as conn:
-            await conn.execute(q.RELEASE_TURN, claim.session_id, claim.owner)
+        await self.turns.release_turn(claim)
+
+    async def turn_requested_seq(self, session_id: int) -> int:
+        return await self.turns.turn_requested_seq(session_id)
+
+    async def turn_state(
+        self,
+        session_id: int,
+        *,
+        question_seq: int,
+        upto_seq: int,
+        user_platform: str,
+        user_id: str | None,
+    ) -> TurnState:
+        return await self.turns.turn_state(
+            session_id,
+            question_seq=question_seq,
+            upto_seq=upto_seq,
+            user_platform=user_platform,
+            user_id=user_id,
+        )
+
+    async def context_page(
+        self,
+        session_id: int,
+        *,
+        after_seq: int,
+        upto_seq: int,
+        limit: int,
+        newest_first: bool = True,
+    ) -> list[ContextRecord]:
+        return await self.turns.context_page(
+            session_id,
+            after_seq=after_seq,
+            upto_seq=upto_seq,
+            limit=limit,
+            newest_first=newest_first,
+        )
+
+    async def set_model_choice(
+        self, session_id: int, *, platform: str, user_id: str | None, model: str
+    ) -> None:
+        await self.turns.set_model_choice(
+            session_id, platform=platform, user_id=user_id, model=model
+        )
+
+    # --- summaries (``repos.summaries``) ----------------------------------------------------
+
+    async def latest_summary(self, session_id: int) -> SummaryRecord | None:
+        return await self.summary_repo.latest_summary(session_id)
+
+    async def summaries(self, session_id: int) -> list[SummaryRecord]:
+        return await self.summary_repo.summaries(session_id)
+
+    async def add_summary(
+        self,
+        session_id: int,
+        *,
+        from_seq: int,
+        to_seq: int,
+        content: str,
+        model: str | None,
+        model_written: bool,
+    ) -> SummaryRecord | None:
+        return await self.summary_repo.add_summary(
+            session_id,
+            from_seq=from_seq,
+            to_seq=to_seq,
+            content=content,
+            model=model,
+            model_written=model_written,
+        )
+
+    # --- the end of a turn writes the outbox: it moves with the outbox ---------------------
 
     async def finish_turn(
         self,
@@ -523,194 +469,8 @@ class Store:
             value = await conn.fetchval(q.OLDEST_PENDING_AGE)
         return None if value is None else float(value)
 
-    # --- adapter cursors -----------------------------------------------------------------
-
-    async def load_cursor(self, name: str) -> str | None:
-        async with self.db.connection() as conn:
-            value = await conn.fetchval(q.LOAD_CURSOR, name)
-        return None if value is None else str(value)
-
-    async def save_cursor(self, name: str, value: str) -> None:
-        async with self.db.connection() as conn:
-            await conn.execute(q.SAVE_CURSOR, name, value)
-
-    # --- agent runtime: context, summaries, model choice, feedback -----------------------
-
-    async def turn_state(
-        self,
-        session_id: int,
-        *,
-        question_seq: int,
-        upto_seq: int,
-        user_platform: str,
-        user_id: str | None,
-    ) -> TurnState:
-        async with self.db.connection() as conn:
-            row = await conn.fetchrow(
-                q.TURN_STATE, session_id, question_seq, user_platform, user_id, upto_seq
-            )
-        if row is None:
-            raise SessionNotFound(f"no session {session_id}")
-        return TurnState.from_row(row)
-
-    async def context_page(
-        self,
-        session_id: int,
-        *,
-        after_seq: int,
-        upto_seq: int,
-        limit: int,
-        newest_first: bool = True,
-    ) -> list[ContextRecord]:
-        """Context messages with ``after_seq < seq_no <= upto_seq``, newest or oldest first."""
-        sql = q.CONTEXT_NEWEST_FIRST if newest_first else q.CONTEXT_OLDEST_FIRST
-        async with self.db.connection() as conn:
-            rows = await conn.fetch(sql, session_id, after_seq, upto_seq, limit)
-        return [ContextRecord.from_values(r) for r in rows]
-
-    async def latest_summary(self, session_id: int) -> SummaryRecord | None:
-        async with self.db.connection() as conn:
-            row = await conn.fetchrow(q.LATEST_SUMMARY, session_id)
-        return None if row is None else SummaryRecord.from_row(row)
-
-    async def summaries(self, session_id: int) -> list[SummaryRecord]:
-        async with self.db.connection() as conn:
-            rows = await conn.fetch(q.LIST_SUMMARIES, session_id)
-        return [SummaryRecord.from_row(r) for r in rows]
-
-    async def add_summary(
-        self,
-        session_id: int,
-        *,
-        from_seq: int,
-        to_seq: int,
-        content: str,
-        model: str | None,
-        model_written: bool,
-    ) -> SummaryRecord | None:
-        """Store a summary of ``from_seq..to_seq``; ``None`` if one reaching as far exists."""
-        async with self.db.connection() as conn:
-            row = await conn.fetchrow(
-                q.INSERT_ROLLING_SUMMARY,
-                session_id,
-                from_seq,
-                to_seq,
-                content,
-                model,
-                model_written,
-            )
-        return None if row is None else SummaryRecord.from_row(row)
-
-    async def set_model_choice(
-        self, session_id: int, *, platform: str, user_id: str | None, model: str
-    ) -> None:
-        """``/model NAME``: this session's model, and this person's choice for new ones."""
-        async with self.db.transaction() as conn:
-            await conn.execute(q.SET_SESSION_MODEL, session_id, model)
-            if user_id:
-                await conn.execute(q.SET_USER_MODEL, platform, user_id, model)
-
-    async def turn_requested_seq(self, session_id: int) -> int:
-        async with self.db.connection() as conn:
-            value = await conn.fetchval(q.TURN_REQUESTED_SEQ, session_id)
-        if value is None:
-            raise SessionNotFound(f"no session {session_id}")
-        return int(value)
-
-    async def set_feedback(self, message_id: int, *, user_id: str, value: int) -> int | None:
-        """One person's feedback on an assistant message: +1, -1, or 0 to take it back.
-        Returns the message's resulting feedback (sign of the sum), ``None`` when nobody's
-        is left. Raises ``SessionNotFound`` when ``message_id`` is not an assistant message."""
-        if value not in (-1, 0, 1):
-            raise ValueError("feedback must be -1, 0 or 1")
-        async with self.db.transaction() as conn:
-            # lock first: concurrent reactions on one message then recompute in turn
-            if await conn.fetchval(q.LOCK_ASSISTANT_MESSAGE, message_id) is None:
-                raise SessionNotFound(f"no assistant message {message_id}")
-            if value:
-                await conn.execute(q.UPSERT_FEEDBACK, message_id, user_id, value)
-            else:
-                await conn.execute(q.DELETE_FEEDBACK, message_id, user_id)
-            result = await conn.fetchval(q.REFRESH_FEEDBACK, message_id)
-        return None if result is None else int(result)
-
-    async def find_bot_message(
-        self, platform: str, *, chat_id: str, platform_message_id: str
-    ) -> int | None:
-        """The assistant message a platform message id belongs to (for reactions)."""
-        async with self.db.connection() as conn:
-            value = await conn.fetchval(
-                q.FIND_MESSAGE_BY_PLATFORM_ID, platform, platform_message_id, chat_id
-            )
-        return None if value is None else int(value)
-
-    async def message_id_at(self, session_id: int, seq_no: int) -> int | None:
-        async with self.db.connection() as conn:
-            value = await conn.fetchval(q.MESSAGE_ID_AT, session_id, seq_no)
-        return None if value is None else int(value)
-
-    async def feedback_by_seq(self, session_id: int) -> dict[int, int]:
-        async with self.db.connection() as conn:
-            rows = await conn.fetch(q.FEEDBACK_BY_SEQ, session_id)
-        return {r["seq_no"]: r["feedback"] for r in rows}
-
-
-#: the columns of ``queries.CLAIM_TURN_CONTEXT`` that ``TurnState.from_row`` reads as they are
-_STATE_COLUMNS = (
-    "selected_model",
-    "user_model",
-    "place",
-    "summary_id",
-    "summary_session_id",
-    "summary_from_seq",
-    "summary_to_seq",
-    "summary_content",
-    "summary_model",
-    "summary_model_written",
-    "summary_created_at",
-)
-
-
-def _ingest_args(msg: InboundMessage, raw: Mapping[str, Any] | None) -> tuple[Any, ...]:
-    """The parameters of ``queries.INGEST_MESSAGE`` for one message."""
-    return (
-        msg.key.platform,
-        msg.event_id,
-        msg.message_key,
-        _jsonable(raw),
-        msg.key.scope,
-        msg.key.chat_id,
-        msg.key.thread_id,
-        msg.turn_request,
-        _title(msg.content),
-        msg.sender_id,
-        msg.sender_name,
-        msg.external_id,
-        msg.reply_to_external_id,
-        msg.content,
-        msg.target.to_json(),
-        msg.command,
-        msg.backfill,
-        msg.sent_at,
-        dict(msg.metadata),
-    )
-
 
 def _token(delivery: DeliveryRecord) -> uuid.UUID:
     if delivery.claim_token is None:
         raise LeaseLost(f"delivery {delivery.id} was not claimed")
     return uuid.UUID(delivery.claim_token)
-
-
-def _title(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line[:80]
-
-
-def _jsonable(raw: Mapping[str, Any] | None) -> Any:
-    return None if raw is None else dict(raw)
-
-
-def _like_escape(text: str) -> str:
-    """``text`` as a literal inside ILIKE (``%`` and ``_`` are not wildcards here)."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -5,9 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
+from session_store.rows import Column, or_empty
 from session_store.values import ApprovalStatus, ReplyTarget
+
+
+def _approvers(value: list[str] | None) -> tuple[str, ...]:
+    return tuple(value or ())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,25 +38,8 @@ class ApprovalRecord:
     #: pending, but past ``expires_at`` (by the database's clock)
     overdue: bool
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> ApprovalRecord:
-        return cls(
-            id=row["id"],
-            version=row["version"],
-            session_id=row["session_id"],
-            idempotency_key=row["idempotency_key"],
-            tool_name=row["tool_name"],
-            arguments=row["arguments"] or {},
-            owner=row["owner"],
-            approvers=tuple(row["approvers"] or ()),
-            status=row["status"],
-            target=ReplyTarget.from_json(row["target"]),
-            card_message_id=row["card_message_id"],
-            card_platform_message_id=row["card_platform_message_id"],
-            card_retired=row["card_retired"],
-            decided_by=row["decided_by"],
-            decided_at=row["decided_at"],
-            created_at=row["created_at"],
-            expires_at=row["expires_at"],
-            overdue=row["overdue"],
-        )
+    row_columns: ClassVar[Mapping[str, Column]] = {
+        "arguments": Column(convert=or_empty),
+        "approvers": Column(convert=_approvers),
+        "target": Column(convert=ReplyTarget.from_json),
+    }

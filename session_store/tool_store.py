@@ -1,4 +1,5 @@
-"""The store's tools area: reads the built-in tools make on behalf of the asker."""
+"""The store's tools area: reads the built-in tools make on behalf of the asker, and tool
+approvals with the turns parked on them. Its SQL is ``tool_store.sql`` beside it."""
 
 from __future__ import annotations
 
@@ -7,14 +8,22 @@ from typing import Any, Literal
 
 import asyncpg
 
-from session_store import tool_queries as q
+from session_store import tool_queries as outbox_q
 from session_store.records import SessionRecord
+from session_store.repos.sessions import SQL as SESSIONS_SQL
+from session_store.rows import reader
+from session_store.sql import load
 from session_store.store import Store
 from session_store.tool_records import ApprovalRecord
 from session_store.values import ApprovalStatus, ReplyTarget
 
+SQL = load(__package__, "tool_store.sql", session_columns=SESSIONS_SQL.session_columns)
+
 #: what ``ToolStore.park_turn`` did
 ParkOutcome = Literal["parked", "decided", "lost"]
+
+_session = reader(SessionRecord)
+_approval = reader(ApprovalRecord)
 
 
 class ToolStore:
@@ -26,12 +35,12 @@ class ToolStore:
         self, *, platform: str, scope: str, user_id: str, limit: int = 20
     ) -> list[SessionRecord]:
         async with self._db.connection() as conn:
-            rows = await conn.fetch(q.ASKER_SESSIONS, platform, scope, user_id, limit)
-        return [SessionRecord.from_row(r) for r in rows]
+            rows = await conn.fetch(SQL.asker_sessions, platform, scope, user_id, limit)
+        return [_session(r) for r in rows]
 
     async def takes_part(self, session_id: int, *, platform: str, scope: str, user_id: str) -> bool:
         async with self._db.connection() as conn:
-            found = await conn.fetchval(q.TAKES_PART, session_id, platform, scope, user_id)
+            found = await conn.fetchval(SQL.takes_part, session_id, platform, scope, user_id)
         return bool(found)
 
     # --- approvals ---------------------------------------------------------------------------
@@ -53,7 +62,7 @@ class ToolStore:
         run of the same turn made (``False``), with whatever was decided meanwhile."""
         async with self._db.transaction() as conn:
             status = await conn.execute(
-                q.INSERT_APPROVAL,
+                SQL.insert_approval,
                 approval_id,
                 session_id,
                 idempotency_key,
@@ -64,21 +73,21 @@ class ToolStore:
                 target.to_json(),
                 expires_in,
             )
-            row = await conn.fetchrow(q.GET_APPROVAL_BY_KEY, idempotency_key)
+            row = await conn.fetchrow(SQL.get_approval_by_key, idempotency_key)
         assert row is not None
-        return ApprovalRecord.from_row(row), status.endswith(" 1")
+        return _approval(row), status.endswith(" 1")
 
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
         async with self._db.connection() as conn:
-            row = await conn.fetchrow(q.GET_APPROVAL, approval_id)
-        return None if row is None else ApprovalRecord.from_row(row)
+            row = await conn.fetchrow(SQL.get_approval, approval_id)
+        return None if row is None else _approval(row)
 
     async def approval_by_card(
         self, platform: str, platform_message_id: str
     ) -> ApprovalRecord | None:
         async with self._db.connection() as conn:
-            row = await conn.fetchrow(q.GET_APPROVAL_BY_CARD, platform, platform_message_id)
-        return None if row is None else ApprovalRecord.from_row(row)
+            row = await conn.fetchrow(SQL.get_approval_by_card, platform, platform_message_id)
+        return None if row is None else _approval(row)
 
     async def decide_approval(
         self, approval_id: str, *, version: int, status: ApprovalStatus, decided_by: str
@@ -86,24 +95,26 @@ class ToolStore:
         """Compare-and-set on ``version``: ``False`` when someone decided (or it expired)
         first. A turn parked on the request is unparked in the same transaction."""
         async with self._db.transaction() as conn:
-            found = await conn.fetchval(q.DECIDE_APPROVAL, approval_id, version, status, decided_by)
+            found = await conn.fetchval(
+                SQL.decide_approval, approval_id, version, status, decided_by
+            )
             if found is not None:
                 await self._unpark(conn, approval_id)
         return found is not None
 
     async def expire_approval(self, approval_id: str, *, version: int) -> bool:
         async with self._db.transaction() as conn:
-            found = await conn.fetchval(q.EXPIRE_APPROVAL, approval_id, version)
+            found = await conn.fetchval(SQL.expire_approval, approval_id, version)
             if found is not None:
                 await self._unpark(conn, approval_id)
         return found is not None
 
     @staticmethod
     async def _unpark(conn: asyncpg.Connection, approval_id: str) -> None:
-        # a statement of its own (see ``tool_queries.UNPARK_TURN``): its snapshot sees a
+        # a statement of its own (see ``unpark_turn`` in ``tool_store.sql``): its snapshot sees a
         # park that committed while the decision waited for the request's row lock
-        session_id = await conn.fetchval(q.APPROVAL_SESSION, approval_id)
-        await conn.execute(q.UNPARK_TURN, session_id, approval_id)
+        session_id = await conn.fetchval(SQL.approval_session, approval_id)
+        await conn.execute(SQL.unpark_turn, session_id, approval_id)
 
     async def park_turn(
         self, *, session_id: int, owner: str, approval_id: str, handled_seq: int
@@ -113,36 +124,36 @@ class ToolStore:
         ``decided``: the request was decided (or ran out) meanwhile, nothing parked, the
         lease is still ours; ``lost``: the lease was taken over."""
         async with self._db.transaction() as conn:
-            if await conn.fetchval(q.LOCK_PENDING_APPROVAL, approval_id) is None:
+            if await conn.fetchval(SQL.lock_pending_approval, approval_id) is None:
                 return "decided"
-            found = await conn.fetchval(q.PARK_TURN, session_id, owner, approval_id, handled_seq)
+            found = await conn.fetchval(SQL.park_turn, session_id, owner, approval_id, handled_seq)
         return "parked" if found is not None else "lost"
 
     async def unpark_strays(self) -> int:
         """Unpark sessions parked on a request that is no longer pending (a safety net)."""
         async with self._db.connection() as conn:
-            rows = await conn.fetch(q.UNPARK_STRAYS)
+            rows = await conn.fetch(SQL.unpark_strays)
         return len(rows)
 
     async def overdue_approvals(self, limit: int = 100) -> list[tuple[str, int]]:
         async with self._db.connection() as conn:
-            rows = await conn.fetch(q.OVERDUE_APPROVALS, limit)
+            rows = await conn.fetch(SQL.overdue_approvals, limit)
         return [(r["id"], r["version"]) for r in rows]
 
     async def unretired_approvals(self, limit: int = 100) -> list[ApprovalRecord]:
         async with self._db.connection() as conn:
-            rows = await conn.fetch(q.UNRETIRED_APPROVALS, limit)
-        return [ApprovalRecord.from_row(r) for r in rows]
+            rows = await conn.fetch(SQL.unretired_approvals, limit)
+        return [_approval(r) for r in rows]
 
     async def mark_card_retired(self, approval_id: str) -> bool:
         """Claim the card's retirement; ``False`` if someone retired (or is retiring) it."""
         async with self._db.connection() as conn:
-            return await conn.fetchval(q.MARK_CARD_RETIRED, approval_id) is not None
+            return await conn.fetchval(SQL.mark_card_retired, approval_id) is not None
 
     async def unmark_card_retired(self, approval_id: str) -> None:
         """The platform call failed: let the sweeper try again."""
         async with self._db.connection() as conn:
-            await conn.execute(q.UNMARK_CARD_RETIRED, approval_id)
+            await conn.execute(SQL.unmark_card_retired, approval_id)
 
     async def queue_card(
         self,
@@ -158,16 +169,16 @@ class ToolStore:
         Returns the message's seq, or ``None`` if the card was queued before."""
         async with self._db.transaction() as conn:
             # lock first, then look (two runs of one turn must not queue two cards)
-            queued = await conn.fetchrow(q.LOCK_APPROVAL_CARD, approval_id)
+            queued = await conn.fetchrow(SQL.lock_approval_card, approval_id)
             if queued is None or queued["card_message_id"] is not None:
                 return None
-            seq = await conn.fetchval(q.ALLOCATE_CARD_SEQ, session_id)
+            seq = await conn.fetchval(SQL.allocate_card_seq, session_id)
             message_id = await conn.fetchval(
-                q.INSERT_CARD_MESSAGE, session_id, seq, text, dict(metadata)
+                SQL.insert_card_message, session_id, seq, text, dict(metadata)
             )
-            await conn.execute(q.SET_CARD_MESSAGE, approval_id, message_id)
+            await conn.execute(SQL.set_card_message, approval_id, message_id)
             await conn.execute(
-                q.INSERT_CARD_DELIVERY,
+                outbox_q.INSERT_CARD_DELIVERY,
                 message_id,
                 session_id,
                 seq,
@@ -182,7 +193,7 @@ class ToolStore:
         if not ids:
             return {}
         async with self._db.connection() as conn:
-            rows = await conn.fetch(q.APPROVAL_STATES, list(ids))
+            rows = await conn.fetch(SQL.approval_states, list(ids))
         return {
             r["id"]: {
                 "id": r["id"],

@@ -1,9 +1,9 @@
 """Value types the store persists and every layer shares: where a conversation lives
 (``SessionKey``), where its replies go (``ReplyTarget``), and the states of stored rows.
 
-This module imports nothing of ours, so the store can own it and the core and the adapters can
-use it (``gateway.core.domain`` re-exports the keys). Each value read from a row is built in one
-``from_row`` / ``from_json``.
+This module imports nothing of ours but the row reader (``session_store.rows``, which imports
+nothing), so the store can own it and the core and the adapters can use it (``gateway.core.domain``
+re-exports the keys). Each value read from a row is built by that reader or ``from_json``.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from session_store.rows import reader
 
 #: a session: open for new messages, or closed by ``/new`` (or an operator)
 SessionStatus = Literal["active", "closed"]
@@ -50,16 +52,6 @@ class SessionKey:
         return f"{self.platform}:{self.scope}:{self.chat_id}:{self.thread_id or '-'}"
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> SessionKey:
-        """The key columns of a ``sessions`` row (``platform, scope, chat_id, thread_id``)."""
-        return cls(
-            platform=row["platform"],
-            scope=row["scope"],
-            chat_id=row["chat_id"],
-            thread_id=row["thread_id"],
-        )
-
-    @classmethod
     def parse(cls, text: str) -> SessionKey:
         """Inverse of ``str()``: ``platform:scope:chat:thread`` (``-`` = no thread)."""
         # the scope may itself contain ':' (a Mattermost server "host:8065"); platform, chat
@@ -75,6 +67,10 @@ class SessionKey:
             chat_id=chat_id,
             thread_id=None if thread in ("", "-") else thread,
         )
+
+
+#: the key columns of a ``sessions`` row (``platform, scope, chat_id, thread_id``)
+key_from_row = reader(SessionKey)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,0 +1,163 @@
+"""Sessions and their transcripts: finding and listing sessions, reading messages, closing a
+session, and people's feedback on the bot's replies."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+
+from session_store import queries as outbox_q
+from session_store.db import Database
+from session_store.errors import SessionNotFound
+from session_store.records import DeliveryRecord, MessageRecord, SessionRecord
+from session_store.rows import reader
+from session_store.sql import load
+from session_store.values import SessionKey, SessionStatus
+
+SQL = load(__package__, "sessions.sql")
+
+_session = reader(SessionRecord)
+_message = reader(MessageRecord)
+
+
+class Sessions:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def get_session(self, session_id: int) -> SessionRecord:
+        async with self.db.connection() as conn:
+            row = await conn.fetchrow(SQL.get_session, session_id)
+        if row is None:
+            raise SessionNotFound(f"no session {session_id}")
+        return _session(row)
+
+    async def find_session(self, key: SessionKey) -> SessionRecord | None:
+        """The active session for ``key``, else its newest closed one."""
+        async with self.db.connection() as conn:
+            row = await conn.fetchrow(
+                SQL.find_session_by_key, key.platform, key.scope, key.chat_id, key.thread_id
+            )
+        return None if row is None else _session(row)
+
+    async def has_active_session(self, key: SessionKey) -> bool:
+        async with self.db.connection() as conn:
+            found = await conn.fetchval(
+                SQL.has_active_session, key.platform, key.scope, key.chat_id, key.thread_id
+            )
+        return bool(found)
+
+    async def list_sessions(
+        self,
+        *,
+        platform: str | None = None,
+        chat_id: str | None = None,
+        thread_id: str | None = None,
+        status: SessionStatus | None = None,
+        title_contains: str | None = None,
+        after: tuple[datetime | None, int] | None = None,
+        limit: int = 50,
+    ) -> list[SessionRecord]:
+        """Newest activity first; ``after`` is the (last_message_at, id) of the last row of
+        the previous page."""
+        pattern = None if not title_contains else _like_escape(title_contains)
+        async with self.db.connection() as conn:
+            rows = await conn.fetch(
+                SQL.list_sessions,
+                platform,
+                chat_id,
+                status,
+                pattern,
+                thread_id,
+                after is not None,
+                after[0] if after else None,
+                after[1] if after else None,
+                limit,
+            )
+        return [_session(r) for r in rows]
+
+    async def list_chats(self, platform: str, limit: int = 200) -> list[str]:
+        async with self.db.connection() as conn:
+            rows = await conn.fetch(SQL.list_chats, platform, limit)
+        return [r["chat_id"] for r in rows]
+
+    async def close_session(self, session_id: int) -> bool:
+        async with self.db.connection() as conn:
+            return await conn.fetchval(SQL.close_active_session, session_id) is not None
+
+    # --- messages ------------------------------------------------------------------------
+
+    async def messages(
+        self,
+        session_id: int,
+        *,
+        after_seq: int | None = None,
+        before_seq: int | None = None,
+        limit: int = 100,
+        with_deliveries: bool = False,
+    ) -> list[MessageRecord]:
+        """Messages in seq order: the first ``limit`` after ``after_seq``, or, with
+        ``before_seq``, the last ``limit`` before it. With ``with_deliveries`` each assistant
+        message carries its delivery rows."""
+        async with self.db.connection() as conn:
+            if before_seq is not None:
+                newest = await conn.fetch(SQL.messages_before, session_id, before_seq, limit)
+                rows = list(reversed(newest))
+            else:
+                rows = await conn.fetch(SQL.messages_after, session_id, after_seq or 0, limit)
+            messages = [_message(r) for r in rows]
+            ids = [m.id for m in messages if m.role != "user"]
+            if not with_deliveries or not ids:
+                return messages
+            # the outbox's rows and their SQL stay with the outbox
+            drows = await conn.fetch(outbox_q.DELIVERIES_OF_MESSAGES, ids)
+        by_message: dict[int, list[DeliveryRecord]] = {}
+        for d in (DeliveryRecord.from_row(r) for r in drows):
+            by_message.setdefault(d.message_id, []).append(d)
+        return [
+            replace(m, deliveries=tuple(by_message[m.id])) if m.id in by_message else m
+            for m in messages
+        ]
+
+    async def message_id_at(self, session_id: int, seq_no: int) -> int | None:
+        async with self.db.connection() as conn:
+            value = await conn.fetchval(SQL.message_id_at, session_id, seq_no)
+        return None if value is None else int(value)
+
+    # --- feedback on the bot's replies ---------------------------------------------------
+
+    async def set_feedback(self, message_id: int, *, user_id: str, value: int) -> int | None:
+        """One person's feedback on an assistant message: +1, -1, or 0 to take it back.
+        Returns the message's resulting feedback (sign of the sum), ``None`` when nobody's
+        is left. Raises ``SessionNotFound`` when ``message_id`` is not an assistant message."""
+        if value not in (-1, 0, 1):
+            raise ValueError("feedback must be -1, 0 or 1")
+        async with self.db.transaction() as conn:
+            # lock first: concurrent reactions on one message then recompute in turn
+            if await conn.fetchval(SQL.lock_assistant_message, message_id) is None:
+                raise SessionNotFound(f"no assistant message {message_id}")
+            if value:
+                await conn.execute(SQL.upsert_feedback, message_id, user_id, value)
+            else:
+                await conn.execute(SQL.delete_feedback, message_id, user_id)
+            result = await conn.fetchval(SQL.refresh_feedback, message_id)
+        return None if result is None else int(result)
+
+    async def find_bot_message(
+        self, platform: str, *, chat_id: str, platform_message_id: str
+    ) -> int | None:
+        """The assistant message a platform message id belongs to (for reactions)."""
+        async with self.db.connection() as conn:
+            value = await conn.fetchval(
+                SQL.find_message_by_platform_id, platform, platform_message_id, chat_id
+            )
+        return None if value is None else int(value)
+
+    async def feedback_by_seq(self, session_id: int) -> dict[int, int]:
+        async with self.db.connection() as conn:
+            rows = await conn.fetch(SQL.feedback_by_seq, session_id)
+        return {r["seq_no"]: r["feedback"] for r in rows}
+
+
+def _like_escape(text: str) -> str:
+    """``text`` as a literal inside ILIKE (``%`` and ``_`` are not wildcards here)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -1,0 +1,94 @@
+-- Sessions and their transcripts: reading them, closing them, feedback on replies.
+
+-- name: session_columns
+-- the one column list of SessionRecord
+id, platform, scope, chat_id, thread_id, status, title, kind, selected_model, last_seq_no,
+message_count, created_at, updated_at, last_message_at, closed_at, metadata
+
+-- name: message_columns
+-- the one column list of MessageRecord
+id, session_id, seq_no, role, content, sender_id, sender_name, external_id, command, trigger,
+backfill, reply_target, model, tokens_used, feedback, edited_at, created_at, metadata
+
+-- name: messages_after
+SELECT {{message_columns}} FROM messages
+WHERE session_id = $1 AND seq_no > $2 ORDER BY seq_no LIMIT $3
+
+-- name: messages_before
+-- newest first; the caller reverses to seq order
+SELECT {{message_columns}} FROM messages
+WHERE session_id = $1 AND seq_no < $2 ORDER BY seq_no DESC LIMIT $3
+
+-- name: get_session
+SELECT {{session_columns}} FROM sessions WHERE id = $1
+
+-- name: find_session_by_key
+-- the active session of a place, else its newest closed one
+SELECT {{session_columns}} FROM sessions
+WHERE platform = $1 AND scope = $2 AND chat_id = $3
+  AND coalesce(thread_id, '') = coalesce($4::text, '')
+ORDER BY (status = 'active') DESC, id DESC
+LIMIT 1
+
+-- name: list_sessions
+-- Newest activity first. The keyset cursor is (last_message_at, id) of the last row seen;
+-- $6 says whether there is a cursor at all, since its timestamp may itself be NULL
+-- (NULLS LAST: rows without activity come after every row with some).
+SELECT {{session_columns}} FROM sessions
+WHERE ($1::text IS NULL OR platform = $1)
+  AND ($2::text IS NULL OR chat_id = $2)
+  AND ($3::text IS NULL OR status = $3)
+  AND ($4::text IS NULL OR title ILIKE '%' || $4 || '%' ESCAPE '\')
+  AND ($5::text IS NULL OR thread_id = $5)
+  AND (NOT $6::boolean
+       OR ($7::timestamptz IS NOT NULL AND (last_message_at < $7
+                                            OR (last_message_at = $7 AND id < $8)
+                                            OR last_message_at IS NULL))
+       OR ($7::timestamptz IS NULL AND last_message_at IS NULL AND id < $8))
+ORDER BY last_message_at DESC NULLS LAST, id DESC
+LIMIT $9
+
+-- name: has_active_session
+SELECT EXISTS (
+    SELECT 1 FROM sessions
+    WHERE platform = $1 AND scope = $2 AND chat_id = $3
+      AND coalesce(thread_id, '') = coalesce($4::text, '') AND status = 'active'
+)
+
+-- name: list_chats
+SELECT chat_id, count(*) AS sessions, max(last_message_at) AS last_message_at
+FROM sessions WHERE platform = $1 GROUP BY chat_id ORDER BY max(last_message_at) DESC NULLS LAST
+LIMIT $2
+
+-- name: close_active_session
+UPDATE sessions SET status = 'closed', closed_at = now(), updated_at = now()
+WHERE id = $1 AND status = 'active'
+RETURNING id
+
+-- name: message_id_at
+SELECT id FROM messages WHERE session_id = $1 AND seq_no = $2
+
+-- name: lock_assistant_message
+SELECT id FROM messages WHERE id = $1 AND role = 'assistant' FOR UPDATE
+
+-- name: upsert_feedback
+INSERT INTO message_feedback (message_id, user_id, value) VALUES ($1, $2, $3)
+ON CONFLICT (message_id, user_id) DO UPDATE SET value = excluded.value, updated_at = now()
+
+-- name: delete_feedback
+DELETE FROM message_feedback WHERE message_id = $1 AND user_id = $2
+
+-- name: refresh_feedback
+-- Runs after the row lock above, so its snapshot sees every earlier reaction.
+UPDATE messages SET feedback = (
+    SELECT sign(sum(value))::smallint FROM message_feedback WHERE message_id = $1
+) WHERE id = $1
+RETURNING feedback
+
+-- name: find_message_by_platform_id
+SELECT message_id FROM deliveries
+WHERE platform = $1 AND platform_message_id = $2 AND target->>'chat_id' = $3
+ORDER BY id LIMIT 1
+
+-- name: feedback_by_seq
+SELECT seq_no, feedback FROM messages WHERE session_id = $1 AND feedback IS NOT NULL

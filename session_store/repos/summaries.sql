@@ -1,0 +1,26 @@
+-- Rolling summaries of a session's transcript.
+
+-- name: summary_columns
+id, session_id, from_seq, to_seq, content, model, model_written, created_at
+
+-- name: latest_summary
+SELECT {{summary_columns}} FROM session_summaries
+WHERE session_id = $1 ORDER BY to_seq DESC, id DESC LIMIT 1
+
+-- name: list_summaries
+SELECT {{summary_columns}} FROM session_summaries WHERE session_id = $1 ORDER BY to_seq, id
+
+-- name: insert_rolling_summary
+-- Written only if it moves the session's summary forward: a replica (or an MCP client) that
+-- got as far already wins. Two replicas racing on one range may both write it; the newest
+-- (id) is the one used, and either is correct.
+INSERT INTO session_summaries (session_id, from_seq, to_seq, content, model, model_written)
+SELECT $1, $2, $3, $4, $5, $6
+WHERE NOT EXISTS (SELECT 1 FROM session_summaries WHERE session_id = $1 AND to_seq >= $3)
+RETURNING {{summary_columns}}
+
+-- name: insert_summary
+-- an operator's or MCP client's summary, written whatever exists
+INSERT INTO session_summaries (session_id, from_seq, to_seq, content, model, model_written)
+VALUES ($1, $2, $3, $4, $5, $6)
+RETURNING {{summary_columns}}

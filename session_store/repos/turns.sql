@@ -1,0 +1,170 @@
+-- A session's turn: claiming it (a lease fenced by an owner token), what the turn reads
+-- besides its messages, and the model it answers with. Includes from elsewhere:
+-- message_columns (sessions.sql) and dead_turn_process (the liveness rule, shared with the
+-- outbox's recovery).
+
+-- name: claim_session
+-- Claim one session with unanswered messages whose lease is free, expired, or held by a
+-- process that is dead (its liveness lock is gone: takeover in seconds, not after the lease).
+-- SKIP LOCKED lets concurrent workers pass over each other's rows; the row lock makes the
+-- claim itself atomic.
+UPDATE sessions s
+SET turn_owner = $1, turn_lease_until = now() + make_interval(secs => $2), turn_process = $4
+WHERE s.id = (
+    SELECT id FROM sessions
+    WHERE turn_requested_seq > turn_done_seq AND turn_parked_on IS NULL
+      AND (turn_lease_until IS NULL OR turn_lease_until < now()
+           OR (turn_process IS DISTINCT FROM $4 AND {{dead_turn_process}}))
+      AND ($3::text[] IS NULL OR platform = ANY($3))
+    ORDER BY last_message_at NULLS FIRST, id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+
+-- name: claim_turn
+{{claim_session}}
+RETURNING s.id, s.platform, s.scope, s.chat_id, s.thread_id, s.turn_done_seq,
+          s.turn_requested_seq, s.selected_model, s.status, s.turn_parked_seq
+
+-- name: claim_turn_pending
+-- The claim and the turn's unanswered messages in one round trip. The LATERAL read runs in
+-- the statement's snapshot, which may predate an ingest that committed while the claim
+-- locked the row (the row lock follows the newest version): the store sees that the newest
+-- message is missing (seq below turn_requested_seq) and reads the delta again.
+WITH c AS (
+    {{claim_session}}
+    RETURNING s.id AS claim_session_id, s.platform, s.scope, s.chat_id, s.thread_id,
+              s.turn_done_seq, s.turn_requested_seq, s.selected_model, s.status, s.turn_parked_seq
+)
+SELECT c.*, m.* FROM c LEFT JOIN LATERAL (
+    SELECT {{message_columns}} FROM messages
+    WHERE session_id = c.claim_session_id AND seq_no > c.turn_done_seq
+    ORDER BY seq_no LIMIT $5
+) m ON true
+ORDER BY m.seq_no
+
+-- name: claim_turn_context
+-- The claim, the turn's unanswered messages, what the turn needs besides the transcript
+-- (turn_state) and the newest page of its context (context_newest_first), in ONE round
+-- trip. All of it reads the statement's snapshot: p holds exactly the messages the turn will
+-- handle (up to upto_seq), the context stops there too. When the snapshot missed the newest
+-- message (see claim_turn_pending) the store drops the extras and the turn reads them again.
+-- $6: the page size of the context read.
+WITH c AS (
+    {{claim_session}}
+    RETURNING s.id AS claim_session_id, s.platform, s.scope, s.chat_id, s.thread_id,
+              s.turn_done_seq, s.turn_requested_seq, s.selected_model, s.status, s.turn_parked_seq,
+              s.metadata AS session_metadata, s.title AS session_title
+), p AS (
+    SELECT {{message_columns}} FROM messages
+    WHERE session_id = (SELECT claim_session_id FROM c)
+      AND seq_no > (SELECT turn_done_seq FROM c)
+    ORDER BY seq_no LIMIT $5
+), q AS (
+    SELECT seq_no, sender_id, metadata FROM p
+    WHERE role = 'user' AND trigger = 'answer' AND command IS NULL
+    ORDER BY seq_no DESC LIMIT 1
+), top AS (
+    SELECT max(seq_no) AS upto FROM p
+), sm AS (
+    SELECT id, session_id, from_seq, to_seq, content, model, model_written, created_at
+    FROM session_summaries
+    WHERE session_id = (SELECT claim_session_id FROM c) AND to_seq <= (SELECT upto FROM top)
+    ORDER BY to_seq DESC, id DESC LIMIT 1
+), ctx AS (
+    SELECT {{context_columns}} FROM messages m
+    WHERE m.session_id = (SELECT claim_session_id FROM c)
+      AND m.seq_no > coalesce((SELECT to_seq FROM sm), 0)
+      AND m.seq_no <= (SELECT upto FROM top)
+      {{context_rules}}
+    ORDER BY m.seq_no DESC LIMIT $6
+)
+SELECT c.*,
+       (SELECT u.model FROM user_model_choices u, q
+        WHERE u.platform = c.platform AND u.user_id = q.sender_id) AS user_model,
+       (SELECT metadata FROM q) AS place,
+       (SELECT seq_no FROM q) AS question_seq,
+       (SELECT upto FROM top) AS upto_seq,
+       sm.id AS summary_id, sm.session_id AS summary_session_id,
+       sm.from_seq AS summary_from_seq, sm.to_seq AS summary_to_seq,
+       sm.content AS summary_content, sm.model AS summary_model,
+       sm.model_written AS summary_model_written, sm.created_at AS summary_created_at,
+       (SELECT jsonb_agg(to_jsonb(ctx) ORDER BY ctx.seq_no DESC) FROM ctx) AS context_page,
+       p.*
+FROM c LEFT JOIN sm ON true LEFT JOIN p ON true
+ORDER BY p.seq_no
+
+-- name: renew_turn
+UPDATE sessions SET turn_lease_until = now() + make_interval(secs => $3)
+WHERE id = $1 AND turn_owner = $2
+RETURNING id
+
+-- name: release_turn
+UPDATE sessions SET turn_owner = NULL, turn_lease_until = NULL, turn_process = NULL
+WHERE id = $1 AND turn_owner = $2
+
+-- name: turn_requested_seq
+SELECT turn_requested_seq FROM sessions WHERE id = $1
+
+-- name: turn_state
+-- Everything a turn needs besides the transcript, in one round trip: the session's metadata
+-- and model choice, this person's last choice, where the question was asked (its metadata
+-- carries chat/channel names), and the newest summary that ends at or before the turn.
+SELECT s.metadata, s.title, s.selected_model,
+       (SELECT u.model FROM user_model_choices u
+        WHERE u.platform = $3 AND u.user_id = $4) AS user_model,
+       (SELECT m.metadata FROM messages m WHERE m.session_id = $1 AND m.seq_no = $2) AS place,
+       sm.id AS summary_id, sm.session_id AS summary_session_id,
+       sm.from_seq AS summary_from_seq, sm.to_seq AS summary_to_seq,
+       sm.content AS summary_content, sm.model AS summary_model,
+       sm.model_written AS summary_model_written, sm.created_at AS summary_created_at
+FROM sessions s
+LEFT JOIN LATERAL (
+    SELECT id, session_id, from_seq, to_seq, content, model, model_written, created_at
+    FROM session_summaries
+    WHERE session_id = s.id AND to_seq <= $5
+    ORDER BY to_seq DESC, id DESC LIMIT 1
+) sm ON true
+WHERE s.id = $1
+
+-- name: context_columns
+-- The agent's view of the transcript: an edited message reads as its newest edit.
+-- answers_seq places a reply right after what it answered even when messages that arrived
+-- during the run got lower seq numbers than the reply. In ContextRecord's field order: the
+-- context page is read by position.
+m.id, m.seq_no, m.role,
+CASE WHEN m.edited_at IS NULL THEN m.content ELSE coalesce(
+    (SELECT a.content FROM message_annotations a
+     WHERE a.message_id = m.id AND a.kind = 'edit' AND a.content IS NOT NULL
+     ORDER BY a.id DESC LIMIT 1), m.content) END AS content,
+m.sender_id, m.sender_name,
+(m.metadata->>'answers_seq')::bigint AS answers_seq,
+m.metadata->'tool_calls' AS tool_calls,
+m.metadata->>'tool_call_id' AS tool_call_id
+
+-- name: context_rules
+-- what is conversation: commands and command answers (help, apologies) are not; deleted
+-- messages are gone
+AND ((m.role = 'user' AND m.command IS NULL)
+     OR (m.role <> 'user' AND m.model IS DISTINCT FROM 'command'))
+AND NOT EXISTS (SELECT 1 FROM message_annotations d
+                WHERE d.message_id = m.id AND d.kind = 'delete')
+
+-- name: context_newest_first
+SELECT {{context_columns}} FROM messages m
+WHERE m.session_id = $1 AND m.seq_no > $2 AND m.seq_no <= $3
+{{context_rules}}
+ORDER BY m.seq_no DESC LIMIT $4
+
+-- name: context_oldest_first
+SELECT {{context_columns}} FROM messages m
+WHERE m.session_id = $1 AND m.seq_no > $2 AND m.seq_no <= $3
+{{context_rules}}
+ORDER BY m.seq_no LIMIT $4
+
+-- name: set_session_model
+UPDATE sessions SET selected_model = $2, updated_at = now() WHERE id = $1
+
+-- name: set_user_model
+INSERT INTO user_model_choices (platform, user_id, model) VALUES ($1, $2, $3)
+ON CONFLICT (platform, user_id) DO UPDATE SET model = excluded.model, updated_at = now()
