@@ -380,8 +380,12 @@ RETURNING id
 # out. While it is set nothing of this claim is on the wire, so recovery may resend it on any
 # platform. MARK_ON_WIRE also moves claimed_at up: the send begins after it, so a platform's
 # idempotency window (Mattermost) is counted from the send, not from the start of the wait.
+# A part held off the workers keeps its lease for the whole wait (nothing renews it there):
+# a live process's claim is never taken over while it waits; a dead one's is found by its
+# process's liveness.
 MARK_PACING = """
-UPDATE deliveries SET pacing_until = now() + make_interval(secs => $3)
+UPDATE deliveries SET pacing_until = now() + make_interval(secs => $3),
+    lease_until = greatest(lease_until, now() + make_interval(secs => $3 + $4))
 WHERE id = $1 AND status = 'sending' AND claim_token = $2
 RETURNING id
 """

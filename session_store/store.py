@@ -434,10 +434,13 @@ class Store:
     async def renew_delivery(self, delivery: DeliveryRecord, *, lease_seconds: float) -> None:
         await self._fenced(q.RENEW_DELIVERY, delivery, lease_seconds)
 
-    async def mark_pacing(self, delivery: DeliveryRecord, *, wait: float) -> None:
-        """The claim waits ``wait`` seconds for its chat's pacer, nothing of it on the wire:
-        recovery may resend it anywhere should its process die now (migration 0014)."""
-        await self._fenced(q.MARK_PACING, delivery, wait)
+    async def mark_pacing(
+        self, delivery: DeliveryRecord, *, wait: float, lease_seconds: float = 0.0
+    ) -> None:
+        """The claim waits ``wait`` seconds (for its chat's pacer or a free worker), nothing
+        of it on the wire: recovery may resend it anywhere should its process die now
+        (migration 0014). Its lease is kept at least ``lease_seconds`` past the wait."""
+        await self._fenced(q.MARK_PACING, delivery, wait, lease_seconds)
 
     async def mark_on_wire(self, delivery: DeliveryRecord) -> None:
         """The wait is over and the request goes out next: from here the send may reach the
