@@ -11,18 +11,19 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 
+from gateway.domain import ReplyTarget
 from gateway.errors import DeliveryError, LeaseLost, StoreError
-from gateway.files import send_part
 from gateway.hub import PollGate, Signal
 from gateway.metrics import Metrics
+from gateway.outbox.parts import ApprovalCardPart, FilePart, OutboxPart, TextPart, part_of
+from gateway.outbox.stream_finish import finish_part
 from gateway.outbox.waiting import Held, WaitingRoom
 from gateway.pacing import NO_LIMIT, Budget, Pacing, Rules, pace_rules
-from gateway.ports import SendResult, Transport
-from gateway.streaming import PREVIEW_EXTRA, finish_part
+from gateway.ports import APPROVAL_EXTRA, SendResult, Transport
 from gateway.supervisor import Beat, item_backoff, no_beat, pause, persist
 from session_store.previews import PreviewStore
 from session_store.records import DeliveryRecord
@@ -370,18 +371,25 @@ class DeliveryWorker:
         elif held.mark is not None:
             await held.mark  # its own write lands first: the clearing is never overtaken
             await self._on_wire(delivery)
-        if self._previews is not None and PREVIEW_EXTRA in delivery.target.extra:
+        try:
+            part = part_of(delivery)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DeliveryError(f"unreadable outbox part: {exc}", permanent=True) from exc
+        if (
+            self._previews is not None
+            and isinstance(part, TextPart | FilePart)
+            and part.finishes_stream
+        ):
             # a streamed answer: edit the preview into the final text, never send it again
             try:
-                edited = await finish_part(self._previews, transport, delivery, budget)
+                edited = await finish_part(self._previews, transport, delivery, part, budget)
             except StoreError as exc:
                 # nothing was sent: retried like any transient failure
                 raise DeliveryError(f"previews unreadable: {exc}") from exc
             if edited is not None:
                 return edited
-        # a message, or an upload for a file part
         return await send_part(
-            transport, delivery.target, delivery.content, idempotency_key=f"gw-{delivery.id}"
+            transport, delivery.target, part, idempotency_key=f"gw-{delivery.id}"
         )
 
     async def wait_off_wire(self, delivery: DeliveryRecord, wait: float) -> None:
@@ -467,6 +475,22 @@ class DeliveryWorker:
         )
         self._metrics.deliveries.labels(delivery.platform, "retry").inc()
         bound.info("delivery_retry_scheduled", error=reason, delay_s=round(delay, 2))
+
+
+async def send_part(
+    transport: Transport, target: ReplyTarget, part: OutboxPart, *, idempotency_key: str
+) -> SendResult:
+    """Send one outbox part by its kind: a message, an upload, or an approval card (the
+    transport adds its buttons; the request's id reaches it in the target's ``extra``, in
+    memory only)."""
+    match part:
+        case TextPart():
+            return await transport.send(target, part.text, idempotency_key=idempotency_key)
+        case FilePart():
+            return await transport.send_file(target, part.file, idempotency_key=idempotency_key)
+        case ApprovalCardPart():
+            card = replace(target, extra={**target.extra, APPROVAL_EXTRA: part.approval_id})
+            return await transport.send(card, part.text, idempotency_key=idempotency_key)
 
 
 class _OffWire:

@@ -26,8 +26,9 @@ from gateway.files import outbox_parts
 from gateway.hub import PollGate, Signal
 from gateway.knowledge.service import Knowledge
 from gateway.metrics import Metrics
+from gateway.outbox.parts import stored
 from gateway.ports import Transport
-from gateway.streaming import PREVIEW_EXTRA, Streams
+from gateway.streaming import Streams
 from gateway.summaries import SummaryJob, SummaryWorker
 from gateway.supervisor import Beat, item_backoff, no_beat, pause, persist
 from gateway.tools.catalog import ToolCaller
@@ -616,16 +617,13 @@ class TurnScheduler:
     ) -> bool:
         """Write the turn's answer; True when another turn of the session is due."""
         transport = self._transports[target.platform]
-        if previews_after is not None:
-            # streamed: the delivery edits the previews into the answer (gateway.streaming)
-            target = replace(target, extra={**target.extra, PREVIEW_EXTRA: "1"})
         outgoing = []
         for reply in replies:
             # where this reply sits in the transcript: after what it answered, even though
             # messages that arrived meanwhile have lower seq numbers (gateway.context)
             reply = replace(reply, metadata={**reply.metadata, "answers_seq": handled_seq})
-            role = reply.metadata.get(TOOL_ROLE)
-            if role in ("assistant", "tool"):
+            role = reply.exchange_role
+            if role is not None:
                 # a tool call or result: stored in the transcript, never delivered
                 outgoing.append(
                     OutgoingReply(
@@ -637,13 +635,16 @@ class TurnScheduler:
                     )
                 )
                 continue
-            parts = outbox_parts(transport, reply.text, reply.files)
+            # streamed: the parts finish the previews (gateway.outbox.stream_finish)
+            parts = outbox_parts(
+                transport, reply.text, reply.files, finishes_stream=previews_after is not None
+            )
             if not parts:
                 continue
             outgoing.append(
                 OutgoingReply(
                     content=reply.text,
-                    parts=parts,
+                    parts=[stored(p) for p in parts],
                     model=reply.model,
                     tokens_used=reply.tokens_used,
                     metadata=reply.metadata,
@@ -687,17 +688,13 @@ class Handoff(Protocol):
     def hand_over(self, delivery: DeliveryRecord) -> None: ...
 
 
-#: marks a reply that is part of the tool exchange (see ``tool_exchange``)
-TOOL_ROLE = "tool_exchange_role"
-
-
 def tool_exchange(toolbox: TurnToolbox | None) -> list[Reply]:
     """The calls and results a turn's toolbox recorded, as transcript-only replies."""
     if toolbox is None:
         return []
     out: list[Reply] = []
     for x in toolbox.exchange:
-        meta: dict[str, object] = {TOOL_ROLE: x.role}
+        meta: dict[str, object] = {}
         if x.tool_calls:
             meta["tool_calls"] = [dict(c) for c in x.tool_calls]
         if x.tool_call_id is not None:
@@ -707,7 +704,14 @@ def tool_exchange(toolbox: TurnToolbox | None) -> list[Reply]:
                 outcome=x.outcome,
                 duration_ms=x.duration_ms,
             )
-        out.append(Reply(text=x.content, model="tool" if x.role == "tool" else None, metadata=meta))
+        out.append(
+            Reply(
+                text=x.content,
+                model="tool" if x.role == "tool" else None,
+                metadata=meta,
+                exchange_role=x.role,
+            )
+        )
     return out
 
 

@@ -222,6 +222,9 @@ class OperatorStore:
                     [seq] * len(parts),
                     list(range(1, len(parts) + 1)),
                     list(parts),
+                    ["text"] * len(parts),
+                    [{"v": 1}] * len(parts),
+                    [None] * len(parts),
                 )
             await conn.execute(
                 q.UPSERT_PARTICIPANT, session_id, participant, "agent", participant, seq

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple
 
 from session_store.values import (
     DeliveryStatus,
@@ -81,12 +81,29 @@ class IngestResult:
     reason: str | None = None
 
 
+class StoredPart(NamedTuple):
+    """One outbox part as its row's columns (migration 0016; ``gateway.outbox.parts`` builds
+    and reads them): its kind, its text (a file's caption), its typed fields as a versioned
+    JSON document, a file's bytes."""
+
+    kind: str
+    content: str
+    part: Mapping[str, Any]
+    data: bytes | None = None
+
+
+def as_stored(part: StoredPart | str) -> StoredPart:
+    """A plain string is a text part."""
+    return StoredPart("text", part, {"v": 1}) if isinstance(part, str) else part
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OutgoingReply:
     """One assistant message and the parts it is delivered as (already split)."""
 
     content: str
-    parts: Sequence[str]
+    #: a string is a text part
+    parts: Sequence[StoredPart | str]
     model: str | None = None
     tokens_used: int | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
@@ -137,6 +154,10 @@ class SessionRecord:
 class DeliveryRecord:
     """One outbox row: where it goes (the stored target), how it went, and why it failed."""
 
+    #: an API that serializes the record (the admin API, through pydantic, which reads this
+    #: attribute) shows a file part's bytes as base64
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"ser_json_bytes": "base64"}
+
     id: int
     message_id: int
     session_id: int
@@ -160,6 +181,11 @@ class DeliveryRecord:
     #: sending, but still waiting for its chat's pacer until then: nothing of it is on the
     #: wire yet (set only while such a wait lasts; migration 0014)
     pacing_until: datetime | None = None
+    #: what the part is (migration 0016; ``gateway.outbox.parts.part_of`` types it): its
+    #: kind, its typed fields (a versioned JSON document) and a file's bytes
+    kind: str = "text"
+    part: Mapping[str, Any] = field(default_factory=lambda: {"v": 1})
+    data: bytes | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> DeliveryRecord:
@@ -182,6 +208,9 @@ class DeliveryRecord:
             claim_token=None if row["claim_token"] is None else str(row["claim_token"]),
             ambiguous=row["ambiguous"],
             pacing_until=row["pacing_until"],
+            kind=row["kind"],
+            part=row["part"],
+            data=row["data"],
         )
 
 

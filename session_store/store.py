@@ -28,9 +28,11 @@ from session_store.records import (
     OutgoingReply,
     PrefetchedContext,
     SessionRecord,
+    StoredPart,
     SummaryRecord,
     TurnClaim,
     TurnState,
+    as_stored,
 )
 from session_store.values import ReplyTarget, SessionKey, SessionStatus
 
@@ -363,12 +365,12 @@ class Store:
             raise ValueError("replies need a target")
         ords: list[int] = []
         parts: list[int] = []
-        texts: list[str] = []
+        stored: list[StoredPart] = []
         for n, out in enumerate(replies, start=1):
-            for part_no, text in enumerate(out.parts, start=1):
+            for part_no, part in enumerate(out.parts, start=1):
                 ords.append(n)
                 parts.append(part_no)
-                texts.append(text)
+                stored.append(as_stored(part))
         # one statement; a streamed turn also binds its previews, in the same transaction
         opened = self.db.connection() if previews_after is None else self.db.transaction()
         async with opened as conn:
@@ -388,12 +390,15 @@ class Store:
                 [r.role for r in replies],
                 None if target is None else target.platform,
                 None if target is None else target.to_json(),
-                hand_over and bool(texts),
+                hand_over and bool(stored),
                 ords,
                 parts,
                 lease_seconds,
                 self.process_id,
-                texts,
+                [p.content for p in stored],
+                [p.kind for p in stored],
+                [dict(p.part) for p in stored],
+                [p.data for p in stored],
             )
             if not rows:
                 raise LeaseLost(f"turn lease of session {claim.session_id} was taken over")
