@@ -120,6 +120,11 @@ class DeliveryWorker:
             self._wake.set()
 
     @property
+    def idle_workers(self) -> int:
+        """Workers waiting for work right now."""
+        return self._handed.idle
+
+    @property
     def lease_seconds(self) -> float:
         return self._settings.lease_seconds
 
