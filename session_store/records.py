@@ -17,6 +17,7 @@ from session_store.values import (
     Role,
     SessionKey,
     SessionStatus,
+    StoredPart,
     TurnRequest,
 )
 
@@ -79,22 +80,6 @@ class IngestResult:
     seq_no: int | None = None
     turn_requested: bool = False
     reason: str | None = None
-
-
-class StoredPart(NamedTuple):
-    """One outbox part as its row's columns (migration 0016; ``gateway.outbox.parts`` builds
-    and reads them): its kind, its text (a file's caption), its typed fields as a versioned
-    JSON document, a file's bytes."""
-
-    kind: str
-    content: str
-    part: Mapping[str, Any]
-    data: bytes | None = None
-
-
-def as_stored(part: StoredPart | str) -> StoredPart:
-    """A plain string is a text part."""
-    return StoredPart("text", part, {"v": 1}) if isinstance(part, str) else part
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -28,13 +28,11 @@ from session_store.records import (
     OutgoingReply,
     PrefetchedContext,
     SessionRecord,
-    StoredPart,
     SummaryRecord,
     TurnClaim,
     TurnState,
-    as_stored,
 )
-from session_store.values import ReplyTarget, SessionKey, SessionStatus
+from session_store.values import ReplyTarget, SessionKey, SessionStatus, StoredPart, as_stored
 
 log = structlog.get_logger(__name__)
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gateway.domain import OutgoingFile
-from session_store.records import DeliveryRecord, StoredPart
+from session_store.records import DeliveryRecord
+from session_store.values import StoredPart
 
 #: the version of the ``part`` document this code writes (and the newest it reads)
 PART_VERSION = 1
