@@ -243,6 +243,9 @@ class OperatorStore:
                     [seq] * len(parts),
                     list(range(1, len(parts) + 1)),
                     list(parts),
+                    ["text"] * len(parts),
+                    [{"v": 1}] * len(parts),
+                    [None] * len(parts),
                 )
             await conn.execute(
                 SQL.upsert_participant, session_id, participant, "agent", participant, seq

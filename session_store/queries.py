@@ -10,7 +10,7 @@ their own next (the outbox is being reworked alongside)."""
 DELIVERY_COLUMNS = """
 id, message_id, session_id, seq_no, part_no, platform, target, content, status, attempts,
 next_attempt_at, last_error, platform_message_id, created_at, sent_at, claim_token, ambiguous,
-pacing_until
+pacing_until, kind, part, data
 """
 
 
@@ -110,9 +110,10 @@ WITH fin AS (
     ) AS ok
 ), out AS (
     INSERT INTO deliveries (message_id, session_id, seq_no, part_no, platform, target, content,
+                            kind, part, data,
                             status, attempts, lease_until, claim_token, claim_process,
                             claimed_at)
-    SELECT msg.id, $1, msg.seq_no, p.part, $13, $14, p.content,
+    SELECT msg.id, $1, msg.seq_no, p.part, $13, $14, p.content, p.kind, p.doc, p.data,
            CASE WHEN hand.ok AND p.i = 1 THEN 'sending' ELSE 'pending' END,
            CASE WHEN hand.ok AND p.i = 1 THEN 1 ELSE 0 END,
            CASE WHEN hand.ok AND p.i = 1 THEN now() + make_interval(secs => $18) END,
@@ -121,8 +122,9 @@ WITH fin AS (
            CASE WHEN hand.ok AND p.i = 1 THEN now() END
     FROM fin
     CROSS JOIN hand
-    CROSS JOIN unnest($16::integer[], $17::integer[], $20::text[])
-        WITH ORDINALITY AS p(ord, part, content, i)
+    CROSS JOIN unnest($16::integer[], $17::integer[], $20::text[], $21::text[], $22::jsonb[],
+                      $23::bytea[])
+        WITH ORDINALITY AS p(ord, part, content, kind, doc, data, i)
     JOIN msg ON msg.seq_no = fin.last_seq_no - $3 + p.ord
     RETURNING {DELIVERY_COLUMNS}
 )
@@ -131,9 +133,11 @@ FROM fin LEFT JOIN out o ON o.status = 'sending'
 """
 
 INSERT_DELIVERIES = """
-INSERT INTO deliveries (message_id, session_id, seq_no, part_no, platform, target, content)
-SELECT mid, $1, seq, part, $2, $3, content
-FROM unnest($4::bigint[], $5::bigint[], $6::integer[], $7::text[]) AS r(mid, seq, part, content)
+INSERT INTO deliveries (message_id, session_id, seq_no, part_no, platform, target, content,
+                        kind, part, data)
+SELECT mid, $1, seq, part, $2, $3, content, kind, doc, data
+FROM unnest($4::bigint[], $5::bigint[], $6::integer[], $7::text[], $8::text[], $9::jsonb[],
+            $10::bytea[]) AS r(mid, seq, part, content, kind, doc, data)
 """
 
 # A part is claimable only when every earlier part of the same session is sent or failed, so
@@ -159,7 +163,7 @@ WHERE d.id IN (
 RETURNING d.id, d.message_id, d.session_id, d.seq_no, d.part_no, d.platform, d.target,
           d.content, d.status, d.attempts, d.next_attempt_at, d.last_error,
           d.platform_message_id, d.created_at, d.sent_at, d.claim_token, d.ambiguous,
-          d.pacing_until
+          d.pacing_until, d.kind, d.part, d.data
 """
 
 # MARK_SENT / MARK_RETRY / MARK_FAILED / RENEW_DELIVERY / MARK_PACING / MARK_ON_WIRE are
@@ -203,8 +207,12 @@ RETURNING id
 # out. While it is set nothing of this claim is on the wire, so recovery may resend it on any
 # platform. MARK_ON_WIRE also moves claimed_at up: the send begins after it, so a platform's
 # idempotency window (Mattermost) is counted from the send, not from the start of the wait.
+# A part held off the workers keeps its lease for the whole wait (nothing renews it there):
+# a live process's claim is never taken over while it waits; a dead one's is found by its
+# process's liveness.
 MARK_PACING = """
-UPDATE deliveries SET pacing_until = now() + make_interval(secs => $3)
+UPDATE deliveries SET pacing_until = now() + make_interval(secs => $3),
+    lease_until = greatest(lease_until, now() + make_interval(secs => $3 + $4))
 WHERE id = $1 AND status = 'sending' AND claim_token = $2
 RETURNING id
 """

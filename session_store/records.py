@@ -19,6 +19,7 @@ from session_store.values import (
     Role,
     SessionKey,
     SessionStatus,
+    StoredPart,
     TurnRequest,
     key_from_row,
 )
@@ -89,7 +90,8 @@ class OutgoingReply:
     """One assistant message and the parts it is delivered as (already split)."""
 
     content: str
-    parts: Sequence[str]
+    #: a string is a text part
+    parts: Sequence[StoredPart | str]
     model: str | None = None
     tokens_used: int | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
@@ -127,6 +129,10 @@ class SessionRecord:
 class DeliveryRecord:
     """One outbox row: where it goes (the stored target), how it went, and why it failed."""
 
+    #: an API that serializes the record (the admin API, through pydantic, which reads this
+    #: attribute) shows a file part's bytes as base64
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"ser_json_bytes": "base64"}
+
     id: int
     message_id: int
     session_id: int
@@ -150,6 +156,11 @@ class DeliveryRecord:
     #: sending, but still waiting for its chat's pacer until then: nothing of it is on the
     #: wire yet (set only while such a wait lasts; migration 0014)
     pacing_until: datetime | None = None
+    #: what the part is (migration 0016; ``gateway.outbox.parts.part_of`` types it): its
+    #: kind, its typed fields (a versioned JSON document) and a file's bytes
+    kind: str = "text"
+    part: Mapping[str, Any] = field(default_factory=lambda: {"v": 1})
+    data: bytes | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> DeliveryRecord:
@@ -172,6 +183,9 @@ class DeliveryRecord:
             claim_token=None if row["claim_token"] is None else str(row["claim_token"]),
             ambiguous=row["ambiguous"],
             pacing_until=row["pacing_until"],
+            kind=row["kind"],
+            part=row["part"],
+            data=row["data"],
         )
 
 

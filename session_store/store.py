@@ -33,7 +33,7 @@ from session_store.repos.inbox import Inbox
 from session_store.repos.sessions import Sessions
 from session_store.repos.summaries import Summaries
 from session_store.repos.turns import Turns
-from session_store.values import ReplyTarget, SessionKey, SessionStatus
+from session_store.values import ReplyTarget, SessionKey, SessionStatus, StoredPart, as_stored
 
 log = structlog.get_logger(__name__)
 
@@ -309,12 +309,12 @@ class Store:
             raise ValueError("replies need a target")
         ords: list[int] = []
         parts: list[int] = []
-        texts: list[str] = []
+        stored: list[StoredPart] = []
         for n, out in enumerate(replies, start=1):
-            for part_no, text in enumerate(out.parts, start=1):
+            for part_no, part in enumerate(out.parts, start=1):
                 ords.append(n)
                 parts.append(part_no)
-                texts.append(text)
+                stored.append(as_stored(part))
         # one statement; a streamed turn also binds its previews, in the same transaction
         opened = self.db.connection() if previews_after is None else self.db.transaction()
         async with opened as conn:
@@ -334,12 +334,15 @@ class Store:
                 [r.role for r in replies],
                 None if target is None else target.platform,
                 None if target is None else target.to_json(),
-                hand_over and bool(texts),
+                hand_over and bool(stored),
                 ords,
                 parts,
                 lease_seconds,
                 self.process_id,
-                texts,
+                [p.content for p in stored],
+                [p.kind for p in stored],
+                [dict(p.part) for p in stored],
+                [p.data for p in stored],
             )
             if not rows:
                 raise LeaseLost(f"turn lease of session {claim.session_id} was taken over")
@@ -380,10 +383,13 @@ class Store:
     async def renew_delivery(self, delivery: DeliveryRecord, *, lease_seconds: float) -> None:
         await self._fenced(q.RENEW_DELIVERY, delivery, lease_seconds)
 
-    async def mark_pacing(self, delivery: DeliveryRecord, *, wait: float) -> None:
-        """The claim waits ``wait`` seconds for its chat's pacer, nothing of it on the wire:
-        recovery may resend it anywhere should its process die now (migration 0014)."""
-        await self._fenced(q.MARK_PACING, delivery, wait)
+    async def mark_pacing(
+        self, delivery: DeliveryRecord, *, wait: float, lease_seconds: float = 0.0
+    ) -> None:
+        """The claim waits ``wait`` seconds (for its chat's pacer or a free worker), nothing
+        of it on the wire: recovery may resend it anywhere should its process die now
+        (migration 0014). Its lease is kept at least ``lease_seconds`` past the wait."""
+        await self._fenced(q.MARK_PACING, delivery, wait, lease_seconds)
 
     async def mark_on_wire(self, delivery: DeliveryRecord) -> None:
         """The wait is over and the request goes out next: from here the send may reach the

@@ -5,6 +5,8 @@ statements."""
 # The card is a message of the session (seq-numbered, not conversation: model 'command' keeps
 # it out of the agent's context) and a delivery row with the request's stored target.
 INSERT_CARD_DELIVERY = """
-INSERT INTO deliveries (message_id, session_id, seq_no, part_no, platform, target, content)
-VALUES ($1, $2, $3, 1, $4, $5, $6)
+INSERT INTO deliveries (message_id, session_id, seq_no, part_no, platform, target, content,
+                        kind, part)
+VALUES ($1, $2, $3, 1, $4, $5, $6, 'approval_card',
+        jsonb_build_object('v', 1, 'approval_id', $7::text))
 """

@@ -165,7 +165,8 @@ class ToolStore:
         metadata: Mapping[str, Any],
     ) -> int | None:
         """Put the request's card in the outbox: a session message (seq-numbered, kept out
-        of the agent's context) and its delivery row, in one transaction, once per request.
+        of the agent's context) and its delivery row (an approval card part naming the
+        request), in one transaction, once per request.
         Returns the message's seq, or ``None`` if the card was queued before."""
         async with self._db.transaction() as conn:
             # lock first, then look (two runs of one turn must not queue two cards)
@@ -185,6 +186,7 @@ class ToolStore:
                 target.platform,
                 target.to_json(),
                 text,
+                approval_id,
             )
         return int(seq)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from session_store.rows import reader
 
@@ -122,3 +122,19 @@ class ReplyTarget:
 
 #: a tool approval request's state (issue 14)
 ApprovalStatus = Literal["pending", "approved", "denied", "expired"]
+
+
+class StoredPart(NamedTuple):
+    """One outbox part as its row's columns (migration 0016; ``gateway.outbox.parts`` builds
+    and reads them): its kind, its text (a file's caption), its typed fields as a versioned
+    JSON document, a file's bytes."""
+
+    kind: str
+    content: str
+    part: Mapping[str, Any]
+    data: bytes | None = None
+
+
+def as_stored(part: StoredPart | str) -> StoredPart:
+    """A plain string is a text part."""
+    return StoredPart("text", part, {"v": 1}) if isinstance(part, str) else part

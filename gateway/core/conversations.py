@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from gateway.core.domain import SessionKey
 from gateway.core.errors import SessionNotFound
-from gateway.outbox.files import decode_file_part
+from gateway.outbox.parts import FilePart, part_of
 from session_store.knowledge import CitationRecord, KnowledgeStore
 from session_store.records import MessageRecord
 from session_store.store import Store
@@ -210,13 +210,13 @@ def _entry(m: MessageRecord) -> TranscriptEntry:
         files=[
             TranscriptFile(
                 id=f"gw-{d.id}",
-                name=f.name,
-                mime_type=f.mime_type,
-                caption=f.caption,
-                data=f.data,
+                name=p.file.name,
+                mime_type=p.file.mime_type,
+                caption=p.file.caption,
+                data=p.file.data,
             )
             for d in m.deliveries
-            if d.status == "sent" and (f := decode_file_part(d.content)) is not None
+            if d.status == "sent" and d.kind == "file" and isinstance(p := part_of(d), FilePart)
         ],
     )
 

@@ -10,7 +10,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 # the keys are persisted values the store owns (``session_store.values``); every layer above
 # imports them from here
@@ -211,6 +211,9 @@ class Reply:
     #: images and files that go out with the answer, each as an upload into the same thread
     #: (an outbox part of its own, after the text; ``gateway.outbox.files``)
     files: tuple[OutgoingFile, ...] = ()
+    #: part of a turn's tool exchange: an assistant message with tool calls (``assistant``)
+    #: or a tool result (``tool``), stored in the transcript, never delivered
+    exchange_role: Literal["assistant", "tool"] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -161,8 +161,8 @@ class Transport(Protocol):
         self, target: ReplyTarget, file: OutgoingFile, *, idempotency_key: str
     ) -> SendResult:
         """Upload ``file`` into the target's thread (caption included). Raises
-        ``DeliveryError`` like ``send``; ``gateway.outbox.files.send_part`` picks one or the
-        other."""
+        ``DeliveryError`` like ``send``; ``gateway.outbox.delivery.send_part`` picks by
+        the part's kind."""
         ...
 
     async def typing(self, target: ReplyTarget) -> None:
@@ -256,13 +256,15 @@ class PlatformAdapter(Protocol):
 
 # --- approvals in the thread (issue 14) -------------------------------------------------------
 #
-# A card asking to approve a tool call is delivered through the outbox like any reply; its
-# delivery target carries ``extra["approval_id"]`` (an opaque id, nothing else), and a
+# A card asking to approve a tool call is delivered through the outbox like any reply, as an
+# approval card part naming the request (``gateway.outbox.parts.ApprovalCardPart``; stored as
+# a typed field, never in the target). Delivery hands it to ``Transport.send`` with the id in
+# the target's ``extra["approval_id"]`` (in memory only: an opaque id, nothing else), and a
 # transport that can show buttons adds them to that send (Telegram inline keyboard, web chat
 # buttons, Slack buttons). Clicks come back through ``ApprovalDecider.click``; on any outcome
 # the core retires the card through ``ApprovalCards.retire_card``.
 
-#: ``ReplyTarget.extra`` key marking a delivery as an approval card
+#: ``ReplyTarget.extra`` key by which delivery tells ``send`` the part is an approval card
 APPROVAL_EXTRA = "approval_id"
 
 

@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 
+from gateway.core.domain import ReplyTarget
 from gateway.core.errors import DeliveryError, LeaseLost, StoreError
 from gateway.core.hub import PollGate, Signal
 from gateway.core.metrics import Metrics
-from gateway.core.ports import SendResult, Transport
-from gateway.outbox.files import send_part
+from gateway.core.ports import APPROVAL_EXTRA, SendResult, Transport
 from gateway.outbox.pacing import NO_LIMIT, Budget, Pacing, Rules, pace_rules
-from gateway.outbox.streaming import PREVIEW_EXTRA, finish_part
+from gateway.outbox.parts import ApprovalCardPart, FilePart, OutboxPart, TextPart, part_of
+from gateway.outbox.stream_finish import finish_part
+from gateway.outbox.waiting import Held, WaitingRoom
 from gateway.runtime.supervisor import Beat, item_backoff, no_beat, pause, persist
 from session_store.previews import PreviewStore
 from session_store.records import DeliveryRecord
@@ -75,8 +76,9 @@ class DeliveryWorker:
         #: in memory while this process is alone, PostgreSQL's while replicas live
         self._budget: Budget = budget if budget is not None else Pacing()
         self._platforms = sorted(transports)
-        #: deliveries a finished turn handed over already claimed (issue 17), in order
-        self._handed: deque[DeliveryRecord] = deque()
+        #: claimed parts waiting off the workers: handed over by a finished turn (in order),
+        #: or parked until their chat's pacing slot
+        self._handed = WaitingRoom(self._mark_waiting, self._wake.set)
         self._stopping = False
         self._polls = PollGate()
         #: wake-ups of handed-over deliveries that a sibling sent without waiting
@@ -118,6 +120,11 @@ class DeliveryWorker:
             self._wake.set()
 
     @property
+    def idle_workers(self) -> int:
+        """Workers waiting for work right now."""
+        return self._handed.idle
+
+    @property
     def lease_seconds(self) -> float:
         return self._settings.lease_seconds
 
@@ -150,19 +157,32 @@ class DeliveryWorker:
         return not self._stopping and len(self._handed) < HANDOFF_LIMIT * self._settings.workers
 
     def hand_over(self, delivery: DeliveryRecord) -> None:
-        self._handed.append(delivery)
-        self._wake.set()
+        self._handed.add(delivery)
 
     async def hand_back(self) -> None:
-        """Shutdown: handed deliveries nobody started are put back as pending (fenced), for
-        the next start or another replica; never left to look like a send cut short."""
+        """Shutdown: handed or parked deliveries nobody started are put back as pending
+        (fenced), a parked one due when its slot comes, for the next start or another replica;
+        never left to look like a send cut short."""
         self._stopping = True
-        while self._handed:
-            delivery = self._handed.popleft()
+        for held in self._handed.drain():
+            delivery = held.delivery
+            delay = self._handed.remaining(held)
             try:
-                await self._store.mark_retry(delivery, delay=0.0, error="handed back at shutdown")
+                if held.mark is not None:
+                    await held.mark
+                await self._store.mark_retry(delivery, delay=delay, error="handed back at shutdown")
             except (StoreError, LeaseLost) as exc:
                 log.warning("delivery_hand_back_failed", delivery_id=delivery.id, error=str(exc))
+
+    async def _mark_waiting(self, delivery: DeliveryRecord, wait: float) -> None:
+        """Say on the row that this claim waits off the wire (``gateway.outbox.waiting``);
+        a failed write is logged: the part is cleared before it goes out either way."""
+        try:
+            await self._store.mark_pacing(
+                delivery, wait=wait, lease_seconds=self._settings.lease_seconds
+            )
+        except StoreError as exc:
+            log.warning("delivery_pacing_mark_failed", delivery_id=delivery.id, error=str(exc))
 
     async def work(self, stopping: asyncio.Event, beat: Beat = no_beat) -> None:
         """One delivery worker. Any failure of one delivery (a store error while recording
@@ -180,7 +200,11 @@ class DeliveryWorker:
             beat()
             woken = False
             if not look and not self._handed:
-                woken = await self._wake.wait(self._settings.poll_seconds)
+                self._handed.idle += 1
+                try:
+                    woken = await self._wake.wait(self._settings.poll_seconds)
+                finally:
+                    self._handed.idle -= 1
                 if stopping.is_set():
                     break
                 if (
@@ -195,16 +219,19 @@ class DeliveryWorker:
                 if not woken and not self._wake.take():
                     self._spent_wakes += 1
                 look = False
-                claimed = [self._handed.popleft()]
+                claimed = [self._handed.take()]
             elif woken and self._spent_wakes > 0:
                 # our wake-up was for a handed-over delivery a busy sibling took meanwhile
                 self._spent_wakes -= 1
                 continue
             else:
                 try:
-                    claimed = await self._store.claim_deliveries(
-                        platforms=self._platforms, lease_seconds=self._settings.lease_seconds
-                    )
+                    claimed = [
+                        Held(d)
+                        for d in await self._store.claim_deliveries(
+                            platforms=self._platforms, lease_seconds=self._settings.lease_seconds
+                        )
+                    ]
                 except StoreError as exc:
                     failures += 1
                     log.warning("delivery_claim_failed", error=str(exc), failures=failures)
@@ -214,9 +241,10 @@ class DeliveryWorker:
                 # a wake-up stands for one row written; a claim made on the poll (retries
                 # come due, other replicas' rows, the start) keeps looking while it finds some
                 look = bool(claimed) and not woken
-            for delivery in claimed:
+            for held in claimed:
+                delivery = held.delivery
                 try:
-                    if await self.deliver(delivery, beat=beat):
+                    if await self._start(held, beat):
                         look = True  # parts of its session wait behind it
                     failures = 0
                 except LeaseLost as exc:
@@ -234,6 +262,31 @@ class DeliveryWorker:
                         part_no=delivery.part_no,
                     )
                     await pause(item_backoff(failures), stopping)
+
+    async def _start(self, held: Held, beat: Beat) -> bool:
+        """Send a claimed part now if its chat is ready, else park it until the slot it
+        reserves and return at once: waiting never occupies a worker. True when it was
+        sent and more parts of its session wait behind it."""
+        delivery = held.delivery
+        if not held.reserved:
+            rules = pace_rules(self._transports[delivery.platform], delivery.target)
+            room = self._handed.can_park()
+            wait = await self._budget.reserve(rules, NO_LIMIT if room else 0.0)
+            if wait > 0 and room:
+                self._handed.park(held, wait)
+                return False
+            if wait > 0:
+                # too many parked: back to the table, claimable when the chat is ready
+                if held.mark is not None:
+                    await held.mark
+                await persist(
+                    lambda: self._store.mark_retry(delivery, delay=wait, error="paced"),
+                    what="mark_retry",
+                    delivery_id=delivery.id,
+                )
+                return False
+            held.reserved = True
+        return await self.deliver(delivery, beat=beat, held=held)
 
     async def _keep_lease(self, delivery: DeliveryRecord, beat: Beat) -> None:
         """Renew the delivery's lease while it waits for pacing or is being sent, so that
@@ -253,9 +306,12 @@ class DeliveryWorker:
                 continue
             beat()
 
-    async def deliver(self, delivery: DeliveryRecord, *, beat: Beat = no_beat) -> bool:
+    async def deliver(
+        self, delivery: DeliveryRecord, *, beat: Beat = no_beat, held: Held | None = None
+    ) -> bool:
         """Send one claimed delivery and record how it went; True when it was sent and more
-        parts of its session wait behind it."""
+        parts of its session wait behind it. ``held``: its slot is reserved and has come
+        (a worker's path); without it the pacing wait is spent here."""
         transport = self._transports[delivery.platform]
         target = delivery.target
         bound = log.bind(
@@ -269,7 +325,7 @@ class DeliveryWorker:
         )
         renew = asyncio.create_task(self._keep_lease(delivery, beat), name="delivery-lease")
         try:
-            send = asyncio.ensure_future(self._paced_send(transport, delivery))
+            send = asyncio.ensure_future(self._paced_send(transport, delivery, held))
             done, _ = await asyncio.wait({send, renew}, return_when=asyncio.FIRST_COMPLETED)
             if renew in done and send not in done:
                 # the claim was taken over while we waited or sent: the new holder decides
@@ -311,21 +367,34 @@ class DeliveryWorker:
         )
         return more
 
-    async def _paced_send(self, transport: Transport, delivery: DeliveryRecord) -> SendResult:
+    async def _paced_send(
+        self, transport: Transport, delivery: DeliveryRecord, held: Held | None
+    ) -> SendResult:
         budget = _OffWire(self, delivery)
-        await budget.reserve(pace_rules(transport, delivery.target))
-        if self._previews is not None and PREVIEW_EXTRA in delivery.target.extra:
+        if held is None:
+            await budget.reserve(pace_rules(transport, delivery.target))
+        elif held.mark is not None:
+            await held.mark  # its own write lands first: the clearing is never overtaken
+            await self._on_wire(delivery)
+        try:
+            part = part_of(delivery)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DeliveryError(f"unreadable outbox part: {exc}", permanent=True) from exc
+        if (
+            self._previews is not None
+            and isinstance(part, TextPart | FilePart)
+            and part.finishes_stream
+        ):
             # a streamed answer: edit the preview into the final text, never send it again
             try:
-                edited = await finish_part(self._previews, transport, delivery, budget)
+                edited = await finish_part(self._previews, transport, delivery, part, budget)
             except StoreError as exc:
                 # nothing was sent: retried like any transient failure
                 raise DeliveryError(f"previews unreadable: {exc}") from exc
             if edited is not None:
                 return edited
-        # a message, or an upload for a file part
         return await send_part(
-            transport, delivery.target, delivery.content, idempotency_key=f"gw-{delivery.id}"
+            transport, delivery.target, part, idempotency_key=f"gw-{delivery.id}"
         )
 
     async def wait_off_wire(self, delivery: DeliveryRecord, wait: float) -> None:
@@ -345,6 +414,10 @@ class DeliveryWorker:
             # ambiguous as before, never resent after going out
             log.warning("delivery_pacing_mark_failed", delivery_id=delivery.id, error=str(exc))
         await asyncio.sleep(max(0.0, until - loop.time()))
+        await self._on_wire(delivery)
+
+    async def _on_wire(self, delivery: DeliveryRecord) -> None:
+        """Clear the off-wire mark (fenced): the request goes out next."""
         try:
             await persist(
                 lambda: self._store.mark_on_wire(delivery),
@@ -407,6 +480,22 @@ class DeliveryWorker:
         )
         self._metrics.deliveries.labels(delivery.platform, "retry").inc()
         bound.info("delivery_retry_scheduled", error=reason, delay_s=round(delay, 2))
+
+
+async def send_part(
+    transport: Transport, target: ReplyTarget, part: OutboxPart, *, idempotency_key: str
+) -> SendResult:
+    """Send one outbox part by its kind: a message, an upload, or an approval card (the
+    transport adds its buttons; the request's id reaches it in the target's ``extra``, in
+    memory only)."""
+    match part:
+        case TextPart():
+            return await transport.send(target, part.text, idempotency_key=idempotency_key)
+        case FilePart():
+            return await transport.send_file(target, part.file, idempotency_key=idempotency_key)
+        case ApprovalCardPart():
+            card = replace(target, extra={**target.extra, APPROVAL_EXTRA: part.approval_id})
+            return await transport.send(card, part.text, idempotency_key=idempotency_key)
 
 
 class _OffWire:

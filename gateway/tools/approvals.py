@@ -25,7 +25,6 @@ import hashlib
 import json
 import secrets
 from collections.abc import Mapping
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,7 +35,6 @@ from gateway.core.errors import StoreError
 from gateway.core.hub import Signal
 from gateway.core.metrics import Metrics
 from gateway.core.ports import (
-    APPROVAL_EXTRA,
     ApprovalCards,
     ApprovalClick,
     ClickOutcome,
@@ -137,14 +135,12 @@ class ApprovalService:
         if new:
             self._metrics.approvals.labels("requested").inc()
         if record.card_message_id is None and record.status == "pending":
-            target = replace(
-                record.target, extra={**record.target.extra, APPROVAL_EXTRA: record.id}
-            )
+            # an approval card part: the request's id is a field of the part
             seq = await self._store.queue_card(
                 record.id,
                 session_id=record.session_id,
                 text=card_text(record, policy, max(1, round(self.seconds / 60))),
-                target=target,
+                target=record.target,
                 metadata={"approval": {"id": record.id, "tool": record.tool_name}},
             )
             if seq is not None:

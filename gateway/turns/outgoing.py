@@ -5,28 +5,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from gateway.core.domain import Reply, ReplyTarget
+from gateway.core.domain import Reply
 from gateway.core.ports import Transport
 from gateway.outbox.files import outbox_parts
-from gateway.outbox.streaming import PREVIEW_EXTRA
+from gateway.outbox.parts import stored
 from session_store.records import OutgoingReply
-
-#: marks a reply that is part of the tool exchange (``gateway.turns.stages.tools``)
-TOOL_ROLE = "tool_exchange_role"
 
 
 def outgoing(
-    transport: Transport, replies: Sequence[Reply], *, handled_seq: int
+    transport: Transport,
+    replies: Sequence[Reply],
+    *,
+    handled_seq: int,
+    finishes_stream: bool = False,
 ) -> list[OutgoingReply]:
     """The rows of a turn's replies: tool calls and results for the transcript only, every
-    other reply with the parts it is delivered as."""
+    other reply with the typed parts it is delivered as (those of a streamed answer finish its
+    previews: ``gateway.outbox.stream_finish``)."""
     out: list[OutgoingReply] = []
     for reply in replies:
         # where this reply sits in the transcript: after what it answered, even though
         # messages that arrived meanwhile have lower seq numbers (gateway.turns.context)
         reply = replace(reply, metadata={**reply.metadata, "answers_seq": handled_seq})
-        role = reply.metadata.get(TOOL_ROLE)
-        if role in ("assistant", "tool"):
+        role = reply.exchange_role
+        if role is not None:
             # a tool call or result: stored in the transcript, never delivered
             out.append(
                 OutgoingReply(
@@ -38,24 +40,16 @@ def outgoing(
                 )
             )
             continue
-        parts = outbox_parts(transport, reply.text, reply.files)
+        parts = outbox_parts(transport, reply.text, reply.files, finishes_stream=finishes_stream)
         if not parts:
             continue
         out.append(
             OutgoingReply(
                 content=reply.text,
-                parts=parts,
+                parts=[stored(p) for p in parts],
                 model=reply.model,
                 tokens_used=reply.tokens_used,
                 metadata=reply.metadata,
             )
         )
     return out
-
-
-def delivered_to(target: ReplyTarget, *, previews_after: int | None) -> ReplyTarget:
-    """The target the answer's deliveries carry: a streamed answer's say that the delivery
-    edits its previews into the answer (``gateway.outbox.streaming.finish_part``)."""
-    if previews_after is None:
-        return target
-    return replace(target, extra={**target.extra, PREVIEW_EXTRA: "1"})

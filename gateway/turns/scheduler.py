@@ -27,7 +27,7 @@ from gateway.core.metrics import Metrics
 from gateway.core.ports import Transport
 from gateway.runtime.supervisor import Beat, item_backoff, no_beat, pause, persist
 from gateway.tools.runner import ApprovalPending
-from gateway.turns.outgoing import delivered_to, outgoing
+from gateway.turns.outgoing import outgoing
 from gateway.turns.pipeline import Pipeline
 from gateway.turns.stage import AgentRequest, Stage, TurnRun, as_context
 from session_store.records import DeliveryRecord, TurnClaim
@@ -346,7 +346,12 @@ class TurnScheduler:
         """Write the turn's answer; True when another turn of the session is due."""
         claim, handled_seq = turn.claim, turn.handled_seq
         target = turn.target
-        replies = outgoing(self._transports[target.platform], turn.replies, handled_seq=handled_seq)
+        replies = outgoing(
+            self._transports[target.platform],
+            turn.replies,
+            handled_seq=handled_seq,
+            finishes_stream=turn.previews_after is not None,
+        )
         # the answer is decided: write it through a database outage rather than ask the
         # agent again (fenced: a taken-over claim raises LeaseLost). The first part goes to
         # this process's delivery worker already claimed (no claim transaction)
@@ -356,7 +361,7 @@ class TurnScheduler:
                 claim,
                 handled_seq=handled_seq,
                 replies=replies,
-                target=delivered_to(target, previews_after=turn.previews_after),
+                target=target,
                 close_session=turn.close_session,
                 previews_after=turn.previews_after,
                 hand_over=handoff is not None and handoff.accepting(),

@@ -13,15 +13,17 @@ from benchmarks.fakes.sink import SinkAdapter, SinkTransport
 from benchmarks.fakes.sink_server import SinkServer
 from gateway.agents.base import Turn
 from gateway.core.domain import OutgoingFile, Reply, ReplyTarget
-from gateway.core.ports import SendResult, Transport
-from gateway.outbox.files import (
-    FILE_MARK,
+from gateway.core.ports import APPROVAL_EXTRA, SendResult, Transport
+from gateway.outbox.delivery import send_part
+from gateway.outbox.files import outbox_parts
+from gateway.outbox.parts import (
     MAX_FILE_BYTES,
-    decode_file_part,
-    encode_file_part,
-    encode_text_part,
-    outbox_parts,
-    send_part,
+    PART_VERSION,
+    ApprovalCardPart,
+    FilePart,
+    TextPart,
+    from_stored,
+    stored,
 )
 from tests.support import running_gateway, wait_for
 
@@ -30,26 +32,42 @@ PNG = OutgoingFile(
 )
 
 
-def test_file_parts_round_trip_and_text_is_never_a_file() -> None:
-    part = encode_file_part(PNG)
-    assert part.startswith(FILE_MARK)
-    assert decode_file_part(part) == PNG
-    assert decode_file_part("hello") is None
-    assert decode_file_part(FILE_MARK + "{not json") is None
-    assert decode_file_part(encode_text_part(FILE_MARK + '{"name": "x"}')) is None
+def test_parts_are_stored_as_a_kind_and_typed_fields_and_read_back() -> None:
+    for part in (
+        TextPart(text="hello"),
+        TextPart(text="\x1egateway-file:{}", finishes_stream=True),  # text is only text
+        FilePart(file=PNG),
+        FilePart(file=PNG, finishes_stream=True),
+        ApprovalCardPart(text="Approve?", approval_id="apr-1"),
+    ):
+        row = stored(part)
+        assert row.part["v"] == PART_VERSION
+        assert from_stored(row.kind, row.content, row.part, row.data) == part
+    file_row = stored(FilePart(file=PNG))
+    assert (file_row.kind, file_row.content, file_row.data) == ("file", "Q3", PNG.data)
+    assert "data" not in file_row.part  # the bytes have a column of their own
+    assert stored("plain") == stored(TextPart(text="plain"))
     with pytest.raises(ValueError, match="over"):
-        encode_file_part(
-            OutgoingFile(name="big", mime_type="x/y", data=b"0" * (MAX_FILE_BYTES + 1))
-        )
+        FilePart(file=OutgoingFile(name="big", mime_type="x/y", data=b"0" * (MAX_FILE_BYTES + 1)))
+    with pytest.raises(ValueError, match="newer"):
+        from_stored("text", "x", {"v": PART_VERSION + 1}, None)
+    with pytest.raises(ValueError, match="unknown"):
+        from_stored("poll", "x", {"v": 1}, None)
 
 
 def test_outbox_parts_are_the_text_then_the_files() -> None:
     transport = SinkTransport("http://127.0.0.1:9/", max_length=10)
     parts = outbox_parts(cast(Transport, transport), "one two three four", (PNG,))
-    assert [decode_file_part(p) for p in parts[:-1]] == [None] * (len(parts) - 1)
-    assert " ".join(parts[:-1]) == "one two three four"
-    assert decode_file_part(parts[-1]) == PNG
-    assert outbox_parts(cast(Transport, transport), "", (PNG,)) == [encode_file_part(PNG)]
+    texts = [p for p in parts[:-1] if isinstance(p, TextPart)]
+    assert len(texts) == len(parts) - 1
+    assert " ".join(p.text for p in texts) == "one two three four"
+    assert parts[-1] == FilePart(file=PNG)
+    assert outbox_parts(cast(Transport, transport), "", (PNG,)) == [FilePart(file=PNG)]
+    streamed = outbox_parts(cast(Transport, transport), "x", (PNG,), finishes_stream=True)
+    assert streamed == [
+        TextPart(text="x", finishes_stream=True),
+        FilePart(file=PNG, finishes_stream=True),
+    ]
 
 
 class Recorder:
@@ -57,7 +75,7 @@ class Recorder:
         self.calls: list[tuple[str, object]] = []
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
-        self.calls.append(("send", text))
+        self.calls.append(("send", (text, dict(target.extra))))
         return SendResult(platform_message_id="m")
 
     async def send_file(
@@ -67,12 +85,18 @@ class Recorder:
         return SendResult(platform_message_id="f")
 
 
-async def test_send_part_routes_files_to_send_file() -> None:
+async def test_delivery_sends_each_part_by_its_kind() -> None:
     rec = Recorder()
     target = ReplyTarget(platform="rec", scope="s", chat_id="c")
-    await send_part(cast(Transport, rec), target, "text", idempotency_key="k1")
-    await send_part(cast(Transport, rec), target, encode_file_part(PNG), idempotency_key="k2")
-    assert rec.calls == [("send", "text"), ("send_file", PNG)]
+    await send_part(cast(Transport, rec), target, TextPart(text="text"), idempotency_key="k1")
+    await send_part(cast(Transport, rec), target, FilePart(file=PNG), idempotency_key="k2")
+    card = ApprovalCardPart(text="Approve?", approval_id="apr-1")
+    await send_part(cast(Transport, rec), target, card, idempotency_key="k3")
+    assert rec.calls == [
+        ("send", ("text", {})),
+        ("send_file", PNG),
+        ("send", ("Approve?", {APPROVAL_EXTRA: "apr-1"})),
+    ]
 
 
 class FileAgent:

@@ -355,3 +355,46 @@ async def test_the_key_window_counts_from_the_end_of_the_pacing_wait(store: Stor
     assert await store.recover_expired_sends(
         idempotent_platforms=[], other_platforms=[], windowed_platforms={"sink": 0.9}
     ) == (1, 0)
+
+
+async def test_through_the_pool_a_free_part_costs_one_write_and_a_paced_one_three(
+    store: Store, sink: SinkServer
+) -> None:
+    """The worker pool's own path: a part handed over to an idle pool is sent with one write
+    to its row; one whose chat is not ready is parked off the workers with the mark, which
+    is cleared before it goes out."""
+    await _log_delivery_writes(store)
+    transport = PacedSink(sink.url)
+    wake = Signal()
+    worker = DeliveryWorker(
+        store,
+        {"sink": transport},
+        metrics=Metrics(),
+        wake=wake,
+        settings=DeliverySettings(lease_seconds=30, poll_seconds=0.2),
+    )
+    stopping = asyncio.Event()
+    running = asyncio.create_task(worker.run(stopping))
+    try:
+        await wait_for(lambda: worker.idle_workers > 0, timeout=10)  # waiting for work
+        free = await _delivery(store, lease=30, handed=True, thread="free")
+        worker.hand_over(free)
+        await wait_for(lambda: len(sink.accepted) == 1, timeout=10)
+        paced = await _delivery(store, lease=30, handed=True, thread="paced")
+        worker.hand_over(paced)  # the chat's previous send was just now: it waits ~2 s
+        await wait_for(lambda: len(sink.accepted) == 2, timeout=10)
+
+        async def recorded() -> bool:
+            return (await _writes(store, paced.id))[-1:] == [("sent", False)]
+
+        await wait_for(recorded, timeout=10)
+    finally:
+        stopping.set()
+        await asyncio.wait_for(running, 10)
+        await transport.aclose()
+    assert await _writes(store, free.id) == [("sent", False)]
+    assert await _writes(store, paced.id) == [
+        ("sending", True),
+        ("sending", False),
+        ("sent", False),
+    ]

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 from importlib import resources
 
 import asyncpg
 import pytest
 
+from gateway.core.domain import OutgoingFile
 from gateway.core.errors import MigrationError
+from gateway.outbox.parts import ApprovalCardPart, FilePart, TextPart, part_of
 from session_store.migrator import Migration, load_migrations, migrate
+from session_store.store import Store
 
 # Everything about the schema that matters to the code, read from the catalogs.
 _CATALOG = {
@@ -110,3 +115,71 @@ async def test_concurrent_runners_both_succeed_and_apply_each_file_once(
     finally:
         await conn.close()
     assert count == len(slow)
+
+
+async def test_outbox_rows_written_before_typed_parts_read_as_typed_parts(
+    empty_database_url: str,
+) -> None:
+    """Rows of the release before typed parts (a file envelope in the text, the preview
+    binding and an approval id in the target's extra, the tool exchange role in the message
+    metadata) are converted by the migration and read back as their typed parts."""
+    migrations = load_migrations()
+    typed = next(i for i, m in enumerate(migrations) if m.filename.startswith("0016_"))
+    await migrate(empty_database_url, migrations[:typed])
+    png = OutgoingFile(name="c.png", mime_type="image/png", data=b"\x89PNG\x00", caption="Q3")
+    envelope = "\x1egateway-file:" + json.dumps(
+        {
+            "name": png.name,
+            "mime_type": png.mime_type,
+            "caption": png.caption,
+            "data": base64.b64encode(png.data).decode(),
+        }
+    )
+    target = {"platform": "sink", "scope": "s", "chat_id": "c", "thread_id": None}
+    rows = [
+        (1, "hello", {**target, "extra": {"business_connection_id": "b"}}),
+        (2, envelope, {**target, "extra": {}}),
+        (3, "streamed", {**target, "extra": {"stream_previews": "1"}}),
+        (4, "Approve?", {**target, "extra": {"approval_id": "apr-1"}}),
+        (5, "\x1egateway-file:{not json", {**target, "extra": {}}),
+    ]
+    conn = await asyncpg.connect(empty_database_url)
+    try:
+        sid = await conn.fetchval(
+            "INSERT INTO sessions (platform, scope, chat_id) VALUES ('sink', 's', 'c') RETURNING id"
+        )
+        mid = await conn.fetchval(
+            """INSERT INTO messages (session_id, seq_no, role, content, metadata)
+               VALUES ($1, 1, 'assistant', 'x', '{"tool_exchange_role": "tool", "k": 1}')
+               RETURNING id""",
+            sid,
+        )
+        for part_no, content, tgt in rows:
+            await conn.execute(
+                """INSERT INTO deliveries (message_id, session_id, seq_no, part_no, platform,
+                                           target, content)
+                   VALUES ($1, $2, 1, $3, 'sink', $4::jsonb, $5)""",
+                mid,
+                sid,
+                part_no,
+                json.dumps(tgt),
+                content,
+            )
+    finally:
+        await conn.close()
+    await migrate(empty_database_url)
+    store = await Store.connect(empty_database_url, min_size=1, max_size=2)
+    try:
+        read = await store.deliveries_for_session(sid)
+        [message] = await store.recent(sid)
+    finally:
+        await store.close()
+    assert [part_of(d) for d in read] == [
+        TextPart(text="hello"),
+        FilePart(file=png),
+        TextPart(text="streamed", finishes_stream=True),
+        ApprovalCardPart(text="Approve?", approval_id="apr-1"),
+        TextPart(text="\x1egateway-file:{not json"),  # as the code before read it
+    ]
+    assert [dict(d.target.extra) for d in read] == [{"business_connection_id": "b"}] + [{}] * 4
+    assert dict(message.metadata) == {"k": 1}

@@ -19,7 +19,6 @@ from gateway.core.domain import Reply
 from gateway.tools.catalog import ToolCaller
 from gateway.tools.runner import TurnToolbox
 from gateway.tools.service import Prepared
-from gateway.turns.outgoing import TOOL_ROLE
 from gateway.turns.stage import Answer, Slot, Stage, TurnRun
 
 _PREPARED: Slot[Prepared] = Slot("tools")
@@ -95,7 +94,7 @@ def tool_exchange(toolbox: TurnToolbox | None) -> list[Reply]:
         return []
     out: list[Reply] = []
     for x in toolbox.exchange:
-        meta: dict[str, object] = {TOOL_ROLE: x.role}
+        meta: dict[str, object] = {}
         if x.tool_calls:
             meta["tool_calls"] = [dict(c) for c in x.tool_calls]
         if x.tool_call_id is not None:
@@ -105,5 +104,12 @@ def tool_exchange(toolbox: TurnToolbox | None) -> list[Reply]:
                 outcome=x.outcome,
                 duration_ms=x.duration_ms,
             )
-        out.append(Reply(text=x.content, model="tool" if x.role == "tool" else None, metadata=meta))
+        out.append(
+            Reply(
+                text=x.content,
+                model="tool" if x.role == "tool" else None,
+                metadata=meta,
+                exchange_role=x.role,
+            )
+        )
     return out

@@ -13,7 +13,6 @@ from gateway.tools.catalog import Tool, ToolCaller, ToolPolicyCatalog, ToolSpec,
 from gateway.tools.routing import Bundle, RoutingDecision
 from gateway.tools.runner import TurnToolbox
 from gateway.tools.service import Prepared
-from gateway.turns.outgoing import TOOL_ROLE
 from gateway.turns.stages.tools import ToolsStage, offers_tools
 from tests.unit.turns.fakes import fake_turn, message
 
@@ -92,8 +91,8 @@ async def test_the_exchange_goes_before_the_answer_and_the_answer_records_the_ro
     assert isinstance(turn.request.toolbox, TurnToolbox)
     await turn.request.toolbox.run([ToolCall(id="c1", name="ops__status", arguments="{}")])
     call, result, answer = await stage.after(turn, [Reply(text="All green.")])
-    assert call.metadata[TOOL_ROLE] == "assistant" and call.metadata["tool_calls"]
-    assert result.metadata[TOOL_ROLE] == "tool" and result.text == "all green"
+    assert call.exchange_role == "assistant" and call.metadata["tool_calls"]
+    assert result.exchange_role == "tool" and result.text == "all green"
     assert result.metadata["tool_name"] == "ops.status" and result.model == "tool"
     assert answer.text == "All green."
     assert answer.metadata["offered_tools"] == ["ops.status"]
