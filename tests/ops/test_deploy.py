@@ -177,8 +177,11 @@ def test_every_deploy_file_and_guide_names_the_units_env_file() -> None:
     places = [*DEPLOY.rglob("*"), *(REPO / "docs").rglob("*.md"), REPO / "README.md"]
     for path in places:
         if path.is_file():
+            # settings files (*.env) under /etc: only the unit's; other files there (a tools
+            # file) may sit beside it, but in the same directory
             found = re.findall(r"/etc/[\w.-]*gateway[\w.-]*/[\w.-]+", path.read_text())
-            assert set(found) <= {env_file}, (path, found)
+            assert {f for f in found if f.endswith(".env")} <= {env_file}, (path, found)
+            assert {f.rsplit("/", 1)[0] for f in found} <= {"/etc/chat-gateway"}, (path, found)
 
 
 def test_the_deploy_readme_says_where_each_ingress_runs() -> None:
