@@ -13,12 +13,12 @@ from typing import Any
 
 from adapters.telegram.adapter import TelegramAdapter
 from benchmarks.common import scratch_database, summarize
-from benchmarks.fakes.openai import FakeOpenAI, Step
-from benchmarks.fakes.telegram import Chat, FakeTelegram
 from gateway.agent_clients import OpenAIAgent
 from gateway.runtime import Gateway
 from gateway.settings import Settings
 from session_store.store import Store
+from testsupport.fakes.openai import FakeOpenAI, Step
+from testsupport.fakes.telegram import Chat, FakeTelegram
 
 BOT = "@GatewayTestBot"
 

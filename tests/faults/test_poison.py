@@ -14,18 +14,18 @@ import pytest
 from adapters.mattermost.adapter import MattermostAdapter
 from adapters.slack import SlackAdapter
 from adapters.telegram.adapter import TelegramAdapter
-from benchmarks.fakes.mattermost import FakeMattermost
-from benchmarks.fakes.slack import FakeSlack
-from benchmarks.fakes.telegram import FakeTelegram
 from gateway.domain import Envelope as Env
 from gateway.domain import ReplyTarget, Sender, SessionKey
 from gateway.intake import MAX_RAW_BYTES, clean_raw, to_inbound
 from session_store.records import InboundMessage
 from session_store.store import Store
-from tests.mattermost.conftest import connected, make_config
-from tests.slack.conftest import slack_settings
-from tests.support import running_gateway, wait_for
-from tests.telegram.conftest import telegram_settings
+from testsupport.fakes.mattermost import FakeMattermost
+from testsupport.fakes.slack import FakeSlack
+from testsupport.fakes.telegram import FakeTelegram
+from testsupport.harness import running_gateway, wait_for
+from testsupport.mattermost import connected, make_config
+from testsupport.slack import slack_settings
+from testsupport.telegram import telegram_settings
 
 POISON = "bad\u0000text \ud800 here"
 CLEAN = "badtext \ufffd here"

@@ -12,9 +12,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from benchmarks.fakes.openai import FakeOpenAI, Step
-from benchmarks.fakes.telegram import FakeTelegram
-from tests.e2e.process import gateway_process
+from testsupport.fakes.openai import FakeOpenAI, Step
+from testsupport.fakes.telegram import FakeTelegram
+from testsupport.process import gateway_process
 
 pytestmark = pytest.mark.slow
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from benchmarks.fakes.mattermost import FakeMattermost
-from benchmarks.fakes.openai import FakeOpenAI, Step
-from tests.e2e.process import gateway_process
-from tests.support import wait_for
+from testsupport.fakes.mattermost import FakeMattermost
+from testsupport.fakes.openai import FakeOpenAI, Step
+from testsupport.harness import wait_for
+from testsupport.process import gateway_process
 
 pytestmark = pytest.mark.slow
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from benchmarks.fakes.openai import FakeOpenAI, Step
-from benchmarks.fakes.slack import BOT_TOKEN, HUMAN, SIGNING_SECRET, FakeSlack
-from tests.e2e.process import gateway_process
-from tests.support import wait_for
+from testsupport.fakes.openai import FakeOpenAI, Step
+from testsupport.fakes.slack import BOT_TOKEN, HUMAN, SIGNING_SECRET, FakeSlack
+from testsupport.harness import wait_for
+from testsupport.process import gateway_process
 
 pytestmark = pytest.mark.slow
 

@@ -12,12 +12,12 @@ from typing import Any
 import aiohttp
 
 from adapters.mattermost.adapter import MattermostAdapter
-from benchmarks.fakes.mattermost import FakeMattermost
 from gateway.agent_clients import OpenAIAgent
-from tests.agents.fake_openai import FakeOpenAI, Step
-from tests.mattermost.conftest import connected, make_config
-from tests.support import running_gateway, wait_for
 from tests.tools.test_approvals_telegram import POLICY, RESTART, install
+from testsupport.fakes.mattermost import FakeMattermost
+from testsupport.fakes.openai import FakeOpenAI, Step
+from testsupport.harness import running_gateway, wait_for
+from testsupport.mattermost import connected, make_config
 
 
 async def test_mattermost_reactions_decide_only_by_the_asker_and_the_card_is_edited(

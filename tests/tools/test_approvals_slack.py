@@ -10,12 +10,12 @@ from typing import Any
 
 from adapters.slack import SlackAdapter
 from adapters.slack.transport import APPROVE_ACTION, DENY_ACTION
-from benchmarks.fakes.slack import HUMAN, FakeSlack
 from gateway.agent_clients import OpenAIAgent
-from tests.agents.fake_openai import FakeOpenAI, Step
-from tests.slack.conftest import slack_settings
-from tests.support import running_gateway, wait_for
 from tests.tools.test_approvals_telegram import POLICY, RESTART, install
+from testsupport.fakes.openai import FakeOpenAI, Step
+from testsupport.fakes.slack import HUMAN, FakeSlack
+from testsupport.harness import running_gateway, wait_for
+from testsupport.slack import slack_settings
 
 
 async def test_slack_buttons_through_interactions_only_the_asker_decides_once(

@@ -12,13 +12,13 @@ from typing import Any
 import structlog
 
 from adapters.telegram.adapter import TelegramAdapter
-from benchmarks.fakes.telegram import FakeTelegram
 from gateway.agent_clients import OpenAIAgent
 from gateway.runtime import Gateway
 from gateway.tools.catalog import Tool, ToolCaller, ToolSpec
-from tests.agents.fake_openai import FakeOpenAI, Step
-from tests.support import running_gateway, wait_for
-from tests.telegram.conftest import telegram_settings
+from testsupport.fakes.openai import FakeOpenAI, Step
+from testsupport.fakes.telegram import FakeTelegram
+from testsupport.harness import running_gateway, wait_for
+from testsupport.telegram import telegram_settings
 
 BOT = "@GatewayTestBot"
 POLICY = """

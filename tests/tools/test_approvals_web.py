@@ -13,8 +13,8 @@ import structlog
 from gateway.agent_clients import OpenAIAgent
 from gateway.runtime import Gateway
 from gateway.tools.catalog import Tool, ToolCaller, ToolSpec
-from tests.agents.fake_openai import FakeOpenAI, Step
-from tests.support import running_gateway, wait_for
+from testsupport.fakes.openai import FakeOpenAI, Step
+from testsupport.harness import running_gateway, wait_for
 
 POLICY = """
 [tools."ops.restart_service"]

@@ -1,0 +1,1 @@
+"""Unit tests, one directory per package of the code."""
