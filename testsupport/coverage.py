@@ -6,7 +6,6 @@ workers send their data to the controller, which prints this). A pytest hook, re
 from __future__ import annotations
 
 import io
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,29 +13,40 @@ import pytest
 PACKAGES = ("gateway", "session_store", "adapters")
 
 
-def package_figures(cov: Any, root: Path) -> list[tuple[str, float]]:
-    """``[(package, percent covered), ..., ("total", percent)]`` from a coverage object whose
-    data is complete (combined)."""
+def package_figures(cov: Any) -> list[tuple[str, float]]:
+    """``[(package, percent of lines run), ..., ("total", percent)]`` from a coverage object
+    whose data is complete (combined): one report, its per-file lines summed by package (each
+    report analyses every source file again, so one, not four)."""
     from coverage.exceptions import NoDataError
 
-    figures = []
-    for name in (*PACKAGES, "total"):
-        include = None if name == "total" else [str(root / name / "*")]
-        try:
-            percent = cov.report(include=include, file=io.StringIO(), ignore_errors=True)
-        except NoDataError:
+    out = io.StringIO()
+    try:
+        cov.report(file=out, ignore_errors=True, precision=1)
+    except NoDataError:
+        return []
+    sums: dict[str, list[int]] = {name: [0, 0] for name in (*PACKAGES, "total")}
+    for line in out.getvalue().splitlines():
+        fields = line.split()
+        if len(fields) < 4 or not (fields[1].isdigit() and fields[2].isdigit()):
             continue
-        figures.append((name, float(percent)))
-    return figures
+        name = fields[0].replace("\\", "/").split("/", 1)[0]
+        for key in (name, "total") if name in PACKAGES else ():
+            sums[key][0] += int(fields[1])
+            sums[key][1] += int(fields[2])
+    return [
+        (name, 100.0 * (statements - missed) / statements)
+        for name, (statements, missed) in sums.items()
+        if statements
+    ]
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     plugin = config.pluginmanager.getplugin("_cov")
     controller = getattr(plugin, "cov_controller", None)
-    if controller is None or getattr(plugin, "cov_total", None) is None:
-        return  # --no-cov, a worker, or nothing measured
-    figures = package_figures(controller.cov, Path(str(config.rootpath)))
+    if controller is None or hasattr(config, "workerinput"):
+        return  # --no-cov, or an xdist worker (the controller reports)
+    figures = package_figures(controller.cov)
     if not figures:
         return
     terminalreporter.write_sep("=", "coverage (lines)")

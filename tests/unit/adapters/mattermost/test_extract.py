@@ -21,7 +21,8 @@ from adapters.mattermost.extract import (
     reaction_of,
 )
 from gateway.domain import Envelope, EventKind, Ignored, Reaction, Rejected, SessionKey, Trigger
-from testsupport.mattermost import PAYLOADS, load_payload
+from testsupport.mattermost import load_payload
+from testsupport.paths import PAYLOADS
 
 SCOPE = "chat.example.com"
 BOT = BotIdentity(user_id="b0tb0tb0tb0tb0tb0tb0tb0tb0", username="gatewaybot")

@@ -16,7 +16,8 @@ from adapters.telegram.extract import (
     extract_update,
 )
 from gateway.domain import Envelope, EventKind, Ignored, Rejected, SessionKey, Trigger
-from testsupport.telegram import PAYLOADS, load_payload
+from testsupport.paths import PAYLOADS
+from testsupport.telegram import load_payload
 
 BOT = BotIdentity(id=5550001, username="GatewayTestBot")
 POLICY = ExtractPolicy.of()
