@@ -13,7 +13,14 @@ from gateway.domain import ReplyTarget
 from gateway.runtime import Gateway
 from session_store.store import Store
 from session_store.tool_store import ToolStore
-from tests.tools.test_approvals_web import RESTART, Ops, approvals, gateway, history, post
+from tests.integration.tools.test_approvals_web import (
+    RESTART,
+    Ops,
+    approvals,
+    gateway,
+    history,
+    post,
+)
 from tests.unit.session_store.test_store import envelope
 from testsupport.fakes.openai import FakeOpenAI, Step
 from testsupport.harness import wait_for

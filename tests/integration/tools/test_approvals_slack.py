@@ -11,7 +11,7 @@ from typing import Any
 from adapters.slack import SlackAdapter
 from adapters.slack.transport import APPROVE_ACTION, DENY_ACTION
 from gateway.agent_clients import OpenAIAgent
-from tests.tools.test_approvals_telegram import POLICY, RESTART, install
+from tests.integration.tools.test_approvals_telegram import POLICY, RESTART, install
 from testsupport.fakes.openai import FakeOpenAI, Step
 from testsupport.fakes.slack import HUMAN, FakeSlack
 from testsupport.harness import running_gateway, wait_for

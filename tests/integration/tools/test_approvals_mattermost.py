@@ -13,7 +13,7 @@ import aiohttp
 
 from adapters.mattermost.adapter import MattermostAdapter
 from gateway.agent_clients import OpenAIAgent
-from tests.tools.test_approvals_telegram import POLICY, RESTART, install
+from tests.integration.tools.test_approvals_telegram import POLICY, RESTART, install
 from testsupport.fakes.mattermost import FakeMattermost
 from testsupport.fakes.openai import FakeOpenAI, Step
 from testsupport.harness import running_gateway, wait_for
