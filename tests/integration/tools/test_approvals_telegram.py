@@ -65,7 +65,7 @@ async def test_telegram_topic_read_tool_then_approval_across_a_restart(
             web_chat=False,
             AGENT_MODEL="small",
             GATEWAY_TOOLS_FILE=str(tools_file),
-            # counts sendMessage calls per answer: previews are tested in tests/streaming
+            # counts sendMessage calls per answer: previews are tested in tests/integration/outbox
             GATEWAY_STREAMING=False,
             # the restart test's tool exists before the restarted gateway's workers run: a turn
             # waiting on an approval is taken over at once (issue 12's liveness), and must find
