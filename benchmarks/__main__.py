@@ -385,12 +385,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.only == "fuzz":
-        from benchmarks import fuzz
+        from campaigns import fuzz
 
         configure_logging("console", "warning")
         return fuzz.main(args.count, args.seed)
     if args.only == "faults":
-        from benchmarks import faults
+        from campaigns import faults
 
         configure_logging("console", "warning")
         return faults.main(args.minutes, args.seed, platforms=args.platforms)

@@ -2,9 +2,9 @@
 the way platforms drive it, its replies caught where they land.
 
 Surfaces: the built-in web chat (POST a message; the reply arrives on the thread's live
-stream, SSE), the sink surface of the test suite (``benchmarks/fakes/sink.py``: inbound over
+stream, SSE), the sink surface of the test suite (``testsupport/fakes/sink.py``: inbound over
 HTTP, each reply POSTed to a recording server run here), and the platform fakes of the test
-suite where they work (``benchmarks/fakes``: Telegram's Bot API polled by the real adapter,
+suite where they work (``testsupport/fakes``: Telegram's Bot API polled by the real adapter,
 Slack's signed Events API and Web API, Mattermost's websocket and REST API), rotated over many
 threads. Latency is from just before
 the inbound request is sent (or the fake's update is queued) to the moment the reply reaches
@@ -137,7 +137,7 @@ class _RecordedPosts(dict[str, Any]):
 
 
 class PlatformFakes:
-    """The test suite's platform fakes (``benchmarks/fakes``: real local servers speaking each
+    """The test suite's platform fakes (``testsupport/fakes``: real local servers speaking each
     platform's API), driven from here as their users, with replies timed where they land.
     A fake that is missing or does not work is skipped, with the reason."""
 
@@ -157,7 +157,7 @@ class PlatformFakes:
         # a fake's server logs every connection the gateway drops at shutdown
         logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
         try:
-            from benchmarks.fakes.telegram import FakeTelegram
+            from testsupport.fakes.telegram import FakeTelegram
 
             telegram = FakeTelegram()
             await telegram.start()
@@ -170,7 +170,7 @@ class PlatformFakes:
         except Exception as exc:  # noqa: BLE001 - a broken fake skips its platform only
             self.skipped["telegram"] = f"{type(exc).__name__}: {exc}"
         try:
-            from benchmarks.fakes.mattermost import FakeMattermost
+            from testsupport.fakes.mattermost import FakeMattermost
 
             mattermost = FakeMattermost()
             await mattermost.start()
@@ -185,7 +185,7 @@ class PlatformFakes:
         except Exception as exc:  # noqa: BLE001 - a broken fake skips its platform only
             self.skipped["mattermost"] = f"{type(exc).__name__}: {exc}"
         try:
-            from benchmarks.fakes import slack as slack_fake
+            from testsupport.fakes import slack as slack_fake
 
             slack = slack_fake.FakeSlack()
             await slack.start()
@@ -256,7 +256,7 @@ async def gateway_process(
             "PYTHONPATH": str(repo),
             "DATABASE_URL": dsn,
             "GATEWAY_HTTP_PORT": "0",
-            "GATEWAY_ADAPTERS": "benchmarks.fakes.sink:create",
+            "GATEWAY_ADAPTERS": "testsupport.fakes.sink:create",
             "SINK_URL": sink_url,
             "AGENT": "echo",
             "GATEWAY_LOG_FORMAT": "json",
@@ -312,7 +312,7 @@ _CATEGORIES = (
         "platform SDKs (python-telegram-bot, websockets, aiohttp)",
         ("(telegram/", "(websockets/", "(aiohttp/", "(mattermostautodriver/"),
     ),
-    ("intake and adapters", ("gateway/intake.py", "adapters/", "benchmarks/fakes/sink")),
+    ("intake and adapters", ("gateway/intake.py", "adapters/", "testsupport/fakes/sink")),
 )
 
 

@@ -14,12 +14,12 @@ from typing import Any
 from adapters.telegram.adapter import TelegramAdapter
 from adapters.telegram.settings import TelegramSettings
 from benchmarks.common import scratch_database, summarize
-from benchmarks.fakes.openai import FakeOpenAI, Step
-from benchmarks.fakes.telegram import Chat, FakeTelegram
 from gateway.agents.openai import OpenAIAgent
 from gateway.core.settings import Settings
 from gateway.runtime.gateway import Gateway
 from session_store.store import Store
+from testsupport.fakes.openai import FakeOpenAI, Step
+from testsupport.fakes.telegram import Chat, FakeTelegram
 
 BOT = "@GatewayTestBot"
 

@@ -17,9 +17,10 @@ import asyncpg
 import pytest
 import structlog
 
-from benchmarks.fakes.sink_server import SinkServer
 from session_store.migrator import migrate
 from session_store.store import Store
+from testsupport.coverage import pytest_terminal_summary  # noqa: F401  (the coverage figure)
+from testsupport.fakes.sink_server import SinkServer
 
 # The gateway reads its configuration from the environment: tests must not see the
 # developer's. Cleared once here; tests pass settings explicitly.
@@ -147,7 +148,7 @@ async def store(database_url: str) -> AsyncIterator[Store]:
 
 @pytest.fixture
 async def sink() -> AsyncIterator[SinkServer]:
-    """The recording server behind the sink surface (benchmarks/fakes/sink.py)."""
+    """The recording server behind the sink surface (testsupport/fakes/sink.py)."""
     server = await SinkServer().start()
     try:
         yield server

@@ -21,9 +21,6 @@ import httpx
 import pytest
 from aiohttp import web
 
-from benchmarks.fakes.openai import FakeOpenAI
-from benchmarks.fakes.sink import SinkAdapter
-from benchmarks.fakes.sink_server import SinkServer
 from gateway.agents.http import HttpAgent
 from gateway.agents.loading import load_agent
 from gateway.agents.openai import OpenAIAgent
@@ -35,7 +32,10 @@ from gateway.tools.catalog import (
     ToolSpec,
     load_tools_file,
 )
-from tests.support import make_settings, running_gateway, wait_for
+from testsupport.fakes.openai import FakeOpenAI
+from testsupport.fakes.sink import SinkAdapter
+from testsupport.fakes.sink_server import SinkServer
+from testsupport.harness import make_settings, running_gateway, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 

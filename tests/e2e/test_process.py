@@ -11,9 +11,9 @@ import asyncpg
 import httpx
 import pytest
 
-from benchmarks.fakes.sink_server import SinkServer
-from tests.e2e.process import gateway_process, run_cli
-from tests.support import wait_for
+from testsupport.fakes.sink_server import SinkServer
+from testsupport.harness import wait_for
+from testsupport.process import gateway_process, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -150,7 +150,7 @@ async def test_sigkill_with_a_pending_delivery_then_restart_delivers_it_once(
     sink.script.append(("429", 3))  # the first send is rate limited: the row waits, pending
     env = {
         "DATABASE_URL": database_url,
-        "GATEWAY_ADAPTERS": "benchmarks.fakes.sink:create",
+        "GATEWAY_ADAPTERS": "testsupport.fakes.sink:create",
         "SINK_URL": sink.url,
         "GATEWAY_POLL_SECONDS": "0.2",
     }
@@ -184,14 +184,14 @@ async def test_sigkill_during_a_turn_then_restart_answers_once(
 ) -> None:
     base = {
         "DATABASE_URL": database_url,
-        "GATEWAY_ADAPTERS": "benchmarks.fakes.sink:create",
+        "GATEWAY_ADAPTERS": "testsupport.fakes.sink:create",
         "SINK_URL": sink.url,
         "GATEWAY_LEASE_SECONDS": "2",
         "GATEWAY_POLL_SECONDS": "0.2",
     }
     async with (
         gateway_process(
-            {**base, "AGENT": "tests.plugins.agents:SlowAgent"}, tmp_path / "one.log"
+            {**base, "AGENT": "testsupport.agents:SlowAgent"}, tmp_path / "one.log"
         ) as gw,
         httpx.AsyncClient() as client,
     ):

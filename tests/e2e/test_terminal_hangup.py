@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from session_store.embedded import _alive
-from tests.e2e.process import REPO, clean_env, gateway_process
+from testsupport.paths import REPO
+from testsupport.process import clean_env, gateway_process
 
 READY = b"gateway ready: web chat at"
 START_SECONDS = 120.0

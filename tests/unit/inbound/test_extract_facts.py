@@ -1,5 +1,5 @@
 """Each platform's extract reports facts only, the same facts on every platform, read from the
-real payloads in tests/payloads (and small variants of them); the answer policy decides."""
+real payloads in testsupport/payloads (and small variants of them); the answer policy decides."""
 
 from __future__ import annotations
 

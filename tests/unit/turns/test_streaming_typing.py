@@ -10,8 +10,8 @@ from gateway.core.ports import PaceRule, Transport
 from gateway.outbox.pacing import Rules
 from gateway.turns.stages.streaming import OpenStream, StreamingStage
 from gateway.turns.stages.typing import TypingStage
-from tests.support import wait_for
 from tests.unit.turns.fakes import fake_turn, message, target
+from testsupport.harness import wait_for
 
 
 class Stream:

@@ -1,0 +1,1 @@
+"""Reliability campaigns: fault injection, fuzzing, the platforms campaign."""

@@ -1,0 +1,1 @@
+"""One suite over the surfaces: the promises every surface keeps, written once."""

@@ -1,0 +1,1 @@
+"""A whole gateway in the test process, against the platform fakes."""

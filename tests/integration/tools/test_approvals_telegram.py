@@ -1,0 +1,147 @@
+"""The issue's "done when" on Telegram: the assistant uses its read tools in a forum topic
+and asks before a `confirm` tool in that same topic (inline keyboard, callback_query,
+answerCallbackQuery); the request survives a restart; someone else's press is refused
+politely; a double press approves once; the card is retired (keyboard removed)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from adapters.telegram.adapter import TelegramAdapter
+from gateway.agents.openai import OpenAIAgent
+from gateway.runtime.gateway import Gateway
+from gateway.tools.catalog import Tool, ToolCaller, ToolSpec
+from testsupport.fakes.openai import FakeOpenAI, Step
+from testsupport.fakes.telegram import FakeTelegram
+from testsupport.harness import running_gateway, wait_for
+from testsupport.telegram import telegram_settings
+
+BOT = "@GatewayTestBot"
+POLICY = """
+[tools."ops.restart_service"]
+domains = ["ops"]
+operation = "write"
+risk = "medium"
+confirm = true
+aliases = ["restart"]
+"""
+RESTART = {"name": "ops__restart_service", "arguments": {"service": "api"}, "id": "r1"}
+
+
+def install(gw: Gateway, runs: list[Mapping[str, Any]]) -> None:
+    async def restart(args: Mapping[str, Any], caller: ToolCaller) -> str:
+        runs.append(args)
+        return f"restarted {args.get('service')}"
+
+    assert gw.tools is not None
+    spec = ToolSpec(
+        name="ops.restart_service",
+        description="Restart a service",
+        parameters={"type": "object", "properties": {"service": {"type": "string"}}},
+        source="test",
+    )
+    gw.tools.catalog.add(Tool(spec=spec, handler=restart), defaults={})
+
+
+async def test_telegram_topic_read_tool_then_approval_across_a_restart(
+    database_url: str, fake: FakeOpenAI, tmp_path: Path
+) -> None:
+    tools_file = tmp_path / "tools.toml"
+    tools_file.write_text(POLICY)
+    runs: list[Mapping[str, Any]] = []
+
+    def gateway(tg: FakeTelegram) -> Any:
+        adapter = TelegramAdapter(
+            telegram_settings(tg), poll_timeout=1, backoff_initial=0.05, pace=(0.05, 0.1)
+        )
+        return running_gateway(
+            database_url,
+            adapters=[adapter],
+            agent=OpenAIAgent(base_url=fake.base_url, api_key="k", model="small"),
+            web_chat=False,
+            AGENT_MODEL="small",
+            GATEWAY_TOOLS_FILE=str(tools_file),
+            # counts sendMessage calls per answer: previews are tested in tests/streaming
+            GATEWAY_STREAMING=False,
+            # the restart test's tool exists before the restarted gateway's workers run: a turn
+            # waiting on an approval is taken over at once (issue 12's liveness), and must find
+            # the tool it was approved for
+            prepare=lambda gw: install(gw, runs),
+        )
+
+    async with FakeTelegram() as tg:
+        forum = tg.forum("Ops")
+        ann, mallory = tg.user("Ann"), tg.user("Mallory")
+        topic = tg.create_topic(forum, "Deploys", by=ann)
+        fake.script.extend(
+            [
+                Step(),  # the first message: answered with an echo
+                Step(tool_calls=[{"name": "search_thread", "arguments": {"query": "api"}}]),
+                Step(text="You said the api was slow."),
+                Step(tool_calls=[RESTART]),
+            ]
+        )
+        with structlog.testing.capture_logs() as logs:
+            async with gateway(tg) as gw:
+                tg.user_says(forum, f"{BOT} the api is slow today", topic=topic, user=ann)
+                await wait_for(lambda: len(tg.sent_to(forum, topic)) == 1)
+                tg.user_says(forum, f"{BOT} what did I say earlier?", topic=topic, user=ann)
+                await wait_for(lambda: len(tg.sent_to(forum, topic)) == 2)
+                tg.user_says(forum, f"{BOT} please restart the api", topic=topic, user=ann)
+                card = await wait_for(
+                    lambda: [s for s in tg.sent_to(forum, topic) if "reply_markup" in s.params]
+                )
+                [sent_card] = card
+                keyboard = forum.messages[sent_card.message_id]["reply_markup"]["inline_keyboard"]
+                approve, deny = (b["callback_data"] for b in keyboard[0])
+                assert approve.startswith("apv:") and approve.endswith(":y") and deny.endswith(":n")
+                # someone else presses Approve: refused politely, with an alert
+                q1 = tg.user_clicks(forum, sent_card.message_id, approve, user=mallory)
+                await wait_for(lambda: any(a[0] == q1 for a in tg.callback_answers))
+            # --- restart between the request and the click ---------------------------
+            fake.script.extend([Step(tool_calls=[RESTART]), Step(text="Restarted the api.")])
+            async with gateway(tg) as gw:
+                # the waiting turn holds no worker: its session is parked on the request,
+                # across the restart, until the click
+                assert await parked_on(gw) != [None]
+                q2 = tg.user_clicks(forum, sent_card.message_id, approve, user=ann)
+                q3 = tg.user_clicks(forum, sent_card.message_id, approve, user=ann)
+                await wait_for(
+                    lambda: [s.text for s in tg.sent_to(forum, topic)][-1] == "Restarted the api.",
+                    timeout=15,
+                )
+                await wait_for(lambda: tg.edits, timeout=10)
+                metrics = gw.metrics.render().decode()
+    answers = {a[0]: a for a in tg.callback_answers}
+    assert answers[q1][2] is True and "only the person who asked" in str(answers[q1][1])
+    assert answers[q2][1] == "Approved. Running it now."
+    assert answers[q3][1] == "Already decided: approved."
+    assert runs == [{"service": "api"}]  # after approval, once
+    # every bot message landed in the topic; the card was retired (keyboard removed)
+    texts = [s.text for s in tg.sent_to(forum, topic)]
+    assert texts[:2] == ["re: " + f"{BOT} the api is slow today", "You said the api was slow."]
+    assert texts[-1] == "Restarted the api." and len(tg.sent_to(forum, None)) == 0
+    [(_chat, mid, text, markup)] = tg.edits
+    assert mid == sent_card.message_id and markup is None
+    assert text.startswith("✅ Approved by telegram:") and "reply_markup" not in forum.messages[mid]
+    assert 'gateway_tool_approvals_total{outcome="approved"} 1.0' in metrics
+    events = [e["event"] for e in logs]
+    for expected in (
+        "tool_routing",
+        "approval_requested",
+        "approval_click_refused",
+        "approval_resumed",
+        "approval_decided",
+        "approval_card_retired",
+    ):
+        assert expected in events, expected
+
+
+async def parked_on(gw: Gateway) -> list[str | None]:
+    async with gw.store.db.connection() as conn:
+        rows = await conn.fetch("SELECT turn_parked_on FROM sessions ORDER BY id")
+    return [r["turn_parked_on"] for r in rows]

@@ -1,0 +1,110 @@
+"""Delivery policy against the real store: what happens to a send whose worker died."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.core.domain import ReplyTarget
+from gateway.core.hub import Signal
+from gateway.core.metrics import Metrics
+from gateway.inbound.intake import to_inbound
+from gateway.outbox.delivery import DeliverySettings, DeliveryWorker
+from session_store.records import OutgoingReply
+from session_store.store import Store
+from testsupport.fakes.sink import SinkTransport, sink_envelope
+from testsupport.harness import wait_for
+
+
+async def _expired_send(store: Store) -> int:
+    """A delivery claimed by a worker that then died: status 'sending', lease expired."""
+    await store.ingest(
+        to_inbound(sink_envelope({"chat": "c", "thread": "t", "id": "1", "text": "q"})), raw=None
+    )
+    claim = await store.claim_turn(lease_seconds=30)
+    assert claim is not None
+    await store.finish_turn(
+        claim,
+        handled_seq=1,
+        replies=[OutgoingReply(content="a", parts=["a"])],
+        target=ReplyTarget(platform="sink", scope="test", chat_id="c", thread_id="t"),
+    )
+    [row] = await store.claim_deliveries(platforms=["sink"], lease_seconds=0.05)
+
+    async def expired() -> bool:
+        async with store.db.connection() as conn:
+            return bool(
+                await conn.fetchval(
+                    "SELECT lease_until < now() FROM deliveries WHERE id = $1", row.id
+                )
+            )
+
+    await wait_for(expired, timeout=5)
+    return row.id
+
+
+@pytest.mark.parametrize(
+    ("idempotent", "window", "expected"),
+    [
+        (True, None, "pending"),  # a resend cannot double-post: send it again
+        (False, None, "failed"),  # it may already be on the platform: visible, not resent
+        # claimed moments ago, and the platform remembers its key for 30 s (Mattermost):
+        # a resend within that window (less a margin) lands once
+        (True, 30.0, "pending"),
+        # the window, less the margin for the requeue and the resend, is already over
+        (True, 10.0, "failed"),
+    ],
+)
+async def test_a_send_whose_worker_died_is_requeued_only_where_a_resend_is_safe(
+    store: Store, idempotent: bool, window: float | None, expected: str
+) -> None:
+    delivery_id = await _expired_send(store)
+    transport = SinkTransport("http://127.0.0.1:9/unused", idempotent=idempotent)
+    transport.resend_window = window
+    worker = DeliveryWorker(
+        store,
+        {"sink": transport},
+        metrics=Metrics(),
+        wake=Signal(),
+        settings=DeliverySettings(lease_seconds=60),
+    )
+    await worker.recover()
+    [row] = [d for d in await store.deliveries_for_session(1) if d.id == delivery_id]
+    assert row.status == expected
+    if expected == "failed":
+        assert row.last_error is not None and row.last_error.startswith("ambiguous")
+    await transport.aclose()
+
+
+async def test_deliveries_handed_over_and_never_started_go_back_to_the_table_at_shutdown(
+    store: Store,
+) -> None:
+    """Issue 17: a finished turn hands its first part to this process already claimed. If
+    the process stops before sending it, it is put back as pending (fenced), not left as a
+    send cut short that recovery would have to call ambiguous."""
+    await store.ingest(
+        to_inbound(sink_envelope({"chat": "c", "thread": "t", "id": "1", "text": "q"})), raw=None
+    )
+    claim = await store.claim_turn(lease_seconds=30, with_pending=10)
+    assert claim is not None
+    done = await store.finish_turn_outbox(
+        claim,
+        handled_seq=1,
+        replies=[OutgoingReply(content="a", parts=["a"])],
+        target=ReplyTarget(platform="sink", scope="test", chat_id="c", thread_id="t"),
+        hand_over=True,
+    )
+    [handed] = done.handed
+    worker = DeliveryWorker(
+        store,
+        {"sink": SinkTransport("http://127.0.0.1:9/never")},
+        metrics=Metrics(),
+        wake=Signal(),
+        settings=DeliverySettings(),
+    )
+    worker.hand_over(handed)
+    await worker.hand_back()
+    assert not worker.accepting()  # stopping: finished turns leave rows in the table
+    [row] = await store.deliveries_for_session(handed.session_id)
+    assert row.status == "pending"
+    [again] = await store.claim_deliveries(platforms=["sink"], lease_seconds=30)
+    assert again.id == handed.id

@@ -1,0 +1,1 @@
+"""Test support (not shipped): platform fakes, the in-process gateway, helpers."""

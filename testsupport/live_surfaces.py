@@ -1,0 +1,218 @@
+"""Per-surface drivers for contract tests that run the gateway in the test process
+(``running_gateway``): the web chat, Telegram (polling or webhook), Slack's Events API and
+Mattermost's websocket. A driver builds the surface's adapter, says something as a person in
+one place, and reads what the bot answered to it (``testsupport.surfaces`` drives ``gateway
+run`` processes instead)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import httpx
+
+from adapters.mattermost.adapter import MattermostAdapter
+from adapters.slack import SlackAdapter
+from adapters.telegram.adapter import TelegramAdapter
+from gateway.runtime.gateway import Gateway
+from testsupport.fakes.mattermost import FakeMattermost
+from testsupport.fakes.slack import FakeSlack
+from testsupport.fakes.telegram import FakeTelegram
+from testsupport.mattermost import connected, make_config
+from testsupport.slack import slack_settings
+from testsupport.telegram import telegram_settings
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LiveSurface:
+    """Base: no adapter (the web chat is built in), nothing to wait for."""
+
+    #: the surface stores what a person typed even where PostgreSQL cannot (cleaned), or
+    #: refuses it with a reason and keeps a dead letter (the web chat: a person sees the refusal)
+    refuses_unstorable_text = False
+
+    def __init__(self, stack: AsyncExitStack) -> None:
+        self.stack = stack
+        self.settings: dict[str, Any] = {}
+
+    async def start(self) -> None:
+        pass
+
+    def adapters(self) -> list[Any]:
+        return []
+
+    async def attached(self, gw: Gateway) -> None:
+        pass
+
+    def stored_form(self, text: str) -> str:
+        """What the store keeps of a person's ``text`` on this surface."""
+        return text
+
+    async def say(self, text: str) -> Any:
+        """Post ``text`` addressed to the bot; returns a handle for ``answers``."""
+        raise NotImplementedError
+
+    async def refresh(self, handle: Any) -> None:
+        """Read what the bot answered so far (a fake records it without being asked)."""
+
+    def answers(self, handle: Any) -> list[str]:
+        raise NotImplementedError
+
+    def acknowledged(self, handle: Any) -> bool:
+        """The platform got the success it needs for this message (no redelivery)."""
+        return True
+
+    def all_answers(self) -> list[str]:
+        raise NotImplementedError
+
+
+class WebSurface(LiveSurface):
+    refuses_unstorable_text = True
+
+    async def attached(self, gw: Gateway) -> None:
+        self.client = await self.stack.enter_async_context(httpx.AsyncClient(base_url=gw.url))
+        self.texts: dict[str, list[str]] = {}
+        self.count = 0
+
+    async def say(self, text: str) -> Any:
+        self.count += 1
+        msg_id = f"p{self.count}"
+        body = {"text": text, "client_msg_id": msg_id}
+        # the body exactly as typed (json= would refuse a lone surrogate before sending it)
+        response = await self.client.post(
+            "/web/api/channels/poison/messages",
+            content=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        return msg_id, response
+
+    async def refresh(self, handle: Any) -> None:
+        msg_id, _ = handle
+        r = await self.client.get(f"/web/api/channels/poison/threads/{msg_id}/messages")
+        self.texts[msg_id] = [
+            m["content"] for m in r.json()["messages"] if m["role"] == "assistant"
+        ]
+
+    def answers(self, handle: Any) -> list[str]:
+        return self.texts.get(handle[0], [])
+
+    def all_answers(self) -> list[str]:
+        return [t for texts in self.texts.values() for t in texts]
+
+    def acknowledged(self, handle: Any) -> bool:
+        return bool(handle[1].status_code == 200)
+
+
+class TelegramSurface(LiveSurface):
+    def __init__(self, stack: AsyncExitStack, mode: str) -> None:
+        super().__init__(stack)
+        self.mode = mode
+
+    async def start(self) -> None:
+        self.tg = await self.stack.enter_async_context(FakeTelegram())
+        self.chat = self.tg.private(self.tg.user(first_name="Eve\u0000"))
+        port = _free_port()
+        self.settings = {"GATEWAY_HTTP_PORT": port}
+        self.extra: dict[str, Any] = {}
+        if self.mode == "webhook":
+            self.extra = {
+                "TELEGRAM_MODE": "webhook",
+                "TELEGRAM_WEBHOOK_URL": f"http://127.0.0.1:{port}/telegram/webhook",
+                "TELEGRAM_WEBHOOK_SECRET": "poison-secret",
+            }
+
+    def adapters(self) -> list[Any]:
+        settings = telegram_settings(self.tg, **self.extra)
+        return [TelegramAdapter(settings, poll_timeout=1, backoff_initial=0.05, pace=(0.01, 0.01))]
+
+    async def say(self, text: str) -> Any:
+        self.tg.user_says(self.chat, text)
+        return None
+
+    def answers(self, handle: Any) -> list[str]:
+        return [s.text for s in self.tg.sent_to(self.chat)]  # a private chat: one place
+
+    def all_answers(self) -> list[str]:
+        return self.answers(None)
+
+    def acknowledged(self, handle: Any) -> bool:
+        pushes_ok = all(status == 200 for _, status in self.tg.webhook_pushes)
+        return self.tg.pending_update_ids() == [] and pushes_ok
+
+
+class SlackSurface(LiveSurface):
+    async def start(self) -> None:
+        self.slack = await self.stack.enter_async_context(FakeSlack())
+        self.slack.add_channel("C0GENERAL")
+
+    def adapters(self) -> list[Any]:
+        return [SlackAdapter(slack_settings(self.slack))]
+
+    async def attached(self, gw: Gateway) -> None:
+        self.slack.events_url = f"{gw.url}slack/events"
+
+    async def say(self, text: str) -> Any:
+        return await self.slack.user_posts("C0GENERAL", f"<@U0BOT> {text}")
+
+    def answers(self, handle: Any) -> list[str]:
+        posts = self.slack.bot_posts("C0GENERAL")
+        return [m.text for m in posts if m.thread_ts == handle.ts]
+
+    def all_answers(self) -> list[str]:
+        return [m.text for m in self.slack.bot_posts("C0GENERAL")]
+
+    def acknowledged(self, handle: Any) -> bool:
+        return all(a.status == 200 for d in handle.deliveries for a in d.attempts)
+
+
+class MattermostSurface(LiveSurface):
+    async def start(self) -> None:
+        self.mm = await self.stack.enter_async_context(FakeMattermost())
+
+    def adapters(self) -> list[Any]:
+        self.adapter = MattermostAdapter(make_config(self.mm))
+        return [self.adapter]
+
+    async def attached(self, gw: Gateway) -> None:
+        await connected(self.adapter)
+
+    def stored_form(self, text: str) -> str:
+        return f"@gatewaybot {text}"
+
+    async def say(self, text: str) -> Any:
+        return await self.mm.user_posts(self.mm.town_square, text, mention_bot=True)
+
+    def answers(self, handle: Any) -> list[str]:
+        posts = self.mm.posts_in(self.mm.town_square, root_id=handle["id"], by=self.mm.bot)
+        return [str(p["message"]) for p in posts]
+
+    def all_answers(self) -> list[str]:
+        return [str(p["message"]) for p in self.mm.bot_posts()]
+
+
+#: every surface, and Telegram in both of its modes
+NAMES = ["web", "telegram-polling", "telegram-webhook", "slack", "mattermost"]
+
+
+@asynccontextmanager
+async def live_surface(name: str) -> AsyncIterator[LiveSurface]:
+    async with AsyncExitStack() as stack:
+        driver: LiveSurface
+        if name == "web":
+            driver = WebSurface(stack)
+        elif name.startswith("telegram-"):
+            driver = TelegramSurface(stack, name.removeprefix("telegram-"))
+        elif name == "slack":
+            driver = SlackSurface(stack)
+        else:
+            driver = MattermostSurface(stack)
+        await driver.start()
+        yield driver
