@@ -327,6 +327,9 @@ def _message_event(
     rules: AnswerRules,
 ) -> Extracted:
     subtype = event.get("subtype")
+    if subtype is not None and not isinstance(subtype, str):
+        # a malformed payload (a fuzzed list subtype was unhashable below)
+        return Ignored(platform=PLATFORM, reason="subtype is not a string", event_id=event_id)
     # message_changed / message_deleted are themselves ``hidden``: handle them before the
     # hidden check.
     if subtype == "message_changed":
@@ -506,6 +509,8 @@ def extract_history(
         return Ignored(platform=PLATFORM, reason="history item is not an object")
     ts = _str(message.get("ts"))
     subtype = message.get("subtype")
+    if subtype is not None and not isinstance(subtype, str):
+        return Ignored(platform=PLATFORM, reason="history subtype is not a string")
     if ts is None or not _TS_RE.match(ts):
         return Ignored(platform=PLATFORM, reason="history item without ts")
     if subtype is not None and subtype != "bot_message" and subtype not in _CONVERSATIONAL_SUBTYPES:

@@ -36,8 +36,9 @@ from testsupport.fakes.openai import FakeOpenAI
 from testsupport.fakes.sink import SinkAdapter
 from testsupport.fakes.sink_server import SinkServer
 from testsupport.harness import make_settings, running_gateway, wait_for
+from testsupport.paths import REPO
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+EXAMPLES = REPO / "docs" / "examples"
 
 
 def _module(name: str) -> ModuleType:

@@ -12,8 +12,9 @@ import pytest
 
 from gateway.ops import docgen
 from gateway.ops.cli import _parser
+from testsupport.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 README = ROOT / "README.md"
 PAGES = sorted((ROOT / "docs").rglob("*.md"))
 FRONT = [README, ROOT / "CONTRIBUTING.md", *PAGES]

@@ -8,8 +8,9 @@ from pydantic import Field
 from pydantic_settings import BaseSettings
 
 from gateway.ops import docgen
+from testsupport.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 
 
 def test_committed_reference_pages_match_the_code() -> None:

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parents[2]
+from testsupport.paths import REPO
+
+ROOT = REPO
 PACKAGES = ("gateway", "session_store", "adapters")
 
 

@@ -24,8 +24,8 @@ from session_store.store import Store
 from testsupport.fakes.sink import SinkAdapter
 from testsupport.fakes.sink_server import SinkServer
 from testsupport.harness import running_gateway, wait_for
+from testsupport.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 TOOLS = {
     "list_sessions",
     "get_session_delta",

@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,8 +27,7 @@ from adapters.telegram.settings import TelegramSettings
 from gateway.core.domain import Envelope, Extracted, Ignored
 from gateway.core.settings import Settings
 from gateway.inbound.policy import AnswerRules
-
-PAYLOADS = Path(__file__).parents[1] / "payloads"
+from testsupport.paths import PAYLOADS
 
 #: (chat list, user list, expected: None = accepted, else the setting named in the reason)
 TABLE: list[tuple[str, str, str | None]] = [

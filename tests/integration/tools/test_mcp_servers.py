@@ -19,8 +19,7 @@ from testsupport.fakes.openai import FakeOpenAI, Step
 from testsupport.fakes.sink import SinkAdapter
 from testsupport.fakes.sink_server import SinkServer
 from testsupport.harness import running_gateway, wait_for
-
-REPO = Path(__file__).resolve().parents[2]
+from testsupport.paths import REPO
 
 POLICIES = """
 [tools."notes.read_note"]

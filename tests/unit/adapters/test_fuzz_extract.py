@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import fields, is_dataclass
-from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -25,8 +24,8 @@ from adapters.web.extract import extract as web_extract
 from gateway.core.domain import Envelope, Ignored, Rejected
 from gateway.inbound.intake import clean_raw, to_inbound
 from gateway.inbound.policy import AnswerRules
+from testsupport.paths import PAYLOADS
 
-PAYLOADS = Path(__file__).resolve().parents[1] / "payloads"
 EXAMPLES = 150
 
 #: values a hostile or broken platform might put anywhere

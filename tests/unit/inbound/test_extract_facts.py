@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +20,8 @@ from adapters.telegram.extract import extract_update
 from adapters.web.extract import extract as web_extract
 from gateway.core.domain import Envelope, Extracted, Facts, SessionKey, Trigger
 from gateway.inbound.policy import AnswerRules
+from testsupport.paths import PAYLOADS
 
-PAYLOADS = Path(__file__).parents[2] / "payloads"
 RULES = AnswerRules()
 
 

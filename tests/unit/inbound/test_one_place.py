@@ -6,9 +6,10 @@ to catch a planted violation."""
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-ROOT = Path(__file__).parents[3]
+from testsupport.paths import REPO
+
+ROOT = REPO
 ANSWERING = frozenset({"ALWAYS", "IF_FOLLOWING"})
 
 

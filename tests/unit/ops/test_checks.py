@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from testsupport.fakes.mattermost import FakeMattermost
 from testsupport.fakes.openai import FakeOpenAI
 from testsupport.fakes.slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack
 from testsupport.fakes.telegram import FakeTelegram
+from testsupport.paths import REPO
 
 
 def settings(**values: Any) -> Settings:
@@ -318,7 +318,7 @@ async def test_doctor_names_an_unreachable_database() -> None:
 
 def test_doctor_holds_no_platform_code() -> None:
     # issue 11: the identity calls live in the adapters' check(), not in the core
-    source = (Path(__file__).parents[2] / "gateway" / "ops" / "doctor.py").read_text()
+    source = (REPO / "gateway" / "ops" / "doctor.py").read_text()
     for call in ("getMe", "auth.test", "users/me", "adapters."):
         assert not re.search(re.escape(call), source), call
 

@@ -16,9 +16,9 @@ import yaml
 
 from gateway.core.settings import Settings
 from gateway.runtime.registry import all_settings_classes, check_settings
+from testsupport.paths import REPO
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-REPO = DEPLOY.parent
+DEPLOY = REPO / "deploy"
 
 
 def _kube() -> list[dict[str, Any]]:

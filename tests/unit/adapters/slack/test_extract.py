@@ -707,3 +707,9 @@ def test_history_messages_become_backfill_context() -> None:
         assert env.message_id == ts
         assert env.key == key(ROOT)
     assert isinstance(out[2], Ignored) and isinstance(out[3], Ignored)
+
+
+def test_a_subtype_that_is_not_a_string_is_ignored_not_a_crash() -> None:
+    # found by the fuzzer: a list subtype was unhashable in the subtype lookup
+    result = extract_event(wrap(msg(subtype=["message_changed"])), me=ME, rules=DEFAULT)
+    assert isinstance(result, Ignored) and "subtype" in result.reason
