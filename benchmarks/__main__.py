@@ -248,13 +248,13 @@ async def run_e2e(
             scale_seconds=min(sizes.e2e_max_seconds, 20.0),
         )
         out = await bench.run(runs)
-        # issue 17: 1 replica against 3 on this one database, in the same run
+        # 1 replica against 3 on this one database, in the same run
         out["scale_out"] = await bench.scale_out(runs)
     raw["e2e"] = out
     latency = {rate: summarize_runs(rs) for rate, rs in out["latency_runs"].items()}
     result = {"latency": latency, "sustained": out["sustained"], "scale_out": out["scale_out"]}
     if baseline is not None:
-        # the same phases against another checkout's gateway, in this run (issue 17: the
+        # the same phases against another checkout's gateway, in this run (the
         # machine is shared, so old and new are compared within one run). Its own code
         # migrates the database at start.
         async with scratch_database(srv, migrated=False) as dsn:
@@ -305,7 +305,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             results["e2e"] = await run_e2e(
                 srv, sizes, args.runs, raw, profile=args.profile, baseline=args.baseline
             )
-        if "kb" in sections:  # knowledge base (issue 15)
+        if "kb" in sections:  # knowledge base
             from benchmarks.kb import run_kb
 
             print("knowledge base ...", file=sys.stderr)
@@ -319,7 +319,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             results["kb"] = await run_kb(
                 srv, sizes=kb_sizes[0], pages=kb_sizes[1], queries=kb_sizes[2]
             )
-        if "stream" in sections:  # streaming (issue 16): time to first visible text
+        if "stream" in sections:  # streaming: time to first visible text
             from benchmarks.stream import run_stream
 
             print("streaming ...", file=sys.stderr)
@@ -366,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         help="also profile: the store hot path (pyinstrument, to stderr) and the gateway "
         "process during the sustained phase (py-spy, in the report)",
     )
-    # issue 12: the fault campaign runs on its own (three replicas on a PostgreSQL of its own)
+    # the fault campaign runs on its own (three replicas on a PostgreSQL of its own)
     parser.add_argument(
         "--baseline",
         type=Path,

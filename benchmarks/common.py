@@ -90,7 +90,7 @@ async def server(database_url: str | None) -> AsyncIterator[Server]:
             cleanup_mode="delete",
         )
         srv = Server(dsn=str(handle.get_uri("postgres")), embedded=True)
-        # PostgreSQL's own cost per message (issue 17): pg_stat_statements needs preloading
+        # PostgreSQL's own cost per message: pg_stat_statements needs preloading
         await asyncio.to_thread(_preload_pg_stat_statements, handle)
     try:
         conn = await asyncpg.connect(srv.dsn)

@@ -546,7 +546,7 @@ def _diff(before: float | None, after: float | None) -> float | None:
 def database_cost(
     before: dict[str, Any], after: dict[str, Any], messages: int, pg_cpu: float | None
 ) -> dict[str, Any]:
-    """PostgreSQL's own cost per message between two snapshots (issue 17)."""
+    """PostgreSQL's own cost per message between two snapshots."""
     cost = db_cost(before, after)
     n = max(1, messages)
     return {

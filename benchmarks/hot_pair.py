@@ -2,7 +2,7 @@
 the store hot path (``Store.ingest`` + the 50-message ``Store.context_page``, section 2 of
 ``python -m benchmarks``) of several checkouts and pgbench's bare INSERT, interleaved within
 each run on one server, so a noisy shared machine moves them alike and the per-run ratios
-hold (issue 17).
+hold.
 
 Each checkout runs in its own Python process (its own code on ``PYTHONPATH``) on its own
 seeded scratch database; the parent asks each in turn for one measured figure. Printed per

@@ -1,4 +1,4 @@
-"""The knowledge base (issue 15): the local embedder's load time and speed, ingest throughput
+"""The knowledge base: the local embedder's load time and speed, ingest throughput
 (pages per second, PDF and Markdown, parse + chunk + embed + store), retrieval latency at
 10,000 and 100,000 passages (p50/p99, the SQL alone and with the query's embedding), and
 recall@5 on a question set written from the project's spec (``kb_corpus/``): full text alone,

@@ -83,7 +83,7 @@ def _opt(value: float | None, digits: int = 2, unit: str = "") -> str:
 
 
 def per_message_table(results: dict[str, Any]) -> list[str]:
-    """Issue 17's first-class figures: what one message costs the gateway and PostgreSQL
+    """The first-class figures: what one message costs the gateway and PostgreSQL
     (the sustained phase), and what that means for a bigger database server."""
     e2e = results.get("e2e")
     if not e2e:
@@ -253,7 +253,7 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         assert s is not None
         rate, p99 = s["rate"]["median"], s["p99_ms"]["median"]
         ratio = s.get("ratio", {}).get("median")
-        if ratio is not None:  # issue 17: relative to pgbench measured in the same run
+        if ratio is not None:  # relative to pgbench measured in the same run
             out.append(
                 (
                     f"hot path ≥ 0.30x pgbench's INSERT, p99 ≤ 15 ms (measured at {top})",
@@ -372,16 +372,16 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["#### 4. End to end (a `gateway run` process, echo agent)", ""]
         lines += e2e_table(results)
         lines.append("")
-        lines += ["#### 4b. What one message costs (issue 17)", ""]
+        lines += ["#### 4b. What one message costs", ""]
         lines += per_message_table(results)
         lines.append("")
-    if results.get("kb"):  # knowledge base (issue 15)
+    if results.get("kb"):  # knowledge base
         from benchmarks.kb import kb_markdown
 
         lines += ["#### 5. Knowledge base (local embedder, hybrid retrieval)", ""]
         lines += kb_markdown(results["kb"])
         lines.append("")
-    if results.get("stream"):  # streaming (issue 16)
+    if results.get("stream"):  # streaming
         from benchmarks.stream import stream_markdown
 
         lines += ["#### 6. Time to first visible text (Telegram, fake model streaming)", ""]

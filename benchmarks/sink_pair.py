@@ -1,7 +1,7 @@
 """``python -m benchmarks.sink_pair CHECKOUT[,CHECKOUT...] [--runs N] [--sessions N]``: gateway
 CPU and database transactions per message on the sink surface alone (1 replica, echo agent),
 the checkouts' gateways alternating on one database within each run, so a noisy shared
-machine moves all of them alike and the per-run ratio to the last checkout holds (issue 17).
+machine moves all of them alike and the per-run ratio to the last checkout holds.
 
 Each gateway gets a 200-session warm-up, then a closed loop of 32 conversations over
 ``--sessions`` new sessions; ``PROF=path`` also records py-spy's raw stacks of each

@@ -1,4 +1,4 @@
-"""Time to first visible text (issue 16): a question in a Telegram forum topic (and in a
+"""Time to first visible text: a question in a Telegram forum topic (and in a
 private chat, where drafts are used), answered by the OpenAI agent from the fake model
 server streaming its answer in chunks; the fake Bot API is watched for the first bot text in
 the thread and for the final text. The same with ``GATEWAY_STREAMING=false`` for comparison:

@@ -59,7 +59,7 @@ def translate(exc: BaseException) -> StoreError | None:
         return StoreError(f"database connection: {exc}", transient=True)
     if isinstance(exc, asyncpg.InterfaceError) and isinstance(exc, ValueError):
         # asyncpg's client-side DataError: an argument it cannot encode (an integer out of
-        # range, text with lone surrogates). The same value fails every time (issue 12)
+        # range, text with lone surrogates). The same value fails every time
         return StoreError(f"invalid value: {exc}", transient=False, sqlstate="22000")
     if isinstance(exc, UnicodeError):
         return StoreError(f"invalid text: {exc}", transient=False, sqlstate="22021")
@@ -194,7 +194,7 @@ class Database:
 
 class _Pooled:
     """``Database.connection()``, written out rather than a generator-based context manager:
-    the hot path takes a connection twice per message (issue 17)."""
+    the hot path takes a connection twice per message."""
 
     __slots__ = ("_conn", "_db", "_generation")
 
@@ -217,7 +217,7 @@ class _Pooled:
             await db._unpark(conn)
         # with a connection free the acquire does not wait (a reconnect, rare, is bounded by
         # CONNECT_TIMEOUT): no timer armed and cancelled per statement, in the acquire and
-        # again in the release (issue 17: a twentieth of the gateway's CPU per message). The
+        # again in the release (a twentieth of the gateway's CPU per message). The
         # count is ours, O(1); the pool's ``get_idle_size`` walks every connection
         timeout = None if db._busy < db._size else ACQUIRE_TIMEOUT
         db._busy += 1
@@ -245,7 +245,7 @@ class _Pooled:
         if exc is None and not db._waiting and not db._closing and _reusable(conn):
             # a clean use, nobody waiting for a connection: keep it for the next use instead
             # of asyncpg's release (a shielded task, a reset, a timeout scope) and acquire
-            # (issue 17)
+            #
             db._busy -= 1
             db._parked.append((conn, self._generation))
             return

@@ -1,4 +1,4 @@
-"""The knowledge base's store (issue 15): knowledge bases, files by content hash, documents
+"""The knowledge base's store: knowledge bases, files by content hash, documents
 with their durable ingest jobs, passages with full text and (where the server has pgvector)
 embeddings, hybrid search, access counters and frozen citations.
 

@@ -42,7 +42,7 @@ class LiveChannel:
 
     async def others_listening(self) -> bool:
         """Whether a listening connection other than this replica's is open on the database
-        (issue 17: a lone replica sends no NOTIFY at all). Raises ``StoreError``."""
+        (a lone replica sends no NOTIFY at all). Raises ``StoreError``."""
         async with self._db.connection() as conn:
             found = await conn.fetchval(SQL.others_listening, LISTENER_NAME, self.listener_pid or 0)
         return bool(found)
@@ -56,7 +56,7 @@ class LiveChannel:
             await conn.execute(SQL.notify, CHANNEL, payload)
 
     async def notify_many(self, payloads: list[str]) -> None:
-        """``notify`` for several payloads in one statement and one transaction (issue 17:
+        """``notify`` for several payloads in one statement and one transaction (
         under load the live relay's NOTIFYs were a transaction per message)."""
         if any(len(p.encode("utf-8")) > MAX_PAYLOAD_BYTES for p in payloads):
             raise ValueError("live payload over the NOTIFY limit")

@@ -350,7 +350,7 @@ class OperatorStore:
         await self.get_session(session_id)
         return await self.store.close_session(session_id)
 
-    # --- MCP additions (issue 14 §10) --------------------------------------------------------
+    # --- MCP additions --------------------------------------------------------
 
     async def create_session(
         self,

@@ -48,7 +48,7 @@ FROM inbound_events WHERE id = $1 AND status <> 'accepted'
 -- name: search_session
 -- 'simple' matches the generated column's configuration, so the GIN index applies;
 -- websearch_to_tsquery accepts any text (quotes, OR, -word) without syntax errors. Snippets
--- use ts_headline's plain mode: its fragment mode drops trailing numbers ("issue 42").
+-- use ts_headline's plain mode: its fragment mode drops trailing numbers ("version 42").
 SELECT m.id, m.session_id, m.seq_no, m.role, m.sender_name, m.created_at,
        ts_headline('simple', m.content, query,
                    'StartSel=«, StopSel=», MaxWords=35, MinWords=15') AS snippet,

@@ -1,4 +1,4 @@
-"""Streaming previews (issue 16) and the shared pacing budget, in PostgreSQL.
+"""Streaming previews and the shared pacing budget, in PostgreSQL.
 
 A preview is the platform message that shows an answer while the model writes it. Its id is
 stored as soon as the platform returned it, per part, for the turn that runs after

@@ -14,7 +14,7 @@ pacing_until, kind, part, data
 """
 
 
-# --- process liveness (issue 12, migration 0004) ----------------------------------------
+# --- process liveness (migration 0004) ----------------------------------------
 # A gateway process holds the advisory lock (PROCESS_LOCK_CLASS, its id) on a dedicated
 # connection while it lives. These are the ids whose lock is held in this database now.
 PROCESS_LOCK_CLASS = 71717171
@@ -61,9 +61,9 @@ WHERE (server_started_at <> pg_postmaster_start_time() OR locked_at < now() - in
 LOCK_PROCESS = f"SELECT pg_try_advisory_lock({PROCESS_LOCK_CLASS}, $1)"
 
 
-# The whole end of a turn in ONE statement (issue 17): fenced by the lease (no ``fin`` row,
+# The whole end of a turn in ONE statement: fenced by the lease (no ``fin`` row,
 # nothing written), seq numbers for the replies under the session's row lock, the
-# participants (issue 14 §10), the assistant messages and their delivery rows. The first part
+# participants, the assistant messages and their delivery rows. The first part
 # is handed to this process's delivery worker already claimed (status 'sending', its token
 # and lease) when nothing of the session is still pending or sending before it, so the send
 # needs no claim transaction of its own. ``more``: messages arrived during the run.
@@ -202,7 +202,7 @@ WHERE id = $1 AND status = 'sending' AND claim_token = $2
 RETURNING id
 """
 
-# Issue 12, migration 0014: a claim that has to wait for its chat's pacer says so (only
+# migration 0014: a claim that has to wait for its chat's pacer says so (only
 # then: a send with no wait writes nothing more), and clears it right before the request goes
 # out. While it is set nothing of this claim is on the wire, so recovery may resend it on any
 # platform. MARK_ON_WIRE also moves claimed_at up: the send begins after it, so a platform's

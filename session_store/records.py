@@ -252,7 +252,7 @@ class TurnClaim:
     #: the unanswered messages read with the claim, in seq order (``Store.claim_turn``);
     #: None when the claim was made without them or they must be read again
     pending: tuple[MessageRecord, ...] | None = None
-    #: the turn's state and newest context page, read with the claim (issue 17)
+    #: the turn's state and newest context page, read with the claim
     context: PrefetchedContext | None = None
     #: the newest seq a run of this session handled before it parked on an approval
     #: (migration 0013); a resumed run handles up to there (stale once ``done_seq`` passed it)
@@ -291,7 +291,7 @@ class ContextRecord(NamedTuple):
 
     A named tuple rather than a frozen dataclass like the other records: a turn builds 50 of
     these per message, and a tuple is made in one step instead of nine frozen attribute
-    writes (issue 17: about a fifth of the client's time in the hot-path benchmark)."""
+    writes (about a fifth of the client's time in the hot-path benchmark)."""
 
     id: int
     seq_no: int

@@ -227,7 +227,7 @@ CREATE INDEX session_artifacts_session ON session_artifacts (session_id);
 CREATE INDEX inbound_events_not_accepted ON inbound_events (status, id DESC)
     WHERE status <> 'accepted';
 
--- Issue 6, the agent runtime: sticky model choice and feedback.
+-, the agent runtime: sticky model choice and feedback.
 
 -- A person's last /model choice, per platform user: the second layer of model resolution
 -- (this session's choice -> this person's last choice -> the default).
@@ -253,7 +253,7 @@ CREATE TABLE message_feedback (
 CREATE INDEX deliveries_platform_message ON deliveries (platform, platform_message_id)
     WHERE platform_message_id IS NOT NULL;
 
--- Issue 13, web chat identity (migration 0005).
+-, web chat identity (migration 0005).
 -- A person who may sign in to the web chat. password_hash is an argon2id PHC string;
 -- sessions_valid_after revokes every cookie issued before it (sign-out, removal).
 CREATE TABLE web_accounts (
@@ -271,7 +271,7 @@ CREATE TABLE web_auth_keys (
     created_at  timestamptz NOT NULL DEFAULT now()
 );
 
--- Issue 14: approvals of tools whose policy says confirm = true, as durable workflow state.
+-: approvals of tools whose policy says confirm = true, as durable workflow state.
 -- A request is decided once (optimistic locking on version, only while pending and not
 -- expired); the card posted into the thread goes through the outbox (card_message_id is
 -- the session message whose delivery carries it) and is retired on any outcome.
@@ -300,7 +300,7 @@ CREATE INDEX tool_approvals_open ON tool_approvals (expires_at) WHERE status = '
 CREATE INDEX tool_approvals_unretired ON tool_approvals (decided_at)
     WHERE status <> 'pending' AND NOT card_retired;
 
--- Faults (issue 12): ids of gateway processes, whose liveness is an advisory lock.
+-- Faults: ids of gateway processes, whose liveness is an advisory lock.
 CREATE SEQUENCE gateway_process_ids AS integer MINVALUE 1 MAXVALUE 2147483647 CYCLE;
 
 -- 0012: the server lifetime in which each process last took its liveness lock
@@ -310,7 +310,7 @@ CREATE TABLE gateway_processes (
     locked_at         timestamptz NOT NULL DEFAULT now()
 );
 
--- Issue 15, the knowledge base: files stored by content hash, documents with their ingest job,
+-, the knowledge base: files stored by content hash, documents with their ingest job,
 -- chunks searchable by full text and (where the server has pgvector) by embedding, and the
 -- citations frozen with each answer.
 

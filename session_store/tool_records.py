@@ -1,4 +1,4 @@
-"""Records of the tools area (issue 14)."""
+"""Records of the tools area."""
 
 from __future__ import annotations
 

@@ -120,7 +120,7 @@ class ReplyTarget:
         )
 
 
-#: a tool approval request's state (issue 14)
+#: a tool approval request's state
 ApprovalStatus = Literal["pending", "approved", "denied", "expired"]
 
 

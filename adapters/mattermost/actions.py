@@ -1,4 +1,4 @@
-"""Interactive buttons on Mattermost approval cards (issue 14), pure: no I/O.
+"""Interactive buttons on Mattermost approval cards, pure: no I/O.
 
 An approval card posted while ``MATTERMOST_ACTIONS_URL`` is set carries a message attachment
 with two buttons. Each button's ``integration`` names the gateway's ``POST /mattermost/actions``

@@ -331,7 +331,7 @@ class MattermostAdapter:
             )
             return
         name = frame.get("event")
-        if not isinstance(name, str):  # issue 12 fuzzing: a list name was unhashable
+        if not isinstance(name, str):  # fuzzing found a list name, which was unhashable
             intake, _ = self._require()
             await intake.submit(
                 Rejected(platform=PLATFORM, reason="websocket event name is not a string"),
@@ -368,7 +368,7 @@ class MattermostAdapter:
         intake, ctx = self._require()
         approval = approval_reaction_of(frame, ctx=ctx)
         if approval is not None:
-            # ✅/❌ on an approval card (issue 14); the core finds the card by its post id
+            # ✅/❌ on an approval card; the core finds the card by its post id
             # and answers "unknown" for any other post. Mattermost has no per-user notice
             # for a refused reaction without interactive buttons: it is logged only.
             outcome = await intake.approval_click(
@@ -461,7 +461,7 @@ class MattermostAdapter:
             if not isinstance(create_at, int) or isinstance(create_at, bool):
                 continue
             if not _plausible(create_at):
-                # issue 12 fuzzing: a post dated in the far future moved the cursor past every
+                # fuzzing: a post dated in the far future moved the cursor past every
                 # real post, and reconciliation after the next reconnect missed them all
                 log.warning("mattermost_post_time_implausible", channel_id=channel_id)
                 continue

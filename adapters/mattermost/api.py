@@ -101,7 +101,7 @@ class MattermostApi:
         await self._client.aclose()
 
     async def download(self, file_id: str, *, max_bytes: int, name: str | None) -> bytes:
-        """``GET /api/v4/files/{id}`` (knowledge base, issue 15), at most ``max_bytes``."""
+        """``GET /api/v4/files/{id}`` (knowledge base), at most ``max_bytes``."""
         return await download(self._client, f"files/{file_id}", max_bytes=max_bytes, name=name)
 
     async def request(

@@ -106,7 +106,7 @@ def decode_post(value: object) -> dict[str, Any] | None:
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except (ValueError, RecursionError):  # deep nesting: issue 12
+        except (ValueError, RecursionError):  # deep nesting (found by fuzzing)
             return None
     if isinstance(value, dict) and all(
         isinstance(value.get(k), str) and value.get(k) for k in ("id", "channel_id")
@@ -122,7 +122,7 @@ _MATTERMOST_ID = re.compile(r"[a-z0-9]{26}")
 def post_of(event: Mapping[str, Any]) -> dict[str, Any] | None:
     """The decoded post of a post event, or ``None`` (for cursor bookkeeping). A post whose
     ids are not Mattermost ids is not bookkept: it can never be fetched again, and its channel
-    id must not become a cursor (issue 12: fuzzed frames with NUL in ids wedged the handler)."""
+    id must not become a cursor (fuzzed frames with NUL in ids wedged the handler)."""
     data = event.get("data")
     if not isinstance(data, Mapping):
         return None
@@ -225,7 +225,7 @@ def _millis(value: object) -> datetime | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
         try:
             return datetime.fromtimestamp(value / 1000, tz=UTC)
-        except (OverflowError, ValueError, OSError):  # out of range (issue 12 fuzzing)
+        except (OverflowError, ValueError, OSError):  # out of range (found by fuzzing)
             return None
     return None
 
@@ -567,7 +567,7 @@ def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-#: approval cards (issue 14): reacting ✅ approves, ❌ denies (Mattermost emoji names)
+#: approval cards: reacting ✅ approves, ❌ denies (Mattermost emoji names)
 APPROVE_EMOJIS = frozenset({"white_check_mark", "heavy_check_mark", "ballot_box_with_check"})
 DENY_EMOJIS = frozenset({"x", "negative_squared_cross_mark", "heavy_multiplication_x"})
 APPROVE_EMOJI_TEXT = ":white_check_mark:"

@@ -111,7 +111,7 @@ class MattermostTransport:
         await self._api.aclose()
 
     async def fetch_file(self, attachment: Attachment, *, max_bytes: int) -> bytes:
-        """A file attached to a post (knowledge base, issue 15)."""
+        """A file attached to a post (knowledge base)."""
         if not attachment.file_id:
             raise FileFetchError(f"Mattermost gave no file id for {attachment.name or 'a file'}")
         return await self._api.download(
@@ -166,7 +166,7 @@ class MattermostTransport:
         approval_id = target.extra.get(APPROVAL_EXTRA)
         buttons = bool(approval_id) and self._buttons
         if approval_id:
-            # an approval card (issue 14): decided by reacting to this very post, or by its
+            # an approval card: decided by reacting to this very post, or by its
             # buttons when the server can reach the gateway (``adapters.mattermost.actions``)
             text += "\n\n" + ("Press Approve or Deny. " if buttons else "")
             text += f"React with {APPROVE_EMOJI_TEXT} to approve or {DENY_EMOJI_TEXT} to deny."
@@ -230,7 +230,7 @@ class MattermostTransport:
     def _buttons(self) -> bool:
         return self.actions_url is not None and self._actions_key is not None
 
-    # --- streaming previews (issue 16): a post, edited with PUT /posts/{id}/patch ---------
+    # --- streaming previews: a post, edited with PUT /posts/{id}/patch ---------
 
     preview_interval = 1.0
 

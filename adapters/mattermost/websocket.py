@@ -18,7 +18,7 @@ reconnects forever without telling anyone. This client:
 * starts the next connection as soon as the socket closes, even while the events queued
   before the close are still being handled (they are handled first, then the new
   connection's ``hello``, reconciliation and events): the server is never left without a
-  connection for as long as a backlog takes (issue 12).
+  connection for as long as a backlog takes.
 """
 
 from __future__ import annotations
@@ -296,7 +296,7 @@ class EventStream:
     async def _watch_close(self, ws: ClientConnection) -> None:
         """When the socket closes (the server went away, or we refused a frame over the
         limit: 1009), start the next connection at once - with the usual backoff - although
-        the read loop may still be handling the events queued before the close (issue 12: a
+        the read loop may still be handling the events queued before the close (a
         backlog of up to ``max_queue`` events kept the server without a connection for
         minutes). The new connection's events queue up; its ``hello`` and reconciliation
         follow the old connection's last event, so the order is kept."""
@@ -405,6 +405,6 @@ class EventStream:
 def _decode(message: str | bytes) -> dict[str, Any] | None:
     try:
         value = json.loads(message)
-    except (ValueError, RecursionError):  # deep nesting: issue 12
+    except (ValueError, RecursionError):  # deep nesting (found by fuzzing)
         return None
     return value if isinstance(value, dict) else None

@@ -19,7 +19,7 @@ Deliberately not handled (platforms.md §2):
 * One bot token = one workspace identity. Events carrying another ``team_id`` (org-wide
   installs) get their own sessions, but mentions are recognised by this token's bot user only.
 * Files shared with a question are downloaded from ``url_private`` with the bot token (only
-  from Slack's own hosts) into the thread's knowledge base (issue 15).
+  from Slack's own hosts) into the thread's knowledge base.
 * Ambiguous sends (timeout after the request left) are reported, not reconciled; each post
   carries its idempotency key in message ``metadata`` so an operator or a later reconciler can
   find it with ``conversations.replies``.

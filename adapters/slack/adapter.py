@@ -303,7 +303,7 @@ class SlackAdapter:
             return []  # Socket Mode only: no public endpoint to protect
         return [
             Route("/slack/events", self._handle_events, methods=["POST"]),
-            # approval buttons (issue 14); Slack's "Interactivity Request URL"
+            # approval buttons; Slack's "Interactivity Request URL"
             Route("/slack/interactions", self._handle_interactions, methods=["POST"]),
         ]
 

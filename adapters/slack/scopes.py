@@ -11,7 +11,7 @@ _HISTORY = ("channels:history", "groups:history", "im:history", "mpim:history")
 WEB_API_SCOPES: dict[str, tuple[str, ...]] = {
     "auth.test": (),
     "chat.postMessage": ("chat:write",),
-    # approval cards (issue 14): retired in place once decided, and a notice only the person
+    # approval cards: retired in place once decided, and a notice only the person
     # who pressed someone else's button sees
     "chat.update": ("chat:write",),
     "chat.delete": ("chat:write",),
@@ -38,7 +38,7 @@ EVENT_SUBSCRIPTIONS: dict[str, tuple[str, str]] = {
 }
 
 #: scopes for what is not a Web API method: a shared file's ``url_private`` download (files
-#: shared with a question join the thread's knowledge base, issue 15)
+#: shared with a question join the thread's knowledge base)
 DOWNLOAD_SCOPES: tuple[str, ...] = ("files:read",)
 
 #: every bot scope the code needs, sorted

@@ -205,7 +205,7 @@ class SlackTransport:
         return [PaceRule(f"channel:{target.scope}:{target.chat_id}", 1.0, 3)]
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
-        # an approval card (issue 14): buttons carrying only the opaque id; otherwise code
+        # an approval card: buttons carrying only the opaque id; otherwise code
         # fences become rich-text preformatted blocks; ``text`` stays the fallback
         approval = target.extra.get(APPROVAL_EXTRA)
         blocks = approval_blocks(text, approval) if approval else code_blocks(text)
@@ -281,7 +281,7 @@ class SlackTransport:
         except (TimeoutError, SlackApiError, aiohttp.ClientError) as exc:
             raise translate_error(exc) from exc
 
-    # --- streaming previews (issue 16) ---------------------------------------------------
+    # --- streaming previews ---------------------------------------------------
     # A posted message edited with chat.update (about one edit a second per message), then
     # edited into the final answer by its delivery. Slack's chat.startStream family needs an
     # assistant thread and is refused in places (Slack Connect); edits work everywhere.
@@ -336,7 +336,7 @@ class SlackTransport:
             log.info("slack_ephemeral_failed", error=str(translate_error(exc)))
 
     async def fetch_file(self, attachment: Attachment, *, max_bytes: int) -> bytes:
-        """A shared file (knowledge base, issue 15): ``url_private`` with the bot token, sent
+        """A shared file (knowledge base): ``url_private`` with the bot token, sent
         only to Slack's own hosts (or the configured API host, a local fake)."""
         import httpx
 

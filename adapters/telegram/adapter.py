@@ -58,7 +58,7 @@ ALLOWED_UPDATES: tuple[str, ...] = (
     "edited_business_message",
     "deleted_business_messages",
     "message_reaction",
-    # approval buttons (issue 14)
+    # approval buttons
     "callback_query",
 )
 #: Bot API updates are small; anything larger is not Telegram talking to us
@@ -292,7 +292,7 @@ class TelegramAdapter:
                 self._sent_offset = offset
                 await self._ingest(updates)
                 # reset only after a successful ingest: a fetch that works while storing
-                # fails must keep backing off (issue 12)
+                # fails must keep backing off
                 backoff = self._backoff_initial
                 continue
             except asyncio.CancelledError:

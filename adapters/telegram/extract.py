@@ -564,7 +564,7 @@ def _timestamp(value: Any) -> datetime | None:
     if _is_int(value) and value > 0:
         try:
             return datetime.fromtimestamp(value, tz=UTC)
-        except (OverflowError, ValueError, OSError):  # out of range (issue 12 fuzzing)
+        except (OverflowError, ValueError, OSError):  # out of range (found by fuzzing)
             return None
     return None
 
@@ -621,7 +621,7 @@ def reaction_of(update: Mapping[str, Any]) -> Reaction | None:
     )
 
 
-#: ``callback_data`` of the approval buttons (issue 14): ``apv:<opaque id>:y|n`` (<= 64 bytes)
+#: ``callback_data`` of the approval buttons: ``apv:<opaque id>:y|n`` (<= 64 bytes)
 APPROVAL_PREFIX = "apv:"
 
 

@@ -75,7 +75,7 @@ class TelegramBot(telegram.Bot):
         os.environ.setdefault("PTB_TIMEDELTA", "true")
         _install_redaction(token)
         # base_url gets the token appended (platforms.md §1.11); file downloads go to the
-        # same server's /file/bot<token>/<path> (knowledge base, issue 15)
+        # same server's /file/bot<token>/<path> (knowledge base)
         if base_url.endswith("/bot"):
             kwargs.setdefault("base_file_url", base_url[: -len("bot")] + "file/bot")
         super().__init__(token=token, base_url=base_url, **kwargs)
@@ -297,7 +297,7 @@ class TelegramTransport:
             kwargs["entities"] = [telegram.MessageEntity.de_json(e, None) for e in entities]
         approval = target.extra.get(APPROVAL_EXTRA)
         if approval:
-            # an approval card (issue 14): the buttons carry only the opaque id
+            # an approval card: the buttons carry only the opaque id
             kwargs["reply_markup"] = telegram.InlineKeyboardMarkup(
                 [
                     [
@@ -392,7 +392,7 @@ class TelegramTransport:
         except TelegramError as exc:
             raise translate_error(exc) from exc
 
-    # --- streaming previews (issue 16) ---------------------------------------------------
+    # --- streaming previews ---------------------------------------------------
 
     #: editMessageText about once a second per message (the chat's pacing still applies)
     preview_interval = 1.0
@@ -487,7 +487,7 @@ class TelegramTransport:
             raise translate_error(exc) from exc
 
     async def fetch_file(self, attachment: Attachment, *, max_bytes: int) -> bytes:
-        """getFile, then the download (knowledge base, issue 15); the Bot API's own limit
+        """getFile, then the download (knowledge base); the Bot API's own limit
         for bots is 20 MB, whatever GATEWAY_MAX_FILE_BYTES says."""
         limit = min(max_bytes, DOWNLOAD_LIMIT)
         if not attachment.file_id:

@@ -272,7 +272,7 @@ class WebAdapter:
         raw = await request.body()
         try:
             body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError, RecursionError):  # deep nesting: issue 12
+        except (ValueError, UnicodeDecodeError, RecursionError):  # deep nesting (found by fuzzing)
             body = None
         if not isinstance(body, dict):
             rejected = Rejected(platform=PLATFORM, reason="body is not a JSON object")
@@ -281,7 +281,7 @@ class WebAdapter:
         extracted = extract(channel, body, sender=person)
         outcome = await intake.submit(extracted, raw=body)
         if isinstance(extracted, Rejected):
-            # the reason may quote the input: a lone surrogate cannot be encoded (issue 12
+            # the reason may quote the input: a lone surrogate cannot be encoded (found by
             # fuzzing: a 500 here), so it is escaped
             reason = extracted.reason.encode("utf-8", "backslashreplace").decode("utf-8")
             return JSONResponse({"error": reason}, status_code=422)
@@ -347,7 +347,7 @@ class WebAdapter:
         )
 
     async def _citations(self, request: Request) -> Response:
-        """The sources an answer cites, frozen when it was written (issue 15): document name,
+        """The sources an answer cites, frozen when it was written: document name,
         page, section and the passage text, for the ``[n]`` links. Guarded like the
         transcript: only someone who may read this thread, and only this thread's answers."""
         try:
@@ -406,7 +406,7 @@ class WebAdapter:
         return JSONResponse({"feedback": vote.feedback})
 
     async def _approval(self, request: Request) -> Response:
-        """Approve / Deny on an approval card (issue 14): ``{"decision": "approve" | "deny"}``
+        """Approve / Deny on an approval card: ``{"decision": "approve" | "deny"}``
         from the signed-in person. Only the asker (or an approver) decides; anyone else gets a
         polite refusal (403) and nothing changes; a second click answers "already decided"."""
         intake = self._intake

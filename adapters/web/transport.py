@@ -47,7 +47,7 @@ class WebTransport:
         event: dict[str, object] = {"type": "reply", "id": idempotency_key, "text": text}
         approval = target.extra.get(APPROVAL_EXTRA)
         if approval:
-            # an approval card (issue 14): the page shows Approve / Deny buttons for it
+            # an approval card: the page shows Approve / Deny buttons for it
             event["approval_id"] = approval
         self._live.publish(live_topic(_key(target)), event)
         return SendResult(platform_message_id=idempotency_key)
@@ -76,7 +76,7 @@ class WebTransport:
             {"type": "approval_decided", "id": platform_message_id, "text": text},
         )
 
-    # --- streaming previews (issue 16): events on the thread's live stream, which every
+    # --- streaming previews: events on the thread's live stream, which every
     # replica's pages see (LISTEN/NOTIFY); the page renders the growing Markdown in place
 
     preview_interval = 0.25

@@ -65,7 +65,7 @@ class ToolResult:
 
 @runtime_checkable
 class Toolbox(Protocol):
-    """The tools of one turn (issue 14): only the offered ones run, each under its policy,
+    """The tools of one turn: only the offered ones run, each under its policy,
     timeout and output cap; errors come back as results, never as exceptions. Every call
     and result is recorded and stored with the turn."""
 
@@ -106,7 +106,7 @@ class Turn:
     #: files shared with the question that go straight to the model (``AGENT_INLINE_FILES``):
     #: OpenAI content parts (``image_url``, ``text``) added to the newest user message
     attachments: Sequence[Mapping[str, Any]] = ()
-    #: where a streaming agent writes the answer while it grows (issue 16); ``None``: the
+    #: where a streaming agent writes the answer while it grows; ``None``: the
     #: scheduler does not want a stream for this turn (answer in one piece)
     stream: StreamSink | None = None
 

@@ -98,7 +98,7 @@ def turn_payload(turn: Turn) -> dict[str, Any]:
         },
         "context": [_message_json(m) for m in turn.context],
         "new_messages": [_message_json(m) for m in turn.new_messages],
-        # tools (issue 14): the schemas offered this turn, OpenAI format; answer with
+        # tools: the schemas offered this turn, OpenAI format; answer with
         # {"tool_calls": [...]} to have the gateway run them (README, "Tools and agents")
         "tools": [dict(t) for t in turn.tools],
         "tool_exchange": [],

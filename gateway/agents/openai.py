@@ -57,7 +57,7 @@ class OpenAIAgent:
         retries: int = 1,
         streams: bool = True,
     ) -> None:
-        #: ``Streaming`` (issue 16): asks with ``stream: true`` when the turn has a stream
+        #: ``Streaming``: asks with ``stream: true`` when the turn has a stream
         self.streams = streams
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._api_key = api_key
@@ -99,7 +99,7 @@ class OpenAIAgent:
             self._client = None
 
     async def respond(self, turn: Turn) -> Sequence[Reply]:
-        """The tool loop (issue 14): offer the turn's tools, run the calls the model makes
+        """The tool loop: offer the turn's tools, run the calls the model makes
         (a step's calls in parallel, through the turn's toolbox), feed the results back, and
         repeat until the model answers in text. After ``max_steps`` steps of calls the model
         is asked once more with no tools offered, so the turn always ends in an answer."""
@@ -344,7 +344,7 @@ async def _read_events(response: httpx.Response, sink: StreamSink) -> Mapping[st
 def with_parts(
     messages: list[dict[str, Any]], parts: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
-    """Files shared with the question, straight to the model (issue 15): the newest user
+    """Files shared with the question, straight to the model: the newest user
     message's text becomes the first of its content parts, the files follow."""
     if not parts:
         return messages

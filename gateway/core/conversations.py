@@ -46,9 +46,9 @@ class TranscriptEntry:
     #: how the reply's delivery went (the worst state of its parts); None for user messages
     delivery: DeliveryStatus | None
     feedback: int | None
-    #: an approval card (issue 14): ``{"id", "status", "decided_by", "tool"}``
+    #: an approval card: ``{"id", "status", "decided_by", "tool"}``
     approval: Mapping[str, Any] | None = None
-    #: the numbers ``[n]`` the answer cites (issue 15), each linking to its frozen passage
+    #: the numbers ``[n]`` the answer cites, each linking to its frozen passage
     citations: tuple[int, ...] = ()
     #: files the answer carried (its sent file parts), so a reload shows them too
     files: Sequence[TranscriptFile] = ()
@@ -116,7 +116,7 @@ class Conversations:
         messages = await self._store.messages(
             session.id, before_seq=session.last_seq_no + 1, limit=limit, with_deliveries=True
         )
-        # approval cards show their request's current state (issue 14)
+        # approval cards show their request's current state
         cards = {m.seq_no: _approval_id(m) for m in messages}
         states = await ToolStore(self._store).approval_states(
             [a for a in cards.values() if a is not None]
@@ -175,7 +175,7 @@ class Conversations:
 
     async def citations(self, key: SessionKey, seq_no: int) -> list[CitationRecord] | None:
         """What the answer at ``seq_no`` of the place's current session cites, as frozen when
-        it was written (issue 15); ``None`` when there is no such message in that session, so
+        it was written; ``None`` when there is no such message in that session, so
         a caller allowed into this place reads this place's answers only."""
         session = await self._store.find_session(key)
         message_id = (

@@ -38,7 +38,7 @@ class Signal:
 
 
 class WorkSignal(Signal):
-    """A counting wake-up for a pool of workers claiming from PostgreSQL (issue 17): each
+    """A counting wake-up for a pool of workers claiming from PostgreSQL: each
     ``set`` (one unit of work written: a message asking for a turn, a delivery row) lets
     exactly one worker through to claim it, so no sibling is woken for a claim that finds
     nothing. A level-triggered event woke every worker and each one that woke up made an empty
@@ -95,7 +95,7 @@ class WorkSignal(Signal):
 class PollGate:
     """One idle poll per interval per process, shared by a pool's workers: a worker that
     timed out waiting for a wake-up polls only when no sibling polled within ``interval``
-    (issue 17: with 3 replicas of 8 workers the idle polls were a third of all claims)."""
+    (with 3 replicas of 8 workers the idle polls were a third of all claims)."""
 
     def __init__(self) -> None:
         self._next = 0.0

@@ -38,7 +38,7 @@ def _redact(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
 class _LineLogger:
     """structlog's final logger on the JSON path: each rendered line goes straight to the
     stream, under the stdlib handler's lock (so lines of both paths never interleave), without
-    a ``LogRecord``, the handler chain and a second processor pass (issue 17: logging was an
+    a ``LogRecord``, the handler chain and a second processor pass (logging was an
     eighth of the gateway's CPU per message)."""
 
     __slots__ = ("_lock", "_stream", "name")
@@ -102,7 +102,7 @@ def configure_logging(fmt: str | None = None, level: str = "info") -> None:
     structlog.configure(
         processors=processors,
         logger_factory=factory,
-        # calls below the level return at once, before any processor runs (issue 17)
+        # calls below the level return at once, before any processor runs
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.getLevelNamesMapping()[level.upper()]
         ),

@@ -45,7 +45,7 @@ class Metrics:
             ["platform"],
             registry=self.registry,
         )
-        # streaming (issue 16)
+        # streaming
         self.stream_previews = Counter(
             "gateway_stream_previews",
             "Preview calls while answers stream (sent, edited, deleted, draft, throttled, "
@@ -88,7 +88,7 @@ class Metrics:
             "Sessions open for new messages (status active)",
             registry=self.registry,
         )
-        # --- tools (issue 14) ---
+        # --- tools ---
         self.tool_calls = Counter(
             "gateway_tool_calls",
             "Tool calls by tool and outcome (ok, error, refused, timeout, not_approved)",

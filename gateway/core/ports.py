@@ -83,7 +83,7 @@ class Intake(Protocol):
         ...
 
     async def approval_click(self, click: ApprovalClick) -> ClickOutcome:
-        """Someone pressed an approval card's button or reacted ✅/❌ to it (issue 14): the
+        """Someone pressed an approval card's button or reacted ✅/❌ to it: the
         core checks the place, the card and the person, and decides the request once."""
         ...
 
@@ -178,7 +178,7 @@ class Transport(Protocol):
 
 @runtime_checkable
 class Previewing(Protocol):
-    """Optional: a transport that can show an answer while it is being written (issue 16).
+    """Optional: a transport that can show an answer while it is being written.
 
     A preview is a message in the target's thread that is edited as the text grows; the
     final text is still the outbox delivery, which edits the preview in place
@@ -254,7 +254,7 @@ class PlatformAdapter(Protocol):
         ...
 
 
-# --- approvals in the thread (issue 14) -------------------------------------------------------
+# --- approvals in the thread -------------------------------------------------------
 #
 # A card asking to approve a tool call is delivered through the outbox like any reply, as an
 # approval card part naming the request (``gateway.outbox.parts.ApprovalCardPart``; stored as
@@ -319,7 +319,7 @@ class AdapterContext:
     #: the HTTP guard's policy: a route that takes bodies over GATEWAY_MAX_BODY_BYTES
     #: (uploads) declares it with ``http_policy.allow_larger(prefix, limit)``
     http_policy: HttpPolicy | None = None
-    #: files uploaded into a thread join its documents (knowledge base, issue 15)
+    #: files uploaded into a thread join its documents (knowledge base)
     files: FileShare | None = None
 
 

@@ -225,7 +225,7 @@ class Settings(BaseSettings):
     #: messages arriving during a run: ``queue`` them for the next run, or ``interrupt`` it
     agent_busy_mode: Literal["queue", "interrupt"] = Field(default="queue", alias="AGENT_BUSY_MODE")
 
-    # --- tools (issue 14) ---------------------------------------------------------------
+    # --- tools ---------------------------------------------------------------
     #: the tools file (TOML: MCP servers, policy entries, access lists); unset: built-ins only
     gateway_tools_file: Path | None = Field(default=None, alias="GATEWAY_TOOLS_FILE")
     #: an approval request not decided within this many seconds expires ("not approved")
@@ -235,7 +235,7 @@ class Settings(BaseSettings):
     #: offer tools to the agent at all (``false``: the agent only talks)
     gateway_tools: bool = Field(default=True, alias="GATEWAY_TOOLS")
 
-    # --- streaming (issue 16) -----------------------------------------------------------
+    # --- streaming -----------------------------------------------------------
     # each surface may override GATEWAY_STREAMING with a setting of its own
     #: stream answers into the thread while the model writes them (agents that can stream)
     gateway_streaming: bool = Field(default=True, alias="GATEWAY_STREAMING")
@@ -244,7 +244,7 @@ class Settings(BaseSettings):
         default=1.0, ge=0.2, le=60, alias="GATEWAY_STREAM_EDIT_SECONDS"
     )
 
-    # --- knowledge base (issue 15) ------------------------------------------------------
+    # --- knowledge base ------------------------------------------------------
     #: an OpenAI-compatible `/v1/embeddings` server for the knowledge base; unset: the built-in
     #: local embedder (no download)
     embedding_base_url: str | None = Field(default=None, alias="EMBEDDING_BASE_URL")

@@ -130,7 +130,7 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     async def on_store_error(request: Request, exc: Exception) -> Response:
         if not _ours(request):
-            # issue 12: ingress (web chat, webhooks) while the database is unreachable: 503
+            # ingress (web chat, webhooks) while the database is unreachable: 503
             # so the sender retries; generic body, the error is in the log
             log.warning("store_unavailable", path=request.url.path, error=str(exc))
             return JSONResponse(
@@ -541,7 +541,7 @@ class OperatorSurface:
         self.service = OperatorService(
             self.ops, transports=transports, outbox_written=delivery_wake.set
         )
-        #: more MCP tools registered on the server at mount (the knowledge base's, issue 15)
+        #: more MCP tools registered on the server at mount (the knowledge base's)
         self.mcp_extensions: list[Callable[[MCPServer], None]] = []
         self._mcp_stop = asyncio.Event()
         self._mcp_task: asyncio.Task[None] | None = None

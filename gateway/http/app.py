@@ -47,7 +47,7 @@ class Served(Protocol):
 def build_app(gateway: Served, extra_routes: Sequence[BaseRoute]) -> FastAPI:
     app = FastAPI(title="chat gateway", version="0.1.0", docs_url=None, redoc_url=None)
 
-    # issue 12: bodies are generic (no error text); the reasons are in the logs and in
+    # bodies are generic (no error text); the reasons are in the logs and in
     # gateway_worker_up / gateway_worker_restarts_total
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> Response:
@@ -101,7 +101,7 @@ def _exception_handlers(app: FastAPI) -> dict[Any, Any]:
 
 class DirectPosts:
     """POSTs to a fixed path (the platforms' webhooks, ``/sink/inbound``) handed to their
-    route at once (issue 17): no walk over every route, no exit stack. Only where the router
+    route at once: no walk over every route, no exit stack. Only where the router
     would pick that same plain ``Route`` (first full match), with the same exception handlers
     (an ``ExceptionMiddleware`` built like FastAPI's); everything else, and every request
     under a ``root_path``, goes through FastAPI as before. It sits inside
@@ -229,7 +229,7 @@ class HttpServer:
 
     async def start(self) -> None:
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # --- start-up errors name the setting (issue 18): exit 2, not a bare [Errno 98] ---
+        # --- start-up errors name the setting: exit 2, not a bare [Errno 98] ---
         try:
             self._sock.bind((self._host, self._port))
             self._sock.listen(512)

@@ -54,7 +54,7 @@ def message_key(envelope: Envelope) -> str:
     return f"{envelope.key.scope}:{envelope.key.chat_id}:{envelope.message_id}"
 
 
-# --- poison-proof intake (issue 12) ---------------------------------------------------------
+# --- poison-proof intake ---------------------------------------------------------
 # What PostgreSQL cannot store is cleaned here, once for every surface: NUL characters are
 # removed and lone surrogates replaced (text and jsonb refuse both), non-finite floats and
 # integers too long to print become text, and an oversized raw payload is truncated. What was
@@ -137,7 +137,7 @@ def _without_secrets(value: Any) -> Any:
 
 #: the longest identifier (chat, thread, scope, message, sender, event id) kept, in UTF-8
 #: bytes: real platform ids are far shorter, and a btree index row must stay under 2704 bytes
-#: (issue 12: a fuzzed 3 KB Slack user id was stored, then failed every turn of its session)
+#: (a fuzzed 3 KB Slack user id was stored, then failed every turn of its session)
 MAX_ID_BYTES = 200
 
 
@@ -257,7 +257,7 @@ class CoreIntake:
         self._metrics = metrics
         self._turn_wake = turn_wake
         self._live = live
-        #: approvals in the thread (issue 14), set by the composition root
+        #: approvals in the thread, set by the composition root
         self.approvals: ApprovalDecider | None = None
         self._supervisor = supervisor
 

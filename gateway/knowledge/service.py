@@ -112,7 +112,7 @@ class Knowledge:
         self.embedder = embedder
         self.settings = settings or KnowledgeSettings()
         self.wake = wake or Signal()
-        #: while no knowledge base exists anywhere, turns skip the lookup (issue 17: it was a
+        #: while no knowledge base exists anywhere, turns skip the lookup (it was a
         #: database transaction per message); rechecked every NO_BASES_SECONDS, and at once
         #: after this replica creates one (another replica's shows within that interval,
         #: sooner than its first document is read)
@@ -403,7 +403,7 @@ class Knowledge:
     async def _known(
         self, load: Callable[[], Awaitable[list[KnowledgeBase]]]
     ) -> list[KnowledgeBase]:
-        """``load()``, skipped while no knowledge base exists at all (issue 17: no lookup per
+        """``load()``, skipped while no knowledge base exists at all (no lookup per
         turn on a gateway without documents; believed for ``NO_BASES_SECONDS``)."""
         if time.monotonic() < self._no_bases_until:
             return []
@@ -459,7 +459,7 @@ class Knowledge:
             notes: list[str] = []
             parts: list[dict[str, Any]] = []
             shared = shared_files(pending)
-            # a runtime protocol check is slow: only when files were shared (issue 17)
+            # a runtime protocol check is slow: only when files were shared
             source = transport if shared and isinstance(transport, FileSource) else None
             if shared and self.settings.inline_files:
                 parts, notes, shared = await self.inline_files(shared, source)
@@ -497,7 +497,7 @@ class Knowledge:
             )
         bases = await self._known(lambda: self.scope(key))
         if not bases and not notes:
-            return None  # nothing to search and nothing to tell (issue 17: no estimates)
+            return None  # nothing to search and nothing to tell (no estimates)
         result = await self._search(
             question, bases, max(self.settings.passages * 2, 10), time.perf_counter()
         )

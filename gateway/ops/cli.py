@@ -169,13 +169,13 @@ async def _sessions_show(settings: Settings, ident: str, after: int, limit: int)
         who = m.sender_name or m.sender_id or m.role
         label = f"{m.role}:{who}" if m.role == "user" else m.role
         print(f"[{m.seq_no}] {label}: {m.content}")
-        # tool calls, results and routing (issue 14)
+        # tool calls, results and routing
         for line in tool_lines(m.role, m.metadata):
             print(line)
     return 0
 
 
-# --- web chat accounts (issue 13) -------------------------------------------------------------
+# --- web chat accounts -------------------------------------------------------------
 
 
 def _read_password() -> str:
@@ -280,7 +280,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_setup_parser(sub)  # gateway setup <surface>: each surface plugin brings its own
 
-    # knowledge base (issue 15): gateway kb add|list|remove|search
+    # knowledge base: gateway kb add|list|remove|search
     from gateway.ops.kb import add_parser as add_kb_parser
 
     add_kb_parser(sub)
@@ -314,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             coro = _mcp(settings)
         elif args.command == "users":
             coro = _users(settings, args.users_command, getattr(args, "name", None))
-        elif args.command == "kb":  # knowledge base (issue 15)
+        elif args.command == "kb":  # knowledge base
             from gateway.ops.kb import run as run_kb
 
             coro = run_kb(settings, args)

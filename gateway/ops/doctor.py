@@ -44,7 +44,7 @@ async def collect_checks(settings: Settings) -> list[Check]:
     checks.extend(await check_agent(settings))
     checks.extend(await check_surfaces(settings))
     checks.extend(await check_tools(settings))
-    # knowledge base (issue 15): the embedding endpoint and pgvector
+    # knowledge base: the embedding endpoint and pgvector
     from gateway.knowledge.health import knowledge_checks
 
     checks.extend(await knowledge_checks(settings))
@@ -131,7 +131,7 @@ async def _check_database(settings: Settings) -> Check:
 
 def check_http_port(settings: Settings) -> Check:
     """Whether ``gateway run`` could listen where the settings say (a busy port made it exit
-    with a bare ``[Errno 98]``; issue 18)."""
+    with a bare ``[Errno 98]``)."""
     from gateway.http.app import probe_listen
 
     host, port = settings.gateway_http_host, settings.gateway_http_port
@@ -331,7 +331,7 @@ async def run_doctor(settings: Settings) -> int:
 
 
 async def check_tools(settings: Settings) -> list[Check]:
-    """Tools (issue 14): the file parses, MCP servers answer, and which tools are left out
+    """Tools: the file parses, MCP servers answer, and which tools are left out
     for lack of a valid policy entry (never offered to the model: fail closed)."""
     from gateway.tools.service import inspect_tools
 

@@ -66,7 +66,7 @@ class DeliveryWorker:
         budget: Budget | None = None,
     ) -> None:
         self._store = store
-        #: streaming (issue 16): parts of a streamed answer edit their preview in place
+        #: streaming: parts of a streamed answer edit their preview in place
         self._previews = previews
         self._transports = transports
         self._metrics = metrics
@@ -103,7 +103,7 @@ class DeliveryWorker:
         # a send found expired has been in flight for at least the delivery lease
         lease = self._settings.lease_seconds
         idempotent = [p for p, t in self._transports.items() if self._resend_safe_after(t, lease)]
-        # issue 12: found through its dead process, a send may be seconds old; where the key
+        # found through its dead process, a send may be seconds old; where the key
         # is remembered for a window, one claimed well within it is resent under that key
         # (the margin covers the requeue and the next claim)
         windowed = {
@@ -149,7 +149,7 @@ class DeliveryWorker:
     async def _worker(self, stopping: asyncio.Event) -> None:
         await self.work(stopping)
 
-    # --- the handoff from finished turns (issue 17) ----------------------------------------
+    # --- the handoff from finished turns ----------------------------------------
 
     def accepting(self) -> bool:
         """Take another claimed delivery? Bounded, so a handed delivery is sent well within
@@ -189,7 +189,7 @@ class DeliveryWorker:
         it, a bug) is logged with the delivery and retried after a jittered backoff; the
         worker goes on.
 
-        Wake-ups are precise (issue 17): a delivery handed over by a finished turn is sent
+        Wake-ups are precise: a delivery handed over by a finished turn is sent
         without a claim; each delivery row written for the table lets one worker claim; a
         worker that found work looks again at once; one that found nothing waits for a
         wake-up or ``poll_seconds`` (retries coming due, other replicas' rows)."""
@@ -398,7 +398,7 @@ class DeliveryWorker:
         )
 
     async def wait_off_wire(self, delivery: DeliveryRecord, wait: float) -> None:
-        """Wait ``wait`` seconds for the chat's pacer with the row saying so (issue 12): a
+        """Wait ``wait`` seconds for the chat's pacer with the row saying so: a
         SIGKILL now leaves a claim that recovery resends instead of failing it as ambiguous.
         Only a delivery that has to wait pays these two writes; the wait hides the first.
         The mark is cleared (fenced by the claim) before anything goes out: a claim taken over

@@ -1,4 +1,4 @@
-"""One pacing budget per bot and chat for everything a gateway does in a chat (issue 16):
+"""One pacing budget per bot and chat for everything a gateway does in a chat:
 final sends (the outbox), preview edits, drafts and deletes, typing renewals.
 
 Two implementations of ``Budget``, chosen at run time by ``Pacing``:

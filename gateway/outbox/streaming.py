@@ -1,4 +1,4 @@
-"""Streaming answers into the thread while the model writes them (issue 16).
+"""Streaming answers into the thread while the model writes them.
 
 The final text is always the outbox delivery; what happens here is a best-effort preview:
 

@@ -79,7 +79,7 @@ class Gateway:
         self.store = store
         self.agent = agent
         self.metrics = Metrics()
-        # issue 12: every long-lived loop runs supervised; this process's liveness is an
+        # every long-lived loop runs supervised; this process's liveness is an
         # advisory lock, so its claims are taken over within seconds if it dies
         self.supervisor = Supervisor(self.metrics)
         self.liveness = ProcessLiveness(store.dsn)
@@ -87,11 +87,11 @@ class Gateway:
         self.live = ReplicatedBroadcast(LiveChannel(store.db))
         self._live_stopping = asyncio.Event()
         self._live_task: asyncio.Task[None] | None = None
-        # counting wake-ups: one claim per unit of work (issue 17)
+        # counting wake-ups: one claim per unit of work
         self.turn_wake = WorkSignal()
         self.delivery_wake = WorkSignal()
         self.ready = False
-        # --- knowledge base (issue 15): ingest job worker, retrieval for turns -------------
+        # --- knowledge base: ingest job worker, retrieval for turns -------------
         self.knowledge = Knowledge(
             KnowledgeStore(store.db),
             build_embedder(settings),
@@ -101,7 +101,7 @@ class Gateway:
         self._knowledge_stopping = asyncio.Event()
         self._knowledge_task: asyncio.Task[None] | None = None
         # --- end knowledge base ------------------------------------------------------------
-        # approvals in the thread (issue 14): adapters report clicks to it
+        # approvals in the thread: adapters report clicks to it
         self.approvals: ApprovalService | None = None
         if settings.gateway_tools:
             self.approvals = ApprovalService(
@@ -139,13 +139,13 @@ class Gateway:
             leader_interval=max(settings.gateway_poll_seconds * 5, 1.0),
             supervisor=self.supervisor,
         )
-        self.intake.approvals = self.approvals  # approval clicks from the adapters (issue 14)
+        self.intake.approvals = self.approvals  # approval clicks from the adapters
         # the agent's context: per-model budgets, calibrated estimates, rolling summaries
         self.context = ContextAssembler(
             store, ContextPolicy.from_settings(settings), TokenCounter()
         )
         self.summaries = SummaryWorker(store, agent, self.context, metrics=self.metrics)
-        # tools (issue 14): built-ins + the tools file's MCP servers, under a fail-closed policy
+        # tools: built-ins + the tools file's MCP servers, under a fail-closed policy
         self.tools: ToolService | None = None
         if settings.gateway_tools:
             self.tools = ToolService.from_path(
@@ -154,7 +154,7 @@ class Gateway:
             self.tools.approvals = self.approvals
             if self.approvals is not None:
                 self.approvals.transports = self.transports
-        # streaming (issue 16): previews while a streaming agent writes; the echo agent and
+        # streaming: previews while a streaming agent writes; the echo agent and
         # any other one-piece agent never touch them
         previews = PreviewStore(store.db)
         # one pacing budget per bot and chat for sends, previews and typing: in memory while
@@ -201,7 +201,7 @@ class Gateway:
             previews=previews,
             budget=self.pacing,
         )
-        # a finished turn hands its first delivery to this worker already claimed (issue 17)
+        # a finished turn hands its first delivery to this worker already claimed
         self.turns.handoff = self.delivery
         token = settings.gateway_admin_token
         self.operator = OperatorSurface(
@@ -210,12 +210,12 @@ class Gateway:
             admin_token=token.get_secret_value() if token else None,
             delivery_wake=self.delivery_wake,
         )
-        # knowledge base (issue 15): files shared in a thread are announced there when read;
+        # knowledge base: files shared in a thread are announced there when read;
         # its MCP tools on /mcp
         self.knowledge.announce = self._announce_file
         self.operator.mcp_extensions.append(self._knowledge_tools)
         routes: list[Any] = []
-        # knowledge base (issue 15): /api/v1/kb, behind the admin API's access policy
+        # knowledge base: /api/v1/kb, behind the admin API's access policy
         from gateway.knowledge.admin_api import kb_pages, knowledge_router
 
         routes.extend(knowledge_router(self.knowledge, self.operator.policy).routes)
@@ -367,7 +367,7 @@ class Gateway:
             ],
             self._delivery_stopping,
         )
-        # --- knowledge base (issue 15) -------------------------------------------------------
+        # --- knowledge base -------------------------------------------------------
         await self._start_knowledge()
         # --- end knowledge base ------------------------------------------------------------
         self.ready = True
@@ -403,7 +403,7 @@ class Gateway:
             await self.agent.aclose()
         if self.tools is not None:
             await self.tools.stop()
-        # knowledge base (issue 15): a job cut short is taken over when its lease runs out
+        # knowledge base: a job cut short is taken over when its lease runs out
         self._knowledge_stopping.set()
         await _cancel(self._knowledge_task)
         await self.knowledge.aclose()
@@ -417,7 +417,7 @@ class Gateway:
                 await _cancel(self._delivery_task)
             except Exception:
                 log.exception("delivery_task_failed")
-        # handed-over deliveries nobody started go back to the table (issue 17)
+        # handed-over deliveries nobody started go back to the table
         try:
             await self.delivery.hand_back()
         except Exception:  # shutdown goes on; recovery finds them later
@@ -495,7 +495,7 @@ class Gateway:
             await self.knowledge.adopt_model()
         except (StoreError, EmbeddingError) as exc:
             log.warning("kb_check_failed", error=str(exc))
-        # supervised like every long-lived loop (issue 12); ingest jobs are not needed to
+        # supervised like every long-lived loop; ingest jobs are not needed to
         # answer, so the worker is not required for readiness
         self._knowledge_task = self._supervised(
             "kb-jobs", [("kb-jobs", self._run_knowledge, None, False)], self._knowledge_stopping

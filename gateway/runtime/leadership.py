@@ -23,7 +23,7 @@ log = structlog.get_logger(__name__)
 Body = Callable[[], Coroutine[Any, Any, None]]
 
 
-#: seconds between attempts while the database cannot be reached (issue 12): a replica takes
+#: seconds between attempts while the database cannot be reached: a replica takes
 #: the lock within this of the database's return instead of within ``interval`` (5 s by
 #: default), so single-connection ingress (Telegram polling, the Mattermost websocket)
 #: resumes with the rest. An attempt on a database that is down is a refused connect.

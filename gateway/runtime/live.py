@@ -41,7 +41,7 @@ class ReplicatedBroadcast(Broadcast):
         self._channel = channel
         self.origin = uuid.uuid4().hex
         self._outgoing: asyncio.Queue[str] = asyncio.Queue(QUEUE_SIZE)
-        #: whether another replica listens, and until when that is believed (issue 17: a lone
+        #: whether another replica listens, and until when that is believed (a lone
         #: replica sends no NOTIFY; a replica that starts listening says hello, so the others
         #: know at once, and the belief is rechecked every PEERS_SECONDS while events flow)
         self._peers = True
@@ -103,7 +103,7 @@ class ReplicatedBroadcast(Broadcast):
                 if getter not in done:
                     getter.cancel()
                     break
-                # everything queued meanwhile goes in the same transaction (issue 17)
+                # everything queued meanwhile goes in the same transaction
                 batch = [getter.result()]
                 while len(batch) < BATCH and not self._outgoing.empty():
                     batch.append(self._outgoing.get_nowait())

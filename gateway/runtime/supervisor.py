@@ -52,7 +52,7 @@ def item_backoff(failures: int, *, initial: float = 0.1, cap: float = 0.5) -> fl
     """Seconds to wait after ``failures`` consecutive failed items: exponential with jitter,
     capped low so a loop resumes within half a second of its cause going away (the database
     back after an outage: every worker's next claim comes at most 0.5 s later, part of the
-    5 s recovery bound of issue 12)."""
+    5 s recovery bound)."""
     base = min(cap, initial * 2.0 ** max(failures - 1, 0))
     return float(base / 2 + random.random() * base / 2)
 

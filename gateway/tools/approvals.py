@@ -1,4 +1,4 @@
-"""Approvals in the thread (issue 14, invariant 9): a tool whose policy says ``confirm``
+"""Approvals in the thread (invariant 9): a tool whose policy says ``confirm``
 runs only after the asker (or a configured approver) approves, in the same thread.
 
 The request is durable workflow state in PostgreSQL (``tool_approvals``: id, version for

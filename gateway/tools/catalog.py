@@ -1,4 +1,4 @@
-"""The tools file and the fail-closed policy catalog (issue 14, invariant 9).
+"""The tools file and the fail-closed policy catalog (invariant 9).
 
 A tool reaches the model only through ``ToolPolicyCatalog``: it needs a valid policy entry
 (built-in defaults, overridden or added by ``GATEWAY_TOOLS_FILE``), the entry must allow this

@@ -1,4 +1,4 @@
-"""Per-turn routing: which small bundle of tools a message gets (issue 14 §4, §5).
+"""Per-turn routing: which small bundle of tools a message gets (§5).
 
 The router is cheap and deterministic: it matches the message's words against the catalog's
 domain names and aliases. Confident matches offer the matched domains' tools; a low-confidence

@@ -1,4 +1,4 @@
-"""One turn's toolbox: runs the model's calls under the catalog's policy (issue 14).
+"""One turn's toolbox: runs the model's calls under the catalog's policy.
 
 Fail closed at call time too: a call to a tool that was not offered this turn, or that the
 policy no longer allows for this caller, is refused without running. Each call has a timeout

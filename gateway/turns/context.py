@@ -1,6 +1,6 @@
 """Context assembly: what the agent sees of a session, bounded by the model's own budget.
 
-The design (issue 6, "memory"):
+The design ("memory"):
 
 - **Per-model budget.** Each model has a context window (``WINDOWS`` below, overridden by
   ``AGENT_CONTEXT_WINDOWS``; unknown models get ``AGENT_DEFAULT_CONTEXT_WINDOW``). The prompt
@@ -391,7 +391,7 @@ class ContextAssembler:
         tool_tokens: int = 0,
         prefetched: PrefetchedContext | None = None,
     ) -> Assembled:
-        # read with the claim (issue 17) when it is for this very question and range
+        # read with the claim when it is for this very question and range
         if prefetched is not None and (prefetched.question_seq, prefetched.upto_seq) != (
             question_seq,
             upto_seq,

@@ -52,7 +52,7 @@ async def _delivery(
     store: Store, *, lease: float, handed: bool = False, thread: str = "t"
 ) -> DeliveryRecord:
     """A delivery in flight: claimed from the table, or (``handed``) handed over claimed by
-    the statement that finished its turn (issue 17)."""
+    the statement that finished its turn."""
     await store.ingest(
         to_inbound(sink_envelope({"chat": "c", "thread": thread, "id": f"{thread}1", "text": "q"})),
         raw=None,
@@ -196,7 +196,7 @@ async def _dead_process_send(
 async def test_a_send_of_a_dead_process_within_the_platforms_key_window_is_resent_not_ambiguous(
     store: Store, handed: bool
 ) -> None:
-    """Campaign finding (issue 12): a Mattermost reply whose replica was SIGKILLed mid-send
+    """Campaign finding: a Mattermost reply whose replica was SIGKILLed mid-send
     was failed as ambiguous although its pending_post_id was still remembered by the server,
     so the person never got the answer. Found seconds after its claim, it is resent; the
     same for a first part handed over by the turn's finish (it records its claim time too)."""
@@ -221,7 +221,7 @@ async def test_a_send_of_a_dead_process_older_than_the_key_window_stays_ambiguou
     assert await store.claim_deliveries(platforms=["sink"], lease_seconds=30) == []
 
 
-# --- a claim waiting for pacing is not on the wire (issue 12, migration 0014) ---------------
+# --- a claim waiting for pacing is not on the wire (migration 0014) ---------------
 
 
 class SlowPacedSink(SinkTransport):
@@ -293,7 +293,7 @@ async def _writes(store: Store, delivery_id: int) -> list[tuple[str, bool]]:
 async def test_only_a_send_that_waits_for_pacing_writes_the_mark(
     store: Store, sink: SinkServer
 ) -> None:
-    """Issue 17: a handed-over delivery with no pacing wait is sent with one write to its
+    """a handed-over delivery with no pacing wait is sent with one write to its
     row (``sent``), as before; one that waits adds the mark and its clearing."""
     await _log_delivery_writes(store)
     transport = PacedSink(sink.url)

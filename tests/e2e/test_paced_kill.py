@@ -1,4 +1,4 @@
-"""A SIGKILL while a reply waits for pacing (issue 12): a ``gateway run`` process is killed
+"""A SIGKILL while a reply waits for pacing: a ``gateway run`` process is killed
 while its reply to a paced chat waits for the chat's slot, on a platform without idempotency
 keys (as Telegram and Slack are). Nothing of that reply went out, so the restarted process
 sends it, once, instead of failing it as ambiguous. A reply killed after it went on the wire

@@ -1,4 +1,4 @@
-"""``gateway sessions list``: newest activity first, ``--limit`` and ``--json`` (issue 18)."""
+"""``gateway sessions list``: newest activity first, ``--limit`` and ``--json``."""
 
 from __future__ import annotations
 

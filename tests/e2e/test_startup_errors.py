@@ -1,4 +1,4 @@
-"""Start-up errors name the setting that fixes them (issue 18)."""
+"""Start-up errors name the setting that fixes them."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ async def test_busy_port_is_a_config_error_naming_gateway_http_port(
 async def test_gateway_run_on_a_busy_port_exits_2_naming_the_setting(
     database_url: str, busy_port: int
 ) -> None:
-    # issue 18: it printed "[Errno 98] Address already in use" and exited 1
+    # it printed "[Errno 98] Address already in use" and exited 1
     code, _, err = await run_cli(
         ["run"], {"DATABASE_URL": database_url, "GATEWAY_HTTP_PORT": str(busy_port)}
     )

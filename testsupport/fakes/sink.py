@@ -42,7 +42,7 @@ class SinkTransport:
         #: seconds between two calls to one chat (0: unpaced), as Telegram and Slack pace
         self._pace = pace
         # aiohttp rather than httpx: about a fifth of the gateway's CPU per message went to
-        # the HTTP client (issue 17). Made on first use: a session belongs to a running loop
+        # the HTTP client. Made on first use: a session belongs to a running loop
         self._client: aiohttp.ClientSession | None = None
 
     def measure(self, text: str) -> int:

@@ -97,7 +97,7 @@ function sessionDivider() {
   return el("div", "divider", "new session · the messages above are not part of its context");
 }
 
-// clickable citations (issue 15): each [n] an answer cites becomes a button that shows the
+// clickable citations: each [n] an answer cites becomes a button that shows the
 // passage frozen with the answer (document, page or section, the passage text), read from
 // this thread's own endpoint; text only (textContent), never HTML
 function linkCitations(body, cited, open) {
@@ -146,7 +146,7 @@ function citationPanel(seq, box) {
   panel.append(el("div", "src", `[${n}] ${where}`), el("blockquote", "", c.passage));
   box.append(panel);
 }
-// streaming (issue 16): the answer so far, as Markdown, until the stored reply replaces it
+// streaming: the answer so far, as Markdown, until the stored reply replaces it
 const previews = new Map();
 function previewCard(id, text) {
   const d = el("div", "msg assistant preview");
@@ -170,7 +170,7 @@ function dropPreview(id) {
   if (old) old.remove();
 }
 
-// an approval card (issue 14): buttons while pending, the decision once made; the person
+// an approval card: buttons while pending, the decision once made; the person
 // deciding is the signed-in one (the server never takes a name from the page)
 function approvalBar(a) {
   const bar = el("div", "fb approval");

@@ -186,7 +186,7 @@ async def test_a_refused_or_malformed_answer_is_an_apology_in_the_thread(
         await wait_for(lambda: len(sink.accepted) == 1)
     [apology] = sink.accepted
     assert apology["target"]["thread_id"] == "X"
-    # a plain message in the thread; the reason stays in metadata and logs (issue 13)
+    # a plain message in the thread; the reason stays in metadata and logs
     assert apology["text"].startswith("Sorry") and reason not in apology["text"]
     assert service.rejected == (1 if secret != SECRET else 0)
 

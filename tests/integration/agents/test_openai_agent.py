@@ -89,7 +89,7 @@ async def test_agent_failure_is_an_apology_in_the_same_thread_and_the_next_messa
     apology, answer = sink.accepted
     assert apology["target"]["thread_id"] == "T9" and answer["target"]["thread_id"] == "T9"
     assert apology["text"].startswith("Sorry, I could not answer that just now")
-    # the upstream error text stays out of the thread (issue 13); it is in the metadata
+    # the upstream error text stays out of the thread; it is in the metadata
     assert reason not in apology["text"]
     assert answer["text"] == "re: second"
     failed = next(r for r in stored if r["role"] == "assistant")

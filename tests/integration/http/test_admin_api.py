@@ -121,7 +121,7 @@ async def test_a_session_with_its_parts_its_transcript_cursors_and_search(
 
         detail = (await client.get(f"/api/v1/sessions/{sid}")).json()
         assert detail["session"]["message_count"] == 12
-        # the MCP participant, plus the people and the assistant who spoke (issue 14 §10)
+        # the MCP participant, plus the people and the assistant who spoke
         agents = [p for p in detail["participants"] if p["role"] == "agent"]
         assert [p["participant"] for p in agents] == ["reviewer"]
         assert agents[0]["last_read_seq"] == 4

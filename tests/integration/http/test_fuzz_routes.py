@@ -1,4 +1,4 @@
-"""Malformed input never gets a 5xx (issue 13): hypothesis throws random paths, query strings,
+"""Malformed input never gets a 5xx: hypothesis throws random paths, query strings,
 headers, bytes and JSON at every public route of a real server (uvicorn, real PostgreSQL),
 in both web chat modes; and schemathesis checks the admin API against its own OpenAPI document.
 

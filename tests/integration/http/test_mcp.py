@@ -36,7 +36,7 @@ TOOLS = {
     "link_session_artifact",
     "close_session",
     "mark_read",
-    # issue 14 §10
+    # the session tools' contract
     "create_session",
     "append_session_messages",
     "get_session_summaries",
@@ -75,7 +75,7 @@ async def test_an_agent_follows_and_takes_part_in_a_session_over_http(
 
         async with Client(f"{gw.url}mcp") as client:
             listed = await client.list_tools()
-            # the session tools, plus the knowledge base's (issue 15, gateway/knowledge/mcp.py)
+            # the session tools, plus the knowledge base's (gateway/knowledge/mcp.py)
             assert {t.name for t in listed.tools} == TOOLS | set(KB_TOOLS)
 
             sessions = await call(client, "list_sessions", platform="sink")
@@ -202,7 +202,7 @@ async def test_an_agent_follows_and_takes_part_in_a_session_over_http(
         detail = await gw.operator.ops.session_detail(sid)
         assert [c.status for c in detail.checkpoints] == ["done"]
         # MCP participants keep their cursors; the platform user and the assistant who spoke
-        # are participants too (issue 14 §10)
+        # are participants too
         agents = {p.participant: p.last_read_seq for p in detail.participants if p.role == "agent"}
         assert agents == {"reviewer": 4, "follower": 4}
         assert {p.participant: p.role for p in detail.participants if p.role != "agent"} == {

@@ -1,4 +1,4 @@
-"""What the inbox keeps of a raw payload (issues 12 and 13): secrets stripped, unstorable text
+"""What the inbox keeps of a raw payload: secrets stripped, unstorable text
 made safe, large bodies cut; and lists leave payloads out. One mechanism for all of it:
 ``gateway.inbound.intake.clean_raw``, applied by ``CoreIntake.submit``."""
 

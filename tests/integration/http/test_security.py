@@ -1,4 +1,4 @@
-"""The HTTP guard (gateway/security.py) against the attacks of issue 13, on a real server:
+"""The HTTP guard (gateway/security.py) against the attacks, on a real server:
 DNS rebinding, cross-site posts, oversized bodies, too many live streams; and the page
 headers, the admin token's length, /metrics behind the token, the bind warning."""
 
@@ -314,7 +314,7 @@ async def test_users_add_list_remove(database_url: str, tmp_path: Path) -> None:
 async def test_webhook_posts_go_straight_to_their_route_with_every_guard(
     database_url: str, sink: SinkServer
 ) -> None:
-    """Issue 17: a POST to a webhook's fixed path skips FastAPI's route walk, never the
+    """a POST to a webhook's fixed path skips FastAPI's route walk, never the
     guard: cross-site refusal, body bounds, headers, and the same answers on errors."""
     async with running_gateway(database_url, adapters=[SinkAdapter(sink.url)]) as gw:
         # inside the guard: SecurityMiddleware is the outer of the two

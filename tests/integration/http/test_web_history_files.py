@@ -1,4 +1,4 @@
-"""Files in the web chat's history (issue 16): an answer's file parts, once sent, come back
+"""Files in the web chat's history: an answer's file parts, once sent, come back
 with the thread's history, so a reload shows them too (not only the live event)."""
 
 from __future__ import annotations

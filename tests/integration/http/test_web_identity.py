@@ -1,4 +1,4 @@
-"""Web chat identity (issue 13): accounts with sign-in, a trusted proxy's header, and the
+"""Web chat identity: accounts with sign-in, a trusted proxy's header, and the
 zero-config local user; the sender and voter are the signed-in person; private channels;
 malformed posts get 4xx."""
 

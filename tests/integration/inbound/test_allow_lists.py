@@ -1,4 +1,4 @@
-"""Allow-lists on every platform, one rule (docs/configuration in README, issue 18): when a
+"""Allow-lists on every platform, one rule (docs/configuration in README): when a
 chat/channel list is set, a message from any other place is ignored; when a user list is set,
 a message from anyone else is ignored; both lists apply together. The reason names the
 setting. The same table runs against the three extractors."""

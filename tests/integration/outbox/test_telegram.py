@@ -1,4 +1,4 @@
-"""Streaming on Telegram (issue 16): the answer grows in the exact topic by editMessageText
+"""Streaming on Telegram: the answer grows in the exact topic by editMessageText
 and ends as exactly one message with the final text; drafts in private chats; a 429 while
 streaming slows the preview and the final text still lands once; an answer longer than
 4096 continues in a second message in the same topic."""

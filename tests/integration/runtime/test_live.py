@@ -92,7 +92,7 @@ async def test_a_web_chat_reply_reaches_the_streams_of_both_replicas(database_ur
 async def test_a_lone_replica_notifies_nobody_until_another_replica_listens(
     database_url: str,
 ) -> None:
-    """Issue 17: a NOTIFY per batch of events was a transaction that no one received when the
+    """a NOTIFY per batch of events was a transaction that no one received when the
     gateway runs alone. A replica that starts listening says hello, and from then on the
     first one's events reach it through the database."""
     heard: list[str] = []

@@ -124,7 +124,7 @@ async def test_every_log_line_of_a_message_life_names_its_place_session_and_seq(
 )
 def test_only_credentials_are_redacted_not_token_counts(key: str, secret: bool) -> None:
     """Regression: every key containing "token" was redacted, so ``tokens_used`` and
-    ``estimated_prompt_tokens`` were logged as ``[redacted]`` (issue 11)."""
+    ``estimated_prompt_tokens`` were logged as ``[redacted]``."""
     assert is_secret_key(key) is secret
 
 

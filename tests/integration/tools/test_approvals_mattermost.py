@@ -1,4 +1,4 @@
-"""Approvals on Mattermost (issue 14): the card is a post in the asker's thread; ✅ / ❌
+"""Approvals on Mattermost: the card is a post in the asker's thread; ✅ / ❌
 reactions on it decide, and with ``MATTERMOST_ACTIONS_URL`` its Approve / Deny buttons too
 (the server POSTs the press to the gateway, the context HMAC-signed); someone else's reaction
 or press changes nothing; the card is edited to show the decision."""

@@ -1,4 +1,4 @@
-"""A waiting approval holds no turn worker (issue 14, migration 0013): the turn parks its
+"""A waiting approval holds no turn worker (migration 0013): the turn parks its
 session on the request and hands the lease back; the decision or the expiry makes it due
 again and the re-run finds the decided request by its idempotency key."""
 

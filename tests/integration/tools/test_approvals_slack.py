@@ -1,4 +1,4 @@
-"""Approvals on Slack (issue 14): the card has buttons in the asker's thread; presses come to
+"""Approvals on Slack: the card has buttons in the asker's thread; presses come to
 POST /slack/interactions (signature verified); someone else gets an ephemeral refusal; a
 double press approves once; the card is updated without its buttons."""
 

@@ -68,7 +68,7 @@ async def test_telegram_topic_read_tool_then_approval_across_a_restart(
             # counts sendMessage calls per answer: previews are tested in tests/streaming
             GATEWAY_STREAMING=False,
             # the restart test's tool exists before the restarted gateway's workers run: a turn
-            # waiting on an approval is taken over at once (issue 12's liveness), and must find
+            # waiting on an approval is taken over at once, and must find
             # the tool it was approved for
             prepare=lambda gw: install(gw, runs),
         )

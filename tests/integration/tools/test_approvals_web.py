@@ -1,4 +1,4 @@
-"""Approvals in the web chat thread (issue 14): durable request, only the asker decides,
+"""Approvals in the web chat thread: durable request, only the asker decides,
 a restart between the request and the click, a double click, expiry, the card retired."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def tools_file(tmp_path: Path) -> str:
     return str(path)
 
 
-#: who is signed in comes from a trusted reverse proxy's header (issue 13): the tests run the
+#: who is signed in comes from a trusted reverse proxy's header: the tests run the
 #: web chat with GATEWAY_WEB_AUTH=proxy and loopback trusted, so each request says who it is
 #: the way oauth2-proxy would; a name in the body is refused
 WEB_AUTH: dict[str, Any] = {"GATEWAY_WEB_AUTH": "proxy", "GATEWAY_TRUSTED_PROXIES": "127.0.0.0/8"}

@@ -1,4 +1,4 @@
-"""The gateway as an MCP server, issue 14 §10: create_session, a batch append, and reads of
+"""The gateway as an MCP server: create_session, a batch append, and reads of
 summaries, checkpoints, artifacts and participants (a real MCP client over HTTP)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 14 §10: platform users who speak in a session become its participants (role user),
+"""platform users who speak in a session become its participants (role user),
 next to the assistant; MCP participants keep their own rows."""
 
 from __future__ import annotations

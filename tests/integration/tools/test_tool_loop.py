@@ -320,7 +320,7 @@ async def test_sessions_show_and_the_admin_api_display_calls_results_and_routing
 async def test_search_knowledge_reads_the_thread_scoped_knowledge_base(
     database_url: str, fake: FakeOpenAI, sink: SinkServer
 ) -> None:
-    """Issues 14 and 15: the knowledge-search tool uses the retriever a turn uses, over the
+    """the knowledge-search tool uses the retriever a turn uses, over the
     same scopes (this thread's documents, its chat's, ``default``), and never another
     thread's documents."""
     from gateway.knowledge.places import thread_kb

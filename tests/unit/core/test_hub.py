@@ -22,7 +22,7 @@ async def test_keyed_lock_serializes_one_key_and_forgets_it_afterwards() -> None
 
 
 async def test_a_work_signal_wakes_exactly_one_worker_per_unit_of_work() -> None:
-    """Issue 17: a level-triggered wake-up woke every idle worker, and each made an empty
+    """a level-triggered wake-up woke every idle worker, and each made an empty
     claim. One ``set`` now lets one worker through; sets nobody waited for are kept."""
     signal = WorkSignal()
     woken: list[int] = []

@@ -271,7 +271,7 @@ class _CountingStore(KnowledgeStore):
 
 
 async def test_turns_skip_the_scope_lookup_while_no_knowledge_base_exists(store: Store) -> None:
-    """Issue 17: no database round trip per turn on a gateway without documents, and a base
+    """no database round trip per turn on a gateway without documents, and a base
     made here is searched by the very next turn."""
     counting = _CountingStore(store.db)
     k = Knowledge(counting, ConceptEmbedder(), KnowledgeSettings())

@@ -1,5 +1,5 @@
 """``PlatformAdapter.check`` of each platform against its fake, and ``gateway doctor`` built
-on them: every misconfiguration issue 18 lists is found and named with its fix."""
+on them: every misconfiguration a newcomer meets is found and named with its fix."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ async def test_telegram_check_names_the_token_when_getme_refuses_it(
 async def test_telegram_webhook_mode_without_secret_is_a_failure_naming_the_secret(
     telegram: FakeTelegram,
 ) -> None:
-    # issue 18: doctor passed this, then `gateway run` exited 2 demanding the secret
+    # doctor passed this, then `gateway run` exited 2 demanding the secret
     config = telegram_settings(
         telegram, TELEGRAM_MODE="webhook", TELEGRAM_WEBHOOK_URL="https://bot.example.com/x"
     )
@@ -267,7 +267,7 @@ async def test_doctor_fails_webhook_mode_without_secret(
 
 
 async def test_doctor_fails_openai_agent_without_a_key() -> None:
-    # issue 18: `AGENT=openai` with no key passed
+    # `AGENT=openai` with no key passed
     checks = await collect_checks(settings(AGENT="openai"))
     agent = named(checks, "agent")
     assert not agent.ok and agent.fix is not None and "OPENAI_API_KEY" in agent.fix
@@ -317,7 +317,7 @@ async def test_doctor_names_an_unreachable_database() -> None:
 
 
 def test_doctor_holds_no_platform_code() -> None:
-    # issue 11: the identity calls live in the adapters' check(), not in the core
+    # the identity calls live in the adapters' check(), not in the core
     source = (REPO / "gateway" / "ops" / "doctor.py").read_text()
     for call in ("getMe", "auth.test", "users/me", "adapters."):
         assert not re.search(re.escape(call), source), call

@@ -194,7 +194,7 @@ def test_the_deploy_readme_says_where_each_ingress_runs() -> None:
     assert "GATEWAY_ADMIN_TOKEN" in text and "loopback" in text
 
 
-# --- issue 13: safe defaults, working systemd steps, consistent Socket Mode statements ---------
+# --- safe defaults, working systemd steps, consistent Socket Mode statements ---------
 
 
 def _env_example() -> dict[str, str]:

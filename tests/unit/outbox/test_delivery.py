@@ -78,7 +78,7 @@ async def test_a_send_whose_worker_died_is_requeued_only_where_a_resend_is_safe(
 async def test_deliveries_handed_over_and_never_started_go_back_to_the_table_at_shutdown(
     store: Store,
 ) -> None:
-    """Issue 17: a finished turn hands its first part to this process already claimed. If
+    """a finished turn hands its first part to this process already claimed. If
     the process stops before sending it, it is put back as pending (fenced), not left as a
     send cut short that recovery would have to call ambiguous."""
     await store.ingest(

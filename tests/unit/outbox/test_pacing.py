@@ -1,4 +1,4 @@
-"""One pacing budget per bot and chat (issue 16): final sends, preview edits and typing draw on
+"""One pacing budget per bot and chat: final sends, preview edits and typing draw on
 the same budget; in memory while the gateway process is alone (no statement per send), in
 PostgreSQL's ``pace_reserve`` while the process registry shows peers."""
 

@@ -1,4 +1,4 @@
-"""Leader election across a database outage (issue 12): single-connection ingress (Telegram
+"""Leader election across a database outage: single-connection ingress (Telegram
 polling, the Mattermost websocket) runs on the lock's holder, so after the database returns
 a replica must take the lock promptly, not one election interval (5 s by default) later."""
 

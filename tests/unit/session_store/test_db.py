@@ -1,4 +1,4 @@
-"""``Database.connection()`` keeps a connection between clean uses (issue 17): what it must
+"""``Database.connection()`` keeps a connection between clean uses: what it must
 never hand to the next use, against a real PostgreSQL. One connection per pool, so the next
 use would get the same one."""
 

@@ -194,7 +194,7 @@ async def test_a_follow_up_is_answered_while_the_answer_is_still_being_written(
 async def test_a_finished_turn_hands_its_first_part_over_claimed_only_when_it_is_next(
     store: Store,
 ) -> None:
-    """Issue 17: finish + outbox in one statement; the first part comes back claimed (no
+    """finish + outbox in one statement; the first part comes back claimed (no
     claim transaction) unless an earlier delivery of the session is still open, and
     ``mark_sent`` says whether parts wait behind the one it marks."""
     target = ReplyTarget(platform="web", scope="local", chat_id="general", thread_id="t1")

@@ -1,4 +1,4 @@
-"""A step with a pending approval runs none of its calls (issue 14, parked turns): every
+"""A step with a pending approval runs none of its calls (parked turns): every
 request of the step is asked for at once, and the toolbox remembers what it parked on."""
 
 from __future__ import annotations

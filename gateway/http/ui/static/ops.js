@@ -161,7 +161,7 @@ async function searchMessages() {
   box.hidden = false;
 }
 
-// issue 12: an ambiguous send may already be on the platform; retrying may post it twice
+// an ambiguous send may already be on the platform; retrying may post it twice
 function ambiguousOk(d) {
   return !d.ambiguous || window.confirm("This reply may already be posted (the send was cut off). " +
     "Check the thread first. Send it again anyway?");
@@ -267,7 +267,7 @@ function renderDelivery(d) {
   row.dataset.deliveryId = d.id;
   row.append(badge(d.status, "delivery-status"), el("span", "", "part " + d.part_no),
     ...(d.ambiguous ? [badge("ambiguous")] : []),
-    // issue 12: claimed but still waiting for the chat's pacer, nothing sent yet
+    // claimed but still waiting for the chat's pacer, nothing sent yet
     ...(d.status === "sending" && d.pacing_until ? [el("span", "badge pending", "waiting for pacing")] : []),
     el("span", "", "attempts " + d.attempts), el("span", "mono target", "→ " + targetText(d.target)));
   if (d.platform_message_id) row.append(el("span", "mono", "platform id " + d.platform_message_id));
@@ -281,7 +281,7 @@ function renderDelivery(d) {
   return row;
 }
 
-// tool calls, results, routing and approvals (issue 14), from the message's metadata
+// tool calls, results, routing and approvals, from the message's metadata
 function toolLines(m) {
   const md = m.metadata || {};
   const out = [];
@@ -302,7 +302,7 @@ function toolLines(m) {
   return out;
 }
 
-// clickable citations (issue 15): [n] in an answer shows the passage frozen with it
+// clickable citations: [n] in an answer shows the passage frozen with it
 // (/api/v1/kb/citations/{message id}: document, page or section, passage text)
 function citedNumbers(m) {
   const cited = (m.metadata || {}).citations;

@@ -1,4 +1,4 @@
-"""A gap longer than one since-query (issue 12, "reconciliation covers the gap"): the server's
+"""A gap longer than one since-query ("reconciliation covers the gap"): the server's
 GetPostsSince answers at most 1000 posts, picked in an order SQL leaves undefined, so after a
 long outage in a busy channel the rest must come from the page form, back to the cursor.
 Real fake server, real adapter, real core on PostgreSQL; the limits are lowered on both sides

@@ -1,4 +1,4 @@
-"""Reconnects while the adapter is still busy (issue 12, ingress fuzzing): a frame over the
+"""Reconnects while the adapter is still busy (ingress fuzzing): a frame over the
 client's 1 MiB limit closes the socket with 1009, but the frames received before it are still
 queued in the client and handled one by one. The next connection must not wait for that
 backlog: the server would see no connection, and push nothing live, for as long as it lasts."""

@@ -1,4 +1,4 @@
-"""Reconciliation after a (re)connect (issue 12: Mattermost was the slowest surface to recover
+"""Reconciliation after a (re)connect (Mattermost was the slowest surface to recover
 from a database restart): missed posts are submitted concurrently across conversations, each
 conversation in creation order; a channel's cursor is written once and never passes a post that
 failed, nor moves to a far-future post; a store that just came back (transient errors) is

@@ -77,7 +77,7 @@ async def test_bad_or_stale_signature_is_401_and_nothing_is_stored(
     if tamper == "bad-signature":
         headers["X-Slack-Signature"] = "v0=" + "0" * 64
     elif tamper == "non-ascii-signature":
-        # was a 500: compare_digest raises TypeError on non-ASCII str (issue 13)
+        # was a 500: compare_digest raises TypeError on non-ASCII str
         headers["X-Slack-Signature"] = "v0=" + "é" * 64
     elif tamper == "stale":
         headers = fake.sign(body, timestamp=int(time.time()) - 301)  # 5-minute window

@@ -1,6 +1,6 @@
 """The Slack app manifests in ``deploy/slack/`` ask for exactly what the code uses: the bot
 scopes of the Web API methods the adapter calls and of the events extraction handles, and the
-event subscriptions that deliver those events (issue 18). ``adapters/slack/scopes.py`` is the
+event subscriptions that deliver those events. ``adapters/slack/scopes.py`` is the
 table in between; each side is checked against it."""
 
 from __future__ import annotations
