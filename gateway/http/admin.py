@@ -1,6 +1,5 @@
-"""The operator surface on the gateway's HTTP server: the admin API (``/api/v1``, documented
-at ``/openapi.json``), the MCP session tools (``/mcp``, streamable HTTP) and the operator
-pages (``/ops``).
+"""The operator surface on the gateway's HTTP server: the admin API (``/api/v1``, at
+``/openapi.json``), the MCP session tools (``/mcp``) and the operator pages (``/ops``).
 
 Access: with ``GATEWAY_ADMIN_TOKEN`` set, ``/api/v1`` and ``/mcp`` need
 ``Authorization: Bearer <token>`` (compared in constant time). Without it they answer only
