@@ -1,5 +1,5 @@
 
--, the agent runtime: sticky model choice and feedback.
+-- Issue 6, the agent runtime: sticky model choice and feedback.
 
 -- A person's last /model choice, per platform user: the second layer of model resolution
 -- (this session's choice -> this person's last choice -> the default).

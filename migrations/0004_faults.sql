@@ -1,4 +1,4 @@
--- Faults: takeover in seconds and fenced deliveries.
+-- Faults (issue 12): takeover in seconds and fenced deliveries.
 --
 -- Each gateway process takes an id from this sequence and holds the session-level advisory
 -- lock (GATEWAY_PROCESS_LOCK_CLASS, id) on a dedicated connection while it lives: PostgreSQL

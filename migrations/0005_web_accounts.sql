@@ -1,4 +1,4 @@
--- Web chat identity: accounts for GATEWAY_WEB_AUTH=accounts, and the key that signs
+-- Web chat identity (issue 13): accounts for GATEWAY_WEB_AUTH=accounts, and the key that signs
 -- their session cookies (one row, shared by every replica).
 
 -- A person who may sign in to the web chat. password_hash is an argon2id PHC string;

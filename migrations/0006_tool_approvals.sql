@@ -1,4 +1,4 @@
--: approvals of tools whose policy says confirm = true, as durable workflow state.
+-- Issue 14: approvals of tools whose policy says confirm = true, as durable workflow state.
 -- A request is decided once (optimistic locking on version, only while pending and not
 -- expired); the card posted into the thread goes through the outbox (card_message_id is
 -- the session message whose delivery carries it) and is retired on any outcome.

@@ -1,4 +1,4 @@
--, the knowledge base: files stored by content hash, documents with their ingest job,
+-- Issue 15, the knowledge base: files stored by content hash, documents with their ingest job,
 -- chunks searchable by full text and (where the server has pgvector) by embedding, and the
 -- citations frozen with each answer.
 

@@ -1,4 +1,4 @@
--- Streaming: previews of an answer while the model writes it, and one pacing
+-- Streaming (issue 16): previews of an answer while the model writes it, and one pacing
 -- budget per bot and chat shared by every replica.
 --
 -- A preview is a platform message (or a web chat preview id) showing the answer so far. It

@@ -1,4 +1,4 @@
--: the turn claim takes the due session that waited longest
+-- Issue 17: the turn claim takes the due session that waited longest
 -- (ORDER BY last_message_at NULLS FIRST, id). With the due-sessions index on id alone the
 -- planner walked sessions_last_message from the oldest session and filtered out every one
 -- not due: a claim grew with the number of sessions ever served (2.5 ms at a few thousand).

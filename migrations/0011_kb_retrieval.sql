@@ -1,4 +1,4 @@
--, continued: faster retrieval at 100,000 passages, and operator knowledge bases
+-- Issue 15, continued: faster retrieval at 100,000 passages, and operator knowledge bases
 -- assigned to chats.
 
 -- Passages keep their word vector (tsvector) inline and their embedding out of line: full

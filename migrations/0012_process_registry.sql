@@ -1,4 +1,4 @@
--- Takeover within 2 s, after a database restart too.
+-- Takeover within 2 s, after a database restart too (issue 12).
 --
 -- A restart drops every liveness lock (0004) until each live process has reconnected, so a
 -- claim whose process holds no lock is not yet proof of death. Each process records here the

@@ -1,4 +1,4 @@
-- follow-up: a turn waiting for an approval does not hold a turn worker. It parks
+-- Issue 14 follow-up: a turn waiting for an approval does not hold a turn worker. It parks
 -- the session instead: the lease is released without finishing the turn (the asking message
 -- stays unanswered) and turn_parked_on names the pending approval. A parked session is not
 -- claimed until the approval is decided or expires (both clear turn_parked_on, in the same

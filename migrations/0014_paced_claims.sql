@@ -1,4 +1,4 @@
--- A claimed delivery waiting for its chat's pacer is not on the wire. Only a
+-- A claimed delivery waiting for its chat's pacer is not on the wire (issue 12). Only a
 -- delivery that actually has to wait records it (fenced by its claim_token): pacing_until is
 -- set when the wait begins and cleared right before the request goes out. A claim of a dead
 -- process found with it set has sent nothing, so recovery resends it on every platform

@@ -1,4 +1,4 @@
--- Pacing with bursts: a key admits a short burst over its interval, as the
+-- Pacing with bursts (issue 12): a key admits a short burst over its interval, as the
 -- platforms do (Mattermost's limiter: 10 per second with a burst of 100; Slack and Telegram
 -- allow "short bursts"). The cell is GCRA's: pace_slots.next_at is the key's theoretical
 -- arrival time, and a call may start once that is at most (burst - 1) intervals ahead. With a
