@@ -5,8 +5,7 @@ Access: with ``GATEWAY_ADMIN_TOKEN`` set, ``/api/v1`` and ``/mcp`` need
 ``Authorization: Bearer <token>`` (compared in constant time). Without it they answer only
 clients on loopback that address the server by a loopback name — so binding
 ``GATEWAY_HTTP_HOST=0.0.0.0`` without a token still keeps them local, and a web page that
-rebinds its DNS name to 127.0.0.1 cannot reach them either. Behind a reverse proxy on the
-same machine every client looks local: set a token there.
+rebinds its DNS name to 127.0.0.1 cannot reach them. Behind a local proxy set a token.
 
 Errors are RFC 9457 problem documents (``application/problem+json``); invalid input is a
 4xx with a message saying what to change, never a 500.

@@ -140,6 +140,21 @@ class Gateway:
             supervisor=self.supervisor,
         )
         self.intake.approvals = self.approvals  # approval clicks from the adapters
+        self._build_agent_side(settings, store, agent)
+        self._build_work(settings, store, agent)
+        self._build_http(settings, store)
+        self._turns_stopping = asyncio.Event()
+        self._delivery_stopping = asyncio.Event()
+        self._turn_task: asyncio.Task[None] | None = None
+        self._delivery_task: asyncio.Task[None] | None = None
+        self._summaries_stopping = asyncio.Event()
+        self._summary_task: asyncio.Task[None] | None = None
+        self._started_adapters: list[PlatformAdapter] = []
+        self._liveness_stopping = asyncio.Event()
+        self._liveness_task: asyncio.Task[None] | None = None
+
+    def _build_agent_side(self, settings: Settings, store: Store, agent: Agent) -> None:
+        """The agent's context, its summaries and its tools."""
         # the agent's context: per-model budgets, calibrated estimates, rolling summaries
         self.context = ContextAssembler(
             store, ContextPolicy.from_settings(settings), TokenCounter()
@@ -154,6 +169,9 @@ class Gateway:
             self.tools.approvals = self.approvals
             if self.approvals is not None:
                 self.approvals.transports = self.transports
+
+    def _build_work(self, settings: Settings, store: Store, agent: Agent) -> None:
+        """Streaming, pacing, the turn scheduler and the delivery worker."""
         # streaming: previews while a streaming agent writes; the echo agent and
         # any other one-piece agent never touch them
         previews = PreviewStore(store.db)
@@ -203,6 +221,9 @@ class Gateway:
         )
         # a finished turn hands its first delivery to this worker already claimed
         self.turns.handoff = self.delivery
+
+    def _build_http(self, settings: Settings, store: Store) -> None:
+        """The operator surface, the routes of the knowledge base and the surfaces, the app."""
         token = settings.gateway_admin_token
         self.operator = OperatorSurface(
             store,
@@ -231,15 +252,6 @@ class Gateway:
             settings.gateway_http_port,
             limit_concurrency=settings.gateway_http_concurrency,
         )
-        self._turns_stopping = asyncio.Event()
-        self._delivery_stopping = asyncio.Event()
-        self._turn_task: asyncio.Task[None] | None = None
-        self._delivery_task: asyncio.Task[None] | None = None
-        self._summaries_stopping = asyncio.Event()
-        self._summary_task: asyncio.Task[None] | None = None
-        self._started_adapters: list[PlatformAdapter] = []
-        self._liveness_stopping = asyncio.Event()
-        self._liveness_task: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
