@@ -227,7 +227,7 @@ CREATE INDEX session_artifacts_session ON session_artifacts (session_id);
 CREATE INDEX inbound_events_not_accepted ON inbound_events (status, id DESC)
     WHERE status <> 'accepted';
 
--, the agent runtime: sticky model choice and feedback.
+-- The agent runtime: sticky model choice and feedback.
 
 -- A person's last /model choice, per platform user: the second layer of model resolution
 -- (this session's choice -> this person's last choice -> the default).
@@ -253,7 +253,7 @@ CREATE TABLE message_feedback (
 CREATE INDEX deliveries_platform_message ON deliveries (platform, platform_message_id)
     WHERE platform_message_id IS NOT NULL;
 
--, web chat identity (migration 0005).
+-- Web chat identity (migration 0005).
 -- A person who may sign in to the web chat. password_hash is an argon2id PHC string;
 -- sessions_valid_after revokes every cookie issued before it (sign-out, removal).
 CREATE TABLE web_accounts (
@@ -271,7 +271,7 @@ CREATE TABLE web_auth_keys (
     created_at  timestamptz NOT NULL DEFAULT now()
 );
 
--: approvals of tools whose policy says confirm = true, as durable workflow state.
+-- Approvals of tools whose policy says confirm = true, as durable workflow state.
 -- A request is decided once (optimistic locking on version, only while pending and not
 -- expired); the card posted into the thread goes through the outbox (card_message_id is
 -- the session message whose delivery carries it) and is retired on any outcome.
@@ -310,7 +310,7 @@ CREATE TABLE gateway_processes (
     locked_at         timestamptz NOT NULL DEFAULT now()
 );
 
--, the knowledge base: files stored by content hash, documents with their ingest job,
+-- The knowledge base: files stored by content hash, documents with their ingest job,
 -- chunks searchable by full text and (where the server has pgvector) by embedding, and the
 -- citations frozen with each answer.
 
