@@ -74,7 +74,14 @@ async def test_a_reply_killed_while_it_waited_for_pacing_is_sent_once_after_the_
 
     async with gateway_process(_env(database_url, sink, 60), tmp_path / "b.log") as b:
         await wait_for(lambda: len(sink.accepted) == 2, timeout=20)
-        rows = await _deliveries(database_url)
+
+        async def recorded() -> dict[str, asyncpg.Record] | None:
+            # the fake accepts the send before the gateway records its receipt
+            found = await _deliveries(database_url)
+            row = found.get("second")
+            return found if row is not None and row["status"] != "sending" else None
+
+        rows = await wait_for(recorded, timeout=20)
         assert await b.terminate() == 0
     assert sink.texts_in("c", "first") == ["echo: one"]
     assert sink.texts_in("c", "second") == ["echo: two"]
