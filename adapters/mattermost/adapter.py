@@ -120,7 +120,7 @@ class MattermostConfig:
         cls,
         settings: MattermostSettings,
         *,
-        answer_bots: bool = False,
+        answer_bots: bool | None = None,
         core: Settings | None = None,
     ) -> MattermostConfig:
         if not settings.mattermost_url or settings.mattermost_token is None:

@@ -52,9 +52,7 @@ class MattermostPlugin(SurfacePlugin[MattermostSettings]):
     def create(
         self, settings: MattermostSettings, core: Settings, context: AdapterContext
     ) -> PlatformAdapter:
-        config = MattermostConfig.from_settings(
-            settings, answer_bots=core.gateway_answer_bots, core=core
-        )
+        config = MattermostConfig.from_settings(settings, core=core)
         return MattermostAdapter(config)
 
 

@@ -170,7 +170,11 @@ class SlackAdapter:
     platform = PLATFORM
 
     def __init__(
-        self, settings: SlackSettings, *, answer_bots: bool = False, core: Settings | None = None
+        self,
+        settings: SlackSettings,
+        *,
+        answer_bots: bool | None = None,
+        core: Settings | None = None,
     ) -> None:
         if settings.slack_bot_token is None:
             raise ConfigError("SLACK_BOT_TOKEN", "required to enable Slack")

@@ -73,7 +73,7 @@ class SlackPlugin(SurfacePlugin[SlackSettings]):
     def create(
         self, settings: SlackSettings, core: Settings, context: AdapterContext
     ) -> PlatformAdapter:
-        return SlackAdapter(settings, answer_bots=core.gateway_answer_bots, core=core)
+        return SlackAdapter(settings, core=core)
 
 
 plugin = SlackPlugin()

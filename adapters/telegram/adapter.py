@@ -72,7 +72,7 @@ class TelegramAdapter:
         self,
         settings: TelegramSettings,
         *,
-        answer_bots: bool = False,
+        answer_bots: bool | None = None,
         core: Settings | None = None,
         bot: TelegramBot | None = None,
         poll_timeout: int = 30,

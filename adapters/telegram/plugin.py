@@ -68,7 +68,7 @@ class TelegramPlugin(SurfacePlugin[TelegramSettings]):
     def create(
         self, settings: TelegramSettings, core: Settings, context: AdapterContext
     ) -> PlatformAdapter:
-        return TelegramAdapter(settings, answer_bots=core.gateway_answer_bots, core=core)
+        return TelegramAdapter(settings, core=core)
 
 
 plugin = TelegramPlugin()
