@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from adapters.mattermost.settings import MattermostSettings
+from gateway.core.commands import command_name
 from gateway.core.domain import (
     Attachment,
     Envelope,
@@ -51,8 +52,6 @@ PLATFORM = "mattermost"
 #: channel_viewed, ...) is protocol or presence noise
 POST_EVENTS = frozenset({"posted", "post_edited", "post_deleted"})
 
-#: commands the core runs; ``/model`` takes an argument the core reads from the text
-_COMMANDS = frozenset({"new", "help", "model"})
 #: reactions that are feedback on a bot reply (Mattermost emoji names; skin tones stripped)
 _POSITIVE = frozenset({"+1", "thumbsup"})
 _NEGATIVE = frozenset({"-1", "thumbsdown"})
@@ -161,10 +160,7 @@ def parse_command(text: str, bot: BotIdentity) -> str | None:
     lead = re.match(rf"@{re.escape(bot.username)}[:,]?\s+", rest, re.IGNORECASE)
     if lead:
         rest = rest[lead.end() :]
-    match = re.fullmatch(r"/(\w+)(?:\s.*)?", rest, re.DOTALL)
-    if match and match.group(1).lower() in _COMMANDS:
-        return match.group(1).lower()
-    return None
+    return command_name(rest)
 
 
 def session_key(

@@ -28,6 +28,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from adapters.slack.settings import SlackSettings
+from gateway.core.commands import command_name
 from gateway.core.domain import (
     Attachment,
     Envelope,
@@ -51,7 +52,6 @@ PLATFORM = "slack"
 #: subtypes that are real messages a person wrote (§2.4: bolt's ``app.message()`` matcher keeps
 #: None/bot_message/thread_broadcast/file_share; ``me_message`` is a ``/me`` line).
 _CONVERSATIONAL_SUBTYPES = frozenset({"thread_broadcast", "file_share", "me_message"})
-_COMMANDS = {"/new": "new", "/help": "help"}
 _TS_RE = re.compile(r"^\d+\.\d+$")
 
 
@@ -181,15 +181,8 @@ def reaction_of(payload: object) -> Reaction | None:
     return Reaction(chat_id=channel, message_id=ts, user_id=user, value=value)
 
 
-#: commands that take an argument (``/model NAME``); the core reads the argument from the text
-_COMMANDS_WITH_ARGUMENT = {"/model": "model"}
-
-
 def command_of(text: str) -> str | None:
-    words = text.strip().lower().split(maxsplit=1)
-    if words and words[0] in _COMMANDS_WITH_ARGUMENT:
-        return _COMMANDS_WITH_ARGUMENT[words[0]]
-    return _COMMANDS.get(text.strip().lower())
+    return command_name(text)
 
 
 def backfill_root(envelope: Envelope) -> str | None:

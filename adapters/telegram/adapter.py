@@ -18,7 +18,6 @@ from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError, Ti
 
 from adapters.telegram.check import check_bot
 from adapters.telegram.extract import (
-    COMMANDS,
     PLATFORM,
     BotIdentity,
     answer_rules,
@@ -35,6 +34,7 @@ from adapters.telegram.transport import (
     make_bot,
     retry_after_seconds,
 )
+from gateway.core.commands import COMMANDS
 from gateway.core.domain import Extracted
 from gateway.core.errors import ConfigError, GatewayError
 from gateway.core.ports import ApprovalClick, Check, IngestOutcome, Intake, Transport
@@ -210,7 +210,7 @@ class TelegramAdapter:
     async def _register_commands(self) -> None:
         try:
             await self._bot.set_my_commands(
-                [BotCommand(name, description) for name, description in COMMANDS.items()]
+                [BotCommand(c.name, c.summary) for c in COMMANDS.values()]
             )
         except TelegramError as exc:
             # Only the "/" menu suffers; typed commands still work, so do not refuse to start.

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from adapters.telegram.settings import TelegramSettings
+from gateway.core.commands import COMMANDS
 from gateway.core.domain import (
     Attachment,
     Envelope,
@@ -39,12 +40,6 @@ from gateway.inbound.policy import AnswerRules, Shorthand, decide, rules_for
 PLATFORM = "telegram"
 #: scope for chats of the bot itself; a business connection id replaces it (platforms.md §1.5)
 BOT_SCOPE = "bot"
-#: the commands the core implements; registered with setMyCommands at start
-COMMANDS: Mapping[str, str] = {
-    "new": "Start a fresh session in this topic",
-    "model": "List the models, or pick one for this topic: /model NAME",
-    "help": "Show what this bot can do",
-}
 
 #: update types that carry a conversational message, and whether they are edits
 _MESSAGE_UPDATES: Mapping[str, bool] = {

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.core.commands import command_name
 from gateway.core.domain import Envelope, Facts, Rejected, ReplyTarget, Sender, SessionKey
 from gateway.inbound.policy import AnswerRules, decide
 
@@ -25,9 +26,6 @@ CHANNEL = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}|~[A-Za-z0-9][A-Za-z0-
 THREAD = _NAME
 #: what a post may carry; the sender is the signed-in person, never a field of the body
 _KEYS = frozenset({"text", "client_msg_id", "thread_id"})
-_COMMANDS = {"/new": "new", "/help": "help"}
-#: commands that take an argument (``/model NAME``)
-_COMMANDS_WITH_ARGUMENT = {"/model": "model"}
 #: the web chat has no allow-lists of its own: who may post is ``gateway.http.webauth``'s
 _RULES = AnswerRules()
 
@@ -77,13 +75,6 @@ def extract(channel: str, body: Mapping[str, Any], *, sender: str) -> Envelope |
         text=text,
         sender=Sender(id=sender, name=sender),
         trigger=decide(facts, _RULES).trigger,
-        command=_command(text),
+        command=command_name(text),
         facts=facts,
     )
-
-
-def _command(text: str) -> str | None:
-    words = text.strip().lower().split(maxsplit=1)
-    if words and words[0] in _COMMANDS_WITH_ARGUMENT:
-        return _COMMANDS_WITH_ARGUMENT[words[0]]
-    return _COMMANDS.get(text.strip().lower())

@@ -228,6 +228,9 @@ class Settings(BaseSettings):
     # --- tools ---------------------------------------------------------------
     #: the tools file (TOML: MCP servers, policy entries, access lists); unset: built-ins only
     gateway_tools_file: Path | None = Field(default=None, alias="GATEWAY_TOOLS_FILE")
+    #: the config file (TOML: profiles and places, prices and budgets; the tools file's
+    #: sections may live in it too); unset: one default profile, no budgets
+    gateway_config_file: Path | None = Field(default=None, alias="GATEWAY_CONFIG_FILE")
     #: an approval request not decided within this many seconds expires ("not approved")
     gateway_approval_seconds: float = Field(
         default=600.0, gt=0, le=86400 * 7, alias="GATEWAY_APPROVAL_SECONDS"

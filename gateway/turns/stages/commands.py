@@ -1,16 +1,22 @@
-"""Commands: ``/new``, ``/help``, ``/model``, answered by the gateway without the agent.
+"""Commands: ``/new``, ``/help``, ``/model`` and every command a capability adds, answered by
+the gateway without the agent.
 
-Before the agent: ``/new`` ends the turn at itself and closes the session; ``/help`` and
-``/model`` are answered in seq order (so ``/model x`` sent before a question applies to it) and
-taken out of the questions. After: nothing.
+The vocabulary is ``gateway.core.commands.COMMANDS``. Each command but ``/new`` is answered by
+a :class:`CommandHandler`; a capability adds one by passing its handler to the stage (one line
+in ``Gateway._turn_stages``). Before the agent: ``/new`` ends the turn at itself and closes the
+session; the others are answered in seq order (so ``/model x`` sent before a question applies
+to it) and taken out of the questions. A known command with no handler in this gateway (its
+capability is off) gets a short answer saying so. After: nothing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 import structlog
 
+from gateway.core.commands import COMMANDS
 from gateway.core.domain import Reply
 from gateway.turns.context import ContextPolicy
 from gateway.turns.stage import COMMAND_MODEL, Answer, Stage, TurnRun
@@ -18,14 +24,24 @@ from session_store.records import MessageRecord, TurnState
 
 log = structlog.get_logger(__name__)
 
-HELP_TEXT = (
-    "I answer in this thread, with this thread's history as context.\n"
-    "Commands:\n"
-    "/new - start a fresh session here (this thread only)\n"
-    "/model - list the models; /model NAME - use NAME in this thread\n"
-    "/help - this message"
-)
+HELP_INTRO = "I answer in this thread, with this thread's history as context."
 NEW_TEXT = "Started a new session. Earlier messages in this thread are no longer used as context."
+
+
+class CommandHandler(Protocol):
+    """The answer to one command (``gateway.core.commands.COMMANDS``)."""
+
+    #: the command's name, without the slash
+    name: str
+
+    async def answer(self, turn: TurnRun, ask: MessageRecord) -> Reply: ...
+
+
+def help_text(names: Sequence[str]) -> str:
+    """``/help``: the commands this gateway answers, in the vocabulary's order."""
+    lines = [HELP_INTRO, "Commands:"]
+    lines += [f"/{c.name} - {c.summary}" for c in COMMANDS.values() if c.name in names]
+    return "\n".join(lines)
 
 
 class ModelChoices(Protocol):
@@ -49,9 +65,15 @@ class ModelChoices(Protocol):
 class CommandsStage(Stage):
     name = "commands"
 
-    def __init__(self, choices: ModelChoices, policy: ContextPolicy) -> None:
-        self._choices = choices
-        self._policy = policy
+    def __init__(
+        self,
+        choices: ModelChoices,
+        policy: ContextPolicy,
+        handlers: Sequence[CommandHandler] = (),
+    ) -> None:
+        answers: list[CommandHandler] = [ModelCommand(choices, policy), *handlers]
+        self._handlers = {h.name: h for h in answers}
+        self.help_text = help_text(["new", "help", *self._handlers])
 
     async def before(self, turn: TurnRun) -> Answer | None:
         for ask in turn.asks:
@@ -64,19 +86,34 @@ class CommandsStage(Stage):
                     close_session=True,
                 )
         for ask in turn.asks:
-            if ask.command == "help":
-                turn.replies.append(Reply(text=HELP_TEXT, model=COMMAND_MODEL))
-            elif ask.command == "model":
-                turn.replies.append(await self._model(turn, ask))
+            if ask.command is not None:
+                turn.replies.append(await self._answer(turn, ask, ask.command))
         commands = [m for m in turn.questions if m.command is not None]
         if commands:
             turn.questions = [m for m in turn.questions if m.command is None]
             turn.outcome = f"command_{commands[-1].command}"
         return None
 
-    async def _model(self, turn: TurnRun, ask: MessageRecord) -> Reply:
-        """``/model``: list the allowed models; ``/model NAME``: this session uses NAME, and
-        it becomes this person's choice wherever no session choice is set."""
+    async def _answer(self, turn: TurnRun, ask: MessageRecord, command: str) -> Reply:
+        if command == "help":
+            return Reply(text=self.help_text, model=COMMAND_MODEL)
+        handler = self._handlers.get(command)
+        if handler is None:
+            return Reply(text=f"/{command} is not available here.", model=COMMAND_MODEL)
+        return await handler.answer(turn, ask)
+
+
+class ModelCommand:
+    """``/model``: list the allowed models; ``/model NAME``: this session uses NAME, and it
+    becomes this person's choice wherever no session choice is set."""
+
+    name = "model"
+
+    def __init__(self, choices: ModelChoices, policy: ContextPolicy) -> None:
+        self._choices = choices
+        self._policy = policy
+
+    async def answer(self, turn: TurnRun, ask: MessageRecord) -> Reply:
         allowed = self._policy.allowed
         wanted = command_argument(ask.content, "model")
         if wanted is None:

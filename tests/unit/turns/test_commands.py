@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from gateway.core.domain import Reply
 from gateway.turns.context import ContextPolicy
-from gateway.turns.stages.commands import HELP_TEXT, NEW_TEXT, CommandsStage, command_argument
-from session_store.records import TurnState
+from gateway.turns.stage import COMMAND_MODEL, TurnRun
+from gateway.turns.stages.commands import NEW_TEXT, CommandsStage, command_argument, help_text
+from session_store.records import MessageRecord, TurnState
 from tests.unit.turns.fakes import fake_turn, message, target, texts
 
 POLICY = ContextPolicy(default_model="small", allowed_models=("small", "Large"))
+HELP = help_text(["new", "model", "help"])
 
 
 class Choices:
@@ -45,7 +48,7 @@ class Choices:
 async def test_help_alone_is_answered_and_leaves_nothing_for_the_agent() -> None:
     turn = fake_turn(message(1, "/help", command="help"))
     assert await CommandsStage(Choices(), POLICY).before(turn) is None
-    assert texts(turn) == [HELP_TEXT]
+    assert texts(turn) == [HELP]
     assert turn.questions == [] and turn.outcome == "command_help"
 
 
@@ -93,3 +96,29 @@ def test_the_argument_follows_the_command_wherever_it_is() -> None:
     assert command_argument("@bot /MODEL@bot big one", "model") == "big"
     assert command_argument("/model", "model") is None
     assert command_argument("/help me", "model") is None
+
+
+class Echoing:
+    """A capability's command: answers with its argument."""
+
+    name = "profile"
+
+    async def answer(self, turn: TurnRun, ask: MessageRecord) -> Reply:
+        return Reply(text=f"profile of {turn.claim.key.chat_id}", model=COMMAND_MODEL)
+
+
+async def test_a_capability_adds_a_command_and_help_lists_it() -> None:
+    turn = fake_turn(message(1, "/profile", command="profile"), message(2, "/help", command="help"))
+    stage = CommandsStage(Choices(), POLICY, handlers=[Echoing()])
+    assert await stage.before(turn) is None
+    answer, listing = texts(turn)
+    assert answer.startswith("profile of ")
+    assert "/profile - " in listing and "/usage" not in listing
+    assert turn.questions == []
+
+
+async def test_a_known_command_whose_capability_is_off_says_so() -> None:
+    turn = fake_turn(message(1, "/usage", command="usage"))
+    assert await CommandsStage(Choices(), POLICY).before(turn) is None
+    assert texts(turn) == ["/usage is not available here."]
+    assert "/usage" not in HELP and "/model - " in HELP

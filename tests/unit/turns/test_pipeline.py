@@ -18,9 +18,9 @@ from gateway.tools.runner import ApprovalPending
 from gateway.turns.context import ContextPolicy
 from gateway.turns.pipeline import Pipeline
 from gateway.turns.stage import APOLOGY, Answer, Slot, Stage, TurnRun
-from gateway.turns.stages.commands import HELP_TEXT, CommandsStage
+from gateway.turns.stages.commands import CommandsStage
 from tests.unit.turns.fakes import fake_turn, message, texts
-from tests.unit.turns.test_commands import Choices
+from tests.unit.turns.test_commands import HELP, Choices
 
 
 class Agent:
@@ -71,7 +71,7 @@ async def test_an_inserted_stage_adds_to_the_request_and_charges_the_answer() ->
     (request,) = agent.requests
     assert request.system_prompt.endswith("\n\nAnswer in at most 10 tokens.")
     assert [m.content for m in request.new_messages] == ["hello"]
-    assert texts(turn) == [HELP_TEXT, "echo: hello"]  # the command's answer comes first
+    assert texts(turn) == [HELP, "echo: hello"]  # the command's answer comes first
     assert allowance.left == 3
 
 
@@ -87,7 +87,7 @@ async def test_a_commands_only_turn_never_reaches_the_other_stages() -> None:
     later, agent = Recorder("later", []), Agent()
     turn = fake_turn(message(1, "/help", command="help"))
     assert await Pipeline(stages(later)).run(turn, agent) == "command_help"
-    assert agent.requests == [] and later.log == [] and texts(turn) == [HELP_TEXT]
+    assert agent.requests == [] and later.log == [] and texts(turn) == [HELP]
 
 
 class Recorder(Stage):

@@ -10,6 +10,7 @@ import itertools
 import pytest
 from structlog.testing import capture_logs
 
+from gateway.core.commands import COMMANDS
 from gateway.core.domain import Envelope, Ignored, Rejected, Trigger
 from gateway.core.errors import ConfigError
 from testsupport.fakes.telegram import FakeTelegram
@@ -24,7 +25,7 @@ async def test_start_registers_commands_and_never_drops_pending(
     fake.user_says(chat, "sent while the gateway was down")
     adapter = await start_adapter()
     assert adapter.identity is not None and adapter.identity.id == fake.bot.id
-    assert [c["command"] for c in fake.commands] == ["new", "model", "help"]
+    assert [c["command"] for c in fake.commands] == list(COMMANDS)
     [delete] = fake.calls("deleteWebhook")
     assert delete.params.get("drop_pending_updates", "false") == "false"
     assert adapter.http_routes() == []  # polling mode serves no webhook

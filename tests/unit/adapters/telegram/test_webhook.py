@@ -12,6 +12,7 @@ import pytest
 from starlette.applications import Starlette
 
 from adapters.telegram.adapter import TelegramAdapter
+from gateway.core.commands import COMMANDS
 from gateway.core.domain import Envelope, Ignored, Rejected
 from gateway.core.errors import ConfigError
 from testsupport.fakes.telegram import FakeTelegram
@@ -89,7 +90,7 @@ async def test_start_registers_the_webhook_with_the_secret(
     assert call.params["secret_token"] == SECRET
     assert "drop_pending_updates" not in call.params
     assert fake.calls("deleteWebhook") == [] and fake.calls("getUpdates") == []
-    assert [c["command"] for c in fake.commands] == ["new", "model", "help"]
+    assert [c["command"] for c in fake.commands] == list(COMMANDS)
 
 
 async def test_updates_pushed_by_telegram_are_ingested(
