@@ -66,7 +66,7 @@ from gateway.core.errors import ConfigError, GatewayError
 from gateway.core.ports import ApprovalClick, Check, Intake
 from gateway.core.settings import Settings
 from gateway.inbound.ingress import ingest, record_reaction
-from gateway.inbound.policy import AnswerRules
+from gateway.inbound.policy import AnswerRules, PlaceAnswerRule
 from gateway.runtime.supervisor import persist
 
 log = structlog.get_logger(__name__)
@@ -122,6 +122,7 @@ class MattermostConfig:
         *,
         answer_bots: bool | None = None,
         core: Settings | None = None,
+        place_answers_all: PlaceAnswerRule | None = None,
     ) -> MattermostConfig:
         if not settings.mattermost_url or settings.mattermost_token is None:
             raise ConfigError(
@@ -130,7 +131,9 @@ class MattermostConfig:
         return cls(
             url=settings.mattermost_url,
             token=settings.mattermost_token.get_secret_value(),
-            rules=answer_rules(settings, core, answer_bots=answer_bots),
+            rules=answer_rules(
+                settings, core, answer_bots=answer_bots, place_answers_all=place_answers_all
+            ),
             actions_url=settings.mattermost_actions_url,
         )
 

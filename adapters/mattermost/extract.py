@@ -44,7 +44,7 @@ from gateway.core.domain import (
     Trigger,
 )
 from gateway.core.settings import Settings
-from gateway.inbound.policy import AnswerRules, Shorthand, decide, rules_for
+from gateway.inbound.policy import AnswerRules, PlaceAnswerRule, Shorthand, decide, rules_for
 
 PLATFORM = "mattermost"
 
@@ -77,7 +77,11 @@ class ExtractContext:
 
 
 def answer_rules(
-    settings: MattermostSettings, core: Settings | None = None, *, answer_bots: bool | None = None
+    settings: MattermostSettings,
+    core: Settings | None = None,
+    *,
+    answer_bots: bool | None = None,
+    place_answers_all: PlaceAnswerRule | None = None,
 ) -> AnswerRules:
     """The answer policy's rules for Mattermost: the ``GATEWAY_*`` lists, with
     ``MATTERMOST_*`` ones as their shorthand (``gateway.inbound.policy``)."""
@@ -94,6 +98,7 @@ def answer_rules(
             require_mention=settings.mattermost_require_mention,
         ),
         answer_bots=answer_bots,
+        place_answers_all=place_answers_all,
     )
 
 

@@ -52,7 +52,9 @@ class MattermostPlugin(SurfacePlugin[MattermostSettings]):
     def create(
         self, settings: MattermostSettings, core: Settings, context: AdapterContext
     ) -> PlatformAdapter:
-        config = MattermostConfig.from_settings(settings, core=core)
+        config = MattermostConfig.from_settings(
+            settings, core=core, place_answers_all=context.place_answers_all
+        )
         return MattermostAdapter(config)
 
 

@@ -82,6 +82,7 @@ from gateway.core.hub import KeyedLock
 from gateway.core.ports import ApprovalClick, Check, IngestOutcome, Intake
 from gateway.core.settings import Settings
 from gateway.inbound.ingress import BODY_KEPT, ingest, json_body
+from gateway.inbound.policy import PlaceAnswerRule
 from gateway.runtime.supervisor import pause
 
 log = structlog.get_logger(__name__)
@@ -175,6 +176,7 @@ class SlackAdapter:
         *,
         answer_bots: bool | None = None,
         core: Settings | None = None,
+        place_answers_all: PlaceAnswerRule | None = None,
     ) -> None:
         if settings.slack_bot_token is None:
             raise ConfigError("SLACK_BOT_TOKEN", "required to enable Slack")
@@ -190,7 +192,9 @@ class SlackAdapter:
         self._verifier = SignatureVerifier(secret.get_secret_value()) if secret else None
         app_token = settings.slack_app_token
         self._app_token = app_token.get_secret_value() if app_token else None
-        self._rules = answer_rules(settings, core, answer_bots=answer_bots)
+        self._rules = answer_rules(
+            settings, core, answer_bots=answer_bots, place_answers_all=place_answers_all
+        )
         self._intake: Intake | None = None
         self._me: BotIdentity | None = None
         self._session: aiohttp.ClientSession | None = None

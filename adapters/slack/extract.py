@@ -45,7 +45,7 @@ from gateway.core.domain import (
     Trigger,
 )
 from gateway.core.settings import Settings
-from gateway.inbound.policy import AnswerRules, Shorthand, decide, rules_for
+from gateway.inbound.policy import AnswerRules, PlaceAnswerRule, Shorthand, decide, rules_for
 
 PLATFORM = "slack"
 
@@ -66,7 +66,11 @@ class BotIdentity:
 
 
 def answer_rules(
-    settings: SlackSettings, core: Settings | None = None, *, answer_bots: bool | None = None
+    settings: SlackSettings,
+    core: Settings | None = None,
+    *,
+    answer_bots: bool | None = None,
+    place_answers_all: PlaceAnswerRule | None = None,
 ) -> AnswerRules:
     """The answer policy's rules for Slack: the ``GATEWAY_*`` lists, with ``SLACK_*`` ones as
     their shorthand (``gateway.inbound.policy``)."""
@@ -83,6 +87,7 @@ def answer_rules(
             require_mention=settings.slack_require_mention,
         ),
         answer_bots=answer_bots,
+        place_answers_all=place_answers_all,
     )
 
 

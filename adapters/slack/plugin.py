@@ -73,7 +73,7 @@ class SlackPlugin(SurfacePlugin[SlackSettings]):
     def create(
         self, settings: SlackSettings, core: Settings, context: AdapterContext
     ) -> PlatformAdapter:
-        return SlackAdapter(settings, core=core)
+        return SlackAdapter(settings, core=core, place_answers_all=context.place_answers_all)
 
 
 plugin = SlackPlugin()

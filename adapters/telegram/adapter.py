@@ -40,6 +40,7 @@ from gateway.core.errors import ConfigError, GatewayError
 from gateway.core.ports import ApprovalClick, Check, IngestOutcome, Intake, Transport
 from gateway.core.settings import Settings
 from gateway.inbound.ingress import ingest, json_body
+from gateway.inbound.policy import PlaceAnswerRule
 
 log = structlog.get_logger(__name__)
 
@@ -74,6 +75,7 @@ class TelegramAdapter:
         *,
         answer_bots: bool | None = None,
         core: Settings | None = None,
+        place_answers_all: PlaceAnswerRule | None = None,
         bot: TelegramBot | None = None,
         poll_timeout: int = 30,
         backoff_initial: float = 1.0,
@@ -94,7 +96,9 @@ class TelegramAdapter:
             self._bot, chat_interval=pace[0], group_interval=pace[1]
         )
         self.transport: Transport = self._transport
-        self._rules = answer_rules(settings, core, answer_bots=answer_bots)
+        self._rules = answer_rules(
+            settings, core, answer_bots=answer_bots, place_answers_all=place_answers_all
+        )
         self._poll_timeout = poll_timeout
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max

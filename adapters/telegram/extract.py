@@ -35,7 +35,7 @@ from gateway.core.domain import (
     Trigger,
 )
 from gateway.core.settings import Settings
-from gateway.inbound.policy import AnswerRules, Shorthand, decide, rules_for
+from gateway.inbound.policy import AnswerRules, PlaceAnswerRule, Shorthand, decide, rules_for
 
 PLATFORM = "telegram"
 #: scope for chats of the bot itself; a business connection id replaces it (platforms.md §1.5)
@@ -133,7 +133,11 @@ class BotIdentity:
 
 
 def answer_rules(
-    settings: TelegramSettings, core: Settings | None = None, *, answer_bots: bool | None = None
+    settings: TelegramSettings,
+    core: Settings | None = None,
+    *,
+    answer_bots: bool | None = None,
+    place_answers_all: PlaceAnswerRule | None = None,
 ) -> AnswerRules:
     """The answer policy's rules for Telegram: the ``GATEWAY_*`` lists, with ``TELEGRAM_*``
     ones as their shorthand (``gateway.inbound.policy``)."""
@@ -148,6 +152,7 @@ def answer_rules(
             answer_all_chats=settings.telegram_answer_all_chats,
         ),
         answer_bots=answer_bots,
+        place_answers_all=place_answers_all,
     )
 
 

@@ -68,7 +68,7 @@ class TelegramPlugin(SurfacePlugin[TelegramSettings]):
     def create(
         self, settings: TelegramSettings, core: Settings, context: AdapterContext
     ) -> PlatformAdapter:
-        return TelegramAdapter(settings, core=core)
+        return TelegramAdapter(settings, core=core, place_answers_all=context.place_answers_all)
 
 
 plugin = TelegramPlugin()

@@ -321,6 +321,9 @@ class AdapterContext:
     http_policy: HttpPolicy | None = None
     #: files uploaded into a thread join its documents (knowledge base)
     files: FileShare | None = None
+    #: the places' own answer rule, from their profiles (``True`` answer every message,
+    #: ``False`` mentions only, ``None`` not set): the adapters' ``AnswerRules`` take it
+    place_answers_all: Callable[[SessionKey], bool | None] | None = None
 
 
 #: how every surface package is built: ``create_adapter(settings, context)``

@@ -64,11 +64,16 @@ __all__ = [
     "AnswerRules",
     "Decision",
     "Facts",
+    "PlaceAnswerRule",
     "PlacePattern",
     "Shorthand",
     "decide",
     "rules_for",
 ]
+
+
+#: a place's own answer rule: ``True`` every message, ``False`` mentions, ``None`` not set
+PlaceAnswerRule = Callable[[SessionKey], bool | None]
 
 
 class Action(enum.Enum):
@@ -154,7 +159,7 @@ class AnswerRules:
     people_named: str = "GATEWAY_ALLOWED_PEOPLE"
     #: a place's own answer rule (its profile's ``answer``): ``True`` every message, ``False``
     #: mentions only, ``None`` not set there
-    place_answers_all: Callable[[SessionKey], bool | None] | None = None
+    place_answers_all: PlaceAnswerRule | None = None
 
     def answers_all(self, place: SessionKey) -> bool:
         own = None if self.place_answers_all is None else self.place_answers_all(place)
@@ -246,11 +251,17 @@ _NO_CORE = _NoCoreSettings()
 
 
 def rules_for(
-    settings: Settings | None, shorthand: Shorthand, *, answer_bots: bool | None = None
+    settings: Settings | None,
+    shorthand: Shorthand,
+    *,
+    answer_bots: bool | None = None,
+    place_answers_all: PlaceAnswerRule | None = None,
 ) -> AnswerRules:
     """The ``AnswerRules`` of ``shorthand.platform``: the ``GATEWAY_*`` lists that concern it
     (none without core ``settings``) and its own shorthand settings, together;
-    ``answer_bots`` overrides ``GATEWAY_ANSWER_BOTS``. A bad place raises ``ValueError``."""
+    ``answer_bots`` overrides ``GATEWAY_ANSWER_BOTS``; ``place_answers_all`` is the places'
+    profiles' answer rule (``AdapterContext.place_answers_all``). A bad place raises
+    ``ValueError``."""
     platform = shorthand.platform
     core = settings if settings is not None else _NO_CORE
     places = _concerning(platform, map(PlacePattern.parse, core.gateway_allowed_places))
@@ -269,6 +280,7 @@ def rules_for(
         + tuple(PlacePattern.chat_of(platform, c) for c in shorthand.answer_all_chats),
         require_mention=core.gateway_require_mention or shorthand.require_mention,
         answer_bots=core.gateway_answer_bots if answer_bots is None else answer_bots,
+        place_answers_all=place_answers_all,
         chat_word=shorthand.chat_word,
         places_named=_named(
             ("GATEWAY_ALLOWED_PLACES", bool(places)), (shorthand.allowed_chats_name, bool(chats))

@@ -362,11 +362,11 @@ class Knowledge:
 
     # --- scope: which knowledge bases a chat searches --------------------------------------
 
-    async def scope(self, key: SessionKey) -> list[KnowledgeBase]:
+    async def scope(self, key: SessionKey, *, extra: Sequence[str] = ()) -> list[KnowledgeBase]:
         """What a turn in ``key`` searches: the thread's documents, the chat's, every
         operator base assigned to the chat, and ``default`` (unless it applies only where
         assigned). Never another chat's or thread's."""
-        names = [thread_kb(key), chat_kb(key)]
+        names = [thread_kb(key), chat_kb(key), *extra]
         if self.settings.default_everywhere:
             names.append(DEFAULT_KB)
         chat = Chat.of(key)
@@ -450,6 +450,7 @@ class Knowledge:
         transport: object,
         token_budget: int,
         wait_seconds: float,
+        bases: Sequence[str] = (),
     ) -> TurnKnowledge | None:
         """The turn scheduler's one call: files shared with these messages go into the
         thread's knowledge base (a bounded wait for them to be read), then passages for the
@@ -468,7 +469,7 @@ class Knowledge:
                     key, target, shared, source, wait_seconds=wait_seconds
                 )
             found = await self.for_turn(
-                key, question.content, token_budget=token_budget, notes=notes
+                key, question.content, token_budget=token_budget, notes=notes, bases=bases
             )
             if not parts:
                 return found
@@ -486,20 +487,22 @@ class Knowledge:
         *,
         token_budget: int,
         notes: Sequence[str] = (),
+        bases: Sequence[str] = (),
     ) -> TurnKnowledge | None:
         """Passages for a question asked in ``key``, within ``token_budget`` tokens; ``None``
-        when nothing relevant is found (or nothing fits) and there is nothing to tell."""
+        when nothing relevant is found (or nothing fits) and there is nothing to tell.
+        ``bases``: knowledge bases the place's profile searches besides ``scope(key)``."""
         if not question.strip():
             return (
                 TurnKnowledge(passages=(), prompt="", trace={}, notes=tuple(notes))
                 if notes
                 else None
             )
-        bases = await self._known(lambda: self.scope(key))
-        if not bases and not notes:
+        found_bases = await self._known(lambda: self.scope(key, extra=bases))
+        if not found_bases and not notes:
             return None  # nothing to search and nothing to tell (no estimates)
         result = await self._search(
-            question, bases, max(self.settings.passages * 2, 10), time.perf_counter()
+            question, found_bases, max(self.settings.passages * 2, 10), time.perf_counter()
         )
         s = self.settings
         budget = min(token_budget, s.max_prompt_tokens)
@@ -522,7 +525,7 @@ class Knowledge:
         trace = {
             "query": question,
             "mode": result.mode,
-            "scopes": [b.name for b in bases],
+            "scopes": [b.name for b in found_bases],
             "candidates": [_trace_hit(h) for h in result.hits],
             "chosen": [h.chunk_id for h in chosen],
             "prompt_tokens": used if chosen else 0,

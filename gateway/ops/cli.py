@@ -8,7 +8,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -34,11 +34,11 @@ async def _run(settings: Settings) -> int:
     from session_store.store import Store
 
     agent = load_agent(settings.agent, settings)
-    if settings.gateway_tools:
-        # a bad tools file stops start-up (exit 2) before the database is started
-        from gateway.tools.catalog import load_tools_file
+    # a bad config file (profiles, places, tools sections) or tools file stops start-up
+    # (exit 2) before the database is started
+    from gateway.profiles.service import load_book
 
-        load_tools_file(settings.gateway_tools_file)
+    load_book(settings)
     async with database(settings) as dsn:
         await migrate(dsn)
         store = await Store.connect(dsn, max_size=settings.gateway_db_pool_size)
@@ -48,7 +48,8 @@ async def _run(settings: Settings) -> int:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, stop.set)
-            stop_on_hangup(loop, stop)
+            on_hangup(loop, stop, gateway.reload_config)
+            loop.add_signal_handler(signal.SIGUSR1, gateway.reload_config)
             await gateway.start()
             data = "DATABASE_URL" if settings.database_url else str(settings.gateway_data_dir)
             print(f"settings from {settings_source()}; data in {data}", flush=True)
@@ -61,6 +62,19 @@ async def _run(settings: Settings) -> int:
         finally:
             await store.close()
     return 0
+
+
+def on_hangup(
+    loop: asyncio.AbstractEventLoop, stop: asyncio.Event, reload: Callable[[], object]
+) -> None:
+    """SIGHUP means two things. A run with no terminal (a service: systemd's
+    ``ExecReload=kill -HUP $MAINPID``) reads the config file again. A foreground run on a
+    terminal stops, since its terminal went away (window closed, SSH session dropped):
+    ``stop_on_hangup``. SIGUSR1 reloads in both cases."""
+    if any(os.isatty(fd) for fd in (0, 1, 2)):
+        stop_on_hangup(loop, stop)
+    else:
+        loop.add_signal_handler(signal.SIGHUP, reload)
 
 
 def stop_on_hangup(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
@@ -284,6 +298,10 @@ def _parser() -> argparse.ArgumentParser:
     from gateway.ops.kb import add_parser as add_kb_parser
 
     add_kb_parser(sub)
+    # profiles: gateway profiles show|check, gateway reload
+    from gateway.profiles.cli import add_parser as add_profiles_parser
+
+    add_profiles_parser(sub)
     return parser
 
 
@@ -318,6 +336,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gateway.ops.kb import run as run_kb
 
             coro = run_kb(settings, args)
+        elif args.command in ("profiles", "reload"):  # no database, no event loop
+            from gateway.profiles.cli import run as run_profiles
+
+            return run_profiles(settings, args)
         elif args.sessions_command == "list":
             coro = _sessions_list(settings, args.platform, args.active, args.limit, args.json)
         else:

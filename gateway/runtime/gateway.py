@@ -18,6 +18,7 @@ import structlog
 
 from gateway.agents.base import Agent, Closeable
 from gateway.agents.prompt import TokenCounter
+from gateway.core.config_watch import ConfigWatch, ReloadResult
 from gateway.core.conversations import Conversations
 from gateway.core.errors import StoreError
 from gateway.core.hub import WorkSignal
@@ -36,10 +37,13 @@ from gateway.knowledge.service import Knowledge, build_embedder
 from gateway.outbox.delivery import DeliverySettings, DeliveryWorker
 from gateway.outbox.pacing import Pacing, SharedBudget
 from gateway.outbox.streaming import Streams, StreamSettings
+from gateway.profiles.service import Profiles
+from gateway.profiles.stage import ProfileCommand, ProfileStage
 from gateway.runtime.live import ReplicatedBroadcast
 from gateway.runtime.registry import build_adapters, streaming_overrides, webhook_prefixes
 from gateway.runtime.supervisor import Beat, Supervisor, pause
 from gateway.tools.approvals import ApprovalService
+from gateway.tools.catalog import tools_file_for
 from gateway.tools.service import ToolService
 from gateway.turns.context import ContextAssembler, ContextPolicy
 from gateway.turns.scheduler import TurnScheduler, TurnSettings
@@ -114,6 +118,10 @@ class Gateway:
             )
         # security: web chat sign-in, and what the HTTP guard enforces (routes needing larger
         # bodies declare them through the context's http_policy.allow_larger)
+        # the config file: profiles and places (and every section that subscribes), read
+        # now and again on each reload (``reload_config``); a bad file stops start-up here
+        self.config = ConfigWatch(settings.gateway_config_file)
+        self.profiles = Profiles.watching(self.config, settings)
         self.identity = WebIdentity.from_settings(settings, store)
         self.http_policy = HttpPolicy.from_settings(settings)
         self.http_policy.webhook_prefixes = webhook_prefixes()
@@ -123,6 +131,7 @@ class Gateway:
             identity=self.identity,
             http_policy=self.http_policy,
             files=self.knowledge,
+            place_answers_all=self.profiles.answers_all,
         )
         # surfaces given by the caller (tests) replace the configured platforms; the web chat
         # still follows GATEWAY_WEB_CHAT
@@ -163,8 +172,11 @@ class Gateway:
         # tools: built-ins + the tools file's MCP servers, under a fail-closed policy
         self.tools: ToolService | None = None
         if settings.gateway_tools:
-            self.tools = ToolService.from_path(
-                store, settings.gateway_tools_file, metrics=self.metrics, knowledge=self.knowledge
+            self.tools = ToolService(
+                store,
+                tools_file=tools_file_for(settings.gateway_tools_file, self.config.config),
+                metrics=self.metrics,
+                knowledge=self.knowledge,
             )
             self.tools.approvals = self.approvals
             if self.approvals is not None:
@@ -235,7 +247,14 @@ class Gateway:
         # its MCP tools on /mcp
         self.knowledge.announce = self._announce_file
         self.operator.mcp_extensions.append(self._knowledge_tools)
+        self.operator.mcp_extensions.append(self._profile_tools)
         routes: list[Any] = []
+        # profiles: /api/v1/profiles, /api/v1/reload
+        from gateway.profiles.api import profiles_router
+
+        routes.extend(
+            profiles_router(self.profiles, self.operator.policy, self.reload_config).routes
+        )
         # knowledge base: /api/v1/kb, behind the admin API's access policy
         from gateway.knowledge.admin_api import kb_pages, knowledge_router
 
@@ -460,6 +479,16 @@ class Gateway:
                 log.exception("live_relay_failed")
         log.info("gateway_stopped")
 
+    def reload_config(self) -> ReloadResult:
+        """Read the config file again (``gateway reload``, SIGHUP from a service manager):
+        every subscriber gets it, or a broken file keeps what is in force."""
+        return self.config.reload()
+
+    def _profile_tools(self, server: Any) -> None:
+        from gateway.profiles.api import add_profile_tools
+
+        add_profile_tools(server, self.profiles)
+
     def _knowledge_tools(self, server: Any) -> None:
         from gateway.knowledge.mcp import add_knowledge_tools
 
@@ -470,7 +499,12 @@ class Gateway:
         is off is not in the list. Tools come before the context, which leaves room for
         their schemas; the knowledge base fills what the context left."""
         stages: list[Stage] = [
-            CommandsStage(self.store, self.context.policy),
+            ProfileStage(self.profiles),
+            CommandsStage(
+                self.store,
+                self.context.policy,
+                handlers=[ProfileCommand(self.profiles, tools_on=self.tools is not None)],
+            ),
             StreamingStage(self.streams, self.agent),
         ]
         if self.tools is not None and offers_tools(self.agent):

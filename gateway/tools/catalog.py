@@ -19,6 +19,8 @@ from typing import Any, Literal, cast
 
 import structlog
 
+from gateway.core.config_file import SETTING as CONFIG_SETTING
+from gateway.core.config_file import TOOLS_SECTIONS, ConfigFile
 from gateway.core.domain import ReplyTarget
 from gateway.core.errors import ConfigError
 
@@ -292,6 +294,12 @@ def parse_tools_file(text: str) -> ToolsFile:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(SETTING, f"not valid TOML: {exc}") from exc
+    return parse_tools_data(data)
+
+
+def parse_tools_data(data: Mapping[str, Any]) -> ToolsFile:
+    """The tools file's tables, parsed (from the tools file, or from the config file's
+    sections of the same names)."""
     extra = set(data) - {"mcp", "tools", "access", "settings", "approvers"}
     if extra:
         raise ConfigError(SETTING, f"unknown top-level tables {sorted(extra)}")
@@ -346,6 +354,22 @@ def parse_tools_file(text: str) -> ToolsFile:
         approvers=approvers,
         **tuned,
     )
+
+
+def tools_file_for(path: Path | None, config: ConfigFile) -> ToolsFile:
+    """The tools policy in force: ``GATEWAY_TOOLS_FILE``, or the tools sections of the config
+    file (``GATEWAY_CONFIG_FILE``); both at once is refused (which one would win is unclear)."""
+    if not config.has_tools_sections():
+        return load_tools_file(path)
+    if path is not None:
+        raise ConfigError(
+            SETTING, "the config file has tools sections too: keep them in one of the two files"
+        )
+    tables = {n: v for n, v in config.tables.items() if n in TOOLS_SECTIONS}
+    try:
+        return parse_tools_data(tables)
+    except ConfigError as exc:
+        raise ConfigError(CONFIG_SETTING, str(exc).removeprefix(f"{SETTING}: ")) from exc
 
 
 def load_tools_file(path: Path | None) -> ToolsFile:
@@ -408,6 +432,8 @@ class ToolCaller:
     #: the seq of the message this turn answers, and where its answer goes (approvals)
     turn_seq: int = 0
     target: ReplyTarget | None = None
+    #: the place's profile's tool patterns: they only narrow (``None``: no profile limit)
+    profile_tools: tuple[str, ...] | None = None
 
     @property
     def chat_ref(self) -> str:
@@ -503,6 +529,8 @@ class ToolPolicyCatalog:
         policy = self._policies.get(name)
         if policy is None or name not in self._tools:
             return "no valid policy entry"
+        if caller.profile_tools is not None and not _matches(name, caller.profile_tools):
+            return "not in this place's profile"
         if name in self.file.deny or _matches(name, self.file.deny):
             return "denied for everyone"
         if policy.surfaces is not None and caller.platform not in policy.surfaces:

@@ -11,6 +11,7 @@ from typing import Any
 
 import structlog
 
+from gateway.core.config_file import load_config_file
 from gateway.core.metrics import Metrics
 from gateway.core.settings import Settings
 from gateway.knowledge.service import KnowledgeSearch
@@ -22,6 +23,7 @@ from gateway.tools.catalog import (
     ToolPolicyCatalog,
     ToolsFile,
     load_tools_file,
+    tools_file_for,
 )
 from gateway.tools.mcp_client import McpServerConnection
 from gateway.tools.routing import Bundle, select_bundle
@@ -155,7 +157,9 @@ async def inspect_tools(settings: Settings) -> tuple[ToolPolicyCatalog, list[str
     async def never(args: Mapping[str, Any], caller: ToolCaller) -> str:
         raise ToolFailed("inspection only")
 
-    tools_file = load_tools_file(settings.gateway_tools_file)
+    tools_file = tools_file_for(
+        settings.gateway_tools_file, load_config_file(settings.gateway_config_file)
+    )
     catalog = ToolPolicyCatalog(
         [Tool(spec=s, handler=never) for s in BUILTIN_SPECS.values()],
         defaults=DEFAULT_POLICIES,

@@ -390,7 +390,10 @@ class ContextAssembler:
         user_id: str | None,
         tool_tokens: int = 0,
         prefetched: PrefetchedContext | None = None,
+        policy: ContextPolicy | None = None,
     ) -> Assembled:
+        """``policy``: the place's profile's (default: the settings')."""
+        policy = policy or self.policy
         # read with the claim when it is for this very question and range
         if prefetched is not None and (prefetched.question_seq, prefetched.upto_seq) != (
             question_seq,
@@ -407,15 +410,17 @@ class ContextAssembler:
                 user_platform=key.platform,
                 user_id=user_id,
             )
-        model, source = self.policy.resolve(
+        model, source = policy.resolve(
             session_choice=state.selected_model, user_choice=state.user_model
         )
-        window = self.policy.window(model)
-        budget = self.policy.prompt_budget(model, tool_tokens=tool_tokens)
+        window = policy.window(model)
+        budget = policy.prompt_budget(model, tool_tokens=tool_tokens)
         factor = self.counter.factor(model)
         raw_budget = math.floor(budget / factor)
 
-        summary, system_prompt = self._system_prompt(state, key, target, raw_budget)
+        summary, system_prompt = self._system_prompt(
+            state, key, target, raw_budget, instructions=policy.system_prompt
+        )
         system_raw = self.counter.message({"role": "system", "content": system_prompt})
         history_budget = raw_budget - system_raw - PROMPT_OVERHEAD
         if history_budget < 2 * MESSAGE_OVERHEAD + 16:
@@ -442,7 +447,7 @@ class ContextAssembler:
             model=model,
             model_source=source,
             window=window,
-            max_output_tokens=self.policy.max_output_tokens,
+            max_output_tokens=policy.max_output_tokens,
             prompt_budget=budget,
             system_prompt=system_prompt,
             summary=summary,
@@ -457,7 +462,13 @@ class ContextAssembler:
         )
 
     def _system_prompt(
-        self, state: TurnState, key: SessionKey, target: ReplyTarget, raw_budget: int
+        self,
+        state: TurnState,
+        key: SessionKey,
+        target: ReplyTarget,
+        raw_budget: int,
+        *,
+        instructions: str,
     ) -> tuple[ContextSummary | None, str]:
         """The system prompt: the instructions, the place, and the newest summary (cut so a
         summary written for a bigger model does not crowd out the transcript)."""
@@ -467,7 +478,7 @@ class ContextAssembler:
             limit = max(raw_budget // 4, 64)
             if self.counter.text(summary.content) > limit:
                 summary = replace(summary, content=_cut_to(summary.content, limit, self.counter))
-        parts = [self.policy.system_prompt.strip()]
+        parts = [instructions.strip()]
         parts.append(
             describe_place(key, target, place=stored_place(state.place), title=state.title)
         )

@@ -18,6 +18,8 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 from gateway.agents.base import ContextMessage, ContextSummary, StreamSink, Toolbox, Turn
 from gateway.core.domain import Reply, ReplyTarget
 from gateway.core.errors import StoreError
+from gateway.profiles.model import Profile
+from gateway.turns.context import ContextPolicy
 from session_store.records import MessageRecord, TurnClaim
 
 T = TypeVar("T")
@@ -129,6 +131,10 @@ class TurnRun:
     previews_after: int | None = None
     #: an answer that ended the run at an earlier message answers in that message's thread
     answered_in: ReplyTarget | None = None
+    #: the place's profile, resolved once for the turn (``gateway.profiles.stage``), and its
+    #: model and prompt rules (``None``: the settings')
+    profile: Profile | None = None
+    policy: ContextPolicy | None = None
     _slots: dict[Slot[Any], object] = field(default_factory=dict, init=False, repr=False)
     _holds: list[Callable[[], str | None]] = field(default_factory=list, init=False, repr=False)
 

@@ -114,7 +114,7 @@ class ModelCommand:
         self._policy = policy
 
     async def answer(self, turn: TurnRun, ask: MessageRecord) -> Reply:
-        allowed = self._policy.allowed
+        allowed = (turn.policy or self._policy).allowed
         wanted = command_argument(ask.content, "model")
         if wanted is None:
             return await self._list_models(turn, ask)
@@ -138,7 +138,7 @@ class ModelCommand:
         )
 
     async def _list_models(self, turn: TurnRun, ask: MessageRecord) -> Reply:
-        policy = self._policy
+        policy = turn.policy or self._policy
         state = await self._choices.turn_state(
             turn.claim.session_id,
             question_seq=ask.seq_no,

@@ -62,9 +62,10 @@ class ContextStage(Stage):
                 question_seq=question.seq_no,
                 user_id=question.sender_id,
                 tool_tokens=assembler.counter.calibrated(
-                    assembler.policy.default_model, request.reserved_tokens
+                    (turn.policy or assembler.policy).default_model, request.reserved_tokens
                 ),
                 prefetched=turn.claim.context,
+                policy=turn.policy,
             )
         except ContextTooSmall as exc:
             log.warning("context_too_small", error=str(exc))

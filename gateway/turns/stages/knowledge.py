@@ -33,6 +33,7 @@ class TurnRetrieval(Protocol):
         transport: object,
         token_budget: int,
         wait_seconds: float,
+        bases: Sequence[str] = (),
     ) -> TurnKnowledge | None: ...
 
 
@@ -63,6 +64,7 @@ class KnowledgeStage(Stage):
             transport=self._transports.get(key.platform),
             token_budget=turn.request.room(),
             wait_seconds=self._wait_seconds,
+            bases=() if turn.profile is None else turn.profile.knowledge,
         )
         if found is None:
             return None

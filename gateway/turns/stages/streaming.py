@@ -42,6 +42,8 @@ class StreamingStage(Stage):
         self._agent = agent
 
     async def before(self, turn: TurnRun) -> Answer | None:
+        if turn.profile is not None and turn.profile.streaming is False:
+            return None  # the place's profile says no previews
         stream = await self._streams.open(
             self._agent,
             session_id=turn.claim.session_id,

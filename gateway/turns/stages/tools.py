@@ -64,6 +64,7 @@ class ToolsStage(Stage):
             user_id=question.sender_id,
             turn_seq=question.seq_no,
             target=turn.target,
+            profile_tools=None if turn.profile is None else turn.profile.tools,
         )
         asked = "\n".join(m.content for m in turn.pending if m.role == "user" and not m.command)
         prepared = self._tools.prepare(caller, asked, count=self._count)

@@ -45,6 +45,7 @@ class Retrieval:
         transport: object,
         token_budget: int,
         wait_seconds: float,
+        bases: Sequence[str] = (),
     ) -> TurnKnowledge | None:
         self.asked.append((question.content, token_budget, wait_seconds, transport))
         return self.found

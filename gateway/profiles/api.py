@@ -1,0 +1,98 @@
+"""Profiles for operators: ``GET /api/v1/profiles``, ``GET /api/v1/profiles/resolve?place=``,
+``POST /api/v1/reload`` (what ``gateway reload`` calls) and the MCP tool ``profile_show``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+
+from gateway.core.config_watch import ReloadResult
+from gateway.core.domain import SessionKey
+from gateway.core.errors import RequestError
+from gateway.http.admin import API_PREFIX, AccessPolicy, admin_api_router
+from gateway.profiles.model import Resolved
+from gateway.profiles.service import Profiles
+
+__all__ = ["add_profile_tools", "place_key", "profiles_router", "resolved_json"]
+
+PlaceText = Annotated[
+    str,
+    Query(
+        min_length=5,
+        max_length=600,
+        description="platform:scope:chat[:thread], e.g. slack:T0123:C0456",
+    ),
+]
+
+
+def place_key(text: str) -> SessionKey:
+    """A place as written in ``[places]`` with no ``*``: the session key it stands for."""
+    parts = text.strip().split(":")
+    if len(parts) not in (3, 4) or not all(parts) or "*" in parts:
+        raise ValueError(f"place {text!r} is not platform:scope:chat[:thread] (no *)")
+    thread = parts[3] if len(parts) == 4 else None
+    return SessionKey(platform=parts[0], scope=parts[1], chat_id=parts[2], thread_id=thread)
+
+
+def resolved_json(place: str, resolved: Resolved) -> dict[str, Any]:
+    entry = resolved.entry
+    return {
+        "place": place,
+        "profile": resolved.profile.describe(),
+        "entry": None if entry is None else {"place": entry.text, "profile": entry.profile},
+    }
+
+
+def _resolve(profiles: Profiles, place: str) -> dict[str, Any]:
+    return resolved_json(place, profiles.resolve(place_key(place)))
+
+
+def profiles_router(
+    profiles: Profiles, policy: AccessPolicy, reload: Callable[[], ReloadResult]
+) -> APIRouter:
+    router = admin_api_router(policy, prefix=API_PREFIX, tag="profiles")
+
+    @router.get("/profiles", summary="Profiles and places")
+    async def listing() -> dict[str, Any]:
+        """Every profile of the config file, and the ``[places]`` entries, most specific
+        first (the order they are tried in)."""
+        book = profiles.book
+        return {
+            "profiles": [p.describe() for p in book.profiles.values()],
+            "places": [{"place": p.text, "profile": p.profile} for p in book.places],
+        }
+
+    @router.get("/profiles/resolve", summary="The profile in force in a place")
+    async def resolve(place: PlaceText) -> dict[str, Any]:
+        """The effective profile of ``place`` and the ``[places]`` entry that chose it
+        (``null``: none matched, the built-in default)."""
+        try:
+            return _resolve(profiles, place)
+        except ValueError as exc:
+            raise RequestError(str(exc), title="Invalid place") from exc
+
+    @router.post("/reload", summary="Read the config file again")
+    async def reload_config() -> dict[str, object]:
+        """Profiles and places (and every section that subscribes) from the file as it is
+        now; a broken file keeps what is in force and says why."""
+        return reload().to_json()
+
+    return router
+
+
+def add_profile_tools(server: MCPServer, profiles: Profiles) -> None:
+    @server.tool()
+    async def profile_show(
+        place: Annotated[str, Field(min_length=5, max_length=600)],
+    ) -> dict[str, Any]:
+        """The profile in force in a place (``platform:scope:chat[:thread]``): prompt,
+        models, tools, knowledge, answer rule, and the ``[places]`` entry that chose it."""
+        try:
+            return _resolve(profiles, place)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from exc

@@ -1,0 +1,136 @@
+"""A profile, the places given to profiles, and the resolution of a place to its profile.
+
+Pure values: nothing here reads a file or the database. A ``ProfileBook`` is built once per
+(re)load of the config file (``gateway.profiles.parse``) and then only read; its resolution
+of a session key is memoised (bounded), so a message or a turn costs a dict lookup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Literal
+
+from gateway.core.domain import SessionKey
+from gateway.inbound.policy import PlacePattern
+
+__all__ = ["DEFAULT", "Place", "Profile", "ProfileBook", "Resolved"]
+
+#: the built-in profile's name (the settings as they are), unless the file defines one
+DEFAULT = "default"
+
+AnswerRule = Literal["mentions", "all"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Profile:
+    """What the assistant is in the places given to it; ``None`` follows the settings."""
+
+    name: str
+    #: replaces AGENT_SYSTEM_PROMPT
+    system_prompt: str | None = None
+    #: the default model, and what ``/model`` may choose (``models`` defaults to ``[model]``)
+    model: str | None = None
+    models: tuple[str, ...] | None = None
+    #: fnmatch patterns: narrows the tools policy, never widens it; ``()`` offers none
+    tools: tuple[str, ...] | None = None
+    #: knowledge bases searched besides the thread's and the chat's own
+    knowledge: tuple[str, ...] = ()
+    answer: AnswerRule | None = None
+    streaming: bool | None = None
+
+    @property
+    def answers_all(self) -> bool | None:
+        """The answer policy's input: ``True`` every message, ``False`` mentions only,
+        ``None`` not set (the answer-all settings decide)."""
+        return None if self.answer is None else self.answer == "all"
+
+    def allows_tool(self, name: str) -> bool:
+        return self.tools is None or any(fnmatchcase(name, p) for p in self.tools)
+
+    def describe(self) -> dict[str, object]:
+        """The profile as JSON (admin API, MCP, ``gateway profiles show --json``)."""
+        return {
+            "name": self.name,
+            "system_prompt": self.system_prompt,
+            "model": self.model,
+            "models": None if self.models is None else list(self.models),
+            "tools": None if self.tools is None else list(self.tools),
+            "knowledge": list(self.knowledge),
+            "answer": self.answer,
+            "streaming": self.streaming,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """One ``[places]`` entry: ``"slack:*:C0SUPPORT" = "support"``."""
+
+    #: the entry as written (``"*"`` alone is the default)
+    text: str
+    #: ``None`` for ``"*"``: every place
+    pattern: PlacePattern | None
+    profile: str
+    #: its order in the file (earlier wins a tie)
+    order: int = 0
+
+    @property
+    def specificity(self) -> tuple[int, ...]:
+        """Greater wins: a thread over its chat, a chat over a wildcard, ``"*"`` last."""
+        p = self.pattern
+        if p is None:
+            return (-1,)
+        fixed = [p.thread not in (None, "*"), p.chat != "*", p.scope != "*", p.platform != "*"]
+        return (*(int(x) for x in fixed), int(p.thread is not None))
+
+    def matches(self, key: SessionKey) -> bool:
+        return self.pattern is None or self.pattern.matches(key)
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """The profile in force in a place, and the ``[places]`` entry that chose it (``None``:
+    no entry matched, the built-in default)."""
+
+    profile: Profile
+    entry: Place | None
+
+
+@dataclass(eq=False)
+class ProfileBook:
+    """Every profile and place of one read of the config file."""
+
+    profiles: Mapping[str, Profile] = field(
+        default_factory=lambda: {DEFAULT: Profile(name=DEFAULT)}
+    )
+    places: Sequence[Place] = ()
+    #: memo of ``resolve`` (bounded: cleared when full)
+    _memo: dict[SessionKey, Resolved] = field(default_factory=dict, repr=False)
+    memo_size: int = 10_000
+
+    def __post_init__(self) -> None:
+        # most specific first; a tie keeps the file's order
+        self.places = sorted(self.places, key=lambda p: (tuple(-x for x in p.specificity), p.order))
+
+    @property
+    def default(self) -> Profile:
+        return self.profiles.get(DEFAULT) or Profile(name=DEFAULT)
+
+    def resolve(self, key: SessionKey) -> Resolved:
+        found = self._memo.get(key)
+        if found is None:
+            found = self._resolve(key)
+            if len(self._memo) >= self.memo_size:
+                self._memo.clear()
+            self._memo[key] = found
+        return found
+
+    def _resolve(self, key: SessionKey) -> Resolved:
+        for place in self.places:
+            if place.matches(key):
+                return Resolved(self.profiles[place.profile], place)
+        return Resolved(self.default, None)
+
+    def answers_all(self, key: SessionKey) -> bool | None:
+        return self.resolve(key).profile.answers_all
