@@ -117,9 +117,7 @@ def test_resolution_is_memoised_and_bounded() -> None:
 
 
 def test_models_default_to_the_model_and_the_model_to_the_first_of_models() -> None:
-    b = book(
-        '[profiles.a]\nmodel = "gpt-4o"\n[profiles.b]\nmodels = ["small", "gpt-4o"]\n'
-    )
+    b = book('[profiles.a]\nmodel = "gpt-4o"\n[profiles.b]\nmodels = ["small", "gpt-4o"]\n')
     assert b.profiles["a"].models == ("gpt-4o",)
     assert b.profiles["b"].model == "small"
 
