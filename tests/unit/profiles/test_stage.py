@@ -99,13 +99,13 @@ async def test_profile_in_a_place_without_one_is_the_default() -> None:
 
 
 def settings(path: Path) -> Settings:
-    return Settings(  # type: ignore[call-arg]
-        _env_file=None,
-        GATEWAY_CONFIG_FILE=str(path),
-        AGENT_MODEL="small",
-        AGENT_MODELS="small,big,huge",
-        AGENT_SYSTEM_PROMPT="Base.",
-    )
+    values = {
+        "GATEWAY_CONFIG_FILE": str(path),
+        "AGENT_MODEL": "small",
+        "AGENT_MODELS": "small,big,huge",
+        "AGENT_SYSTEM_PROMPT": "Base.",
+    }
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg,arg-type]
 
 
 def test_a_reload_swaps_the_profiles_and_a_broken_file_keeps_them(tmp_path: Path) -> None:
@@ -120,7 +120,8 @@ def test_a_reload_swaps_the_profiles_and_a_broken_file_keeps_them(tmp_path: Path
     # a changed file is read again: the new profile is in force, for every subscriber
     path.write_text(CONFIG.replace('"web:local:c1" = "web"', '"web:*:*" = "web"\n"*" = "web"'))
     assert watch.reload().ok and seen == [1, 2]
-    assert p.resolve(key).entry is not None and p.resolve(key).entry.text == "web:*:*"
+    entry = p.resolve(key).entry
+    assert entry is not None and entry.text == "web:*:*"
     before = p.book
     # broken in each way: refused, nothing applied, the reason said
     for broken, reason in [
