@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import structlog
-
 from gateway.core.config_file import ConfigFile, load_config_file
 from gateway.core.config_watch import ConfigWatch
 from gateway.core.domain import SessionKey
@@ -23,9 +21,6 @@ from gateway.tools.catalog import tools_file_for
 from gateway.turns.context import ContextPolicy
 
 __all__ = ["Profiles", "known_tools", "load_book"]
-
-log = structlog.get_logger(__name__)
-
 
 def known_tools(tools_file_path: Path | None, config: ConfigFile) -> KnownTools:
     """What profiles' tool patterns may name: the built-ins, the tools policy's entries and
@@ -74,7 +69,6 @@ class Profiles:
     def apply(self, book: ProfileBook) -> None:
         self._policies = {n: self._policy(p) for n, p in book.profiles.items()}
         self._book = book
-        log.info("profiles_loaded", profiles=sorted(book.profiles), places=len(book.places))
 
     def _policy(self, profile: Profile) -> ContextPolicy:
         base = self._base
