@@ -79,6 +79,8 @@ async def gateway_process(
         "run",
         env=clean_env({"GATEWAY_HTTP_PORT": "0", **env}),
         cwd=str(REPO),
+        # no terminal on any of its fds, as under a service manager (SIGHUP then reloads)
+        stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=log_file,
     )

@@ -96,7 +96,9 @@ def _reload(settings: Settings) -> int:
     host = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
     host = f"[{host}]" if ":" in host else host
     url = f"http://{host}:{settings.gateway_http_port}/api/v1/reload"
-    request = urllib.request.Request(url, method="POST", data=b"")
+    request = urllib.request.Request(
+        url, method="POST", data=b"{}", headers={"Content-Type": "application/json"}
+    )
     token = settings.gateway_admin_token
     if token is not None:
         request.add_header("Authorization", f"Bearer {token.get_secret_value()}")

@@ -22,6 +22,7 @@ from gateway.turns.context import ContextPolicy
 
 __all__ = ["Profiles", "known_tools", "load_book"]
 
+
 def known_tools(tools_file_path: Path | None, config: ConfigFile) -> KnownTools:
     """What profiles' tool patterns may name: the built-ins, the tools policy's entries and
     its MCP servers' tools (a bad tools section raises ``ConfigError``)."""
