@@ -187,4 +187,4 @@ async def _run(
 
 def resolve(url: str, place: str) -> dict[str, Any]:
     with urllib.request.urlopen(f"{url}/api/v1/profiles/resolve?place={place}") as response:
-        return json.loads(response.read())  # type: ignore[no-any-return]
+        return json.loads(response.read())
