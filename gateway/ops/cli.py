@@ -183,6 +183,8 @@ async def _sessions_show(settings: Settings, ident: str, after: int, limit: int)
         who = m.sender_name or m.sender_id or m.role
         label = f"{m.role}:{who}" if m.role == "user" else m.role
         print(f"[{m.seq_no}] {label}: {m.content}")
+        if m.role == "assistant" and m.metadata.get("profile"):
+            print(f"    profile: {m.metadata['profile']}")  # the place's profile that answered
         # tool calls, results and routing
         for line in tool_lines(m.role, m.metadata):
             print(line)

@@ -76,6 +76,20 @@ def profiles_router(
         except ValueError as exc:
             raise RequestError(str(exc), title="Invalid place") from exc
 
+    @router.get("/profiles/sessions", summary="The profile of each session's place")
+    async def of_sessions(
+        key: Annotated[list[str], Query(max_length=200, description="session keys")],
+    ) -> dict[str, dict[str, str]]:
+        """``{"profiles": {session key: profile name}}`` for session keys written as
+        ``platform:scope:chat:thread`` (``-`` for no thread): the operator pages' column."""
+        found: dict[str, str] = {}
+        for text in key:
+            try:
+                found[text] = profiles.resolve(SessionKey.parse(text)).profile.name
+            except ValueError as exc:
+                raise RequestError(str(exc), title="Invalid session key") from exc
+        return {"profiles": found}
+
     @router.post("/reload", summary="Read the config file again")
     async def reload_config() -> dict[str, object]:
         """Profiles and places (and every section that subscribes) from the file as it is

@@ -115,6 +115,8 @@ async def _walk_through(gw: Gateway, page: Page, database_url: str) -> None:
     await page.click("#filters button:not([type])")
     row = page.locator("#session-rows tr.row", has_text="hello from the browser")
     await expect(row).to_have_count(1)
+    # the profile in force in the session's place (no config file: the built-in default)
+    await expect(row.locator("td.profile")).to_have_text("default")
     await row.click()
     await page.wait_for_url("**/ops/sessions/*")
 
@@ -125,6 +127,7 @@ async def _walk_through(gw: Gateway, page: Page, database_url: str) -> None:
     await expect(status).to_have_attribute("data-status", "sent")
     await expect(first.locator(".target")).to_contain_text("web · chat general · thread")
     await expect(first.locator(".model")).to_have_text("model test-model")
+    await expect(first.locator(".profile")).to_have_text("profile default")
     await expect(first.locator(".tokens")).to_have_text("4 tokens")
     await expect(first.locator(".feedback")).to_have_text("feedback 👍")
     user = page.locator(".msg.user").nth(1)

@@ -110,6 +110,22 @@ async function loadCounts() {
   $("count-rejected-box").classList.toggle("alert", c.inbound.rejected > 0);
 }
 
+function sessionKeyText(k) { return [k.platform, k.scope, k.chat_id, k.thread_id || "-"].join(":"); }
+
+// the profile in force in each listed session's place (resolved from the gateway's memory)
+async function fillProfiles(body) {
+  const rows = Array.from(body.querySelectorAll("tr[data-key]")).filter((tr) => !tr.dataset.profile);
+  if (!rows.length) return;
+  const p = new URLSearchParams();
+  for (const tr of rows) p.append("key", tr.dataset.key);
+  let found = {};
+  try { found = (await api("/api/v1/profiles/sessions?" + p.toString())).profiles; } catch (e) { return; }
+  for (const tr of rows) {
+    tr.dataset.profile = found[tr.dataset.key] || "";
+    tr.querySelector("td.profile").textContent = tr.dataset.profile;
+  }
+}
+
 async function loadSessions(more) {
   const p = filters();
   if (more && list.cursor) p.set("cursor", list.cursor);
@@ -124,13 +140,15 @@ async function loadSessions(more) {
     const id = el("td", "mono"); id.append(link);
     const status = el("td"); status.append(badge(s.status));
     tr.append(id, cell(s.key.platform), cell(s.key.chat_id, "mono"), cell(s.key.thread_id || "–", "mono"),
-      cell(s.title || "(untitled)"), status, cell(s.message_count), cell(ago(s.last_message_at)));
+      cell(s.title || "(untitled)"), cell("", "profile"), status, cell(s.message_count), cell(ago(s.last_message_at)));
+    tr.dataset.key = sessionKeyText(s.key);
     tr.onclick = (e) => { if (e.target.tagName !== "A") location.href = sessionHref(s.id); };
     body.append(tr);
   }
   if (!page.items.length && !more) {
-    const tr = el("tr"); const td = el("td", "muted", "no sessions match"); td.colSpan = 8; tr.append(td); body.append(tr);
+    const tr = el("tr"); const td = el("td", "muted", "no sessions match"); td.colSpan = 9; tr.append(td); body.append(tr);
   }
+  await fillProfiles(body);
   list.cursor = page.next_cursor;
   list.pages += 1;
   $("more").hidden = !page.next_cursor;
@@ -356,6 +374,7 @@ function renderMessage(m) {
   if (m.role !== "user" && m.sender_name) meta.append(el("span", "", "as " + m.sender_name));
   meta.append(el("span", "", new Date(m.created_at).toLocaleString()));
   if (m.model) meta.append(el("span", "model", "model " + m.model));
+  if ((m.metadata || {}).profile) meta.append(el("span", "profile", "profile " + m.metadata.profile));
   if (m.tokens_used !== null && m.tokens_used !== undefined) meta.append(el("span", "tokens", m.tokens_used + " tokens"));
   if (m.feedback !== null && m.feedback !== undefined) {
     meta.append(el("span", "feedback", "feedback " + (m.feedback > 0 ? "👍" : m.feedback < 0 ? "👎" : String(m.feedback))));
