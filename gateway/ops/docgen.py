@@ -268,9 +268,11 @@ def mcp_tools() -> list[tuple[str, str, list[str]]]:
 
     from gateway.http.mcp import build_mcp_server
     from gateway.knowledge.mcp import add_knowledge_tools
+    from gateway.profiles.api import add_profile_tools
 
     server = build_mcp_server(SimpleNamespace(ops=None))  # type: ignore[arg-type]
     add_knowledge_tools(server, SimpleNamespace(store=None))  # type: ignore[arg-type]
+    add_profile_tools(server, SimpleNamespace())  # type: ignore[arg-type]
     found = []
     for tool in server._tool_manager.list_tools():
         required = set(tool.parameters.get("required", ()))
