@@ -109,6 +109,8 @@ class Turn:
     #: where a streaming agent writes the answer while it grows; ``None``: the
     #: scheduler does not want a stream for this turn (answer in one piece)
     stream: StreamSink | None = None
+    #: an opaque, stable id of the person asking (a hash, never a name): OpenAI's ``user``
+    user: str | None = None
 
 
 class StreamSink(Protocol):

@@ -18,6 +18,7 @@ import structlog
 
 from gateway.agents.base import Agent, Closeable
 from gateway.agents.prompt import TokenCounter
+from gateway.core.config_file import load_config_file
 from gateway.core.conversations import Conversations
 from gateway.core.errors import StoreError
 from gateway.core.hub import WorkSignal
@@ -36,6 +37,7 @@ from gateway.knowledge.service import Knowledge, build_embedder
 from gateway.outbox.delivery import DeliverySettings, DeliveryWorker
 from gateway.outbox.pacing import Pacing, SharedBudget
 from gateway.outbox.streaming import Streams, StreamSettings
+from gateway.people.links import LinkCommand
 from gateway.runtime.live import ReplicatedBroadcast
 from gateway.runtime.registry import build_adapters, streaming_overrides, webhook_prefixes
 from gateway.runtime.supervisor import Beat, Supervisor, pause
@@ -44,13 +46,18 @@ from gateway.tools.service import ToolService
 from gateway.turns.context import ContextAssembler, ContextPolicy
 from gateway.turns.scheduler import TurnScheduler, TurnSettings
 from gateway.turns.stage import Stage
+from gateway.turns.stages.budget import BudgetStage
 from gateway.turns.stages.commands import CommandsStage
 from gateway.turns.stages.context import ContextStage
 from gateway.turns.stages.knowledge import KnowledgeStage
 from gateway.turns.stages.streaming import StreamingStage
 from gateway.turns.stages.tools import ToolsStage, offers_tools
 from gateway.turns.stages.typing import TypingStage
+from gateway.turns.stages.usage import UsageStage
 from gateway.turns.summaries import SummaryWorker
+from gateway.usage.commands import UsageCommand
+from gateway.usage.config import usage_config
+from gateway.usage.service import UsageService
 from session_store.knowledge import KnowledgeStore
 from session_store.live import LiveChannel
 from session_store.liveness import ProcessLiveness
@@ -140,6 +147,12 @@ class Gateway:
             supervisor=self.supervisor,
         )
         self.intake.approvals = self.approvals  # approval clicks from the adapters
+        # people, usage and budgets: [prices] and [budgets] of GATEWAY_CONFIG_FILE
+        self.usage = UsageService(
+            store,
+            usage_config(load_config_file(settings.gateway_config_file)),
+            self.metrics.registry,
+        )
         self._build_agent_side(settings, store, agent)
         self._build_work(settings, store, agent)
         self._build_http(settings, store)
@@ -470,7 +483,14 @@ class Gateway:
         is off is not in the list. Tools come before the context, which leaves room for
         their schemas; the knowledge base fills what the context left."""
         stages: list[Stage] = [
-            CommandsStage(self.store, self.context.policy),
+            CommandsStage(
+                self.store,
+                self.context.policy,
+                handlers=[UsageCommand(self.usage), LinkCommand(self.usage)],
+            ),
+            # charges every model call (its ``after`` runs last); budgets before any cost
+            UsageStage(self.usage),
+            *([BudgetStage(self.usage)] if self.usage.config.budgets.any else []),
             StreamingStage(self.streams, self.agent),
         ]
         if self.tools is not None and offers_tools(self.agent):

@@ -19,6 +19,7 @@ from gateway.agents.base import ContextMessage, ContextSummary, StreamSink, Tool
 from gateway.core.domain import Reply, ReplyTarget
 from gateway.core.errors import StoreError
 from session_store.records import MessageRecord, TurnClaim
+from session_store.repos.usage import UsageCharge
 
 T = TypeVar("T")
 
@@ -77,6 +78,8 @@ class AgentRequest:
     #: raw tokens the prompt carries besides the transcript (tool schemas): the context
     #: stage leaves room for them
     reserved_tokens: int = 0
+    #: an opaque, stable id of the person asking, for the model provider
+    user: str | None = None
 
     def room(self) -> int:
         """Tokens left in the prompt budget (0 until a stage sized the prompt)."""
@@ -103,6 +106,7 @@ class AgentRequest:
             toolbox=self.toolbox,
             attachments=self.attachments,
             stream=self.stream,
+            user=self.user,
         )
 
 
@@ -129,6 +133,8 @@ class TurnRun:
     previews_after: int | None = None
     #: an answer that ended the run at an earlier message answers in that message's thread
     answered_in: ReplyTarget | None = None
+    #: the model calls to write to the usage ledger with the answer (the usage stage)
+    charges: list[UsageCharge] = field(default_factory=list)
     _slots: dict[Slot[Any], object] = field(default_factory=dict, init=False, repr=False)
     _holds: list[Callable[[], str | None]] = field(default_factory=list, init=False, repr=False)
 
