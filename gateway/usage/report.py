@@ -93,19 +93,17 @@ def _budgets(budgets: Budgets, month_by_place: list[UsageRow]) -> list[dict[str,
         if limit.is_set:
             out.append(_entry(name, limit, per=per))
     if budgets.total_per_month.is_set:
-        out.append(
-            _entry(
-                "total_per_month", budgets.total_per_month, per="this month", spent=(cost, tokens)
-            )
-        )
+        month = budgets.total_per_month
+        out.append(_entry("total_per_month", month, per="this month", spent=total))
     for place in budgets.places:
         found = [r for r in month_by_place if place_matches(place.pattern, r.key)]
-        spent = (
-            sum((r.cost or Decimal(0) for r in found), Decimal(0)),
-            sum(r.tokens for r in found),
-        )
-        out.append(_entry(f'places."{place.pattern}"', place.limit, per="this month", spent=spent))
+        name = f'places."{place.pattern}"'
+        out.append(_entry(name, place.limit, per="this month", spent=_spent(found)))
     return out
+
+
+def _spent(rows: list[UsageRow]) -> tuple[Decimal, int]:
+    return sum((r.cost or Decimal(0) for r in rows), Decimal(0)), sum(r.tokens for r in rows)
 
 
 def _entry(
