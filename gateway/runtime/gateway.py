@@ -256,6 +256,11 @@ class Gateway:
         # its upload takes the file itself as the body (application/octet-stream)
         self.http_policy.allow_upload(KB_UPLOAD_PATH, settings.gateway_max_file_bytes)
         routes.extend(kb_pages())
+        # usage: /api/v1/usage and the /ops/usage page, behind the same access policy
+        from gateway.usage.api import usage_pages, usage_router
+
+        routes.extend(usage_router(self.usage, self.operator.policy).routes)
+        routes.extend(usage_pages())
         for adapter in self.adapters:
             routes.extend(adapter.http_routes())
         self.app = build_app(self, routes)
