@@ -151,7 +151,7 @@ class Gateway:
         self.usage = UsageService(
             store,
             usage_config(load_config_file(settings.gateway_config_file)),
-            self.metrics.registry,
+            self.metrics,
         )
         self._build_agent_side(settings, store, agent)
         self._build_work(settings, store, agent)

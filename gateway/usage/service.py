@@ -9,9 +9,8 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter
-
 from gateway.core.domain import Reply
+from gateway.core.metrics import Metrics
 from gateway.usage.config import PriceSet, UsageConfig
 from session_store.records import MessageRecord
 from session_store.repos.usage import UsageCharge, UsageKind
@@ -21,23 +20,6 @@ from session_store.values import SessionKey
 #: a linked account's opaque id follows its person within this long
 PERSON_CACHE_SECONDS = 600.0
 PERSON_CACHE_SIZE = 10_000
-
-
-class UsageMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.tokens = Counter(
-            "gateway_usage_tokens",
-            "Model tokens charged to the usage ledger, by model and kind (prompt, completion)",
-            ["model", "kind"],
-            registry=registry,
-        )
-        self.refusals = Counter(
-            "gateway_budget_refusals",
-            "Questions not put to the model because a budget was reached (or the ledger "
-            "could not be read: unavailable)",
-            ["limit"],
-            registry=registry,
-        )
 
 
 def account_of(key: SessionKey, message: MessageRecord) -> str | None:
@@ -109,10 +91,10 @@ def _count(value: Any) -> int:
 
 
 class UsageService:
-    def __init__(self, store: Store, config: UsageConfig, registry: CollectorRegistry) -> None:
+    def __init__(self, store: Store, config: UsageConfig, metrics: Metrics) -> None:
         self.store = store
         self.config = config
-        self.metrics = UsageMetrics(registry)
+        self.metrics = metrics
         self._version: int | None = None
         self._people: OrderedDict[str, tuple[float, int]] = OrderedDict()
 
@@ -135,8 +117,8 @@ class UsageService:
             replies, account=account, prices=self.config.prices, version=version, first=first
         )
         for c in found:
-            self.metrics.tokens.labels(c.model, "prompt").inc(c.prompt_tokens)
-            self.metrics.tokens.labels(c.model, "completion").inc(c.completion_tokens)
+            self.metrics.usage_tokens.labels(c.model, "prompt").inc(c.prompt_tokens)
+            self.metrics.usage_tokens.labels(c.model, "completion").inc(c.completion_tokens)
         return found
 
     async def person_id(self, account: str) -> int:

@@ -48,14 +48,14 @@ class BudgetStage(Stage):
         except StoreError as exc:
             # fail closed: no spend we cannot see
             log.warning("budget_unreadable", error=str(exc))
-            self._usage.metrics.refusals.labels("unavailable").inc()
+            self._usage.metrics.budget_refusals.labels("unavailable").inc()
             return Answer(
                 outcome="budget_unavailable", replies=[Reply(text=UNAVAILABLE, model=COMMAND_MODEL)]
             )
         refusal = check(self._usage.config.budgets, state, place=place, now=now)
         if refusal is None:
             return None
-        self._usage.metrics.refusals.labels(refusal.label).inc()
+        self._usage.metrics.budget_refusals.labels(refusal.label).inc()
         subject = f"person:{state.person_id}" if state.person_id is not None else account or "-"
         first = await self._usage.store.usage.notice_once(
             limit=refusal.limit, subject=subject, place=place, period_start=refusal.period_start

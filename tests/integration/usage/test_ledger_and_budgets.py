@@ -114,7 +114,7 @@ async def test_the_answer_that_crosses_the_limit_is_the_last_one(
         await wait_for(lambda: len(sink.accepted) == 3)
         assert len(fake.requests) == 2
         assert "person_per_day" in sink.texts_in("c", "T")[-1]
-        assert gw.usage.metrics.refusals.labels("person_per_day")._value.get() == 1
+        assert gw.usage.metrics.budget_refusals.labels("person_per_day")._value.get() == 1
         # the question is stored though not answered
         messages = await gw.store.recent(out.session_id)
         assert any(m.content == "q3" and m.role == "user" for m in messages)
@@ -201,6 +201,6 @@ async def test_an_unreadable_ledger_fails_closed(
             await conn.execute("ALTER TABLE person_accounts RENAME TO person_accounts_gone")
         await adapter.submit({"chat": "c", "thread": "T", "id": "1", "text": "q1"})
         await wait_for(lambda: len(sink.accepted) == 1)
-        assert gw.usage.metrics.refusals.labels("unavailable")._value.get() == 1
+        assert gw.usage.metrics.budget_refusals.labels("unavailable")._value.get() == 1
     assert fake.requests == []
     assert "unavailable" in sink.texts_in("c", "T")[0]
