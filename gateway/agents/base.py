@@ -159,6 +159,8 @@ class SummaryResult:
     model: str | None = None
     #: the server's count of the summary prompt, for calibrating estimates
     prompt_tokens: int | None = None
+    #: the server's count of the summary itself (the usage ledger charges it to the place)
+    completion_tokens: int | None = None
 
 
 @runtime_checkable

@@ -176,6 +176,7 @@ class OpenAIAgent:
             text=text,
             model=str(data.get("model") or request.model),
             prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
         )
 
     async def _complete(

@@ -154,6 +154,7 @@ class Gateway:
             self.metrics,
         )
         self._build_agent_side(settings, store, agent)
+        self.summaries.charge = self.usage.charge_summary  # summaries are charged to the place
         self._build_work(settings, store, agent)
         self._build_http(settings, store)
         self._turns_stopping = asyncio.Event()

@@ -13,7 +13,7 @@ from gateway.core.domain import Reply
 from gateway.core.metrics import Metrics
 from gateway.usage.config import PriceSet, UsageConfig
 from session_store.records import MessageRecord
-from session_store.repos.usage import UsageCharge, UsageKind
+from session_store.repos.usage import UsageCharge, UsageKind, place_of
 from session_store.store import Store
 from session_store.values import SessionKey
 
@@ -134,6 +134,26 @@ class UsageService:
         while len(self._people) > PERSON_CACHE_SIZE:
             self._people.popitem(last=False)
         return person
+
+    async def charge_summary(self, session_id: int, model: str, used: tuple[int, int]) -> None:
+        """A rolling summary's model call, charged to its session's place (cold path: its
+        own statement, never one per message)."""
+        prompt, completion = used
+        cost = self.config.prices.cost(model, prompt, completion)
+        version = await self.price_version() if cost is not None else None
+        session = await self.store.get_session(session_id)
+        charge = UsageCharge(
+            account=None,
+            model=model,
+            kind="summary",
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cost=cost,
+            price_version=version,
+        )
+        await self.store.usage.add(charge, place=place_of(session.key), session_id=session_id)
+        self.metrics.usage_tokens.labels(model, "prompt").inc(prompt)
+        self.metrics.usage_tokens.labels(model, "completion").inc(completion)
 
     def forget(self, *accounts: str) -> None:
         """After a link: these accounts' person changed."""
