@@ -127,6 +127,18 @@ WITH fin AS (
         WITH ORDINALITY AS p(ord, part, content, kind, doc, data, i)
     JOIN msg ON msg.seq_no = fin.last_seq_no - $3 + p.ord
     RETURNING {DELIVERY_COLUMNS}
+), led AS (
+    -- the usage ledger: one row per model call of this turn (people/usage migration 0017),
+    -- written with the answer, so charging costs no transaction of its own
+    INSERT INTO usage_ledger (account, person_id, place, session_id, message_id, model, kind,
+                              prompt_tokens, completion_tokens, cost, price_version)
+    SELECT u.account, person_of(u.account), $32, $1, msg.id, u.model, u.kind, u.prompt,
+           u.completion, u.cost, u.pv
+    FROM fin
+    CROSS JOIN unnest($24::text[], $25::integer[], $26::text[], $27::text[], $28::integer[],
+                      $29::integer[], $30::numeric[], $31::integer[])
+        AS u(account, ord, model, kind, prompt, completion, cost, pv)
+    LEFT JOIN msg ON msg.seq_no = fin.last_seq_no - $3 + u.ord
 )
 SELECT fin.last_seq_no, fin.more, (SELECT count(*) FROM out) AS written, o.*
 FROM fin LEFT JOIN out o ON o.status = 'sending'

@@ -30,9 +30,11 @@ from session_store.records import (
     TurnState,
 )
 from session_store.repos.inbox import Inbox
+from session_store.repos.people import People
 from session_store.repos.sessions import Sessions
 from session_store.repos.summaries import Summaries
 from session_store.repos.turns import Turns
+from session_store.repos.usage import Usage, UsageCharge, charge_columns, place_of
 from session_store.values import ReplyTarget, SessionKey, SessionStatus, StoredPart, as_stored
 
 log = structlog.get_logger(__name__)
@@ -49,6 +51,8 @@ class Store:
         self.sessions = Sessions(db)
         self.turns = Turns(db)
         self.summary_repo = Summaries(db)
+        self.people = People(db)
+        self.usage = Usage(db)
         self._process_id: int | None = None
 
     @property
@@ -300,11 +304,14 @@ class Store:
         hand_over: bool = False,
         lease_seconds: float = 60.0,
         previews_after: int | None = None,
+        charges: Sequence[UsageCharge] = (),
+        place: str | None = None,
     ) -> FinishedTurn:
         """``finish_turn`` in one statement (``queries.FINISH_TURN_OUTBOX``). With
         ``hand_over`` the first delivery part comes back claimed for this process when it is
         next in its session's order; the caller must send it (or hand it back). A streamed
-        turn (``previews_after``) binds its previews in the same transaction."""
+        turn (``previews_after``) binds its previews in the same transaction, and the turn's
+        model calls (``charges``) go to the usage ledger in the same statement."""
         if replies and target is None:
             raise ValueError("replies need a target")
         ords: list[int] = []
@@ -343,6 +350,8 @@ class Store:
                 [p.kind for p in stored],
                 [dict(p.part) for p in stored],
                 [p.data for p in stored],
+                *charge_columns(list(charges)),
+                place or place_of(claim.key),
             )
             if not rows:
                 raise LeaseLost(f"turn lease of session {claim.session_id} was taken over")

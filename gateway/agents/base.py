@@ -109,6 +109,8 @@ class Turn:
     #: where a streaming agent writes the answer while it grows; ``None``: the
     #: scheduler does not want a stream for this turn (answer in one piece)
     stream: StreamSink | None = None
+    #: an opaque, stable id of the person asking (a hash, never a name): OpenAI's ``user``
+    user: str | None = None
 
 
 class StreamSink(Protocol):
@@ -157,6 +159,8 @@ class SummaryResult:
     model: str | None = None
     #: the server's count of the summary prompt, for calibrating estimates
     prompt_tokens: int | None = None
+    #: the server's count of the summary itself (the usage ledger charges it to the place)
+    completion_tokens: int | None = None
 
 
 @runtime_checkable

@@ -110,14 +110,16 @@ class OpenAIAgent:
         steps = 0
         first_usage: dict[str, int] | None = None
         total = 0
+        #: every request's usage, for the usage ledger (one row per model call)
+        made: list[dict[str, Any]] = []
         while True:
             offer = turn.tools if toolbox is not None and steps < toolbox.max_steps else ()
             if turn.stream is not None:
                 data = await self._complete_streaming(
-                    model, messages, limit, tools=offer, sink=turn.stream
+                    model, messages, limit, tools=offer, sink=turn.stream, user=turn.user
                 )
             else:
-                data = await self._complete(model, messages, limit, tools=offer)
+                data = await self._complete(model, messages, limit, tools=offer, user=turn.user)
             usage = _read_usage(data)
             if first_usage is None:
                 first_usage = usage
@@ -126,6 +128,7 @@ class OpenAIAgent:
                 tokens = usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
             total += tokens
             calls, content = _read_tool_calls(data) if offer else ([], None)
+            made.append(_call_record(data, model, usage, tool_step=bool(calls and toolbox)))
             if calls and toolbox is not None:
                 steps += 1
                 if turn.stream is not None:
@@ -156,6 +159,7 @@ class OpenAIAgent:
                         "usage": first_usage,
                         "finish_reason": finish,
                         "requested_model": model,
+                        "calls": made,
                         **({"tool_steps": steps} if steps else {}),
                     },
                 )
@@ -172,6 +176,7 @@ class OpenAIAgent:
             text=text,
             model=str(data.get("model") or request.model),
             prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
         )
 
     async def _complete(
@@ -181,12 +186,15 @@ class OpenAIAgent:
         max_output_tokens: int,
         *,
         tools: Sequence[Mapping[str, Any]] = (),
+        user: str | None = None,
     ) -> Mapping[str, Any]:
         body: dict[str, Any] = {
             "model": model,
             "messages": messages,
             self._limit_field: max_output_tokens,
         }
+        if user:
+            body["user"] = user
         if tools:
             body["tools"] = [dict(t) for t in tools]
         response = await _post(
@@ -210,6 +218,7 @@ class OpenAIAgent:
         *,
         tools: Sequence[Mapping[str, Any]] = (),
         sink: StreamSink,
+        user: str | None = None,
     ) -> Mapping[str, Any]:
         """``stream: true``: text deltas go to ``sink`` as they arrive; returns the same shape
         as a plain completion (content, tool calls, finish reason, ``usage`` where the server
@@ -222,6 +231,8 @@ class OpenAIAgent:
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        if user:
+            body["user"] = user
         if tools:
             body["tools"] = [dict(t) for t in tools]
         content = json.dumps(body, ensure_ascii=False).encode()
@@ -386,6 +397,18 @@ def _read_tool_calls(data: Mapping[str, Any]) -> tuple[list[ToolCall], str | Non
             )
         )
     return calls, content
+
+
+def _call_record(
+    data: Mapping[str, Any], model: str, usage: Mapping[str, int], *, tool_step: bool
+) -> dict[str, Any]:
+    """One model call as the usage ledger records it."""
+    return {
+        "model": str(data.get("model") or model),
+        "kind": "tool_step" if tool_step else "answer",
+        "prompt_tokens": usage.get("prompt_tokens", 0),
+        "completion_tokens": usage.get("completion_tokens", 0),
+    }
 
 
 def _read_usage(data: Mapping[str, Any]) -> dict[str, int]:

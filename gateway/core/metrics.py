@@ -113,6 +113,20 @@ class Metrics:
 
         # supervised loops (gateway.runtime.supervisor): restarts after a crash, and which
         # are running
+        # usage and budgets (gateway.usage)
+        self.usage_tokens = Counter(
+            "gateway_usage_tokens",
+            "Model tokens charged to the usage ledger, by model and kind (prompt, completion)",
+            ["model", "kind"],
+            registry=self.registry,
+        )
+        self.budget_refusals = Counter(
+            "gateway_budget_refusals",
+            "Questions not put to the model because a budget was reached, by limit "
+            "(unavailable: the ledger could not be read)",
+            ["limit"],
+            registry=self.registry,
+        )
         self.worker_restarts = Counter(
             "gateway_worker_restarts",
             "Restarts of a supervised loop after it crashed or exited",

@@ -304,6 +304,12 @@ def _parser() -> argparse.ArgumentParser:
     from gateway.profiles.cli import add_parser as add_profiles_parser
 
     add_profiles_parser(sub)
+    # people and usage: gateway people list|show|link|unlink, gateway usage
+    from gateway.people.cli import add_parser as add_people_parser
+    from gateway.usage.cli import add_parser as add_usage_parser
+
+    add_people_parser(sub)
+    add_usage_parser(sub)
     return parser
 
 
@@ -342,6 +348,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gateway.profiles.cli import run as run_profiles
 
             return run_profiles(settings, args)
+        elif args.command == "people":
+            from gateway.people.cli import run as run_people
+
+            coro = run_people(settings, args)
+        elif args.command == "usage":
+            from gateway.usage.cli import run as run_usage
+
+            coro = run_usage(settings, args)
         elif args.sessions_command == "list":
             coro = _sessions_list(settings, args.platform, args.active, args.limit, args.json)
         else:

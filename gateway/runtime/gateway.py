@@ -39,6 +39,7 @@ from gateway.outbox.pacing import Pacing, SharedBudget
 from gateway.outbox.streaming import Streams, StreamSettings
 from gateway.profiles.service import Profiles
 from gateway.profiles.stage import ProfileCommand, ProfileStage
+from gateway.people.links import LinkCommand
 from gateway.runtime.live import ReplicatedBroadcast
 from gateway.runtime.registry import build_adapters, streaming_overrides, webhook_prefixes
 from gateway.runtime.supervisor import Beat, Supervisor, pause
@@ -48,13 +49,18 @@ from gateway.tools.service import ToolService
 from gateway.turns.context import ContextAssembler, ContextPolicy
 from gateway.turns.scheduler import TurnScheduler, TurnSettings
 from gateway.turns.stage import Stage
+from gateway.turns.stages.budget import BudgetStage
 from gateway.turns.stages.commands import CommandsStage
 from gateway.turns.stages.context import ContextStage
 from gateway.turns.stages.knowledge import KnowledgeStage
 from gateway.turns.stages.streaming import StreamingStage
 from gateway.turns.stages.tools import ToolsStage, offers_tools
 from gateway.turns.stages.typing import TypingStage
+from gateway.turns.stages.usage import UsageStage
 from gateway.turns.summaries import SummaryWorker
+from gateway.usage.commands import UsageCommand
+from gateway.usage.config import usage_config
+from gateway.usage.service import UsageService
 from session_store.knowledge import KnowledgeStore
 from session_store.live import LiveChannel
 from session_store.liveness import ProcessLiveness
@@ -149,7 +155,11 @@ class Gateway:
             supervisor=self.supervisor,
         )
         self.intake.approvals = self.approvals  # approval clicks from the adapters
+        # people, usage and budgets: [prices] and [budgets] of GATEWAY_CONFIG_FILE
+        self.usage = UsageService(store, usage_config(self.config.config), self.metrics)
+        self.config.subscribe("usage", usage_config, self.usage.use)
         self._build_agent_side(settings, store, agent)
+        self.summaries.charge = self.usage.charge_summary  # summaries are charged to the place
         self._build_work(settings, store, agent)
         self._build_http(settings, store)
         self._turns_stopping = asyncio.Event()
@@ -262,6 +272,11 @@ class Gateway:
         # its upload takes the file itself as the body (application/octet-stream)
         self.http_policy.allow_upload(KB_UPLOAD_PATH, settings.gateway_max_file_bytes)
         routes.extend(kb_pages())
+        # usage: /api/v1/usage and the /ops/usage page, behind the same access policy
+        from gateway.usage.api import usage_pages, usage_router
+
+        routes.extend(usage_router(self.usage, self.operator.policy).routes)
+        routes.extend(usage_pages())
         for adapter in self.adapters:
             routes.extend(adapter.http_routes())
         self.app = build_app(self, routes)
@@ -503,8 +518,15 @@ class Gateway:
             CommandsStage(
                 self.store,
                 self.context.policy,
-                handlers=[ProfileCommand(self.profiles, tools_on=self.tools is not None)],
+                handlers=[
+                    ProfileCommand(self.profiles, tools_on=self.tools is not None),
+                    UsageCommand(self.usage),
+                    LinkCommand(self.usage),
+                ],
             ),
+            # charges every model call (its ``after`` runs last); budgets before any cost
+            UsageStage(self.usage),
+            BudgetStage(self.usage),
             StreamingStage(self.streams, self.agent),
         ]
         if self.tools is not None and offers_tools(self.agent):

@@ -364,6 +364,7 @@ class TurnScheduler:
                 target=target,
                 close_session=turn.close_session,
                 previews_after=turn.previews_after,
+                charges=turn.charges,
                 hand_over=handoff is not None and handoff.accepting(),
                 lease_seconds=handoff.lease_seconds if handoff is not None else 60.0,
             ),

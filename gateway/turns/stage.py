@@ -21,6 +21,7 @@ from gateway.core.errors import StoreError
 from gateway.profiles.model import Profile
 from gateway.turns.context import ContextPolicy
 from session_store.records import MessageRecord, TurnClaim
+from session_store.repos.usage import UsageCharge
 
 T = TypeVar("T")
 
@@ -79,6 +80,8 @@ class AgentRequest:
     #: raw tokens the prompt carries besides the transcript (tool schemas): the context
     #: stage leaves room for them
     reserved_tokens: int = 0
+    #: an opaque, stable id of the person asking, for the model provider
+    user: str | None = None
 
     def room(self) -> int:
         """Tokens left in the prompt budget (0 until a stage sized the prompt)."""
@@ -105,6 +108,7 @@ class AgentRequest:
             toolbox=self.toolbox,
             attachments=self.attachments,
             stream=self.stream,
+            user=self.user,
         )
 
 
@@ -135,6 +139,8 @@ class TurnRun:
     #: model and prompt rules (``None``: the settings')
     profile: Profile | None = None
     policy: ContextPolicy | None = None
+    #: the model calls to write to the usage ledger with the answer (the usage stage)
+    charges: list[UsageCharge] = field(default_factory=list)
     _slots: dict[Slot[Any], object] = field(default_factory=dict, init=False, repr=False)
     _holds: list[Callable[[], str | None]] = field(default_factory=list, init=False, repr=False)
 

@@ -19,7 +19,7 @@ import asyncio
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -38,6 +38,9 @@ from gateway.turns.context import (
 )
 from session_store.records import SummaryRecord
 from session_store.store import Store
+
+#: what the usage ledger is told of a summary's model call
+SummaryCharge = Callable[[int, str, tuple[int, int]], Awaitable[None]]
 
 log = structlog.get_logger(__name__)
 
@@ -87,6 +90,9 @@ class SummaryWorker:
         self._pending: OrderedDict[int, SummaryJob] = OrderedDict()
         self._running: set[int] = set()
         self._wake = asyncio.Event()
+        #: charges a summary's model call (session id, model, (prompt, completion) tokens)
+        #: to the session's place in the usage ledger; set by the runtime
+        self.charge: SummaryCharge | None = None
 
     # --- hot path side: note the session, never wait -------------------------------------
 
@@ -193,7 +199,7 @@ class SummaryWorker:
             if not chunk:
                 break  # only commands left before the cut: nothing the context would show
             started = time.perf_counter()
-            text, model, model_written = await self._write(job, prev_text, chunk)
+            text, model, model_written, used = await self._write(job, prev_text, chunk)
             record = await self._store.add_summary(
                 job.session_id,
                 from_seq=previous.from_seq if previous is not None else 1,
@@ -202,6 +208,9 @@ class SummaryWorker:
                 model=model,
                 model_written=model_written,
             )
+            if used is not None and self.charge is not None:
+                # the model call happened whether or not the summary landed: charge the place
+                await self.charge(job.session_id, model or job.model, used)
             if record is None:
                 break  # another replica got further; its summary is the newest
             written.append(record)
@@ -252,7 +261,9 @@ class SummaryWorker:
 
     async def _write(
         self, job: SummaryJob, previous: str | None, chunk: Sequence[ContextMessage]
-    ) -> tuple[str, str | None, bool]:
+    ) -> tuple[str, str | None, bool, tuple[int, int] | None]:
+        """The summary's text, model, whether a model wrote it, and the model call's
+        (prompt, completion) tokens when one was made."""
         policy = self._assembler.policy
         counter = self._assembler.counter
         limit = policy.summary_tokens
@@ -284,8 +295,9 @@ class SummaryWorker:
                 # a server that ignored the output limit must not bloat every later prompt
                 if counter.text(text) > 2 * limit:
                     text = _newest_within(text.splitlines(), 2 * limit, counter.text)
-                return text, result.model or job.model, True
-        return extractive_summary(previous, chunk, limit, counter.text), None, False
+                used = (result.prompt_tokens or 0, result.completion_tokens or 0)
+                return text, result.model or job.model, True, used
+        return extractive_summary(previous, chunk, limit, counter.text), None, False, None
 
     async def _key(self, session_id: int) -> SessionKey:
         return (await self._store.get_session(session_id)).key

@@ -191,6 +191,11 @@ async def test_summaries_are_written_off_the_hot_path_and_then_used(
         assert summary.model_written and summary.model == "tiny"
         assert summary.from_seq == 1 and summary.to_seq >= 2
         assert summary.content == "SUMMARY-ONE: ann planned the rollout"
+        # the summary's model call is in the usage ledger, charged to the place
+        charged = await gw.store.usage.ledger(out.session_id)
+        [summary_call] = [r for r in charged if r.kind == "summary"]
+        assert summary_call.account is None and summary_call.place == "sink:test:c"
+        assert summary_call.prompt_tokens == fake.summary_requests[0].true_prompt_tokens
         summarized = fake.summary_requests[0].contents("user")[0]
         assert "message 0:" in summarized and f"message {evicted_at}:" not in summarized
 

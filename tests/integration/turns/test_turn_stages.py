@@ -33,12 +33,13 @@ async def test_tools_are_a_stage_only_when_configured_and_the_agent_calls_them(
 ) -> None:
     assert stage_names(database_url, store, ToolUser()) == [
         "commands",
+        "usage",
         "streaming",
         "tools",
         "context",
         "knowledge",
         "typing",
     ]
-    without = ["commands", "streaming", "context", "knowledge", "typing"]
+    without = ["commands", "usage", "streaming", "context", "knowledge", "typing"]
     assert stage_names(database_url, store, EchoAgent()) == without  # uses_tools = False
     assert stage_names(database_url, store, ToolUser(), GATEWAY_TOOLS=False) == without

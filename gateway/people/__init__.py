@@ -1,0 +1,1 @@
+"""People: one person across platform accounts, joined with /link or by an operator."""

@@ -1,0 +1,164 @@
+"""The figures ``gateway usage``, ``GET /api/v1/usage`` and ``/ops/usage`` show: the ledger
+grouped by person, place, model or day, and each budget with what is left of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
+from typing import Any, get_args
+
+from gateway.usage.budgets import periods
+from gateway.usage.config import Budgets, Limit, place_matches
+from session_store.repos.usage import ReportBy, UsageRow
+from session_store.store import Store
+
+BY: tuple[str, ...] = get_args(ReportBy)
+
+
+class BadRange(ValueError):
+    """A ``--since``/``--until`` (or ``since``/``until``) that is not a date."""
+
+
+def parse_day(text: str | None, *, default: datetime, end: bool = False) -> datetime:
+    """``YYYY-MM-DD`` (UTC) to the start of that day; ``end``: the start of the next day."""
+    if not text:
+        return default
+    try:
+        day = date.fromisoformat(text)
+    except ValueError as exc:
+        raise BadRange(f"not a date (YYYY-MM-DD): {text!r}") from exc
+    start = datetime.combine(day, time(), tzinfo=UTC)
+    return start + timedelta(days=1) if end else start
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Report:
+    by: str
+    since: datetime
+    until: datetime
+    rows: list[UsageRow]
+    budgets: list[dict[str, Any]]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "by": self.by,
+            "since": self.since.isoformat(),
+            "until": self.until.isoformat(),
+            "rows": [
+                {
+                    "key": r.key,
+                    "cost": _num(r.cost),
+                    "prompt_tokens": r.prompt_tokens,
+                    "completion_tokens": r.completion_tokens,
+                    "tokens": r.tokens,
+                    "calls": r.calls,
+                    "accounts": list(r.accounts),
+                }
+                for r in self.rows
+            ],
+            "budgets": self.budgets,
+        }
+
+
+def _num(value: Decimal | None) -> float | None:
+    return None if value is None else float(value)
+
+
+async def build_report(
+    store: Store, budgets: Budgets, *, by: str, since: str | None = None, until: str | None = None
+) -> Report:
+    if by not in BY:
+        raise BadRange(f"by must be one of {', '.join(BY)}")
+    now = datetime.now(UTC)
+    p = periods(now)
+    start = parse_day(since, default=p.month_start)
+    end = parse_day(until, default=now + timedelta(seconds=1), end=True)
+    rows = await store.usage.report(by, since=start, until=end)  # type: ignore[arg-type]
+    if by != "day":
+        rows.sort(key=lambda r: (-(r.cost or Decimal(0)), -r.tokens, r.key))
+    month = await store.usage.report("place", since=p.month_start, until=now + timedelta(seconds=1))
+    return Report(by=by, since=start, until=end, rows=rows, budgets=_budgets(budgets, month))
+
+
+def _budgets(budgets: Budgets, month_by_place: list[UsageRow]) -> list[dict[str, Any]]:
+    """Each budget that is set, with what is left of it where it is one figure (this month
+    in total, a given place); per-person and per-place limits apply to each on its own."""
+    out: list[dict[str, Any]] = []
+    total = _spent(month_by_place)
+    for name, limit, per in (
+        ("person_per_day", budgets.person_per_day, "each person, each day"),
+        ("place_per_month", budgets.place_per_month, "each place, each month"),
+    ):
+        if limit.is_set:
+            out.append(_entry(name, limit, per=per))
+    if budgets.total_per_month.is_set:
+        month = budgets.total_per_month
+        out.append(_entry("total_per_month", month, per="this month", spent=total))
+    for place in budgets.places:
+        found = [r for r in month_by_place if place_matches(place.pattern, r.key)]
+        name = f'places."{place.pattern}"'
+        out.append(_entry(name, place.limit, per="this month", spent=_spent(found)))
+    return out
+
+
+def _spent(rows: list[UsageRow]) -> tuple[Decimal, int]:
+    return sum((r.cost or Decimal(0) for r in rows), Decimal(0)), sum(r.tokens for r in rows)
+
+
+def _entry(
+    name: str, limit: Limit, *, per: str, spent: tuple[Decimal, int] | None = None
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "limit": name,
+        "per": per,
+        "cost": _num(limit.cost),
+        "tokens": limit.tokens,
+    }
+    if spent is not None:
+        entry["spent_cost"] = float(spent[0])
+        entry["spent_tokens"] = spent[1]
+        if limit.cost is not None:
+            entry["left_cost"] = float(max(limit.cost - spent[0], Decimal(0)))
+        if limit.tokens is not None:
+            entry["left_tokens"] = max(limit.tokens - spent[1], 0)
+    return entry
+
+
+def render_text(report: Report) -> str:
+    """The report as aligned columns, then the budgets."""
+    head = (report.by.upper(), "COST", "PROMPT", "COMPLETION", "CALLS", "ACCOUNTS")
+    lines = [head]
+    for r in report.rows:
+        money = "-" if r.cost is None else f"{r.cost:.4f}"
+        accounts = ",".join(r.accounts) if report.by == "person" else ""
+        lines.append(
+            (r.key, money, str(r.prompt_tokens), str(r.completion_tokens), str(r.calls), accounts)
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+    text = [
+        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(line)).rstrip() for line in lines
+    ]
+    since, until = report.since.date(), (report.until - timedelta(seconds=1)).date()
+    text.insert(0, f"usage {since} .. {until} (UTC) by {report.by}")
+    if not report.rows:
+        text.append("(no usage in this range)")
+    text.append("")
+    text.append("budgets:" if report.budgets else "budgets: none set")
+    for b in report.budgets:
+        amount = " / ".join(
+            x for x in (_fmt(b["cost"]), f"{b['tokens']} tokens" if b["tokens"] else "") if x
+        )
+        left = ""
+        if "spent_cost" in b:
+            left = f"; spent {b['spent_cost']:.4f} / {b['spent_tokens']} tokens"
+            if "left_cost" in b:
+                left += f", left {b['left_cost']:.4f}"
+            if "left_tokens" in b:
+                left += f", left {b['left_tokens']} tokens"
+        text.append(f"  {b['limit']}: {amount} ({b['per']}){left}")
+    return "\n".join(text)
+
+
+def _fmt(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}"
