@@ -284,6 +284,10 @@ def _parser() -> argparse.ArgumentParser:
     from gateway.ops.kb import add_parser as add_kb_parser
 
     add_kb_parser(sub)
+    # schedules: gateway schedule add|list|remove|run
+    from gateway.schedules.cli import add_parser as add_schedule_parser
+
+    add_schedule_parser(sub)
     return parser
 
 
@@ -318,6 +322,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gateway.ops.kb import run as run_kb
 
             coro = run_kb(settings, args)
+        elif args.command == "schedule":
+            from gateway.schedules.cli import run as run_schedule
+
+            coro = run_schedule(settings, args)
         elif args.sessions_command == "list":
             coro = _sessions_list(settings, args.platform, args.active, args.limit, args.json)
         else:
