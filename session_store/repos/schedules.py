@@ -101,6 +101,7 @@ class Fired:
     schedule: ScheduleRecord
     due_at: datetime
     action: Literal["fire", "skip"]
+    next_fire_at: datetime | None = None
     session_id: int | None = None
     seq_no: int | None = None
 
@@ -187,11 +188,20 @@ class Schedules:
         question and its next time are written together, or not at all."""
         async with self.db.transaction() as conn:
             rows = await conn.fetch(SQL.lock_due, limit, now)
-            return [await self._fire(conn, _schedule(r), decide, now) for r in rows]
+            fired = [await self._fire(conn, _schedule(r), decide, now) for r in rows]
+            if fired:
+                await conn.execute(
+                    SQL.advance,
+                    [f.schedule.id for f in fired],
+                    [f.next_fire_at for f in fired],
+                    [f.due_at for f in fired],
+                    ["skipped" if f.action == "skip" else None for f in fired],
+                )
+        return fired
 
     async def fire_now(self, schedule_id: int, decide: Decide, *, now: datetime) -> Fired | None:
         """``gateway schedule run``: one firing of ``schedule_id`` due now, whatever its
-        time (its next firing stays as it is unless ``decide`` moves it)."""
+        time; its regular firings stay as they are."""
         async with self.db.transaction() as conn:
             row = await conn.fetchrow(SQL.lock_schedule, schedule_id)
             if row is None:
@@ -209,40 +219,32 @@ class Schedules:
     ) -> Fired:
         due = due_at or schedule.next_fire_at or now
         decision = decide(schedule, due)
-        outcome = "queued" if decision.action == "fire" else "skipped"
-        firing_id = await conn.fetchval(
-            SQL.insert_firing, schedule.id, due, outcome, decision.reason
+        if decision.action == "skip":
+            await conn.execute(SQL.skip_firing, schedule.id, due, decision.reason)
+            return Fired(
+                schedule=schedule, due_at=due, action="skip", next_fire_at=decision.next_fire_at
+            )
+        assert decision.target is not None
+        key = schedule.key
+        asked = await conn.fetchrow(
+            SQL.fire,
+            key.platform,
+            key.scope,
+            key.chat_id,
+            key.thread_id,
+            decision.target.to_json(),
+            schedule.prompt,
+            _question_metadata(schedule),
+            schedule.id,
+            due,
         )
-        session_id = seq_no = None
-        if firing_id is not None and decision.action == "fire":
-            assert decision.target is not None
-            key = schedule.key
-            asked = await conn.fetchrow(
-                SQL.ask_in_place,
-                key.platform,
-                key.scope,
-                key.chat_id,
-                key.thread_id,
-                decision.target.to_json(),
-                schedule.prompt,
-                _question_metadata(schedule, firing_id, due),
-            )
-            session_id, seq_no = asked["session_id"], asked["seq_no"]
-            await conn.execute(SQL.firing_asked, firing_id, session_id, seq_no)
-        if due_at is None:
-            await conn.execute(
-                SQL.advance,
-                schedule.id,
-                decision.next_fire_at,
-                due,
-                "skipped" if decision.action == "skip" else None,
-            )
         return Fired(
             schedule=schedule,
             due_at=due,
-            action=decision.action if firing_id is not None else "skip",
-            session_id=session_id,
-            seq_no=seq_no,
+            action="fire",
+            next_fire_at=decision.next_fire_at,
+            session_id=asked["session_id"],
+            seq_no=asked["seq_no"],
         )
 
     async def open_firings(self, *, limit: int = 200) -> list[OpenFiring]:
@@ -268,12 +270,7 @@ class Schedules:
         return None if row is None else _schedule(row)
 
 
-def _question_metadata(
-    schedule: ScheduleRecord, firing_id: int, due: datetime
-) -> Mapping[str, Any]:
-    return {
-        "schedule_id": schedule.id,
-        "firing_id": firing_id,
-        "owner": schedule.owner,
-        "due_at": due.isoformat(),
-    }
+def _question_metadata(schedule: ScheduleRecord) -> Mapping[str, Any]:
+    """``schedule_id`` marks the question as a schedule's (never a person's); ``owner`` is
+    who is charged for it (the statement adds the due time)."""
+    return {"schedule_id": schedule.id, "owner": schedule.owner}

@@ -41,16 +41,16 @@ FOR UPDATE SKIP LOCKED
 -- name: lock_schedule
 SELECT {{schedule_columns}} FROM schedules WHERE id = $1 FOR UPDATE
 
--- name: insert_firing
--- The fence: the same firing reached twice writes nothing the second time.
+-- name: skip_firing
+-- A firing too late to run, recorded as skipped (the fence: the same one twice fails).
 INSERT INTO schedule_firings (schedule_id, due_at, outcome, reason, settled_at)
-VALUES ($1, $2, $3, $4, CASE WHEN $3 = 'skipped' THEN now() END)
-ON CONFLICT (schedule_id, due_at) DO NOTHING
-RETURNING id
+VALUES ($1, $2, 'skipped', $3, now())
 
--- name: ask_in_place
--- The prompt as a system message of the place's active session (opened if there is none,
--- with the place's own reply target), asking for a turn like a user message would.
+-- name: fire
+-- One firing in one statement: the prompt as a system message of the place's active session
+-- (opened if there is none, with the place's own reply target), asking for a turn like a
+-- user message would, and the firing recorded with it. The unique (schedule_id, due_at) is
+-- the fence: the same firing reached twice fails and its transaction writes nothing.
 WITH sess AS (
     INSERT INTO sessions AS s (platform, scope, chat_id, thread_id, last_seq_no, message_count,
                                last_message_at, turn_requested_seq, answered, reply_target)
@@ -65,25 +65,30 @@ WITH sess AS (
         answered = true,
         reply_target = coalesce(s.reply_target, excluded.reply_target)
     RETURNING s.id, s.last_seq_no
+), msg AS (
+    INSERT INTO messages (session_id, seq_no, role, sender_id, sender_name, content,
+                          reply_target, trigger, metadata)
+    SELECT sess.id, sess.last_seq_no, 'system', 'scheduler', 'scheduler', $6, $5, 'answer',
+           $7::jsonb || jsonb_build_object('due_at', $9::timestamptz)
+    FROM sess
+    RETURNING session_id, seq_no
 )
-INSERT INTO messages (session_id, seq_no, role, sender_id, sender_name, content, reply_target,
-                      trigger, metadata)
-SELECT sess.id, sess.last_seq_no, 'system', 'scheduler', 'scheduler', $6, $5, 'answer', $7
-FROM sess
-RETURNING session_id, seq_no
-
--- name: firing_asked
-UPDATE schedule_firings SET session_id = $2, seq_no = $3 WHERE id = $1
+INSERT INTO schedule_firings (schedule_id, due_at, outcome, session_id, seq_no)
+SELECT $8, $9, 'queued', msg.session_id, msg.seq_no FROM msg
+RETURNING id, session_id, seq_no
 
 -- name: advance
--- After a firing (or a skipped one): the next time, or done for a one-shot.
-UPDATE schedules
-SET next_fire_at = $2,
-    status = CASE WHEN $2::timestamptz IS NULL THEN 'done' ELSE status END,
-    last_fire_at = $3,
-    last_outcome = coalesce($4, last_outcome),
+-- After a batch of firings (or skipped ones): each schedule's next time, or done for a
+-- one-shot; $4: 'skipped' for a skipped firing, NULL otherwise (its outcome comes later).
+UPDATE schedules s
+SET next_fire_at = u.next_at,
+    status = CASE WHEN u.next_at IS NULL THEN 'done' ELSE s.status END,
+    last_fire_at = u.due_at,
+    last_outcome = coalesce(u.outcome, s.last_outcome),
     updated_at = now()
-WHERE id = $1
+FROM unnest($1::bigint[], $2::timestamptz[], $3::timestamptz[], $4::text[])
+    AS u (id, next_at, due_at, outcome)
+WHERE s.id = u.id
 
 -- name: open_firings
 -- Queued firings whose turn has run, with what became of their answer: the assistant

@@ -96,7 +96,9 @@ async def test_schedule_in_a_slack_thread_fires_there_and_mcp_posts_first(
                     deliver=True,
                 )
                 assert sent["delivery"]
-                await wait_until(lambda: slack.bot_posts("C0FRESH"), within=30, what="1st post")
+                await wait_until(
+                    lambda: bool(slack.bot_posts("C0FRESH")), within=30, what="1st post"
+                )
                 nobot = await _call(
                     client,
                     "create_session",
