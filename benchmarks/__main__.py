@@ -29,7 +29,7 @@ from benchmarks.length import LengthBench
 from benchmarks.report import markdown
 from gateway.core.logs import configure_logging
 
-SECTIONS = ("limit", "hot", "length", "e2e", "kb", "stream")
+SECTIONS = ("limit", "hot", "length", "e2e", "kb", "stream", "schedules")
 
 
 @dataclass(frozen=True)
@@ -328,6 +328,13 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 runs=1 if args.tiny else 3 if args.quick else 7,
                 chunk_delay=0.05,
                 chars=200 if args.tiny else 800,
+            )
+        if "schedules" in sections:  # schedules: N due at once, two replicas, each once
+            from benchmarks.schedules import run_schedules
+
+            print("schedules ...", file=sys.stderr)
+            results["schedules"] = await run_schedules(
+                srv, n=200 if args.tiny else 2_000 if args.quick else 10_000
             )
         results["meta"] = {
             "quick": args.quick,

@@ -381,6 +381,11 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["#### 5. Knowledge base (local embedder, hybrid retrieval)", ""]
         lines += kb_markdown(results["kb"])
         lines.append("")
+    if results.get("schedules"):  # schedules
+        from benchmarks.schedules import schedules_markdown
+
+        lines += ["#### 7. Schedules: due at one instant, fired by two replicas, each once", ""]
+        lines += schedules_markdown(results["schedules"])
     if results.get("stream"):  # streaming
         from benchmarks.stream import stream_markdown
 

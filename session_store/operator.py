@@ -360,18 +360,25 @@ class OperatorStore:
         title: str | None = None,
         kind: str = "chat",
         metadata: Mapping[str, Any] | None = None,
+        reply_target: ReplyTarget | None = None,
     ) -> tuple[SessionRecord, bool]:
         """The active session of ``key``, created if there is none (``True``); the creator
-        becomes a participant (role agent)."""
+        becomes a participant (role agent). ``reply_target``: where a first post into the
+        place goes while nobody wrote there (kept if the session has one already)."""
+        target = None if reply_target is None else reply_target.to_json()
         async with self._db.transaction() as conn:
             args = (key.platform, key.scope, key.chat_id, key.thread_id)
-            row = await conn.fetchrow(SQL.create_session, *args, title, kind, dict(metadata or {}))
+            row = await conn.fetchrow(
+                SQL.create_session, *args, title, kind, dict(metadata or {}), target
+            )
             created = row is not None
             if row is None:
                 row = await conn.fetchrow(SQL.active_session, *args)
             if row is None:  # created and closed in between: vanishingly rare, say so
                 raise RequestError("the session was closed while being opened; try again")
             session = _session(row)
+            if target is not None and not created:
+                await conn.execute(SQL.set_place_target, session.id, target)
             await conn.execute(
                 SQL.upsert_participant, session.id, participant, "agent", participant, 0
             )

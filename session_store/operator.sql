@@ -99,11 +99,14 @@ ORDER BY m.id + 0 DESC LIMIT $4
 
 -- name: latest_user_target
 -- Where a message appended by a participant goes: the target stored at ingest on the
--- session's newest user message (thread-exact, never re-derived).
-SELECT reply_target FROM messages
-WHERE session_id = $1 AND role = 'user' AND reply_target IS NOT NULL
-ORDER BY seq_no DESC
-LIMIT 1
+-- session's newest user message (thread-exact, never re-derived), else the place's own
+-- target stored when the session was opened for a first post (migration 0018).
+SELECT coalesce(
+    (SELECT reply_target FROM messages
+     WHERE session_id = $1 AND role = 'user' AND reply_target IS NOT NULL
+     ORDER BY seq_no DESC
+     LIMIT 1),
+    (SELECT reply_target FROM sessions WHERE id = $1))
 
 -- name: allocate_seq
 -- Allocates the next seq_no under the session's row lock, as ingest and finish_turn do, so
@@ -150,11 +153,15 @@ SELECT status FROM sessions WHERE id = $1
 -- A session for a place no platform message opened yet (an agent starting a conversation):
 -- the active session of that key if there is one, else a new one (the partial unique index
 -- on the active key decides races between two creators).
-INSERT INTO sessions (platform, scope, chat_id, thread_id, title, kind, metadata)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO sessions (platform, scope, chat_id, thread_id, title, kind, metadata, reply_target)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (platform, scope, chat_id, (coalesce(thread_id, ''))) WHERE status = 'active'
 DO NOTHING
 RETURNING {{session_columns}}
+
+-- name: set_place_target
+-- The place's own reply target on an active session that has none yet (a first post)
+UPDATE sessions SET reply_target = $2 WHERE id = $1 AND reply_target IS NULL
 
 -- name: active_session
 SELECT {{session_columns}} FROM sessions

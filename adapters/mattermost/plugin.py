@@ -6,6 +6,7 @@ import argparse
 
 from adapters.mattermost.adapter import MattermostAdapter, MattermostConfig
 from adapters.mattermost.settings import MattermostSettings
+from gateway.core.domain import ReplyTarget, SessionKey
 from gateway.core.plugins import Prompter, SetupFlag, SetupSpec, SurfacePlugin
 from gateway.core.ports import AdapterContext, PlatformAdapter
 from gateway.core.settings import Settings
@@ -56,6 +57,13 @@ class MattermostPlugin(SurfacePlugin[MattermostSettings]):
             settings, core=core, place_answers_all=context.place_answers_all
         )
         return MattermostAdapter(config)
+
+    def place_target(self, key: SessionKey) -> ReplyTarget:
+        """A channel: a root post, or a reply under the root post (``root_id``) that is the
+        place's thread."""
+        return ReplyTarget(
+            platform=key.platform, scope=key.scope, chat_id=key.chat_id, thread_id=key.thread_id
+        )
 
 
 plugin = MattermostPlugin()

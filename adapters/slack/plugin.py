@@ -6,6 +6,7 @@ import argparse
 
 from adapters.slack.adapter import SlackAdapter
 from adapters.slack.settings import SlackSettings
+from gateway.core.domain import ReplyTarget, SessionKey
 from gateway.core.errors import ConfigError
 from gateway.core.plugins import Prompter, SetupFlag, SetupSpec, SurfacePlugin
 from gateway.core.ports import AdapterContext, PlatformAdapter
@@ -74,6 +75,13 @@ class SlackPlugin(SurfacePlugin[SlackSettings]):
         self, settings: SlackSettings, core: Settings, context: AdapterContext
     ) -> PlatformAdapter:
         return SlackAdapter(settings, core=core, place_answers_all=context.place_answers_all)
+
+    def place_target(self, key: SessionKey) -> ReplyTarget:
+        """A channel: a root post (no ``thread_ts``), or a reply in the thread whose root
+        ``ts`` is the place's thread."""
+        return ReplyTarget(
+            platform=key.platform, scope=key.scope, chat_id=key.chat_id, thread_id=key.thread_id
+        )
 
 
 plugin = SlackPlugin()

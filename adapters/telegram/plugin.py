@@ -7,6 +7,7 @@ import secrets
 
 from adapters.telegram.adapter import TelegramAdapter
 from adapters.telegram.settings import TelegramSettings
+from gateway.core.domain import ReplyTarget, SessionKey
 from gateway.core.errors import ConfigError
 from gateway.core.plugins import Prompter, SetupFlag, SetupSpec, SurfacePlugin
 from gateway.core.ports import AdapterContext, PlatformAdapter
@@ -69,6 +70,20 @@ class TelegramPlugin(SurfacePlugin[TelegramSettings]):
         self, settings: TelegramSettings, core: Settings, context: AdapterContext
     ) -> PlatformAdapter:
         return TelegramAdapter(settings, core=core, place_answers_all=context.place_answers_all)
+
+    def place_target(self, key: SessionKey) -> ReplyTarget:
+        """A chat, or a forum topic (``message_thread_id``); the General topic (id 1) is
+        sent without one (Telegram refuses it: platforms.md §1.3); a business connection's
+        chat travels with its ``business_connection_id``."""
+        topic = None if key.thread_id in (None, "1") else key.thread_id
+        extra = {} if key.scope == "bot" else {"business_connection_id": key.scope}
+        return ReplyTarget(
+            platform=key.platform,
+            scope=key.scope,
+            chat_id=key.chat_id,
+            thread_id=topic,
+            extra=extra,
+        )
 
 
 plugin = TelegramPlugin()

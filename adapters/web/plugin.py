@@ -7,6 +7,7 @@ import re
 
 from adapters.web.adapter import WebAdapter
 from adapters.web.settings import WebSettings
+from gateway.core.domain import ReplyTarget, SessionKey
 from gateway.core.errors import ConfigError
 from gateway.core.plugins import SurfacePlugin
 from gateway.core.ports import AdapterContext, PlatformAdapter
@@ -38,6 +39,12 @@ class WebPlugin(SurfacePlugin[WebSettings]):
             context.identity,
             files=context.files,
             echo_agent=core.agent == "echo",
+        )
+
+    def place_target(self, key: SessionKey) -> ReplyTarget:
+        """A web chat thread of a channel (the thread the place names)."""
+        return ReplyTarget(
+            platform=key.platform, scope=key.scope, chat_id=key.chat_id, thread_id=key.thread_id
         )
 
 

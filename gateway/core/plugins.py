@@ -14,6 +14,8 @@ group (``[project.entry-points."chat_gateway.surfaces"]`` in its ``pyproject.tom
   adapter's own ``check()``);
 - its HTTP routes (``http_routes``; by default the adapter's own), and the path prefixes of
   webhooks it verifies itself (``webhook_prefixes``);
+- the reply target of a place nobody wrote in yet (``place_target``: a first post, a
+  scheduled answer), built from the place alone;
 - its answer settings, as shorthands of the one answer policy's vocabulary
   (``gateway.inbound.policy.rules_for``, called from its extract),
   and its streaming override (``SurfaceSettings.streaming``).
@@ -32,6 +34,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from gateway.core.domain import ReplyTarget, SessionKey
 from gateway.core.ports import AdapterContext, Check, PlatformAdapter
 from gateway.core.settings import Settings
 
@@ -130,3 +133,16 @@ class SurfacePlugin(ABC, Generic[S]):
     def http_routes(self, adapter: PlatformAdapter) -> Sequence[Any]:
         """Starlette routes the HTTP app serves for this surface: the adapter's own."""
         return adapter.http_routes()
+
+    def place_target(self, key: SessionKey) -> ReplyTarget:
+        """Where a post into ``key``'s place goes when nobody wrote there yet (a first post
+        from an agent, a scheduled answer): the chat and the thread as the platform wants
+        them on send, with nothing to reply to. By default the key's own parts."""
+        return place_target(key)
+
+
+def place_target(key: SessionKey) -> ReplyTarget:
+    """The reply target of a place whose thread id is the one the platform sends with."""
+    return ReplyTarget(
+        platform=key.platform, scope=key.scope, chat_id=key.chat_id, thread_id=key.thread_id
+    )

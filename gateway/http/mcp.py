@@ -25,6 +25,7 @@ from gateway.core.errors import GatewayError
 from gateway.core.ports import PlatformAdapter, Transport
 from gateway.core.settings import Settings
 from gateway.http.operator import OperatorService
+from gateway.runtime.registry import target_of_place
 from session_store.operator import OperatorStore
 from session_store.records import MessageRecord
 
@@ -293,12 +294,18 @@ def _writing_tools(server: MCPServer, service: OperatorService) -> None:
         kind: Annotated[str, Field(min_length=1, max_length=64)] = "chat",
     ) -> dict[str, Any]:
         """Open a session for a place (platform, scope, chat, thread), or return the active
-        one if it exists already (created=false). The creator becomes a participant. Messages
-        appended to it are stored; delivering needs a user message's reply target first."""
+        one if it exists already (created=false). The creator becomes a participant. The
+        place's reply target is stored with it (a Telegram chat or topic, a Slack channel root
+        or thread, a Mattermost channel or root post, a web chat thread), so
+        append_session_message with deliver=true posts there even if nobody wrote there yet."""
         key = SessionKey(platform=platform, scope=scope, chat_id=chat, thread_id=thread)
         with _as_tool_error():
             session, created = await ops.create_session(
-                key, participant=participant, title=title, kind=kind
+                key,
+                participant=participant,
+                title=title,
+                kind=kind,
+                reply_target=target_of_place(key),
             )
         log.info("mcp_session_created", session_id=session.id, created=created)
         return {

@@ -310,6 +310,10 @@ def _parser() -> argparse.ArgumentParser:
 
     add_people_parser(sub)
     add_usage_parser(sub)
+    # schedules: gateway schedule add|list|remove|run
+    from gateway.schedules.cli import add_parser as add_schedule_parser
+
+    add_schedule_parser(sub)
     return parser
 
 
@@ -356,6 +360,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gateway.usage.cli import run as run_usage
 
             coro = run_usage(settings, args)
+        elif args.command == "schedule":
+            from gateway.schedules.cli import run as run_schedule
+
+            coro = run_schedule(settings, args)
         elif args.sessions_command == "list":
             coro = _sessions_list(settings, args.platform, args.active, args.limit, args.json)
         else:

@@ -37,12 +37,20 @@ from gateway.knowledge.service import Knowledge, build_embedder
 from gateway.outbox.delivery import DeliverySettings, DeliveryWorker
 from gateway.outbox.pacing import Pacing, SharedBudget
 from gateway.outbox.streaming import Streams, StreamSettings
+from gateway.people.links import LinkCommand
 from gateway.profiles.service import Profiles
 from gateway.profiles.stage import ProfileCommand, ProfileStage
-from gateway.people.links import LinkCommand
 from gateway.runtime.live import ReplicatedBroadcast
-from gateway.runtime.registry import build_adapters, streaming_overrides, webhook_prefixes
+from gateway.runtime.registry import (
+    build_adapters,
+    streaming_overrides,
+    target_of_place,
+    webhook_prefixes,
+)
 from gateway.runtime.supervisor import Beat, Supervisor, pause
+from gateway.schedules.command import ScheduleCommand
+from gateway.schedules.service import ScheduleService
+from gateway.schedules.worker import ScheduleMetrics, ScheduleWorker
 from gateway.tools.approvals import ApprovalService
 from gateway.tools.catalog import tools_file_for
 from gateway.tools.service import ToolService
@@ -65,6 +73,7 @@ from session_store.knowledge import KnowledgeStore
 from session_store.live import LiveChannel
 from session_store.liveness import ProcessLiveness
 from session_store.previews import PreviewStore
+from session_store.repos.schedules import ScheduleRecord, Schedules
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
@@ -160,6 +169,7 @@ class Gateway:
         self.config.subscribe("usage", usage_config, self.usage.use)
         self._build_agent_side(settings, store, agent)
         self.summaries.charge = self.usage.charge_summary  # summaries are charged to the place
+        self._build_schedules(settings, store)
         self._build_work(settings, store, agent)
         self._build_http(settings, store)
         self._turns_stopping = asyncio.Event()
@@ -171,6 +181,24 @@ class Gateway:
         self._started_adapters: list[PlatformAdapter] = []
         self._liveness_stopping = asyncio.Event()
         self._liveness_task: asyncio.Task[None] | None = None
+
+    def _build_schedules(self, settings: Settings, store: Store) -> None:
+        """Schedules: the service every way of making one shares, and the firing loop."""
+        self.schedules = ScheduleService(Schedules(store.db), targets=target_of_place)
+        self.schedule_worker = ScheduleWorker(
+            self.schedules,
+            metrics=ScheduleMetrics(self.metrics.registry),
+            turn_wake=self.turn_wake,
+            poll_seconds=settings.gateway_poll_seconds,
+            notify=self._tell_place,
+        )
+        self._schedules_stopping = asyncio.Event()
+        self._schedules_task: asyncio.Task[None] | None = None
+
+    async def _tell_place(self, schedule: ScheduleRecord, text: str) -> None:
+        await self.operator.service.append(
+            str(schedule.key), participant="scheduler", content=text, deliver=True
+        )
 
     def _build_agent_side(self, settings: Settings, store: Store, agent: Agent) -> None:
         """The agent's context, its summaries and its tools."""
@@ -277,6 +305,14 @@ class Gateway:
 
         routes.extend(usage_router(self.usage, self.operator.policy).routes)
         routes.extend(usage_pages())
+        # schedules: /api/v1/schedules and the schedule_* MCP tools
+        from gateway.schedules.api import add_schedule_tools, schedule_pages, schedules_router
+
+        routes.extend(schedules_router(self.schedules, self.operator.policy).routes)
+        routes.extend(schedule_pages())
+        self.operator.mcp_extensions.append(
+            lambda server: add_schedule_tools(server, self.schedules)
+        )
         for adapter in self.adapters:
             routes.extend(adapter.http_routes())
         self.app = build_app(self, routes)
@@ -413,6 +449,12 @@ class Gateway:
             ],
             self._delivery_stopping,
         )
+        # schedules: fired once across replicas; required like the turn workers
+        self._schedules_task = self._supervised(
+            "schedules",
+            [("schedules", self.schedule_worker.work, max(5 * poll, 10.0), True)],
+            self._schedules_stopping,
+        )
         # --- knowledge base -------------------------------------------------------
         await self._start_knowledge()
         # --- end knowledge base ------------------------------------------------------------
@@ -438,6 +480,9 @@ class Gateway:
 
     async def _stop(self) -> None:
         self.ready = False
+        # 0. schedules: a firing is one transaction, so cancelling loses nothing
+        self._schedules_stopping.set()
+        await _cancel(self._schedules_task)
         # 1. turns: cancel running agent calls; each hands its session back (release_turn)
         self._turns_stopping.set()
         self.turn_wake.wake_all()
@@ -522,6 +567,7 @@ class Gateway:
                     ProfileCommand(self.profiles, tools_on=self.tools is not None),
                     UsageCommand(self.usage),
                     LinkCommand(self.usage),
+                    ScheduleCommand(self.schedules),
                 ],
             ),
             # charges every model call (its ``after`` runs last); budgets before any cost

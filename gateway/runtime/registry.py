@@ -21,8 +21,9 @@ from typing import Any
 
 from pydantic_settings import BaseSettings
 
+from gateway.core.domain import ReplyTarget, SessionKey
 from gateway.core.errors import ConfigError
-from gateway.core.plugins import ENTRY_POINT_GROUP, SurfacePlugin
+from gateway.core.plugins import ENTRY_POINT_GROUP, SurfacePlugin, place_target
 from gateway.core.ports import AdapterContext, AdapterFactory, PlatformAdapter
 from gateway.core.settings import Settings
 
@@ -83,6 +84,14 @@ def surface_plugins() -> tuple[Plugin, ...]:
 
 def find_plugin(name: str) -> Plugin | None:
     return next((p for p in surface_plugins() if p.name == name), None)
+
+
+def target_of_place(key: SessionKey) -> ReplyTarget:
+    """The reply target of ``key``'s place built by its surface from the place alone (a
+    first post, a scheduled answer); a surface without a plugin (``GATEWAY_ADAPTERS``) gets
+    the key's own parts."""
+    plugin = find_plugin(key.platform)
+    return place_target(key) if plugin is None else plugin.place_target(key)
 
 
 def all_settings_classes() -> list[type[BaseSettings]]:

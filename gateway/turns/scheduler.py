@@ -29,7 +29,14 @@ from gateway.runtime.supervisor import Beat, item_backoff, no_beat, pause, persi
 from gateway.tools.runner import ApprovalPending
 from gateway.turns.outgoing import outgoing
 from gateway.turns.pipeline import Pipeline
-from gateway.turns.stage import AgentRequest, Stage, TurnRun, as_context
+from gateway.turns.stage import (
+    AgentRequest,
+    Stage,
+    TurnRun,
+    as_context,
+    asks_for_answer,
+    is_scheduled,
+)
 from session_store.records import DeliveryRecord, TurnClaim
 from session_store.store import Store
 from session_store.tool_store import ToolStore
@@ -223,7 +230,7 @@ class TurnScheduler:
                 # get the next run
                 pending = [m for m in pending if m.seq_no <= (claim.parked_seq or 0)]
             handled_seq = pending[-1].seq_no if pending else claim.requested_seq
-            asks = [m for m in pending if m.role == "user" and m.trigger == "answer"]
+            asks = [m for m in pending if asks_for_answer(m)]
             if not asks:
                 done = await self._store.finish_turn_outbox(
                     claim, handled_seq=handled_seq, replies=[], target=None
@@ -237,7 +244,9 @@ class TurnScheduler:
                 questions=list(asks),
                 request=AgentRequest(
                     new_messages=[
-                        as_context(m) for m in pending if m.role == "user" and m.command is None
+                        as_context(m)
+                        for m in pending
+                        if (m.role == "user" or is_scheduled(m)) and m.command is None
                     ]
                 ),
             )

@@ -205,6 +205,18 @@ class Stage:
         return None
 
 
+def is_scheduled(message: MessageRecord) -> bool:
+    """A schedule's question (``gateway.schedules``): a system message, never a person's."""
+    return message.role == "system" and "schedule_id" in message.metadata
+
+
+def asks_for_answer(message: MessageRecord) -> bool:
+    """A person's message that asks for an answer, or a schedule's question."""
+    if message.trigger != "answer":
+        return False
+    return message.role == "user" or is_scheduled(message)
+
+
 def target_of(message: MessageRecord) -> ReplyTarget:
     if message.reply_target is None:
         raise StoreError(f"message {message.id} has no stored reply target")

@@ -1,0 +1,199 @@
+"""Schedules in the admin API (``/api/v1/schedules``) and as MCP tools (``schedule_create``,
+``schedule_list``, ``schedule_delete``), behind the same access policy as the rest: an
+operator's, so a delete removes any schedule."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from gateway.core.errors import GatewayError
+from gateway.http.admin import API_PREFIX, MAX_ID, AccessPolicy, admin_api_router
+from gateway.schedules.places import parse_place
+from gateway.schedules.service import OPERATOR, ScheduleService
+from session_store.repos.schedules import ScheduleRecord
+
+SCHEDULE_TOOLS = ("schedule_create", "schedule_list", "schedule_delete")
+Place = Annotated[
+    str,
+    Field(
+        min_length=5,
+        max_length=600,
+        description="platform:scope:chat[:thread], exact: slack:T0123:C0456:1700000000.000100",
+    ),
+]
+
+
+class ScheduleIn(BaseModel):
+    """A schedule: exactly one of ``at`` and ``cron``."""
+
+    model_config = ConfigDict(extra="forbid")
+    place: Place
+    prompt: str = Field(min_length=1, max_length=20_000)
+    at: str | None = Field(
+        default=None, max_length=64, description="one-shot: YYYY-MM-DD HH:MM in tz, or ISO 8601"
+    )
+    cron: str | None = Field(default=None, max_length=200, description='"0 9 * * 1-5"')
+    tz: str = Field(default="UTC", max_length=64, description="IANA time zone")
+    name: str | None = Field(default=None, max_length=200)
+    owner: str | None = Field(
+        default=None, max_length=300, description="platform:scope:user_id (default: operator)"
+    )
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ScheduleIn:
+        if (self.at is None) == (self.cron is None):
+            raise ValueError("give exactly one of at and cron")
+        return self
+
+
+class ScheduleOut(BaseModel):
+    id: int
+    name: str | None
+    place: str
+    prompt: str
+    owner: str
+    time_zone: str
+    at: datetime | None
+    cron: str | None
+    status: str
+    paused_reason: str | None
+    next_fire_at: datetime | None
+    last_fire_at: datetime | None
+    last_outcome: str | None
+    failures: int
+
+    @classmethod
+    def of(cls, s: ScheduleRecord) -> ScheduleOut:
+        return cls(
+            id=s.id,
+            name=s.name,
+            place=s.place,
+            prompt=s.prompt,
+            owner=s.owner,
+            time_zone=s.time_zone,
+            at=s.fire_at,
+            cron=s.cron,
+            status=s.status,
+            paused_reason=s.paused_reason,
+            next_fire_at=s.next_fire_at,
+            last_fire_at=s.last_fire_at,
+            last_outcome=s.last_outcome,
+            failures=s.failures,
+        )
+
+
+def schedules_router(service: ScheduleService, policy: AccessPolicy) -> APIRouter:
+    router = admin_api_router(policy, prefix=f"{API_PREFIX}/schedules", tag="schedules")
+
+    @router.get("", response_model=list[ScheduleOut], summary="Schedules")
+    async def listing(
+        place: Annotated[str | None, Query(min_length=5, max_length=600)] = None,
+    ) -> list[ScheduleOut]:
+        key = None if place is None else parse_place(place)
+        return [ScheduleOut.of(s) for s in await service.listing(place=key)]
+
+    @router.post("", response_model=ScheduleOut, status_code=201, summary="Create a schedule")
+    async def create(body: ScheduleIn) -> ScheduleOut:
+        made = await service.create(
+            body.place,
+            prompt=body.prompt,
+            owner=body.owner or OPERATOR,
+            at=body.at,
+            cron=body.cron,
+            tz=body.tz,
+            name=body.name,
+        )
+        return ScheduleOut.of(made)
+
+    @router.get("/{schedule_id}", response_model=ScheduleOut)
+    async def one(schedule_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> ScheduleOut:
+        return ScheduleOut.of(await service.get(schedule_id))
+
+    @router.delete("/{schedule_id}", status_code=204)
+    async def delete(schedule_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> None:
+        await service.cancel(schedule_id)
+
+    @router.post("/{schedule_id}/run", summary="Fire a schedule now")
+    async def run(schedule_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> dict[str, Any]:
+        fired = await service.run(schedule_id)
+        return {"schedule_id": schedule_id, "session_id": fired.session_id, "seq_no": fired.seq_no}
+
+    return router
+
+
+def schedule_pages() -> list[Route]:
+    """``/ops/schedules``: each schedule with its next and last firing and its outcome. The
+    page calls the admin API above (same access policy); the static files are public."""
+    from importlib import resources
+
+    from gateway.knowledge.admin_api import PAGE_HEADERS
+
+    static = resources.files("gateway.schedules").joinpath("static")
+    page = static.joinpath("schedules.html").read_text(encoding="utf-8")
+    script = static.joinpath("schedules.js").read_text(encoding="utf-8")
+
+    async def schedules_page(request: Request) -> Response:
+        return HTMLResponse(page, headers=PAGE_HEADERS)
+
+    async def schedules_script(request: Request) -> Response:
+        return Response(script, media_type="text/javascript", headers=PAGE_HEADERS)
+
+    return [
+        Route("/ops/schedules", schedules_page, methods=["GET"]),
+        Route("/ops/schedules/schedules.js", schedules_script, methods=["GET"]),
+    ]
+
+
+@contextlib.contextmanager
+def _as_tool_error() -> Iterator[None]:
+    try:
+        yield
+    except GatewayError as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def add_schedule_tools(server: MCPServer, service: ScheduleService) -> None:
+    @server.tool()
+    async def schedule_create(
+        place: Place,
+        prompt: Annotated[str, Field(min_length=1, max_length=20_000)],
+        at: Annotated[str | None, Field(max_length=64)] = None,
+        cron: Annotated[str | None, Field(max_length=200)] = None,
+        tz: Annotated[str, Field(max_length=64)] = "UTC",
+        name: Annotated[str | None, Field(max_length=200)] = None,
+        owner: Annotated[str | None, Field(max_length=300)] = None,
+    ) -> dict[str, Any]:
+        """Ask the assistant PROMPT in PLACE at a time (at: "2026-12-04 09:00" in tz) or on
+        a cron expression ("0 9 * * 1-5" in tz); its answer is posted in that place."""
+        with _as_tool_error():
+            made = await service.create(
+                place, prompt=prompt, owner=owner or OPERATOR, at=at, cron=cron, tz=tz, name=name
+            )
+        return ScheduleOut.of(made).model_dump(mode="json")
+
+    @server.tool()
+    async def schedule_list(place: Place | None = None) -> dict[str, Any]:
+        """The schedules (of one place, or all) with their next and last firing."""
+        with _as_tool_error():
+            found = await service.listing(place=None if place is None else parse_place(place))
+        return {"schedules": [ScheduleOut.of(s).model_dump(mode="json") for s in found]}
+
+    @server.tool()
+    async def schedule_delete(
+        schedule_id: Annotated[int, Field(ge=1, lt=2**63)],
+    ) -> dict[str, Any]:
+        """Remove a schedule: it fires no more."""
+        with _as_tool_error():
+            removed = await service.cancel(schedule_id)
+        return {"deleted": removed.id}

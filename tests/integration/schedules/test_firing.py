@@ -1,0 +1,161 @@
+"""Schedules against a real PostgreSQL and a real in-process gateway: each firing once across
+concurrent firing loops, the missed-firing policy, a firing's answer landing in its thread,
+and a schedule paused after five failed firings with its owner told in the place."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+
+from gateway.core.domain import ReplyTarget, SessionKey
+from gateway.core.plugins import place_target
+from gateway.schedules.service import ScheduleService
+from gateway.schedules.worker import PAUSE_AFTER
+from session_store.repos.schedules import Schedules
+from session_store.store import Store
+from testsupport.fakes.sink import SinkAdapter
+from testsupport.fakes.sink_server import SinkServer
+from testsupport.harness import running_gateway, wait_for
+
+PLACE = SessionKey(platform="sink", scope="test", chat_id="c1", thread_id="t1")
+
+
+def _target(key: SessionKey) -> ReplyTarget:
+    return place_target(key)
+
+
+async def _rows(database_url: str, sql: str) -> list[asyncpg.Record]:
+    conn = await asyncpg.connect(database_url)
+    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    try:
+        return list(await conn.fetch(sql))
+    finally:
+        await conn.close()
+
+
+async def test_two_concurrent_firing_loops_fire_each_due_schedule_once(
+    database_url: str, store: Store
+) -> None:
+    now = datetime.now(UTC)
+    service = ScheduleService(Schedules(store.db), targets=_target, clock=lambda: now)
+    for n in range(120):
+        key = SessionKey(platform="sink", scope="test", chat_id=f"c{n % 7}", thread_id=str(n))
+        await service.repo.add(
+            key=key,
+            prompt=f"q{n}",
+            owner="operator",
+            time_zone="UTC",
+            fire_at=now - timedelta(seconds=n % 30),
+            cron=None,
+            next_fire_at=now - timedelta(seconds=n % 30),
+        )
+    other = await Store.connect(database_url, min_size=1, max_size=4)
+    try:
+        second = ScheduleService(Schedules(other.db), targets=_target, clock=lambda: now)
+
+        async def drain(s: ScheduleService) -> int:
+            total = 0
+            while fired := await s.repo.fire_due(s.decide, now=now, limit=10):
+                total += len(fired)
+            return total
+
+        counts = await asyncio.gather(drain(service), drain(second))
+    finally:
+        await other.close()
+    assert sum(counts) == 120
+    firings = await _rows(database_url, "SELECT schedule_id FROM schedule_firings")
+    assert len({r[0] for r in firings}) == len(firings) == 120
+    asked = await _rows(
+        database_url, "SELECT metadata FROM messages WHERE role = 'system' ORDER BY id"
+    )
+    assert len(asked) == 120
+    assert all("schedule_id" in r[0] and r[0]["owner"] == "operator" for r in asked)
+    done = await _rows(database_url, "SELECT DISTINCT status FROM schedules")
+    assert [r[0] for r in done] == ["done"]
+
+
+async def test_a_firing_missed_by_an_hour_is_skipped_and_a_week_down_skips_once(
+    store: Store, database_url: str
+) -> None:
+    now = datetime(2026, 12, 3, 22, 0, tzinfo=UTC)
+    service = ScheduleService(Schedules(store.db), targets=_target, clock=lambda: now)
+    week = now - timedelta(days=7)
+    daily = await service.repo.add(
+        key=PLACE,
+        prompt="digest",
+        owner="o",
+        time_zone="UTC",
+        fire_at=None,
+        cron="0 21 * * *",
+        next_fire_at=week,
+    )
+    recent = await service.repo.add(
+        key=PLACE,
+        prompt="reminder",
+        owner="o",
+        time_zone="UTC",
+        fire_at=now - timedelta(minutes=30),
+        cron=None,
+        next_fire_at=now - timedelta(minutes=30),
+    )
+    fired = await service.repo.fire_due(service.decide, now=now)
+    assert sorted((f.schedule.id, f.action) for f in fired) == [
+        (daily.id, "skip"),
+        (recent.id, "fire"),
+    ]
+    assert await service.repo.fire_due(service.decide, now=now) == []  # nothing twice
+    after = await service.get(daily.id)
+    assert after.next_fire_at == datetime(2026, 12, 4, 21, 0, tzinfo=UTC)
+    assert after.last_outcome == "skipped"
+    firings = await service.repo.firings(daily.id)
+    assert [(f.outcome, f.session_id) for f in firings] == [("skipped", None)]
+
+
+async def test_a_firing_lands_once_in_its_thread_and_is_settled_as_sent(
+    database_url: str, sink: SinkServer
+) -> None:
+    async with running_gateway(
+        database_url, adapters=[SinkAdapter(sink.url)], web_chat=False
+    ) as gw:
+        made = await gw.schedules.create(
+            PLACE, prompt="what is due today?", at=datetime.now(UTC) + timedelta(seconds=1)
+        )
+        await wait_for(lambda: sink.texts_in("c1", "t1"), timeout=20)
+        await wait_for(lambda: _settled(gw.schedules, made.id), timeout=20, message="settled")
+        assert sink.texts_in("c1", "t1") == ["echo: what is due today?"]
+        assert (await gw.schedules.get(made.id)).status == "done"
+    rows = await _rows(
+        database_url, "SELECT role, sender_id, metadata FROM messages ORDER BY session_id, seq_no"
+    )
+    assert [r[0] for r in rows] == ["system", "assistant"]
+    assert rows[0][2]["schedule_id"] == made.id
+
+
+async def _settled(service: ScheduleService, schedule_id: int) -> bool:
+    return (await service.get(schedule_id)).last_outcome == "sent"
+
+
+async def test_five_failed_firings_in_a_row_pause_the_schedule_and_tell_the_owner_there(
+    database_url: str, sink: SinkServer
+) -> None:
+    sink.script.extend([("400", "refused by the platform")] * PAUSE_AFTER)
+    async with running_gateway(
+        database_url, adapters=[SinkAdapter(sink.url)], web_chat=False
+    ) as gw:
+        made = await gw.schedules.create(
+            PLACE, prompt="ping", cron="* * * * * *", owner="sink:test:alice"
+        )
+
+        async def paused() -> bool:
+            return (await gw.schedules.get(made.id)).status == "paused"
+
+        await wait_for(paused, timeout=40, message="paused after five failures")
+        await wait_for(lambda: sink.texts_in("c1", "t1"), timeout=20, message="the notice")
+        after = await gw.schedules.get(made.id)
+        assert after.failures == PAUSE_AFTER
+        assert after.paused_reason is not None and "refused by the platform" in after.paused_reason
+        notice = sink.texts_in("c1", "t1")
+        assert len(notice) == 1 and f"Schedule {made.id}" in notice[0] and "paused" in notice[0]
