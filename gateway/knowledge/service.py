@@ -532,7 +532,7 @@ class Knowledge:
             if notes:
                 return TurnKnowledge(passages=(), prompt="", trace=trace, notes=tuple(notes))
             return None
-        self.count_access(chosen)
+        # counted when cited (``count_access`` after the answer), not when offered
         return TurnKnowledge(
             passages=tuple(chosen), prompt="\n\n".join(lines), trace=trace, notes=tuple(notes)
         )

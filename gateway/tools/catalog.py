@@ -21,6 +21,7 @@ import structlog
 
 from gateway.core.domain import ReplyTarget
 from gateway.core.errors import ConfigError
+from gateway.knowledge.numbering import PassageNumbers
 
 log = structlog.get_logger(__name__)
 
@@ -408,6 +409,9 @@ class ToolCaller:
     #: the seq of the message this turn answers, and where its answer goes (approvals)
     turn_seq: int = 0
     target: ReplyTarget | None = None
+    #: the answer's one numbering of knowledge passages (``search_knowledge`` numbers what
+    #: it returns in it, after the passages the turn was given); ``None`` outside a turn
+    passages: PassageNumbers | None = field(default=None, compare=False)
 
     @property
     def chat_ref(self) -> str:

@@ -20,6 +20,7 @@ from gateway.tools.catalog import ToolCaller
 from gateway.tools.runner import TurnToolbox
 from gateway.tools.service import Prepared
 from gateway.turns.stage import Answer, Slot, Stage, TurnRun
+from gateway.turns.stages.knowledge import passage_numbers
 
 _PREPARED: Slot[Prepared] = Slot("tools")
 
@@ -64,6 +65,7 @@ class ToolsStage(Stage):
             user_id=question.sender_id,
             turn_seq=question.seq_no,
             target=turn.target,
+            passages=passage_numbers(turn),
         )
         asked = "\n".join(m.content for m in turn.pending if m.role == "user" and not m.command)
         prepared = self._tools.prepare(caller, asked, count=self._count)
