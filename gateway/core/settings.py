@@ -252,6 +252,15 @@ class Settings(BaseSettings):
     embedding_api_key: SecretStr | None = Field(default=None, alias="EMBEDDING_API_KEY")
     #: the embeddings model (with EMBEDDING_BASE_URL)
     embedding_model: str = Field(default="text-embedding-3-small", alias="EMBEDDING_MODEL")
+    # --- files and voice ------------------------------------------------------
+    #: an OpenAI-compatible `POST /v1/audio/transcriptions` server (OpenAI, Groq, a local
+    #: faster-whisper server): voice notes and audio shared in a chat are transcribed and
+    #: answered; unset: a voice note gets a short answer saying transcription is not set up
+    transcription_base_url: str | None = Field(default=None, alias="TRANSCRIPTION_BASE_URL")
+    #: the transcription server's API key
+    transcription_api_key: SecretStr | None = Field(default=None, alias="TRANSCRIPTION_API_KEY")
+    #: the transcription model (with TRANSCRIPTION_BASE_URL)
+    transcription_model: str = Field(default="whisper-1", alias="TRANSCRIPTION_MODEL")
     #: largest file added to the knowledge base (fetched or uploaded)
     gateway_max_file_bytes: int = Field(
         default=20 * 1024 * 1024, ge=1, alias="GATEWAY_MAX_FILE_BYTES"
@@ -309,7 +318,7 @@ class Settings(BaseSettings):
                 raise ValueError(f"{person!r} is not platform:id (* for any platform)")
         return value
 
-    @field_validator("embedding_base_url", "gateway_files_s3_url")
+    @field_validator("embedding_base_url", "gateway_files_s3_url", "transcription_base_url")
     @classmethod
     def _check_embedding_url(cls, value: str | None) -> str | None:
         if value and not value.startswith(("http://", "https://")):

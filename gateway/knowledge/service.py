@@ -24,6 +24,7 @@ from gateway.core.domain import Attachment, ReplyTarget, SessionKey
 from gateway.core.errors import StoreError
 from gateway.core.hub import Signal
 from gateway.core.settings import Settings
+from gateway.files.transcribe import is_audio
 from gateway.knowledge.attachments import FileFetchError, FileSource, FileTooLarge, too_large
 from gateway.knowledge.citations import (
     PROMPT_HEADER,
@@ -458,7 +459,8 @@ class Knowledge:
         try:
             notes: list[str] = []
             parts: list[dict[str, Any]] = []
-            shared = shared_files(pending)
+            # audio is heard (transcribed), not read as a document
+            shared = [a for a in shared_files(pending) if not is_audio(a)]
             # a runtime protocol check is slow: only when files were shared
             source = transport if shared and isinstance(transport, FileSource) else None
             if shared and self.settings.inline_files:

@@ -24,6 +24,7 @@ from gateway.core.hub import WorkSignal
 from gateway.core.metrics import Metrics
 from gateway.core.ports import AdapterContext, PlatformAdapter, Transport
 from gateway.core.settings import Settings, is_loopback_bind
+from gateway.files.voice import build_voice_jobs
 from gateway.http.admin import OperatorSurface
 from gateway.http.app import HttpServer, build_app
 from gateway.http.guard import HttpPolicy
@@ -46,6 +47,7 @@ from gateway.turns.scheduler import TurnScheduler, TurnSettings
 from gateway.turns.stage import Stage
 from gateway.turns.stages.commands import CommandsStage
 from gateway.turns.stages.context import ContextStage
+from gateway.turns.stages.files import VoiceStage
 from gateway.turns.stages.knowledge import KnowledgeStage
 from gateway.turns.stages.streaming import StreamingStage
 from gateway.turns.stages.tools import ToolsStage, offers_tools
@@ -101,6 +103,8 @@ class Gateway:
         self._knowledge_stopping = asyncio.Event()
         self._knowledge_task: asyncio.Task[None] | None = None
         # --- end knowledge base ------------------------------------------------------------
+        # voice notes and audio: transcription jobs (TRANSCRIPTION_BASE_URL)
+        self.voice = build_voice_jobs(settings, store)
         # approvals in the thread: adapters report clicks to it
         self.approvals: ApprovalService | None = None
         if settings.gateway_tools:
@@ -419,6 +423,8 @@ class Gateway:
         self._knowledge_stopping.set()
         await _cancel(self._knowledge_task)
         await self.knowledge.aclose()
+        if self.voice is not None:
+            await self.voice.close()
         # 2. deliveries: stop claiming, let in-flight sends finish for a bounded time
         self._delivery_stopping.set()
         self.delivery_wake.wake_all()
@@ -471,6 +477,9 @@ class Gateway:
         their schemas; the knowledge base fills what the context left."""
         stages: list[Stage] = [
             CommandsStage(self.store, self.context.policy),
+            VoiceStage(
+                self.voice, self.transports, wait_seconds=self.settings.gateway_lease_seconds / 2
+            ),
             StreamingStage(self.streams, self.agent),
         ]
         if self.tools is not None and offers_tools(self.agent):
