@@ -34,7 +34,7 @@ from gateway.knowledge.citations import (
     document_note,
     source_label,
 )
-from gateway.knowledge.config import Announce, KnowledgeSettings
+from gateway.knowledge.config import Announce, FileRejected, KnowledgeSettings
 from gateway.knowledge.embed import Embedder, EmbeddingError, LocalEmbedder, RemoteEmbedder
 from gateway.knowledge.files import FileStorageError, S3Files
 from gateway.knowledge.ingest import IngestWorker
@@ -80,10 +80,6 @@ def build_embedder(settings: Settings) -> Embedder:
             api_key=key.get_secret_value() if key else None,
         )
     return LocalEmbedder()
-
-
-class FileRejected(Exception):
-    """A file that is too big or of a type the knowledge base cannot read; ``str`` says why."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
