@@ -219,3 +219,30 @@ def make_eml(
         main, _, sub = media.partition("/")
         message.add_attachment(data, maintype=main, subtype=sub, filename=name)
     return bytes(message)
+
+
+def text_png(lines: Sequence[str], *, size: int = 36) -> bytes:
+    """A screenshot-like PNG: black ``lines`` on white (Pillow's built-in font)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    font = ImageFont.load_default(size=size)
+    width = max(40 + int(font.getlength(line)) for line in lines)
+    image = Image.new("RGB", (width, 40 + len(lines) * (size + 24)), "white")
+    draw = ImageDraw.Draw(image)
+    for i, line in enumerate(lines):
+        draw.text((20, 20 + i * (size + 24)), line, fill="black", font=font)
+    out = io.BytesIO()
+    image.save(out, "PNG")
+    return out.getvalue()
+
+
+def make_text_scan_pdf(pages: Sequence[Sequence[str]]) -> bytes:
+    """A scanned PDF: each page only an image of its lines of text, no text layer."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_creation_date(_PDF_DATE)
+    for lines in pages:
+        pdf.add_page()
+        pdf.image(io.BytesIO(text_png(lines)), x=10, y=10, w=180)
+    return bytes(pdf.output())

@@ -275,6 +275,10 @@ class Settings(BaseSettings):
     #: Markdown, CSV up to 32 KB as text parts); others, and all by default, are read into
     #: the thread's knowledge base
     agent_inline_files: CsvList = Field(default_factory=list, alias="AGENT_INLINE_FILES")
+    #: the models that accept images (names or `fnmatch` patterns, e.g. `gpt-4o*`): an image
+    #: shared with a question reaches them as an image; any other model gets the image's
+    #: text, read by OCR (the `ocr` extra)
+    agent_vision_models: CsvList = Field(default_factory=list, alias="AGENT_VISION_MODELS")
     #: file bytes in an S3-compatible bucket instead of PostgreSQL (by SHA-256): the endpoint
     #: URL (with GATEWAY_FILES_S3_BUCKET; needs `pip install 'chat-gateway[s3]'`)
     gateway_files_s3_url: str | None = Field(default=None, alias="GATEWAY_FILES_S3_URL")
@@ -335,6 +339,7 @@ class Settings(BaseSettings):
         "agent_models",
         "agent_context_windows",
         "agent_inline_files",
+        "agent_vision_models",
         "gateway_trusted_proxies",
         "gateway_allowed_hosts",
         mode="before",

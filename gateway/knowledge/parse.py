@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import PurePath
-from typing import Literal
+from typing import Any, Literal
 
+from gateway.files import ocr
 from gateway.knowledge.mail import MailFile, looks_like_mail, read_mail
 from gateway.knowledge.sheets import SheetError, sheet_blocks
 
@@ -185,11 +186,27 @@ def _pdf(data: bytes) -> Parsed:
         for p in _paragraphs(text)
     ]
     if not blocks:
-        raise ParseError(
-            f"the PDF has no text layer ({len(pages)} page(s) of images, probably a scan): "
-            "run OCR on it first, or send the text"
-        )
+        blocks = _scanned(pages)
     return Parsed("pdf", tuple(blocks), pages=len(pages))
+
+
+def _scanned(pages: list[Any]) -> list[Block]:
+    """A PDF without a text layer, read page by page by OCR (its pages' images), where the
+    ``ocr`` extra is installed."""
+    reason = f"the PDF has no text layer ({len(pages)} page(s) of images, probably a scan)"
+    if not ocr.available():
+        raise ParseError(f"{reason}: install the ocr extra to read scans by OCR, or send the text")
+    blocks: list[Block] = []
+    for number, page in enumerate(pages, start=1):
+        try:
+            images = [image.data for image in page.images]
+        except Exception:  # noqa: BLE001 - pypdf raises many kinds for odd image streams; that page has nothing to read
+            continue
+        for data in images:
+            blocks += [Block(p, page=number) for p in _paragraphs(ocr.read_text(data))]
+    if not blocks:
+        raise ParseError(f"{reason} and OCR read no text in it: send the text")
+    return blocks
 
 
 # --- spreadsheets and e-mails ------------------------------------------------------------

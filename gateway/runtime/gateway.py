@@ -47,7 +47,7 @@ from gateway.turns.scheduler import TurnScheduler, TurnSettings
 from gateway.turns.stage import Stage
 from gateway.turns.stages.commands import CommandsStage
 from gateway.turns.stages.context import ContextStage
-from gateway.turns.stages.files import VoiceStage
+from gateway.turns.stages.files import ImagesStage, VoiceStage
 from gateway.turns.stages.knowledge import KnowledgeStage
 from gateway.turns.stages.streaming import StreamingStage
 from gateway.turns.stages.tools import ToolsStage, offers_tools
@@ -495,7 +495,19 @@ class Gateway:
             ),
             TypingStage(self.transports, budget=self.streams.budget),
         ]
+        if "images" not in self.settings.agent_inline_files:
+            # images seen (or read by OCR) before the knowledge stage takes files in
+            stages.insert(-2, self._images_stage())
         return stages
+
+    def _images_stage(self) -> ImagesStage:
+        return ImagesStage(
+            self.transports,
+            self.store,
+            vision_models=self.settings.agent_vision_models,
+            max_bytes=self.settings.gateway_max_file_bytes,
+            lease_seconds=self.settings.gateway_lease_seconds,
+        )
 
     async def _announce_file(self, session_key: str, text: str) -> None:
         await self.operator.service.append(

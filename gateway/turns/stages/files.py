@@ -1,29 +1,39 @@
-"""Voice: voice notes and audio shared with the question, heard before it is answered.
+"""Voice and images shared with the question, heard and seen before it is answered.
 
+Voice (``VoiceStage``):
 Before the agent: each unanswered message with audio gets its transcription job
 (``gateway.files.voice``); the turn waits for them up to a bound. A transcript becomes its
 message's text (stored with it, marked ``transcribed``) and the turn goes on like text. Past
 the bound the turn says it is still listening (the job goes on and stores the transcript).
 Without ``TRANSCRIPTION_BASE_URL`` a voice note alone gets one short answer saying voice is not
 set up; with a typed question beside it, the answer says the voice note was not heard.
+
+Images (``ImagesStage``, after the context stage has chosen the model): a model declared to
+accept images (``AGENT_VISION_MODELS``) gets them as images; any other model gets their text,
+read by OCR (the ``ocr`` extra). They are not added to the knowledge base. With
+``AGENT_INLINE_FILES=images`` the knowledge stage sends every image inline, as before.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
+from typing import Protocol
 
 import structlog
 
+from gateway.agents.prompt import estimate_text
 from gateway.core.domain import Attachment, Reply
 from gateway.core.ports import Transport
+from gateway.files.images import accepts_images, is_image, read_images
 from gateway.files.transcribe import is_audio
 from gateway.files.voice import VoiceJobs
 from gateway.knowledge.attachments import FileSource
 from gateway.knowledge.inline import shared_files
 from gateway.turns.stage import COMMAND_MODEL, Answer, Slot, Stage, TurnRun, as_context
-from session_store.records import MessageRecord
+from session_store.records import MessageRecord, TurnClaim
 
 log = structlog.get_logger(__name__)
 
@@ -129,3 +139,91 @@ def _hear(turn: TurnRun, heard: Mapping[int, str]) -> None:
     turn.request.new_messages = [
         as_context(m) for m in turn.pending if m.role == "user" and m.command is None
     ]
+
+
+_SEEN: Slot[list[str]] = Slot("image_notes")
+
+
+class LeaseRenewal(Protocol):
+    """Renews a turn's lease (``session_store.store.Store``)."""
+
+    async def renew_turn(self, claim: TurnClaim, *, lease_seconds: float) -> None: ...
+
+
+@contextlib.asynccontextmanager
+async def _leased(store: LeaseRenewal, claim: TurnClaim, seconds: float) -> AsyncIterator[None]:
+    """The turn's lease renewed while the body runs (OCR takes seconds on a busy CPU): a
+    lost lease ends the renewal, and the turn's fenced finish then refuses its answer."""
+
+    async def renew() -> None:
+        while True:
+            await asyncio.sleep(seconds / 3)
+            await store.renew_turn(claim, lease_seconds=seconds)
+
+    task = asyncio.create_task(renew(), name="images-lease-renewal")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+
+
+class ImagesStage(Stage):
+    name = "images"
+
+    def __init__(
+        self,
+        transports: Mapping[str, Transport],
+        store: LeaseRenewal,
+        *,
+        vision_models: Sequence[str],
+        max_bytes: int,
+        lease_seconds: float,
+    ) -> None:
+        self._transports = transports
+        self._store = store
+        self._vision = tuple(vision_models)
+        self._max_bytes = max_bytes
+        self._lease_seconds = lease_seconds
+
+    async def before(self, turn: TurnRun) -> Answer | None:
+        images = [
+            a for m in turn.pending if m.role == "user" for a in shared_files([m]) if is_image(a)
+        ]
+        if not images:
+            return None
+        transport = self._transports.get(turn.claim.key.platform)
+        source = transport if isinstance(transport, FileSource) else None
+        vision = accepts_images(turn.request.model, self._vision)
+        async with _leased(self._store, turn.claim, self._lease_seconds):
+            read = await read_images(images, source, vision=vision, max_bytes=self._max_bytes)
+        turn.request.attachments = (*turn.request.attachments, *read.parts)
+        if read.text_chars and turn.request.estimated_prompt_tokens is not None:
+            text = "".join(str(p.get("text", "")) for p in read.parts)
+            turn.request.estimated_prompt_tokens += estimate_text(text)
+        if read.notes:
+            turn.put(_SEEN, read.notes)
+        # seen here: the knowledge stage does not take them into the thread's documents
+        turn.pending = [_without_images(m) for m in turn.pending]
+        log.info("images_shared", count=len(images), vision=vision, parts=len(read.parts))
+        return None
+
+    async def after(self, turn: TurnRun, replies: list[Reply]) -> list[Reply]:
+        notes = turn.get(_SEEN)
+        if not notes or not replies:
+            return replies
+        first = replies[0]
+        return [replace(first, text="\n".join(notes) + "\n\n" + first.text), *replies[1:]]
+
+
+def _without_images(m: MessageRecord) -> MessageRecord:
+    files = m.metadata.get("attachments")
+    if m.role != "user" or not files:
+        return m
+    kept = [f for f in files if not any(is_image(a) for a in shared_files([_only(m, f)]))]
+    return replace(m, metadata={**m.metadata, "attachments": kept})
+
+
+def _only(m: MessageRecord, item: object) -> MessageRecord:
+    return replace(m, metadata={"attachments": [item]})

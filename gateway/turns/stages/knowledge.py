@@ -90,7 +90,8 @@ class KnowledgeStage(Stage):
         passage_numbers(turn).number_all(found.passages)
         turn.put(_FOUND, found)
         turn.request.sections.append(found.prompt)
-        turn.request.attachments = found.parts
+        # after any the images stage gave
+        turn.request.attachments = (*turn.request.attachments, *found.parts)
         return None
 
     async def after(self, turn: TurnRun, replies: list[Reply]) -> list[Reply]:
