@@ -16,6 +16,7 @@ from typing import Any
 import asyncpg
 
 from benchmarks.common import Server, scratch_database
+from benchmarks.kb_citations import citation_figures, citation_markdown
 from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.embed import LocalEmbedder
 from gateway.knowledge.service import Knowledge
@@ -280,6 +281,9 @@ async def run_kb(
         results["recall"] = await recall_figures(dsn, embedder)
     print(f"  recall: {results['recall']['recall_at_5']}", file=sys.stderr)
     async with scratch_database(srv) as dsn:
+        results["citations"] = await citation_figures(dsn, embedder)
+    print(f"  citations: {results['citations']}", file=sys.stderr)
+    async with scratch_database(srv) as dsn:
         results["latency"] = await latency_figures(dsn, embedder, words, sizes, queries)
     return results
 
@@ -321,4 +325,6 @@ def kb_markdown(kb: dict[str, Any]) -> list[str]:
         "|---|---|---|",
         f"| {at5['lexical']:.2f} | {at5['vector']:.2f} | {at5['fused']:.2f} |",
     ]
+    if "citations" in kb:
+        lines += citation_markdown(kb["citations"])
     return lines

@@ -18,6 +18,7 @@ from session_store.errors import LeaseLost
 from session_store.rows import Column, reader
 from session_store.sql import load
 from session_store.values import ReplyTarget
+from session_store.whole_documents import WholeDocuments
 
 SQL = load(__package__, "knowledge.sql")
 
@@ -208,6 +209,8 @@ def _vector_text(vector: Sequence[float]) -> str:
 class KnowledgeStore:
     def __init__(self, db: Database) -> None:
         self._db = db
+        #: every passage of whole documents (``WholeDocuments``)
+        self.whole = WholeDocuments(db)
         self._vector: bool | None = None
         self._halfvec: bool | None = None
 

@@ -255,6 +255,15 @@ class Settings(BaseSettings):
     embedding_api_key: SecretStr | None = Field(default=None, alias="EMBEDDING_API_KEY")
     #: the embeddings model (with EMBEDDING_BASE_URL)
     embedding_model: str = Field(default="text-embedding-3-small", alias="EMBEDDING_MODEL")
+    # --- files and voice ------------------------------------------------------
+    #: an OpenAI-compatible `POST /v1/audio/transcriptions` server (OpenAI, Groq, a local
+    #: faster-whisper server): voice notes and audio shared in a chat are transcribed and
+    #: answered; unset: a voice note gets a short answer saying transcription is not set up
+    transcription_base_url: str | None = Field(default=None, alias="TRANSCRIPTION_BASE_URL")
+    #: the transcription server's API key
+    transcription_api_key: SecretStr | None = Field(default=None, alias="TRANSCRIPTION_API_KEY")
+    #: the transcription model (with TRANSCRIPTION_BASE_URL)
+    transcription_model: str = Field(default="whisper-1", alias="TRANSCRIPTION_MODEL")
     #: largest file added to the knowledge base (fetched or uploaded)
     gateway_max_file_bytes: int = Field(
         default=20 * 1024 * 1024, ge=1, alias="GATEWAY_MAX_FILE_BYTES"
@@ -269,6 +278,10 @@ class Settings(BaseSettings):
     #: Markdown, CSV up to 32 KB as text parts); others, and all by default, are read into
     #: the thread's knowledge base
     agent_inline_files: CsvList = Field(default_factory=list, alias="AGENT_INLINE_FILES")
+    #: the models that accept images (names or `fnmatch` patterns, e.g. `gpt-4o*`): an image
+    #: shared with a question reaches them as an image; any other model gets the image's
+    #: text, read by OCR (the `ocr` extra)
+    agent_vision_models: CsvList = Field(default_factory=list, alias="AGENT_VISION_MODELS")
     #: file bytes in an S3-compatible bucket instead of PostgreSQL (by SHA-256): the endpoint
     #: URL (with GATEWAY_FILES_S3_BUCKET; needs `pip install 'chat-gateway[s3]'`)
     gateway_files_s3_url: str | None = Field(default=None, alias="GATEWAY_FILES_S3_URL")
@@ -312,7 +325,7 @@ class Settings(BaseSettings):
                 raise ValueError(f"{person!r} is not platform:id (* for any platform)")
         return value
 
-    @field_validator("embedding_base_url", "gateway_files_s3_url")
+    @field_validator("embedding_base_url", "gateway_files_s3_url", "transcription_base_url")
     @classmethod
     def _check_embedding_url(cls, value: str | None) -> str | None:
         if value and not value.startswith(("http://", "https://")):
@@ -329,6 +342,7 @@ class Settings(BaseSettings):
         "agent_models",
         "agent_context_windows",
         "agent_inline_files",
+        "agent_vision_models",
         "gateway_trusted_proxies",
         "gateway_allowed_hosts",
         mode="before",

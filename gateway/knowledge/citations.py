@@ -3,12 +3,12 @@ and shows (frozen with the answer)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from gateway.core.domain import Reply
+from gateway.knowledge.numbering import PassageNumbers
 from session_store.knowledge import (
     DocumentRecord,
     PassageHit,
@@ -28,32 +28,57 @@ class TurnKnowledge:
     #: ``image_url`` with a data URL, ``text``), with ``AGENT_INLINE_FILES``
     parts: tuple[Mapping[str, Any], ...] = ()
 
-    def cite(self, replies: Sequence[Reply]) -> list[Reply]:
-        """Attach the trace to the answer, and to each reply that cites ``[n]`` its frozen
-        citations (metadata ``citations``, written to ``answer_citations`` with the message)
-        and footnotes naming the document and page."""
-        out: list[Reply] = []
-        for index, reply in enumerate(replies):
-            metadata: dict[str, Any] = dict(reply.metadata)
-            if index == 0 and self.trace:
-                metadata["retrieval_trace"] = dict(self.trace)
-            cited = sorted(
-                {int(n) for n in re.findall(r"\[(\d{1,3})\]", reply.text)}
-                & set(range(1, len(self.passages) + 1))
+    def numbered(self) -> PassageNumbers:
+        """A numbering of the answer that starts with these passages, as the prompt numbers
+        them (``[1]`` is the first)."""
+        numbers = PassageNumbers()
+        numbers.number_all(self.passages)
+        return numbers
+
+    def cite(self, replies: Sequence[Reply], numbers: PassageNumbers | None = None) -> list[Reply]:
+        """``cite_answer`` with this turn's trace and notes; ``numbers`` is the answer's one
+        numbering (these passages, then those the model's own searches were given)."""
+        return cite_answer(
+            replies,
+            self.numbered() if numbers is None else numbers,
+            trace=self.trace,
+            notes=self.notes,
+        )[0]
+
+
+def cite_answer(
+    replies: Sequence[Reply],
+    numbers: PassageNumbers,
+    *,
+    trace: Mapping[str, Any] | None = None,
+    notes: Sequence[str] = (),
+) -> tuple[list[Reply], list[PassageHit]]:
+    """Attach the trace to the answer, and to each reply that cites ``[n]`` its frozen
+    citations (metadata ``citations``, written to ``answer_citations`` with the message)
+    and footnotes naming the document and page. ``[n]`` resolves to the passage given under
+    ``n``; a number never given is left out of the sources. Also returns the passages
+    cited (each once), for the access counter."""
+    out: list[Reply] = []
+    used: dict[int, PassageHit] = {}
+    for index, reply in enumerate(replies):
+        metadata: dict[str, Any] = dict(reply.metadata)
+        if index == 0 and trace:
+            metadata["retrieval_trace"] = dict(trace)
+        cited = numbers.cited(reply.text)
+        text = reply.text
+        if index == 0 and notes:
+            text = "\n".join(notes) + "\n\n" + text
+        if cited:
+            citations = [_citation(n, hit) for n, hit in cited]
+            used.update((hit.chunk_id, hit) for _, hit in cited)
+            metadata["citations"] = citations
+            text = (
+                text.rstrip()
+                + "\n\nSources:\n"
+                + "\n".join(f"[{c['ordinal']}] {source_label(c)}" for c in citations)
             )
-            text = reply.text
-            if index == 0 and self.notes:
-                text = "\n".join(self.notes) + "\n\n" + text
-            if cited:
-                citations = [_citation(n, self.passages[n - 1]) for n in cited]
-                metadata["citations"] = citations
-                text = (
-                    text.rstrip()
-                    + "\n\nSources:\n"
-                    + "\n".join(f"[{c['ordinal']}] {source_label(c)}" for c in citations)
-                )
-            out.append(replace(reply, text=text, metadata=metadata))
-        return out
+        out.append(replace(reply, text=text, metadata=metadata))
+    return out, list(used.values())
 
 
 def document_note(doc: DocumentRecord) -> str:

@@ -8,6 +8,11 @@ from dataclasses import dataclass
 
 from gateway.core.settings import Settings
 
+
+class FileRejected(Exception):
+    """A file that is too big or of a type the knowledge base cannot read; ``str`` says why."""
+
+
 #: tells a thread (by its session key) something about a file shared there
 Announce = Callable[[str, str], Awaitable[None]]
 

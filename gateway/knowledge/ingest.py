@@ -13,8 +13,10 @@ import structlog
 from gateway.core.errors import GatewayError, LeaseLost, StoreError
 from gateway.knowledge.chunk import chunk_blocks
 from gateway.knowledge.citations import document_note
+from gateway.knowledge.config import FileRejected
 from gateway.knowledge.embed import EmbeddingError
 from gateway.knowledge.files import FileStorageError
+from gateway.knowledge.mail import MailFile
 from gateway.knowledge.parse import ParseError, parse_document
 from session_store.knowledge import DocumentState, IngestJob, NewChunk
 
@@ -42,6 +44,10 @@ class IngestHost(Protocol):
     async def switch_model(self, name: str) -> None: ...
 
     async def flush_access(self) -> None: ...
+
+    async def add(
+        self, name: str, data: bytes, *, kb: str = ..., media_type: str | None = None
+    ) -> object: ...
 
 
 class IngestWorker:
@@ -157,6 +163,10 @@ class IngestWorker:
             parsed = await asyncio.to_thread(
                 parse_document, doc.name, await self._bytes(job), doc.media_type
             )
+            # an e-mail's attachments: documents of their own, in the same knowledge base
+            # (added before the e-mail is done: a retried job adds the same files, once)
+            for inner in parsed.attachments:
+                await self._add_inner(doc.kb_name, inner)
             chunks = chunk_blocks(parsed.blocks)
             state[0] = "embedding"
             await self.k.store.job_progress(
@@ -185,6 +195,12 @@ class IngestWorker:
             renew.cancel()
             with contextlib.suppress(asyncio.CancelledError, LeaseLost, StoreError):
                 await renew
+
+    async def _add_inner(self, kb: str, inner: MailFile) -> None:
+        try:
+            await self.k.add(inner.name, inner.data, kb=kb, media_type=inner.media_type)
+        except FileRejected as exc:
+            log.info("kb_attachment_skipped", name=inner.name, reason=str(exc))
 
     async def _bytes(self, job: IngestJob) -> bytes:
         if job.content is not None:

@@ -1,5 +1,7 @@
 """Files in, text blocks out: each block keeps its page (where the format has pages) and its
-heading path. PDF (pypdf), DOCX (python-docx), HTML, Markdown, plain text and CSV.
+heading path. PDF (pypdf), DOCX (python-docx), HTML, Markdown, plain text, CSV, spreadsheets
+(XLSX, ODS: ``sheets``) and e-mails (EML: ``mail``; their attachments become documents of
+their own).
 
 A file that cannot give text (a scanned PDF without a text layer, a corrupt file, an unknown
 type) raises ``ParseError`` with a reason a person can act on."""
@@ -13,9 +15,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import PurePath
-from typing import Literal
+from typing import Any, Literal
 
-Format = Literal["pdf", "docx", "html", "markdown", "text", "csv"]
+from gateway.files import ocr
+from gateway.knowledge.mail import MailFile, looks_like_mail, read_mail
+from gateway.knowledge.sheets import SheetError, sheet_blocks
+
+Format = Literal["pdf", "docx", "html", "markdown", "text", "csv", "xlsx", "ods", "eml"]
 
 #: the media type stored for each format
 MEDIA_TYPES: dict[Format, str] = {
@@ -25,6 +31,9 @@ MEDIA_TYPES: dict[Format, str] = {
     "markdown": "text/markdown",
     "text": "text/plain",
     "csv": "text/csv",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "ods": "application/vnd.oasis.opendocument.spreadsheet",
+    "eml": "message/rfc822",
 }
 _BY_SUFFIX: dict[str, Format] = {
     ".pdf": "pdf",
@@ -38,7 +47,11 @@ _BY_SUFFIX: dict[str, Format] = {
     ".rst": "text",
     ".log": "text",
     ".csv": "csv",
+    ".xlsx": "xlsx",
+    ".ods": "ods",
+    ".eml": "eml",
 }
+_ODS_SIGNATURE = b"mimetypeapplication/vnd.oasis.opendocument.spreadsheet"
 _BY_MEDIA = {media: fmt for fmt, media in MEDIA_TYPES.items()} | {"text/x-markdown": "markdown"}
 
 #: CSV rows per block
@@ -64,6 +77,8 @@ class Parsed:
     format: Format
     blocks: tuple[Block, ...]
     pages: int | None = None
+    #: files inside the document that are documents of their own (an e-mail's attachments)
+    attachments: tuple[MailFile, ...] = ()
 
 
 def detect_format(name: str, data: bytes, media_type: str | None = None) -> Format:
@@ -71,8 +86,13 @@ def detect_format(name: str, data: bytes, media_type: str | None = None) -> Form
     if data.startswith(b"%PDF-"):
         return "pdf"
     suffix = PurePath(name).suffix.lower()
-    if data.startswith(b"PK\x03\x04") and (suffix == ".docx" or b"word/" in data[:4096]):
-        return "docx"
+    if data.startswith(b"PK\x03\x04"):
+        if suffix == ".docx" or b"word/" in data[:4096]:
+            return "docx"
+        if suffix == ".ods" or _ODS_SIGNATURE in data[:256]:
+            return "ods"
+        if suffix == ".xlsx" or b"xl/" in data[:4096]:
+            return "xlsx"
     if media_type:
         found = _BY_MEDIA.get(media_type.split(";")[0].strip().lower())
         if found is not None:
@@ -82,10 +102,13 @@ def detect_format(name: str, data: bytes, media_type: str | None = None) -> Form
     head = data[:512].lstrip().lower()
     if head.startswith((b"<!doctype html", b"<html")):
         return "html"
+    if looks_like_mail(data):
+        return "eml"
     if b"\x00" not in data[:4096] and _decodes(data[:4096]):
         return "text"
     raise ParseError(
-        f"unsupported file type for {name!r}: send PDF, DOCX, HTML, Markdown, plain text or CSV"
+        f"unsupported file type for {name!r}: send PDF, DOCX, HTML, Markdown, plain text, "
+        "CSV, XLSX, ODS or EML"
     )
 
 
@@ -104,6 +127,10 @@ def parse_document(name: str, data: bytes, media_type: str | None = None) -> Par
         return _pdf(data)
     if fmt == "docx":
         return Parsed("docx", tuple(_docx(data)))
+    if fmt in ("xlsx", "ods"):
+        return _spreadsheet(name, fmt, data)
+    if fmt == "eml":
+        return _mail(name, data)
     text = _text(data)
     if fmt == "html":
         blocks = tuple(_html(text))
@@ -159,11 +186,56 @@ def _pdf(data: bytes) -> Parsed:
         for p in _paragraphs(text)
     ]
     if not blocks:
-        raise ParseError(
-            f"the PDF has no text layer ({len(pages)} page(s) of images, probably a scan): "
-            "run OCR on it first, or send the text"
-        )
+        blocks = _scanned(pages)
     return Parsed("pdf", tuple(blocks), pages=len(pages))
+
+
+def _scanned(pages: list[Any]) -> list[Block]:
+    """A PDF without a text layer, read page by page by OCR (its pages' images), where the
+    ``ocr`` extra is installed."""
+    reason = f"the PDF has no text layer ({len(pages)} page(s) of images, probably a scan)"
+    if not ocr.available():
+        raise ParseError(f"{reason}: install the ocr extra to read scans by OCR, or send the text")
+    blocks: list[Block] = []
+    for number, page in enumerate(pages, start=1):
+        try:
+            images = [image.data for image in page.images]
+        except Exception:  # noqa: BLE001 - pypdf raises many kinds for odd image streams; that page has nothing to read
+            continue
+        for data in images:
+            blocks += [Block(p, page=number) for p in _paragraphs(ocr.read_text(data))]
+    if not blocks:
+        raise ParseError(f"{reason} and OCR read no text in it: send the text")
+    return blocks
+
+
+# --- spreadsheets and e-mails ------------------------------------------------------------
+
+
+def _spreadsheet(name: str, fmt: Format, data: bytes) -> Parsed:
+    try:
+        blocks = tuple(
+            Block(text, headings=(sheet, rows)) for sheet, rows, text in sheet_blocks(data)
+        )
+    except SheetError as exc:
+        raise ParseError(str(exc)) from exc
+    if not blocks:
+        raise ParseError(f"{name!r} has no cells with text")
+    return Parsed(fmt, blocks)
+
+
+def _mail(name: str, data: bytes) -> Parsed:
+    mail = read_mail(data)
+    subject = mail.subject or name
+    head = "\n".join(f"{k}: {v}" for k, v in mail.headers)
+    if mail.files:
+        head += "\nAttachments: " + ", ".join(f.name for f in mail.files)
+    blocks = [Block(head, headings=(subject,))] if head else []
+    body = _html(mail.body) if mail.body_is_html else [Block(p) for p in _paragraphs(mail.body)]
+    blocks += [Block(b.text, headings=(subject, *b.headings)) for b in body]
+    if not blocks:
+        raise ParseError(f"{name!r} has no text")
+    return Parsed("eml", tuple(blocks), attachments=mail.files)
 
 
 # --- DOCX ------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from gateway.core.domain import Attachment, ReplyTarget, SessionKey
 from gateway.core.errors import StoreError
 from gateway.core.hub import Signal
 from gateway.core.settings import Settings
+from gateway.files.transcribe import is_audio
 from gateway.knowledge.attachments import FileFetchError, FileSource, FileTooLarge, too_large
 from gateway.knowledge.citations import (
     PROMPT_HEADER,
@@ -33,7 +34,7 @@ from gateway.knowledge.citations import (
     document_note,
     source_label,
 )
-from gateway.knowledge.config import Announce, KnowledgeSettings
+from gateway.knowledge.config import Announce, FileRejected, KnowledgeSettings
 from gateway.knowledge.embed import Embedder, EmbeddingError, LocalEmbedder, RemoteEmbedder
 from gateway.knowledge.files import FileStorageError, S3Files
 from gateway.knowledge.ingest import IngestWorker
@@ -45,6 +46,13 @@ from gateway.knowledge.inline import (
 )
 from gateway.knowledge.parse import MEDIA_TYPES, ParseError, detect_format
 from gateway.knowledge.places import DEFAULT_KB, Chat, chat_kb, thread_kb
+from gateway.knowledge.whole import (
+    PARTIAL_HEADER,
+    Chosen,
+    as_hit,
+    choose,
+    whole_documents,
+)
 from session_store.knowledge import (
     AddedDocument,
     DocumentRecord,
@@ -79,10 +87,6 @@ def build_embedder(settings: Settings) -> Embedder:
             api_key=key.get_secret_value() if key else None,
         )
     return LocalEmbedder()
-
-
-class FileRejected(Exception):
-    """A file that is too big or of a type the knowledge base cannot read; ``str`` says why."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -459,7 +463,8 @@ class Knowledge:
         try:
             notes: list[str] = []
             parts: list[dict[str, Any]] = []
-            shared = shared_files(pending)
+            # audio is heard (transcribed), not read as a document
+            shared = [a for a in shared_files(pending) if not is_audio(a)]
             # a runtime protocol check is slow: only when files were shared
             source = transport if shared and isinstance(transport, FileSource) else None
             if shared and self.settings.inline_files:
@@ -505,23 +510,19 @@ class Knowledge:
             question, found_bases, max(self.settings.passages * 2, 10), time.perf_counter()
         )
         s = self.settings
-        budget = min(token_budget, s.max_prompt_tokens)
-        chosen: list[PassageHit] = []
-        lines = [PROMPT_HEADER]
-        used = estimate_text(PROMPT_HEADER)
-        for hit in result.hits:
-            if len(chosen) >= self.settings.passages:
-                break
-            if hit.lexical_rank is None and (hit.vector_score or 0.0) < s.min_vector_score:
-                continue
-            label = source_label({"document_name": hit.document_name, **_loc(hit)})
-            block = f"[{len(chosen) + 1}] {label}\n{hit.content}"
-            cost = estimate_text(block) + 2
-            if used + cost > budget:
-                continue
-            chosen.append(hit)
-            lines.append(block)
-            used += cost
+        relevant = [
+            h
+            for h in result.hits
+            if h.lexical_rank is not None or (h.vector_score or 0.0) >= s.min_vector_score
+        ]
+        # a question about whole documents may use all that is left of the prompt
+        whole = await self._whole(question, relevant, token_budget)
+        if whole is not None:
+            chosen, lines = list(whole.passages), [whole.header]
+            lines += [_block(n, h) for n, h in enumerate(chosen, start=1)]
+            used = sum(estimate_text(line) + 2 for line in lines)
+        else:
+            chosen, lines, used = self._best(relevant, min(token_budget, s.max_prompt_tokens))
         trace = {
             "query": question,
             "mode": result.mode,
@@ -531,14 +532,51 @@ class Knowledge:
             "prompt_tokens": used if chosen else 0,
             "timings_ms": dict(result.timings_ms),
         }
+        if whole is not None:
+            trace["whole"] = {
+                "mode": whole.mode,
+                "documents": list(dict.fromkeys(h.document_id for h in chosen)),
+            }
         if not chosen:
             if notes:
                 return TurnKnowledge(passages=(), prompt="", trace=trace, notes=tuple(notes))
             return None
-        self.count_access(chosen)
+        # counted when cited (``count_access`` after the answer), not when offered
         return TurnKnowledge(
             passages=tuple(chosen), prompt="\n\n".join(lines), trace=trace, notes=tuple(notes)
         )
+
+    def _best(
+        self, relevant: Sequence[PassageHit], budget: int
+    ) -> tuple[list[PassageHit], list[str], int]:
+        """The best passages that fit ``budget``, at most ``passages`` of them, numbered."""
+        chosen: list[PassageHit] = []
+        lines = [PROMPT_HEADER]
+        used = estimate_text(PROMPT_HEADER)
+        for hit in relevant:
+            if len(chosen) >= self.settings.passages:
+                break
+            block = _block(len(chosen) + 1, hit)
+            cost = estimate_text(block) + 2
+            if used + cost > budget:
+                continue
+            chosen.append(hit)
+            lines.append(block)
+            used += cost
+        return chosen, lines, used
+
+    async def _whole(
+        self, question: str, relevant: Sequence[PassageHit], token_budget: int
+    ) -> Chosen | None:
+        """Whole documents for a question about whole documents (``gateway.knowledge.whole``);
+        ``None`` for an ordinary question."""
+        docs = whole_documents(question, relevant)
+        if not docs:
+            return None
+        everything = [as_hit(r) for r in await self.store.whole.passages(docs)]
+        cost = {h.chunk_id: estimate_text(_block(999, h)) + 2 for h in everything}
+        room = token_budget - estimate_text(PARTIAL_HEADER) - 2
+        return choose(everything, relevant, budget=room, cost=cost)
 
     # --- access counters (off the hot path) ------------------------------------------------
 
@@ -559,6 +597,12 @@ class Knowledge:
             self._doc_access.update(docs)
             self._chunk_access.update(chunks)
             raise
+
+
+def _block(n: int, hit: PassageHit) -> str:
+    """A passage as the prompt numbers it: ``[n] name, p. 3 — Section`` and its text."""
+    label = source_label({"document_name": hit.document_name, **_loc(hit)})
+    return f"[{n}] {label}\n{hit.content}"
 
 
 __all__ = [

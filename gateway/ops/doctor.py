@@ -48,6 +48,10 @@ async def collect_checks(settings: Settings) -> list[Check]:
     from gateway.knowledge.health import knowledge_checks
 
     checks.extend(await knowledge_checks(settings))
+    # files people share: voice (TRANSCRIPTION_*) and OCR (the ocr extra)
+    from gateway.files.health import files_checks
+
+    checks.extend(files_checks(settings))
     checks.extend(_no_platform(settings))
     return checks
 

@@ -191,6 +191,9 @@ async def _add(k: Knowledge, paths: Sequence[str], *, kb: str, wait: bool) -> in
             break
         if not await k.process_one():
             await asyncio.sleep(0.2)
+    # files found inside the ones added (an e-mail's attachments) are read now too
+    while wait and await k.process_one():
+        pass
     for d in docs:
         print(_line(d))
         failed = failed or d.state == "failed"

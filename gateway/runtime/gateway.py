@@ -25,6 +25,7 @@ from gateway.core.hub import WorkSignal
 from gateway.core.metrics import Metrics
 from gateway.core.ports import AdapterContext, PlatformAdapter, Transport
 from gateway.core.settings import Settings, is_loopback_bind
+from gateway.files.voice import build_voice_jobs
 from gateway.http.admin import OperatorSurface
 from gateway.http.app import HttpServer, build_app
 from gateway.http.guard import HttpPolicy
@@ -60,6 +61,7 @@ from gateway.turns.stage import Stage
 from gateway.turns.stages.budget import BudgetStage
 from gateway.turns.stages.commands import CommandsStage
 from gateway.turns.stages.context import ContextStage
+from gateway.turns.stages.files import ImagesStage, VoiceStage
 from gateway.turns.stages.knowledge import KnowledgeStage
 from gateway.turns.stages.streaming import StreamingStage
 from gateway.turns.stages.tools import ToolsStage, offers_tools
@@ -120,6 +122,8 @@ class Gateway:
         self._knowledge_stopping = asyncio.Event()
         self._knowledge_task: asyncio.Task[None] | None = None
         # --- end knowledge base ------------------------------------------------------------
+        # voice notes and audio: transcription jobs (TRANSCRIPTION_BASE_URL)
+        self.voice = build_voice_jobs(settings, store)
         # approvals in the thread: adapters report clicks to it
         self.approvals: ApprovalService | None = None
         if settings.gateway_tools:
@@ -498,6 +502,8 @@ class Gateway:
         self._knowledge_stopping.set()
         await _cancel(self._knowledge_task)
         await self.knowledge.aclose()
+        if self.voice is not None:
+            await self.voice.close()
         # 2. deliveries: stop claiming, let in-flight sends finish for a bounded time
         self._delivery_stopping.set()
         self.delivery_wake.wake_all()
@@ -573,6 +579,9 @@ class Gateway:
             # charges every model call (its ``after`` runs last); budgets before any cost
             UsageStage(self.usage),
             BudgetStage(self.usage),
+            VoiceStage(
+                self.voice, self.transports, wait_seconds=self.settings.gateway_lease_seconds / 2
+            ),
             StreamingStage(self.streams, self.agent),
         ]
         if self.tools is not None and offers_tools(self.agent):
@@ -588,7 +597,19 @@ class Gateway:
             ),
             TypingStage(self.transports, budget=self.streams.budget),
         ]
+        if "images" not in self.settings.agent_inline_files:
+            # images seen (or read by OCR) before the knowledge stage takes files in
+            stages.insert(-2, self._images_stage())
         return stages
+
+    def _images_stage(self) -> ImagesStage:
+        return ImagesStage(
+            self.transports,
+            self.store,
+            vision_models=self.settings.agent_vision_models,
+            max_bytes=self.settings.gateway_max_file_bytes,
+            lease_seconds=self.settings.gateway_lease_seconds,
+        )
 
     async def _announce_file(self, session_key: str, text: str) -> None:
         await self.operator.service.append(

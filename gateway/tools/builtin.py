@@ -8,14 +8,16 @@ and scopes as the passages a turn gets), and the time.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.core.domain import SessionKey
+from gateway.knowledge.numbering import PassageNumbers
 from gateway.knowledge.service import KnowledgeSearch
 from gateway.tools.catalog import Tool, ToolCaller, ToolHandler, ToolPolicy, ToolSpec
+from session_store.knowledge import PassageHit
 from session_store.operator import OperatorStore
 from session_store.store import Store
 from session_store.tool_store import ToolStore
@@ -135,7 +137,8 @@ BUILTIN_SPECS: dict[str, ToolSpec] = {
         name="search_knowledge",
         description=(
             "Search the documents shared with this thread, this chat's and the default "
-            "knowledge base; returns passages with their document, page and section."
+            "knowledge base; returns passages with their document, page and section, each "
+            "with the number to cite it by in the answer (cite_as, like [6])."
         ),
         parameters={
             "type": "object",
@@ -155,6 +158,28 @@ BUILTIN_SPECS: dict[str, ToolSpec] = {
         },
     ),
 }
+
+
+def knowledge_result(hits: Sequence[PassageHit], numbers: PassageNumbers | None) -> str:
+    """``search_knowledge``'s result: each passage under the number the answer cites it by
+    (the turn's one numbering, after the passages the turn was given); without a turn's
+    numbering (no answer to cite in) the passages carry no number."""
+    rows: list[dict[str, Any]] = []
+    for h in hits:
+        row: dict[str, Any] = {}
+        if numbers is not None:
+            n = numbers.number(h)
+            row["n"] = n
+            row["cite_as"] = f"[{n}]"
+        row.update(
+            document=h.document_name,
+            page=h.page,
+            section=h.section or None,
+            text=h.content,
+            score=round(h.score, 4),
+        )
+        rows.append(row)
+    return json.dumps(rows, ensure_ascii=False)
 
 
 def builtin_tools(store: Store, *, knowledge: KnowledgeSearch | None = None) -> list[Tool]:
@@ -241,19 +266,7 @@ def builtin_tools(store: Store, *, knowledge: KnowledgeSearch | None = None) -> 
             thread_id=caller.thread_id,
         )
         found = await knowledge.search_in(key, query, limit=limit)
-        return json.dumps(
-            [
-                {
-                    "document": h.document_name,
-                    "page": h.page,
-                    "section": h.section or None,
-                    "text": h.content,
-                    "score": round(h.score, 4),
-                }
-                for h in found.hits
-            ],
-            ensure_ascii=False,
-        )
+        return knowledge_result(found.hits, caller.passages)
 
     handlers: dict[str, ToolHandler] = {
         "search_thread": search_thread,

@@ -23,6 +23,7 @@ from gateway.core.config_file import SETTING as CONFIG_SETTING
 from gateway.core.config_file import TOOLS_SECTIONS, ConfigFile
 from gateway.core.domain import ReplyTarget
 from gateway.core.errors import ConfigError
+from gateway.knowledge.numbering import PassageNumbers
 
 log = structlog.get_logger(__name__)
 
@@ -434,6 +435,9 @@ class ToolCaller:
     target: ReplyTarget | None = None
     #: the place's profile's tool patterns: they only narrow (``None``: no profile limit)
     profile_tools: tuple[str, ...] | None = None
+    #: the answer's one numbering of knowledge passages (``search_knowledge`` numbers what
+    #: it returns in it, after the passages the turn was given); ``None`` outside a turn
+    passages: PassageNumbers | None = field(default=None, compare=False)
 
     @property
     def chat_ref(self) -> str:

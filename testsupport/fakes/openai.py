@@ -118,6 +118,14 @@ class FakeOpenAI:
     #: a plain (not streamed) answer takes as long as its streamed chunks would (benchmarks
     #: comparing the two); off by default so non-streaming tests stay fast
     paced_plain_answers: bool = False
+    #: ``POST /v1/audio/transcriptions``: the text every audio file transcribes to (or the
+    #: one for its bytes), the requests (model, file name, bytes), and how many answer 503
+    #: first (the client's retries)
+    transcript: str = "hello from a voice note"
+    transcripts: dict[bytes, str] = field(default_factory=dict)
+    transcriptions: list[dict[str, Any]] = field(default_factory=list)
+    transcription_failures: int = 0
+    transcription_delay: float = 0.0
     _runner: web.AppRunner | None = None
     _closing: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -125,6 +133,7 @@ class FakeOpenAI:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._complete)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/audio/transcriptions", self._transcribe)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -164,6 +173,32 @@ class FakeOpenAI:
         return web.json_response(
             {"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]}
         )
+
+    async def _transcribe(self, request: web.Request) -> web.Response:
+        """OpenAI's transcription endpoint: multipart ``file`` + ``model``; ``{"text": ...}``."""
+        form = await request.post()
+        upload = form.get("file")
+        if not isinstance(upload, web.FileField):
+            return web.json_response({"error": {"message": "file is required"}}, status=400)
+        data = upload.file.read()
+        self.transcriptions.append(
+            {
+                "model": form.get("model"),
+                "name": upload.filename,
+                "content_type": upload.content_type,
+                "bytes": data,
+                "authorization": request.headers.get("Authorization"),
+            }
+        )
+        if self.transcription_failures > 0:
+            self.transcription_failures -= 1
+            return web.json_response({"error": {"message": "overloaded"}}, status=503)
+        if self.transcription_delay:
+            try:
+                await asyncio.wait_for(self._closing.wait(), self.transcription_delay)
+            except TimeoutError:
+                pass
+        return web.json_response({"text": self.transcripts.get(data, self.transcript)})
 
     async def _complete(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()

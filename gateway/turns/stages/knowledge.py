@@ -3,7 +3,11 @@
 Before the agent: files shared with these messages go into the thread's knowledge base (a
 bounded wait for them to be read); passages for the question, within what is left of the
 prompt budget, become a section of the system prompt, and inline files become attachments.
-After: the answer's citations are frozen (one numbering for the turn) and footnoted.
+After: the answer's citations are frozen and footnoted. One numbering per answer
+(``passage_numbers``): the passages given before the agent are ``[1]..[k]``, and every
+``search_knowledge`` call during it numbers what it returns after them; ``[n]`` resolves to
+the passage given under ``n``, a number never given is dropped, and only the passages cited
+count as read (the access counter).
 """
 
 from __future__ import annotations
@@ -13,11 +17,24 @@ from typing import Protocol
 
 from gateway.core.domain import Reply, ReplyTarget, SessionKey
 from gateway.core.ports import Transport
-from gateway.knowledge.citations import TurnKnowledge
+from gateway.knowledge.citations import TurnKnowledge, cite_answer
+from gateway.knowledge.numbering import PassageNumbers
 from gateway.turns.stage import Answer, Slot, Stage, TurnRun
+from session_store.knowledge import PassageHit
 from session_store.records import MessageRecord
 
 _FOUND: Slot[TurnKnowledge] = Slot("knowledge")
+_NUMBERS: Slot[PassageNumbers] = Slot("passage_numbers")
+
+
+def passage_numbers(turn: TurnRun) -> PassageNumbers:
+    """The turn's one numbering of passages (made by whichever stage asks first: the tools
+    stage hands it to ``search_knowledge``, this stage starts it with the turn's passages)."""
+    numbers = turn.get(_NUMBERS)
+    if numbers is None:
+        numbers = PassageNumbers()
+        turn.put(_NUMBERS, numbers)
+    return numbers
 
 
 class TurnRetrieval(Protocol):
@@ -35,6 +52,8 @@ class TurnRetrieval(Protocol):
         wait_seconds: float,
         bases: Sequence[str] = (),
     ) -> TurnKnowledge | None: ...
+
+    def count_access(self, hits: Sequence[PassageHit]) -> None: ...
 
 
 class KnowledgeStage(Stage):
@@ -68,11 +87,25 @@ class KnowledgeStage(Stage):
         )
         if found is None:
             return None
+        # the prompt numbers them 1..k: they are the first the answer is given (tools
+        # run only during the agent call, after this)
+        passage_numbers(turn).number_all(found.passages)
         turn.put(_FOUND, found)
         turn.request.sections.append(found.prompt)
-        turn.request.attachments = found.parts
+        # after any the images stage gave
+        turn.request.attachments = (*turn.request.attachments, *found.parts)
         return None
 
     async def after(self, turn: TurnRun, replies: list[Reply]) -> list[Reply]:
         found = turn.get(_FOUND)
-        return replies if found is None else found.cite(replies)
+        numbers = turn.get(_NUMBERS)
+        if found is None and not numbers:
+            return replies
+        cited, used = cite_answer(
+            replies,
+            numbers if numbers is not None else PassageNumbers(),
+            trace=found.trace if found is not None else None,
+            notes=found.notes if found is not None else (),
+        )
+        self._knowledge.count_access(used)
+        return cited

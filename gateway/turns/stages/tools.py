@@ -20,6 +20,7 @@ from gateway.tools.catalog import ToolCaller
 from gateway.tools.runner import TurnToolbox
 from gateway.tools.service import Prepared
 from gateway.turns.stage import Answer, Slot, Stage, TurnRun
+from gateway.turns.stages.knowledge import passage_numbers
 
 _PREPARED: Slot[Prepared] = Slot("tools")
 
@@ -65,6 +66,7 @@ class ToolsStage(Stage):
             turn_seq=question.seq_no,
             target=turn.target,
             profile_tools=None if turn.profile is None else turn.profile.tools,
+            passages=passage_numbers(turn),
         )
         asked = "\n".join(m.content for m in turn.pending if m.role == "user" and not m.command)
         prepared = self._tools.prepare(caller, asked, count=self._count)

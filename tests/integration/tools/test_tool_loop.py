@@ -361,3 +361,49 @@ async def test_search_knowledge_reads_the_thread_scoped_knowledge_base(
     passages = json.loads(result["content"])
     assert [p["document"] for p in passages] == ["runbook.md"]
     assert "Tuesday 14:00" in passages[0]["text"] and "4711" not in result["content"]
+
+
+async def test_a_citation_of_a_tool_search_resolves_to_the_passage_the_tool_gave(
+    database_url: str, fake: FakeOpenAI, sink: SinkServer
+) -> None:
+    """One numbering per answer: the turn is given the lunch menu as [1]; the model's own
+    search returns the runbook under the next number, [2]; the answer's [2] is footnoted with
+    the runbook (not with a pre-turn passage), and an invented [7] is dropped."""
+    from gateway.knowledge.places import thread_kb
+    from session_store.values import SessionKey
+
+    adapter = SinkAdapter(sink.url)
+    async with running_gateway(
+        database_url, adapters=[adapter], agent=agent_for(fake), web_chat=False, AGENT_MODEL="small"
+    ) as gw:
+        here = SessionKey(platform="sink", scope="test", chat_id="c", thread_id="N")
+        docs = [
+            await gw.knowledge.add(name, body, kb=thread_kb(here))
+            for name, body in (
+                ("menu.md", b"# Lunch\n\nLunch on Friday is tomato soup."),
+                ("runbook.md", b"# Deploys\n\nThe deploy window is Tuesday 14:00."),
+            )
+        ]
+
+        async def ready() -> bool:
+            found = [await gw.knowledge.store.get_document(d.document.id) for d in docs]
+            return all(d is not None and d.state == "ready" for d in found)
+
+        await wait_for(ready, timeout=20)
+        fake.script.extend(
+            [
+                Step(tool_calls=[call("search_knowledge", {"query": "deploy window"}, "k1")]),
+                Step(text="Soup on Friday [1]; deploys on Tuesday [2], says [7]."),
+            ]
+        )
+        await adapter.submit(
+            {"chat": "c", "thread": "N", "id": "1", "text": "what is for lunch on Friday?"}
+        )
+        await wait_for(lambda: len(sink.texts_in("c", "N")) == 1, timeout=20)
+    ask, follow = fake.turn_requests[-2:]
+    system = ask.body["messages"][0]["content"]
+    assert "[1] menu.md — Lunch" in system and "runbook.md" not in system
+    shown = json.loads(follow.body["messages"][-1]["content"])
+    assert (shown[0]["n"], shown[0]["document"]) == (2, "runbook.md")
+    (text,) = sink.texts_in("c", "N")
+    assert text.endswith("Sources:\n[1] menu.md — Lunch\n[2] runbook.md — Deploys")

@@ -374,3 +374,21 @@ async def test_doctor_says_a_reverse_proxy_needs_gateway_allowed_hosts() -> None
         "allowed hosts",
     )
     assert listed.ok and "bot.example.com" in listed.detail and listed.fix is None
+
+
+def test_the_doctor_speaks_of_voice_and_recommends_the_ocr_extra_when_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gateway.files import health, ocr
+
+    config = settings(AGENT="echo", TRANSCRIPTION_BASE_URL="http://stt.local/v1")
+    voice, found = health.files_checks(config)
+    assert (
+        voice.detail
+        == "voice notes transcribed by http://stt.local/v1/audio/transcriptions (whisper-1)"
+    )
+    assert found.ok and "read by OCR" in found.detail and found.fix is None
+    monkeypatch.setattr(ocr, "available", lambda: False)
+    voice, missing = health.files_checks(settings(AGENT="echo"))
+    assert "TRANSCRIPTION_BASE_URL not set" in voice.detail
+    assert missing.ok and missing.fix is not None and "chat-gateway[ocr]" in missing.fix

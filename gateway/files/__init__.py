@@ -1,0 +1,2 @@
+"""Files people share, understood: voice notes and audio transcribed (``transcribe``,
+``voice``)."""
