@@ -534,3 +534,15 @@ CREATE FUNCTION pace_reserve(keys text[], intervals double precision[],
 RETURNS double precision LANGUAGE sql AS $$
     SELECT pace_reserve(keys, intervals, array_fill(1, ARRAY[cardinality(keys)]), max_wait)
 $$;
+
+-- Per-model circuit breakers shared by every replica (migration 0020).
+CREATE TABLE model_breakers (
+    model         text PRIMARY KEY,
+    failures      integer NOT NULL DEFAULT 0 CHECK (failures >= 0),
+    open_until    timestamptz,
+    opened_at     timestamptz,
+    last_cause    text,
+    last_error    text,
+    last_error_at timestamptz,
+    updated_at    timestamptz NOT NULL DEFAULT now()
+);

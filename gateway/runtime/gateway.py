@@ -17,6 +17,7 @@ from typing import Any
 import structlog
 
 from gateway.agents.base import Agent, Closeable
+from gateway.agents.breakers import guard_agent
 from gateway.agents.prompt import TokenCounter
 from gateway.core.conversations import Conversations
 from gateway.core.errors import StoreError
@@ -47,6 +48,7 @@ from gateway.turns.stage import Stage
 from gateway.turns.stages.commands import CommandsStage
 from gateway.turns.stages.context import ContextStage
 from gateway.turns.stages.knowledge import KnowledgeStage
+from gateway.turns.stages.provider import ProviderStatusStage
 from gateway.turns.stages.streaming import StreamingStage
 from gateway.turns.stages.tools import ToolsStage, offers_tools
 from gateway.turns.stages.typing import TypingStage
@@ -55,6 +57,7 @@ from session_store.knowledge import KnowledgeStore
 from session_store.live import LiveChannel
 from session_store.liveness import ProcessLiveness
 from session_store.previews import PreviewStore
+from session_store.repos.breakers import Breakers
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
@@ -160,6 +163,8 @@ class Gateway:
             store, ContextPolicy.from_settings(settings), TokenCounter()
         )
         self.summaries = SummaryWorker(store, agent, self.context, metrics=self.metrics)
+        # per-model circuit breakers shared by the replicas (agents that consult them)
+        self.breakers = guard_agent(agent, Breakers(store.db), self.metrics, settings)
         # tools: built-ins + the tools file's MCP servers, under a fail-closed policy
         self.tools: ToolService | None = None
         if settings.gateway_tools:
@@ -485,6 +490,7 @@ class Gateway:
                 wait_seconds=self.settings.gateway_lease_seconds / 2,
             ),
             TypingStage(self.transports, budget=self.streams.budget),
+            ProviderStatusStage(self.transports, after=self.settings.agent_status_after_seconds),
         ]
         return stages
 
