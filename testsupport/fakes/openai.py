@@ -44,6 +44,12 @@ class Step:
     #: streamed answers: seconds between chunks and characters per chunk (None: the server's)
     chunk_delay: float | None = None
     chunk_chars: int | None = None
+    #: provider faults of a streamed answer: the connection closes after this many
+    #: characters of text (no ``[DONE]``); the stream stalls this long after its first text
+    #: chunk; the first text comes this long after the headers (a slow first token)
+    break_after: int | None = None
+    stall: float = 0.0
+    first_delay: float = 0.0
 
 
 @dataclass
@@ -118,6 +124,10 @@ class FakeOpenAI:
     #: a plain (not streamed) answer takes as long as its streamed chunks would (benchmarks
     #: comparing the two); off by default so non-streaming tests stay fast
     paced_plain_answers: bool = False
+    #: per model: scripted answers for requests naming it (before ``script``), and a fault
+    #: every request for it gets until removed (a model that keeps failing)
+    model_scripts: dict[str, deque[Step]] = field(default_factory=dict)
+    model_faults: dict[str, Step] = field(default_factory=dict)
     _runner: web.AppRunner | None = None
     _closing: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -174,8 +184,7 @@ class FakeOpenAI:
             true_prompt_tokens=self.count(body["messages"]),
         )
         self.requests.append(record)
-        script = self.summary_script if record.is_summary else self.script
-        step = script.popleft() if script else Step()
+        step = self._step(record)
         try:
             if step.delay:
                 try:
@@ -279,6 +288,24 @@ class FakeOpenAI:
         finally:
             record.finished = time.monotonic()
 
+    def _step(self, record: Recorded) -> Step:
+        model = str(record.body.get("model"))
+        if not record.is_summary and model in self.model_faults:
+            return self.model_faults[model]
+        scripted = self.model_scripts.get(model)
+        if not record.is_summary and scripted:
+            return scripted.popleft()
+        script = self.summary_script if record.is_summary else self.script
+        return script.popleft() if script else Step()
+
+    async def _pause(self, seconds: float) -> bool:
+        """Sleep ``seconds``; True when the server is closing meanwhile."""
+        try:
+            await asyncio.wait_for(self._closing.wait(), seconds)
+            return True
+        except TimeoutError:
+            return False
+
     async def _events(self, request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
@@ -302,13 +329,17 @@ class FakeOpenAI:
         }
         first = {"role": "assistant", "content": ""}
         await _event(response, {**base, "choices": [{"index": 0, "delta": first}]})
+        if step.first_delay and await self._pause(step.first_delay):
+            return response
         for n in range(0, len(text), size):
-            if n and delay:
-                try:
-                    await asyncio.wait_for(self._closing.wait(), delay)
-                    return response
-                except TimeoutError:
-                    pass
+            if n and delay and await self._pause(delay):
+                return response
+            if n and n == size and step.stall and await self._pause(step.stall):
+                return response
+            if step.break_after is not None and n >= step.break_after:
+                assert request.transport is not None
+                request.transport.close()  # broken off mid-answer: no end, no [DONE]
+                return response
             delta = {"content": text[n : n + size]}
             await _event(response, {**base, "choices": [{"index": 0, "delta": delta}]})
         end = {"index": 0, "delta": {}, "finish_reason": "stop"}
