@@ -28,6 +28,7 @@ from gateway.core.settings import Settings, is_loopback_bind
 from gateway.http.admin import OperatorSurface
 from gateway.http.app import HttpServer, build_app
 from gateway.http.guard import HttpPolicy
+from gateway.http.models_api import models_router
 from gateway.http.webauth import WebIdentity
 from gateway.inbound.intake import CoreIntake
 from gateway.knowledge.config import KnowledgeSettings
@@ -248,6 +249,8 @@ class Gateway:
         # its upload takes the file itself as the body (application/octet-stream)
         self.http_policy.allow_upload(KB_UPLOAD_PATH, settings.gateway_max_file_bytes)
         routes.extend(kb_pages())
+        # the model provider's health for /ops: open breakers, recent errors
+        routes.extend(models_router(Breakers(store.db), self.operator.policy).routes)
         for adapter in self.adapters:
             routes.extend(adapter.http_routes())
         self.app = build_app(self, routes)

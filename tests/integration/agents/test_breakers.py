@@ -74,9 +74,7 @@ async def test_a_breaker_opened_by_one_replica_sends_the_other_straight_to_the_f
     assert reply.model == "big" and reply.metadata["fallback_from"] == "small"
     assert [r.body["model"] for r in fake.requests] == ["big"], "the open model was not asked"
     listed = await second.repo.breakers()
-    assert [(b.model, b.is_open, b.last_cause) for b in listed] == [
-        ("small", True, "unavailable")
-    ]
+    assert [(b.model, b.is_open, b.last_cause) for b in listed] == [("small", True, "unavailable")]
     rendered = first._metrics.render().decode()
     assert 'gateway_model_breaker_open{model="small"} 1.0' in rendered
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
+
 from gateway.agents.openai import OpenAIAgent
 from gateway.agents.retry import RetryPolicy
 from gateway.runtime.gateway import Gateway
@@ -74,7 +76,8 @@ async def test_a_failing_model_hands_over_to_the_fallback_sized_for_its_window(
             out = await adapter.submit(
                 {"chat": "c", "thread": "F", "id": str(n), "text": f"{n} {long}"}
             )
-            await wait_for(lambda n=n: len(sink.accepted) == n + 1, timeout=10)
+            answered = n + 1
+            await wait_for(lambda: len(sink.accepted) == answered, timeout=10)
         fake.model_faults["small"] = Step(status=503)
         fake.model_faults["big"] = Step(status=500)
         await adapter.submit({"chat": "c", "thread": "F", "id": "9", "text": "still there?"})
@@ -145,11 +148,15 @@ async def test_a_turn_that_finally_fails_gets_one_apology_naming_the_cause(
         web_chat=False,
         AGENT_MODEL="small",
         AGENT_STATUS_AFTER_SECONDS=30,
+        AGENT_BREAKER_FAILURES=2,
     ) as gw:
         out = await adapter.submit({"chat": "c", "thread": "A", "id": "1", "text": "hello"})
         await wait_for(lambda: len(sink.accepted) == 1, timeout=10)
         await wait_for(lambda: all(r.finished for r in fake.requests))
         replies = await stored_replies(gw, out.session_id)
+        async with httpx.AsyncClient(base_url=gw.url) as client:
+            health = (await client.get("/api/v1/models/health")).json()
+            page = await client.get("/ops")
     [apology] = [p["text"] for p in sink.accepted]
     assert apology == (
         "Sorry, the model is rate limited right now, so I could not answer. "
@@ -158,3 +165,8 @@ async def test_a_turn_that_finally_fails_gets_one_apology_naming_the_cause(
     assert len(fake.requests) >= 3, "retried until the deadline"
     [stored] = replies
     assert stored["metadata"]["cause"] == "rate_limited"
+    # the operators see the open breaker and the error (/ops lists this)
+    [small] = health
+    assert small["model"] == "small" and small["open"] is True
+    assert small["last_cause"] == "rate_limited" and "HTTP 429" in small["last_error"]
+    assert 'id="model-rows"' in page.text
