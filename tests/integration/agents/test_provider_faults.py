@@ -6,6 +6,7 @@ the thread gets one status line after a long wait and one apology naming the cau
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import httpx
@@ -17,6 +18,10 @@ from testsupport.fakes.openai import FakeOpenAI, Step
 from testsupport.fakes.sink import SinkAdapter
 from testsupport.fakes.sink_server import SinkServer
 from testsupport.harness import running_gateway, wait_for
+
+
+def answered(sink: SinkServer, count: int) -> bool:
+    return len(sink.accepted) == count
 
 
 def agent_for(fake: FakeOpenAI, **kw: Any) -> OpenAIAgent:
@@ -76,8 +81,7 @@ async def test_a_failing_model_hands_over_to_the_fallback_sized_for_its_window(
             out = await adapter.submit(
                 {"chat": "c", "thread": "F", "id": str(n), "text": f"{n} {long}"}
             )
-            answered = n + 1
-            await wait_for(lambda: len(sink.accepted) == answered, timeout=10)
+            await wait_for(functools.partial(answered, sink, n + 1), timeout=10)
         fake.model_faults["small"] = Step(status=503)
         fake.model_faults["big"] = Step(status=500)
         await adapter.submit({"chat": "c", "thread": "F", "id": "9", "text": "still there?"})
