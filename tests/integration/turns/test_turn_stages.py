@@ -38,7 +38,8 @@ async def test_tools_are_a_stage_only_when_configured_and_the_agent_calls_them(
         "context",
         "knowledge",
         "typing",
+        "provider_status",
     ]
-    without = ["commands", "streaming", "context", "knowledge", "typing"]
+    without = ["commands", "streaming", "context", "knowledge", "typing", "provider_status"]
     assert stage_names(database_url, store, EchoAgent()) == without  # uses_tools = False
     assert stage_names(database_url, store, ToolUser(), GATEWAY_TOOLS=False) == without
