@@ -194,15 +194,22 @@ class OpenAIAgent:
         while route.index < len(route.models):
             model = route.model
             left = len(route.models) - route.index
-            # the last model left is asked whatever its breaker says: a turn is always tried
-            if not await self.health.available(model) and left > 1:
+            available = await self.health.available(model)
+            if not available and left > 1:
                 self.health.skipped(model)
                 log.info("model_breaker_open", model=model)
                 route.index += 1
                 continue
             try:
+                # the last model left is asked whatever its breaker says, but only once
+                # while it is open: a turn is always tried, a failing provider not hammered
                 data = await self._ask_model(
-                    route, model, until=budget.share(left), limit=limit, offer=offer
+                    route,
+                    model,
+                    until=budget.share(left),
+                    limit=limit,
+                    offer=offer,
+                    single=not available,
                 )
             except ProviderFailure as exc:
                 exc.model = model
@@ -226,8 +233,10 @@ class OpenAIAgent:
         until: float,
         limit: int,
         offer: Sequence[Mapping[str, Any]],
+        single: bool = False,
     ) -> Mapping[str, Any]:
-        """One completion from ``model``, retried until ``until`` (monotonic)."""
+        """One completion from ``model``, retried until ``until`` (monotonic); ``single``:
+        one attempt."""
         progress: ProviderProgress = route.turn.progress or Waiting()
         sink = route.turn.stream
         messages = route.messages(model)
@@ -266,6 +275,7 @@ class OpenAIAgent:
             sleep=asyncio.sleep,
             on_failure=failed,
             on_wait=waiting,
+            once=single,
         )
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult | None:

@@ -165,9 +165,11 @@ async def retried(
     sleep: Callable[[float], Awaitable[None]],
     on_failure: Callable[[ProviderFailure, int], Awaitable[None]] | None = None,
     on_wait: Callable[[ProviderFailure, float], None] | None = None,
+    once: bool = False,
 ) -> T:
     """``attempt(timeout)`` until it succeeds, a failure that will not pass, or ``until``
-    (monotonic) leaves no room for the next wait; then its last ``ProviderFailure``."""
+    (monotonic) leaves no room for the next wait; then its last ``ProviderFailure``.
+    ``once``: a single attempt (a model whose breaker is open and no other left)."""
     n = 0
     while True:
         n += 1
@@ -177,7 +179,7 @@ async def retried(
         except ProviderFailure as failure:
             if on_failure is not None:
                 await on_failure(failure, n)
-            if not failure.retryable:
+            if once or not failure.retryable:
                 raise
             wait = policy.backoff(n, failure.retry_after, rng)
             if time.monotonic() + wait >= until - 0.5:

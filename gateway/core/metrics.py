@@ -53,6 +53,15 @@ class Metrics:
             ["model"],
             registry=self.registry,
         )
+        # the process over a long run (gateway.runtime.memory)
+        self.asyncio_tasks = Gauge(
+            "gateway_asyncio_tasks", "asyncio tasks alive in this process", registry=self.registry
+        )
+        self.python_heap_bytes = Gauge(
+            "gateway_python_heap_bytes",
+            "Python heap traced by tracemalloc (0 unless it traces)",
+            registry=self.registry,
+        )
         self.deliveries = Counter(
             "gateway_deliveries",
             "Delivery attempts by platform and result (sent, retry, failed)",

@@ -38,6 +38,7 @@ from gateway.knowledge.service import Knowledge, build_embedder
 from gateway.outbox.delivery import DeliverySettings, DeliveryWorker
 from gateway.outbox.pacing import Pacing, SharedBudget
 from gateway.outbox.streaming import Streams, StreamSettings
+from gateway.runtime import memory
 from gateway.runtime.live import ReplicatedBroadcast
 from gateway.runtime.registry import build_adapters, streaming_overrides, webhook_prefixes
 from gateway.runtime.supervisor import Beat, Supervisor, pause
@@ -322,6 +323,7 @@ class Gateway:
                 host=self.settings.gateway_http_host,
                 hint="set GATEWAY_ADMIN_TOKEN to use /api/v1 and /mcp from other machines",
             )
+        memory.install_dump_signal()  # heap snapshots on SIGUSR2 (GATEWAY_TRACEMALLOC_DUMP)
         if self.tools is not None:
             await self.tools.start()  # MCP servers discovered, tools left out logged
         await self.operator.start()
@@ -527,6 +529,7 @@ class Gateway:
         await self.knowledge.run(stopping)
 
     async def refresh_gauges(self) -> None:
+        memory.refresh(self.metrics)
         with contextlib.suppress(StoreError):
             counts = await self.store.delivery_counts()
             for status in ("pending", "sending", "sent", "failed"):

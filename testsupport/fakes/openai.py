@@ -262,6 +262,15 @@ class FakeOpenAI:
             }
             if body.get("stream"):
                 return await self._stream(request, body, step, text, usage)
+            # the stream faults, for a plain answer: held back, or the connection dropped
+            if (step.stall or step.first_delay) and await self._pause(
+                step.stall + step.first_delay
+            ):
+                return web.Response(status=503)
+            if step.break_after is not None:
+                assert request.transport is not None
+                request.transport.close()
+                return web.Response(status=500)
             if self.paced_plain_answers:
                 delay = self.chunk_delay if step.chunk_delay is None else step.chunk_delay
                 size = max(1, self.chunk_chars if step.chunk_chars is None else step.chunk_chars)
