@@ -171,11 +171,12 @@ class Soak:
                             "p99_ms": p99 * 1000,
                         }
                     )
-                    if not snapped and time.monotonic() - started >= self.minutes * 20:
-                        os.kill(pid, signal.SIGUSR2)  # the heap at a third of the run
+                    if not snapped:
+                        # the heap early on (a snapshot costs RSS: before the slopes' window)
+                        os.kill(pid, signal.SIGUSR2)
                         snapped = True
                 os.kill(pid, signal.SIGUSR2)
-                await asyncio.sleep(2)
+                await _snapshots(self.logdir, 2, within=60)
             finally:
                 await conn.close()
 
@@ -199,6 +200,15 @@ class Soak:
             "heap_top_growth": _top_growth(self.logdir),
             "logs": str(self.logdir),
         }
+
+
+async def _snapshots(directory: Path, count: int, *, within: float) -> None:
+    """Until ``count`` heap snapshots are written whole (the process logs each)."""
+    for _ in range(int(within)):
+        if len(list(directory.glob("heap-*.snap"))) >= count:
+            break
+        await asyncio.sleep(1)
+    await asyncio.sleep(3)  # the last one may still be being written
 
 
 async def _upload_document(url: str) -> None:
@@ -231,7 +241,15 @@ def _quantiles(now: dict[float, float], before: dict[float, float]) -> tuple[flo
         return 0.0, 0.0
 
     def q(p: float) -> float:
-        return next((le for le, n in delta if n >= p * total), delta[-1][0])
+        # linear within the bucket the quantile falls in (Prometheus' histogram_quantile)
+        lower, below = 0.0, 0.0
+        for le, n in delta:
+            if n >= p * total:
+                if le == float("inf") or n == below:
+                    return le
+                return lower + (le - lower) * (p * total - below) / (n - below)
+            lower, below = le, n
+        return delta[-1][0]
 
     return q(0.5), q(0.99)
 
@@ -267,6 +285,11 @@ def _top_growth(directory: Path, top: int = 8) -> list[str]:
     return [str(stat) for stat in last.compare_to(first, "lineno")[:top]]
 
 
+def _ms(value: float) -> str:
+    """A bucket's upper bound in ms; past the last bucket, ``>`` it."""
+    return ">10000" if value == float("inf") else f"{value:.0f}"
+
+
 def markdown(result: dict[str, Any]) -> str:
     samples = result["samples"]
     lines = [
@@ -280,7 +303,7 @@ def markdown(result: dict[str, Any]) -> str:
     for s in [*samples[::step], *([samples[-1]] if samples and (len(samples) - 1) % step else [])]:
         lines.append(
             f"| {s['t']:.0f} | {s['rss_mb']:.1f} | {s['heap_mb']:.1f} | {s['fds']:.0f} | "
-            f"{s['db_conns']:.0f} | {s['tasks']:.0f} | {s['p50_ms']:.0f} | {s['p99_ms']:.0f} |"
+            f"{s['db_conns']:.0f} | {s['tasks']:.0f} | {_ms(s['p50_ms'])} | {_ms(s['p99_ms'])} |"
         )
     lines += [
         "",
