@@ -365,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         help=f"comma-separated sections to run (default all: {','.join(SECTIONS)}); "
         "or 'faults' alone: the fault campaign (--minutes, --seed, --platforms); "
-        "or 'fuzz' alone: ingress fuzzing (--count, --seed)",
+        "or 'fuzz' alone: ingress fuzzing (--count, --seed); "
+        "or 'soak' alone: steady load on a real gateway (--minutes, --slack)",
     )
     parser.add_argument(
         "--profile",
@@ -379,7 +380,15 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="e2e: also run another checkout's gateway (e.g. the main branch) in this run",
     )
-    parser.add_argument("--minutes", type=float, default=1.0, help="faults: campaign length")
+    parser.add_argument(
+        "--minutes", type=float, default=1.0, help="faults: campaign length; soak: its length"
+    )
+    parser.add_argument(
+        "--slack",
+        type=float,
+        default=1.0,
+        help="soak: multiplies the growth bounds (the short CI form is generous)",
+    )
     parser.add_argument("--seed", type=int, default=1, help="faults, fuzz: the seed")
     parser.add_argument(
         "--platforms",
@@ -396,6 +405,11 @@ def main(argv: list[str] | None = None) -> int:
 
         configure_logging("console", "warning")
         return fuzz.main(args.count, args.seed)
+    if args.only == "soak":
+        from benchmarks import soak
+
+        configure_logging("console", "warning")
+        return soak.main(args.minutes, slack=args.slack)
     if args.only == "faults":
         from campaigns import faults
 

@@ -715,9 +715,18 @@ async def run_campaign(minutes: float, seed: int, **overrides: Any) -> dict[str,
     return await Campaign(seconds=seconds, seed=seed, **{**defaults, **overrides}).run()
 
 
-def main(minutes: float, seed: int, *, platforms: bool = False) -> int:
+def main(minutes: float, seed: int, *, platforms: bool = False, provider: bool = True) -> int:
     result = asyncio.run(run_campaign(minutes, seed, platforms=platforms))
     print(markdown(result))
     print(json.dumps(result, indent=2, default=str), file=sys.stderr)
     bad = result["lost"] + result["duplicated"] + result["misrouted"] + result["leaked"]
+    if provider:
+        # the model provider's faults: a gateway of its own with the openai agent
+        from campaigns import provider as provider_faults
+
+        rows = asyncio.run(provider_faults.run_provider_campaign())
+        print()
+        print(provider_faults.markdown(rows))
+        print(json.dumps(rows, indent=2, default=str), file=sys.stderr)
+        bad += provider_faults.failed(rows)
     return 1 if bad else 0

@@ -668,3 +668,14 @@ CREATE TABLE schedule_firings (
     CONSTRAINT schedule_firings_once UNIQUE (schedule_id, due_at)
 );
 CREATE INDEX schedule_firings_open ON schedule_firings (session_id) WHERE outcome = 'queued';
+-- Per-model circuit breakers shared by every replica (migration 0020).
+CREATE TABLE model_breakers (
+    model         text PRIMARY KEY,
+    failures      integer NOT NULL DEFAULT 0 CHECK (failures >= 0),
+    open_until    timestamptz,
+    opened_at     timestamptz,
+    last_cause    text,
+    last_error    text,
+    last_error_at timestamptz,
+    updated_at    timestamptz NOT NULL DEFAULT now()
+);

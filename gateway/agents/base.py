@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -111,6 +111,29 @@ class Turn:
     stream: StreamSink | None = None
     #: an opaque, stable id of the person asking (a hash, never a name): OpenAI's ``user``
     user: str | None = None
+    #: where the agent says it waits on the provider (the turn shows it after a while)
+    progress: ProviderProgress | None = None
+    #: ``refit(turn, model)``: the turn sized for another model's window (a fallback), by
+    #: the context stage's rules on the context already read; ``None``: use it as it is
+    refit: Callable[[Turn, str], Turn] | None = None
+
+
+class ProviderProgress(Protocol):
+    """What a network agent tells the turn while the provider keeps it waiting (the status
+    line and the typing indicator: ``gateway.turns.stages.provider``). Never raises."""
+
+    def asking(self, model: str) -> None:
+        """A request to ``model`` is on its way (nothing has come back yet)."""
+        ...
+
+    def waiting(self, cause: str, seconds: float) -> None:
+        """The last request failed (``rate_limited``, ``unavailable``, ``timed_out``); the
+        next one goes in ``seconds``."""
+        ...
+
+    def answering(self) -> None:
+        """The answer has started to arrive."""
+        ...
 
 
 class StreamSink(Protocol):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -17,25 +19,32 @@ import httpx
 import structlog
 
 from gateway.agents.base import (
+    ProviderProgress,
     StreamSink,
     SummaryRequest,
     SummaryResult,
     ToolCall,
     Turn,
 )
+from gateway.agents.health import ModelHealth, NoHealth
 from gateway.agents.prompt import render_prompt
-from gateway.agents.wire import (
-    _RETRYABLE,
-    _error_detail,
-    _json_body,
-    _post,
-    _retry_after,
+from gateway.agents.retry import (
+    Budget,
+    ProviderFailure,
+    RetryPolicy,
+    Waiting,
+    failure_from_response,
+    failure_from_transport,
+    retried,
 )
+from gateway.agents.wire import _error_detail, _json_body
 from gateway.core.domain import Reply
 from gateway.core.errors import AgentError
 from gateway.core.settings import Settings
 
 log = structlog.get_logger(__name__)
+
+WHAT = "the model server"
 
 
 class OpenAIAgent:
@@ -45,6 +54,8 @@ class OpenAIAgent:
     #: sends exactly the prompt the context estimate was made on, so the server's
     #: ``usage.prompt_tokens`` calibrates the estimate
     calibrates = True
+    #: tells the server who asks (``user``: an opaque id of the person, ``Turn.user``)
+    sends_user = True
 
     def __init__(
         self,
@@ -54,8 +65,10 @@ class OpenAIAgent:
         model: str,
         timeout: float = 60.0,
         max_output_tokens: int = 1024,
-        retries: int = 1,
         streams: bool = True,
+        fallbacks: Sequence[str] = (),
+        policy: RetryPolicy | None = None,
+        health: ModelHealth | None = None,
     ) -> None:
         #: ``Streaming``: asks with ``stream: true`` when the turn has a stream
         self.streams = streams
@@ -64,7 +77,12 @@ class OpenAIAgent:
         self.model = model
         self._timeout = timeout
         self._max_output_tokens = max_output_tokens
-        self._retries = retries
+        #: ``AGENT_FALLBACK_MODELS``: asked in order once the chosen model's retries are spent
+        self.fallbacks = tuple(fallbacks)
+        self.policy = policy or RetryPolicy()
+        #: the per-model breakers and metrics (``gateway.agents.breakers``; set by the gateway)
+        self.health: ModelHealth = health or NoHealth()
+        self._rng = random.Random()
         # OpenAI's newer models refuse ``max_tokens``; compatible servers (vLLM, llama.cpp,
         # Ollama) all read ``max_tokens`` and not all know the newer name
         host = urlsplit(base_url).hostname or ""
@@ -82,6 +100,8 @@ class OpenAIAgent:
             model=settings.agent_model,
             timeout=settings.agent_timeout_seconds,
             max_output_tokens=settings.agent_max_output_tokens,
+            fallbacks=settings.agent_fallback_models,
+            policy=RetryPolicy(deadline=settings.agent_retry_deadline_seconds),
         )
 
     def _http(self) -> httpx.AsyncClient:
@@ -102,9 +122,14 @@ class OpenAIAgent:
         """The tool loop: offer the turn's tools, run the calls the model makes
         (a step's calls in parallel, through the turn's toolbox), feed the results back, and
         repeat until the model answers in text. After ``max_steps`` steps of calls the model
-        is asked once more with no tools offered, so the turn always ends in an answer."""
-        model = turn.model or self.model
-        messages = with_parts(render_prompt(turn.system_prompt, turn.context), turn.attachments)
+        is asked once more with no tools offered, so the turn always ends in an answer.
+
+        Each request goes through the retry policy (``gateway.agents.retry``) and, once the
+        chosen model's share of the deadline is spent, to the fallbacks in order; the model
+        that answered a step answers the rest of the turn."""
+        chosen = turn.model or self.model
+        route = _Route(turn, [chosen, *(m for m in self.fallbacks if m != chosen)])
+        budget = Budget.start(self.policy)
         limit = turn.max_output_tokens or self._max_output_tokens
         toolbox = turn.toolbox if turn.tools else None
         steps = 0
@@ -114,12 +139,7 @@ class OpenAIAgent:
         made: list[dict[str, Any]] = []
         while True:
             offer = turn.tools if toolbox is not None and steps < toolbox.max_steps else ()
-            if turn.stream is not None:
-                data = await self._complete_streaming(
-                    model, messages, limit, tools=offer, sink=turn.stream, user=turn.user
-                )
-            else:
-                data = await self._complete(model, messages, limit, tools=offer, user=turn.user)
+            data, model = await self._ask_any(route, budget, limit, offer)
             usage = _read_usage(data)
             if first_usage is None:
                 first_usage = usage
@@ -136,19 +156,20 @@ class OpenAIAgent:
                     turn.stream.restart()
                     turn.stream.status(tool_status(calls))
                 results = await toolbox.run(calls, content=content or "")
-                messages.append(
+                route.extra.append(
                     {
                         "role": "assistant",
                         "content": content or "",
                         "tool_calls": [c.to_chat() for c in calls],
                     }
                 )
-                messages.extend(
+                route.extra.extend(
                     {"role": "tool", "tool_call_id": r.call_id, "content": r.content}
                     for r in results
                 )
                 continue
             text, _, finish = _read_completion(data)
+            fallback = {"fallback_from": chosen} if model != chosen else {}
             return [
                 Reply(
                     text=text,
@@ -158,19 +179,131 @@ class OpenAIAgent:
                         # the first request's usage: the prompt exactly as the estimate saw it
                         "usage": first_usage,
                         "finish_reason": finish,
-                        "requested_model": model,
+                        "requested_model": chosen,
                         "calls": made,
+                        **fallback,
                         **({"tool_steps": steps} if steps else {}),
                     },
                 )
             ]
+
+    async def _ask_any(
+        self,
+        route: _Route,
+        budget: Budget,
+        limit: int,
+        offer: Sequence[Mapping[str, Any]],
+    ) -> tuple[Mapping[str, Any], str]:
+        """One completion from the route's current model, or from the next ones in turn
+        (a model whose breaker is open is passed by while another is left to ask)."""
+        failure: ProviderFailure | None = None
+        while route.index < len(route.models):
+            model = route.model
+            left = len(route.models) - route.index
+            available = await self.health.available(model)
+            if not available and left > 1:
+                self.health.skipped(model)
+                log.info("model_breaker_open", model=model)
+                route.index += 1
+                continue
+            try:
+                # the last model left is asked whatever its breaker says, but only once
+                # while it is open: a turn is always tried, a failing provider not hammered
+                data = await self._ask_model(
+                    route,
+                    model,
+                    until=budget.share(left),
+                    limit=limit,
+                    offer=offer,
+                    single=not available,
+                )
+            except ProviderFailure as exc:
+                exc.model = model
+                failure = exc
+                if not exc.retryable:
+                    raise
+                route.index += 1
+                if route.turn.stream is not None:
+                    route.turn.stream.restart()
+                continue
+            await self.health.succeeded(model)
+            return data, model
+        assert failure is not None  # the last model is always asked
+        raise failure
+
+    async def _ask_model(
+        self,
+        route: _Route,
+        model: str,
+        *,
+        until: float,
+        limit: int,
+        offer: Sequence[Mapping[str, Any]],
+        single: bool = False,
+    ) -> Mapping[str, Any]:
+        """One completion from ``model``, retried until ``until`` (monotonic); ``single``:
+        one attempt."""
+        progress: ProviderProgress = route.turn.progress or Waiting()
+        sink = route.turn.stream
+        user = route.turn.user
+        messages = route.messages(model)
+
+        async def once(timeout: float) -> Mapping[str, Any]:
+            progress.asking(model)
+            if sink is not None:
+                return await self._complete_streaming(
+                    model,
+                    messages,
+                    limit,
+                    tools=offer,
+                    sink=sink,
+                    timeout=timeout,
+                    progress=progress,
+                    user=user,
+                )
+            return await self._complete(
+                model, messages, limit, tools=offer, timeout=timeout, progress=progress, user=user
+            )
+
+        async def failed(f: ProviderFailure, n: int) -> None:
+            log.warning("model_request_failed", model=model, attempt=n, cause=f.cause, error=str(f))
+            await self.health.failed(model, f)
+
+        def waiting(f: ProviderFailure, seconds: float) -> None:
+            self.health.waited(model, seconds)
+            if sink is not None:
+                sink.restart()  # a broken stream starts over in the same previews
+            progress.waiting(f.cause, seconds)
+
+        return await retried(
+            once,
+            policy=self.policy,
+            until=until,
+            rng=self._rng,
+            sleep=asyncio.sleep,
+            on_failure=failed,
+            on_wait=waiting,
+            once=single,
+        )
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult | None:
         messages = [
             {"role": "system", "content": request.instructions},
             {"role": "user", "content": request.transcript},
         ]
-        data = await self._complete(request.model, messages, request.max_output_tokens)
+
+        async def once(timeout: float) -> Mapping[str, Any]:
+            return await self._complete(
+                request.model, messages, request.max_output_tokens, timeout=timeout
+            )
+
+        data = await retried(
+            once,
+            policy=self.policy,
+            until=time.monotonic() + self.policy.deadline,
+            rng=self._rng,
+            sleep=asyncio.sleep,
+        )
         text, usage, _ = _read_completion(data)
         return SummaryResult(
             text=text,
@@ -179,15 +312,16 @@ class OpenAIAgent:
             completion_tokens=usage.get("completion_tokens"),
         )
 
-    async def _complete(
+    def _body(
         self,
         model: str,
         messages: list[dict[str, Any]],
         max_output_tokens: int,
+        tools: Sequence[Mapping[str, Any]],
         *,
-        tools: Sequence[Mapping[str, Any]] = (),
+        stream: bool,
         user: str | None = None,
-    ) -> Mapping[str, Any]:
+    ) -> bytes:
         body: dict[str, Any] = {
             "model": model,
             "messages": messages,
@@ -195,20 +329,46 @@ class OpenAIAgent:
         }
         if user:
             body["user"] = user
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
         if tools:
             body["tools"] = [dict(t) for t in tools]
-        response = await _post(
-            self._http(),
-            self._url,
-            content=json.dumps(body, ensure_ascii=False).encode(),
-            headers={},
-            what="the model server",
-            retries=self._retries,
-        )
-        data = _json_body(response, "the model server")
+        return json.dumps(body, ensure_ascii=False).encode()
+
+    async def _complete(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        max_output_tokens: int,
+        *,
+        tools: Sequence[Mapping[str, Any]] = (),
+        timeout: float | None = None,
+        progress: ProviderProgress | None = None,
+        user: str | None = None,
+    ) -> Mapping[str, Any]:
+        """One request, one answer: a failure is a ``ProviderFailure`` (the caller retries)."""
+        content = self._body(model, messages, max_output_tokens, tools, stream=False, user=user)
+        try:
+            response = await self._http().post(
+                self._url, content=content, timeout=self._attempt_timeout(timeout)
+            )
+        except httpx.HTTPError as exc:
+            raise failure_from_transport(exc, what=WHAT) from exc
+        if response.status_code >= 400:
+            raise failure_from_response(response, what=WHAT, detail=_error_detail(response))
+        if progress is not None:
+            progress.answering()
+        data = _json_body(response, WHAT)
         if not isinstance(data, Mapping):
             raise AgentError("the model server's answer is not a JSON object")
         return data
+
+    def _attempt_timeout(self, timeout: float | None) -> httpx.Timeout:
+        """The client's timeout, no longer than what the turn's deadline leaves (a stalled
+        stream or a slow first token ends in time for a retry or a fallback)."""
+        seconds = self._timeout if timeout is None else min(self._timeout, timeout)
+        return httpx.Timeout(seconds)
 
     async def _complete_streaming(
         self,
@@ -218,57 +378,58 @@ class OpenAIAgent:
         *,
         tools: Sequence[Mapping[str, Any]] = (),
         sink: StreamSink,
+        timeout: float | None = None,
+        progress: ProviderProgress | None = None,
         user: str | None = None,
     ) -> Mapping[str, Any]:
         """``stream: true``: text deltas go to ``sink`` as they arrive; returns the same shape
         as a plain completion (content, tool calls, finish reason, ``usage`` where the server
         sends it with ``stream_options.include_usage``). A server that answers with plain
-        JSON instead of events is read as such."""
-        body: dict[str, Any] = {
-            "model": model,
-            "messages": messages,
-            self._limit_field: max_output_tokens,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-        if user:
-            body["user"] = user
-        if tools:
-            body["tools"] = [dict(t) for t in tools]
-        content = json.dumps(body, ensure_ascii=False).encode()
-        what = "the model server"
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                async with self._http().stream("POST", self._url, content=content) as response:
-                    if response.status_code >= 400:
-                        await response.aread()
-                        if response.status_code in _RETRYABLE and attempt <= self._retries:
-                            await asyncio.sleep(_retry_after(response))
-                            continue
-                        detail = _error_detail(response)
-                        reason = f"{what} answered HTTP {response.status_code}"
-                        raise AgentError(
-                            f"{reason}: {detail}" if detail else reason,
-                            status=response.status_code,
-                        )
-                    if "text/event-stream" not in response.headers.get("content-type", ""):
-                        await response.aread()
-                        data = _json_body(response, what)
-                        if not isinstance(data, Mapping):
-                            raise AgentError("the model server's answer is not a JSON object")
-                        return data
-                    return await _read_events(response, sink)
-            except httpx.TimeoutException as exc:
-                raise AgentError(f"{what} did not answer in time") from exc
-            except httpx.ConnectError as exc:
-                if attempt <= self._retries:
-                    await asyncio.sleep(0.5)
-                    continue
-                raise AgentError(f"cannot reach {what}") from exc
-            except httpx.HTTPError as exc:
-                raise AgentError(f"{what} connection failed ({type(exc).__name__})") from exc
+        JSON instead of events is read as such. A stream that breaks off before its end is a
+        ``ProviderFailure`` (retried: the sink starts over, in the same previews)."""
+        content = self._body(model, messages, max_output_tokens, tools, stream=True, user=user)
+        try:
+            async with self._http().stream(
+                "POST", self._url, content=content, timeout=self._attempt_timeout(timeout)
+            ) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise failure_from_response(response, what=WHAT, detail=_error_detail(response))
+                if "text/event-stream" not in response.headers.get("content-type", ""):
+                    await response.aread()
+                    data = _json_body(response, WHAT)
+                    if not isinstance(data, Mapping):
+                        raise AgentError("the model server's answer is not a JSON object")
+                    return data
+                return await _read_events(response, sink, progress)
+        except httpx.HTTPError as exc:
+            raise failure_from_transport(exc, what=WHAT) from exc
+
+
+class _Route:
+    """The models one turn may ask, in order, and where it has got to; the prompt for each
+    (sized for its window by ``Turn.refit``) followed by the turn's tool steps so far."""
+
+    def __init__(self, turn: Turn, models: list[str]) -> None:
+        self.turn = turn
+        self.models = models
+        self.index = 0
+        self.extra: list[dict[str, Any]] = []
+        self._base: dict[str, list[dict[str, Any]]] = {}
+
+    @property
+    def model(self) -> str:
+        return self.models[self.index]
+
+    def messages(self, model: str) -> list[dict[str, Any]]:
+        if model not in self._base:
+            turn = self.turn
+            if self.index > 0 and turn.refit is not None:
+                turn = turn.refit(turn, model)
+            self._base[model] = with_parts(
+                render_prompt(turn.system_prompt, turn.context), turn.attachments
+            )
+        return [*self._base[model], *self.extra]
 
 
 #: status lines for the built-in tools while they run (others: "using NAME…")
@@ -287,19 +448,26 @@ def tool_status(calls: Sequence[ToolCall]) -> str:
     return lines[0] if len(lines) == 1 else "; ".join(lines)
 
 
-async def _read_events(response: httpx.Response, sink: StreamSink) -> Mapping[str, Any]:
+async def _read_events(
+    response: httpx.Response, sink: StreamSink, progress: ProviderProgress | None = None
+) -> Mapping[str, Any]:
     """Fold chat-completion chunks (``data: {...}`` lines, ``data: [DONE]``) into one
-    completion, passing text deltas to ``sink``."""
+    completion, passing text deltas to ``sink``. Events that end before ``[DONE]`` or a
+    finish reason are a broken stream (``ProviderFailure``, retried)."""
     text: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     finish: str | None = None
     usage: Any = None
     model: Any = None
+    done = False
     async for line in response.aiter_lines():
         if not line.startswith("data:"):
             continue
+        if progress is not None and not text and not calls:
+            progress.answering()
         payload = line[5:].strip()
         if payload == "[DONE]":
+            done = True
             break
         try:
             chunk = json.loads(payload)
@@ -337,6 +505,8 @@ async def _read_events(response: httpx.Response, sink: StreamSink) -> Mapping[st
                     call["function"]["name"] += fn["name"]
                 if isinstance(fn.get("arguments"), str):
                     call["function"]["arguments"] += fn["arguments"]
+    if not done and finish is None:
+        raise ProviderFailure("the model server's stream broke off", cause="unavailable")
     message: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
     if calls:
         message["tool_calls"] = [

@@ -33,6 +33,35 @@ class Metrics:
         self.agent_seconds = Histogram(
             "gateway_agent_seconds", "Agent latency", ["agent"], registry=self.registry
         )
+        # the model provider: requests by outcome (ok, rate_limited, unavailable, timed_out,
+        # refused, breaker_open), waits before retries, open breakers (gateway.agents.breakers)
+        self.model_requests = Counter(
+            "gateway_model_requests",
+            "Requests to the model server by model and outcome",
+            ["model", "outcome"],
+            registry=self.registry,
+        )
+        self.model_retry_seconds = Histogram(
+            "gateway_model_retry_seconds",
+            "Seconds waited before retrying a model request (Retry-After or backoff)",
+            buckets=(0.1, 0.5, 1, 2, 5, 10, 20, 30, 60),
+            registry=self.registry,
+        )
+        self.model_breaker_open = Gauge(
+            "gateway_model_breaker_open",
+            "1 while a model's circuit breaker is open (as this process last read it)",
+            ["model"],
+            registry=self.registry,
+        )
+        # the process over a long run (gateway.runtime.memory)
+        self.asyncio_tasks = Gauge(
+            "gateway_asyncio_tasks", "asyncio tasks alive in this process", registry=self.registry
+        )
+        self.python_heap_bytes = Gauge(
+            "gateway_python_heap_bytes",
+            "Python heap traced by tracemalloc (0 unless it traces)",
+            registry=self.registry,
+        )
         self.deliveries = Counter(
             "gateway_deliveries",
             "Delivery attempts by platform and result (sent, retry, failed)",

@@ -224,6 +224,23 @@ class Settings(BaseSettings):
     agent_summary_tokens: int = Field(default=512, ge=64, alias="AGENT_SUMMARY_TOKENS")
     #: messages arriving during a run: ``queue`` them for the next run, or ``interrupt`` it
     agent_busy_mode: Literal["queue", "interrupt"] = Field(default="queue", alias="AGENT_BUSY_MODE")
+    #: models tried in order, on the same server, when the chosen one keeps failing (429, 5xx,
+    #: timeout) after its retries
+    agent_fallback_models: CsvList = Field(default_factory=list, alias="AGENT_FALLBACK_MODELS")
+    #: seconds one turn may spend on a struggling provider (retries after Retry-After or a
+    #: backoff, and the fallbacks) before it apologises
+    agent_retry_deadline_seconds: float = Field(
+        default=90.0, gt=0, le=3600, alias="AGENT_RETRY_DEADLINE_SECONDS"
+    )
+    #: seconds a turn waits on the provider before the thread gets one status line ("the model
+    #: is busy, retrying in 20 s")
+    agent_status_after_seconds: float = Field(
+        default=10.0, gt=0, alias="AGENT_STATUS_AFTER_SECONDS"
+    )
+    #: failed requests in a row (on every replica) that open a model's circuit breaker
+    agent_breaker_failures: int = Field(default=5, ge=1, alias="AGENT_BREAKER_FAILURES")
+    #: seconds a model's breaker stays open before one request probes it
+    agent_breaker_seconds: float = Field(default=30.0, gt=0, alias="AGENT_BREAKER_SECONDS")
 
     # --- tools ---------------------------------------------------------------
     #: the tools file (TOML: MCP servers, policy entries, access lists); unset: built-ins only
@@ -343,6 +360,7 @@ class Settings(BaseSettings):
         "agent_context_windows",
         "agent_inline_files",
         "agent_vision_models",
+        "agent_fallback_models",
         "gateway_trusted_proxies",
         "gateway_allowed_hosts",
         mode="before",

@@ -17,6 +17,7 @@ from typing import Any
 import structlog
 
 from gateway.agents.base import Agent, Closeable
+from gateway.agents.breakers import guard_agent
 from gateway.agents.prompt import TokenCounter
 from gateway.core.config_watch import ConfigWatch, ReloadResult
 from gateway.core.conversations import Conversations
@@ -29,6 +30,7 @@ from gateway.files.voice import build_voice_jobs
 from gateway.http.admin import OperatorSurface
 from gateway.http.app import HttpServer, build_app
 from gateway.http.guard import HttpPolicy
+from gateway.http.models_api import models_router
 from gateway.http.webauth import WebIdentity
 from gateway.inbound.intake import CoreIntake
 from gateway.knowledge.config import KnowledgeSettings
@@ -41,6 +43,7 @@ from gateway.outbox.streaming import Streams, StreamSettings
 from gateway.people.links import LinkCommand
 from gateway.profiles.service import Profiles
 from gateway.profiles.stage import ProfileCommand, ProfileStage
+from gateway.runtime import memory
 from gateway.runtime.live import ReplicatedBroadcast
 from gateway.runtime.registry import (
     build_adapters,
@@ -63,6 +66,7 @@ from gateway.turns.stages.commands import CommandsStage
 from gateway.turns.stages.context import ContextStage
 from gateway.turns.stages.files import ImagesStage, VoiceStage
 from gateway.turns.stages.knowledge import KnowledgeStage
+from gateway.turns.stages.provider import ProviderStatusStage
 from gateway.turns.stages.streaming import StreamingStage
 from gateway.turns.stages.tools import ToolsStage, offers_tools
 from gateway.turns.stages.typing import TypingStage
@@ -75,6 +79,7 @@ from session_store.knowledge import KnowledgeStore
 from session_store.live import LiveChannel
 from session_store.liveness import ProcessLiveness
 from session_store.previews import PreviewStore
+from session_store.repos.breakers import Breakers
 from session_store.repos.schedules import ScheduleRecord, Schedules
 from session_store.store import Store
 
@@ -211,6 +216,8 @@ class Gateway:
             store, ContextPolicy.from_settings(settings), TokenCounter()
         )
         self.summaries = SummaryWorker(store, agent, self.context, metrics=self.metrics)
+        # per-model circuit breakers shared by the replicas (agents that consult them)
+        self.breakers = guard_agent(agent, Breakers(store.db), self.metrics, settings)
         # tools: built-ins + the tools file's MCP servers, under a fail-closed policy
         self.tools: ToolService | None = None
         if settings.gateway_tools:
@@ -317,6 +324,8 @@ class Gateway:
         self.operator.mcp_extensions.append(
             lambda server: add_schedule_tools(server, self.schedules)
         )
+        # the model provider's health for /ops: open breakers, recent errors
+        routes.extend(models_router(Breakers(store.db), self.operator.policy).routes)
         for adapter in self.adapters:
             routes.extend(adapter.http_routes())
         self.app = build_app(self, routes)
@@ -388,6 +397,7 @@ class Gateway:
                 host=self.settings.gateway_http_host,
                 hint="set GATEWAY_ADMIN_TOKEN to use /api/v1 and /mcp from other machines",
             )
+        memory.install_dump_signal()  # heap snapshots on SIGUSR2 (GATEWAY_TRACEMALLOC_DUMP)
         if self.tools is not None:
             await self.tools.start()  # MCP servers discovered, tools left out logged
         await self.operator.start()
@@ -596,10 +606,12 @@ class Gateway:
                 wait_seconds=self.settings.gateway_lease_seconds / 2,
             ),
             TypingStage(self.transports, budget=self.streams.budget),
+            ProviderStatusStage(self.transports, after=self.settings.agent_status_after_seconds),
         ]
         if "images" not in self.settings.agent_inline_files:
             # images seen (or read by OCR) before the knowledge stage takes files in
-            stages.insert(-2, self._images_stage())
+            at = next(i for i, s in enumerate(stages) if isinstance(s, KnowledgeStage))
+            stages.insert(at, self._images_stage())
         return stages
 
     def _images_stage(self) -> ImagesStage:
@@ -641,6 +653,7 @@ class Gateway:
         await self.knowledge.run(stopping)
 
     async def refresh_gauges(self) -> None:
+        memory.refresh(self.metrics)
         with contextlib.suppress(StoreError):
             counts = await self.store.delivery_counts()
             for status in ("pending", "sending", "sent", "failed"):

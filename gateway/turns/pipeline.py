@@ -69,8 +69,9 @@ class Pipeline:
             raise ApprovalPending(held)
         model = turn.request.model
         if isinstance(failure, AgentError):
-            log.warning("agent_failed", error=str(failure), model=model)
-            turn.replies.append(apology(str(failure), model=model))
+            cause = getattr(failure, "cause", None)
+            log.warning("agent_failed", error=str(failure), model=model, cause=cause)
+            turn.replies.append(apology(str(failure), model=model, cause=cause))
             return "agent_failed"
         if failure is not None:
             log.error("agent_crashed", exc_info=failure)

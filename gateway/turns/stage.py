@@ -15,7 +15,14 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
-from gateway.agents.base import ContextMessage, ContextSummary, StreamSink, Toolbox, Turn
+from gateway.agents.base import (
+    ContextMessage,
+    ContextSummary,
+    ProviderProgress,
+    StreamSink,
+    Toolbox,
+    Turn,
+)
 from gateway.core.domain import Reply, ReplyTarget
 from gateway.core.errors import StoreError
 from gateway.profiles.model import Profile
@@ -77,6 +84,9 @@ class AgentRequest:
     toolbox: Toolbox | None = None
     attachments: Sequence[Mapping[str, Any]] = ()
     stream: StreamSink | None = None
+    progress: ProviderProgress | None = None
+    #: the request sized for another model (set by the context stage; see ``Turn.refit``)
+    refit: Callable[[Turn, str], Turn] | None = None
     #: raw tokens the prompt carries besides the transcript (tool schemas): the context
     #: stage leaves room for them
     reserved_tokens: int = 0
@@ -109,6 +119,8 @@ class AgentRequest:
             attachments=self.attachments,
             stream=self.stream,
             user=self.user,
+            progress=self.progress,
+            refit=self.refit,
         )
 
 
@@ -233,10 +245,24 @@ def as_context(m: MessageRecord) -> ContextMessage:
     )
 
 
-def apology(reason: str, *, model: str | None = None) -> Reply:
-    """The thread gets a plain message; the reason (model or upstream error text) stays in
-    the metadata, the logs and the operator pages."""
+#: what the thread is told when the model provider was the trouble (``ProviderFailure.cause``)
+PROVIDER_APOLOGIES = {
+    "rate_limited": "Sorry, the model is rate limited right now, so I could not answer.",
+    "unavailable": "Sorry, the model is unavailable right now, so I could not answer.",
+    "timed_out": "Sorry, the model took too long to answer.",
+}
+TRY_AGAIN = " Your next message will be tried again."
+
+
+def apology(reason: str, *, model: str | None = None, cause: str | None = None) -> Reply:
+    """The thread gets a plain message, naming the cause when the provider was the trouble
+    (rate limited, unavailable, timed out); the reason (model or upstream error text) stays
+    in the metadata, the logs and the operator pages."""
     metadata: dict[str, object] = {"error": reason, "failed_turn": True}
     if model is not None:
         metadata["agent_model"] = model
-    return Reply(text=APOLOGY, model=COMMAND_MODEL, metadata=metadata)
+    text = APOLOGY
+    if cause in PROVIDER_APOLOGIES:
+        metadata["cause"] = cause
+        text = PROVIDER_APOLOGIES[cause] + TRY_AGAIN
+    return Reply(text=text, model=COMMAND_MODEL, metadata=metadata)

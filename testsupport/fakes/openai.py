@@ -44,6 +44,12 @@ class Step:
     #: streamed answers: seconds between chunks and characters per chunk (None: the server's)
     chunk_delay: float | None = None
     chunk_chars: int | None = None
+    #: provider faults of a streamed answer: the connection closes after this many
+    #: characters of text (no ``[DONE]``); the stream stalls this long after its first text
+    #: chunk; the first text comes this long after the headers (a slow first token)
+    break_after: int | None = None
+    stall: float = 0.0
+    first_delay: float = 0.0
 
 
 @dataclass
@@ -126,6 +132,10 @@ class FakeOpenAI:
     transcriptions: list[dict[str, Any]] = field(default_factory=list)
     transcription_failures: int = 0
     transcription_delay: float = 0.0
+    #: per model: scripted answers for requests naming it (before ``script``), and a fault
+    #: every request for it gets until removed (a model that keeps failing)
+    model_scripts: dict[str, deque[Step]] = field(default_factory=dict)
+    model_faults: dict[str, Step] = field(default_factory=dict)
     _runner: web.AppRunner | None = None
     _closing: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -209,8 +219,7 @@ class FakeOpenAI:
             true_prompt_tokens=self.count(body["messages"]),
         )
         self.requests.append(record)
-        script = self.summary_script if record.is_summary else self.script
-        step = script.popleft() if script else Step()
+        step = self._step(record)
         try:
             if step.delay:
                 try:
@@ -288,6 +297,15 @@ class FakeOpenAI:
             }
             if body.get("stream"):
                 return await self._stream(request, body, step, text, usage)
+            # the stream faults, for a plain answer: held back, or the connection dropped
+            if (step.stall or step.first_delay) and await self._pause(
+                step.stall + step.first_delay
+            ):
+                return web.Response(status=503)
+            if step.break_after is not None:
+                assert request.transport is not None
+                request.transport.close()
+                return web.Response(status=500)
             if self.paced_plain_answers:
                 delay = self.chunk_delay if step.chunk_delay is None else step.chunk_delay
                 size = max(1, self.chunk_chars if step.chunk_chars is None else step.chunk_chars)
@@ -314,6 +332,24 @@ class FakeOpenAI:
         finally:
             record.finished = time.monotonic()
 
+    def _step(self, record: Recorded) -> Step:
+        model = str(record.body.get("model"))
+        if not record.is_summary and model in self.model_faults:
+            return self.model_faults[model]
+        scripted = self.model_scripts.get(model)
+        if not record.is_summary and scripted:
+            return scripted.popleft()
+        script = self.summary_script if record.is_summary else self.script
+        return script.popleft() if script else Step()
+
+    async def _pause(self, seconds: float) -> bool:
+        """Sleep ``seconds``; True when the server is closing meanwhile."""
+        try:
+            await asyncio.wait_for(self._closing.wait(), seconds)
+            return True
+        except TimeoutError:
+            return False
+
     async def _events(self, request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
@@ -337,13 +373,17 @@ class FakeOpenAI:
         }
         first = {"role": "assistant", "content": ""}
         await _event(response, {**base, "choices": [{"index": 0, "delta": first}]})
+        if step.first_delay and await self._pause(step.first_delay):
+            return response
         for n in range(0, len(text), size):
-            if n and delay:
-                try:
-                    await asyncio.wait_for(self._closing.wait(), delay)
-                    return response
-                except TimeoutError:
-                    pass
+            if n and delay and await self._pause(delay):
+                return response
+            if n and n == size and step.stall and await self._pause(step.stall):
+                return response
+            if step.break_after is not None and n >= step.break_after:
+                assert request.transport is not None
+                request.transport.close()  # broken off mid-answer: no end, no [DONE]
+                return response
             delta = {"content": text[n : n + size]}
             await _event(response, {**base, "choices": [{"index": 0, "delta": delta}]})
         end = {"index": 0, "delta": {}, "finish_reason": "stop"}

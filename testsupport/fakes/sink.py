@@ -34,9 +34,17 @@ class SinkTransport:
     typing_interval = 4.0
 
     def __init__(
-        self, url: str, *, idempotent: bool = False, max_length: int = 4000, pace: float = 0.0
+        self,
+        url: str,
+        *,
+        idempotent: bool = False,
+        max_length: int = 4000,
+        pace: float = 0.0,
+        typing: bool = False,
     ) -> None:
         self._url = url
+        #: report typing indicators to the sink server (the campaigns measure silences)
+        self._typing = typing
         self.max_message_length = max_length
         self.idempotent = idempotent
         #: seconds between two calls to one chat (0: unpaced), as Telegram and Slack pace
@@ -91,7 +99,8 @@ class SinkTransport:
         return await self._post(target, file.caption or "", idempotency_key, file=described)
 
     async def typing(self, target: ReplyTarget) -> None:
-        return None
+        if self._typing:
+            await self._post(target, "", "", typing=True)
 
     async def clear_typing(self, target: ReplyTarget) -> None:
         return None
@@ -130,9 +139,17 @@ class SinkAdapter:
     platform = PLATFORM
 
     def __init__(
-        self, url: str, *, idempotent: bool = False, max_length: int = 4000, pace: float = 0.0
+        self,
+        url: str,
+        *,
+        idempotent: bool = False,
+        max_length: int = 4000,
+        pace: float = 0.0,
+        typing: bool = False,
     ) -> None:
-        self.transport = SinkTransport(url, idempotent=idempotent, max_length=max_length, pace=pace)
+        self.transport = SinkTransport(
+            url, idempotent=idempotent, max_length=max_length, pace=pace, typing=typing
+        )
         self._intake: Intake | None = None
 
     async def start(self, intake: Intake) -> None:
@@ -165,4 +182,5 @@ def create(settings: Settings, context: AdapterContext) -> SinkAdapter:
         os.environ["SINK_URL"],
         idempotent=os.environ.get("SINK_IDEMPOTENT") == "1",
         pace=float(os.environ.get("SINK_PACE_SECONDS", "0")),
+        typing=os.environ.get("SINK_TYPING") == "1",
     )

@@ -30,6 +30,8 @@ class SinkServer:
     posts: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: with ``dedupe``: sends repeated under a key already posted
     resends: int = 0
+    #: typing indicators shown (``SINK_TYPING``): (thread id, monotonic time)
+    typing: list[tuple[str | None, float]] = field(default_factory=list)
     url: str = ""
     _runner: web.AppRunner | None = None
     _ids: Any = field(default_factory=lambda: itertools.count(1000))
@@ -51,6 +53,9 @@ class SinkServer:
 
     async def _send(self, request: web.Request) -> web.Response:
         body = await request.json()
+        if body.get("typing"):
+            self.typing.append((body["target"].get("thread_id"), time.monotonic()))
+            return web.json_response({"id": 0})
         self.received.append(body)
         action = self.script.popleft() if self.script else ("ok",)
         if action[0] == "429":

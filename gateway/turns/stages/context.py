@@ -8,16 +8,20 @@ feeds the server's prompt count back into the estimate (agents that ``calibrate`
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import math
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import structlog
 
-from gateway.agents.base import Agent, Calibrating
+from gateway.agents.base import Agent, Calibrating, Turn
+from gateway.agents.prompt import PROMPT_OVERHEAD, render_prompt
 from gateway.core.domain import Reply
 from gateway.core.errors import ContextTooSmall
 from gateway.core.metrics import Metrics
-from gateway.turns.context import Assembled, ContextAssembler
+from gateway.turns.context import Assembled, ContextAssembler, fit_turns
 from gateway.turns.stage import Answer, Slot, Stage, TurnRun, apology
 from gateway.turns.summaries import SummaryJob
 
@@ -82,7 +86,34 @@ class ContextStage(Stage):
         request.prompt_budget = ctx.prompt_budget
         request.estimated_prompt_tokens = ctx.estimated_tokens
         request.session_metadata = ctx.session_metadata
+        request.refit = functools.partial(self._refit, tool_raw=request.reserved_tokens)
         return None
+
+    def _refit(self, turn: Turn, model: str, *, tool_raw: int) -> Turn:
+        """``turn`` sized for ``model`` (a fallback): its window's budget, by the same rules,
+        on the context already read; the newest whole turns that fit are kept."""
+        assembler = self._assembler
+        policy, counter = assembler.policy, assembler.counter
+        budget = policy.prompt_budget(model, tool_tokens=counter.calibrated(model, tool_raw))
+        factor = counter.factor(model)
+        system_raw = counter.message({"role": "system", "content": turn.system_prompt})
+        history = math.floor(budget / factor) - system_raw - PROMPT_OVERHEAD
+        fit = fit_turns(list(turn.context), budget=max(history, 1), cost=assembler.cost)
+        raw = counter.prompt(render_prompt(turn.system_prompt, fit.messages))
+        log.info(
+            "context_refit",
+            model=model,
+            window=policy.window(model),
+            kept=len(fit.messages),
+            evicted=fit.evicted_messages + fit.dropped_messages,
+        )
+        return dataclasses.replace(
+            turn,
+            model=model,
+            context=fit.messages,
+            context_window=policy.window(model),
+            estimated_prompt_tokens=math.ceil(raw * factor),
+        )
 
     async def after(self, turn: TurnRun, replies: list[Reply]) -> list[Reply]:
         ctx = turn.get(_ASSEMBLED)
@@ -120,8 +151,8 @@ class ContextStage(Stage):
 
     def _calibrate(self, ctx: Assembled, replies: Sequence[Reply], *, extra_raw: int) -> None:
         """Feed the server's prompt count back into the estimate."""
-        if not self._calibrates or not replies:
-            return
+        if not self._calibrates or not replies or replies[0].metadata.get("fallback_from"):
+            return  # (a fallback's count is another model's)
         usage = replies[0].metadata.get("usage")
         actual = usage.get("prompt_tokens") if isinstance(usage, Mapping) else None
         if isinstance(actual, int):

@@ -10,6 +10,7 @@ import pytest
 
 from gateway.agents.loading import load_agent
 from gateway.agents.openai import OpenAIAgent
+from gateway.agents.retry import RetryPolicy
 from gateway.runtime.gateway import Gateway
 from testsupport.fakes.openai import FakeOpenAI, Step
 from testsupport.fakes.sink import SinkAdapter
@@ -61,36 +62,41 @@ async def test_reply_records_the_model_that_produced_it_and_the_tokens_used(
 
 
 @pytest.mark.parametrize(
-    ("steps", "reason"),
+    ("step", "reason", "says"),
     [
-        ([Step(status=500), Step(status=500)], "HTTP 500"),  # retried once, then given up
-        ([Step(status=401)], "HTTP 401"),  # not retried
-        ([Step(status=429, retry_after=0.1), Step(status=429, retry_after=0.1)], "HTTP 429"),
-        ([Step(delay=2.0)], "did not answer in time"),
-        ([Step(drop=True)], "connection failed"),
-        ([Step(text="")], "no text"),
+        (Step(status=500), "HTTP 500", "the model is unavailable"),  # retried, then given up
+        (Step(status=401), "HTTP 401", "could not answer that just now"),  # not retried
+        (Step(status=429, retry_after=0.1), "HTTP 429", "the model is rate limited"),
+        (Step(delay=2.0), "did not answer in time", "the model took too long"),
+        (Step(drop=True), "connection failed", "the model is unavailable"),
+        (Step(text=""), "no text", "could not answer that just now"),
     ],
     ids=["5xx", "4xx", "429", "timeout", "dropped", "empty"],
 )
 async def test_agent_failure_is_an_apology_in_the_same_thread_and_the_next_message_works(
-    database_url: str, fake: FakeOpenAI, sink: SinkServer, steps: list[Step], reason: str
+    database_url: str, fake: FakeOpenAI, sink: SinkServer, step: Step, reason: str, says: str
 ) -> None:
-    fake.script.extend(steps)
+    fake.model_faults["small"] = step  # every request fails until the deadline
     adapter = SinkAdapter(sink.url)
     # a short timeout only where the timeout is the failure: on a busy machine a dropped
     # connection could otherwise be reported as a timeout first
-    agent = agent_for(fake, timeout=0.5 if reason == "did not answer in time" else 5.0)
+    agent = agent_for(
+        fake,
+        timeout=0.5 if reason == "did not answer in time" else 5.0,
+        policy=RetryPolicy(deadline=1.5, base=0.2),
+    )
     async with running_gateway(
         database_url, adapters=[adapter], agent=agent, web_chat=False, AGENT_MODEL="small"
     ) as gw:
         out = await adapter.submit({"chat": "c", "thread": "T9", "id": "1", "text": "first"})
         await wait_for(lambda: len(sink.accepted) == 1, timeout=10)
+        del fake.model_faults["small"]
         await adapter.submit({"chat": "c", "thread": "T9", "id": "2", "text": "second"})
         await wait_for(lambda: len(sink.accepted) == 2, timeout=10)
         stored = await rows(gw, out.session_id)
     apology, answer = sink.accepted
     assert apology["target"]["thread_id"] == "T9" and answer["target"]["thread_id"] == "T9"
-    assert apology["text"].startswith("Sorry, I could not answer that just now")
+    assert apology["text"].startswith("Sorry, ") and says in apology["text"]
     # the upstream error text stays out of the thread; it is in the metadata
     assert reason not in apology["text"]
     assert answer["text"] == "re: second"

@@ -31,15 +31,21 @@ def stage_names(database_url: str, store: Store, agent: object, **settings: obje
 async def test_tools_are_a_stage_only_when_configured_and_the_agent_calls_them(
     database_url: str, store: Store
 ) -> None:
-    assert stage_names(database_url, store, ToolUser()) == [
+    with_tools = stage_names(database_url, store, ToolUser())
+    assert with_tools == [
+        "profile",
         "commands",
         "usage",
+        "budget",
+        "voice",
         "streaming",
         "tools",
         "context",
+        "images",
         "knowledge",
         "typing",
+        "provider_status",
     ]
-    without = ["commands", "usage", "streaming", "context", "knowledge", "typing"]
+    without = [n for n in with_tools if n != "tools"]
     assert stage_names(database_url, store, EchoAgent()) == without  # uses_tools = False
     assert stage_names(database_url, store, ToolUser(), GATEWAY_TOOLS=False) == without

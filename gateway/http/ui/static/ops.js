@@ -212,6 +212,21 @@ async function loadFailed() {
   }
 }
 
+async function loadModels() {
+  // open circuit breakers and models that failed in the last hour (every replica's)
+  const items = await api("/api/v1/models/health");
+  const body = $("model-rows"); body.replaceChildren();
+  for (const m of items) {
+    const tr = el("tr");
+    tr.append(cell(m.model, "mono"), cell(m.open ? "open until " + m.open_until : "closed", m.open ? "error" : ""),
+      cell(m.failures), cell(m.last_cause || ""), cell(m.last_error || "", "error"), cell(m.last_error_at || ""));
+    body.append(tr);
+  }
+  if (!items.length) {
+    const tr = el("tr"); const td = el("td", "muted", "no provider errors in the last hour"); td.colSpan = 6; tr.append(td); body.append(tr);
+  }
+}
+
 async function loadRejected() {
   const page = await api("/api/v1/inbound-events?status=rejected&limit=50");
   const body = $("rejected-rows"); body.replaceChildren();
@@ -241,11 +256,11 @@ function initSessions() {
     await loadCounts();
     if (list.pages <= 1) await loadSessions(false);  // keep a scrolled-in list still
   });
-  every(10000, () => Promise.all([loadFailed(), loadRejected()]));
+  every(10000, () => Promise.all([loadFailed(), loadRejected(), loadModels()]));
 }
 
 async function startSessions() {
-  await Promise.all([loadCounts(), loadSessions(false), loadFailed(), loadRejected()]);
+  await Promise.all([loadCounts(), loadSessions(false), loadFailed(), loadRejected(), loadModels()]);
 }
 
 // --- the session page ---------------------------------------------------------------------
