@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.core.errors import ConfigError, StoreError
 from gateway.http.guard import SecurityMiddleware
+from gateway.http.linger import LingeringHttpProtocol
 
 if TYPE_CHECKING:
     from gateway.core.metrics import Metrics
@@ -214,6 +215,9 @@ class HttpServer:
             lifespan="off",
             access_log=False,
             timeout_graceful_shutdown=5,
+            # an answer given before the body was read (413) reaches the client even when the
+            # connection closes after it (gateway.http.linger)
+            http=LingeringHttpProtocol,
             # connections + tasks served at once; uvicorn answers 503 beyond
             limit_concurrency=limit_concurrency,
             # X-Forwarded-* are read by gateway.http.guard, only from proxies we trust, and it
