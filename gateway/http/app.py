@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Match, Route, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gateway.audit.origin import AuditOrigin
 from gateway.core.errors import ConfigError, StoreError
 from gateway.http.guard import SecurityMiddleware
 from gateway.http.linger import LingeringHttpProtocol
@@ -89,6 +90,9 @@ def build_app(gateway: Served, extra_routes: Sequence[BaseRoute]) -> FastAPI:
         app.router.routes.append(route)
     # webhook POSTs straight to their route, inside the security middleware
     app.add_middleware(DirectPosts, router=app.router, handlers=_exception_handlers(app))
+    # the audit log: who acts and from where, per request (inside the guard, which has put
+    # the client's own address in place of a trusted proxy's)
+    app.add_middleware(AuditOrigin, db=gateway.store.db)
     # security: Host allow-list, same-origin, body limits, stream caps, page headers
     app.add_middleware(SecurityMiddleware, policy=gateway.http_policy)
     return app
