@@ -7,8 +7,9 @@ a month that has none yet, made on the spot and the insert retried once."""
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -66,7 +67,8 @@ class NewEvent:
             self.reason,
             self.remote_addr,
             self.surface,
-            self.details or {},
+            # as text: the same on a pooled connection (jsonb codec) and a caller's own
+            json.dumps(self.details or {}),
         )
 
 
@@ -133,4 +135,7 @@ async def append_on(conn: asyncpg.Connection, event: NewEvent) -> AuditEvent:
     with translated():
         row = await conn.fetchrow(SQL.insert, *event.args())
     assert row is not None
-    return _event(row)
+    stored = _event(row)
+    if isinstance(stored.details, str):  # a connection without the store's jsonb codec
+        stored = replace(stored, details=json.loads(stored.details))
+    return stored

@@ -6,7 +6,7 @@ id, at, actor, action, object_type, object_id, outcome, reason, remote_addr, sur
 -- name: insert
 INSERT INTO audit_events
     (actor, action, object_type, object_id, outcome, reason, remote_addr, surface, details)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::text::jsonb)
 RETURNING {{event_columns}}
 
 -- name: page
