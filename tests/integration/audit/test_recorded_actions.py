@@ -218,7 +218,7 @@ async def _cli_kb_remove(gw: Gateway, c: httpx.AsyncClient) -> None:
 
 _TOKEN = {"GATEWAY_ADMIN_TOKEN": TOKEN}
 _ACCOUNTS = {"GATEWAY_WEB_AUTH": "accounts"}
-_LOCAL = {"actor": "admin:local", "surface": "mcp", "object_type": "session"}
+_LOCAL: dict[str, Any] = {"actor": "admin:local", "surface": "mcp", "object_type": "session"}
 _PW = (PASSWORD + "\n").encode()
 
 CASES = {
