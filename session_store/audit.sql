@@ -32,7 +32,7 @@ SELECT pg_try_advisory_xact_lock(hashtext('audit_events_maintenance'))
 SELECT c.relname AS name
 FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid
 WHERE i.inhparent = 'audit_events'::regclass
-  AND c.relname ~ '^audit_events_[0-9]{4}_[0-9]{2}$'
+  AND c.relname ~ '^audit_events_[0-9][0-9][0-9][0-9]_[0-9][0-9]$'
   AND (to_date(substr(c.relname, 14), 'YYYY_MM') + interval '1 month')
       <= ($1::timestamptz AT TIME ZONE 'UTC')
 ORDER BY c.relname
