@@ -214,6 +214,10 @@ class KnowledgeStore:
         self._vector: bool | None = None
         self._halfvec: bool | None = None
 
+    @property
+    def db(self) -> Database:
+        return self._db
+
     async def vector_enabled(self) -> bool:
         """Whether this database has the embedding column (pgvector was there at migration)."""
         if self._vector is None:

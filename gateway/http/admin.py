@@ -36,6 +36,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gateway import audit
 from gateway.core.errors import RequestError, SessionNotFound, StoreError
 from gateway.core.hub import Signal
 from gateway.core.ports import Transport
@@ -465,7 +466,9 @@ def _outbox_routes(
     async def retry(delivery_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> DeliveryRecord:
         """Put a failed delivery back in the outbox: same row, same stored target, attempts
         reset. 409 if it is not failed."""
-        row = await ops.retry_delivery(delivery_id)
+        async with audit.attempt(ops.store, "delivery.retry", ("delivery", delivery_id)) as seen:
+            row = await ops.retry_delivery(delivery_id)
+            seen.update(session_id=row.session_id, seq_no=row.seq_no, platform=row.platform)
         log.info(
             "delivery_retry_requested",
             delivery_id=delivery_id,
@@ -550,11 +553,16 @@ class OperatorSurface:
         from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
         from mcp.server.transport_security import TransportSecuritySettings
 
+        from gateway.audit.api import add_audit_routes, audit_pages
         from gateway.http.mcp import build_mcp_server
         from gateway.http.ui import ops_routes
 
         install_problem_handlers(app)
         app.include_router(admin_router(self.service, self.policy, self._wake.set))
+        # the audit log: GET /api/v1/audit and its page /ops/audit
+        audit_api = admin_api_router(self.policy, prefix=f"{API_PREFIX}/audit", tag="audit")
+        add_audit_routes(audit_api, self.ops.store.db)
+        app.include_router(audit_api)
         server = build_mcp_server(self.service)
         for extend in self.mcp_extensions:
             extend(server)
@@ -571,6 +579,7 @@ class OperatorSurface:
         endpoint = _GuardedASGI(StreamableHTTPASGIApp(self._mcp_manager), self.policy)
         app.router.routes.append(Route(MCP_PATH, endpoint=endpoint))
         app.router.routes.extend(ops_routes())
+        app.router.routes.extend(audit_pages())
 
     async def start(self) -> None:
         if self._mcp_manager is None or self._mcp_task is not None:

@@ -17,8 +17,10 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Match, Route, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gateway.audit.origin import AuditOrigin
 from gateway.core.errors import ConfigError, StoreError
 from gateway.http.guard import SecurityMiddleware
+from gateway.http.linger import LingeringHttpProtocol
 
 if TYPE_CHECKING:
     from gateway.core.metrics import Metrics
@@ -88,6 +90,9 @@ def build_app(gateway: Served, extra_routes: Sequence[BaseRoute]) -> FastAPI:
         app.router.routes.append(route)
     # webhook POSTs straight to their route, inside the security middleware
     app.add_middleware(DirectPosts, router=app.router, handlers=_exception_handlers(app))
+    # the audit log: who acts and from where, per request (inside the guard, which has put
+    # the client's own address in place of a trusted proxy's)
+    app.add_middleware(AuditOrigin, db=gateway.store.db)
     # security: Host allow-list, same-origin, body limits, stream caps, page headers
     app.add_middleware(SecurityMiddleware, policy=gateway.http_policy)
     return app
@@ -214,6 +219,9 @@ class HttpServer:
             lifespan="off",
             access_log=False,
             timeout_graceful_shutdown=5,
+            # an answer given before the body was read (413) reaches the client even when the
+            # connection closes after it (gateway.http.linger)
+            http=LingeringHttpProtocol,
             # connections + tasks served at once; uvicorn answers 503 beyond
             limit_concurrency=limit_concurrency,
             # X-Forwarded-* are read by gateway.http.guard, only from proxies we trust, and it

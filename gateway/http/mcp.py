@@ -20,6 +20,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
 
+from gateway import audit
 from gateway.core.domain import SessionKey
 from gateway.core.errors import GatewayError
 from gateway.core.ports import PlatformAdapter, Transport
@@ -256,6 +257,16 @@ def _writing_tools(server: MCPServer, service: OperatorService) -> None:
             message = await service.append(
                 session, participant=participant, content=content, deliver=deliver, model=model
             )
+        await audit.record(
+            ops.store,
+            "session.message.append",
+            ("session", message.session_id),
+            details={
+                "participant": participant,
+                "seq_no": message.seq_no,
+                "deliver": deliver,
+            },
+        )
         log.info(
             "mcp_message_appended",
             session_id=message.session_id,
@@ -281,6 +292,12 @@ def _writing_tools(server: MCPServer, service: OperatorService) -> None:
                 participant=participant,
                 items=[(m.content, m.role, m.model) for m in messages],
             )
+        await audit.record(
+            ops.store,
+            "session.messages.append",
+            ("session", found.id),
+            details={"participant": participant, "seq_nos": [m.seq_no for m in stored]},
+        )
         return {"session_id": found.id, "seq_nos": [m.seq_no for m in stored]}
 
     @server.tool()
@@ -307,6 +324,12 @@ def _writing_tools(server: MCPServer, service: OperatorService) -> None:
                 kind=kind,
                 reply_target=target_of_place(key),
             )
+        await audit.record(
+            ops.store,
+            "session.create",
+            ("session", session.id),
+            details={"participant": participant, "key": str(session.key), "created": created},
+        )
         log.info("mcp_session_created", session_id=session.id, created=created)
         return {
             "session_id": session.id,
@@ -322,6 +345,9 @@ def _writing_tools(server: MCPServer, service: OperatorService) -> None:
         with _as_tool_error():
             found = await service.resolve(session)
             closed = await ops.close_session(found.id)
+        await audit.record(
+            ops.store, "session.close", ("session", found.id), details={"closed": closed}
+        )
         return {"session_id": found.id, "closed": closed, "status": "closed"}
 
     @server.tool()
@@ -345,7 +371,9 @@ def _writing_tools(server: MCPServer, service: OperatorService) -> None:
 
 
 def _record_tools(server: MCPServer, service: OperatorService) -> None:
-    """Tools that record about a session: checkpoints, summaries, artifacts."""
+    """Tools that record about a session: checkpoints, summaries, artifacts. Every write
+    of this module is also recorded in the audit log (mark_read, a reader's bookmark, is
+    not)."""
     ops = service.ops
 
     @server.tool()
@@ -362,6 +390,12 @@ def _record_tools(server: MCPServer, service: OperatorService) -> None:
             checkpoint = await ops.update_checkpoint(
                 found.id, name=name, status=status, seq_no=seq_no, detail=detail
             )
+        await audit.record(
+            ops.store,
+            "session.checkpoint.update",
+            ("session", found.id),
+            details={"name": name, "status": status},
+        )
         return {"checkpoint": _json(checkpoint)}
 
     @server.tool()
@@ -379,6 +413,12 @@ def _record_tools(server: MCPServer, service: OperatorService) -> None:
             summary = await ops.create_summary(
                 found.id, from_seq=from_seq, to_seq=to_seq, content=content, model=model
             )
+        await audit.record(
+            ops.store,
+            "session.summary.create",
+            ("session", found.id),
+            details={"from_seq": from_seq, "to_seq": to_seq},
+        )
         return {"summary": _json(summary)}
 
     @server.tool()
@@ -399,6 +439,12 @@ def _record_tools(server: MCPServer, service: OperatorService) -> None:
             artifact = await ops.add_artifact(
                 found.id, kind=kind, name=name, uri=uri, content=content, seq_no=seq_no
             )
+        await audit.record(
+            ops.store,
+            "session.artifact.link",
+            ("session", found.id),
+            details={"kind": kind, "name": name, "uri": uri},
+        )
         return {"artifact": _json(artifact)}
 
 
@@ -430,7 +476,9 @@ async def serve_stdio(settings: Settings, dsn: str) -> int:
         server = build_mcp_server(service)
         log.info("mcp_stdio_started", platforms=sorted(transports))
         try:
-            await server.run_stdio_async()
+            # writes over stdio are recorded as the user who started `gateway mcp`
+            with audit.acting(audit.cli_actor(), surface="mcp"):
+                await server.run_stdio_async()
         finally:
             await _stop_all(adapters)
     finally:

@@ -36,9 +36,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from gateway import audit
 from gateway.core.settings import Settings
 from gateway.http.guard import PEER, client_in, page_headers
 from session_store.accounts import AccountStore
+from session_store.db import Database
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
@@ -129,9 +131,12 @@ class WebIdentity:
         accounts: AccountStore | None = None,
         header: str = "X-Forwarded-User",
         trusted: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = (),
+        audit_db: Database | None = None,
     ) -> None:
         self.mode: AuthMode = mode
         self._accounts = accounts
+        #: sign-ins (failed ones too) and sign-outs go to the audit log
+        self._audit_db = audit_db
         self._header = header.lower()
         self._trusted = trusted
         self._key: bytes | None = None
@@ -156,6 +161,7 @@ class WebIdentity:
         return cls(
             settings.gateway_web_auth,
             accounts=None if store is None else AccountStore(store.db),
+            audit_db=None if store is None else store.db,
             header=settings.gateway_web_auth_header,
             trusted=tuple(
                 ipaddress.ip_network(c, strict=False) for c in settings.gateway_trusted_proxies
@@ -257,6 +263,7 @@ class WebIdentity:
         )
         if wait > 0:
             log.warning("web_login_rate_limited", client=client)
+            await self._audit_sign_in(name, "denied", "too many attempts")
             return JSONResponse(
                 {"error": f"Too many attempts: try again in {wait_words(wait)}"},
                 status_code=429,
@@ -271,9 +278,11 @@ class WebIdentity:
             self._failures.add(f"ip:{client}")
             self._failures.add(f"name:{name.lower()}")
             log.info("web_login_failed", client=client)
+            await self._audit_sign_in(name, "denied", "wrong name or password")
             return JSONResponse({"error": "wrong name or password"}, status_code=401)
         self._failures.clear(f"name:{name.lower()}")
         log.info("web_login", user=account.name, client=client)
+        await self._audit_sign_in(account.name, "ok", None)
         response = JSONResponse({"user": account.name})
         response.set_cookie(
             COOKIE,
@@ -292,11 +301,29 @@ class WebIdentity:
         if name is not None:
             await self._accounts.revoke_sessions(name)
             log.info("web_logout", user=name)
+            if self._audit_db is not None:
+                await audit.record(
+                    self._audit_db, "web.sign_out", ("web.account", name), actor=f"web:{name}"
+                )
         response = JSONResponse({"status": "signed out"})
         response.delete_cookie(
             COOKIE, path="/", httponly=True, samesite="lax", secure=request.url.scheme == "https"
         )
         return response
+
+    async def _audit_sign_in(self, name: str, outcome: audit.Outcome, reason: str | None) -> None:
+        if self._audit_db is None:
+            return
+        # a failed attempt's name is what was typed: kept only when it could be a name
+        who = name if valid_name(name) else "?"
+        await audit.record(
+            self._audit_db,
+            "web.sign_in",
+            ("web.account", who),
+            outcome=outcome,
+            reason=reason,
+            actor=f"web:{who}",
+        )
 
 
 async def _back_to_chat(request: Request) -> Response:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
+from gateway import audit
 from gateway.core.errors import RequestError
 from gateway.http.admin import API_PREFIX, MAX_ID, AccessPolicy, admin_api_router
 from gateway.knowledge.files import FileStorageError
@@ -97,12 +98,17 @@ def _document_routes(router: APIRouter, knowledge: Knowledge) -> None:
         data = await request.body()
         if not data:
             raise RequestError("the body is empty: send the file as the request body")
-        try:
-            added = await knowledge.add(name, data, kb=kb, media_type=type or None)
-        except FileRejected as exc:
-            raise RequestError(str(exc), status=415, title="Unsupported file") from exc
-        except FileStorageError as exc:
-            raise RequestError(str(exc), status=503, title="File storage unavailable") from exc
+        details = {"name": name, "bytes": len(data)}
+        async with audit.attempt(
+            knowledge.store, "kb.document.add", ("kb", kb), details=details
+        ) as seen:
+            try:
+                added = await knowledge.add(name, data, kb=kb, media_type=type or None)
+            except FileRejected as exc:
+                raise RequestError(str(exc), status=415, title="Unsupported file") from exc
+            except FileStorageError as exc:
+                raise RequestError(str(exc), status=503, title="File storage unavailable") from exc
+            seen.update(document_id=added.document.id, created=added.created)
         return Uploaded(document=added.document, created=added.created)
 
     @router.get("/documents/{document_id}", response_model=DocumentRecord)
@@ -114,8 +120,11 @@ def _document_routes(router: APIRouter, knowledge: Knowledge) -> None:
     @router.post("/documents/{document_id}/reindex", response_model=DocumentRecord)
     async def reindex(document_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> DocumentRecord:
         """Read and embed the document again (through its ingest job)."""
-        await found(document_id)
-        await knowledge.store.reindex_document(document_id)
+        async with audit.attempt(
+            knowledge.store, "kb.document.reindex", ("kb.document", document_id)
+        ):
+            await found(document_id)
+            await knowledge.store.reindex_document(document_id)
         knowledge.wake.set()
         return await found(document_id)
 
@@ -123,8 +132,11 @@ def _document_routes(router: APIRouter, knowledge: Knowledge) -> None:
     async def delete(document_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> None:
         """Remove the document and its passages from retrieval; answers that cited it keep
         their frozen citations."""
-        if not await knowledge.remove(document_id):
-            raise RequestError(f"no document {document_id}", status=404, title="Not found")
+        async with audit.attempt(
+            knowledge.store, "kb.document.delete", ("kb.document", document_id)
+        ):
+            if not await knowledge.remove(document_id):
+                raise RequestError(f"no document {document_id}", status=404, title="Not found")
 
     @router.get("/search", response_model=list[PassageHit], summary="Search passages")
     async def search(
@@ -155,14 +167,23 @@ def _assignment_routes(router: APIRouter, knowledge: Knowledge) -> None:
     async def assign(body: AssignmentIn) -> AssignmentOut:
         """Search the knowledge base (created if new) in every thread of the chat."""
         chat = _chat(body.chat)
-        created = await knowledge.assign(body.kb, chat)
+        async with audit.attempt(
+            knowledge.store, "kb.assign", ("kb", body.kb), details={"chat": str(chat)}
+        ) as seen:
+            created = await knowledge.assign(body.kb, chat)
+            seen["new"] = created
         return AssignmentOut(kb=body.kb, chat=str(chat), created=created)
 
     @router.delete("/assignments", status_code=204, summary="Unassign from a chat")
     async def unassign(kb: KbName, chat: ChatQuery) -> None:
         where = _chat(chat)
-        if not await knowledge.unassign(kb, where):
-            raise RequestError(f"{kb} is not assigned to {where}", status=404, title="Not found")
+        async with audit.attempt(
+            knowledge.store, "kb.unassign", ("kb", kb), details={"chat": str(where)}
+        ):
+            if not await knowledge.unassign(kb, where):
+                raise RequestError(
+                    f"{kb} is not assigned to {where}", status=404, title="Not found"
+                )
 
 
 #: as the other operator pages: this origin only, no inline script

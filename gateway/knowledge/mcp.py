@@ -11,6 +11,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from gateway import audit
 from gateway.knowledge.citations import source_label
 from gateway.knowledge.files import FileStorageError
 from gateway.knowledge.places import DEFAULT_KB, Chat, check_name
@@ -119,6 +120,12 @@ def _document_tools(server: MCPServer, knowledge: Knowledge) -> None:
             added = await knowledge.add(name, data, kb=kb)
         except (FileRejected, FileStorageError) as exc:
             raise ToolError(str(exc)) from exc
+        await audit.record(
+            store,
+            "kb.document.add",
+            ("kb", kb),
+            details={"name": name, "bytes": len(data), "document_id": added.document.id},
+        )
         return {
             "id": added.document.id,
             "state": added.document.state_text,
@@ -130,6 +137,7 @@ def _document_tools(server: MCPServer, knowledge: Knowledge) -> None:
         """Read and embed a document again."""
         if not await store.reindex_document(document_id):
             raise ToolError(f"no document {document_id}")
+        await audit.record(store, "kb.document.reindex", ("kb.document", document_id))
         knowledge.wake.set()
         return {"id": document_id, "state": "queued"}
 
@@ -138,6 +146,7 @@ def _document_tools(server: MCPServer, knowledge: Knowledge) -> None:
         """Delete a document and its passages; answers that cited it keep their citations."""
         if not await knowledge.remove(document_id):
             raise ToolError(f"no document {document_id}")
+        await audit.record(store, "kb.document.delete", ("kb.document", document_id))
         return {"id": document_id, "deleted": True}
 
     @server.tool()
@@ -170,6 +179,9 @@ def _assignment_tools(server: MCPServer, knowledge: Knowledge) -> None:
         except ValueError as exc:
             raise ToolError(str(exc)) from exc
         created = await knowledge.assign(kb, where)
+        await audit.record(
+            store, "kb.assign", ("kb", kb), details={"chat": str(where), "new": created}
+        )
         return {"kb": kb, "chat": str(where), "assigned": True, "new": created}
 
     @server.tool()
@@ -178,6 +190,7 @@ def _assignment_tools(server: MCPServer, knowledge: Knowledge) -> None:
         where = _chat(chat)
         if not await knowledge.unassign(kb, where):
             raise ToolError(f"{kb} is not assigned to {where}")
+        await audit.record(store, "kb.unassign", ("kb", kb), details={"chat": str(where)})
         return {"kb": kb, "chat": str(where), "assigned": False}
 
     @server.tool()

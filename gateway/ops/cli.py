@@ -207,6 +207,7 @@ def _read_password() -> str:
 
 
 async def _users(settings: Settings, command: str, name: str | None) -> int:
+    from gateway import audit
     from gateway.http.webauth import MIN_PASSWORD, hash_password, valid_name
     from session_store.accounts import AccountStore
     from session_store.migrator import migrate
@@ -229,13 +230,24 @@ async def _users(settings: Settings, command: str, name: str | None) -> int:
             accounts = AccountStore(store.db)
             if command == "add":
                 assert name is not None and password_hash is not None
+                existed = await accounts.get(name) is not None
                 await accounts.add(name, password_hash)
+                action = "web.account.password" if existed else "web.account.add"
+                await audit.record(store, action, ("web.account", name))
                 print(f"{name}: saved (signed out everywhere)")
             elif command == "remove":
                 assert name is not None
                 if not await accounts.remove(name):
+                    await audit.record(
+                        store,
+                        "web.account.remove",
+                        ("web.account", name),
+                        outcome="failed",
+                        reason="no such account",
+                    )
                     print(f"no account {name}", file=sys.stderr)
                     return 1
+                await audit.record(store, "web.account.remove", ("web.account", name))
                 print(f"{name}: removed")
             else:
                 for account in await accounts.list():
@@ -314,7 +326,15 @@ def _parser() -> argparse.ArgumentParser:
     from gateway.schedules.cli import add_parser as add_schedule_parser
 
     add_schedule_parser(sub)
+    # the audit log: gateway audit [--since] [--json]
+    from gateway.audit.cli import add_parser as add_audit_parser
+
+    add_audit_parser(sub)
     return parser
+
+
+#: commands whose changes are recorded in the audit log as done by hand
+_BY_HAND = frozenset({"users", "kb"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -364,10 +384,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gateway.schedules.cli import run as run_schedule
 
             coro = run_schedule(settings, args)
+        elif args.command == "audit":
+            from gateway.audit.cli import run as run_audit
+
+            coro = run_audit(settings, args)
         elif args.sessions_command == "list":
             coro = _sessions_list(settings, args.platform, args.active, args.limit, args.json)
         else:
             coro = _sessions_show(settings, args.ident, args.after, args.limit)
+        if args.command in _BY_HAND:
+            # changes made from the command line are recorded as the operating-system user
+            from gateway import audit
+
+            with audit.acting(audit.cli_actor(), surface="cli"):
+                return _run_coro(coro)
         return _run_coro(coro)
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from gateway import audit
 from gateway.core.logs import configure_logging
 from gateway.core.settings import Settings
 from gateway.knowledge.citations import source_label
@@ -125,10 +126,22 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
             return 0
         if args.kb_command == "assign":
             new = await k.assign(args.kb, args.chat)
+            await audit.record(
+                k.store, "kb.assign", ("kb", args.kb), details={"chat": str(args.chat), "new": new}
+            )
             print(f"{args.kb} {'assigned to' if new else 'was already assigned to'} {args.chat}")
             return 0
         if args.kb_command == "unassign":
-            if await k.unassign(args.kb, args.chat):
+            gone = await k.unassign(args.kb, args.chat)
+            await audit.record(
+                k.store,
+                "kb.unassign",
+                ("kb", args.kb),
+                outcome="ok" if gone else "failed",
+                reason=None if gone else "not assigned",
+                details={"chat": str(args.chat)},
+            )
+            if gone:
                 print(f"{args.kb} unassigned from {args.chat}")
                 return 0
             print(f"{args.kb} is not assigned to {args.chat}", file=sys.stderr)
@@ -141,7 +154,15 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
                 print("no assignments", file=sys.stderr)
             return 0
         if args.kb_command == "remove":
-            if await k.remove(args.document_id):
+            removed = await k.remove(args.document_id)
+            await audit.record(
+                k.store,
+                "kb.document.delete",
+                ("kb.document", args.document_id),
+                outcome="ok" if removed else "failed",
+                reason=None if removed else "no such document",
+            )
+            if removed:
                 print(f"removed document {args.document_id}")
                 return 0
             print(f"no document {args.document_id}", file=sys.stderr)
@@ -182,6 +203,12 @@ async def _add(k: Knowledge, paths: Sequence[str], *, kb: str, wait: bool) -> in
             print(f"-\tfailed: {exc}\t{kb}\t-\t{path}")
             failed = True
             continue
+        await audit.record(
+            k.store,
+            "kb.document.add",
+            ("kb", kb),
+            details={"name": path.name, "bytes": len(data), "document_id": added.document.id},
+        )
         if added.document.id not in ids:
             ids.append(added.document.id)
     docs: list[DocumentRecord] = []

@@ -19,6 +19,7 @@ import structlog
 from gateway.agents.base import Agent, Closeable
 from gateway.agents.breakers import guard_agent
 from gateway.agents.prompt import TokenCounter
+from gateway.audit.maintenance import AuditMaintenance
 from gateway.core.config_watch import ConfigWatch, ReloadResult
 from gateway.core.conversations import Conversations
 from gateway.core.errors import StoreError
@@ -190,6 +191,12 @@ class Gateway:
         self._started_adapters: list[PlatformAdapter] = []
         self._liveness_stopping = asyncio.Event()
         self._liveness_task: asyncio.Task[None] | None = None
+        # the audit log's cold path: month partitions ahead, expired months dropped
+        self.audit_maintenance = AuditMaintenance(
+            store.db, retention_days=settings.gateway_audit_retention_days
+        )
+        self._audit_stopping = asyncio.Event()
+        self._audit_task: asyncio.Task[None] | None = None
 
     def _build_schedules(self, settings: Settings, store: Store) -> None:
         """Schedules: the service every way of making one shares, and the firing loop."""
@@ -469,6 +476,11 @@ class Gateway:
             [("schedules", self.schedule_worker.work, max(5 * poll, 10.0), True)],
             self._schedules_stopping,
         )
+        self._audit_task = self._supervised(
+            "audit-maintenance",
+            [("audit-maintenance", self._run_audit_maintenance, None, False)],
+            self._audit_stopping,
+        )
         # --- knowledge base -------------------------------------------------------
         await self._start_knowledge()
         # --- end knowledge base ------------------------------------------------------------
@@ -508,6 +520,8 @@ class Gateway:
             await self.agent.aclose()
         if self.tools is not None:
             await self.tools.stop()
+        self._audit_stopping.set()
+        await _cancel(self._audit_task)
         # knowledge base: a job cut short is taken over when its lease runs out
         self._knowledge_stopping.set()
         await _cancel(self._knowledge_task)
@@ -647,6 +661,10 @@ class Gateway:
         self._knowledge_task = self._supervised(
             "kb-jobs", [("kb-jobs", self._run_knowledge, None, False)], self._knowledge_stopping
         )
+
+    async def _run_audit_maintenance(self, stopping: asyncio.Event, beat: Beat) -> None:
+        beat()
+        await self.audit_maintenance.run(stopping)
 
     async def _run_knowledge(self, stopping: asyncio.Event, beat: Beat) -> None:
         beat()

@@ -30,6 +30,7 @@ from typing import Any
 
 import structlog
 
+from gateway import audit
 from gateway.agents.base import ToolCall
 from gateway.core.errors import StoreError
 from gateway.core.hub import Signal
@@ -93,6 +94,8 @@ class ApprovalService:
         turn_wake: Signal | None = None,
     ) -> None:
         self._store = ToolStore(store)
+        #: decisions (and refused clicks) go to the audit log
+        self._audit = store
         self._metrics = metrics
         self.seconds = seconds
         self._delivery_wake = delivery_wake
@@ -188,6 +191,7 @@ class ApprovalService:
         if who != record.owner and not any(fnmatch.fnmatchcase(who, p) for p in record.approvers):
             self._metrics.approvals.labels("refused_click").inc()
             log.info("approval_click_refused", approval_id=record.id, user=who)
+            await self._record(record, click, "denied", "neither the asker nor an approver")
             return ClickOutcome(
                 outcome="not_allowed",
                 message="Sorry, only the person who asked (or an approver) can decide this one.",
@@ -211,6 +215,7 @@ class ApprovalService:
             return ClickOutcome(outcome="already_decided", message=f"Already decided: {now}.")
         self._metrics.approvals.labels(status).inc()
         log.info("approval_decided", approval_id=record.id, status=status, decided_by=who)
+        await self._record(record, click, "ok", None)
         self._woke()
         found = await self._store.get_approval(record.id)
         if found is not None:
@@ -218,6 +223,24 @@ class ApprovalService:
         return ClickOutcome(
             outcome=status,
             message="Approved. Running it now." if click.approve else "Denied. It will not run.",
+        )
+
+    async def _record(
+        self,
+        record: ApprovalRecord,
+        click: ApprovalClick,
+        outcome: audit.Outcome,
+        reason: str | None,
+    ) -> None:
+        await audit.record(
+            self._audit,
+            "tool.approval.approve" if click.approve else "tool.approval.deny",
+            ("tool.approval", record.id),
+            outcome=outcome,
+            reason=reason,
+            actor=f"{click.platform}:{click.user_id}",
+            surface=click.platform,
+            details={"tool": record.tool_name, "session_id": record.session_id},
         )
 
     # --- cards -------------------------------------------------------------------------------

@@ -1,0 +1,91 @@
+"""The audit log on the HTTP server: ``GET /api/v1/audit`` (behind the admin API's access
+policy) and the operator page ``/ops/audit`` that reads it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from importlib import resources
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from gateway.core.errors import RequestError
+from gateway.http.operator import MAX_PAGE, Page, paginate
+from session_store.audit import AuditEvent, AuditStore
+from session_store.db import Database
+
+_HEADERS = {"Cache-Control": "no-store"}
+
+
+def _position(values: list[Any]) -> tuple[datetime, int]:
+    """The (at, id) of the last event of the previous page."""
+    from gateway.http.operator import _bad_cursor
+
+    if len(values) != 2 or not isinstance(values[1], int) or isinstance(values[1], bool):
+        raise _bad_cursor()
+    try:
+        at = datetime.fromisoformat(str(values[0]))
+    except ValueError as exc:
+        raise _bad_cursor() from exc
+    if at.tzinfo is None or not 0 < values[1] < 2**63:
+        raise _bad_cursor()
+    return at, values[1]
+
+
+def _aware(value: datetime | None, name: str) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        raise RequestError(
+            f"{name} needs a time zone (2026-01-31T12:00:00Z)", title="Invalid request"
+        )
+    return value
+
+
+def add_audit_routes(router: APIRouter, db: Database) -> None:
+    """``GET <router prefix>``: the audit events, newest first."""
+    audit = AuditStore(db)
+
+    @router.get("", response_model=Page[AuditEvent], summary="The audit log")
+    async def audit_events(
+        since: Annotated[datetime | None, Query(description="from this time (inclusive)")] = None,
+        until: Annotated[datetime | None, Query(description="before this time")] = None,
+        actor: Annotated[str | None, Query(max_length=200, description="exactly")] = None,
+        action: Annotated[
+            str | None,
+            Query(max_length=200, description="an action, or a prefix of dotted parts: kb"),
+        ] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+        cursor: Annotated[str | None, Query(max_length=500)] = None,
+    ) -> Page[AuditEvent]:
+        """Who did what to which object, from where, and how it ended; newest first. Pass
+        ``next_cursor`` as ``cursor`` (with the same filters) for the next page."""
+        since = _aware(since, "since")
+        until = _aware(until, "until")
+
+        async def fetch(after: Any, n: int) -> list[AuditEvent]:
+            return await audit.page(
+                since=since, until=until, actor=actor, action=action, after=after, limit=n
+            )
+
+        return await paginate(
+            "audit", cursor, limit, fetch, lambda e: [e.at.isoformat(), e.id], parse=_position
+        )
+
+
+def audit_pages() -> list[Route]:
+    static = resources.files("gateway.audit").joinpath("static")
+    page = static.joinpath("audit.html").read_text(encoding="utf-8")
+    script = static.joinpath("audit.js").read_text(encoding="utf-8")
+
+    async def audit_page(request: Request) -> Response:
+        return HTMLResponse(page, headers=_HEADERS)
+
+    async def audit_script(request: Request) -> Response:
+        return Response(script, media_type="text/javascript", headers=_HEADERS)
+
+    return [
+        Route("/ops/audit", audit_page, methods=["GET"]),
+        Route("/ops/audit/audit.js", audit_script, methods=["GET"]),
+    ]

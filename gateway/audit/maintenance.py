@@ -1,0 +1,52 @@
+"""The audit log's cold path: month partitions made ahead of time, old months dropped.
+
+Runs in every gateway (supervised, not required for readiness); the store takes an advisory
+lock so one replica at a time does it. A month is dropped only once all of it is older than
+``GATEWAY_AUDIT_RETENTION_DAYS`` (0: never)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import UTC, datetime, timedelta
+
+import structlog
+
+from gateway.core.errors import StoreError
+from session_store.audit import AuditStore
+from session_store.db import Database
+
+log = structlog.get_logger(__name__)
+
+#: months of partitions kept ready after the current one
+AHEAD_MONTHS = 2
+#: seconds between runs
+INTERVAL = 3600.0
+
+
+class AuditMaintenance:
+    def __init__(self, db: Database, *, retention_days: int) -> None:
+        self._audit = AuditStore(db)
+        self.retention_days = retention_days
+
+    async def once(self, now: datetime | None = None) -> list[str]:
+        """Make the partitions ahead; drop the expired months (their names)."""
+        made = await self._audit.ensure_partitions(AHEAD_MONTHS)
+        if made:
+            log.info("audit_partitions_created", count=made)
+        if self.retention_days <= 0:
+            return []
+        cutoff = (now or datetime.now(UTC)) - timedelta(days=self.retention_days)
+        dropped = await self._audit.drop_before(cutoff)
+        if dropped:
+            log.info("audit_partitions_dropped", partitions=dropped, before=cutoff.isoformat())
+        return dropped
+
+    async def run(self, stopping: asyncio.Event, interval: float = INTERVAL) -> None:
+        while not stopping.is_set():
+            try:
+                await self.once()
+            except StoreError as exc:
+                log.warning("audit_maintenance_failed", error=str(exc))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), interval)

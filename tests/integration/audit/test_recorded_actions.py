@@ -1,0 +1,312 @@
+"""Each recorded action, done through its real surface (the admin API, /ops, MCP, sign-in,
+an approval click, the command line) against a real gateway and database, leaves one audit
+event naming who did it, to what, from where, and how it ended."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+from mcp import Client
+
+from gateway.core.domain import SessionKey
+from gateway.core.ports import ApprovalClick
+from gateway.http.webauth import hash_password
+from gateway.runtime.gateway import Gateway
+from session_store.accounts import AccountStore
+from session_store.audit import AuditEvent, AuditStore
+from session_store.operator import OperatorStore
+from session_store.tool_store import ToolStore
+from session_store.values import ReplyTarget
+from testsupport.harness import running_gateway
+from testsupport.process import run_cli
+
+TOKEN = "audit-token-0123456789abcdef0123456789"
+PASSWORD = "correct horse battery"
+Drive = Callable[[Gateway, httpx.AsyncClient], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Case:
+    action: str
+    drive: Drive
+    outcome: str = "ok"
+    actor: str = "admin:token"
+    surface: str = "api"
+    object_type: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def _auth(token: str = TOKEN) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+# --- the admin API and /ops --------------------------------------------------------------------
+
+
+async def _retry_missing(gw: Gateway, c: httpx.AsyncClient) -> None:
+    assert (await c.post("/api/v1/deliveries/999/retry", headers=_auth())).status_code == 404
+
+
+async def _retry_from_ops(gw: Gateway, c: httpx.AsyncClient) -> None:
+    headers = {**_auth(), "Referer": f"{gw.url}ops"}
+    assert (await c.post("/api/v1/deliveries/999/retry", headers=headers)).status_code == 404
+
+
+async def _wrong_token(gw: Gateway, c: httpx.AsyncClient) -> None:
+    answer = await c.post("/api/v1/deliveries/1/retry", headers=_auth("not-the-token-at-all"))
+    assert answer.status_code == 401
+
+
+# --- the knowledge base (admin API) ------------------------------------------------------------
+
+
+async def _upload(c: httpx.AsyncClient) -> int:
+    answer = await c.post(
+        "/api/v1/kb/documents",
+        params={"name": "notes.md"},
+        content=b"# Notes\n\nThe gateway keeps an audit log.\n",
+        headers={**_auth(), "Content-Type": "application/octet-stream"},
+    )
+    assert answer.status_code == 200, answer.text
+    return int(answer.json()["document"]["id"])
+
+
+async def _kb_add(gw: Gateway, c: httpx.AsyncClient) -> None:
+    await _upload(c)
+
+
+async def _kb_reindex(gw: Gateway, c: httpx.AsyncClient) -> None:
+    doc = await _upload(c)
+    answer = await c.post(f"/api/v1/kb/documents/{doc}/reindex", headers=_auth())
+    assert answer.status_code == 200
+
+
+async def _kb_delete(gw: Gateway, c: httpx.AsyncClient) -> None:
+    doc = await _upload(c)
+    assert (await c.delete(f"/api/v1/kb/documents/{doc}", headers=_auth())).status_code == 204
+
+
+async def _kb_delete_missing(gw: Gateway, c: httpx.AsyncClient) -> None:
+    assert (await c.delete("/api/v1/kb/documents/999", headers=_auth())).status_code == 404
+
+
+async def _kb_assign(gw: Gateway, c: httpx.AsyncClient) -> None:
+    body = {"kb": "handbook", "chat": "web:local:general"}
+    answer = await c.post("/api/v1/kb/assignments", json=body, headers=_auth())
+    assert answer.status_code == 200, answer.text
+
+
+async def _kb_unassign(gw: Gateway, c: httpx.AsyncClient) -> None:
+    await _kb_assign(gw, c)
+    params = {"kb": "handbook", "chat": "web:local:general"}
+    answer = await c.delete("/api/v1/kb/assignments", params=params, headers=_auth())
+    assert answer.status_code == 204
+
+
+# --- MCP writes (no token: loopback) -----------------------------------------------------------
+
+_KEY = {"platform": "web", "scope": "local", "chat": "general", "thread": "audit"}
+
+
+async def _mcp(gw: Gateway, tool: str, **arguments: Any) -> dict[str, Any]:
+    async with Client(f"{gw.url}mcp") as client:
+        if tool != "create_session":
+            made = await client.call_tool("create_session", {**_KEY, "participant": "bot"})
+            arguments = {"session": made.structured_content["session_id"], **arguments}
+            if tool == "create_session_summary":  # something to summarise
+                note = {"session": arguments["session"], "participant": "bot", "content": "x"}
+                await client.call_tool("append_session_message", note)
+        result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    return dict(result.structured_content or {})
+
+
+def _mcp_case(tool: str, **arguments: Any) -> Drive:
+    async def drive(gw: Gateway, c: httpx.AsyncClient) -> None:
+        await _mcp(gw, tool, **arguments)
+
+    return drive
+
+
+# --- sign-in and sign-out ----------------------------------------------------------------------
+
+
+async def _account(gw: Gateway) -> None:
+    await AccountStore(gw.store.db).add("ann", hash_password(PASSWORD))
+
+
+async def _sign_in(gw: Gateway, c: httpx.AsyncClient) -> None:
+    await _account(gw)
+    answer = await c.post("/login", json={"name": "ann", "password": PASSWORD})
+    assert answer.status_code == 200, answer.text
+
+
+async def _sign_in_wrong(gw: Gateway, c: httpx.AsyncClient) -> None:
+    await _account(gw)
+    answer = await c.post("/login", json={"name": "ann", "password": "not it at all"})
+    assert answer.status_code == 401
+
+
+async def _sign_out(gw: Gateway, c: httpx.AsyncClient) -> None:
+    await _sign_in(gw, c)
+    assert (await c.post("/logout", json={})).status_code == 200
+
+
+# --- approval clicks ---------------------------------------------------------------------------
+
+
+async def _approval(gw: Gateway) -> str:
+    key = SessionKey(platform="web", scope="local", chat_id="general", thread_id="t")
+    session, _ = await OperatorStore(gw.store).create_session(key, participant="ann")
+    record, _ = await ToolStore(gw.store).open_approval(
+        approval_id="appr-1",
+        session_id=session.id,
+        idempotency_key="k-1",
+        tool_name="delete_everything",
+        arguments={},
+        owner="web:ann",
+        approvers=(),
+        target=ReplyTarget(platform="web", scope="local", chat_id="general", thread_id="t"),
+        expires_in=600,
+    )
+    return record.id
+
+
+def _click(user: str, approve: bool) -> Drive:
+    async def drive(gw: Gateway, c: httpx.AsyncClient) -> None:
+        assert gw.approvals is not None
+        approval_id = await _approval(gw)
+        await gw.approvals.click(
+            ApprovalClick(
+                platform="web",
+                approval_id=approval_id,
+                user_id=user,
+                approve=approve,
+                chat_id="general",
+                thread_id="t",
+            )
+        )
+
+    return drive
+
+
+# --- the command line --------------------------------------------------------------------------
+
+
+def _cli(*args: str, stdin: bytes | None = None) -> Drive:
+    async def drive(gw: Gateway, c: httpx.AsyncClient) -> None:
+        env = {"DATABASE_URL": gw.settings.database_url or ""}
+        code, _out, err = await run_cli(list(args), env, stdin=stdin)
+        assert code == 0, err
+
+    return drive
+
+
+async def _cli_remove(gw: Gateway, c: httpx.AsyncClient) -> None:
+    await _account(gw)
+    await _cli("users", "remove", "ann")(gw, c)
+
+
+async def _cli_kb_remove(gw: Gateway, c: httpx.AsyncClient) -> None:
+    doc = await _upload(c)
+    await _cli("kb", "remove", str(doc))(gw, c)
+
+
+_TOKEN = {"GATEWAY_ADMIN_TOKEN": TOKEN}
+_ACCOUNTS = {"GATEWAY_WEB_AUTH": "accounts"}
+_LOCAL: dict[str, Any] = {"actor": "admin:local", "surface": "mcp", "object_type": "session"}
+_PW = (PASSWORD + "\n").encode()
+
+CASES = {
+    "retry-missing": Case(
+        "delivery.retry", _retry_missing, "failed", object_type="delivery", settings=_TOKEN
+    ),
+    "retry-from-ops": Case(
+        "delivery.retry", _retry_from_ops, "failed", surface="ops", settings=_TOKEN
+    ),
+    "wrong-token": Case("admin.access", _wrong_token, "denied", settings=_TOKEN),
+    "kb-add": Case("kb.document.add", _kb_add, object_type="kb", settings=_TOKEN),
+    "kb-reindex": Case("kb.document.reindex", _kb_reindex, settings=_TOKEN),
+    "kb-delete": Case("kb.document.delete", _kb_delete, object_type="kb.document", settings=_TOKEN),
+    "kb-delete-missing": Case("kb.document.delete", _kb_delete_missing, "failed", settings=_TOKEN),
+    "kb-assign": Case("kb.assign", _kb_assign, object_type="kb", settings=_TOKEN),
+    "kb-unassign": Case("kb.unassign", _kb_unassign, settings=_TOKEN),
+    "mcp-create": Case(
+        "session.create", _mcp_case("create_session", **_KEY, participant="b"), **_LOCAL
+    ),
+    "mcp-append": Case(
+        "session.message.append",
+        _mcp_case("append_session_message", participant="b", content="a note"),
+        **_LOCAL,
+    ),
+    "mcp-append-batch": Case(
+        "session.messages.append",
+        _mcp_case("append_session_messages", participant="b", messages=[{"content": "x"}]),
+        **_LOCAL,
+    ),
+    "mcp-close": Case("session.close", _mcp_case("close_session"), **_LOCAL),
+    "mcp-checkpoint": Case(
+        "session.checkpoint.update",
+        _mcp_case("update_checkpoint", name="review", status="open"),
+        **_LOCAL,
+    ),
+    "mcp-summary": Case(
+        "session.summary.create",
+        _mcp_case("create_session_summary", from_seq=1, to_seq=1, content="gist"),
+        **_LOCAL,
+    ),
+    "mcp-artifact": Case(
+        "session.artifact.link",
+        _mcp_case("link_session_artifact", kind="pr", name="PR 1", uri="https://example.org/1"),
+        **_LOCAL,
+    ),
+    "sign-in": Case("web.sign_in", _sign_in, actor="web:ann", surface="web", settings=_ACCOUNTS),
+    "sign-in-wrong": Case(
+        "web.sign_in", _sign_in_wrong, "denied", "web:ann", "web", "web.account", _ACCOUNTS
+    ),
+    "sign-out": Case("web.sign_out", _sign_out, actor="web:ann", surface="web", settings=_ACCOUNTS),
+    "approve": Case("tool.approval.approve", _click("ann", True), actor="web:ann", surface="web"),
+    "deny": Case("tool.approval.deny", _click("ann", False), actor="web:ann", surface="web"),
+    "click-refused": Case(
+        "tool.approval.approve", _click("mallory", True), "denied", "web:mallory", "web"
+    ),
+    "cli-user-add": Case(
+        "web.account.add", _cli("users", "add", "bob", stdin=_PW), actor="cli:", surface="cli"
+    ),
+    "cli-user-remove": Case("web.account.remove", _cli_remove, actor="cli:", surface="cli"),
+    "cli-kb-remove": Case(
+        "kb.document.delete", _cli_kb_remove, actor="cli:", surface="cli", settings=_TOKEN
+    ),
+}
+
+
+def _matching(events: list[AuditEvent], case: Case) -> list[AuditEvent]:
+    return [e for e in events if e.action == case.action and e.outcome == case.outcome]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+async def test_the_action_is_recorded(database_url: str, name: str) -> None:
+    case = CASES[name]
+    async with running_gateway(database_url, **case.settings) as gw:
+        async with httpx.AsyncClient(base_url=gw.url, timeout=30) as c:
+            await case.drive(gw, c)
+        events = await AuditStore(gw.store.db).page(limit=100)
+    found = _matching(events, case)
+    assert len(found) == 1, [(e.action, e.outcome, e.actor) for e in events]
+    event = found[0]
+    assert (
+        event.actor.startswith(case.actor)
+        if case.actor.endswith(":")
+        else (event.actor == case.actor)
+    ), event
+    assert event.surface == case.surface, event
+    if case.object_type is not None:
+        assert event.object_type == case.object_type, event
+    if case.outcome != "ok":
+        assert event.reason, event
+    if case.surface not in ("cli",) and not case.action.startswith("tool."):
+        assert event.remote_addr == "127.0.0.1", event
