@@ -355,7 +355,14 @@ class WebAdapter:
         except _Refused as refused:
             return refused.response
         seq = request.path_params["seq"]
-        found = None if not 0 < seq <= MAX_SEQ else await self._conversations.citations(key, seq)
+        # ?n=3: the person opened [3] (counted as a read of that passage)
+        raw = request.query_params.get("n", "")
+        opened = int(raw) if raw.isdigit() and len(raw) <= 3 else None
+        found = (
+            None
+            if not 0 < seq <= MAX_SEQ
+            else await self._conversations.citations(key, seq, opened=opened)
+        )
         if found is None:
             return JSONResponse({"error": "no such message"}, status_code=404)
         return JSONResponse(

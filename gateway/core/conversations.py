@@ -173,17 +173,26 @@ class Conversations:
             return Vote(outcome="not_an_answer")
         return Vote(outcome="recorded", feedback=feedback)
 
-    async def citations(self, key: SessionKey, seq_no: int) -> list[CitationRecord] | None:
+    async def citations(
+        self, key: SessionKey, seq_no: int, *, opened: int | None = None
+    ) -> list[CitationRecord] | None:
         """What the answer at ``seq_no`` of the place's current session cites, as frozen when
         it was written; ``None`` when there is no such message in that session, so
-        a caller allowed into this place reads this place's answers only."""
+        a caller allowed into this place reads this place's answers only. ``opened``: the
+        ``[n]`` a person opened from its link, counted as a read of that passage (the
+        knowledge base's access counter)."""
         session = await self._store.find_session(key)
         message_id = (
             None if session is None else await self._store.message_id_at(session.id, seq_no)
         )
         if message_id is None:
             return None
-        return await KnowledgeStore(self._store.db).citations(message_id)
+        knowledge = KnowledgeStore(self._store.db)
+        found = await knowledge.citations(message_id)
+        hit = next((c for c in found if c.ordinal == opened), None)
+        if hit is not None:
+            await knowledge.count_access({hit.document_id: 1}, {hit.chunk_id: 1})
+        return found
 
 
 def _shown(m: MessageRecord) -> bool:

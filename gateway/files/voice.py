@@ -4,15 +4,16 @@ One job per message: it fetches the message's audio from the platform, transcrib
 (``Transcriber``, tried again on failures on the way) and stores the transcript on the
 message (the first one wins: a job run twice, here or by another worker, stores one). A
 message transcribed already is not sent again. Jobs run on their own tasks, never on the
-ingest path: a turn waits for its job up to a bound, and a job it stopped waiting for goes
-on and stores its transcript for the next turn.
+ingest path: a turn waits for its job up to a bound; a job it stopped waiting for goes on,
+stores its transcript, and then posts it as the person's message again (``late_message``,
+deduplicated by the inbox: answered once, whichever worker finishes).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Protocol
 
 import structlog
 
@@ -20,8 +21,10 @@ from gateway.core.domain import Attachment
 from gateway.core.settings import Settings
 from gateway.files.transcribe import Transcriber, TranscriptionFailed
 from gateway.knowledge.attachments import FileFetchError, FileSource
+from session_store.records import InboundMessage, MessageRecord
 from session_store.store import Store
 from session_store.transcripts import TranscriptStore
+from session_store.values import ReplyTarget, SessionKey
 
 log = structlog.get_logger(__name__)
 
@@ -42,6 +45,10 @@ class VoiceJobs:
         self._records = records
         self._max_bytes = max_bytes
         self._running: dict[int, asyncio.Task[str]] = {}
+        #: stores a late transcript as the person's message (and wakes the turns); set by the
+        #: gateway
+        self.on_late: Callable[[InboundMessage], Coroutine[Any, Any, None]] | None = None
+        self._late: set[asyncio.Task[None]] = set()
 
     def start(
         self, message_id: int, audio: Sequence[Attachment], source: FileSource | None
@@ -53,6 +60,30 @@ class VoiceJobs:
             self._running[message_id] = task
             task.add_done_callback(lambda t: self._done(message_id, t))
         return task
+
+    def answer_when_heard(
+        self, message: MessageRecord, key: SessionKey, target: ReplyTarget
+    ) -> None:
+        """The turn stopped waiting for ``message``'s job: once it has the transcript, post it
+        as the person's message so that it is answered."""
+        task = self._running.get(message.id)
+        if task is None or self.on_late is None:
+            return
+        post = self.on_late
+
+        def heard(done: asyncio.Task[str]) -> None:
+            if done.cancelled() or done.exception() is not None:
+                return
+            late = asyncio.create_task(post(late_message(message, key, target, done.result())))
+            self._late.add(late)
+            late.add_done_callback(self._late_done)
+
+        task.add_done_callback(heard)
+
+    def _late_done(self, task: asyncio.Task[None]) -> None:
+        self._late.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("late_transcript_failed", error=str(task.exception()))
 
     def _done(self, message_id: int, task: asyncio.Task[str]) -> None:
         self._running.pop(message_id, None)
@@ -83,10 +114,30 @@ class VoiceJobs:
         return saved
 
     async def close(self) -> None:
-        for task in list(self._running.values()):
+        pending = [*self._running.values(), *self._late]
+        for task in pending:
             task.cancel()
-        await asyncio.gather(*self._running.values(), return_exceptions=True)
+        await asyncio.gather(*pending, return_exceptions=True)
         await self.transcriber.close()
+
+
+def late_message(
+    message: MessageRecord, key: SessionKey, target: ReplyTarget, text: str
+) -> InboundMessage:
+    """A transcript that came after its turn gave up waiting, as the person's message (one
+    event id per voice note: the inbox stores it once)."""
+    return InboundMessage(
+        key=key,
+        target=message.reply_target or target,
+        external_id=f"{message.external_id or message.id}:transcript",
+        message_key=f"transcript:{message.session_id}:{message.id}",
+        event_id=f"transcript:{message.session_id}:{message.id}",
+        content=text,
+        sender_id=message.sender_id or "unknown",
+        sender_name=message.sender_name,
+        turn_request="always",
+        metadata={"transcribed": True, "transcript_of": message.seq_no},
+    )
 
 
 def _suffix(mime_type: str | None) -> str:

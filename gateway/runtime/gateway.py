@@ -80,6 +80,7 @@ from session_store.knowledge import KnowledgeStore
 from session_store.live import LiveChannel
 from session_store.liveness import ProcessLiveness
 from session_store.previews import PreviewStore
+from session_store.records import InboundMessage
 from session_store.repos.breakers import Breakers
 from session_store.repos.schedules import ScheduleRecord, Schedules
 from session_store.store import Store
@@ -130,6 +131,8 @@ class Gateway:
         # --- end knowledge base ------------------------------------------------------------
         # voice notes and audio: transcription jobs (TRANSCRIPTION_BASE_URL)
         self.voice = build_voice_jobs(settings, store)
+        if self.voice is not None:
+            self.voice.on_late = self._late_transcript
         # approvals in the thread: adapters report clicks to it
         self.approvals: ApprovalService | None = None
         if settings.gateway_tools:
@@ -636,6 +639,12 @@ class Gateway:
             max_bytes=self.settings.gateway_max_file_bytes,
             lease_seconds=self.settings.gateway_lease_seconds,
         )
+
+    async def _late_transcript(self, message: InboundMessage) -> None:
+        """A voice note heard after its turn gave up waiting: stored as the person's message
+        (once: the inbox dedupes it) and answered."""
+        await self.store.ingest(message, raw=None)
+        self.turn_wake.set()
 
     async def _announce_file(self, session_key: str, text: str) -> None:
         await self.operator.service.append(

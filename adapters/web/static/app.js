@@ -126,11 +126,12 @@ const citationCache = new Map();  // "thread/seq" -> the answer's frozen citatio
 const openCitations = new Map();  // "thread/seq" -> the [n] shown (kept across reloads)
 async function showCitation(seq, n, box) {
   const key = state.thread + "/" + seq;
-  if (!citationCache.has(key)) {
-    const url = `/web/api/channels/${encodeURIComponent(state.channel)}/threads/${encodeURIComponent(state.thread)}/messages/${seq}/citations`;
-    citationCache.set(key, (await api(url)).citations || []);
-  }
-  if (openCitations.get(key) === n) openCitations.delete(key); else openCitations.set(key, n);
+  const opening = openCitations.get(key) !== n;
+  // ?n= counts the opened passage as read (the knowledge base's access counter)
+  const url = `/web/api/channels/${encodeURIComponent(state.channel)}/threads/${encodeURIComponent(state.thread)}/messages/${seq}/citations` + (opening ? `?n=${n}` : "");
+  if (!citationCache.has(key)) citationCache.set(key, (await api(url)).citations || []);
+  else if (opening) api(url).catch(() => {});
+  if (opening) openCitations.set(key, n); else openCitations.delete(key);
   citationPanel(seq, box);
 }
 function citationPanel(seq, box) {

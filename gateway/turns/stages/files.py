@@ -4,7 +4,8 @@ Voice (``VoiceStage``):
 Before the agent: each unanswered message with audio gets its transcription job
 (``gateway.files.voice``); the turn waits for them up to a bound. A transcript becomes its
 message's text (stored with it, marked ``transcribed``) and the turn goes on like text. Past
-the bound the turn says it is still listening (the job goes on and stores the transcript).
+the bound the turn says it is still listening; the job goes on, and its transcript is posted
+as the person's message and answered then, once.
 Without ``TRANSCRIPTION_BASE_URL`` a voice note alone gets one short answer saying voice is not
 set up; with a typed question beside it, the answer says the voice note was not heard.
 
@@ -42,9 +43,7 @@ NOT_SET_UP = (
     "Please type your question."
 )
 NOT_HEARD = "🎙️ (Voice messages are not set up here: I answered what you typed.)"
-LISTENING = (
-    "🎧 I am still listening to your voice note. Ask me again in a moment and I will have it."
-)
+LISTENING = "🎧 I am still listening to your voice note; I will answer here when I have heard it."
 
 _NOTE: Slot[str] = Slot("voice_note")
 
@@ -95,6 +94,9 @@ class VoiceStage(Stage):
         jobs = {m.id: self._jobs.start(m.id, audio, source) for m, audio in voiced}
         _, waiting = await asyncio.wait(jobs.values(), timeout=self._wait_seconds)
         if waiting:
+            for m, _ in voiced:
+                if jobs[m.id] in waiting:
+                    self._jobs.answer_when_heard(m, turn.claim.key, turn.target)
             return _said(turn, LISTENING, "still_listening")
         heard: dict[int, str] = {}
         failed: list[str] = []

@@ -4,6 +4,7 @@ transcript is answered like text in the topic it came from."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from adapters.telegram.adapter import TelegramAdapter
 from gateway.agents.base import Turn
 from gateway.core.domain import Reply
-from gateway.turns.stages.files import NOT_SET_UP
+from gateway.turns.stages.files import LISTENING, NOT_SET_UP
 from testsupport.fakes.openai import FakeOpenAI
 from testsupport.fakes.telegram import FakeTelegram
 from testsupport.harness import running_gateway, wait_for
@@ -109,3 +110,34 @@ async def test_without_transcription_a_voice_note_gets_one_short_answer(
     assert [s.text for s in fake.sent_to(forum, topic)] == [NOT_SET_UP]
     assert agent.turns == [], "the model is not asked"
     assert fake.file_downloads == [], "the audio is not even fetched"
+
+
+async def test_a_long_voice_note_is_answered_once_when_heard(
+    database_url: str,
+    fake: FakeTelegram,
+    speech: FakeOpenAI,
+) -> None:
+    """The turn waits half a lease (2.5 s here) and says it is still listening; the
+    transcript that comes later is answered then, once."""
+    forum = fake.forum("Team")
+    topic = fake.create_topic(forum, "Plans")
+    speech.transcript = "book the big room for friday"
+    speech.transcription_delay = 4.0
+    agent = EchoAgent()
+    async with running_gateway(
+        database_url,
+        adapters=[adapter_for(fake, forum.id)],
+        agent=agent,
+        web_chat=False,
+        TRANSCRIPTION_BASE_URL=speech.base_url,
+    ):
+        fake.user_says(forum, "", topic=topic, extra=voice_note(fake, OGG))
+        await wait_for(
+            lambda: len(fake.sent_to(forum, topic)) == 2, timeout=30, message="both answers"
+        )
+        await asyncio.sleep(1.0)  # nothing more comes
+    assert [s.text for s in fake.sent_to(forum, topic)] == [
+        LISTENING,
+        "you said: book the big room for friday",
+    ]
+    assert len(speech.transcriptions) == 1 and len(agent.turns) == 1

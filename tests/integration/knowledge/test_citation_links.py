@@ -62,6 +62,19 @@ async def test_a_citation_links_to_its_frozen_passage_for_its_reader_only(
         assert (c["n"], c["document"], c["page"]) == (1, "handbook.pdf", 3)
         assert "refunds within thirty days" in c["passage"]
 
+        # read counts: the passage the answer cited (not every passage it was offered), and
+        # one more for each opening of its link (an unknown [n] counts nothing)
+        async def accessed() -> int:
+            await gw.knowledge.flush_access()
+            doc = await gw.knowledge.store.get_document(added.document.id)
+            assert doc is not None
+            return doc.access_count
+
+        assert await accessed() == 1
+        assert (await client.get(f"{url}?n=1", headers=ANN)).json() == cited.json()
+        assert (await client.get(f"{url}?n=7", headers=ANN)).status_code == 200
+        assert await accessed() == 2
+
         # frozen: deleting the document changes nothing
         assert await gw.knowledge.store.remove_document(added.document.id)
         assert (await client.get(url, headers=ANN)).json() == cited.json()

@@ -49,3 +49,12 @@ async def test_tools_are_a_stage_only_when_configured_and_the_agent_calls_them(
     without = [n for n in with_tools if n != "tools"]
     assert stage_names(database_url, store, EchoAgent()) == without  # uses_tools = False
     assert stage_names(database_url, store, ToolUser(), GATEWAY_TOOLS=False) == without
+
+
+async def test_images_go_with_the_inline_files_when_those_take_them(
+    database_url: str, store: Store
+) -> None:
+    """``AGENT_INLINE_FILES=images`` keeps its meaning: the knowledge stage sends every image
+    inline, so there is no images stage."""
+    names = stage_names(database_url, store, EchoAgent(), AGENT_INLINE_FILES="images")
+    assert "images" not in names and "knowledge" in names
