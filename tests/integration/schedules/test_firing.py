@@ -159,3 +159,36 @@ async def test_five_failed_firings_in_a_row_pause_the_schedule_and_tell_the_owne
         assert after.paused_reason is not None and "refused by the platform" in after.paused_reason
         notice = sink.texts_in("c1", "t1")
         assert len(notice) == 1 and f"Schedule {made.id}" in notice[0] and "paused" in notice[0]
+
+
+async def test_a_schedule_that_no_longer_reads_is_skipped_and_ends_without_blocking_others(
+    store: Store,
+) -> None:
+    now = datetime(2026, 12, 3, 22, 0, tzinfo=UTC)
+    service = ScheduleService(Schedules(store.db), targets=_target, clock=lambda: now)
+    broken = await service.repo.add(
+        key=PLACE,
+        prompt="x",
+        owner="o",
+        time_zone="Gone/Nowhere",
+        fire_at=None,
+        cron="0 9 * * *",
+        next_fire_at=now - timedelta(minutes=1),
+    )
+    fine = await service.repo.add(
+        key=PLACE,
+        prompt="y",
+        owner="o",
+        time_zone="UTC",
+        fire_at=now,
+        cron=None,
+        next_fire_at=now,
+    )
+    fired = await service.repo.fire_due(service.decide, now=now)
+    assert sorted((f.schedule.id, f.action) for f in fired) == [
+        (broken.id, "skip"),
+        (fine.id, "fire"),
+    ]
+    [skipped] = await service.repo.firings(broken.id)
+    assert skipped.reason is not None and "Gone/Nowhere" in skipped.reason
+    assert (await service.get(broken.id)).status == "done"
