@@ -44,6 +44,9 @@ class ScheduleService:
         tz: str | None = None,
         name: str | None = None,
     ) -> ScheduleRecord:
+        texts = (place if isinstance(place, str) else "", prompt, owner, at, cron, tz, name)
+        if any(isinstance(t, str) and "\x00" in t for t in texts):
+            raise RequestError("a schedule's text cannot contain NUL characters")
         key = parse_place(place) if isinstance(place, str) else place
         prompt = prompt.strip()
         if not prompt:
