@@ -37,16 +37,9 @@ from gateway.outbox.delivery import DeliverySettings, DeliveryWorker
 from gateway.outbox.pacing import Pacing, SharedBudget
 from gateway.outbox.streaming import Streams, StreamSettings
 from gateway.runtime.live import ReplicatedBroadcast
-from gateway.runtime.registry import (
-    build_adapters,
-    streaming_overrides,
-    target_of_place,
-    webhook_prefixes,
-)
+from gateway.runtime.registry import build_adapters, streaming_overrides, webhook_prefixes
 from gateway.runtime.supervisor import Beat, Supervisor, pause
-from gateway.schedules.command import ScheduleCommand
-from gateway.schedules.service import ScheduleService
-from gateway.schedules.worker import ScheduleMetrics, ScheduleWorker
+from gateway.schedules.room import ScheduleRoom
 from gateway.tools.approvals import ApprovalService
 from gateway.tools.service import ToolService
 from gateway.turns.context import ContextAssembler, ContextPolicy
@@ -63,7 +56,6 @@ from session_store.knowledge import KnowledgeStore
 from session_store.live import LiveChannel
 from session_store.liveness import ProcessLiveness
 from session_store.previews import PreviewStore
-from session_store.repos.schedules import ScheduleRecord, Schedules
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
@@ -150,7 +142,16 @@ class Gateway:
         )
         self.intake.approvals = self.approvals  # approval clicks from the adapters
         self._build_agent_side(settings, store, agent)
-        self._build_schedules(settings, store)
+        # schedules: fired once across replicas as turns of their places
+        self.schedule_room = ScheduleRoom(
+            store,
+            metrics=self.metrics,
+            turn_wake=self.turn_wake,
+            poll_seconds=settings.gateway_poll_seconds,
+        )
+        self.schedules = self.schedule_room.service
+        self._schedules_stopping = asyncio.Event()
+        self._schedules_task: asyncio.Task[None] | None = None
         self._build_work(settings, store, agent)
         self._build_http(settings, store)
         self._turns_stopping = asyncio.Event()
@@ -162,24 +163,6 @@ class Gateway:
         self._started_adapters: list[PlatformAdapter] = []
         self._liveness_stopping = asyncio.Event()
         self._liveness_task: asyncio.Task[None] | None = None
-
-    def _build_schedules(self, settings: Settings, store: Store) -> None:
-        """Schedules: the service every way of making one shares, and the firing loop."""
-        self.schedules = ScheduleService(Schedules(store.db), targets=target_of_place)
-        self.schedule_worker = ScheduleWorker(
-            self.schedules,
-            metrics=ScheduleMetrics(self.metrics.registry),
-            turn_wake=self.turn_wake,
-            poll_seconds=settings.gateway_poll_seconds,
-            notify=self._tell_place,
-        )
-        self._schedules_stopping = asyncio.Event()
-        self._schedules_task: asyncio.Task[None] | None = None
-
-    async def _tell_place(self, schedule: ScheduleRecord, text: str) -> None:
-        await self.operator.service.append(
-            str(schedule.key), participant="scheduler", content=text, deliver=True
-        )
 
     def _build_agent_side(self, settings: Settings, store: Store, agent: Agent) -> None:
         """The agent's context, its summaries and its tools."""
@@ -271,14 +254,10 @@ class Gateway:
         # its upload takes the file itself as the body (application/octet-stream)
         self.http_policy.allow_upload(KB_UPLOAD_PATH, settings.gateway_max_file_bytes)
         routes.extend(kb_pages())
-        # schedules: /api/v1/schedules and the schedule_* MCP tools
-        from gateway.schedules.api import add_schedule_tools, schedule_pages, schedules_router
-
-        routes.extend(schedules_router(self.schedules, self.operator.policy).routes)
-        routes.extend(schedule_pages())
-        self.operator.mcp_extensions.append(
-            lambda server: add_schedule_tools(server, self.schedules)
-        )
+        # schedules: /api/v1/schedules, /ops/schedules, the schedule_* MCP tools
+        routes.extend(self.schedule_room.routes(self.operator.policy))
+        self.operator.mcp_extensions.append(self.schedule_room.add_mcp_tools)
+        self.schedule_room.tell_owners_with(self.operator.service.append)
         for adapter in self.adapters:
             routes.extend(adapter.http_routes())
         self.app = build_app(self, routes)
@@ -418,7 +397,7 @@ class Gateway:
         # schedules: fired once across replicas; required like the turn workers
         self._schedules_task = self._supervised(
             "schedules",
-            [("schedules", self.schedule_worker.work, max(5 * poll, 10.0), True)],
+            [("schedules", self.schedule_room.worker.work, max(5 * poll, 10.0), True)],
             self._schedules_stopping,
         )
         # --- knowledge base -------------------------------------------------------
@@ -515,9 +494,7 @@ class Gateway:
         is off is not in the list. Tools come before the context, which leaves room for
         their schemas; the knowledge base fills what the context left."""
         stages: list[Stage] = [
-            CommandsStage(
-                self.store, self.context.policy, handlers=[ScheduleCommand(self.schedules)]
-            ),
+            CommandsStage(self.store, self.context.policy, handlers=[self.schedule_room.command]),
             StreamingStage(self.streams, self.agent),
         ]
         if self.tools is not None and offers_tools(self.agent):
