@@ -227,12 +227,15 @@ def render_cli() -> str:
 
 def metrics() -> list[tuple[str, str, str, tuple[str, ...]]]:
     """(exposed name, type, help, labels) of every metric a gateway registers."""
+    from prometheus_client import CollectorRegistry
     from prometheus_client.metrics import MetricWrapperBase
 
     from gateway.core.metrics import Metrics
+    from gateway.schedules.worker import ScheduleMetrics
 
     found: list[tuple[str, str, str, tuple[str, ...]]] = []
-    for value in vars(Metrics()).values():
+    groups = [Metrics(), ScheduleMetrics(CollectorRegistry())]
+    for value in [v for group in groups for v in vars(group).values()]:
         if isinstance(value, MetricWrapperBase):
             kind = str(value._type)
             name = value._name + ("_total" if kind == "counter" else "")
@@ -269,10 +272,12 @@ def mcp_tools() -> list[tuple[str, str, list[str]]]:
     from gateway.http.mcp import build_mcp_server
     from gateway.knowledge.mcp import add_knowledge_tools
     from gateway.profiles.api import add_profile_tools
+    from gateway.schedules.api import add_schedule_tools
 
     server = build_mcp_server(SimpleNamespace(ops=None))  # type: ignore[arg-type]
     add_knowledge_tools(server, SimpleNamespace(store=None))  # type: ignore[arg-type]
     add_profile_tools(server, SimpleNamespace())  # type: ignore[arg-type]
+    add_schedule_tools(server, SimpleNamespace())  # type: ignore[arg-type]
     found = []
     for tool in server._tool_manager.list_tools():
         required = set(tool.parameters.get("required", ()))

@@ -46,16 +46,9 @@ from gateway.profiles.service import Profiles
 from gateway.profiles.stage import ProfileCommand, ProfileStage
 from gateway.runtime import memory
 from gateway.runtime.live import ReplicatedBroadcast
-from gateway.runtime.registry import (
-    build_adapters,
-    streaming_overrides,
-    target_of_place,
-    webhook_prefixes,
-)
+from gateway.runtime.registry import build_adapters, streaming_overrides, webhook_prefixes
 from gateway.runtime.supervisor import Beat, Supervisor, pause
-from gateway.schedules.command import ScheduleCommand
-from gateway.schedules.service import ScheduleService
-from gateway.schedules.worker import ScheduleMetrics, ScheduleWorker
+from gateway.schedules.room import ScheduleRoom
 from gateway.tools.approvals import ApprovalService
 from gateway.tools.catalog import tools_file_for
 from gateway.tools.service import ToolService
@@ -82,7 +75,6 @@ from session_store.liveness import ProcessLiveness
 from session_store.previews import PreviewStore
 from session_store.records import InboundMessage
 from session_store.repos.breakers import Breakers
-from session_store.repos.schedules import ScheduleRecord, Schedules
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
@@ -182,7 +174,16 @@ class Gateway:
         self.config.subscribe("usage", usage_config, self.usage.use)
         self._build_agent_side(settings, store, agent)
         self.summaries.charge = self.usage.charge_summary  # summaries are charged to the place
-        self._build_schedules(settings, store)
+        # schedules: fired once across replicas as turns of their places
+        self.schedule_room = ScheduleRoom(
+            store,
+            metrics=self.metrics,
+            turn_wake=self.turn_wake,
+            poll_seconds=settings.gateway_poll_seconds,
+        )
+        self.schedules = self.schedule_room.service
+        self._schedules_stopping = asyncio.Event()
+        self._schedules_task: asyncio.Task[None] | None = None
         self._build_work(settings, store, agent)
         self._build_http(settings, store)
         self._turns_stopping = asyncio.Event()
@@ -200,24 +201,6 @@ class Gateway:
         )
         self._audit_stopping = asyncio.Event()
         self._audit_task: asyncio.Task[None] | None = None
-
-    def _build_schedules(self, settings: Settings, store: Store) -> None:
-        """Schedules: the service every way of making one shares, and the firing loop."""
-        self.schedules = ScheduleService(Schedules(store.db), targets=target_of_place)
-        self.schedule_worker = ScheduleWorker(
-            self.schedules,
-            metrics=ScheduleMetrics(self.metrics.registry),
-            turn_wake=self.turn_wake,
-            poll_seconds=settings.gateway_poll_seconds,
-            notify=self._tell_place,
-        )
-        self._schedules_stopping = asyncio.Event()
-        self._schedules_task: asyncio.Task[None] | None = None
-
-    async def _tell_place(self, schedule: ScheduleRecord, text: str) -> None:
-        await self.operator.service.append(
-            str(schedule.key), participant="scheduler", content=text, deliver=True
-        )
 
     def _build_agent_side(self, settings: Settings, store: Store, agent: Agent) -> None:
         """The agent's context, its summaries and its tools."""
@@ -326,16 +309,12 @@ class Gateway:
 
         routes.extend(usage_router(self.usage, self.operator.policy).routes)
         routes.extend(usage_pages())
-        # schedules: /api/v1/schedules and the schedule_* MCP tools
-        from gateway.schedules.api import add_schedule_tools, schedule_pages, schedules_router
-
-        routes.extend(schedules_router(self.schedules, self.operator.policy).routes)
-        routes.extend(schedule_pages())
-        self.operator.mcp_extensions.append(
-            lambda server: add_schedule_tools(server, self.schedules)
-        )
         # the model provider's health for /ops: open breakers, recent errors
         routes.extend(models_router(Breakers(store.db), self.operator.policy).routes)
+        # schedules: /api/v1/schedules, /ops/schedules, the schedule_* MCP tools
+        routes.extend(self.schedule_room.routes(self.operator.policy))
+        self.operator.mcp_extensions.append(self.schedule_room.add_mcp_tools)
+        self.schedule_room.tell_owners_with(self.operator.service.append)
         for adapter in self.adapters:
             routes.extend(adapter.http_routes())
         self.app = build_app(self, routes)
@@ -476,7 +455,7 @@ class Gateway:
         # schedules: fired once across replicas; required like the turn workers
         self._schedules_task = self._supervised(
             "schedules",
-            [("schedules", self.schedule_worker.work, max(5 * poll, 10.0), True)],
+            [("schedules", self.schedule_room.worker.work, max(5 * poll, 10.0), True)],
             self._schedules_stopping,
         )
         self._audit_task = self._supervised(
@@ -600,7 +579,7 @@ class Gateway:
                     ProfileCommand(self.profiles, tools_on=self.tools is not None),
                     UsageCommand(self.usage),
                     LinkCommand(self.usage),
-                    ScheduleCommand(self.schedules),
+                    self.schedule_room.command,
                 ],
             ),
             # charges every model call (its ``after`` runs last); budgets before any cost

@@ -44,6 +44,9 @@ class ScheduleService:
         tz: str | None = None,
         name: str | None = None,
     ) -> ScheduleRecord:
+        texts = (place if isinstance(place, str) else "", prompt, owner, at, cron, tz, name)
+        if any(isinstance(t, str) and "\x00" in t for t in texts):
+            raise RequestError("a schedule's text cannot contain NUL characters")
         key = parse_place(place) if isinstance(place, str) else place
         prompt = prompt.strip()
         if not prompt:
@@ -104,13 +107,17 @@ class ScheduleService:
         return fired
 
     def decide(self, schedule: ScheduleRecord, due: datetime) -> Decision:
-        """The missed-firing policy and the next firing (``gateway.schedules.timing``)."""
-        p = plan(cron=schedule.cron, tz=schedule.time_zone, due=due, now=self.clock())
+        """The missed-firing policy and the next firing (``gateway.schedules.timing``). A
+        schedule whose expression, time zone or place no longer reads (a library or zone
+        database changed under it) is recorded as skipped and ends, instead of failing the
+        batch it was locked in on every pass."""
+        try:
+            p = plan(cron=schedule.cron, tz=schedule.time_zone, due=due, now=self.clock())
+            target = self._targets(schedule.key)
+        except (RequestError, ValueError, KeyError) as exc:
+            return Decision(action="skip", next_fire_at=None, reason=f"cannot fire: {exc}")
         return Decision(
-            action=p.action,
-            next_fire_at=p.next_fire_at,
-            target=self._targets(schedule.key),
-            reason=p.reason,
+            action=p.action, next_fire_at=p.next_fire_at, target=target, reason=p.reason
         )
 
     def _fire_now(self, schedule: ScheduleRecord, due: datetime) -> Decision:

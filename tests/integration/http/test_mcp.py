@@ -20,6 +20,7 @@ from mcp_types import CallToolResult
 from gateway.core.domain import Envelope, ReplyTarget, Sender, SessionKey
 from gateway.inbound.intake import to_inbound
 from gateway.knowledge.mcp import KB_TOOLS
+from gateway.schedules.api import SCHEDULE_TOOLS
 from session_store.store import Store
 from testsupport.fakes.sink import SinkAdapter
 from testsupport.fakes.sink_server import SinkServer
@@ -76,7 +77,7 @@ async def test_an_agent_follows_and_takes_part_in_a_session_over_http(
         async with Client(f"{gw.url}mcp") as client:
             listed = await client.list_tools()
             # the session tools, plus the knowledge base's (gateway/knowledge/mcp.py)
-            assert {t.name for t in listed.tools} == TOOLS | set(KB_TOOLS)
+            assert {t.name for t in listed.tools} == TOOLS | set(KB_TOOLS) | set(SCHEDULE_TOOLS)
 
             sessions = await call(client, "list_sessions", platform="sink")
             assert {s["key"] for s in sessions["sessions"]} == {key, "sink:test:c1:T2"}

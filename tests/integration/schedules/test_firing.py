@@ -9,8 +9,11 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
+import pytest
+from prometheus_client import generate_latest
 
 from gateway.core.domain import ReplyTarget, SessionKey
+from gateway.core.errors import RequestError
 from gateway.core.plugins import place_target
 from gateway.schedules.service import ScheduleService
 from gateway.schedules.worker import PAUSE_AFTER
@@ -127,6 +130,9 @@ async def test_a_firing_lands_once_in_its_thread_and_is_settled_as_sent(
         await wait_for(lambda: _settled(gw.schedules, made.id), timeout=20, message="settled")
         assert sink.texts_in("c1", "t1") == ["echo: what is due today?"]
         assert (await gw.schedules.get(made.id)).status == "done"
+        exposed = generate_latest(gw.metrics.registry).decode()
+        assert 'gateway_schedule_firings_total{outcome="sent"} 1.0' in exposed
+        assert "gateway_schedule_lateness_seconds_count 1.0" in exposed
     rows = await _rows(
         database_url, "SELECT role, sender_id, metadata FROM messages ORDER BY session_id, seq_no"
     )
@@ -159,3 +165,59 @@ async def test_five_failed_firings_in_a_row_pause_the_schedule_and_tell_the_owne
         assert after.paused_reason is not None and "refused by the platform" in after.paused_reason
         notice = sink.texts_in("c1", "t1")
         assert len(notice) == 1 and f"Schedule {made.id}" in notice[0] and "paused" in notice[0]
+
+
+async def test_a_schedule_that_no_longer_reads_is_skipped_and_ends_without_blocking_others(
+    store: Store,
+) -> None:
+    now = datetime(2026, 12, 3, 22, 0, tzinfo=UTC)
+    service = ScheduleService(Schedules(store.db), targets=_target, clock=lambda: now)
+    broken = await service.repo.add(
+        key=PLACE,
+        prompt="x",
+        owner="o",
+        time_zone="Gone/Nowhere",
+        fire_at=None,
+        cron="0 9 * * *",
+        next_fire_at=now - timedelta(minutes=1),
+    )
+    fine = await service.repo.add(
+        key=PLACE,
+        prompt="y",
+        owner="o",
+        time_zone="UTC",
+        fire_at=now,
+        cron=None,
+        next_fire_at=now,
+    )
+    fired = await service.repo.fire_due(service.decide, now=now)
+    assert sorted((f.schedule.id, f.action) for f in fired) == [
+        (broken.id, "skip"),
+        (fine.id, "fire"),
+    ]
+    [skipped] = await service.repo.firings(broken.id)
+    assert skipped.reason is not None and "Gone/Nowhere" in skipped.reason
+    assert (await service.get(broken.id)).status == "done"
+
+
+async def test_people_cancel_their_own_operators_any_and_run_fires_now_once(
+    store: Store,
+) -> None:
+    now = datetime.now(UTC)
+    service = ScheduleService(Schedules(store.db), targets=_target, clock=lambda: now)
+    mine = await service.create(
+        PLACE, prompt="weekly summary", cron="0 9 * * 1", owner="sink:test:alice"
+    )
+    with pytest.raises(RequestError, match="not yours") as refused:
+        await service.cancel(mine.id, by="sink:test:bob")
+    assert refused.value.status == 403
+    fired = await service.run(mine.id)
+    assert fired.action == "fire" and fired.seq_no == 1
+    after = await service.get(mine.id)
+    assert after.next_fire_at == mine.next_fire_at  # its regular firings stay as they were
+    assert (await service.cancel(mine.id, by="sink:test:alice")).id == mine.id
+    other = await service.create(PLACE, prompt="x", at=now + timedelta(hours=1), owner="bob")
+    assert (await service.cancel(other.id)).id == other.id  # an operator: any
+    with pytest.raises(RequestError) as gone:
+        await service.cancel(other.id)
+    assert gone.value.status == 404
