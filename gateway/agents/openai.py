@@ -45,6 +45,8 @@ class OpenAIAgent:
     #: sends exactly the prompt the context estimate was made on, so the server's
     #: ``usage.prompt_tokens`` calibrates the estimate
     calibrates = True
+    #: tells the server who asks (``user``: an opaque id of the person, ``Turn.user``)
+    sends_user = True
 
     def __init__(
         self,

@@ -495,7 +495,7 @@ class Gateway:
                 handlers=[UsageCommand(self.usage), LinkCommand(self.usage)],
             ),
             # charges every model call (its ``after`` runs last); budgets before any cost
-            UsageStage(self.usage),
+            UsageStage(self.usage, identify=getattr(self.agent, "sends_user", False) is True),
             *([BudgetStage(self.usage)] if self.usage.config.budgets.any else []),
             StreamingStage(self.streams, self.agent),
         ]
