@@ -71,7 +71,7 @@ async def test_the_usage_page_draws_spend_per_day_and_the_tables(
         page = await browser.new_page(viewport={"width": 1100, "height": 1000})
         errors: list[str] = []
         _record_errors(page, errors)
-        await page.goto(f"{gw.url}/ops/usage")
+        await page.goto(gw.url.rstrip("/") + "/ops/usage")
         await expect(page.locator("#chart svg rect").first).to_be_visible()
         await expect(page.locator("#person-rows tr").first).to_be_visible()
         await expect(page.locator("#budget-rows")).to_contain_text("total_per_month")
