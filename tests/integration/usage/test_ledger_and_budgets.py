@@ -198,7 +198,12 @@ async def test_an_unreadable_ledger_fails_closed(
     path = config(tmp_path, "[budgets]\ntotal_per_month = 100\n")
     async with gateway_for(database_url, fake, adapter, path) as gw:
         async with gw.store.db.connection() as conn:
-            await conn.execute("ALTER TABLE person_accounts RENAME TO person_accounts_gone")
+            # reading the ledger fails; writing through the (updatable) view still works
+            await conn.execute("ALTER TABLE usage_ledger RENAME TO usage_ledger_real")
+            await conn.execute(
+                "CREATE VIEW usage_ledger AS SELECT * FROM usage_ledger_real "
+                "WHERE 1 / (SELECT count(*) FROM pg_class WHERE false) = 1"
+            )
         await adapter.submit({"chat": "c", "thread": "T", "id": "1", "text": "q1"})
         await wait_for(lambda: len(sink.accepted) == 1)
         assert gw.usage.metrics.budget_refusals.labels("unavailable")._value.get() == 1
