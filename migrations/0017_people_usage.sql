@@ -87,3 +87,11 @@ CREATE TABLE budget_notices (
     noticed_at   timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (limit_name, subject, place, period_start)
 );
+
+-- The model a person chose with /model, for every account of theirs (the older
+-- user_model_choices stays the answer for an account whose person chose nothing).
+CREATE TABLE person_model_choices (
+    person_id  bigint      PRIMARY KEY REFERENCES people (id),
+    model      text        NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);

@@ -622,6 +622,14 @@ CREATE TABLE budget_notices (
     noticed_at   timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (limit_name, subject, place, period_start)
 );
+
+-- The model a person chose with /model, for every account of theirs (the older
+-- user_model_choices stays the answer for an account whose person chose nothing).
+CREATE TABLE person_model_choices (
+    person_id  bigint      PRIMARY KEY REFERENCES people (id),
+    model      text        NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
 -- Schedules (0018): questions asked in a place at a time or on a cron expression, and
 -- each firing once (the unique (schedule_id, due_at) is the fence).
 CREATE TABLE schedules (

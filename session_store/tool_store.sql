@@ -3,21 +3,44 @@
 -- outbox's SQL (tool_queries.INSERT_CARD_DELIVERY), which moves with the outbox. Includes from
 -- elsewhere: session_columns (repos/sessions.sql).
 
+-- name: my_accounts
+-- The accounts of the person ($1 $2 $3 is one of them: platform, scope, user id), each
+-- as (platform, scope, user id); an account not linked yet is a person of its own
+WITH me AS (
+    SELECT $1 || ':' || $2 || ':' || $3 AS account
+), mine AS (
+    SELECT a.account FROM person_accounts a
+    WHERE a.person_id = (SELECT p.person_id FROM person_accounts p, me
+                         WHERE p.account = me.account)
+    UNION SELECT account FROM me
+)
+SELECT account FROM mine
+
 -- name: asker_sessions
--- Sessions a person takes part in: they wrote a user message there (same platform and
--- scope: a Slack user id means nothing in another workspace).
+-- Sessions a person takes part in: one of their accounts wrote a user message there (an
+-- account is platform, scope and user id: a Slack user id means nothing in another
+-- workspace).
+WITH mine AS ({{my_accounts}})
 SELECT {{session_columns}} FROM sessions s
-WHERE s.platform = $1 AND s.scope = $2
-  AND EXISTS (SELECT 1 FROM messages m
-              WHERE m.session_id = s.id AND m.role = 'user' AND m.sender_id = $3)
+WHERE EXISTS (SELECT 1 FROM messages m
+              WHERE m.session_id = s.id AND m.role = 'user' AND m.sender_id IS NOT NULL
+                AND s.platform || ':' || s.scope || ':' || m.sender_id
+                    IN (SELECT account FROM mine))
 ORDER BY s.last_message_at DESC NULLS LAST, s.id DESC
 LIMIT $4
 
 -- name: takes_part
+-- the person ($2 $3 $4: one of their accounts) wrote in session $1 from any of their accounts
+WITH mine AS (
+    SELECT a.account FROM person_accounts a
+    WHERE a.person_id = (SELECT p.person_id FROM person_accounts p
+                         WHERE p.account = $2 || ':' || $3 || ':' || $4)
+    UNION SELECT $2 || ':' || $3 || ':' || $4
+)
 SELECT EXISTS (
     SELECT 1 FROM sessions s JOIN messages m ON m.session_id = s.id
-    WHERE s.id = $1 AND s.platform = $2 AND s.scope = $3
-      AND m.role = 'user' AND m.sender_id = $4
+    WHERE s.id = $1 AND m.role = 'user' AND m.sender_id IS NOT NULL
+      AND s.platform || ':' || s.scope || ':' || m.sender_id IN (SELECT account FROM mine)
 )
 
 -- name: approval_columns

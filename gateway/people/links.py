@@ -4,10 +4,11 @@ from another account joins the two into one person."""
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 
 import structlog
 
-from gateway.core.domain import Place, Reply
+from gateway.core.domain import PLACE_KEY, Place, Reply
 from gateway.turns.stage import COMMAND_MODEL, TurnRun
 from gateway.turns.stages.commands import command_argument
 from gateway.usage.service import UsageService, account_of
@@ -51,7 +52,9 @@ class LinkCommand:
         )
 
     async def _offer(self, turn: TurnRun, ask: MessageRecord, account: str) -> Reply:
-        direct = Place.from_json(ask.metadata).direct or turn.claim.key.platform == "web"
+        stored = ask.metadata.get(PLACE_KEY)
+        place = Place.from_json(stored) if isinstance(stored, Mapping) else Place()
+        direct = place.direct or turn.claim.key.platform == "web"
         if not direct:
             return _reply("Send /link in a direct message with me, so the code stays yours.")
         code = new_code()

@@ -583,7 +583,7 @@ class Gateway:
                 ],
             ),
             # charges every model call (its ``after`` runs last); budgets before any cost
-            UsageStage(self.usage),
+            UsageStage(self.usage, identify=getattr(self.agent, "sends_user", False) is True),
             BudgetStage(self.usage),
             VoiceStage(
                 self.voice, self.transports, wait_seconds=self.settings.gateway_lease_seconds / 2

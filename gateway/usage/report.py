@@ -127,15 +127,14 @@ def _entry(
 
 def render_text(report: Report) -> str:
     """The report as aligned columns, then the budgets."""
-    head = (report.by.upper(), "COST", "PROMPT", "COMPLETION", "CALLS", "ACCOUNTS")
-    lines = [head]
+    people = report.by == "person"
+    head = (report.by.upper(), "COST", "PROMPT", "COMPLETION", "CALLS")
+    lines = [(*head, "ACCOUNTS") if people else head]
     for r in report.rows:
         money = "-" if r.cost is None else f"{r.cost:.4f}"
-        accounts = ",".join(r.accounts) if report.by == "person" else ""
-        lines.append(
-            (r.key, money, str(r.prompt_tokens), str(r.completion_tokens), str(r.calls), accounts)
-        )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+        row = (r.key, money, str(r.prompt_tokens), str(r.completion_tokens), str(r.calls))
+        lines.append((*row, ",".join(r.accounts)) if people else row)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     text = [
         "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(line)).rstrip() for line in lines
     ]

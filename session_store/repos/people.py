@@ -8,10 +8,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from session_store.db import Database
+from session_store.errors import StoreError
 from session_store.sql import load
 
 SQL = load(__package__, "people.sql")
 
+#: PostgreSQL's deadlock_detected
+DEADLOCK = "40P01"
 #: a merge retries when a concurrent merge moved one of its accounts meanwhile
 _MERGE_ATTEMPTS = 5
 
@@ -66,7 +69,12 @@ class People:
     async def link(self, first: str, second: str) -> int:
         """Make ``first`` and ``second`` one person (every account of both); its id."""
         for _ in range(_MERGE_ATTEMPTS):
-            merged = await self._try_link(first, second)
+            try:
+                merged = await self._try_link(first, second)
+            except StoreError as exc:
+                if exc.sqlstate != DEADLOCK:
+                    raise
+                continue  # PostgreSQL rolled one merge back: it runs again, whole
             if merged is not None:
                 return merged
         raise RuntimeError(f"could not link {first} and {second}: concurrent merges kept moving")
@@ -88,6 +96,7 @@ class People:
                 return None
             keep, gone = min(a, b), max(a, b)
             await conn.execute(SQL.move_accounts, keep, gone)
+            await conn.execute(SQL.move_model_choice, keep, gone)
             await conn.execute(SQL.mark_merged, keep, gone)
             return keep
 

@@ -33,7 +33,9 @@ SELECT id, merged_into FROM people WHERE id = ANY($1::bigint[]) ORDER BY id FOR 
 UPDATE person_accounts SET person_id = $1, linked_at = now() WHERE person_id = $2
 
 -- name: mark_merged
-UPDATE people SET merged_into = $1 WHERE id = $2 OR merged_into = $2
+-- only the locked row: people merged into it earlier keep pointing at it (their accounts
+-- moved already), so no row outside the id-ordered locks is written
+UPDATE people SET merged_into = $1 WHERE id = $2
 
 -- name: new_person
 INSERT INTO people DEFAULT VALUES RETURNING id
@@ -43,3 +45,9 @@ UPDATE person_accounts SET person_id = $2, linked_at = now() WHERE account = $1
 
 -- name: account_count
 SELECT count(*) FROM person_accounts WHERE person_id = $1
+
+-- name: move_model_choice
+-- the merged person's model choice, where the one kept has none
+INSERT INTO person_model_choices (person_id, model)
+SELECT $1, model FROM person_model_choices WHERE person_id = $2
+ON CONFLICT (person_id) DO NOTHING

@@ -170,6 +170,8 @@ class Turns:
             await conn.execute(SQL.set_session_model, session_id, model)
             if user_id:
                 await conn.execute(SQL.set_user_model, platform, user_id, model)
+                scope = await conn.fetchval(SQL.session_scope, session_id)
+                await conn.execute(SQL.set_person_model, f"{platform}:{scope}:{user_id}", model)
 
 
 def _prefetched(row: Mapping[str, Any], limit: int) -> PrefetchedContext:

@@ -80,8 +80,12 @@ WITH c AS (
     ORDER BY m.seq_no DESC LIMIT $6
 )
 SELECT c.*,
-       (SELECT u.model FROM user_model_choices u, q
-        WHERE u.platform = c.platform AND u.user_id = q.sender_id) AS user_model,
+       coalesce(
+           (SELECT pm.model FROM person_model_choices pm, person_accounts pa, q
+            WHERE pa.account = c.platform || ':' || c.scope || ':' || q.sender_id
+              AND pm.person_id = pa.person_id),
+           (SELECT u.model FROM user_model_choices u, q
+            WHERE u.platform = c.platform AND u.user_id = q.sender_id)) AS user_model,
        (SELECT metadata FROM q) AS place,
        (SELECT seq_no FROM q) AS question_seq,
        (SELECT upto FROM top) AS upto_seq,
@@ -111,8 +115,12 @@ SELECT turn_requested_seq FROM sessions WHERE id = $1
 -- and model choice, this person's last choice, where the question was asked (its metadata
 -- carries chat/channel names), and the newest summary that ends at or before the turn.
 SELECT s.metadata, s.title, s.selected_model,
-       (SELECT u.model FROM user_model_choices u
-        WHERE u.platform = $3 AND u.user_id = $4) AS user_model,
+       coalesce(
+           (SELECT pm.model FROM person_model_choices pm, person_accounts pa
+            WHERE pa.account = $3 || ':' || s.scope || ':' || $4
+              AND pm.person_id = pa.person_id),
+           (SELECT u.model FROM user_model_choices u
+            WHERE u.platform = $3 AND u.user_id = $4)) AS user_model,
        (SELECT m.metadata FROM messages m WHERE m.session_id = $1 AND m.seq_no = $2) AS place,
        sm.id AS summary_id, sm.session_id AS summary_session_id,
        sm.from_seq AS summary_from_seq, sm.to_seq AS summary_to_seq,
@@ -168,3 +176,11 @@ UPDATE sessions SET selected_model = $2, updated_at = now() WHERE id = $1
 -- name: set_user_model
 INSERT INTO user_model_choices (platform, user_id, model) VALUES ($1, $2, $3)
 ON CONFLICT (platform, user_id) DO UPDATE SET model = excluded.model, updated_at = now()
+
+-- name: set_person_model
+-- the person's choice, for every account of theirs ($1: the account)
+INSERT INTO person_model_choices (person_id, model) VALUES (person_of($1), $2)
+ON CONFLICT (person_id) DO UPDATE SET model = excluded.model, updated_at = now()
+
+-- name: session_scope
+SELECT scope FROM sessions WHERE id = $1

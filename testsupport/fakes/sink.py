@@ -17,7 +17,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway.core.domain import Envelope, OutgoingFile, ReplyTarget, Sender, SessionKey, Trigger
+from gateway.core.domain import (
+    Envelope,
+    OutgoingFile,
+    Place,
+    ReplyTarget,
+    Sender,
+    SessionKey,
+    Trigger,
+)
 from gateway.core.errors import DeliveryError
 from gateway.core.ports import AdapterContext, Check, Intake, PaceRule, SendResult
 from gateway.core.settings import Settings
@@ -131,8 +139,15 @@ def sink_envelope(body: dict[str, Any]) -> Envelope:
         sender=Sender(id=str(body.get("user", "tester")), name=str(body.get("user", "tester"))),
         trigger=Trigger(body.get("trigger", "always")),
         command={"/new": "new", "/help": "help"}.get(str(body["text"]).strip())
-        or ("model" if str(body["text"]).split()[:1] == ["/model"] else None),
+        or _with_argument(str(body["text"])),
+        place=Place(direct=body.get("direct") is True),
     )
+
+
+def _with_argument(text: str) -> str | None:
+    """``/model NAME``, ``/usage``, ``/link [CODE]``: the commands the sink knows."""
+    first = text.split()[:1]
+    return first[0][1:] if first and first[0] in ("/model", "/usage", "/link") else None
 
 
 class SinkAdapter:

@@ -17,10 +17,14 @@ log = structlog.get_logger(__name__)
 class UsageStage(Stage):
     name = "usage"
 
-    def __init__(self, usage: UsageService) -> None:
+    def __init__(self, usage: UsageService, *, identify: bool = True) -> None:
         self._usage = usage
+        #: look the person up for the provider (only for agents that send it on)
+        self._identify = identify
 
     async def before(self, turn: TurnRun) -> Answer | None:
+        if not self._identify:
+            return None
         question = turn.question
         account = None if question is None else account_of(turn.claim.key, question)
         if account is not None:

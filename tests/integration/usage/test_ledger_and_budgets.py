@@ -198,9 +198,45 @@ async def test_an_unreadable_ledger_fails_closed(
     path = config(tmp_path, "[budgets]\ntotal_per_month = 100\n")
     async with gateway_for(database_url, fake, adapter, path) as gw:
         async with gw.store.db.connection() as conn:
-            await conn.execute("ALTER TABLE person_accounts RENAME TO person_accounts_gone")
+            # reading the ledger fails; writing through the (updatable) view still works
+            await conn.execute("ALTER TABLE usage_ledger RENAME TO usage_ledger_real")
+            await conn.execute(
+                "CREATE VIEW usage_ledger AS SELECT * FROM usage_ledger_real "
+                "WHERE 1 / (SELECT count(*) FROM pg_class WHERE false) = 1"
+            )
         await adapter.submit({"chat": "c", "thread": "T", "id": "1", "text": "q1"})
         await wait_for(lambda: len(sink.accepted) == 1)
         assert gw.usage.metrics.budget_refusals.labels("unavailable")._value.get() == 1
     assert fake.requests == []
     assert "unavailable" in sink.texts_in("c", "T")[0]
+
+
+async def test_link_and_usage_commands_in_a_chat(
+    database_url: str, fake: FakeOpenAI, sink: SinkServer, tmp_path: Path
+) -> None:
+    fake.script.append(Step(usage=usage(1000, 200)))
+    adapter = SinkAdapter(sink.url)
+    path = config(tmp_path, "[budgets]\nperson_per_day = 1.0\n")
+    async with gateway_for(database_url, fake, adapter, path):
+        await adapter.submit({"chat": "c", "thread": "T", "id": "1", "text": "hello"})
+        await wait_for(lambda: len(sink.accepted) == 1)
+        await adapter.submit({"chat": "c", "thread": "T", "id": "2", "text": "/link"})
+        await wait_for(lambda: len(sink.accepted) == 2)
+        assert "direct message" in sink.texts_in("c", "T")[-1]  # never a code in a group
+        body = {"chat": "dm", "id": "3", "text": "/link", "direct": True}
+        await adapter.submit(body)
+        await wait_for(lambda: len(sink.accepted) == 3)
+        offered = sink.texts_in("dm", None)[-1]
+        code = re.search(r"code is ([A-Z0-9]{8})", offered)
+        assert code is not None, offered
+        other = {"chat": "dm2", "id": "4", "text": f"/link {code[1]}", "user": "ann"}
+        await adapter.submit(other)
+        await wait_for(lambda: len(sink.accepted) == 4)
+        assert sink.texts_in("dm2", None)[-1].startswith("Linked")
+        # the other account sees the first one's spend as its own, and the limit
+        await adapter.submit({"chat": "dm2", "id": "5", "text": "/usage", "user": "ann"})
+        await wait_for(lambda: len(sink.accepted) == 5)
+        assert fake.requests and len(fake.requests) == 1
+    answer = sink.texts_in("dm2", None)[-1]
+    assert "Today: 0.0014 spent, 1200 tokens." in answer
+    assert "Your daily limit: 1.0" in answer
