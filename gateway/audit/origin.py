@@ -19,7 +19,8 @@ from gateway.audit.recorder import record
 from session_store.db import Database
 
 _SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
-_WEB = ("/login", "/logout", "/web", "/")
+#: the web chat's page, its API and sign-in
+_WEB = ("/login", "/logout", "/web/")
 
 
 def surface_of(path: str, referer: str | None) -> str:
@@ -31,10 +32,9 @@ def surface_of(path: str, referer: str | None) -> str:
         return "mcp"
     if path == "/ops" or path.startswith("/ops/"):
         return "ops"
-    first = path.strip("/").split("/", 1)[0]
-    if not first or path.startswith(_WEB[:3]):
+    if path in ("/", "/web") or path.startswith(_WEB):
         return "web"
-    return first[:32]
+    return path.strip("/").split("/", 1)[0][:32]
 
 
 def _operator(path: str) -> bool:

@@ -17,7 +17,9 @@ In order, for every request:
 4. **Body size**: a declared ``Content-Length`` over the limit gets 413 before anything is
    read; a chunked body is counted while the route reads it and cut off at the limit (413).
    The default is ``GATEWAY_MAX_BODY_BYTES``; a route that needs more declares it with
-   ``HttpPolicy.allow_larger(prefix, limit)``.
+   ``HttpPolicy.allow_larger(prefix, limit)``. The 413 reaches the client even when the
+   connection closes after it: the server lingers over the rest of the body
+   (``gateway.http.linger``).
 5. **Live streams** (``Accept: text/event-stream`` GETs) are capped per client address: 429.
 6. **Headers**: every response gets ``nosniff`` and ``Referrer-Policy``; HTML pages get a CSP
    with ``frame-ancestors 'none'`` (a page may send its own, built by ``page_headers``).
