@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gateway import audit
 from gateway.core.settings import Settings
 from session_store.store import Store
 
@@ -55,9 +56,18 @@ async def _command(store: Store, args: argparse.Namespace) -> int:
         return 0 if accounts else 1
     if args.people_command == "link":
         person = await people.link(_account(args.first), _account(args.second))
+        await audit.record(
+            store,
+            "people.link",
+            ("person", person),
+            details={"accounts": [args.first, args.second]},
+        )
         print(f"person:{person}\t{', '.join(await people.accounts(person))}")
         return 0
     person = await people.unlink(_account(args.account))
+    await audit.record(
+        store, "people.unlink", ("person", person), details={"account": args.account}
+    )
     print(f"{args.account} is person:{person}")
     return 0
 
@@ -70,7 +80,8 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
         await migrate(dsn)
         store = await Store.connect(dsn, min_size=1, max_size=2)
         try:
-            return await _command(store, args)
+            with audit.acting(audit.cli_actor(), surface="cli"):
+                return await _command(store, args)
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 import structlog
 
+from gateway import audit
 from gateway.core.domain import PLACE_KEY, Place, Reply
 from gateway.turns.stage import COMMAND_MODEL, TurnRun
 from gateway.turns.stages.commands import command_argument
@@ -45,6 +46,13 @@ class LinkCommand:
         except LinkCodeInvalid:
             return _reply("That code is unknown or expired. Send /link again for a new one.")
         self._usage.forget(*(await people.accounts(person)))
+        await audit.record(
+            self._usage.store,
+            "people.link",
+            ("person", person),
+            actor=account,
+            surface=turn.claim.key.platform,
+        )
         log.info("accounts_linked", person_id=person)
         return _reply(
             "Linked: your accounts are now one person here (model choice, sessions, usage "

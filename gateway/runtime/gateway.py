@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from gateway import audit
 from gateway.agents.base import Agent, Closeable
 from gateway.agents.breakers import guard_agent
 from gateway.agents.prompt import TokenCounter
@@ -201,6 +202,8 @@ class Gateway:
         )
         self._audit_stopping = asyncio.Event()
         self._audit_task: asyncio.Task[None] | None = None
+        #: audit records written in the background (config reloads from a signal)
+        self._audit_writes: set[asyncio.Task[bool]] = set()
 
     def _build_agent_side(self, settings: Settings, store: Store, agent: Agent) -> None:
         """The agent's context, its summaries and its tools."""
@@ -553,8 +556,20 @@ class Gateway:
 
     def reload_config(self) -> ReloadResult:
         """Read the config file again (``gateway reload``, SIGHUP from a service manager):
-        every subscriber gets it, or a broken file keeps what is in force."""
-        return self.config.reload()
+        every subscriber gets it, or a broken file keeps what is in force. The audit log
+        records each one (in the background: a signal handler cannot wait)."""
+        result = self.config.reload()
+        recorded = audit.record(
+            self.store,
+            "config.reload",
+            ("config", str(self.config.path or "")),
+            outcome="ok" if result.ok else "failed",
+            reason=result.error,
+        )
+        task = asyncio.get_running_loop().create_task(recorded)
+        self._audit_writes.add(task)
+        task.add_done_callback(self._audit_writes.discard)
+        return result
 
     def _profile_tools(self, server: Any) -> None:
         from gateway.profiles.api import add_profile_tools

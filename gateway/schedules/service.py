@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from gateway import audit
 from gateway.core.domain import ReplyTarget, SessionKey
 from gateway.core.errors import RequestError
 from gateway.schedules.places import parse_place
@@ -63,7 +64,7 @@ class ScheduleService:
             if fire_at <= now:
                 raise RequestError(f"{fire_at:%Y-%m-%d %H:%M} UTC is in the past")
         expression = None if cron is None else check_cron(cron)
-        return await self.repo.add(
+        made = await self.repo.add(
             key=key,
             prompt=prompt,
             owner=owner,
@@ -73,6 +74,14 @@ class ScheduleService:
             next_fire_at=first_firing(at=fire_at, cron=expression, tz=time_zone, now=now),
             name=name,
         )
+        await audit.record(
+            self.repo,
+            "schedule.create",
+            ("schedule", made.id),
+            details={"place": str(key), "owner": owner, "at": str(fire_at), "cron": expression},
+            actor=None if owner == OPERATOR else owner,
+        )
+        return made
 
     async def listing(
         self, *, place: SessionKey | None = None, owner: str | None = None
@@ -97,6 +106,13 @@ class ScheduleService:
         removed = await self.repo.delete(schedule_id)
         if removed is None:
             raise RequestError(f"no schedule {schedule_id}", status=404, title="Not found")
+        await audit.record(
+            self.repo,
+            "schedule.delete",
+            ("schedule", schedule_id),
+            details={"owner": found.owner},
+            actor=by,
+        )
         return removed
 
     async def run(self, schedule_id: int) -> Fired:
@@ -104,6 +120,7 @@ class ScheduleService:
         fired = await self.repo.fire_now(schedule_id, self._fire_now, now=self.clock())
         if fired is None:
             raise RequestError(f"no schedule {schedule_id}", status=404, title="Not found")
+        await audit.record(self.repo, "schedule.run", ("schedule", schedule_id))
         return fired
 
     def decide(self, schedule: ScheduleRecord, due: datetime) -> Decision:
