@@ -76,7 +76,8 @@ async def test_an_agent_follows_and_takes_part_in_a_session_over_http(
         async with Client(f"{gw.url}mcp") as client:
             listed = await client.list_tools()
             # the session tools, plus the knowledge base's (gateway/knowledge/mcp.py)
-            assert {t.name for t in listed.tools} == TOOLS | set(KB_TOOLS)
+            # the knowledge base's tools and the profiles' one come with the gateway
+            assert {t.name for t in listed.tools} == TOOLS | set(KB_TOOLS) | {"profile_show"}
 
             sessions = await call(client, "list_sessions", platform="sink")
             assert {s["key"] for s in sessions["sessions"]} == {key, "sink:test:c1:T2"}

@@ -32,6 +32,7 @@ async def test_tools_are_a_stage_only_when_configured_and_the_agent_calls_them(
     database_url: str, store: Store
 ) -> None:
     assert stage_names(database_url, store, ToolUser()) == [
+        "profile",
         "commands",
         "streaming",
         "tools",
@@ -39,6 +40,6 @@ async def test_tools_are_a_stage_only_when_configured_and_the_agent_calls_them(
         "knowledge",
         "typing",
     ]
-    without = ["commands", "streaming", "context", "knowledge", "typing"]
+    without = ["profile", "commands", "streaming", "context", "knowledge", "typing"]
     assert stage_names(database_url, store, EchoAgent()) == without  # uses_tools = False
     assert stage_names(database_url, store, ToolUser(), GATEWAY_TOOLS=False) == without
