@@ -250,7 +250,9 @@ async def gateway_process(
 ) -> AsyncIterator[Any]:
     """``python -m gateway run`` with the sink surface and the echo agent, from ``repo``'s
     code (another checkout measures a baseline in the same run)."""
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+    # GATEWAY_CONFIG_FILE passes through: profiles and places measured against a baseline
+    kept = ("PATH", "HOME", "LANG", "TMPDIR", "GATEWAY_CONFIG_FILE")
+    env = {k: v for k, v in os.environ.items() if k in kept}
     env.update(
         {
             "PYTHONPATH": str(repo),

@@ -87,6 +87,18 @@ class Place:
     def matches(self, key: SessionKey) -> bool:
         return self.pattern is None or self.pattern.matches(key)
 
+    def matches_chat(self, platform: str, scope: str, chat: str) -> bool:
+        """Whether it matches some thread of this chat (its thread part aside)."""
+        p = self.pattern
+        if p is None:
+            return True
+        return p.platform in ("*", platform) and p.scope in ("*", scope) and p.chat in ("*", chat)
+
+    def matches_thread(self, thread: str) -> bool:
+        """For an entry that matches the chat: whether it matches this thread too."""
+        wanted = None if self.pattern is None else self.pattern.thread
+        return wanted is None or wanted == "*" or wanted == thread
+
 
 @dataclass(frozen=True, slots=True)
 class Resolved:
@@ -97,6 +109,10 @@ class Resolved:
     entry: Place | None
 
 
+#: a chat's candidate entries, most specific first, each with its resolution
+_Candidates = tuple[tuple[Place, Resolved], ...]
+
+
 @dataclass(eq=False)
 class ProfileBook:
     """Every profile and place of one read of the config file."""
@@ -105,32 +121,40 @@ class ProfileBook:
         default_factory=lambda: {DEFAULT: Profile(name=DEFAULT)}
     )
     places: Sequence[Place] = ()
-    #: memo of ``resolve`` (bounded: cleared when full)
-    _memo: dict[SessionKey, Resolved] = field(default_factory=dict, repr=False)
+    #: the entries matching each chat seen, by (platform, scope, chat): a new thread of a
+    #: known chat is resolved without walking every entry (bounded: cleared when full)
+    _memo: dict[tuple[str, str, str], _Candidates] = field(default_factory=dict, repr=False)
     memo_size: int = 10_000
+    _default: Resolved = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         # most specific first; a tie keeps the file's order
         self.places = sorted(self.places, key=lambda p: (tuple(-x for x in p.specificity), p.order))
+        self._default = Resolved(self.default, None)
 
     @property
     def default(self) -> Profile:
         return self.profiles.get(DEFAULT) or Profile(name=DEFAULT)
 
     def resolve(self, key: SessionKey) -> Resolved:
-        found = self._memo.get(key)
-        if found is None:
-            found = self._resolve(key)
+        """The most specific entry matching ``key`` (from memory: a dict lookup and the
+        chat's few candidate entries)."""
+        chat = (key.platform, key.scope, key.chat_id)
+        candidates = self._memo.get(chat)
+        if candidates is None:
+            candidates = tuple(
+                (p, Resolved(self.profiles[p.profile], p))
+                for p in self.places
+                if p.matches_chat(*chat)
+            )
             if len(self._memo) >= self.memo_size:
                 self._memo.clear()
-            self._memo[key] = found
-        return found
-
-    def _resolve(self, key: SessionKey) -> Resolved:
-        for place in self.places:
-            if place.matches(key):
-                return Resolved(self.profiles[place.profile], place)
-        return Resolved(self.default, None)
+            self._memo[chat] = candidates
+        thread = key.thread_id or ""
+        for place, resolved in candidates:
+            if place.matches_thread(thread):
+                return resolved
+        return self._default
 
     def answers_all(self, key: SessionKey) -> bool | None:
         return self.resolve(key).profile.answers_all

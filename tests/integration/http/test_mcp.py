@@ -77,7 +77,9 @@ async def test_an_agent_follows_and_takes_part_in_a_session_over_http(
         async with Client(f"{gw.url}mcp") as client:
             listed = await client.list_tools()
             # the session tools, plus the knowledge base's (gateway/knowledge/mcp.py)
-            assert {t.name for t in listed.tools} == TOOLS | set(KB_TOOLS) | set(SCHEDULE_TOOLS)
+            # the knowledge base's, the schedules' and the profiles' tools come with the gateway
+            expected = TOOLS | set(KB_TOOLS) | set(SCHEDULE_TOOLS) | {"profile_show"}
+            assert {t.name for t in listed.tools} == expected
 
             sessions = await call(client, "list_sessions", platform="sink")
             assert {s["key"] for s in sessions["sessions"]} == {key, "sink:test:c1:T2"}

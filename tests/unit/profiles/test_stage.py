@@ -4,6 +4,7 @@ answer carries the profile's name, and a reload swaps the profiles whole (or not
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,8 +20,11 @@ from gateway.profiles.service import Profiles
 from gateway.profiles.stage import ProfileCommand, ProfileStage
 from gateway.turns.context import ContextPolicy
 from gateway.turns.stages.commands import CommandsStage
+from gateway.turns.stages.knowledge import KnowledgeStage
+from gateway.turns.stages.streaming import StreamingStage
 from tests.unit.turns.fakes import fake_turn, message, texts
 from tests.unit.turns.test_commands import Choices
+from tests.unit.turns.test_streaming_typing import AGENT, Stream, Streams
 
 BASE = ContextPolicy(
     default_model="small", allowed_models=("small", "big", "huge"), system_prompt="Base."
@@ -152,3 +156,33 @@ def test_policy_for_is_built_once_per_load() -> None:
     web = p.book.profiles["web"]
     assert p.policy_for(web) is p.policy_for(web)
     assert p.policy_for(replace(web, name="other")).default_model == "big"
+
+
+class Bases:
+    """Knowledge retrieval recording which extra bases a turn searched."""
+
+    def __init__(self) -> None:
+        self.bases: list[tuple[str, ...]] = []
+
+    async def prepare_turn(self, *args: object, bases: Sequence[str] = (), **kw: object) -> None:
+        self.bases.append(tuple(bases))
+
+
+async def test_the_stages_after_it_follow_the_profile() -> None:
+    p = profiles()
+    turn = fake_turn(message(1, "hello"))
+    await ProfileStage(p).before(turn)
+    # knowledge: the profile's bases are searched besides the thread's and chat's own
+    retrieval = Bases()
+    await KnowledgeStage(retrieval, {}, wait_seconds=0).before(turn)
+    assert retrieval.bases == [("desk-docs",)]
+    # streaming: off in this profile's places, so no preview is even opened
+    streams = Streams(Stream(shown=True))
+    await StreamingStage(streams, AGENT).before(turn)
+    assert streams.opened == [] and turn.request.stream is None
+    # elsewhere (the default profile) both follow the settings
+    other = fake_turn(message(1, "hello"))
+    await ProfileStage(profiles("")).before(other)
+    await KnowledgeStage(retrieval, {}, wait_seconds=0).before(other)
+    await StreamingStage(streams, AGENT).before(other)
+    assert retrieval.bases[-1] == () and len(streams.opened) == 1
