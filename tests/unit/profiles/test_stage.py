@@ -167,6 +167,9 @@ class Bases:
     async def prepare_turn(self, *args: object, bases: Sequence[str] = (), **kw: object) -> None:
         self.bases.append(tuple(bases))
 
+    def count_access(self, hits: object) -> None:
+        """Passages an answer cited (none here: the turn never reaches an answer)."""
+
 
 async def test_the_stages_after_it_follow_the_profile() -> None:
     p = profiles()
