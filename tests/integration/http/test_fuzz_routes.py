@@ -26,7 +26,7 @@ from testsupport.harness import running_gateway
 
 # random inputs by the thousand through the same code paths: run without coverage's line
 # tracer, which doubles their CPU time for lines the other tests run too (pyproject.toml)
-pytestmark = pytest.mark.no_cover
+pytestmark = pytest.mark.untraced
 
 TOKEN = "fuzz-token-0123456789abcdef-0123456789"
 EXAMPLES = 50

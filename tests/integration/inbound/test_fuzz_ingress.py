@@ -15,7 +15,7 @@ from campaigns.fuzz import GOOD_EVERY, PLATFORMS, failures, markdown, run_fuzz
 
 # random inputs by the thousand through the same code paths: run without coverage's line
 # tracer, which doubles their CPU time for lines the other tests run too (pyproject.toml)
-pytestmark = [pytest.mark.slow, pytest.mark.no_cover]
+pytestmark = [pytest.mark.slow, pytest.mark.untraced]
 
 COUNT = 300
 
