@@ -42,7 +42,7 @@ import httpx
 from adapters.telegram import markdown as telegram_markdown
 from gateway.agents.base import Turn
 from gateway.core.domain import Reply
-from session_store.queries import LIVE_PROCESSES
+from session_store.liveness import LIVE_PROCESSES
 from testsupport.fakes.sink_server import SinkServer
 
 CHAT = "camp"

@@ -4,7 +4,7 @@ full-text search, the outbox, dead letters, and the super-session writes the MCP
 
 It runs on the ``Store``'s database (its one error boundary), so callers still never see SQL,
 driver records, or driver errors. Its SQL is ``operator.sql`` beside it; the outbox's
-statements it runs stay with the outbox (``session_store.queries``). Sessions and transcripts
+statements it runs are the outbox's (``repos/outbox.sql``). Sessions and transcripts
 are read through the ``Store``'s own methods: one query per concept.
 """
 
@@ -16,7 +16,6 @@ from typing import Any, NoReturn
 
 import asyncpg
 
-from session_store import queries as outbox_q
 from session_store.errors import RequestError, SessionNotFound
 from session_store.records import (
     Artifact,
@@ -32,6 +31,8 @@ from session_store.records import (
     SessionRecord,
     SummaryRecord,
 )
+from session_store.repos.outbox import SQL as OUTBOX_SQL
+from session_store.repos.outbox import delivery_from_row
 from session_store.repos.sessions import SQL as SESSIONS_SQL
 from session_store.repos.summaries import SQL as SUMMARIES_SQL
 from session_store.rows import reader
@@ -81,7 +82,7 @@ class OperatorStore:
             links = await conn.fetch(SQL.links, session_id)
             summaries = await conn.fetch(SUMMARIES_SQL.list_summaries, session_id)
             artifacts = await conn.fetch(SQL.artifacts, session_id)
-            deliveries = await conn.fetch(outbox_q.SESSION_DELIVERY_COUNTS, session_id)
+            deliveries = await conn.fetch(OUTBOX_SQL.session_delivery_counts, session_id)
         return SessionDetail(
             session=_session(row),
             participants=tuple(_participant(r) for r in participants),
@@ -99,9 +100,9 @@ class OperatorStore:
     async def counts(self) -> Counts:
         async with self._db.connection() as conn:
             sessions = await conn.fetchrow(SQL.session_counts)
-            deliveries = await conn.fetch(outbox_q.DELIVERY_COUNTS)
+            deliveries = await conn.fetch(OUTBOX_SQL.delivery_counts)
             inbound = await conn.fetch(SQL.inbound_counts)
-            oldest = await conn.fetchval(outbox_q.OLDEST_PENDING_AGE)
+            oldest = await conn.fetchval(OUTBOX_SQL.oldest_pending_age)
         assert sessions is not None
         return Counts(
             sessions={"active": sessions["active"], "closed": sessions["closed"]},
@@ -146,16 +147,16 @@ class OperatorStore:
     ) -> list[DeliveryRecord]:
         async with self._db.connection() as conn:
             rows = await conn.fetch(
-                outbox_q.LIST_DELIVERIES, status, platform, session_id, before_id, limit
+                OUTBOX_SQL.list_deliveries, status, platform, session_id, before_id, limit
             )
-        return [DeliveryRecord.from_row(r) for r in rows]
+        return [delivery_from_row(r) for r in rows]
 
     async def get_delivery(self, delivery_id: int) -> DeliveryRecord:
         async with self._db.connection() as conn:
-            row = await conn.fetchrow(outbox_q.GET_DELIVERY, delivery_id)
+            row = await conn.fetchrow(OUTBOX_SQL.get_delivery, delivery_id)
         if row is None:
             raise RequestError(f"no delivery {delivery_id}", status=404, title="Not found")
-        return DeliveryRecord.from_row(row)
+        return delivery_from_row(row)
 
     async def retry_delivery(self, delivery_id: int) -> DeliveryRecord:
         """Put a failed delivery back in the outbox (same row, same stored target)."""
@@ -235,7 +236,7 @@ class OperatorStore:
             if parts and target_json is not None:
                 target = ReplyTarget.from_json(target_json)
                 await conn.execute(
-                    outbox_q.INSERT_DELIVERIES,
+                    OUTBOX_SQL.insert_deliveries,
                     session_id,
                     target.platform,
                     target.to_json(),
@@ -252,8 +253,8 @@ class OperatorStore:
             )
             if not parts:
                 return message
-            drows = await conn.fetch(outbox_q.DELIVERIES_OF_MESSAGES, [message.id])
-        return replace(message, deliveries=tuple(DeliveryRecord.from_row(r) for r in drows))
+            drows = await conn.fetch(OUTBOX_SQL.deliveries_of_messages, [message.id])
+        return replace(message, deliveries=tuple(delivery_from_row(r) for r in drows))
 
     async def mark_read(
         self, session_id: int, participant: str, *, seq_no: int | None = None

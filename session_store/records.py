@@ -162,31 +162,11 @@ class DeliveryRecord:
     part: Mapping[str, Any] = field(default_factory=lambda: {"v": 1})
     data: bytes | None = None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> DeliveryRecord:
-        return cls(
-            id=row["id"],
-            message_id=row["message_id"],
-            session_id=row["session_id"],
-            seq_no=row["seq_no"],
-            part_no=row["part_no"],
-            platform=row["platform"],
-            target=ReplyTarget.from_json(row["target"]),
-            content=row["content"],
-            status=row["status"],
-            attempts=row["attempts"],
-            last_error=row["last_error"],
-            platform_message_id=row["platform_message_id"],
-            next_attempt_at=row["next_attempt_at"],
-            created_at=row["created_at"],
-            sent_at=row["sent_at"],
-            claim_token=None if row["claim_token"] is None else str(row["claim_token"]),
-            ambiguous=row["ambiguous"],
-            pacing_until=row["pacing_until"],
-            kind=row["kind"],
-            part=row["part"],
-            data=row["data"],
-        )
+    row_columns: ClassVar[Mapping[str, Column]] = {
+        "target": Column(convert=ReplyTarget.from_json),
+        # a UUID column; the record carries its text
+        "claim_token": Column(convert=str, if_null=None),
+    }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

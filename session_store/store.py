@@ -1,21 +1,17 @@
-"""The session store: a thin facade over one repository per area (``session_store.repos``),
-plus the outbox's writes until they move into a repository of their own. Callers never see
+"""The session store: a thin facade over one repository per area (``session_store.repos``).
+Callers never see
 SQL or driver records, and never a driver error: ``Database`` translates them at its one
 boundary."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import structlog
 
-from session_store import previews as previews_q
-from session_store import queries as q
 from session_store.db import Database
-from session_store.errors import LeaseLost
 from session_store.records import (
     ContextRecord,
     DeliveryRecord,
@@ -30,20 +26,21 @@ from session_store.records import (
     TurnState,
 )
 from session_store.repos.inbox import Inbox
+from session_store.repos.outbox import Outbox
 from session_store.repos.people import People
 from session_store.repos.sessions import Sessions
 from session_store.repos.summaries import Summaries
 from session_store.repos.turns import Turns
-from session_store.repos.usage import Usage, UsageCharge, charge_columns, place_of
-from session_store.values import ReplyTarget, SessionKey, SessionStatus, StoredPart, as_stored
+from session_store.repos.usage import Usage, UsageCharge
+from session_store.values import ReplyTarget, SessionKey, SessionStatus
 
 log = structlog.get_logger(__name__)
 
 
 class Store:
     """Sessions, messages, turns, deliveries and cursors: the gateway's hot path. Each area
-    is a repository (``inbox``, ``sessions``, ``turns``, ``summaries``); the methods below
-    keep their names for the callers."""
+    is a repository (``inbox``, ``sessions``, ``turns``, ``summaries``, ``outbox``); the
+    methods below keep their names for the callers."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -51,6 +48,7 @@ class Store:
         self.sessions = Sessions(db)
         self.turns = Turns(db)
         self.summary_repo = Summaries(db)
+        self.outbox = Outbox(db)
         self.people = People(db)
         self.usage = Usage(db)
         self._process_id: int | None = None
@@ -66,6 +64,7 @@ class Store:
     def process_id(self, value: int | None) -> None:
         self._process_id = value
         self.turns.process_id = value
+        self.outbox.process_id = value
 
     @classmethod
     async def connect(cls, dsn: str, *, min_size: int = 2, max_size: int = 10) -> Store:
@@ -265,7 +264,7 @@ class Store:
             model_written=model_written,
         )
 
-    # --- the end of a turn writes the outbox: it moves with the outbox ---------------------
+    # --- the outbox and its pacing (``repos.outbox``) ---------------------------------------
 
     async def finish_turn(
         self,
@@ -283,7 +282,7 @@ class Store:
         ``previews_after``: the turn streamed previews (stored under that ``after_seq``); they
         are bound to the last delivered reply in the same transaction, so its delivery edits
         them into the final text (``session_store.previews``)."""
-        done = await self.finish_turn_outbox(
+        done = await self.outbox.finish_turn_outbox(
             claim,
             handled_seq=handled_seq,
             replies=replies,
@@ -307,121 +306,47 @@ class Store:
         charges: Sequence[UsageCharge] = (),
         place: str | None = None,
     ) -> FinishedTurn:
-        """``finish_turn`` in one statement (``queries.FINISH_TURN_OUTBOX``). With
-        ``hand_over`` the first delivery part comes back claimed for this process when it is
-        next in its session's order; the caller must send it (or hand it back). A streamed
-        turn (``previews_after``) binds its previews in the same transaction, and the turn's
-        model calls (``charges``) go to the usage ledger in the same statement."""
-        if replies and target is None:
-            raise ValueError("replies need a target")
-        ords: list[int] = []
-        parts: list[int] = []
-        stored: list[StoredPart] = []
-        for n, out in enumerate(replies, start=1):
-            for part_no, part in enumerate(out.parts, start=1):
-                ords.append(n)
-                parts.append(part_no)
-                stored.append(as_stored(part))
-        # one statement; a streamed turn also binds its previews, in the same transaction
-        opened = self.db.connection() if previews_after is None else self.db.transaction()
-        async with opened as conn:
-            rows = await conn.fetch(
-                q.FINISH_TURN_OUTBOX,
-                claim.session_id,
-                claim.owner,
-                len(replies),
-                handled_seq,
-                bool(replies),
-                close_session,
-                claim.done_seq,
-                [r.content for r in replies],
-                [r.model for r in replies],
-                [r.tokens_used for r in replies],
-                [dict(r.metadata) for r in replies],
-                [r.role for r in replies],
-                None if target is None else target.platform,
-                None if target is None else target.to_json(),
-                hand_over and bool(stored),
-                ords,
-                parts,
-                lease_seconds,
-                self.process_id,
-                [p.content for p in stored],
-                [p.kind for p in stored],
-                [dict(p.part) for p in stored],
-                [p.data for p in stored],
-                *charge_columns(list(charges)),
-                place or place_of(claim.key),
-            )
-            if not rows:
-                raise LeaseLost(f"turn lease of session {claim.session_id} was taken over")
-            last = rows[0]["last_seq_no"]
-            seqs = list(range(last - len(replies) + 1, last + 1))
-            if previews_after is not None:
-                shown = [(s, out) for s, out in zip(seqs, replies, strict=True) if out.parts]
-                if shown:
-                    seq, out = shown[-1]
-                    await conn.execute(
-                        previews_q.BIND, claim.session_id, previews_after, seq, len(out.parts)
-                    )
-        handed = tuple(DeliveryRecord.from_row(r) for r in rows if r["id"] is not None)
-        return FinishedTurn(
-            seqs=seqs, deliveries=rows[0]["written"], handed=handed, more=rows[0]["more"]
+        return await self.outbox.finish_turn_outbox(
+            claim,
+            handled_seq=handled_seq,
+            replies=replies,
+            target=target,
+            close_session=close_session,
+            hand_over=hand_over,
+            lease_seconds=lease_seconds,
+            previews_after=previews_after,
+            charges=charges,
+            place=place,
         )
-
-    # --- deliveries ----------------------------------------------------------------------
 
     async def claim_deliveries(
         self, *, platforms: Sequence[str], lease_seconds: float, limit: int = 1
     ) -> list[DeliveryRecord]:
-        async with self.db.connection() as conn:
-            rows = await conn.fetch(
-                q.CLAIM_DELIVERIES, lease_seconds, list(platforms), limit, self.process_id
-            )
-        return [DeliveryRecord.from_row(r) for r in rows]
-
-    # The writes below are fenced by the claim: they raise ``LeaseLost`` (and change nothing)
-    # when the delivery is no longer held by ``delivery``'s claim.
-
-    async def _fenced(self, query: str, delivery: DeliveryRecord, *args: Any) -> None:
-        async with self.db.connection() as conn:
-            row_id = await conn.fetchval(query, delivery.id, _token(delivery), *args)
-        if row_id is None:
-            raise LeaseLost(f"delivery {delivery.id} is no longer held by this claim")
+        return await self.outbox.claim_deliveries(
+            platforms=platforms, lease_seconds=lease_seconds, limit=limit
+        )
 
     async def renew_delivery(self, delivery: DeliveryRecord, *, lease_seconds: float) -> None:
-        await self._fenced(q.RENEW_DELIVERY, delivery, lease_seconds)
+        await self.outbox.renew_delivery(delivery, lease_seconds=lease_seconds)
 
     async def mark_pacing(
         self, delivery: DeliveryRecord, *, wait: float, lease_seconds: float = 0.0
     ) -> None:
-        """The claim waits ``wait`` seconds (for its chat's pacer or a free worker), nothing
-        of it on the wire: recovery may resend it anywhere should its process die now
-        (migration 0014). Its lease is kept at least ``lease_seconds`` past the wait."""
-        await self._fenced(q.MARK_PACING, delivery, wait, lease_seconds)
+        await self.outbox.mark_pacing(delivery, wait=wait, lease_seconds=lease_seconds)
 
     async def mark_on_wire(self, delivery: DeliveryRecord) -> None:
-        """The wait is over and the request goes out next: from here the send may reach the
-        platform, so recovery treats it as in flight again."""
-        await self._fenced(q.MARK_ON_WIRE, delivery)
+        await self.outbox.mark_on_wire(delivery)
 
     async def mark_sent(self, delivery: DeliveryRecord, platform_message_id: str | None) -> bool:
-        """Fenced like the others; True when parts of the session wait behind this one."""
-        async with self.db.connection() as conn:
-            row = await conn.fetchrow(
-                q.MARK_SENT, delivery.id, _token(delivery), platform_message_id
-            )
-        if row is None:
-            raise LeaseLost(f"delivery {delivery.id} is no longer held by this claim")
-        return bool(row["more"])
+        return await self.outbox.mark_sent(delivery, platform_message_id)
 
     async def mark_retry(self, delivery: DeliveryRecord, *, delay: float, error: str) -> None:
-        await self._fenced(q.MARK_RETRY, delivery, delay, error)
+        await self.outbox.mark_retry(delivery, delay=delay, error=error)
 
     async def mark_failed(
         self, delivery: DeliveryRecord, error: str, *, ambiguous: bool = False
     ) -> None:
-        await self._fenced(q.MARK_FAILED, delivery, error, ambiguous)
+        await self.outbox.mark_failed(delivery, error, ambiguous=ambiguous)
 
     async def recover_expired_sends(
         self,
@@ -430,62 +355,20 @@ class Store:
         other_platforms: Sequence[str],
         windowed_platforms: Mapping[str, float] | None = None,
     ) -> tuple[int, int]:
-        """Sends whose worker died mid-flight. One still waiting for pacing sent nothing: it
-        is requeued whatever the platform. Where a resend cannot double-post (idempotency
-        key), requeue them; elsewhere the platform may already show the message, so mark them
-        failed as ambiguous rather than risk a duplicate. ``windowed_platforms``: platforms
-        whose key is remembered only so many seconds after the send; a send claimed more
-        recently than that is requeued (it began after its claim), an older one is ambiguous.
-        Returns (requeued, failed)."""
-        requeued = failed = 0
-        windows = dict(windowed_platforms or {})
-        platforms = [*idempotent_platforms, *other_platforms, *windows]
-        async with self.db.transaction() as conn:
-            rows = await conn.fetch(q.EXPIRED_SENDING, platforms)
-            for row in rows:
-                window = windows.get(row["platform"])
-                age = row["claim_age"]
-                within = window is not None and age is not None and age < window
-                # one waiting for pacing sent nothing: resent on any platform
-                if row["pacing"] or row["platform"] in idempotent_platforms or within:
-                    reason = (
-                        "requeued: the worker stopped while it waited for pacing (not sent)"
-                        if row["pacing"]
-                        else "requeued: worker stopped during send"
-                    )
-                    await conn.execute(q.REQUEUE_DELIVERY, row["id"], reason)
-                    requeued += 1
-                else:
-                    await conn.execute(
-                        q.MARK_AMBIGUOUS,
-                        row["id"],
-                        "ambiguous: the worker stopped during the send; the platform may or "
-                        "may not show it (retry from the admin API if it does not)",
-                    )
-                    failed += 1
-        return requeued, failed
+        return await self.outbox.recover_expired_sends(
+            idempotent_platforms=idempotent_platforms,
+            other_platforms=other_platforms,
+            windowed_platforms=windowed_platforms,
+        )
 
     async def retry_failed_delivery(self, delivery_id: int) -> bool:
-        async with self.db.connection() as conn:
-            return await conn.fetchval(q.RETRY_FAILED_DELIVERY, delivery_id) is not None
+        return await self.outbox.retry_failed_delivery(delivery_id)
 
     async def deliveries_for_session(self, session_id: int) -> list[DeliveryRecord]:
-        async with self.db.connection() as conn:
-            rows = await conn.fetch(q.DELIVERIES_FOR_SESSION, session_id)
-        return [DeliveryRecord.from_row(r) for r in rows]
+        return await self.outbox.deliveries_for_session(session_id)
 
     async def delivery_counts(self) -> dict[str, int]:
-        async with self.db.connection() as conn:
-            rows = await conn.fetch(q.DELIVERY_COUNTS)
-        return {r["status"]: r["n"] for r in rows}
+        return await self.outbox.delivery_counts()
 
     async def oldest_pending_delivery_age(self) -> float | None:
-        async with self.db.connection() as conn:
-            value = await conn.fetchval(q.OLDEST_PENDING_AGE)
-        return None if value is None else float(value)
-
-
-def _token(delivery: DeliveryRecord) -> uuid.UUID:
-    if delivery.claim_token is None:
-        raise LeaseLost(f"delivery {delivery.id} was not claimed")
-    return uuid.UUID(delivery.claim_token)
+        return await self.outbox.oldest_pending_delivery_age()

@@ -19,7 +19,10 @@ import structlog
 
 from session_store.migrator import migrate
 from session_store.store import Store
-from testsupport.coverage import pytest_terminal_summary  # noqa: F401  (the coverage figure)
+from testsupport.coverage import (  # noqa: F401  (the coverage figure, untraced tests)
+    pytest_runtest_call,
+    pytest_terminal_summary,
+)
 from testsupport.fakes.sink_server import SinkServer
 
 # The gateway reads its configuration from the environment: tests must not see the

@@ -66,6 +66,15 @@ class LiveSurface:
     def answers(self, handle: Any) -> list[str]:
         raise NotImplementedError
 
+    async def open_thread(self, text: str) -> Any:
+        """Post ``text`` to the bot in a thread of its own (a new one each call, in one chat);
+        ``answers`` reads that thread only."""
+        return await self.say(text)
+
+    def thread_form(self, text: str) -> str:
+        """What the store keeps of ``text`` posted with ``open_thread``."""
+        return self.stored_form(text)
+
     def acknowledged(self, handle: Any) -> bool:
         """The platform got the success it needs for this message (no redelivery)."""
         return True
@@ -138,10 +147,23 @@ class TelegramSurface(LiveSurface):
         return None
 
     def answers(self, handle: Any) -> list[str]:
+        if isinstance(handle, tuple):  # a topic of the forum (open_thread)
+            return [s.text for s in self.tg.sent_to(handle[0], handle[1])]
         return [s.text for s in self.tg.sent_to(self.chat)]  # a private chat: one place
 
+    async def open_thread(self, text: str) -> Any:
+        """A new topic of one forum, the bot mentioned (a group needs that to answer)."""
+        if not hasattr(self, "forum"):
+            self.forum = self.tg.forum()
+        topic = self.tg.create_topic(self.forum, f"topic {len(self.forum.topics) + 1}")
+        self.tg.user_says(self.forum, f"@{self.tg.bot.username} {text}", topic=topic)
+        return self.forum, topic
+
+    def thread_form(self, text: str) -> str:
+        return f"@{self.tg.bot.username} {text}"  # a group's mention is kept
+
     def all_answers(self) -> list[str]:
-        return self.answers(None)
+        return [s.text for s in self.tg.sent]
 
     def acknowledged(self, handle: Any) -> bool:
         pushes_ok = all(status == 200 for _, status in self.tg.webhook_pushes)

@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-from session_store import queries as outbox_q
 from session_store.db import Database
 from session_store.errors import SessionNotFound
 from session_store.records import DeliveryRecord, MessageRecord, SessionRecord
+from session_store.repos.outbox import SQL as OUTBOX_SQL
+from session_store.repos.outbox import delivery_from_row
 from session_store.rows import reader
 from session_store.sql import load
 from session_store.values import SessionKey, SessionStatus
@@ -108,10 +109,10 @@ class Sessions:
             ids = [m.id for m in messages if m.role != "user"]
             if not with_deliveries or not ids:
                 return messages
-            # the outbox's rows and their SQL stay with the outbox
-            drows = await conn.fetch(outbox_q.DELIVERIES_OF_MESSAGES, ids)
+            # the outbox's rows, read with the outbox's statement
+            drows = await conn.fetch(OUTBOX_SQL.deliveries_of_messages, ids)
         by_message: dict[int, list[DeliveryRecord]] = {}
-        for d in (DeliveryRecord.from_row(r) for r in drows):
+        for d in (delivery_from_row(r) for r in drows):
             by_message.setdefault(d.message_id, []).append(d)
         return [
             replace(m, deliveries=tuple(by_message[m.id])) if m.id in by_message else m

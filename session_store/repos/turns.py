@@ -1,7 +1,7 @@
 """A session's turn: claiming it under a lease fenced by an owner token (with its pending
 messages and context prefetched in the same round trip), renewing and releasing the lease,
-and what a turn reads besides its messages. Finishing a turn writes the outbox, so it stays
-with the outbox (``Store.finish_turn_outbox``)."""
+and what a turn reads besides its messages. Finishing a turn writes the outbox, so it lives
+with the outbox (``repos.outbox``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from session_store import queries as liveness_q
 from session_store.db import Database
 from session_store.errors import LeaseLost, SessionNotFound
+from session_store.liveness import dead_process
 from session_store.records import (
     ContextRecord,
     MessageRecord,
@@ -30,8 +30,8 @@ SQL = load(
     __package__,
     "turns.sql",
     message_columns=SESSIONS_SQL.message_columns,
-    # the liveness rule is shared with the outbox's recovery, and stays with it
-    dead_turn_process=liveness_q._dead("turn_process"),
+    # the liveness rule, shared with the outbox's recovery
+    dead_turn_process=dead_process("turn_process"),
 )
 
 _message = reader(MessageRecord)

@@ -7,7 +7,7 @@ import json
 from gateway.core.domain import Envelope, ReplyTarget, Sender, SessionKey
 from gateway.inbound.intake import to_inbound
 from session_store.store import Store
-from testsupport.process import run_cli
+from testsupport.process import run_cli, run_cli_in_process
 
 
 def _envelope(thread: str, n: int) -> Envelope:
@@ -39,12 +39,13 @@ async def test_sessions_list_json_is_newest_activity_first_and_limited(
     assert rows[0]["message_count"] == 2 and rows[0]["key"] == "web:local:general:b"
     assert rows[0]["last_message_at"] >= rows[1]["last_message_at"]
 
-    code, out, err = await run_cli(["sessions", "list", "--json", "--limit", "2"], env)
+    # the real command once, then the same main() in-process (no interpreter's imports)
+    code, out, err = await run_cli_in_process(["sessions", "list", "--json", "--limit", "2"], env)
     assert code == 0, err
     assert [r["thread_id"] for r in json.loads(out)] == ["b", "c"]
 
-    code, out, _ = await run_cli(["sessions", "list", "--limit", "1"], env)
+    code, out, _ = await run_cli_in_process(["sessions", "list", "--limit", "1"], env)
     assert code == 0 and len(out.splitlines()) == 1 and "web:local:general:b" in out
 
-    code, _, err = await run_cli(["sessions", "list", "--limit", "0"], env)
+    code, _, err = await run_cli_in_process(["sessions", "list", "--limit", "0"], env)
     assert code == 2 and "must be 1 or more" in err

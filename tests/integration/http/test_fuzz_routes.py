@@ -24,6 +24,10 @@ from gateway.http.webauth import hash_password
 from session_store.accounts import AccountStore
 from testsupport.harness import running_gateway
 
+# random inputs by the thousand through the same code paths: run without coverage's line
+# tracer, which doubles their CPU time for lines the other tests run too (pyproject.toml)
+pytestmark = pytest.mark.untraced
+
 TOKEN = "fuzz-token-0123456789abcdef-0123456789"
 EXAMPLES = 50
 

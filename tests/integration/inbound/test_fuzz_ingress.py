@@ -13,7 +13,9 @@ import pytest
 
 from campaigns.fuzz import GOOD_EVERY, PLATFORMS, failures, markdown, run_fuzz
 
-pytestmark = pytest.mark.slow
+# random inputs by the thousand through the same code paths: run without coverage's line
+# tracer, which doubles their CPU time for lines the other tests run too (pyproject.toml)
+pytestmark = [pytest.mark.slow, pytest.mark.untraced]
 
 COUNT = 300
 

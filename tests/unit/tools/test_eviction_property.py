@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -45,6 +46,7 @@ def transcripts(draw: st.DrawFn) -> list[ContextMessage]:
     return out
 
 
+@pytest.mark.untraced  # hypothesis: see tests/integration/http/test_fuzz_routes.py
 @settings(max_examples=300, deadline=None)
 @given(transcripts(), st.integers(60, 3000))
 def test_eviction_keeps_each_call_with_its_results(

@@ -233,6 +233,7 @@ def _min_cost(m: ContextMessage) -> int:
     return cost(truncate_message(m, target=1, cost=cost))
 
 
+@pytest.mark.untraced  # hypothesis: see tests/integration/http/test_fuzz_routes.py
 @settings(
     max_examples=300,
     deadline=None,

@@ -251,6 +251,7 @@ _PIECES = [
 ]  # fmt: skip
 
 
+@pytest.mark.untraced  # hypothesis: see tests/integration/http/test_fuzz_routes.py
 @settings(max_examples=150, deadline=None)
 @given(
     pieces=st.lists(st.sampled_from(_PIECES), min_size=1, max_size=60),

@@ -1,73 +1,21 @@
-"""The outbox's and the process liveness's SQL, as static strings with ``$n`` parameters.
+-- The outbox: a turn's replies as delivery rows, one per part, claimed by the delivery
+-- workers under a lease fenced by a claim token, paced per chat, recovered when their worker
+-- died. Fragments passed in by outbox.py: dead_claim_process (the liveness rule,
+-- ``session_store.liveness.dead_process``).
 
-Every other area of the store keeps its SQL in a ``.sql`` file beside its repository
-(``session_store.repos``, ``operator.sql``, ...); these move into an outbox repository of
-their own next (the outbox is being reworked alongside)."""
-
-
-# --- the one column list of DeliveryRecord -----------------------------------------------
-
-DELIVERY_COLUMNS = """
+-- name: delivery_columns
+-- the one column list of DeliveryRecord
 id, message_id, session_id, seq_no, part_no, platform, target, content, status, attempts,
 next_attempt_at, last_error, platform_message_id, created_at, sent_at, claim_token, ambiguous,
 pacing_until, kind, part, data
-"""
 
-
-# --- process liveness (migration 0004) ----------------------------------------
-# A gateway process holds the advisory lock (PROCESS_LOCK_CLASS, its id) on a dedicated
-# connection while it lives. These are the ids whose lock is held in this database now.
-PROCESS_LOCK_CLASS = 71717171
-LIVE_PROCESSES = f"""
-SELECT l.objid::bigint FROM pg_locks l
-WHERE l.locktype = 'advisory' AND l.classid = {PROCESS_LOCK_CLASS} AND l.objsubid = 2
-  AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-"""
-NEXT_PROCESS_ID = "SELECT nextval('gateway_process_ids')::integer"
-#: the liveness check: the other live gateway processes (``gateway.outbox.pacing`` paces in memory
-#: while there are none)
-COUNT_PEERS = f"SELECT count(*)::integer FROM ({LIVE_PROCESSES}) AS live (id) WHERE id <> $1"
-
-#: a claim's process is dead: it holds no liveness lock, and that is known to be final. A
-#: database restart drops every lock until each live process has reconnected (within a second:
-#: ``session_store.liveness``), so "no lock" proves death only for a process that took its lock
-#: in this server lifetime (``gateway_processes``, migration 0012) and has lost it since, or
-#: once some process re-locked in this lifetime more than RELOCK_GRACE ago: a live owner never
-#: waits longer than that to re-lock, so it is not robbed; a dead one is found at once.
-RELOCK_GRACE = "interval '1.2 seconds'"
-
-
-def _dead(column: str) -> str:
-    return f"""({column} IS NOT NULL AND {column} NOT IN ({LIVE_PROCESSES})
-        AND EXISTS (SELECT 1 FROM gateway_processes p
-                    WHERE p.server_started_at = pg_postmaster_start_time()
-                      AND (p.id = {column} OR p.locked_at < now() - {RELOCK_GRACE})))"""
-
-
-#: after taking the lock: this process locked in this server lifetime
-REGISTER_PROCESS = """
-INSERT INTO gateway_processes (id, server_started_at) VALUES ($1, pg_postmaster_start_time())
-ON CONFLICT (id) DO UPDATE SET server_started_at = excluded.server_started_at, locked_at = now()
-"""
-
-#: rows of dead processes from earlier server lifetimes (or older than a week) go; a live
-#: process's row is never removed
-PRUNE_PROCESSES = f"""
-DELETE FROM gateway_processes
-WHERE (server_started_at <> pg_postmaster_start_time() OR locked_at < now() - interval '7 days')
-  AND id NOT IN ({LIVE_PROCESSES})
-"""
-
-LOCK_PROCESS = f"SELECT pg_try_advisory_lock({PROCESS_LOCK_CLASS}, $1)"
-
-
-# The whole end of a turn in ONE statement: fenced by the lease (no ``fin`` row,
-# nothing written), seq numbers for the replies under the session's row lock, the
-# participants, the assistant messages and their delivery rows. The first part
-# is handed to this process's delivery worker already claimed (status 'sending', its token
-# and lease) when nothing of the session is still pending or sending before it, so the send
-# needs no claim transaction of its own. ``more``: messages arrived during the run.
-FINISH_TURN_OUTBOX = f"""
+-- name: finish_turn_outbox
+-- The whole end of a turn in ONE statement: fenced by the lease (no ``fin`` row, nothing
+-- written), seq numbers for the replies under the session's row lock, the participants, the
+-- assistant messages and their delivery rows. The first part is handed to this process's
+-- delivery worker already claimed (status 'sending', its token and lease) when nothing of the
+-- session is still pending or sending before it, so the send needs no claim transaction of its
+-- own. ``more``: messages arrived during the run.
 WITH fin AS (
     UPDATE sessions
     SET last_seq_no = last_seq_no + $3,
@@ -126,7 +74,7 @@ WITH fin AS (
                       $23::bytea[])
         WITH ORDINALITY AS p(ord, part, content, kind, doc, data, i)
     JOIN msg ON msg.seq_no = fin.last_seq_no - $3 + p.ord
-    RETURNING {DELIVERY_COLUMNS}
+    RETURNING {{delivery_columns}}
 ), led AS (
     -- the usage ledger: one row per model call of this turn (people/usage migration 0017),
     -- written with the answer, so charging costs no transaction of its own
@@ -142,19 +90,18 @@ WITH fin AS (
 )
 SELECT fin.last_seq_no, fin.more, (SELECT count(*) FROM out) AS written, o.*
 FROM fin LEFT JOIN out o ON o.status = 'sending'
-"""
 
-INSERT_DELIVERIES = """
+-- name: insert_deliveries
+-- an operator's message (``operator.py``): its parts, pending
 INSERT INTO deliveries (message_id, session_id, seq_no, part_no, platform, target, content,
                         kind, part, data)
 SELECT mid, $1, seq, part, $2, $3, content, kind, doc, data
 FROM unnest($4::bigint[], $5::bigint[], $6::integer[], $7::text[], $8::text[], $9::jsonb[],
             $10::bytea[]) AS r(mid, seq, part, content, kind, doc, data)
-"""
 
-# A part is claimable only when every earlier part of the same session is sent or failed, so
-# parts and replies reach the platform in order even with many workers.
-CLAIM_DELIVERIES = """
+-- name: claim_deliveries
+-- A part is claimable only when every earlier part of the same session is sent or failed, so
+-- parts and replies reach the platform in order even with many workers.
 UPDATE deliveries d
 SET status = 'sending', attempts = d.attempts + 1,
     lease_until = now() + make_interval(secs => $1),
@@ -172,17 +119,13 @@ WHERE d.id IN (
     LIMIT $3
     FOR UPDATE SKIP LOCKED
 )
-RETURNING d.id, d.message_id, d.session_id, d.seq_no, d.part_no, d.platform, d.target,
-          d.content, d.status, d.attempts, d.next_attempt_at, d.last_error,
-          d.platform_message_id, d.created_at, d.sent_at, d.claim_token, d.ambiguous,
-          d.pacing_until, d.kind, d.part, d.data
-"""
+RETURNING {{delivery_columns}}
 
-# MARK_SENT / MARK_RETRY / MARK_FAILED / RENEW_DELIVERY / MARK_PACING / MARK_ON_WIRE are
-# fenced by the claim's token ($2): a worker whose claim was taken over (recovered, requeued,
-# claimed again) writes nothing, and learns it from the empty RETURNING.
-# ``more``: the session has parts waiting behind this one (a worker should claim now).
-MARK_SENT = """
+-- name: mark_sent
+-- mark_sent / mark_retry / mark_failed / renew_delivery / mark_pacing / mark_on_wire are
+-- fenced by the claim's token ($2): a worker whose claim was taken over (recovered, requeued,
+-- claimed again) writes nothing, and learns it from the empty RETURNING.
+-- ``more``: the session has parts waiting behind this one (a worker should claim now).
 UPDATE deliveries d
 SET status = 'sent', platform_message_id = $3, sent_at = now(), lease_until = NULL,
     claim_process = NULL, pacing_until = NULL
@@ -191,115 +134,102 @@ RETURNING d.id, EXISTS (
     SELECT 1 FROM deliveries e
     WHERE e.session_id = d.session_id AND e.status = 'pending' AND e.id <> d.id
 ) AS more
-"""
 
-MARK_RETRY = """
+-- name: mark_retry
 UPDATE deliveries
 SET status = 'pending', next_attempt_at = now() + make_interval(secs => $3), last_error = $4,
     lease_until = NULL, claim_process = NULL, pacing_until = NULL
 WHERE id = $1 AND status = 'sending' AND claim_token = $2
 RETURNING id
-"""
 
-MARK_FAILED = """
+-- name: mark_failed
 UPDATE deliveries SET status = 'failed', last_error = $3, lease_until = NULL, ambiguous = $4,
     claim_process = NULL, pacing_until = NULL
 WHERE id = $1 AND status = 'sending' AND claim_token = $2
 RETURNING id
-"""
 
-RENEW_DELIVERY = """
+-- name: renew_delivery
 UPDATE deliveries SET lease_until = now() + make_interval(secs => $3)
 WHERE id = $1 AND status = 'sending' AND claim_token = $2
 RETURNING id
-"""
 
-# migration 0014: a claim that has to wait for its chat's pacer says so (only
-# then: a send with no wait writes nothing more), and clears it right before the request goes
-# out. While it is set nothing of this claim is on the wire, so recovery may resend it on any
-# platform. MARK_ON_WIRE also moves claimed_at up: the send begins after it, so a platform's
-# idempotency window (Mattermost) is counted from the send, not from the start of the wait.
-# A part held off the workers keeps its lease for the whole wait (nothing renews it there):
-# a live process's claim is never taken over while it waits; a dead one's is found by its
-# process's liveness.
-MARK_PACING = """
+-- name: mark_pacing
+-- --- pacing -------------------------------------------------------------------------
+-- migration 0014: a claim that has to wait for its chat's pacer says so (only then: a send
+-- with no wait writes nothing more), and clears it right before the request goes out
+-- (mark_on_wire). While it is set nothing of this claim is on the wire, so recovery may resend
+-- it on any platform. A part held off the workers keeps its lease for the whole wait (nothing
+-- renews it there): a live process's claim is never taken over while it waits; a dead one's is
+-- found by its process's liveness.
 UPDATE deliveries SET pacing_until = now() + make_interval(secs => $3),
     lease_until = greatest(lease_until, now() + make_interval(secs => $3 + $4))
 WHERE id = $1 AND status = 'sending' AND claim_token = $2
 RETURNING id
-"""
 
-MARK_ON_WIRE = """
+-- name: mark_on_wire
+-- also moves claimed_at up: the send begins after it, so a platform's idempotency window
+-- (Mattermost) is counted from the send, not from the start of the wait
 UPDATE deliveries SET pacing_until = NULL, claimed_at = now()
 WHERE id = $1 AND status = 'sending' AND claim_token = $2
 RETURNING id
-"""
 
-# A send found in flight by recovery, with nobody left to finish it.
-MARK_AMBIGUOUS = """
-UPDATE deliveries SET status = 'failed', last_error = $2, lease_until = NULL, ambiguous = true,
-    claim_process = NULL, claim_token = NULL, pacing_until = NULL
-WHERE id = $1
-"""
-
-# Sends whose worker died mid-flight (lease expired, or its process is dead): the platform
-# may or may not have the message, unless the claim was still waiting for pacing.
-EXPIRED_SENDING = f"""
+-- name: expired_sending
+-- --- recovery -----------------------------------------------------------------------
+-- Sends whose worker died mid-flight (lease expired, or its process is dead): the platform may
+-- or may not have the message, unless the claim was still waiting for pacing.
 SELECT id, platform, extract(epoch FROM now() - claimed_at)::float8 AS claim_age,
        pacing_until IS NOT NULL AS pacing
 FROM deliveries
 WHERE status = 'sending' AND platform = ANY($1)
   AND (lease_until < now()
-       OR {_dead("claim_process")})
+       OR {{dead_claim_process}})
 FOR UPDATE SKIP LOCKED
-"""
 
-REQUEUE_DELIVERY = """
+-- name: mark_ambiguous
+-- A send found in flight by recovery, with nobody left to finish it.
+UPDATE deliveries SET status = 'failed', last_error = $2, lease_until = NULL, ambiguous = true,
+    claim_process = NULL, claim_token = NULL, pacing_until = NULL
+WHERE id = $1
+
+-- name: requeue_delivery
 UPDATE deliveries SET status = 'pending', next_attempt_at = now(), lease_until = NULL,
     last_error = $2, claim_token = NULL, claim_process = NULL, pacing_until = NULL
 WHERE id = $1
-"""
 
-RETRY_FAILED_DELIVERY = """
+-- name: retry_failed_delivery
 UPDATE deliveries SET status = 'pending', next_attempt_at = now(), attempts = 0,
     ambiguous = false
 WHERE id = $1 AND status = 'failed'
 RETURNING id
-"""
 
-DELIVERIES_FOR_SESSION = f"""
-SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE session_id = $1 ORDER BY seq_no, part_no
-"""
+-- name: deliveries_for_session
+-- --- reads ----------------------------------------------------------------------------
+SELECT {{delivery_columns}} FROM deliveries WHERE session_id = $1 ORDER BY seq_no, part_no
 
-DELIVERY_COUNTS = "SELECT status, count(*) AS n FROM deliveries GROUP BY status"
+-- name: delivery_counts
+SELECT status, count(*) AS n FROM deliveries GROUP BY status
 
-OLDEST_PENDING_AGE = """
+-- name: oldest_pending_age
 SELECT extract(epoch FROM now() - min(created_at))::float8 FROM deliveries
 WHERE status IN ('pending', 'sending')
-"""
 
-
-# --- the outbox as the operator surface reads it ---------------------------------------
-
-
-# by message id: the (message_id, part_no) unique index serves it for any status
-DELIVERIES_OF_MESSAGES = f"""
-SELECT {DELIVERY_COLUMNS} FROM deliveries
+-- name: deliveries_of_messages
+-- by message id: the (message_id, part_no) unique index serves it for any status
+SELECT {{delivery_columns}} FROM deliveries
 WHERE message_id = ANY($1::bigint[]) ORDER BY seq_no, part_no
-"""
 
-LIST_DELIVERIES = f"""
-SELECT {DELIVERY_COLUMNS} FROM deliveries
+-- name: list_deliveries
+-- the operator surface's listing, newest first
+SELECT {{delivery_columns}} FROM deliveries
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::text IS NULL OR platform = $2)
   AND ($3::bigint IS NULL OR session_id = $3)
   AND ($4::bigint IS NULL OR id < $4)
 ORDER BY id DESC
 LIMIT $5
-"""
 
-GET_DELIVERY = f"SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE id = $1"
+-- name: get_delivery
+SELECT {{delivery_columns}} FROM deliveries WHERE id = $1
 
-SESSION_DELIVERY_COUNTS = """
+-- name: session_delivery_counts
 SELECT status, count(*) AS n FROM deliveries WHERE session_id = $1 GROUP BY status
-"""
