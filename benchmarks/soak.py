@@ -63,7 +63,8 @@ class Soak:
         surface = PlatformSurfaces(rng=random.Random(self.seed + 1), threads_per_platform=12)
         await surface.start()
         env = self._env(pg.dsn, fake.base_url, surface.env)
-        replica = await start_replica(0, env, self.logdir)
+        # a busy machine (tracemalloc on) may take minutes to start it
+        replica = await start_replica(0, env, self.logdir, within=600)
         surface.attach(lambda: [replica.url])
         stop = asyncio.Event()
         try:
