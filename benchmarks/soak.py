@@ -56,12 +56,22 @@ class Soak:
     logdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gw-soak-")))
 
     async def run(self) -> dict[str, Any]:
-        rng = random.Random(self.seed)
         pg = await asyncio.to_thread(Postgres, "gw_soak")
-        await pg.create()
         fake = await FakeOpenAI(chunk_delay=0.02, chunk_chars=12).start()
         surface = PlatformSurfaces(rng=random.Random(self.seed + 1), threads_per_platform=12)
-        await surface.start()
+        try:
+            await pg.create()
+            await surface.start()
+            return await self._run(pg, fake, surface)
+        finally:
+            await surface.stop()
+            await fake.stop()
+            await asyncio.to_thread(pg.cleanup)
+
+    async def _run(
+        self, pg: Postgres, fake: FakeOpenAI, surface: PlatformSurfaces
+    ) -> dict[str, Any]:
+        rng = random.Random(self.seed)
         env = self._env(pg.dsn, fake.base_url, surface.env)
         # a busy machine (tracemalloc on) may take minutes to start it
         replica = await start_replica(0, env, self.logdir, within=600)
@@ -81,9 +91,6 @@ class Soak:
                 await asyncio.wait_for(replica.proc.wait(), 20)
             except TimeoutError:
                 replica.proc.kill()
-            await surface.stop()
-            await fake.stop()
-            await asyncio.to_thread(pg.cleanup)
 
     def _env(self, dsn: str, model_url: str, surfaces: dict[str, str]) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
