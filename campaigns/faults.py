@@ -261,7 +261,9 @@ class Replica:
         return self.proc.returncode is None
 
 
-async def start_replica(index: int, env: dict[str, str], logdir: Path) -> Replica:
+async def start_replica(
+    index: int, env: dict[str, str], logdir: Path, *, within: float = 120.0
+) -> Replica:
     with (logdir / f"replica{index}.log").open("ab") as log:  # the child keeps its copy
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -274,14 +276,22 @@ async def start_replica(index: int, env: dict[str, str], logdir: Path) -> Replic
             stderr=log,
         )
     assert proc.stdout is not None
-    deadline = time.monotonic() + 120
-    while True:
-        line = await asyncio.wait_for(proc.stdout.readline(), max(deadline - time.monotonic(), 1))
-        if not line:
-            raise RuntimeError(f"replica {index} exited with {await proc.wait()}")
-        match = _READY.search(line.decode())
-        if match:
-            return Replica(index, proc, match.group(1).rstrip("/"))
+    deadline = time.monotonic() + within
+    try:
+        while True:
+            line = await asyncio.wait_for(
+                proc.stdout.readline(), max(deadline - time.monotonic(), 1)
+            )
+            if not line:
+                raise RuntimeError(f"replica {index} exited with {await proc.wait()}")
+            match = _READY.search(line.decode())
+            if match:
+                return Replica(index, proc, match.group(1).rstrip("/"))
+    except BaseException:
+        if proc.returncode is None:
+            proc.kill()  # never left running when it did not start in time
+            await proc.wait()
+        raise
 
 
 # --- the campaign ---------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import os
 import socket
 import time
 import uuid
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -76,6 +76,8 @@ class KnowledgeSearch(Protocol):
 
 #: how long "no knowledge base exists" is believed before it is asked again
 NO_BASES_SECONDS = 2.0
+#: knowledge bases remembered per process (the rest are read again when used)
+MAX_CACHED_KBS = 1024
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -122,7 +124,9 @@ class Knowledge:
         #: sooner than its first document is read)
         self._no_bases_until = 0.0
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._kbs: dict[str, KnowledgeBase] = {}
+        #: bases by name, most recently used last: bounded (every thread that shares a file
+        #: has a base of its own, ``thread:<key>``; a week of traffic must not keep them all)
+        self._kbs: OrderedDict[str, KnowledgeBase] = OrderedDict()
         self._doc_access: Counter[int] = Counter()
         self._chunk_access: Counter[int] = Counter()
         self._worker = IngestWorker(self)
@@ -138,11 +142,15 @@ class Knowledge:
         """The knowledge base ``name``, built with this gateway's embedding model."""
         cached = self._kbs.get(name)
         if cached is not None and cached.embedding_model == self.embedder.model:
+            self._kbs.move_to_end(name)
             return cached
         kb = await self.store.ensure_kb(
             name, model=self.embedder.model, dim=await self.embedder.dimension()
         )
         self._kbs[name] = kb
+        self._kbs.move_to_end(name)
+        while len(self._kbs) > MAX_CACHED_KBS:
+            self._kbs.popitem(last=False)
         self._no_bases_until = 0.0
         return kb
 

@@ -18,7 +18,9 @@ from session_store.repos.breakers import Breakers
 from session_store.store import Store
 from testsupport.fakes.openai import FakeOpenAI
 
-SETTINGS = BreakerSettings(failures=2, open_seconds=0.8, refresh=0.0)
+SETTINGS = BreakerSettings(failures=2, open_seconds=60, refresh=0.0)
+#: for the probe: open only briefly
+BRIEF = BreakerSettings(failures=2, open_seconds=2.0, refresh=0.0)
 
 
 @pytest.fixture
@@ -82,11 +84,11 @@ async def test_a_breaker_opened_by_one_replica_sends_the_other_straight_to_the_f
 async def test_one_probe_after_the_open_time_closes_the_breaker_for_every_replica(
     replicas: tuple[SharedBreakers, SharedBreakers],
 ) -> None:
-    first, second = replicas
+    first, second = (SharedBreakers(r.repo, Metrics(), BRIEF) for r in replicas)
     await first.failed("small", down("rate_limited"))
     await first.failed("small", down("rate_limited"))
     assert not await first.available("small") and not await second.available("small")
-    await asyncio.sleep(SETTINGS.open_seconds + 0.1)
+    await asyncio.sleep(BRIEF.open_seconds + 0.1)
     probes = [await second.available("small"), await first.available("small")]
     assert probes == [True, False], "exactly one replica probes"
     await second.succeeded("small")
@@ -94,7 +96,7 @@ async def test_one_probe_after_the_open_time_closes_the_breaker_for_every_replic
     # a failed probe opens it again at once
     await first.failed("small", down())
     await first.failed("small", down())
-    await asyncio.sleep(SETTINGS.open_seconds + 0.1)
+    await asyncio.sleep(BRIEF.open_seconds + 0.1)
     assert await first.available("small")
     await first.failed("small", down())
     assert not await second.available("small")

@@ -7,6 +7,7 @@ the thread gets one status line after a long wait and one apology naming the cau
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 import httpx
@@ -104,7 +105,7 @@ async def test_a_failing_model_hands_over_to_the_fallback_sized_for_its_window(
 async def test_one_status_line_after_a_long_wait_then_the_answer(
     database_url: str, fake: FakeOpenAI, sink: SinkServer
 ) -> None:
-    fake.script.extend([Step(status=429, retry_after=1.5), Step(status=429, retry_after=1.5)])
+    fake.script.extend([Step(status=429, retry_after=3), Step(status=429, retry_after=3)])
     adapter = SinkAdapter(sink.url)
     async with running_gateway(
         database_url,
@@ -112,12 +113,16 @@ async def test_one_status_line_after_a_long_wait_then_the_answer(
         agent=agent_for(fake),
         web_chat=False,
         AGENT_MODEL="small",
-        AGENT_STATUS_AFTER_SECONDS=1.0,
+        AGENT_STATUS_AFTER_SECONDS=2.0,
     ):
         await adapter.submit({"chat": "c", "thread": "S", "id": "1", "text": "hello"})
-        await wait_for(lambda: len(sink.accepted) == 2, timeout=15)
+        await wait_for(lambda: len(sink.accepted) == 2, timeout=20)
     status, answer = (p["text"] for p in sink.accepted)
-    assert status.startswith("the model is busy, retrying in ") and status.endswith(" s")
+    # the first 429 comes back at once (on a busy machine it may still be on its way: the
+    # line then says it is waiting for the model)
+    assert re.fullmatch(r"the model is busy, retrying in \d+ s", status) or (
+        status == "still waiting for the model…"
+    ), status
     assert answer == "re: hello"
     assert all(p["target"]["thread_id"] == "S" for p in sink.accepted)
 
