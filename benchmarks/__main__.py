@@ -17,6 +17,8 @@ import os
 import platform
 import sys
 import time
+import traceback
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -292,23 +294,15 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             async with scratch_database(srv) as dsn:
                 results["hot_profile"] = await profile_hot_path(dsn)
                 print(results["hot_profile"], file=sys.stderr)
-        if sections & {"limit", "hot"}:
-            print("limit + hot path ...", file=sys.stderr)
+
+        async def limit_and_hot() -> None:
             results["limit"], results["hot"] = await run_limit_and_hot(
                 srv, sizes, args.runs, sections, raw
             )
-        if "length" in sections:
-            print("cost versus length ...", file=sys.stderr)
-            results["length"] = await run_length(srv, sizes, args.runs, raw)
-        if "e2e" in sections:
-            print("end to end ...", file=sys.stderr)
-            results["e2e"] = await run_e2e(
-                srv, sizes, args.runs, raw, profile=args.profile, baseline=args.baseline
-            )
-        if "kb" in sections:  # knowledge base
+
+        async def kb() -> Any:
             from benchmarks.kb import run_kb
 
-            print("knowledge base ...", file=sys.stderr)
             kb_sizes = (
                 ((300,), 3, 10)
                 if args.tiny
@@ -316,26 +310,40 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 if args.quick
                 else ((10_000, 100_000), 30, 300)
             )
-            results["kb"] = await run_kb(
-                srv, sizes=kb_sizes[0], pages=kb_sizes[1], queries=kb_sizes[2]
-            )
-        if "stream" in sections:  # streaming: time to first visible text
+            return await run_kb(srv, sizes=kb_sizes[0], pages=kb_sizes[1], queries=kb_sizes[2])
+
+        async def stream() -> Any:  # streaming: time to first visible text
             from benchmarks.stream import run_stream
 
-            print("streaming ...", file=sys.stderr)
-            results["stream"] = await run_stream(
+            return await run_stream(
                 srv,
                 runs=1 if args.tiny else 3 if args.quick else 7,
                 chunk_delay=0.05,
                 chars=200 if args.tiny else 800,
             )
-        if "schedules" in sections:  # schedules: N due at once, two replicas, each once
+
+        async def schedules() -> Any:  # N due at once, two replicas, each once
             from benchmarks.schedules import run_schedules
 
-            print("schedules ...", file=sys.stderr)
-            results["schedules"] = await run_schedules(
-                srv, n=200 if args.tiny else 2_000 if args.quick else 10_000
-            )
+            return await run_schedules(srv, n=200 if args.tiny else 2_000 if args.quick else 10_000)
+
+        runs: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+            ("limit + hot path", limit_and_hot),
+            ("length", lambda: run_length(srv, sizes, args.runs, raw)),
+            (
+                "e2e",
+                lambda: run_e2e(
+                    srv, sizes, args.runs, raw, profile=args.profile, baseline=args.baseline
+                ),
+            ),
+            ("kb", kb),
+            ("stream", stream),
+            ("schedules", schedules),
+        ]
+        for name, run in runs:
+            wanted = sections & {"limit", "hot"} if name == "limit + hot path" else name in sections
+            if wanted:
+                await run_section(name, run, results, save=lambda: save(args.json, results))
         results["meta"] = {
             "quick": args.quick,
             "tiny": args.tiny,
@@ -353,6 +361,42 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         }
     results["raw"] = raw
     return results
+
+
+#: what a section needs that the plain install lacks, and how to get it
+INSTALL_HINTS = {"fpdf": "pip install fpdf2 (in the test extra: pip install -e '.[test]')"}
+
+
+async def run_section(
+    name: str,
+    run: Callable[[], Awaitable[Any]],
+    results: dict[str, Any],
+    *,
+    save: Callable[[], None],
+) -> None:
+    """One section: its figures under its name (unless it stored them itself), or a line
+    saying why it was skipped or failed; the other sections still run, and what has been
+    measured so far is written out after each one (``--json``)."""
+    print(f"{name} ...", file=sys.stderr)
+    try:
+        found = await run()
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").split(".")[0]
+        hint = INSTALL_HINTS.get(missing, f"pip install {missing}")
+        results.setdefault("skipped", {})[name] = f"needs {missing}: {hint}"
+        print(f"  skipped: needs {missing} ({hint})", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - one broken section must not lose the report
+        results.setdefault("failed", {})[name] = f"{type(exc).__name__}: {exc}"
+        traceback.print_exc(file=sys.stderr)
+    else:
+        if found is not None:
+            results[name] = found
+    save()
+
+
+def save(path: Path | None, results: dict[str, Any]) -> None:
+    if path is not None:
+        path.write_text(json.dumps(results, indent=2, default=str))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -424,9 +468,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         results = uvloop.run(main_async(args))
     print(markdown(results))
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2, default=str))
-    return 0
+    save(args.json, results)
+    return 1 if results.get("failed") else 0
 
 
 if __name__ == "__main__":

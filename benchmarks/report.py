@@ -360,6 +360,12 @@ def markdown(results: dict[str, Any]) -> str:
         + " (start → end).",
         "",
     ]
+    for name, why in results.get("skipped", {}).items():
+        lines += [f"- section `{name}` skipped: {why}"]
+    for name, why in results.get("failed", {}).items():
+        lines += [f"- section `{name}` failed: {why} (the others ran)"]
+    if results.get("skipped") or results.get("failed"):
+        lines.append("")
     if results.get("hot") or results.get("limit"):
         lines += ["#### 1-2. The limit (pgbench) and the store hot path", ""]
         lines += hot_table(results)
