@@ -110,7 +110,10 @@ def test_web_chat_maps_model_commands_with_their_argument() -> None:
     assert command("/model gpt-4o") == "model"
     assert command("/MODEL big") == "model"
     assert command("/new") == "new"
-    assert command("/new please") is None  # unchanged: only the bare commands
+    # the one rule of every surface (gateway.core.commands): the words after a command
+    # are its argument, which a command without one ignores
+    assert command("/new please") == "new"
+    assert command("/newer") is None
     assert command("what /model is this?") is None
 
 

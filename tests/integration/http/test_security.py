@@ -13,6 +13,7 @@ import httpx
 import pytest
 import structlog
 
+from gateway.audit.origin import AuditOrigin
 from gateway.core.errors import ConfigError
 from gateway.http.app import DirectPosts
 from gateway.http.guard import HttpPolicy, SecurityMiddleware, page_headers
@@ -320,9 +321,10 @@ async def test_webhook_posts_go_straight_to_their_route_with_every_guard(
     """a POST to a webhook's fixed path skips FastAPI's route walk, never the
     guard: cross-site refusal, body bounds, headers, and the same answers on errors."""
     async with running_gateway(database_url, adapters=[SinkAdapter(sink.url)]) as gw:
-        # inside the guard: SecurityMiddleware is the outer of the two
+        # inside the guard: SecurityMiddleware is the outermost, and the audit log's origin
+        # (who, from where) is known before a direct post runs
         outer_first: list[object] = [m.cls for m in gw.app.user_middleware]
-        assert outer_first == [SecurityMiddleware, DirectPosts]
+        assert outer_first == [SecurityMiddleware, AuditOrigin, DirectPosts]
         direct = DirectPosts(gw.app, router=gw.app.router, handlers={})
         table = direct.table()
         assert "/sink/inbound" in table
