@@ -66,20 +66,20 @@ class AuditOrigin:
         if not _operator(path) or scope["method"] in _SAFE:
             await self._app(scope, receive, send)
             return
-        status = 0
 
         async def watched(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
+            # recorded before the refusal leaves, so whoever reads the log after the answer
+            # finds it there
+            if message["type"] == "http.response.start" and message["status"] in (401, 403):
+                await record(
+                    self._db,
+                    "admin.access",
+                    ("endpoint", f"{scope['method']} {path}"[:200]),
+                    outcome="denied",
+                    reason="wrong or missing admin token"
+                    if message["status"] == 401
+                    else "not allowed here",
+                )
             await send(message)
 
         await self._app(scope, receive, watched)
-        if status in (401, 403):
-            await record(
-                self._db,
-                "admin.access",
-                ("endpoint", f"{scope['method']} {path}"[:200]),
-                outcome="denied",
-                reason="wrong or missing admin token" if status == 401 else "not allowed here",
-            )
