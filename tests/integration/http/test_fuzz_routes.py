@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -29,7 +30,8 @@ from testsupport.harness import running_gateway
 pytestmark = pytest.mark.untraced
 
 TOKEN = "fuzz-token-0123456789abcdef-0123456789"
-EXAMPLES = 50
+#: inputs per route and mode (per operation for schemathesis); FUZZ_EXAMPLES=500 for a deep run
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "25"))
 
 # --- a real gateway on its own event loop, for synchronous hypothesis tests -------------------
 
@@ -321,7 +323,10 @@ def _check_operation(operation: Any, base: str, wanted: list[Any]) -> list[str]:
     found: list[str] = []
 
     @settings(
-        max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
     )
     @given(case=operation.as_strategy())
     def run(case: Any) -> None:

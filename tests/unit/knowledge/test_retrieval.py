@@ -21,6 +21,7 @@ from session_store.knowledge import RRF_K, KnowledgeBase, KnowledgeStore, Passag
 from session_store.store import Store
 from testsupport.documents import make_pdf
 from testsupport.knowledge import drain
+from testsupport.process import run_cli_in_process
 
 #: words that share a direction in the concept embedder, whatever their spelling
 _CONCEPTS = {"cat": 0, "cats": 0, "feline": 0, "kitten": 0, "dog": 1, "canine": 1, "puppy": 1}
@@ -131,13 +132,21 @@ async def test_removed_documents_leave_retrieval(concepts: Knowledge) -> None:
     assert "food.md" not in names
 
 
-def test_kb_cli_add_list_search_remove_on_the_zero_config_database(tmp_path: Path) -> None:
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "policy.pdf").write_bytes(
+def _kb_files(tmp_path: Path) -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "policy.pdf").write_bytes(
         make_pdf(["Welcome to the handbook.", "Refunds are paid within thirty days."])
     )
-    (tmp_path / "docs" / "notes.md").write_text("# Office\n\nThe office opens at nine.")
-    (tmp_path / "docs" / "skip.bin").write_bytes(b"\x00\x01")
+    (docs / "notes.md").write_text("# Office\n\nThe office opens at nine.")
+    (docs / "skip.bin").write_bytes(b"\x00\x01")
+    return docs
+
+
+def test_kb_cli_adds_and_finds_on_the_zero_config_database(tmp_path: Path) -> None:
+    """Two real commands, each its own process on the embedded PostgreSQL it starts: what the
+    first stored, the second finds."""
+    docs = _kb_files(tmp_path)
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(tmp_path),
@@ -157,35 +166,55 @@ def test_kb_cli_add_list_search_remove_on_the_zero_config_database(tmp_path: Pat
             check=False,
         )
 
-    added = gateway("kb", "add", str(tmp_path / "docs"))
+    added = gateway("kb", "add", str(docs))
     assert added.returncode == 0, added.stderr
     lines = added.stdout.strip().splitlines()
     assert [line.split("\t")[1] for line in lines] == ["ready", "ready"]
     assert sorted(line.split("\t")[-1] for line in lines) == ["notes.md", "policy.pdf"]
-    again = gateway("kb", "add", str(tmp_path / "docs" / "policy.pdf"))
-    pdf_id = next(line.split("\t")[0] for line in lines if line.endswith("policy.pdf"))
-    assert again.stdout.split("\t")[0] == pdf_id, "the same file twice is one document"
     found = gateway("kb", "search", "when are refunds paid", "--limit", "2")
     assert found.returncode == 0, found.stderr
     assert "policy.pdf, p. 2" in found.stdout.splitlines()[0]
-    assert gateway("kb", "remove", pdf_id).returncode == 0
-    listed = gateway("kb", "list")
-    assert [line.split("\t")[-1] for line in listed.stdout.strip().splitlines()] == ["notes.md"]
-    missing = gateway("kb", "add", str(tmp_path / "nope.pdf"))
-    assert missing.returncode == 1 and "failed: cannot read" in missing.stdout
+
+
+async def test_kb_cli_add_list_search_remove_assign(tmp_path: Path, database_url: str) -> None:
+    """Every kb command (``gateway.ops.cli.main`` in-process, on the test's database)."""
+    docs = _kb_files(tmp_path)
+    env = {
+        "DATABASE_URL": database_url,
+        "GATEWAY_DATA_DIR": str(tmp_path / "data"),
+        "HF_HUB_OFFLINE": "1",
+    }
+
+    async def gateway(*args: str) -> tuple[int, str, str]:
+        return await run_cli_in_process(list(args), env)
+
+    code, out, err = await gateway("kb", "add", str(docs))
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert [line.split("\t")[1] for line in lines] == ["ready", "ready"]
+    _, again, _ = await gateway("kb", "add", str(docs / "policy.pdf"))
+    pdf_id = next(line.split("\t")[0] for line in lines if line.endswith("policy.pdf"))
+    assert again.split("\t")[0] == pdf_id, "the same file twice is one document"
+    code, out, err = await gateway("kb", "search", "when are refunds paid", "--limit", "2")
+    assert code == 0, err
+    assert "policy.pdf, p. 2" in out.splitlines()[0]
+    assert (await gateway("kb", "remove", pdf_id))[0] == 0
+    _, out, _ = await gateway("kb", "list")
+    assert [line.split("\t")[-1] for line in out.strip().splitlines()] == ["notes.md"]
+    code, out, _ = await gateway("kb", "add", str(tmp_path / "nope.pdf"))
+    assert code == 1 and "failed: cannot read" in out
     # operator knowledge bases assigned to chats
-    assigned = gateway("kb", "assign", "handbook", "--chat", "mattermost:chat.example:8065:town")
-    assert assigned.returncode == 0, assigned.stderr
-    assert assigned.stdout.strip() == "handbook assigned to mattermost:chat.example:8065:town"
-    listed = gateway("kb", "assignments")
-    assert listed.stdout.strip() == "handbook\tmattermost:chat.example:8065:town"
-    unassigned = gateway(
-        "kb", "unassign", "handbook", "--chat", "mattermost:chat.example:8065:town"
-    )
-    assert unassigned.returncode == 0, unassigned.stderr
-    again = gateway("kb", "unassign", "handbook", "--chat", "mattermost:chat.example:8065:town")
-    assert again.returncode == 1 and "is not assigned" in again.stderr
-    assert gateway("kb", "assign", "handbook", "--chat", "nonsense").returncode == 2
+    chat = "mattermost:chat.example:8065:town"
+    code, out, err = await gateway("kb", "assign", "handbook", "--chat", chat)
+    assert code == 0, err
+    assert out.strip() == f"handbook assigned to {chat}"
+    _, out, _ = await gateway("kb", "assignments")
+    assert out.strip() == f"handbook\t{chat}"
+    code, _, err = await gateway("kb", "unassign", "handbook", "--chat", chat)
+    assert code == 0, err
+    code, _, err = await gateway("kb", "unassign", "handbook", "--chat", chat)
+    assert code == 1 and "is not assigned" in err
+    assert (await gateway("kb", "assign", "handbook", "--chat", "nonsense"))[0] == 2
 
 
 async def test_turn_passages_fit_the_token_budget(concepts: Knowledge) -> None:

@@ -423,9 +423,13 @@ def test_env_file_update_replaces_in_place_drops_duplicates_and_quotes(tmp_path:
 # --- one settings file for setup and every other command --------------------------------------
 
 
-async def test_setup_writes_the_file_every_command_then_reads(tmp_path: Path) -> None:
+async def test_setup_writes_the_file_every_command_then_reads(
+    tmp_path: Path, database_url: str
+) -> None:
     # no ./.env where setup runs: it writes the per-user file, and a command run from another
-    # directory (the repository) reads it
+    # directory (the repository) reads it (doctor on the test's database: no embedded one to
+    # initialise per command)
+    db = {"DATABASE_URL": database_url, "GATEWAY_HTTP_PORT": "0"}
     async with FakeTelegram() as fake:
         code, out, err = await setup_piped(
             tmp_path, ["telegram", "--api-base-url", fake.base_url, "--token", fake.token]
@@ -433,9 +437,7 @@ async def test_setup_writes_the_file_every_command_then_reads(tmp_path: Path) ->
         assert code == 0, err
         user_file = tmp_path / "config" / "chat-gateway" / ".env"
         assert f"to {user_file}." in out and not (tmp_path / ".env").exists()
-        code, out, _ = await run_cli(
-            ["doctor"], {**user_config(tmp_path), "GATEWAY_HTTP_PORT": "0"}
-        )
+        code, out, _ = await run_cli(["doctor"], {**user_config(tmp_path), **db})
         assert f"ok  configuration: settings from {user_file}" in out, out
         assert "ok  telegram: getMe ok" in out, out
 
@@ -448,7 +450,7 @@ async def test_setup_writes_the_file_every_command_then_reads(tmp_path: Path) ->
         )
         assert code == 0, err
         assert f"to {tmp_path / 'etc' / 'gw.env'}." in out
-        code, out, _ = await run_cli(["doctor"], {**service, "GATEWAY_HTTP_PORT": "0"})
+        code, out, _ = await run_cli(["doctor"], {**service, **db})
         assert f"settings from {tmp_path / 'etc' / 'gw.env'}" in out, out
 
 
