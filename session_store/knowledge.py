@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Literal
 
 from session_store.db import Database
+from session_store.document_summaries import DocumentSummaries
 from session_store.errors import LeaseLost
 from session_store.rows import Column, reader
 from session_store.sql import load
@@ -211,6 +212,8 @@ class KnowledgeStore:
         self._db = db
         #: every passage of whole documents (``WholeDocuments``)
         self.whole = WholeDocuments(db)
+        #: documents' summaries (``DocumentSummaries``)
+        self.summaries = DocumentSummaries(db)
         self._vector: bool | None = None
         self._halfvec: bool | None = None
 

@@ -115,9 +115,12 @@ DELETE FROM kb_files f WHERE f.sha256 = $1
 RETURNING f.storage
 
 -- name: requeue_document
+-- A reindex: the text may change, so the summary goes too (written again once ready).
 UPDATE kb_documents
 SET state = 'queued', error = NULL, attempts = 0, next_attempt_at = now(),
-    lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+    lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
+    summary = NULL, summary_model = NULL, summary_tries = 0, summary_due_at = now(),
+    summary_error = NULL
 WHERE id = $1
 
 -- name: claim_job
@@ -148,9 +151,10 @@ WHERE id = $1 AND lease_owner = $2
 RETURNING id
 
 -- name: finish_job
+-- Ready, and due its summary from now.
 UPDATE kb_documents
 SET state = 'ready', error = NULL, pages = $3, chunk_count = $4, lease_owner = NULL,
-    lease_expires_at = NULL, updated_at = now()
+    lease_expires_at = NULL, updated_at = now(), summary_due_at = now()
 WHERE id = $1 AND lease_owner = $2
 RETURNING kb_id
 

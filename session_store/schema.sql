@@ -361,10 +361,19 @@ CREATE TABLE kb_documents (
     notify_target    jsonb,
     created_at       timestamptz NOT NULL DEFAULT now(),
     updated_at       timestamptz NOT NULL DEFAULT now(),
+    -- the model's summary of the document (gateway/knowledge/summaries.py); summary_due_at
+    -- is also the claim's lease
+    summary          text,
+    summary_model    text,
+    summary_tries    integer     NOT NULL DEFAULT 0,
+    summary_due_at   timestamptz NOT NULL DEFAULT now(),
+    summary_error    text,
     UNIQUE (kb_id, sha256)
 );
 CREATE INDEX kb_documents_due ON kb_documents (next_attempt_at, id)
     WHERE state IN ('queued', 'parsing', 'embedding');
+CREATE INDEX kb_documents_summary_due ON kb_documents (summary_due_at, id)
+    WHERE state = 'ready' AND summary IS NULL AND summary_tries < 3;
 
 -- Passages: each keeps its document, page and heading path.
 CREATE TABLE kb_chunks (
