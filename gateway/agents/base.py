@@ -196,6 +196,31 @@ class Summarizer(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DocumentSummaryRequest:
+    """Ask an agent to summarise a document, or one part of a long one (``part`` of
+    ``parts``; then a last request folds the parts' summaries). ``instructions`` and ``text``
+    are the prompt, already rendered and sized."""
+
+    document: str
+    model: str
+    instructions: str
+    text: str
+    max_output_tokens: int
+    part: int = 1
+    parts: int = 1
+
+
+@runtime_checkable
+class DocumentSummarizer(Protocol):
+    """Optional: an agent that can summarise a knowledge-base document with its model (the
+    stored summary a whole-document question gets when the document does not fit)."""
+
+    async def summarize_document(self, request: DocumentSummaryRequest) -> SummaryResult | None:
+        """The summary, or ``None`` if this agent does not summarise after all."""
+        ...
+
+
 @runtime_checkable
 class Agent(Protocol):
     name: str

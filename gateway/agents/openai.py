@@ -19,6 +19,7 @@ import httpx
 import structlog
 
 from gateway.agents.base import (
+    DocumentSummaryRequest,
     ProviderProgress,
     StreamSink,
     SummaryRequest,
@@ -287,15 +288,27 @@ class OpenAIAgent:
         )
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult | None:
+        return await self._summary(
+            request.model, request.instructions, request.transcript, request.max_output_tokens
+        )
+
+    async def summarize_document(self, request: DocumentSummaryRequest) -> SummaryResult | None:
+        return await self._summary(
+            request.model, request.instructions, request.text, request.max_output_tokens
+        )
+
+    async def _summary(
+        self, model: str, instructions: str, text: str, max_output_tokens: int
+    ) -> SummaryResult:
+        """One completion of ``instructions`` (system) over ``text`` (user), retried like
+        an answer."""
         messages = [
-            {"role": "system", "content": request.instructions},
-            {"role": "user", "content": request.transcript},
+            {"role": "system", "content": instructions},
+            {"role": "user", "content": text},
         ]
 
         async def once(timeout: float) -> Mapping[str, Any]:
-            return await self._complete(
-                request.model, messages, request.max_output_tokens, timeout=timeout
-            )
+            return await self._complete(model, messages, max_output_tokens, timeout=timeout)
 
         data = await retried(
             once,
@@ -304,10 +317,10 @@ class OpenAIAgent:
             rng=self._rng,
             sleep=asyncio.sleep,
         )
-        text, usage, _ = _read_completion(data)
+        answer, usage, _ = _read_completion(data)
         return SummaryResult(
-            text=text,
-            model=str(data.get("model") or request.model),
+            text=answer,
+            model=str(data.get("model") or model),
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=usage.get("completion_tokens"),
         )
