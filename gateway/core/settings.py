@@ -294,6 +294,11 @@ class Settings(BaseSettings):
     gateway_kb_default: Literal["everywhere", "assigned"] = Field(
         default="everywhere", alias="GATEWAY_KB_DEFAULT"
     )
+    #: each document added to a knowledge base gets a summary written by the agent's model
+    #: (AGENT_MODEL, charged to the chat that shared it, or to `kb:NAME`), given to a question
+    #: about the whole document when it does not fit; off: such a question gets the
+    #: document's opening passages instead
+    gateway_kb_summaries: bool = Field(default=True, alias="GATEWAY_KB_SUMMARIES")
     #: files shared with a question that go straight to the model as content parts (when it
     #: accepts them): ``images`` (PNG, JPEG, GIF, WebP as image_url parts), ``text`` (text,
     #: Markdown, CSV up to 32 KB as text parts); others, and all by default, are read into

@@ -40,6 +40,8 @@ class IngestHost(Protocol):
     announce: Announce | None
     owner: str
     wake: Signal
+    #: wakes the summary worker (``gateway.knowledge.summaries``) when a document is ready
+    summary_wake: Signal
 
     async def switch_model(self, name: str) -> None: ...
 
@@ -102,6 +104,7 @@ class IngestWorker:
                 return True
             await self._ingest(job)
             log.info("kb_document_ready", name=doc.name)
+            self.k.summary_wake.set()
             await self._tell(doc.id)
         except ParseError as exc:
             await self.k.store.fail_job(job, str(exc), retry_in=None)

@@ -47,7 +47,7 @@ from gateway.knowledge.inline import (
 from gateway.knowledge.parse import MEDIA_TYPES, ParseError, detect_format
 from gateway.knowledge.places import DEFAULT_KB, Chat, chat_kb, thread_kb
 from gateway.knowledge.whole import (
-    PARTIAL_HEADER,
+    SUMMARY_HEADER,
     Chosen,
     as_hit,
     choose,
@@ -118,6 +118,8 @@ class Knowledge:
         self.embedder = embedder
         self.settings = settings or KnowledgeSettings()
         self.wake = wake or Signal()
+        #: set when a document is ready: its summary is due (``gateway.knowledge.summaries``)
+        self.summary_wake = Signal()
         #: while no knowledge base exists anywhere, turns skip the lookup (it was a
         #: database transaction per message); rechecked every NO_BASES_SECONDS, and at once
         #: after this replica creates one (another replica's shows within that interval,
@@ -526,7 +528,7 @@ class Knowledge:
         # a question about whole documents may use all that is left of the prompt
         whole = await self._whole(question, relevant, token_budget)
         if whole is not None:
-            chosen, lines = list(whole.passages), [whole.header]
+            chosen, lines = list(whole.passages), [whole.header, *whole.summary_lines()]
             lines += [_block(n, h) for n, h in enumerate(chosen, start=1)]
             used = sum(estimate_text(line) + 2 for line in lines)
         else:
@@ -544,8 +546,9 @@ class Knowledge:
             trace["whole"] = {
                 "mode": whole.mode,
                 "documents": list(dict.fromkeys(h.document_id for h in chosen)),
+                "summaries": [name for name, _ in whole.summaries],
             }
-        if not chosen:
+        if not chosen and (whole is None or not whole.summaries):
             if notes:
                 return TurnKnowledge(passages=(), prompt="", trace=trace, notes=tuple(notes))
             return None
@@ -583,8 +586,17 @@ class Knowledge:
             return None
         everything = [as_hit(r) for r in await self.store.whole.passages(docs)]
         cost = {h.chunk_id: estimate_text(_block(999, h)) + 2 for h in everything}
-        room = token_budget - estimate_text(PARTIAL_HEADER) - 2
-        return choose(everything, relevant, budget=room, cost=cost)
+        room = token_budget - estimate_text(SUMMARY_HEADER) - 2
+        fits = sum(cost.values()) <= room
+        summaries = {} if fits else await self.store.summaries.of(docs)
+        return choose(
+            everything,
+            relevant,
+            budget=room,
+            cost=cost,
+            summaries=summaries,
+            summary_cost=lambda text: estimate_text(text) + 12,
+        )
 
     # --- access counters (off the hot path) ------------------------------------------------
 

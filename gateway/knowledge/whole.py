@@ -4,15 +4,17 @@
 cannot answer those. When the question asks for that, or the passages found are dominated by
 one document, the turn gets the whole document (every passage, in reading order, numbered
 like any passages so the answer still cites them) when it fits what is left of the prompt;
-when it does not, the document's opening passages (its own overview, in most documents) and
-the passages that best match the question, within the budget.
+when it does not, the document's stored summary (``gateway.knowledge.summaries``, written
+by the model when it was added) and the passages that best match the question, within the
+budget; a document without a summary gives its opening passages (its own overview, in most
+documents) instead.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +46,13 @@ PARTIAL_HEADER = (
     "square brackets, like [1]. Do not invent sources; say what you could not see."
 )
 
+SUMMARY_HEADER = (
+    "The document(s) the question is about do not fit whole: a summary of each, written "
+    "when it was added, and the passages that best match the question. Cite each passage "
+    "you use by its number in square brackets, like [1]; a summary has no number, so do not "
+    "cite it. Do not invent sources; say what you could not see."
+)
+
 
 def asks_whole(question: str) -> bool:
     return _WHOLE.search(question) is not None
@@ -72,9 +81,14 @@ def whole_documents(question: str, hits: Sequence[PassageHit]) -> list[int]:
 @dataclass(frozen=True, slots=True)
 class Chosen:
     passages: tuple[PassageHit, ...]
-    #: ``whole``: every passage; ``partial``: openings and best matches
+    #: ``whole``: every passage; ``partial``: summaries (or openings) and best matches
     mode: str
     header: str
+    #: (document name, stored summary) of the documents given by their summary
+    summaries: tuple[tuple[str, str], ...] = ()
+
+    def summary_lines(self) -> list[str]:
+        return [f"Summary of {name}:\n{text}" for name, text in self.summaries]
 
 
 def choose(
@@ -83,30 +97,42 @@ def choose(
     *,
     budget: int,
     cost: dict[int, int],
+    summaries: Mapping[int, str] | None = None,
+    summary_cost: Callable[[str], int] = len,
 ) -> Chosen | None:
     """Every passage when they fit ``budget`` (``cost``: tokens of each passage's prompt
-    block, by chunk id); else the openings, then the best matches, in reading order."""
+    block, by chunk id); else each document's stored summary (``summaries`` by document id,
+    ``summary_cost`` its tokens) or, without one, its openings, then the best matches, in
+    reading order."""
     if not everything:
         return None
     if sum(cost[h.chunk_id] for h in everything) <= budget:
         return Chosen(tuple(everything), "whole", WHOLE_HEADER)
     docs = list(dict.fromkeys(h.document_id for h in everything))
+    names = {h.document_id: h.document_name for h in everything}
+    given: list[tuple[str, str]] = []
+    used = 0
     wanted: list[PassageHit] = []
     for doc in docs:
+        summary = (summaries or {}).get(doc)
+        if summary is not None and used + summary_cost(summary) <= budget:
+            given.append((names[doc], summary))
+            used += summary_cost(summary)
+            continue
         wanted += [h for h in everything if h.document_id == doc][:LEAD]
     known = {h.chunk_id for h in everything}
     wanted += [h for h in best if h.chunk_id in known]
     picked: dict[int, PassageHit] = {}
-    used = 0
     for hit in wanted:
         if hit.chunk_id in picked or used + cost[hit.chunk_id] > budget:
             continue
         picked[hit.chunk_id] = hit
         used += cost[hit.chunk_id]
-    if not picked:
+    if not picked and not given:
         return None
     in_order = tuple(h for h in everything if h.chunk_id in picked)
-    return Chosen(in_order, "partial", PARTIAL_HEADER)
+    header = SUMMARY_HEADER if given else PARTIAL_HEADER
+    return Chosen(in_order, "partial", header, tuple(given))
 
 
 def as_hit(row: Mapping[str, Any]) -> PassageHit:

@@ -39,6 +39,7 @@ from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.embed import EmbeddingError
 from gateway.knowledge.files import build_files
 from gateway.knowledge.service import Knowledge, build_embedder
+from gateway.knowledge.summaries import build_summary_worker
 from gateway.outbox.delivery import DeliverySettings, DeliveryWorker
 from gateway.outbox.pacing import Pacing, SharedBudget
 from gateway.outbox.streaming import Streams, StreamSettings
@@ -175,6 +176,14 @@ class Gateway:
         self.config.subscribe("usage", usage_config, self.usage.use)
         self._build_agent_side(settings, store, agent)
         self.summaries.charge = self.usage.charge_summary  # summaries are charged to the place
+        # documents' summaries, by the agent's model on the cold path (charged to the place)
+        self.doc_summaries = build_summary_worker(
+            settings,
+            self.knowledge,
+            agent,
+            self.context.policy.window(settings.agent_model),
+            charge=self.usage.charge_place,
+        )
         # schedules: fired once across replicas as turns of their places
         self.schedule_room = ScheduleRoom(
             store,
@@ -661,9 +670,12 @@ class Gateway:
             log.warning("kb_check_failed", error=str(exc))
         # supervised like every long-lived loop; ingest jobs are not needed to
         # answer, so the worker is not required for readiness
-        self._knowledge_task = self._supervised(
-            "kb-jobs", [("kb-jobs", self._run_knowledge, None, False)], self._knowledge_stopping
-        )
+        loops: list[tuple[str, Any, float | None, bool]] = [
+            ("kb-jobs", self._run_knowledge, None, False)
+        ]
+        if self.doc_summaries is not None:
+            loops.append(("kb-summaries", self.doc_summaries.run, None, False))
+        self._knowledge_task = self._supervised("kb-jobs", loops, self._knowledge_stopping)
 
     async def _run_audit_maintenance(self, stopping: asyncio.Event, beat: Beat) -> None:
         beat()

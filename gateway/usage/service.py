@@ -145,10 +145,16 @@ class UsageService:
     async def charge_summary(self, session_id: int, model: str, used: tuple[int, int]) -> None:
         """A rolling summary's model call, charged to its session's place (cold path: its
         own statement, never one per message)."""
+        session = await self.store.get_session(session_id)
+        await self.charge_place(place_of(session.key), model, used, session_id=session_id)
+
+    async def charge_place(
+        self, place: str, model: str, used: tuple[int, int], *, session_id: int | None = None
+    ) -> None:
+        """A model call nobody asked for in person (a summary), charged to ``place``."""
         prompt, completion = used
         cost = self.config.prices.cost(model, prompt, completion)
         version = await self.price_version() if cost is not None else None
-        session = await self.store.get_session(session_id)
         charge = UsageCharge(
             account=None,
             model=model,
@@ -158,7 +164,7 @@ class UsageService:
             cost=cost,
             price_version=version,
         )
-        await self.store.usage.add(charge, place=place_of(session.key), session_id=session_id)
+        await self.store.usage.add(charge, place=place, session_id=session_id)
         self.metrics.usage_tokens.labels(model, "prompt").inc(prompt)
         self.metrics.usage_tokens.labels(model, "completion").inc(completion)
 
