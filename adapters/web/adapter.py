@@ -25,12 +25,13 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
-from adapters.web.extract import CHANNEL, PLATFORM, SCOPE, THREAD, extract
+from adapters.web.extract import CHANNEL, PLATFORM, SCOPE, THREAD, extract, voice_note
 from adapters.web.transport import WebTransport
 from gateway.core.conversations import Conversations, TranscriptEntry
-from gateway.core.domain import Rejected, ReplyTarget, SessionKey
+from gateway.core.domain import Attachment, Rejected, ReplyTarget, SessionKey
 from gateway.core.hub import Broadcast
-from gateway.core.ports import ApprovalClick, Check, Intake
+from gateway.core.ports import ApprovalClick, Check, HeldFiles, Intake
+from gateway.files.transcribe import is_audio
 from gateway.http.guard import page_headers
 from gateway.http.webauth import WebIdentity, private_channel
 from gateway.inbound.intake import live_topic
@@ -71,6 +72,7 @@ class WebAdapter:
         identity: WebIdentity,
         *,
         files: FileShare | None = None,
+        held: HeldFiles | None = None,
         echo_agent: bool = False,
     ) -> None:
         self._conversations = conversations
@@ -79,8 +81,9 @@ class WebAdapter:
         self._echo_agent = echo_agent
         self._identity = identity
         self._files = files
+        self._held = held
         self._live = live
-        self.transport = WebTransport(live)
+        self.transport = WebTransport(live, held)
         self._intake: Intake | None = None
         self._stopping = asyncio.Event()
         package = resources.files("adapters.web")
@@ -298,11 +301,12 @@ class WebAdapter:
 
     async def _upload(self, request: Request) -> Response:
         """A file for this thread's documents (the body is the file, ``?name=`` its name);
-        the thread is told when it has been read."""
+        the thread is told when it has been read. Audio is a voice note instead."""
         if self._files is None:
             return JSONResponse({"error": "file sharing is off"}, status_code=501)
         try:
-            key = self._key(request, await self._person(request))
+            person = await self._person(request)
+            key = self._key(request, person)
         except _Refused as refused:
             return refused.response
         name = request.query_params.get("name", "").strip()
@@ -314,11 +318,27 @@ class WebAdapter:
         data = await request.body()
         if not data:
             return JSONResponse({"error": "the file is empty"}, status_code=400)
+        if is_audio(Attachment(kind="file", name=name, mime_type=declared)):
+            return await self._voice_note(key, person, name, declared, data)
         target = ReplyTarget(
             platform=PLATFORM, scope=SCOPE, chat_id=key.chat_id, thread_id=key.thread_id
         )
         accepted, note = await self._files.share(key, target, name, data, declared)
         return JSONResponse({"note": note}, status_code=200 if accepted else 415)
+
+    async def _voice_note(
+        self, key: SessionKey, person: str, name: str, media_type: str | None, data: bytes
+    ) -> Response:
+        """Audio shared in the thread: kept, then a message of the person's that is answered
+        once it is transcribed (like a voice note on any platform)."""
+        if self._held is None or self._intake is None:
+            return JSONResponse({"error": "voice notes are off"}, status_code=501)
+        file_id = await self._held.keep(name, media_type, data)
+        note = voice_note(key, person, file_id, name=name, media_type=media_type, size=len(data))
+        outcome = await self._intake.submit(note, raw=None)
+        return JSONResponse(
+            {"note": f"🎙️ {name} received.", "status": outcome.status, "seq_no": outcome.seq_no}
+        )
 
     async def _history(self, request: Request) -> Response:
         try:

@@ -14,7 +14,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.core.commands import command_name
-from gateway.core.domain import Envelope, Facts, Rejected, ReplyTarget, Sender, SessionKey
+from gateway.core.domain import (
+    Attachment,
+    Envelope,
+    Facts,
+    Rejected,
+    ReplyTarget,
+    Sender,
+    SessionKey,
+)
 from gateway.inbound.policy import AnswerRules, decide
 
 PLATFORM = "web"
@@ -76,5 +84,43 @@ def extract(channel: str, body: Mapping[str, Any], *, sender: str) -> Envelope |
         sender=Sender(id=sender, name=sender),
         trigger=decide(facts, _RULES).trigger,
         command=command_name(text),
+        facts=facts,
+    )
+
+
+#: a web voice note's attachment names its held file so: ``held:ID``
+HELD_PREFIX = "held:"
+
+
+def voice_note(
+    key: SessionKey, sender: str, file_id: int, *, name: str, media_type: str | None, size: int
+) -> Envelope:
+    """A voice note recorded or uploaded in the web chat: a message with no text and its audio
+    (kept by the gateway, ``HeldFiles``), answered once it is transcribed."""
+    message_id = f"voice-{file_id}"
+    facts = Facts(place=key, person=sender, direct=key.chat_id.startswith("~"), mentioned=True)
+    return Envelope(
+        key=key,
+        target=ReplyTarget(
+            platform=PLATFORM,
+            scope=SCOPE,
+            chat_id=key.chat_id,
+            thread_id=key.thread_id,
+            reply_to_message_id=message_id,
+        ),
+        message_id=message_id,
+        event_id=None,
+        text="",
+        sender=Sender(id=sender, name=sender),
+        trigger=decide(facts, _RULES).trigger,
+        attachments=(
+            Attachment(
+                kind="audio",
+                name=name,
+                mime_type=media_type,
+                size=size,
+                file_id=f"{HELD_PREFIX}{file_id}",
+            ),
+        ),
         facts=facts,
     )

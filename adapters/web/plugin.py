@@ -38,6 +38,7 @@ class WebPlugin(SurfacePlugin[WebSettings]):
             context.live,
             context.identity,
             files=context.files,
+            held=context.held_files,
             echo_agent=core.agent == "echo",
         )
 

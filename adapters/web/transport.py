@@ -6,12 +6,13 @@ import base64
 import uuid
 from collections.abc import Sequence
 
-from adapters.web.extract import PLATFORM
-from gateway.core.domain import OutgoingFile, ReplyTarget, SessionKey
+from adapters.web.extract import HELD_PREFIX, PLATFORM
+from gateway.core.domain import Attachment, OutgoingFile, ReplyTarget, SessionKey
 from gateway.core.hub import Broadcast
-from gateway.core.ports import APPROVAL_EXTRA, PaceRule, SendResult
+from gateway.core.ports import APPROVAL_EXTRA, HeldFiles, PaceRule, SendResult
 from gateway.core.text import format_parts
 from gateway.inbound.intake import live_topic
+from gateway.knowledge.attachments import FileFetchError, too_large
 
 
 class WebTransport:
@@ -23,8 +24,10 @@ class WebTransport:
     #: the page hides "typing…" 5 s after the last heartbeat, and at once on typing_done
     typing_interval = 4.0
 
-    def __init__(self, live: Broadcast) -> None:
+    def __init__(self, live: Broadcast, held: HeldFiles | None = None) -> None:
         self._live = live
+        #: the voice notes the web chat keeps itself (``FileSource`` for the transcription)
+        self._held = held
         #: live topics whose typing indicator is held right now (told to late subscribers)
         self._typing: set[str] = set()
 
@@ -51,6 +54,19 @@ class WebTransport:
             event["approval_id"] = approval
         self._live.publish(live_topic(_key(target)), event)
         return SendResult(platform_message_id=idempotency_key)
+
+    async def fetch_file(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        """A voice note kept when it was uploaded (``held:ID``)."""
+        file_id = (attachment.file_id or "").removeprefix(HELD_PREFIX)
+        if self._held is None or not file_id.isdigit() or len(file_id) > 18:
+            raise FileFetchError(f"{attachment.name or 'the file'} was not kept")
+        found = await self._held.read(int(file_id), max_bytes=max_bytes)
+        if found is None:
+            raise FileFetchError(f"{attachment.name or 'the file'} is gone")
+        size, data = found
+        if data is None:
+            raise too_large(attachment.name, size, max_bytes)
+        return bytes(data)
 
     async def send_file(
         self, target: ReplyTarget, file: OutgoingFile, *, idempotency_key: str

@@ -306,6 +306,18 @@ class ApprovalCards(Protocol):
     ) -> None: ...
 
 
+class HeldFiles(Protocol):
+    """Files a surface keeps itself because its platform has nowhere to fetch them from later
+    (the web chat's voice notes: the transcription job fetches them by id, as it fetches a
+    platform's file). ``session_store.held_files.HeldFileStore``."""
+
+    async def keep(self, name: str, media_type: str | None, data: bytes) -> int: ...
+
+    async def read(self, file_id: int, *, max_bytes: int) -> tuple[int, bytes | None] | None:
+        """``(size, bytes)``, the bytes ``None`` past ``max_bytes``; ``None``: no such file."""
+        ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AdapterContext:
     """What the core lends the adapters it builds, besides the ``Intake`` they get at start:
@@ -321,6 +333,8 @@ class AdapterContext:
     http_policy: HttpPolicy | None = None
     #: files uploaded into a thread join its documents (knowledge base)
     files: FileShare | None = None
+    #: files a surface keeps itself (the web chat's voice notes)
+    held_files: HeldFiles | None = None
     #: the places' own answer rule, from their profiles (``True`` answer every message,
     #: ``False`` mentions only, ``None`` not set): the adapters' ``AnswerRules`` take it
     place_answers_all: Callable[[SessionKey], bool | None] | None = None

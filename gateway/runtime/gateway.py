@@ -71,6 +71,7 @@ from gateway.turns.summaries import SummaryWorker
 from gateway.usage.commands import UsageCommand
 from gateway.usage.config import usage_config
 from gateway.usage.service import UsageService
+from session_store.held_files import HeldFileStore
 from session_store.knowledge import KnowledgeStore
 from session_store.live import LiveChannel
 from session_store.liveness import ProcessLiveness
@@ -153,6 +154,7 @@ class Gateway:
             identity=self.identity,
             http_policy=self.http_policy,
             files=self.knowledge,
+            held_files=HeldFileStore(store.db),
             place_answers_all=self.profiles.answers_all,
         )
         # surfaces given by the caller (tests) replace the configured platforms; the web chat
