@@ -33,7 +33,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway import audit
@@ -160,13 +160,28 @@ def install_problem_handlers(app: FastAPI) -> None:
         if exc.status_code == 404:
             detail = f"no such endpoint: {request.method} {request.url.path}"
         title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "Error")
-        return problem(exc.status_code, title, detail, headers=exc.headers)
+        headers = exc.headers
+        if exc.status_code == 405:
+            headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
+        return problem(exc.status_code, title, detail, headers=headers)
 
     app.add_exception_handler(RequestError, on_request_error)
     app.add_exception_handler(SessionNotFound, on_not_found)
     app.add_exception_handler(StoreError, on_store_error)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at this path (Starlette's 405 names only the first
+    route's, where a path's methods are spread over routes of several routers)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, BaseRoute) and route.matches(request.scope)[0] != Match.NONE:
+            methods.update(getattr(route, "methods", None) or ())
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
 
 
 # --- access -----------------------------------------------------------------------------

@@ -4,13 +4,11 @@ and its attachments documents of their own; all found by ``gateway kb search``."
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from gateway.knowledge.parse import detect_format, parse_document
 from testsupport.documents import make_eml, make_ods, make_xlsx
+from testsupport.process import run_cli_in_process
 
 BUDGET = make_xlsx(
     [
@@ -57,38 +55,31 @@ def test_an_email_gives_its_headers_body_and_attachments() -> None:
     assert b"Lisbon" in inner.data
 
 
-def test_kb_search_finds_spreadsheet_rows_and_emails(tmp_path: Path) -> None:
+async def test_kb_search_finds_spreadsheet_rows_and_emails(
+    tmp_path: Path, database_url: str
+) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "budget.xlsx").write_bytes(BUDGET)
     (docs / "rota.ods").write_bytes(ROTA)
     (docs / "numbers.eml").write_bytes(MAIL)
+    # the commands in-process (gateway.ops.cli.main) on the test's database; the zero-config
+    # pair of processes is tests/unit/knowledge/test_retrieval.py's
     env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(tmp_path),
-        "PYTHONPATH": os.getcwd(),
+        "DATABASE_URL": database_url,
         "GATEWAY_DATA_DIR": str(tmp_path / "data"),
         "HF_HUB_OFFLINE": "1",
     }
 
-    def gateway(*args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "gateway", *args],
-            env=env,
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout
+    async def gateway(*args: str) -> str:
+        code, out, err = await run_cli_in_process(list(args), env)
+        assert code == 0, err
+        return out
 
-    added = gateway("kb", "add", str(docs))
+    added = await gateway("kb", "add", str(docs))
     assert [line.split("\t")[1] for line in added.strip().splitlines()] == ["ready"] * 3
-    assert (
-        "budget.xlsx — Budget > rows 2-3" in gateway("kb", "search", "laptops cost").split("\n")[0]
-    )
-    assert "numbers.eml" in gateway("kb", "search", "revenue third quarter").splitlines()[0]
+    found = await gateway("kb", "search", "laptops cost")
+    assert "budget.xlsx — Budget > rows 2-3" in found.split("\n")[0]
+    assert "numbers.eml" in (await gateway("kb", "search", "revenue third quarter")).splitlines()[0]
     # the attachment is a document of its own
-    assert "minutes.md" in gateway("kb", "search", "offsite Lisbon").splitlines()[0]
+    assert "minutes.md" in (await gateway("kb", "search", "offsite Lisbon")).splitlines()[0]
