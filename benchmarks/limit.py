@@ -77,6 +77,7 @@ def _ingest_script() -> str:
 def _recent_script() -> str:
     body = " ".join(line.strip() for line in SESSIONS_SQL.messages_before.strip().splitlines())
     body = body.replace("$1", ":s").replace("$2", "9223372036854775807").replace("$3", "50")
+    body = body.replace("$4", "0")
     return f"\\set s random(1, :sessions)\n{body};\n"
 
 

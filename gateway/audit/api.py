@@ -13,6 +13,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from gateway.core.errors import RequestError
+from gateway.http import params
 from gateway.http.operator import MAX_PAGE, Page, paginate
 from session_store.audit import AuditEvent, AuditStore
 from session_store.db import Database
@@ -49,15 +50,23 @@ def add_audit_routes(router: APIRouter, db: Database) -> None:
 
     @router.get("", response_model=Page[AuditEvent], summary="The audit log")
     async def audit_events(
-        since: Annotated[datetime | None, Query(description="from this time (inclusive)")] = None,
-        until: Annotated[datetime | None, Query(description="before this time")] = None,
-        actor: Annotated[str | None, Query(max_length=200, description="exactly")] = None,
+        since: Annotated[
+            params.Instant | None, Query(description="from this time (inclusive)")
+        ] = None,
+        until: Annotated[params.Instant | None, Query(description="before this time")] = None,
+        actor: Annotated[
+            str | None, Query(max_length=200, pattern=params.NAME, description="exactly")
+        ] = None,
         action: Annotated[
             str | None,
-            Query(max_length=200, description="an action, or a prefix of dotted parts: kb"),
+            Query(
+                max_length=200,
+                pattern=params.NAME,
+                description="an action, or a prefix of dotted parts: kb",
+            ),
         ] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-        cursor: Annotated[str | None, Query(max_length=500)] = None,
+        cursor: Annotated[str | None, Query(max_length=500, pattern=params.CURSOR)] = None,
     ) -> Page[AuditEvent]:
         """Who did what to which object, from where, and how it ended; newest first. Pass
         ``next_cursor`` as ``cursor`` (with the same filters) for the next page."""

@@ -40,6 +40,7 @@ from gateway import audit
 from gateway.core.errors import RequestError, SessionNotFound, StoreError
 from gateway.core.hub import Signal
 from gateway.core.ports import Transport
+from gateway.http import params
 from gateway.http.operator import MAX_PAGE, OperatorService, Page, paginate
 from session_store.operator import OperatorStore
 from session_store.records import (
@@ -70,17 +71,20 @@ SessionRef = Annotated[
     Path(
         description="session id, or key platform:scope:chat:thread ('-' for no thread)",
         max_length=600,
+        pattern=params.SESSION_REF,
     ),
 ]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="page size")]
 Cursor = Annotated[
-    str | None, Query(max_length=500, description="next_cursor of the previous page")
+    str | None,
+    Query(max_length=500, pattern=params.CURSOR, description="next_cursor of the previous page"),
 ]
 SearchText = Annotated[
     str,
     Query(
         min_length=1,
         max_length=500,
+        pattern=params.SEARCH,
         description='words, "a phrase", -excluded, a or b (websearch syntax)',
     ),
 ]
@@ -371,11 +375,17 @@ def _session_routes(
     async def list_sessions(
         limit: Limit = 50,
         cursor: Cursor = None,
-        platform: Annotated[str | None, Query(max_length=64)] = None,
-        chat: Annotated[str | None, Query(max_length=256, description="chat id")] = None,
-        thread: Annotated[str | None, Query(max_length=256, description="thread id")] = None,
+        platform: Annotated[str | None, Query(max_length=64, pattern=params.TEXT)] = None,
+        chat: Annotated[
+            str | None, Query(max_length=256, pattern=params.TEXT, description="chat id")
+        ] = None,
+        thread: Annotated[
+            str | None, Query(max_length=256, pattern=params.TEXT, description="thread id")
+        ] = None,
         status: Literal["active", "closed"] | None = None,
-        q: Annotated[str | None, Query(max_length=200, description="text in the title")] = None,
+        q: Annotated[
+            str | None, Query(max_length=200, pattern=params.TEXT, description="text in the title")
+        ] = None,
     ) -> Page[SessionRecord]:
         """Newest activity first; filter by platform, chat, thread, status, title text."""
         return await service.list_sessions(
@@ -405,10 +415,9 @@ def _session_routes(
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     ) -> MessagesPage:
         """Messages in seq order: the first `limit` after `after_seq` (default: from the
-        start), or the last `limit` before `before_seq`. Each assistant message carries its
-        deliveries: status, attempts, stored target, last error, platform message id."""
-        if after_seq is not None and before_seq is not None:
-            raise RequestError("give after_seq or before_seq, not both", status=400)
+        start), or the last `limit` before `before_seq` (after `after_seq` when both are
+        given). Each assistant message carries its deliveries: status, attempts, stored
+        target, last error, platform message id."""
         found = await service.resolve(session)
         items = await ops.store.messages(
             found.id, after_seq=after_seq, before_seq=before_seq, limit=limit, with_deliveries=True
@@ -440,7 +449,7 @@ def _session_routes(
         q: SearchText,
         limit: Limit = 20,
         cursor: Cursor = None,
-        platform: Annotated[str | None, Query(max_length=64)] = None,
+        platform: Annotated[str | None, Query(max_length=64, pattern=params.TEXT)] = None,
     ) -> Page[SearchHit]:
         """Full-text search across sessions, newest first; each hit names its session."""
         return await service.search(search_words(q), platform=platform, cursor=cursor, limit=limit)
@@ -456,7 +465,7 @@ def _outbox_routes(
         limit: Limit = 50,
         cursor: Cursor = None,
         status: Literal["pending", "sending", "sent", "failed"] | None = None,
-        platform: Annotated[str | None, Query(max_length=64)] = None,
+        platform: Annotated[str | None, Query(max_length=64, pattern=params.TEXT)] = None,
         session_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
     ) -> Page[DeliveryRecord]:
         """Delivery rows, newest first, with the stored target and the last error."""
@@ -507,7 +516,7 @@ def _inbox_routes(
         limit: Limit = 50,
         cursor: Cursor = None,
         status: Literal["rejected", "ignored"] = "rejected",
-        platform: Annotated[str | None, Query(max_length=64)] = None,
+        platform: Annotated[str | None, Query(max_length=64, pattern=params.TEXT)] = None,
     ) -> Page[InboundEvent]:
         """Inbound events that did not become messages (the dead-letter store), newest first,
         with the reason; the raw payload is left out (read one event for it)."""

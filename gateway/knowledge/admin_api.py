@@ -15,6 +15,7 @@ from starlette.routing import Route
 
 from gateway import audit
 from gateway.core.errors import RequestError
+from gateway.http import params
 from gateway.http.admin import API_PREFIX, MAX_ID, AccessPolicy, admin_api_router
 from gateway.knowledge.files import FileStorageError
 from gateway.knowledge.places import DEFAULT_KB, Chat, check_name
@@ -22,17 +23,25 @@ from gateway.knowledge.service import FileRejected, Knowledge
 from session_store.knowledge import Assignment, CitationRecord, DocumentRecord, PassageHit
 
 _BEARER = HTTPBearer(auto_error=False, description="GATEWAY_ADMIN_TOKEN")
-KbName = Annotated[str, Query(min_length=1, max_length=200, description="knowledge base")]
-ChatQuery = Annotated[str, Query(min_length=5, max_length=600, description="platform:scope:chat")]
+KbName = Annotated[
+    str, Query(min_length=1, max_length=200, pattern=params.NAME, description="knowledge base")
+]
+ChatQuery = Annotated[
+    str,
+    Query(min_length=5, max_length=600, pattern=params.CHAT, description="platform:scope:chat"),
+]
 
 
 class AssignmentIn(BaseModel):
     """Assign a knowledge base to a chat: every thread in it searches the base."""
 
     model_config = ConfigDict(extra="forbid")
-    kb: str = Field(min_length=1, max_length=200)
+    kb: str = Field(min_length=1, max_length=200, pattern=params.NAME)
     chat: str = Field(
-        min_length=5, max_length=600, description="platform:scope:chat, e.g. web:local:general"
+        min_length=5,
+        max_length=600,
+        pattern=params.CHAT,
+        description="platform:scope:chat, e.g. web:local:general",
     )
 
     @field_validator("kb")
@@ -84,13 +93,34 @@ def _document_routes(router: APIRouter, knowledge: Knowledge) -> None:
         ``ready``, ``failed`` with ``error``)."""
         return await knowledge.store.list_documents(kb_name=kb)
 
-    @router.post("/documents", response_model=Uploaded, summary="Upload a document")
+    @router.post(
+        "/documents",
+        response_model=Uploaded,
+        summary="Upload a document",
+        responses={415: {"description": "a file of a type the knowledge base cannot read"}},
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "description": "the file itself",
+                "content": {
+                    "application/octet-stream": {
+                        "schema": {"type": "string", "format": "binary", "minLength": 1}
+                    }
+                },
+            }
+        },
+    )
     async def upload(
         request: Request,
-        name: Annotated[str, Query(min_length=1, max_length=255, description="file name")],
+        name: Annotated[
+            str, Query(min_length=1, max_length=255, pattern=params.TEXT, description="file name")
+        ],
         kb: KbName = DEFAULT_KB,
         type: Annotated[
-            str | None, Query(max_length=127, description="the file's media type, if known")
+            str | None,
+            Query(
+                max_length=127, pattern=params.TEXT, description="the file's media type, if known"
+            ),
         ] = None,
     ) -> Uploaded:
         """The request body is the file, sent as ``application/octet-stream``; its type comes
@@ -140,7 +170,7 @@ def _document_routes(router: APIRouter, knowledge: Knowledge) -> None:
 
     @router.get("/search", response_model=list[PassageHit], summary="Search passages")
     async def search(
-        q: Annotated[str, Query(min_length=1, max_length=1000)],
+        q: Annotated[str, Query(min_length=1, max_length=1000, pattern=params.TEXT)],
         kb: KbName = DEFAULT_KB,
         limit: Annotated[int, Query(ge=1, le=50)] = 5,
     ) -> list[PassageHit]:

@@ -9,11 +9,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from gateway.core.config_watch import ReloadResult
 from gateway.core.domain import SessionKey
 from gateway.core.errors import RequestError
+from gateway.http import params
 from gateway.http.admin import API_PREFIX, AccessPolicy, admin_api_router
 from gateway.profiles.model import Resolved
 from gateway.profiles.service import Profiles
@@ -25,6 +26,7 @@ PlaceText = Annotated[
     Query(
         min_length=5,
         max_length=600,
+        pattern=params.PLACE,
         description="platform:scope:chat[:thread], e.g. slack:T0123:C0456",
     ),
 ]
@@ -78,7 +80,10 @@ def profiles_router(
 
     @router.get("/profiles/sessions", summary="The profile of each session's place")
     async def of_sessions(
-        key: Annotated[list[str], Query(max_length=200, description="session keys")],
+        key: Annotated[
+            list[Annotated[str, StringConstraints(max_length=160, pattern=params.ASCII_KEY)]],
+            Query(max_length=50, description="session keys"),
+        ],
     ) -> dict[str, dict[str, str]]:
         """``{"profiles": {session key: profile name}}`` for session keys written as
         ``platform:scope:chat:thread`` (``-`` for no thread): the operator pages' column."""

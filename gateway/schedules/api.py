@@ -18,6 +18,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from gateway.core.errors import GatewayError
+from gateway.http import params
 from gateway.http.admin import API_PREFIX, MAX_ID, AccessPolicy, admin_api_router
 from gateway.schedules.places import parse_place
 from gateway.schedules.service import OPERATOR, ScheduleService
@@ -98,7 +99,9 @@ def schedules_router(service: ScheduleService, policy: AccessPolicy) -> APIRoute
 
     @router.get("", response_model=list[ScheduleOut], summary="Schedules")
     async def listing(
-        place: Annotated[str | None, Query(min_length=5, max_length=600)] = None,
+        place: Annotated[
+            str | None, Query(min_length=5, max_length=600, pattern=params.SCHEDULE_PLACE)
+        ] = None,
     ) -> list[ScheduleOut]:
         key = None if place is None else parse_place(place)
         return [ScheduleOut.of(s) for s in await service.listing(place=key)]

@@ -10,12 +10,13 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from gateway.core.errors import RequestError
+from gateway.http import params
 from gateway.http.admin import API_PREFIX, AccessPolicy, admin_api_router
 from gateway.knowledge.admin_api import PAGE_HEADERS
 from gateway.usage.report import BadRange, build_report
 from gateway.usage.service import UsageService
 
-Day = Annotated[str | None, Query(max_length=10, description="YYYY-MM-DD (UTC)")]
+Day = Annotated[params.Day | None, Query(description="YYYY-MM-DD (UTC)")]
 
 
 def usage_router(usage: UsageService, policy: AccessPolicy) -> APIRouter:
@@ -29,7 +30,11 @@ def usage_router(usage: UsageService, policy: AccessPolicy) -> APIRouter:
     ) -> dict[str, Any]:
         try:
             found = await build_report(
-                usage.store, usage.config.budgets, by=by, since=since, until=until
+                usage.store,
+                usage.config.budgets,
+                by=by,
+                since=None if since is None else since.isoformat(),
+                until=None if until is None else until.isoformat(),
             )
         except BadRange as exc:
             raise RequestError(str(exc), title="Invalid range") from exc

@@ -29,7 +29,10 @@ def parse_day(text: str | None, *, default: datetime, end: bool = False) -> date
     except ValueError as exc:
         raise BadRange(f"not a date (YYYY-MM-DD): {text!r}") from exc
     start = datetime.combine(day, time(), tzinfo=UTC)
-    return start + timedelta(days=1) if end else start
+    if not end:
+        return start
+    # the last day there is has no next one: its last instant instead
+    return start + timedelta(days=1) if day < date.max else datetime.combine(day, time.max, UTC)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

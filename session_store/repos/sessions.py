@@ -97,11 +97,13 @@ class Sessions:
         with_deliveries: bool = False,
     ) -> list[MessageRecord]:
         """Messages in seq order: the first ``limit`` after ``after_seq``, or, with
-        ``before_seq``, the last ``limit`` before it. With ``with_deliveries`` each assistant
-        message carries its delivery rows."""
+        ``before_seq``, the last ``limit`` before it (and after ``after_seq`` when both are
+        given). With ``with_deliveries`` each assistant message carries its delivery rows."""
         async with self.db.connection() as conn:
             if before_seq is not None:
-                newest = await conn.fetch(SQL.messages_before, session_id, before_seq, limit)
+                newest = await conn.fetch(
+                    SQL.messages_before, session_id, before_seq, limit, after_seq or 0
+                )
                 rows = list(reversed(newest))
             else:
                 rows = await conn.fetch(SQL.messages_after, session_id, after_seq or 0, limit)

@@ -15,9 +15,9 @@ SELECT {{message_columns}} FROM messages
 WHERE session_id = $1 AND seq_no > $2 ORDER BY seq_no LIMIT $3
 
 -- name: messages_before
--- newest first; the caller reverses to seq order
+-- newest first, after $4 (0: from the start); the caller reverses to seq order
 SELECT {{message_columns}} FROM messages
-WHERE session_id = $1 AND seq_no < $2 ORDER BY seq_no DESC LIMIT $3
+WHERE session_id = $1 AND seq_no < $2 AND seq_no > $4 ORDER BY seq_no DESC LIMIT $3
 
 -- name: get_session
 SELECT {{session_columns}} FROM sessions WHERE id = $1

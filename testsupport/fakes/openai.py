@@ -25,6 +25,13 @@ from typing import Any
 from aiohttp import web
 
 SUMMARY_MARKER = "You keep the running summary"
+#: how a document's summary requests begin (gateway.knowledge.summaries): summaries too, so a
+#: test's scripted turn steps are never spent on them
+DOCUMENT_SUMMARY_MARKERS = (
+    "You write the stored summary of a document",
+    "You summarise part",
+    "These are the summaries of the parts of one document",
+)
 
 
 @dataclass
@@ -62,8 +69,16 @@ class Recorded:
 
     @property
     def is_summary(self) -> bool:
+        """A rolling summary's request, or a document summary's."""
         messages = self.body.get("messages") or []
-        return bool(messages) and str(messages[0].get("content", "")).startswith(SUMMARY_MARKER)
+        first = str(messages[0].get("content", "")) if messages else ""
+        return first.startswith((SUMMARY_MARKER, *DOCUMENT_SUMMARY_MARKERS))
+
+    @property
+    def is_document_summary(self) -> bool:
+        messages = self.body.get("messages") or []
+        first = str(messages[0].get("content", "")) if messages else ""
+        return first.startswith(DOCUMENT_SUMMARY_MARKERS)
 
     @property
     def system(self) -> str:

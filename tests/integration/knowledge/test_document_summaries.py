@@ -80,7 +80,7 @@ def worker(k: Knowledge, fake: FakeOpenAI, charged: Charged, **kw: int) -> Docum
 
 
 def summary_requests(fake: FakeOpenAI) -> list[str]:
-    return [r.system for r in fake.requests if "summar" in r.system]
+    return [r.system for r in fake.requests if r.is_document_summary]
 
 
 async def test_a_ready_document_gets_one_summary_charged_to_the_chat_it_was_shared_in(
@@ -89,7 +89,7 @@ async def test_a_ready_document_gets_one_summary_charged_to_the_chat_it_was_shar
     added = await knowledge.add("travel.md", HANDBOOK.encode(), notify_target=TARGET)
     assert not await knowledge.store.summaries.claim(lease_seconds=30), "not ready yet"
     await drain(knowledge)
-    model.script.append(Step(text=WRITTEN))
+    model.summary_script.append(Step(text=WRITTEN))
     charged: Charged = []
     a, b = worker(knowledge, model, charged), worker(knowledge, model, charged)
     # two workers (two replicas) at once: one claims it, one model call
@@ -114,8 +114,8 @@ async def test_a_long_document_is_summarised_in_parts_then_folded(
     parts, cut = parts_of([str(r["content"]) for r in passages], 250, 8)
     assert len(parts) >= 2 and not cut
     for n in range(len(parts)):
-        model.script.append(Step(text=f"part {n + 1} in short"))
-    model.script.append(Step(text=WRITTEN))
+        model.summary_script.append(Step(text=f"part {n + 1} in short"))
+    model.summary_script.append(Step(text=WRITTEN))
     charged: Charged = []
     assert await worker(knowledge, model, charged, input_tokens=250).process_one()
     systems = summary_requests(model)
@@ -135,19 +135,19 @@ async def test_a_failed_summary_is_tried_again_then_given_up_after_three_tries(
     added = await knowledge.add("menu.md", b"# Canteen\n\nSoup is served on Fridays.")
     await drain(knowledge)
     w = worker(knowledge, model, [])
-    model.script.extend([Step(status=400), Step(status=400)])
+    model.summary_script.extend([Step(status=400), Step(status=400)])
     assert await w.process_one() and await w.process_one()
     state = await knowledge.store.summaries.state(added.document.id)
     assert state is not None and state.summary is None and state.tries == 2
     assert state.error and "400" in state.error
-    model.script.append(Step(text="Soup on Fridays."))
+    model.summary_script.append(Step(text="Soup on Fridays."))
     assert await w.process_one()
     state = await knowledge.store.summaries.state(added.document.id)
     assert state is not None and state.summary == "Soup on Fridays." and state.tries == 3
     # a third failure would have been the last: nothing is due after three tries
     other = await knowledge.add("hours.md", b"# Hours\n\nThe office opens at nine.")
     await drain(knowledge)
-    model.script.extend([Step(status=400)] * 3)
+    model.summary_script.extend([Step(status=400)] * 3)
     for _ in range(3):
         assert await w.process_one()
     assert not await w.process_one()
@@ -221,7 +221,7 @@ def test_the_place_that_pays_for_a_summary() -> None:
 async def test_a_running_gateway_summarises_an_added_document_and_charges_the_base(
     database_url: str, model: FakeOpenAI
 ) -> None:
-    model.script.append(Step(text=WRITTEN))
+    model.summary_script.append(Step(text=WRITTEN))
     agent = OpenAIAgent(base_url=model.base_url, api_key="sk-test", model="small")
     AGENTS.append(agent)
     async with running_gateway(database_url, agent=agent, AGENT_MODEL="small") as gw:

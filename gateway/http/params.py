@@ -1,0 +1,63 @@
+"""The shapes of the operator API's text parameters, as patterns its OpenAPI document declares
+(so a client, or schemathesis, knows what the server accepts before it asks). Each pattern
+says exactly what its parser takes: no control characters (NUL among them), no white space
+where the parser strips it, and the parts a place or key needs."""
+
+from __future__ import annotations
+
+import re
+from datetime import date, datetime
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator
+
+#: a character of a name or an id: anything but control characters
+_C = r"[^\u0000-\u001f\u007f]"
+#: one part of a place or key: no ':' (and no white space, which the parsers strip or refuse)
+_PART = r"[^:\s\u0000-\u001f\u007f]"
+
+#: a knowledge base's name
+NAME = rf"^{_C}+$"
+#: ``platform:scope:chat`` (the scope may hold ':', a Mattermost server ``host:8065``)
+CHAT = rf"^{_PART}+:{_C}+:{_PART}+$"
+#: ``platform:scope:chat:thread``, ``-`` or nothing for no thread
+SESSION_KEY = rf"^{_PART}+:{_C}+:{_PART}+:{_PART}*$"
+#: a session key in printable ASCII (what every platform's ids are): a page asks for up to 50
+#: at once in one URL, which stays within what the server reads of a request line
+ASCII_KEY = r"^[!-9;-~]+:[!-~]+:[!-9;-~]+:[!-9;-~]*$"
+#: a session's id, or its key
+SESSION_REF = rf"^([0-9]{{1,19}}|{_PART}+:{_C}+:{_PART}+:{_PART}*)$"
+#: ``platform:scope:chat[:thread]`` with no ``*``, as ``[places]`` writes a place
+PLACE = r"^[^:*\s\u0000-\u001f\u007f]+(:[^:*\s\u0000-\u001f\u007f]+){2,3}$"
+#: a schedule's place: ``platform:scope:chat[:thread]``, a scope may hold ':'
+SCHEDULE_PLACE = r"^[^:*\s\u0000-\u001f\u007f]+(:[^:*\s\u0000-\u001f\u007f]+){2,}:?$"
+#: any text but NUL (which no path or query may carry: gateway.http.guard refuses it)
+TEXT = r"^[^\u0000]*$"
+#: search words: at least one word character, no NUL
+SEARCH = r"^[^\u0000]*\w[^\u0000]*$"
+#: a listing's ``next_cursor`` (base64url)
+CURSOR = r"^[A-Za-z0-9_-]+$"
+
+
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+_INSTANT = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})", re.I
+)
+
+
+def _written(shape: re.Pattern[str], what: str) -> Any:
+    def check(value: Any) -> Any:
+        # pydantic would also take a number (seconds since 1970) for a date or a time
+        if isinstance(value, str) and not shape.fullmatch(value.strip()):
+            raise ValueError(f"write {what}")
+        return value
+
+    return BeforeValidator(check)
+
+
+#: a day written ``YYYY-MM-DD`` (OpenAPI ``format: date``)
+Day = Annotated[date, _written(_DAY, "a day as YYYY-MM-DD")]
+#: an instant written as RFC 3339, with its offset (OpenAPI ``format: date-time``)
+Instant = Annotated[
+    datetime, _written(_INSTANT, "a time with its time zone, as 2026-01-31T12:00:00Z")
+]
