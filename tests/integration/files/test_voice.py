@@ -5,10 +5,8 @@ transcript is answered like text in the topic it came from."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
-
-import pytest
 
 from adapters.telegram.adapter import TelegramAdapter
 from gateway.agents.base import Turn
@@ -31,15 +29,6 @@ class EchoAgent:
     async def respond(self, turn: Turn) -> Sequence[Reply]:
         self.turns.append(turn)
         return [Reply(text=f"you said: {turn.new_messages[-1].content}", model="echo-voice")]
-
-
-@pytest.fixture
-async def speech() -> AsyncIterator[FakeOpenAI]:
-    server = await FakeOpenAI().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 def voice_note(fake: FakeTelegram, data: bytes) -> dict[str, Any]:

@@ -4,10 +4,7 @@ TRANSCRIPTION_BASE_URL the thread is told that voice is not set up."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import httpx
-import pytest
 
 from gateway.turns.stages.files import NOT_SET_UP
 from testsupport.fakes.openai import FakeOpenAI
@@ -15,15 +12,6 @@ from testsupport.harness import running_gateway, wait_for
 
 WAV = b"RIFF\x24\x00\x00\x00WAVEfmt " + bytes(range(100))
 OCTETS = {"Content-Type": "application/octet-stream"}
-
-
-@pytest.fixture
-async def speech() -> AsyncIterator[FakeOpenAI]:
-    server = await FakeOpenAI().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 async def _start_thread(client: httpx.AsyncClient) -> str:

@@ -21,22 +21,13 @@ from gateway.knowledge.summaries import (
     place_of_document,
 )
 from gateway.knowledge.whole import SUMMARY_HEADER
+from tests.unit.knowledge.test_whole import HANDBOOK, TOPICS
 from testsupport.fakes.openai import FakeOpenAI, Step
 from testsupport.harness import running_gateway, wait_for
 from testsupport.knowledge import drain
 
 KEY = SessionKey(platform="p", scope="s", chat_id="c", thread_id="t")
 TARGET = ReplyTarget(platform="slack", scope="T1", chat_id="C9", thread_id="171.5")
-TOPICS = [
-    ("Purpose", "The travel policy covers trips taken for the company."),
-    ("Booking", "Book flights through the travel desk at least two weeks ahead."),
-    ("Hotels", "Hotels up to 150 euros a night are approved without asking."),
-    ("Meals", "Meals are paid up to 40 euros a day with receipts."),
-    ("Claims", "Expense claims are filed within thirty days of the trip."),
-]
-HANDBOOK = "# Travel policy\n\n" + "\n\n".join(
-    f"## {title}\n\n{text} " + "More detail follows here. " * 30 for title, text in TOPICS
-)
 WRITTEN = "A travel policy: book two weeks ahead, hotels up to 150 euros, claims in 30 days."
 
 
