@@ -3,8 +3,10 @@
 One real ``gateway run`` (``AGENT=openai`` against the fake model server, streaming) takes
 steady mixed traffic on every surface of the fault campaign (Telegram topics with streamed
 previews, Slack, Mattermost, the web chat): plain questions, tool calls (the clock, the
-knowledge base, a file in it uploaded at the start), ``/new``, and threads that grow long
-enough for rolling summaries. Every 10 s it samples the process: RSS, open file descriptors,
+knowledge base, a file in it uploaded at the start), tool calls that ask for approval (decided
+in the web chat, left to expire elsewhere), documents and voice notes shared in web chat
+threads (read, indexed and transcribed), ``/new``, and threads that grow long enough for
+rolling summaries. Every 10 s it samples the process: RSS, open file descriptors,
 the Python heap (``PYTHONTRACEMALLOC=1``), asyncio tasks, the database connections, and the
 turn latency (p50/p99 over the interval, from ``gateway_turn_seconds``). It reports the slope of
 each over the last two thirds of the run, the heap's top growth between the first third and
@@ -33,7 +35,7 @@ import asyncpg
 import httpx
 
 from campaigns.faults import REPO, Postgres, start_replica
-from campaigns.platforms import PlatformSurfaces
+from campaigns.platforms import WEB_CHANNEL, PlatformSurfaces
 from testsupport.fakes.openai import FakeOpenAI, Step
 
 SAMPLE_SECONDS = 10.0
@@ -42,7 +44,16 @@ _GAUGE = re.compile(r"^(gateway_asyncio_tasks|gateway_python_heap_bytes) ([0-9.e
 
 #: the growth each measure may show per minute over the last two thirds before it fails
 BOUNDS = {"rss_mb": 2.0, "heap_mb": 1.0, "fds": 1.0, "db_conns": 0.5, "tasks": 2.0}
-NOTES = "Soak notes: files and approvals are not part of the traffic yet."
+#: the tool a scripted turn calls that asks the thread for approval first (soak's tools file)
+APPROVED_TOOL = "search_thread"
+TOOLS_FILE = f"""
+[tools.{APPROVED_TOOL}]
+confirm = true
+timeout_seconds = 20
+"""
+#: one document, then one voice note, shared in a web chat thread every this many seconds
+#: (SOAK_SHARE_SECONDS)
+SHARE_SECONDS = float(os.environ.get("SOAK_SHARE_SECONDS", "30"))
 
 
 @dataclass
@@ -54,6 +65,16 @@ class Soak:
     seed: int = 1
     samples: list[dict[str, float]] = field(default_factory=list)
     logdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gw-soak-")))
+    #: what the traffic did besides messages: approvals decided, files shared
+    counts: dict[str, int] = field(
+        default_factory=lambda: {
+            "approved": 0,
+            "denied": 0,
+            "documents": 0,
+            "voice_notes": 0,
+            "transcribed": 0,
+        }
+    )
 
     async def run(self) -> dict[str, Any]:
         pg = await asyncio.to_thread(Postgres, "gw_soak")
@@ -81,9 +102,14 @@ class Soak:
             await _upload_document(replica.url)
             feeder = asyncio.create_task(self._script(fake, rng, stop), name="soak-script")
             load = asyncio.create_task(self._load(surface, rng, stop), name="soak-load")
+            web = asyncio.create_task(
+                self._web_chat(replica.url, surface, rng, stop), name="soak-web"
+            )
             await self._sample(replica.proc.pid, replica.url, pg.dsn)
             stop.set()
-            await asyncio.gather(feeder, load, return_exceptions=True)
+            await asyncio.gather(feeder, load, web, return_exceptions=True)
+            # voice notes the gateway sent to the (fake) transcription server
+            self.counts["transcribed"] = len(fake.transcriptions)
             return self.report()
         finally:
             replica.proc.terminate()
@@ -94,6 +120,8 @@ class Soak:
 
     def _env(self, dsn: str, model_url: str, surfaces: dict[str, str]) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+        tools = self.logdir / "tools.toml"
+        tools.write_text(TOOLS_FILE)
         env.update(surfaces)
         env.update(
             {
@@ -110,6 +138,9 @@ class Soak:
                 "AGENT_CONTEXT_WINDOWS": "main=2048",
                 "AGENT_MAX_OUTPUT_TOKENS": "256",
                 "GATEWAY_STREAM_EDIT_SECONDS": "0.5",
+                "GATEWAY_TOOLS_FILE": str(tools),
+                # the fake model server transcribes voice notes too
+                "TRANSCRIPTION_BASE_URL": model_url,
             }
         )
         return env
@@ -119,7 +150,12 @@ class Soak:
         while not stop.is_set():
             while len(fake.script) < 20:
                 roll = rng.random()
-                if roll < 0.1:
+                if roll < 0.05:
+                    query = {"query": "question"}
+                    fake.script.append(
+                        Step(tool_calls=[{"name": APPROVED_TOOL, "arguments": query}])
+                    )
+                elif roll < 0.1:
                     fake.script.append(Step(tool_calls=[{"name": "current_time"}]))
                 elif roll < 0.2:
                     query = {"query": "soak notes retention"}
@@ -148,6 +184,69 @@ class Soak:
             offers.add(task)
             task.add_done_callback(offers.discard)
             await asyncio.sleep(1 / self.rate)
+
+    async def _web_chat(
+        self, url: str, surface: PlatformSurfaces, rng: random.Random, stop: asyncio.Event
+    ) -> None:
+        """As the web chat's person: decide the approval cards shown in its threads (mostly
+        approve), and share a document or a voice note in one of them now and then. Cards
+        shown on the other platforms are left to expire."""
+        decided: set[str] = set()
+        shared_at = time.monotonic()
+        n = 0
+        async with httpx.AsyncClient(timeout=30) as client:
+            while not stop.is_set():
+                await asyncio.sleep(2)
+                threads = surface.web_threads()
+                try:
+                    for root in threads:
+                        base = f"{url}/web/api/channels/{WEB_CHANNEL}/threads/{root}"
+                        response = await client.get(f"{base}/messages")
+                        if response.status_code != 200:
+                            continue
+                        for m in response.json()["messages"]:
+                            card = m.get("approval") or {}
+                            if card.get("status") != "pending" or card["id"] in decided:
+                                continue
+                            decided.add(card["id"])
+                            decision = "deny" if rng.random() < 0.2 else "approve"
+                            await client.post(
+                                f"{base}/approvals/{card['id']}", json={"decision": decision}
+                            )
+                            self.counts["approved" if decision == "approve" else "denied"] += 1
+                    if threads and time.monotonic() - shared_at >= SHARE_SECONDS:
+                        shared_at = time.monotonic()
+                        n += 1
+                        await self._share(client, url, rng.choice(threads), n)
+                except (httpx.HTTPError, KeyError, ValueError) as exc:
+                    print(f"soak: web chat step failed ({exc!r})", file=sys.stderr)
+
+    async def _share(self, client: httpx.AsyncClient, url: str, root: str, n: int) -> None:
+        files = f"{url}/web/api/channels/{WEB_CHANNEL}/threads/{root}/files"
+        if n % 2:
+            text = f"# Shared notes {n}\n\n" + f"Item {n} of the soak's shared notes. " * 60
+            response = await client.post(
+                files,
+                params={"name": f"notes-{n}.md", "type": "text/markdown"},
+                content=text.encode(),
+                headers={"Content-Type": "application/octet-stream"},
+            )
+            kind = "documents"
+        else:
+            response = await client.post(
+                files,
+                params={"name": f"voice-{n}.ogg", "type": "audio/ogg"},
+                content=b"OggS" + os.urandom(2048),
+                headers={"Content-Type": "application/octet-stream"},
+            )
+            kind = "voice_notes"
+        if response.status_code < 300:
+            self.counts[kind] += 1
+        else:
+            print(
+                f"soak: {kind} refused: {response.status_code} {response.text[:200]}",
+                file=sys.stderr,
+            )
 
     async def _sample(self, pid: int, url: str, dsn: str) -> None:
         end = time.monotonic() + self.minutes * 60
@@ -211,6 +310,7 @@ class Soak:
             "bounds_per_minute": {k: v * self.slack for k, v in BOUNDS.items()},
             "sustained_growth": [k for k, bad in growing.items() if bad],
             "heap_top_growth": _top_growth(self.logdir),
+            "traffic": dict(self.counts),
             "logs": str(self.logdir),
         }
 
@@ -326,7 +426,14 @@ def markdown(result: dict[str, Any]) -> str:
     for k, v in result["slopes_per_minute"].items():
         lines.append(f"| {k} | {v:+.3f} | {result['bounds_per_minute'][k]:.2f} |")
     grew = result["sustained_growth"]
-    lines += ["", f"Sustained growth: {', '.join(grew) if grew else 'none'}.", NOTES]
+    traffic = result.get("traffic") or {}
+    lines += [
+        "",
+        f"Sustained growth: {', '.join(grew) if grew else 'none'}.",
+        "Besides the messages: "
+        + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in traffic.items())
+        + " (approvals decided in the web chat; documents and voice notes shared there).",
+    ]
     if result["heap_top_growth"]:
         lines += ["", "Heap top growth (first third -> end):", ""]
         lines += [f"    {line}" for line in result["heap_top_growth"]]

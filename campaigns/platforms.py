@@ -126,6 +126,10 @@ class PlatformSurfaces:
     def labels(self) -> list[str]:
         return list(self._threads)
 
+    def web_threads(self) -> list[str]:
+        """The web chat threads started so far (their root ids, in channel ``WEB_CHANNEL``)."""
+        return [t.root for t in self._threads.values() if t.platform == "web" and t.root]
+
     async def stop(self) -> None:
         if self._web_poll is not None:
             self._web_poll.cancel()
