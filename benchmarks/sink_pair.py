@@ -1,7 +1,8 @@
 """``python -m benchmarks.sink_pair CHECKOUT[,CHECKOUT...] [--runs N] [--sessions N]``: gateway
 CPU and database transactions per message on the sink surface alone (1 replica, echo agent),
-the checkouts' gateways alternating on one database within each run, so a noisy shared
-machine moves all of them alike and the per-run ratio to the last checkout holds.
+the checkouts' gateways alternating within each run (each on a database of its own, migrated
+by its own gateway), so a noisy shared machine moves all of them alike and the per-run ratio
+to the last checkout holds.
 
 Each gateway gets a 200-session warm-up, then a closed loop of 32 conversations over
 ``--sessions`` new sessions; ``PROF=path`` also records py-spy's raw stacks of each
@@ -62,12 +63,17 @@ async def main(repos: list[Path], runs: int, sessions: int) -> None:
     prof = os.environ.get("PROF")
     results: dict[Path, list[dict[str, Any]]] = {r: [] for r in repos}
     phase = 0
-    async with server(os.environ.get("DATABASE_URL")) as srv, scratch_database(srv) as dsn:
+    async with server(os.environ.get("DATABASE_URL")) as srv, AsyncExitStack() as stack:
+        # a database per checkout, migrated by its own gateway: a newer checkout's migrations
+        # would stop an older one
+        dsns = [
+            await stack.enter_async_context(scratch_database(srv, migrated=False)) for _ in repos
+        ]
         for i in range(runs):
             for j, repo in enumerate(repos):
                 phase += 1
                 spy = Path(f"{prof}.{j}") if prof and i == 0 else None
-                load = await _one(dsn, repo, sessions, phase, spy)
+                load = await _one(dsns[j], repo, sessions, phase, spy)
                 results[repo].append(load)
                 print(
                     f"{repo}: {load['gateway_cpu_ms_per_msg']:.3f} ms CPU, "
