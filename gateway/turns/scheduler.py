@@ -36,6 +36,7 @@ from gateway.turns.stage import (
     as_context,
     asks_for_answer,
     is_scheduled,
+    one_firing_a_turn,
 )
 from session_store.records import DeliveryRecord, TurnClaim
 from session_store.store import Store
@@ -229,6 +230,7 @@ class TurnScheduler:
                 # it handled then (the request is tied to that question); later messages
                 # get the next run
                 pending = [m for m in pending if m.seq_no <= (claim.parked_seq or 0)]
+            pending, cut = one_firing_a_turn(pending)
             handled_seq = pending[-1].seq_no if pending else claim.requested_seq
             asks = [m for m in pending if asks_for_answer(m)]
             if not asks:
@@ -253,7 +255,8 @@ class TurnScheduler:
             call = functools.partial(
                 self._call_agent,
                 turn,
-                interruptible=interrupts < MAX_INTERRUPTS and not resumed,
+                # a turn cut short of its pending messages would see them as new asks
+                interruptible=interrupts < MAX_INTERRUPTS and not resumed and not cut,
                 beat=beat,
             )
             try:

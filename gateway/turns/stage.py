@@ -222,6 +222,18 @@ def is_scheduled(message: MessageRecord) -> bool:
     return message.role == "system" and "schedule_id" in message.metadata
 
 
+def one_firing_a_turn(pending: Sequence[MessageRecord]) -> tuple[list[MessageRecord], bool]:
+    """What one turn handles of its pending messages: a schedule's firing is a turn of its own
+    (two firings due together get an answer each, and a person's question is not answered
+    together with one), so the messages before the first firing, or that firing alone when it
+    comes first. Also whether any were left for the next turn."""
+    for i, message in enumerate(pending):
+        if is_scheduled(message):
+            end = max(i, 1)
+            return list(pending[:end]), end < len(pending)
+    return list(pending), False
+
+
 def asks_for_answer(message: MessageRecord) -> bool:
     """A person's message that asks for an answer, or a schedule's question."""
     if message.trigger != "answer":

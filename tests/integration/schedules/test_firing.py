@@ -140,6 +140,32 @@ async def test_a_firing_lands_once_in_its_thread_and_is_settled_as_sent(
     assert rows[0][2]["schedule_id"] == made.id
 
 
+async def test_two_firings_due_together_in_one_place_get_an_answer_each(
+    database_url: str, sink: SinkServer
+) -> None:
+    """A firing is a turn of its own: two due at the same instant in one thread are two
+    questions and two answers (before, one answer took both)."""
+    async with running_gateway(
+        database_url, adapters=[SinkAdapter(sink.url)], web_chat=False
+    ) as gw:
+        due = datetime.now(UTC) + timedelta(seconds=2)
+        first = await gw.schedules.create(PLACE, prompt="post the checklist", at=due)
+        second = await gw.schedules.create(PLACE, prompt="anything blocking?", at=due)
+        await wait_for(lambda: len(sink.texts_in("c1", "t1")) >= 2, timeout=30)
+        await wait_for(lambda: _settled(gw.schedules, first.id), timeout=20, message="settled")
+        await wait_for(lambda: _settled(gw.schedules, second.id), timeout=20, message="settled")
+        await asyncio.sleep(0.5)  # a third answer would be a bug: give it the time to show
+        # in the order they fired, each answering its own question only
+        questions = [r[1] for r in await _rows(database_url, _MESSAGES) if r[0] == "system"]
+        assert sink.texts_in("c1", "t1") == [f"echo: {q}" for q in questions]
+    rows = await _rows(database_url, _MESSAGES)
+    assert [r[0] for r in rows] == ["system", "system", "assistant", "assistant"]
+    assert sorted(r[1] for r in rows[:2]) == ["anything blocking?", "post the checklist"]
+
+
+_MESSAGES = "SELECT role, content FROM messages ORDER BY session_id, seq_no"
+
+
 async def _settled(service: ScheduleService, schedule_id: int) -> bool:
     return (await service.get(schedule_id)).last_outcome == "sent"
 
