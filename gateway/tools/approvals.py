@@ -32,6 +32,7 @@ import structlog
 
 from gateway import audit
 from gateway.agents.base import ToolCall
+from gateway.core import tracing
 from gateway.core.errors import StoreError
 from gateway.core.hub import Signal
 from gateway.core.metrics import Metrics
@@ -161,6 +162,19 @@ class ApprovalService:
             found = await self._store.get_approval(record.id)
             assert found is not None
             record = found
+        if not new:
+            # the wait, from the request to its decision (the turn was parked meanwhile, and
+            # may have been resumed by another process): recorded once it is over
+            with tracing.span(
+                "approval.wait",
+                {
+                    "gen_ai.tool.name": record.tool_name,
+                    "gateway.approval_id": record.id,
+                    "gateway.outcome": record.status,
+                },
+                start=record.created_at,
+            ):
+                pass
         await self._retire(record)
         return (
             "approved"
