@@ -333,6 +333,8 @@ class DeliveryWorker:
                 "gateway.chat_id": target.chat_id,
                 "gateway.thread_id": target.thread_id,
                 "gateway.session_id": delivery.session_id,
+                # the message answered (the target replies to it where the platform can)
+                "gateway.message_id": target.reply_to_message_id,
             },
         ):
             return await self._deliver(delivery, beat=beat, held=held)
@@ -386,7 +388,9 @@ class DeliveryWorker:
             delivery_id=delivery.id,
         )
         self._metrics.deliveries.labels(delivery.platform, "sent").inc()
-        tracing.annotate({"gateway.platform_message_id": result.platform_message_id})
+        tracing.annotate(
+            {"gateway.outcome": "sent", "gateway.platform_message_id": result.platform_message_id}
+        )
         bound.info(
             "reply_delivered",
             platform_message_id=result.platform_message_id,
@@ -464,6 +468,14 @@ class DeliveryWorker:
         bound: structlog.stdlib.BoundLogger,
     ) -> None:
         reason = str(exc) or type(exc).__name__
+        tracing.annotate(
+            {
+                "gateway.outcome": "failed",
+                "gateway.error": reason,
+                "gateway.permanent": exc.permanent,
+                "gateway.ambiguous": exc.ambiguous,
+            }
+        )
         if exc.permanent:
             await persist(
                 lambda: self._store.mark_failed(delivery, reason),
