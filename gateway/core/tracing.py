@@ -29,6 +29,20 @@ if TYPE_CHECKING:  # only for the checker: nothing of opentelemetry is imported 
     from opentelemetry.sdk.trace.export import SpanExporter
     from opentelemetry.trace import Tracer
 
+#: the standard variables the gateway reads or leaves to the SDK, documented in
+#: docs/how-to/tracing.md (they are not settings: the settings reference does not list them)
+VARIABLES = (
+    "OTEL_SDK_DISABLED",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_TRACES_SAMPLER",
+    "OTEL_TRACES_SAMPLER_ARG",
+    "OTEL_BSP_SCHEDULE_DELAY",
+)
 #: the service name when ``OTEL_SERVICE_NAME`` does not give one
 SERVICE_NAME = "chat-gateway"
 #: what the exporter variable may name (the OTLP/HTTP exporter of the ``otel`` extra)

@@ -146,6 +146,8 @@ class ApprovalService:
                 text=card_text(record, policy, max(1, round(self.seconds / 60))),
                 target=record.target,
                 metadata={"approval": {"id": record.id, "tool": record.tool_name}},
+                # the card's send is a step of the asking message's trace
+                traceparent=tracing.inject(),
             )
             if seq is not None:
                 self._delivery_wake.set()

@@ -15,7 +15,8 @@ import pytest
 from testsupport.fakes.openai import FakeOpenAI, Step
 from testsupport.fakes.otlp import FakeCollector
 from testsupport.harness import wait_for
-from testsupport.process import GatewayProcess, gateway_process
+from testsupport.paths import REPO
+from testsupport.process import GatewayProcess, gateway_process, run_cli
 from testsupport.surfaces import surface
 
 pytestmark = pytest.mark.slow
@@ -134,3 +135,23 @@ async def test_a_message_answered_by_a_second_replica_after_a_sigkill_is_one_tra
     assert answered[0].attributes["gen_ai.request.model"] == "small"
     assert answered[0].attributes["gen_ai.usage.output_tokens"] > 0
     assert all(x.resource["service.name"] == "chat-gateway" for x in mine)
+
+
+async def test_traces_asked_for_without_the_otel_extra_stop_start_up_with_exit_2(
+    database_url: str, tmp_path: Path
+) -> None:
+    # the interpreter of an install without the extra: the exporter cannot be imported
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys\nsys.modules['opentelemetry.exporter.otlp.proto.http.trace_exporter'] = None\n"
+    )
+    code, _, err = await run_cli(
+        ["run"],
+        {
+            "DATABASE_URL": database_url,
+            "PYTHONPATH": f"{tmp_path}:{REPO}",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+        },
+    )
+    assert code == 2, err
+    assert "configuration error: OTEL_TRACES_EXPORTER:" in err
+    assert "pip install 'chat-gateway[otel]'" in err

@@ -4,7 +4,9 @@ span with the place's ids and the model call with its model and token counts."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
+from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
@@ -12,6 +14,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from gateway.agents.openai import OpenAIAgent
 from gateway.core import tracing
+from gateway.core.ports import ApprovalClick
+from tests.integration.tools.test_approvals_telegram import POLICY, RESTART, install
 from testsupport.fakes.openai import FakeOpenAI, Step
 from testsupport.fakes.sink import SinkAdapter
 from testsupport.fakes.sink_server import SinkServer
@@ -102,3 +106,84 @@ async def test_a_message_with_a_tool_call_is_one_trace_of_nested_spans(
     assert (answer["gen_ai.usage.input_tokens"], answer["gen_ai.usage.output_tokens"]) == (40, 4)
     assert dict(tool.attributes or {})["gen_ai.tool.name"] == "search_thread"
     assert dict(delivery.attributes or {})["gateway.attempt"] == 1
+
+
+async def test_an_approval_wait_is_a_span_of_the_message_trace_from_request_to_decision(
+    database_url: str,
+    sink: SinkServer,
+    fake: FakeOpenAI,
+    spans: InMemorySpanExporter,
+    tmp_path: Path,
+) -> None:
+    tools_file = tmp_path / "tools.toml"
+    tools_file.write_text(POLICY)
+    runs: list[Mapping[str, Any]] = []
+    # the turn parks on the request; after the decision it runs again (a second turn span
+    # in the same trace) and the model asks for the same call, which finds it decided
+    fake.script.extend(
+        [Step(tool_calls=[RESTART]), Step(tool_calls=[RESTART]), Step(text="Restarted.")]
+    )
+    adapter = SinkAdapter(sink.url)
+    async with running_gateway(
+        database_url,
+        adapters=[adapter],
+        agent=OpenAIAgent(base_url=fake.base_url, api_key="k", model="small"),
+        web_chat=False,
+        AGENT_MODEL="small",
+        GATEWAY_STREAMING=False,
+        GATEWAY_TOOLS_FILE=str(tools_file),
+    ) as gw:
+        install(gw, runs)
+        await adapter.submit(
+            {"chat": "c", "thread": "T", "id": "m1", "text": "restart the api", "user": "ann"}
+        )
+
+        async def requested() -> str | None:
+            async with gw.store.db.connection() as conn:
+                found = await conn.fetchval("SELECT id FROM tool_approvals")
+            return None if found is None else str(found)
+
+        approval_id = await wait_for(requested, timeout=20)
+        assert approval_id is not None
+        outcome = await gw.intake.approval_click(
+            ApprovalClick(
+                platform="sink",
+                approval_id=approval_id,
+                user_id="ann",
+                approve=True,
+                chat_id="c",
+                thread_id="T",
+            )
+        )
+        assert outcome.outcome == "approved", outcome
+        await wait_for(
+            lambda: any(b.get("text") == "Restarted." for b in sink.accepted), timeout=20
+        )
+        await wait_for(
+            lambda: (
+                len([s for s in spans.get_finished_spans() if s.name == "delivery.attempt"]) >= 2
+            ),
+            timeout=10,
+        )
+    assert runs == [{"service": "api"}]
+    done = list(spans.get_finished_spans())
+    ingest = _one(done, "ingest")
+    wait = _one(done, "approval.wait")
+    assert {s.context.trace_id for s in done} == {ingest.context.trace_id}
+    turns = [s for s in done if s.name == "turn"]
+    assert len(turns) == 2  # parked, then resumed after the decision
+    assert {_parent(t) for t in turns} == {ingest.context.span_id}
+    # recorded by the resumed turn's agent call, which found the request decided
+    [resumed_agent] = [
+        s for s in done if s.name == "turn.agent" and _parent(s) == turns[1].context.span_id
+    ]
+    assert _parent(wait) == resumed_agent.context.span_id
+    attributes = dict(wait.attributes or {})
+    assert attributes["gateway.approval_id"] == approval_id
+    assert attributes["gateway.outcome"] == "approved"
+    assert attributes["gateway.chat_id"] == "c"
+    [tool] = [s for s in done if s.name == "tool.call"]
+    assert dict(tool.attributes or {})["gateway.decision"] == "approved"
+    # the wait began with the request, in the first turn
+    assert wait.start_time is not None and turns[0].start_time is not None
+    assert wait.start_time >= turns[0].start_time

@@ -46,6 +46,11 @@ def test_only_the_standard_variables_turn_tracing_on(env: dict[str, str], wanted
     assert tracing.wanted(env) is wanted
 
 
+def test_every_variable_is_documented_in_the_how_to() -> None:
+    page = (REPO / "docs" / "how-to" / "tracing.md").read_text(encoding="utf-8")
+    assert [v for v in tracing.VARIABLES if f"`{v}`" not in page] == []
+
+
 def test_off_the_calls_do_nothing_and_nothing_of_the_sdk_is_imported() -> None:
     code = (
         "import json, sys\n"
