@@ -170,7 +170,7 @@ class TurnScheduler:
         """Run one claimed turn; True when another turn of this session is already due.
         ``claimed_since``: when the claim began (its span, while tracing is on)."""
         if not tracing.enabled():
-            return await self._traced_turn(claim, beat)
+            return await self._run_claimed(claim, beat)
         # the turn continues the trace of the message it answers, stored at its ingest
         # (by this process or another one, before a restart or not)
         asked = _traced_message(claim)
@@ -187,12 +187,13 @@ class TurnScheduler:
             {"gateway.seq_no": claim.requested_seq},
             parent=None if asked is None else asked.traceparent,
             ids=ids,
+            start=claimed_since,  # the claim is the turn's first step
         ):
             with tracing.span("turn.claim", start=claimed_since):
                 pass
-            return await self._traced_turn(claim, beat)
+            return await self._run_claimed(claim, beat)
 
-    async def _traced_turn(self, claim: TurnClaim, beat: Beat) -> bool:
+    async def _run_claimed(self, claim: TurnClaim, beat: Beat) -> bool:
         structlog.contextvars.bind_contextvars(
             platform=claim.key.platform,
             chat_id=claim.key.chat_id,
