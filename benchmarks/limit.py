@@ -62,12 +62,13 @@ _INGEST_PARAMS = {
     "$17": "false",
     "$18": "NULL::timestamptz",
     "$19": "'{}'::jsonb",
+    "$20": "NULL",  # traceparent: tracing off
 }
 
 
 def _ingest_script() -> str:
     sql = INBOX_SQL.ingest_message
-    # longest placeholders first so $1 does not eat $10..$19
+    # longest placeholders first so $1 does not eat $10..$20
     for name in sorted(_INGEST_PARAMS, key=len, reverse=True):
         sql = sql.replace(name, _INGEST_PARAMS[name])
     body = " ".join(line.strip() for line in sql.strip().splitlines())

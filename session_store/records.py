@@ -27,6 +27,12 @@ from session_store.values import (
 # --- what ingest takes -----------------------------------------------------------------
 
 
+def _traceparent(row: Mapping[str, Any]) -> str | None:
+    """The row's ``traceparent`` column (migration 0026), None where the read has none."""
+    value = row.get("traceparent")
+    return None if value is None else str(value)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InboundMessage:
     """One inbound message to append to the active session of ``key``.
@@ -48,6 +54,8 @@ class InboundMessage:
     backfill: bool = False
     sent_at: datetime | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: the W3C trace context of its ingest while tracing is on (migration 0026)
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,11 +169,14 @@ class DeliveryRecord:
     kind: str = "text"
     part: Mapping[str, Any] = field(default_factory=lambda: {"v": 1})
     data: bytes | None = None
+    #: the trace context of the message it answers while tracing is on (migration 0026)
+    traceparent: str | None = None
 
     row_columns: ClassVar[Mapping[str, Column]] = {
         "target": Column(convert=ReplyTarget.from_json),
         # a UUID column; the record carries its text
         "claim_token": Column(convert=str, if_null=None),
+        "traceparent": Column(convert=_traceparent, whole_row=True),
     }
 
 
@@ -193,11 +204,15 @@ class MessageRecord:
     created_at: datetime
     metadata: Mapping[str, Any]
     deliveries: tuple[DeliveryRecord, ...] = ()
+    #: the trace context of the message's ingest while tracing is on (migration 0026)
+    traceparent: str | None = None
 
     row_columns: ClassVar[Mapping[str, Column]] = {
         "reply_target": Column(convert=ReplyTarget.from_json, if_null=None),
         "metadata": Column(convert=or_empty),
         "deliveries": SKIP,
+        # a row of a read that does not select it (an older column list) has none
+        "traceparent": Column(convert=_traceparent, whole_row=True),
     }
 
 

@@ -75,6 +75,8 @@ CREATE TABLE messages (
     created_at          timestamptz NOT NULL DEFAULT now(),
     metadata            jsonb       NOT NULL DEFAULT '{}'::jsonb,
     content_tsv         tsvector GENERATED ALWAYS AS (to_tsvector('simple', content)) STORED,
+    -- 0026: the inbound message's trace context while tracing is on (gateway/core/tracing.py)
+    traceparent         text,
     CONSTRAINT messages_session_seq UNIQUE (session_id, seq_no)
 );
 CREATE UNIQUE INDEX messages_external ON messages (session_id, external_id)
@@ -149,6 +151,8 @@ CREATE TABLE deliveries (
                             CHECK (kind IN ('text', 'file', 'approval_card')),
     part                jsonb       NOT NULL DEFAULT '{"v": 1}',
     data                bytea,
+    -- 0026: the trace context of the message it answers, while tracing is on
+    traceparent         text,
     CONSTRAINT deliveries_part UNIQUE (message_id, part_no)
 );
 CREATE INDEX deliveries_due ON deliveries (next_attempt_at, id) WHERE status = 'pending';

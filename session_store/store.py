@@ -305,6 +305,7 @@ class Store:
         previews_after: int | None = None,
         charges: Sequence[UsageCharge] = (),
         place: str | None = None,
+        traceparent: str | None = None,
     ) -> FinishedTurn:
         return await self.outbox.finish_turn_outbox(
             claim,
@@ -317,6 +318,7 @@ class Store:
             previews_after=previews_after,
             charges=charges,
             place=place,
+            traceparent=traceparent,
         )
 
     async def claim_deliveries(

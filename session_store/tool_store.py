@@ -163,10 +163,12 @@ class ToolStore:
         text: str,
         target: ReplyTarget,
         metadata: Mapping[str, Any],
+        traceparent: str | None = None,
     ) -> int | None:
         """Put the request's card in the outbox: a session message (seq-numbered, kept out
         of the agent's context) and its delivery row (an approval card part naming the
-        request), in one transaction, once per request.
+        request, sent in the trace ``traceparent`` names), in one transaction, once per
+        request.
         Returns the message's seq, or ``None`` if the card was queued before."""
         async with self._db.transaction() as conn:
             # lock first, then look (two runs of one turn must not queue two cards)
@@ -187,6 +189,7 @@ class ToolStore:
                 target.to_json(),
                 text,
                 approval_id,
+                traceparent,
             )
         return int(seq)
 

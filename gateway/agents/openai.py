@@ -39,6 +39,7 @@ from gateway.agents.retry import (
     retried,
 )
 from gateway.agents.wire import _error_detail, _json_body
+from gateway.core import tracing
 from gateway.core.domain import Reply
 from gateway.core.errors import AgentError
 from gateway.core.settings import Settings
@@ -250,6 +251,28 @@ class OpenAIAgent:
         messages = route.messages(model)
 
         async def once(timeout: float) -> Mapping[str, Any]:
+            with tracing.span(
+                "model.call",
+                {
+                    "gen_ai.system": "openai",
+                    "gen_ai.request.model": model,
+                    "gen_ai.request.streaming": sink is not None,
+                    "gen_ai.request.tools": len(offer),
+                },
+            ):
+                data = await ask(timeout)
+                if tracing.enabled():
+                    usage = _read_usage(data)
+                    tracing.annotate(
+                        {
+                            "gen_ai.response.model": data.get("model"),
+                            "gen_ai.usage.input_tokens": usage.get("prompt_tokens"),
+                            "gen_ai.usage.output_tokens": usage.get("completion_tokens"),
+                        }
+                    )
+                return data
+
+        async def ask(timeout: float) -> Mapping[str, Any]:
             progress.asking(model)
             if sink is not None:
                 return await self._complete_streaming(

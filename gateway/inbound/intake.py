@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from gateway.core import tracing
 from gateway.core.domain import (
     PLACE_KEY,
     Envelope,
@@ -240,6 +241,19 @@ def _message_metadata(env: Envelope) -> dict[str, Any]:
     return meta
 
 
+def trace_ids(extracted: Extracted) -> dict[str, Any]:
+    """The place's ids a message's spans carry (``gateway.core.tracing``)."""
+    if not isinstance(extracted, Envelope):
+        return {"gateway.platform": extracted.platform, "gateway.event_id": extracted.event_id}
+    return {
+        "gateway.platform": extracted.key.platform,
+        "gateway.scope": extracted.key.scope,
+        "gateway.chat_id": extracted.key.chat_id,
+        "gateway.thread_id": extracted.key.thread_id,
+        "gateway.message_id": extracted.message_id,
+    }
+
+
 class CoreIntake:
     def __init__(
         self,
@@ -262,6 +276,15 @@ class CoreIntake:
         self._supervisor = supervisor
 
     async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
+        if not tracing.enabled():
+            return await self._submit(extracted, raw=raw)
+        # the trace of this message starts here (its turn and deliveries continue it)
+        with tracing.span("ingest", ids=trace_ids(extracted)):
+            return await self._submit(extracted, raw=raw)
+
+    async def _submit(
+        self, extracted: Extracted, *, raw: Mapping[str, Any] | None
+    ) -> IngestOutcome:
         platform = extracted.key.platform if isinstance(extracted, Envelope) else extracted.platform
         started = time.perf_counter()
         notes: set[str] = set()
@@ -270,6 +293,9 @@ class CoreIntake:
         if notes and isinstance(item, InboundMessage):
             sanitized = sorted({*item.metadata.get("sanitized", ()), *notes})
             item = replace(item, metadata={**item.metadata, "sanitized": sanitized})
+        traceparent = tracing.inject()
+        if traceparent is not None and isinstance(item, InboundMessage):
+            item = replace(item, traceparent=traceparent)
         try:
             result = await self._store.ingest(item, raw=stored_raw)
         except StoreError as exc:
@@ -296,6 +322,9 @@ class CoreIntake:
             )
         self._metrics.ingest_seconds.labels(platform).observe(time.perf_counter() - started)
         self._metrics.inbound.labels(platform, result.status).inc()
+        tracing.annotate(
+            {"gateway.outcome": result.status, "gateway.session_id": result.session_id}
+        )
         if isinstance(extracted, Envelope):
             structlog.contextvars.bind_contextvars(
                 platform=platform,

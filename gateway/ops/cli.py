@@ -22,6 +22,7 @@ from gateway.ops.database import database
 from gateway.runtime.registry import check_settings
 
 if TYPE_CHECKING:
+    from gateway.agents.base import Agent
     from session_store.records import SessionRecord
 
 log = structlog.get_logger("gateway")
@@ -29,9 +30,6 @@ log = structlog.get_logger("gateway")
 
 async def _run(settings: Settings) -> int:
     from gateway.agents.loading import load_agent
-    from gateway.runtime.gateway import Gateway
-    from session_store.migrator import migrate
-    from session_store.store import Store
 
     agent = load_agent(settings.agent, settings)
     # a bad config file (profiles, places, tools sections) or tools file stops start-up
@@ -39,6 +37,22 @@ async def _run(settings: Settings) -> int:
     from gateway.profiles.service import load_book
 
     load_book(settings)
+    from gateway.core import tracing
+
+    # OTEL_* asking for traces without the otel extra installed stops start-up too (exit 2)
+    if tracing.configure():
+        log.info("tracing_on")
+    try:
+        return await _serve(settings, agent)
+    finally:
+        tracing.shutdown()  # the spans still buffered are exported before the process ends
+
+
+async def _serve(settings: Settings, agent: Agent) -> int:
+    from gateway.runtime.gateway import Gateway
+    from session_store.migrator import migrate
+    from session_store.store import Store
+
     async with database(settings) as dsn:
         await migrate(dsn)
         store = await Store.connect(dsn, max_size=settings.gateway_db_pool_size)

@@ -171,6 +171,10 @@ def render_configuration(classes: Sequence[type[BaseSettings]] | None = None) ->
         "directory. A bad or contradictory value stops start-up with exit code 2 and a message",
         "naming the setting. Lists are comma-separated; secrets are never logged.",
         "",
+        "Tracing is configured by the standard OpenTelemetry variables (`OTEL_*`), read by",
+        "the OpenTelemetry SDK rather than listed here: see",
+        "[Trace messages with OpenTelemetry](../how-to/tracing.md).",
+        "",
     ]
     section = None
     for item in settings(classes):

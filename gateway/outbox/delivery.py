@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 import structlog
 
+from gateway.core import tracing
 from gateway.core.domain import ReplyTarget
 from gateway.core.errors import DeliveryError, LeaseLost, StoreError
 from gateway.core.hub import PollGate, Signal
@@ -312,6 +313,33 @@ class DeliveryWorker:
         """Send one claimed delivery and record how it went; True when it was sent and more
         parts of its session wait behind it. ``held``: its slot is reserved and has come
         (a worker's path); without it the pacing wait is spent here."""
+        if not tracing.enabled():
+            return await self._deliver(delivery, beat=beat, held=held)
+        target = delivery.target
+        # one span per attempt, in the trace of the message it answers (stored with the row)
+        with tracing.span(
+            "delivery.attempt",
+            {
+                "gateway.delivery_id": delivery.id,
+                "gateway.seq_no": delivery.seq_no,
+                "gateway.part_no": delivery.part_no,
+                "gateway.attempt": delivery.attempts,
+                "gateway.part_kind": delivery.kind,
+            },
+            parent=delivery.traceparent,
+            ids={
+                "gateway.platform": target.platform,
+                "gateway.scope": target.scope,
+                "gateway.chat_id": target.chat_id,
+                "gateway.thread_id": target.thread_id,
+                "gateway.session_id": delivery.session_id,
+                # the message answered (the target replies to it where the platform can)
+                "gateway.message_id": target.reply_to_message_id,
+            },
+        ):
+            return await self._deliver(delivery, beat=beat, held=held)
+
+    async def _deliver(self, delivery: DeliveryRecord, *, beat: Beat, held: Held | None) -> bool:
         transport = self._transports[delivery.platform]
         target = delivery.target
         bound = log.bind(
@@ -360,6 +388,9 @@ class DeliveryWorker:
             delivery_id=delivery.id,
         )
         self._metrics.deliveries.labels(delivery.platform, "sent").inc()
+        tracing.annotate(
+            {"gateway.outcome": "sent", "gateway.platform_message_id": result.platform_message_id}
+        )
         bound.info(
             "reply_delivered",
             platform_message_id=result.platform_message_id,
@@ -437,6 +468,14 @@ class DeliveryWorker:
         bound: structlog.stdlib.BoundLogger,
     ) -> None:
         reason = str(exc) or type(exc).__name__
+        tracing.annotate(
+            {
+                "gateway.outcome": "failed",
+                "gateway.error": reason,
+                "gateway.permanent": exc.permanent,
+                "gateway.ambiguous": exc.ambiguous,
+            }
+        )
         if exc.permanent:
             await persist(
                 lambda: self._store.mark_failed(delivery, reason),

@@ -32,6 +32,7 @@ import structlog
 
 from gateway import audit
 from gateway.agents.base import ToolCall
+from gateway.core import tracing
 from gateway.core.errors import StoreError
 from gateway.core.hub import Signal
 from gateway.core.metrics import Metrics
@@ -145,6 +146,8 @@ class ApprovalService:
                 text=card_text(record, policy, max(1, round(self.seconds / 60))),
                 target=record.target,
                 metadata={"approval": {"id": record.id, "tool": record.tool_name}},
+                # the card's send is a step of the asking message's trace
+                traceparent=tracing.inject(),
             )
             if seq is not None:
                 self._delivery_wake.set()
@@ -161,6 +164,19 @@ class ApprovalService:
             found = await self._store.get_approval(record.id)
             assert found is not None
             record = found
+        if not new:
+            # the wait, from the request to its decision (the turn was parked meanwhile, and
+            # may have been resumed by another process): recorded once it is over
+            with tracing.span(
+                "approval.wait",
+                {
+                    "gen_ai.tool.name": record.tool_name,
+                    "gateway.approval_id": record.id,
+                    "gateway.outcome": record.status,
+                },
+                start=record.created_at,
+            ):
+                pass
         await self._retire(record)
         return (
             "approved"

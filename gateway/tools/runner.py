@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol
 import structlog
 
 from gateway.agents.base import ToolCall, ToolResult
+from gateway.core import tracing
 from gateway.core.errors import GatewayError
 from gateway.core.metrics import Metrics
 from gateway.tools.builtin import ToolInputError
@@ -160,7 +161,9 @@ class TurnToolbox:
     async def _one(self, call: ToolCall, decision: Decision | None) -> tuple[ToolResult, Exchanged]:
         name = self._resolve(call.name)
         started = time.perf_counter()
-        outcome, text = await self._execute(call, decision)
+        with tracing.span("tool.call", {"gen_ai.tool.name": name, "gen_ai.tool.call.id": call.id}):
+            outcome, text = await self._execute(call, decision)
+            tracing.annotate({"gateway.outcome": outcome, "gateway.decision": decision})
         elapsed = time.perf_counter() - started
         self.metrics.tool_calls.labels(name if name in self.offered else "other", outcome).inc()
         self.metrics.tool_seconds.labels(name if name in self.offered else "other").observe(elapsed)

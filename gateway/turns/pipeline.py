@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import structlog
 
 from gateway.agents.base import Turn
+from gateway.core import tracing
 from gateway.core.domain import Reply
 from gateway.core.errors import AgentError, LeaseLost
 from gateway.tools.runner import ApprovalPending
@@ -37,7 +38,8 @@ class Pipeline:
                 if not turn.questions:
                     return turn.outcome  # answered without the agent (commands only)
                 ran.append(stage)
-                answer = await stage.before(turn)
+                with tracing.span(f"turn.{stage.name}"):  # e.g. turn.context: its building
+                    answer = await stage.before(turn)
                 if answer is not None:
                     return turn.end_with(answer)
             if not turn.questions:
@@ -55,7 +57,8 @@ class Pipeline:
             for stage in self.stages:
                 await around.enter_async_context(stage.around(turn))
             try:
-                replies = await call(request)
+                with tracing.span("turn.agent", {"gateway.model": turn.request.model}):
+                    replies = await call(request)
                 if replies is None:
                     return None
             except LeaseLost:

@@ -15,11 +15,13 @@ import functools
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import structlog
 
 from gateway.agents.base import Agent, Turn
+from gateway.core import tracing
 from gateway.core.domain import Reply
 from gateway.core.errors import LeaseLost, StoreError
 from gateway.core.hub import PollGate, Signal
@@ -38,7 +40,7 @@ from gateway.turns.stage import (
     is_scheduled,
     one_firing_a_turn,
 )
-from session_store.records import DeliveryRecord, TurnClaim
+from session_store.records import DeliveryRecord, MessageRecord, TurnClaim
 from session_store.store import Store
 from session_store.tool_store import ToolStore
 
@@ -125,6 +127,8 @@ class TurnScheduler:
                     return
                 if not woken and not self._polls.due(self._settings.poll_seconds):
                     continue  # a sibling polled just now: one poll per process
+            # the claim's span is written once the claim names its message's trace
+            since = datetime.now(UTC) if tracing.enabled() else None
             try:
                 claim = await self._store.claim_turn(
                     lease_seconds=self._settings.lease_seconds,
@@ -145,7 +149,7 @@ class TurnScheduler:
             try:
                 # look again when messages arrived during the run, or when this claim was
                 # made on the poll or at start (a backlog no wake-up stands for)
-                look = await self.run_turn(claim, beat=beat) or not woken
+                look = await self.run_turn(claim, beat=beat, claimed_since=since) or not woken
                 failures = 0
             except Exception:
                 failures += 1
@@ -161,8 +165,36 @@ class TurnScheduler:
                 self._metrics.turns.labels(claim.key.platform, "crashed").inc()
                 await pause(item_backoff(failures), stopping)
 
-    async def run_turn(self, claim: TurnClaim, *, beat: Beat = no_beat) -> bool:
-        """Run one claimed turn; True when another turn of this session is already due."""
+    async def run_turn(
+        self, claim: TurnClaim, *, beat: Beat = no_beat, claimed_since: datetime | None = None
+    ) -> bool:
+        """Run one claimed turn; True when another turn of this session is already due.
+        ``claimed_since``: when the claim began (its span, while tracing is on)."""
+        if not tracing.enabled():
+            return await self._run_claimed(claim, beat)
+        # the turn continues the trace of the message it answers, stored at its ingest
+        # (by this process or another one, before a restart or not)
+        asked = _traced_message(claim)
+        ids = {
+            "gateway.platform": claim.key.platform,
+            "gateway.scope": claim.key.scope,
+            "gateway.chat_id": claim.key.chat_id,
+            "gateway.thread_id": claim.key.thread_id,
+            "gateway.session_id": claim.session_id,
+            "gateway.message_id": None if asked is None else asked.external_id,
+        }
+        with tracing.span(
+            "turn",
+            {"gateway.seq_no": claim.requested_seq},
+            parent=None if asked is None else asked.traceparent,
+            ids=ids,
+            start=claimed_since,  # the claim is the turn's first step
+        ):
+            with tracing.span("turn.claim", start=claimed_since):
+                pass
+            return await self._run_claimed(claim, beat)
+
+    async def _run_claimed(self, claim: TurnClaim, beat: Beat) -> bool:
         structlog.contextvars.bind_contextvars(
             platform=claim.key.platform,
             chat_id=claim.key.chat_id,
@@ -377,6 +409,8 @@ class TurnScheduler:
                 close_session=turn.close_session,
                 previews_after=turn.previews_after,
                 charges=turn.charges,
+                # the sends continue this turn's trace, whoever makes them
+                traceparent=tracing.inject(),
                 hand_over=handoff is not None and handoff.accepting(),
                 lease_seconds=handoff.lease_seconds if handoff is not None else 60.0,
             ),
@@ -390,6 +424,15 @@ class TurnScheduler:
             self._delivery_wake.set()
         log.debug("turn_replies_recorded", reply_seqs=done.seqs, handled_seq=handled_seq)
         return done.more
+
+
+def _traced_message(claim: TurnClaim) -> MessageRecord | None:
+    """The newest message of the claim that asks for an answer and carries a trace context
+    (else the newest with one): the trace this turn continues."""
+    traced = [m for m in claim.pending or () if m.traceparent]
+    asking = [m for m in traced if asks_for_answer(m)]
+    found = asking or traced
+    return found[-1] if found else None
 
 
 class Handoff(Protocol):

@@ -121,6 +121,7 @@ def _ingest_args(msg: InboundMessage, raw: Mapping[str, Any] | None) -> tuple[An
         msg.backfill,
         msg.sent_at,
         dict(msg.metadata),
+        msg.traceparent,
     )
 
 

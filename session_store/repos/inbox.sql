@@ -36,10 +36,10 @@ WITH inbox AS (
 ), msg AS (
     INSERT INTO messages (session_id, seq_no, inbound_event_id, role, sender_id, sender_name,
                           external_id, reply_to_external_id, content, reply_target, command,
-                          trigger, backfill, sent_at, metadata)
+                          trigger, backfill, sent_at, metadata, traceparent)
     SELECT sess.id, sess.last_seq_no, inbox.id, 'user', $10, $11, $12, $13, $14, $15, $16,
            CASE WHEN sess.turn_requested_seq = sess.last_seq_no THEN 'answer' ELSE 'context' END,
-           $17, $18, $19
+           $17, $18, $19, $20
     FROM sess, inbox
     RETURNING id, session_id, seq_no, trigger
 )

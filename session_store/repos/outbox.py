@@ -51,12 +51,14 @@ class Outbox:
         previews_after: int | None = None,
         charges: Sequence[UsageCharge] = (),
         place: str | None = None,
+        traceparent: str | None = None,
     ) -> FinishedTurn:
         """The end of a turn in one statement (``outbox.sql``, ``finish_turn_outbox``). With
         ``hand_over`` the first delivery part comes back claimed for this process when it is
         next in its session's order; the caller must send it (or hand it back). A streamed
         turn (``previews_after``) binds its previews in the same transaction, and the turn's
-        model calls (``charges``) go to the usage ledger in the same statement."""
+        model calls (``charges``) go to the usage ledger in the same statement. ``traceparent``:
+        the trace the deliveries' sends join (tracing on)."""
         if replies and target is None:
             raise ValueError("replies need a target")
         ords: list[int] = []
@@ -93,6 +95,7 @@ class Outbox:
             [p.data for p in stored],
             *charge_columns(list(charges)),
             place or place_of(claim.key),
+            traceparent,
         )
         # one statement; a streamed turn also binds its previews, in the same transaction
         opened = self.db.connection() if previews_after is None else self.db.transaction()

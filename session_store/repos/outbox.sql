@@ -7,7 +7,7 @@
 -- the one column list of DeliveryRecord
 id, message_id, session_id, seq_no, part_no, platform, target, content, status, attempts,
 next_attempt_at, last_error, platform_message_id, created_at, sent_at, claim_token, ambiguous,
-pacing_until, kind, part, data
+pacing_until, kind, part, data, traceparent
 
 -- name: finish_turn_outbox
 -- The whole end of a turn in ONE statement: fenced by the lease (no ``fin`` row, nothing
@@ -60,14 +60,15 @@ WITH fin AS (
     INSERT INTO deliveries (message_id, session_id, seq_no, part_no, platform, target, content,
                             kind, part, data,
                             status, attempts, lease_until, claim_token, claim_process,
-                            claimed_at)
+                            claimed_at, traceparent)
     SELECT msg.id, $1, msg.seq_no, p.part, $13, $14, p.content, p.kind, p.doc, p.data,
            CASE WHEN hand.ok AND p.i = 1 THEN 'sending' ELSE 'pending' END,
            CASE WHEN hand.ok AND p.i = 1 THEN 1 ELSE 0 END,
            CASE WHEN hand.ok AND p.i = 1 THEN now() + make_interval(secs => $18) END,
            CASE WHEN hand.ok AND p.i = 1 THEN gen_random_uuid() END,
            CASE WHEN hand.ok AND p.i = 1 THEN $19::integer END,
-           CASE WHEN hand.ok AND p.i = 1 THEN now() END
+           CASE WHEN hand.ok AND p.i = 1 THEN now() END,
+           $33::text
     FROM fin
     CROSS JOIN hand
     CROSS JOIN unnest($16::integer[], $17::integer[], $20::text[], $21::text[], $22::jsonb[],

@@ -8,7 +8,7 @@ message_count, created_at, updated_at, last_message_at, closed_at, metadata
 -- name: message_columns
 -- the one column list of MessageRecord
 id, session_id, seq_no, role, content, sender_id, sender_name, external_id, command, trigger,
-backfill, reply_target, model, tokens_used, feedback, edited_at, created_at, metadata
+backfill, reply_target, model, tokens_used, feedback, edited_at, created_at, metadata, traceparent
 
 -- name: messages_after
 SELECT {{message_columns}} FROM messages
