@@ -200,36 +200,47 @@ class OidcClient:
         self, id_token: str, provider: _Provider, nonce: str
     ) -> dict[str, Any]:
         try:
-            decoded = jwt.decode(id_token, provider.keys, algorithms=ALGORITHMS)
-        except (JoseError, ValueError) as exc:
+            claims = signed_claims(id_token, provider.keys)
+        except OidcDenied:
             if time.monotonic() - provider.fetched < KEYS_REFRESH_SECONDS:
-                raise OidcDenied("the ID token's signature does not verify") from exc
+                raise
             # the provider may have rotated its keys since we read them: read them once more
             provider = await self._load(fresh=True)
-            try:
-                decoded = jwt.decode(id_token, provider.keys, algorithms=ALGORITHMS)
-            except (JoseError, ValueError) as again:
-                raise OidcDenied("the ID token's signature does not verify") from again
-        registry = jwt.JWTClaimsRegistry(
-            leeway=LEEWAY,
-            iss={"essential": True, "value": self.issuer},
-            aud={"essential": True, "value": self._client_id},
-            sub={"essential": True},
-            exp={"essential": True},
-            nonce={"essential": True, "value": nonce},
-        )
-        claims = dict(decoded.claims)
-        try:
-            registry.validate(claims)
-        except JoseError as exc:
-            raise OidcDenied(f"the ID token is not valid here ({exc.error})") from exc
-        # OpenID Connect Core 1.0, 3.1.3.7: with more than one audience, azp must be us
-        aud = claims.get("aud")
-        azp = claims.get("azp")
-        several = isinstance(aud, list) and len(aud) > 1
-        if (several or azp is not None) and azp != self._client_id:
-            raise OidcDenied("the ID token was issued to another client (azp)")
+            claims = signed_claims(id_token, provider.keys)
+        check_claims(claims, issuer=self.issuer, client_id=self._client_id, nonce=nonce)
         return claims
+
+
+def signed_claims(id_token: str, keys: KeySet) -> dict[str, Any]:
+    """The claims of ``id_token`` if one of ``keys`` signed it (with an asymmetric algorithm);
+    else ``OidcDenied``."""
+    try:
+        return dict(jwt.decode(id_token, keys, algorithms=ALGORITHMS).claims)
+    except (JoseError, ValueError) as exc:
+        raise OidcDenied("the ID token's signature does not verify") from exc
+
+
+def check_claims(claims: dict[str, Any], *, issuer: str, client_id: str, nonce: str) -> None:
+    """``OidcDenied`` unless the ID token is from ``issuer``, for ``client_id``, unexpired, of
+    a subject, and answers this sign-in (``nonce``): OpenID Connect Core 1.0, 3.1.3.7."""
+    registry = jwt.JWTClaimsRegistry(
+        leeway=LEEWAY,
+        iss={"essential": True, "value": issuer},
+        aud={"essential": True, "value": client_id},
+        sub={"essential": True},
+        exp={"essential": True},
+        nonce={"essential": True, "value": nonce},
+    )
+    try:
+        registry.validate(claims)
+    except JoseError as exc:
+        raise OidcDenied(f"the ID token is not valid here: {exc.description}") from exc
+    # with more than one audience, or an azp at all, the authorized party must be us
+    aud = claims.get("aud")
+    azp = claims.get("azp")
+    several = isinstance(aud, list) and len(aud) > 1
+    if (several or azp is not None) and azp != client_id:
+        raise OidcDenied("the ID token was issued to another client (azp)")
 
 
 def _identity(issuer: str, claims: dict[str, Any]) -> Identity:
