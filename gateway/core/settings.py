@@ -23,6 +23,7 @@ from pydantic import (
     PrivateAttr,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -405,10 +406,13 @@ class Settings(BaseSettings):
 
     @field_validator("gateway_public_url", "gateway_oidc_issuer")
     @classmethod
-    def _check_web_url(cls, value: str | None) -> str | None:
+    def _check_web_url(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value and not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
-        return value.rstrip("/") if value else None
+        if value and info.field_name == "gateway_public_url":
+            return value.rstrip("/")
+        # an issuer is compared exactly with the one in its tokens: some end in a slash
+        return value or None
 
     @field_validator("gateway_oidc_client_id", "gateway_oidc_client_secret")
     @classmethod

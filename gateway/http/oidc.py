@@ -96,7 +96,8 @@ class OidcClient:
         scopes: str,
         redirect_uri: str,
     ) -> None:
-        self.issuer = issuer.rstrip("/")
+        #: exactly as configured: the ID tokens' iss must equal it (some issuers end in "/")
+        self.issuer = issuer
         self._client_id = client_id
         self._client_secret = client_secret
         self._scopes = scopes
@@ -133,9 +134,10 @@ class OidcClient:
         if not fresh and self._provider and now - self._provider.fetched < METADATA_SECONDS:
             return self._provider
         async with self._oauth() as client:
-            meta = await self._get_json(client, f"{self.issuer}/.well-known/openid-configuration")
+            discovery = f"{self.issuer.rstrip('/')}/.well-known/openid-configuration"
+            meta = await self._get_json(client, discovery)
             # OpenID Connect Discovery 1.0, section 4.3: the issuer must be the one asked for
-            if str(meta.get("issuer", "")).rstrip("/") != self.issuer:
+            if meta.get("issuer") != self.issuer:
                 raise OidcUnavailable(
                     f"the discovery document names issuer {meta.get('issuer')!r}, "
                     f"not GATEWAY_OIDC_ISSUER {self.issuer!r}"

@@ -372,9 +372,14 @@ def test_a_complete_oidc_setup_is_accepted_and_keeps_its_secret() -> None:
             "GATEWAY_OIDC_ALLOWED_DOMAINS": "",
             "GATEWAY_OIDC_ALLOWED_GROUPS": "chat-users, staff",
             "GATEWAY_OIDC_CLIENT_SECRET": "s3cret-value",
+            "GATEWAY_OIDC_ISSUER": "https://tenant.id.example.com/",
+            "GATEWAY_PUBLIC_URL": "https://chat.example.com/",
         },
     )
     assert settings.gateway_oidc_allowed_groups == ["chat-users", "staff"]
+    # an issuer is kept exactly (its tokens' iss must equal it); the public URL is a base
+    assert settings.gateway_oidc_issuer == "https://tenant.id.example.com/"
+    assert settings.gateway_public_url == "https://chat.example.com"
     assert "s3cret-value" not in repr(settings) and "s3cret-value" not in str(settings)
 
 
