@@ -27,6 +27,12 @@ class Account:
 
 _account = reader(Account)
 
+#: the password hash of an account made for an OpenID Connect subject: not a PHC string, so
+#: no password ever matches it (``gateway users add NAME`` can still give it one)
+NO_PASSWORD = "!oidc"
+#: names tried for a new subject before giving up: NAME, NAME-2, ... NAME-<this>
+MAX_NAME_TRIES = 1000
+
 
 class AccountStore:
     def __init__(self, db: Database) -> None:
@@ -59,6 +65,27 @@ class AccountStore:
         """Every cookie issued to ``name`` until now stops counting (sign-out)."""
         async with self._db.connection() as conn:
             await conn.execute(SQL.revoke, name)
+
+    async def for_subject(self, issuer: str, subject: str, name: str) -> Account:
+        """The account of an OpenID Connect subject, made on its first sign-in: called
+        ``name``, or ``name-2``, ``name-3``, ... when that is taken by anyone else (another
+        subject, or a password account). ``name`` is a valid person name of at most 56
+        characters (the suffix must fit)."""
+        async with self._db.transaction() as conn:
+            await conn.execute(SQL.oidc_lock, issuer, subject)
+            row = await conn.fetchrow(SQL.oidc_account, issuer, subject)
+            if row is not None:
+                return _account(row)
+            for n in range(1, MAX_NAME_TRIES + 1):
+                candidate = name if n == 1 else f"{name}-{n}"
+                row = await conn.fetchrow(SQL.oidc_add_account, candidate, NO_PASSWORD)
+                if row is not None:
+                    break
+            else:
+                raise ValueError(f"no free name like {name!r}")
+            account = _account(row)
+            await conn.execute(SQL.oidc_link, issuer, subject, account.id)
+        return account
 
     async def signing_key(self, candidate: bytes) -> bytes:
         """The shared cookie key: ``candidate`` if none existed yet, else the stored one."""

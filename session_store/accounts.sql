@@ -27,3 +27,20 @@ INSERT INTO web_auth_keys (id, secret) VALUES (1, $1) ON CONFLICT (id) DO NOTHIN
 
 -- name: key
 SELECT secret FROM web_auth_keys WHERE id = 1
+
+-- name: oidc_lock
+-- one first sign-in per subject at a time: two tabs racing make one account, not two
+SELECT pg_advisory_xact_lock(hashtextextended('web_oidc:' || $1 || ' ' || $2, 0))
+
+-- name: oidc_account
+SELECT {{account_columns}} FROM web_accounts
+WHERE id = (SELECT account_id FROM web_oidc_subjects WHERE issuer = $1 AND subject = $2)
+
+-- name: oidc_add_account
+-- a new account for a subject, when the name is free
+INSERT INTO web_accounts (name, password_hash) VALUES ($1, $2)
+ON CONFLICT (name) DO NOTHING
+RETURNING {{account_columns}}
+
+-- name: oidc_link
+INSERT INTO web_oidc_subjects (issuer, subject, account_id) VALUES ($1, $2, $3)

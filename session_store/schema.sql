@@ -278,6 +278,16 @@ CREATE TABLE web_auth_keys (
     created_at  timestamptz NOT NULL DEFAULT now()
 );
 
+-- The web account an OpenID Connect subject signs in as (migration 0025); a subject is
+-- unique only within its issuer.
+CREATE TABLE web_oidc_subjects (
+    issuer      text        NOT NULL,
+    subject     text        NOT NULL,
+    account_id  bigint      NOT NULL REFERENCES web_accounts (id) ON DELETE CASCADE,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (issuer, subject)
+);
+
 -- Approvals of tools whose policy says confirm = true, as durable workflow state.
 -- A request is decided once (optimistic locking on version, only while pending and not
 -- expired); the card posted into the thread goes through the outbox (card_message_id is

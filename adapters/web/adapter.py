@@ -191,7 +191,7 @@ class WebAdapter:
 
     async def _index(self, request: Request) -> Response:
         if await self._identity.person(request) is None:
-            if self._identity.mode == "accounts":
+            if self._identity.signs_in:
                 return RedirectResponse("/login", status_code=303)
             return PlainTextResponse(
                 "not signed in: open the web chat through the sign-in proxy", status_code=401
@@ -208,7 +208,7 @@ class WebAdapter:
                 "user": person,
                 "auth": self._identity.mode,
                 "private_channel": private_channel(person),
-                "can_sign_out": self._identity.mode == "accounts",
+                "can_sign_out": self._identity.signs_in,
                 "echo_agent": self._echo_agent,
             }
         )

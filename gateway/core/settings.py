@@ -23,6 +23,7 @@ from pydantic import (
     PrivateAttr,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -160,8 +161,9 @@ class Settings(BaseSettings):
     gateway_require_mention: bool = Field(default=False, alias="GATEWAY_REQUIRE_MENTION")
 
     # --- who may use the HTTP server (gateway/security.py, gateway/webauth.py) ----------
-    #: web chat identity: one local user (loopback binds only), accounts, or a proxy header
-    gateway_web_auth: Literal["none", "accounts", "proxy"] = Field(
+    #: web chat identity: one local user (loopback binds only), accounts, a proxy header, or
+    #: single sign-on with an OpenID Connect provider
+    gateway_web_auth: Literal["none", "accounts", "proxy", "oidc"] = Field(
         default="none", alias="GATEWAY_WEB_AUTH"
     )
     #: for `GATEWAY_WEB_AUTH=proxy`: the header holding the signed-in user name
@@ -170,6 +172,31 @@ class Settings(BaseSettings):
     )
     #: proxy addresses (CIDRs) whose GATEWAY_WEB_AUTH_HEADER is believed
     gateway_trusted_proxies: CsvList = Field(default_factory=list, alias="GATEWAY_TRUSTED_PROXIES")
+    #: the address people open the gateway at (`https://chat.example.com`), behind any proxy;
+    #: builds the sign-in provider's redirect URI (`<this>/login/callback`)
+    gateway_public_url: str | None = Field(default=None, alias="GATEWAY_PUBLIC_URL")
+    #: for `GATEWAY_WEB_AUTH=oidc`: the provider's issuer URL (its discovery document is
+    #: `<issuer>/.well-known/openid-configuration`)
+    gateway_oidc_issuer: str | None = Field(default=None, alias="GATEWAY_OIDC_ISSUER")
+    #: for `GATEWAY_WEB_AUTH=oidc`: the client id the provider gave the gateway
+    gateway_oidc_client_id: str | None = Field(default=None, alias="GATEWAY_OIDC_CLIENT_ID")
+    #: for `GATEWAY_WEB_AUTH=oidc`: the client secret; unset: a public client (PKCE only)
+    gateway_oidc_client_secret: SecretStr | None = Field(
+        default=None, alias="GATEWAY_OIDC_CLIENT_SECRET"
+    )
+    #: for `GATEWAY_WEB_AUTH=oidc`: e-mail domains (verified by the provider) that may sign in;
+    #: `*`: any verified e-mail
+    gateway_oidc_allowed_domains: CsvList = Field(
+        default_factory=list, alias="GATEWAY_OIDC_ALLOWED_DOMAINS"
+    )
+    #: for `GATEWAY_WEB_AUTH=oidc`: values of the ID token's `groups` claim that may sign in
+    gateway_oidc_allowed_groups: CsvList = Field(
+        default_factory=list, alias="GATEWAY_OIDC_ALLOWED_GROUPS"
+    )
+    #: for `GATEWAY_WEB_AUTH=oidc`: the scopes asked for (`openid` is required)
+    gateway_oidc_scopes: str = Field(
+        default="openid email profile", min_length=1, alias="GATEWAY_OIDC_SCOPES"
+    )
     #: Host header values accepted; unset: loopback names on a loopback bind, else any
     gateway_allowed_hosts: CsvList = Field(default_factory=list, alias="GATEWAY_ALLOWED_HOSTS")
     #: largest request body on any route (413 beyond, refused before it is read whole)
@@ -372,8 +399,26 @@ class Settings(BaseSettings):
         "agent_fallback_models",
         "gateway_trusted_proxies",
         "gateway_allowed_hosts",
+        "gateway_oidc_allowed_domains",
+        "gateway_oidc_allowed_groups",
         mode="before",
     )(split_csv)
+
+    @field_validator("gateway_public_url", "gateway_oidc_issuer")
+    @classmethod
+    def _check_web_url(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        if value and info.field_name == "gateway_public_url":
+            return value.rstrip("/")
+        # an issuer is compared exactly with the one in its tokens: some end in a slash
+        return value or None
+
+    @field_validator("gateway_oidc_client_id", "gateway_oidc_client_secret")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        text = value.get_secret_value() if isinstance(value, SecretStr) else value
+        return value if text else None
 
     @field_validator("gateway_admin_token")
     @classmethod
@@ -457,7 +502,7 @@ class Settings(BaseSettings):
                 "GATEWAY_WEB_AUTH",
                 f"is none (one local user, no sign-in), which is allowed only on a loopback "
                 f"bind, but GATEWAY_HTTP_HOST={self.gateway_http_host}; set "
-                "GATEWAY_WEB_AUTH=accounts or proxy, or GATEWAY_WEB_CHAT=false",
+                "GATEWAY_WEB_AUTH=accounts, proxy or oidc, or GATEWAY_WEB_CHAT=false",
             )
         for cidr in self.gateway_trusted_proxies:
             try:
@@ -471,6 +516,38 @@ class Settings(BaseSettings):
                 "GATEWAY_TRUSTED_PROXIES",
                 "required when GATEWAY_WEB_AUTH=proxy (the addresses of the reverse proxy)",
             )
+        if self.gateway_web_auth == "oidc":
+            self._check_oidc()
+
+    def _check_oidc(self) -> None:
+        """Single sign-on needs a provider, a client, an address to come back to, and a rule
+        for who may use the chat (a provider like Google signs in anyone on earth)."""
+        required = (
+            ("GATEWAY_OIDC_ISSUER", self.gateway_oidc_issuer, "the provider's issuer URL"),
+            ("GATEWAY_OIDC_CLIENT_ID", self.gateway_oidc_client_id, "the client id"),
+            (
+                "GATEWAY_PUBLIC_URL",
+                self.gateway_public_url,
+                "the address people open the chat at (the redirect URI is built from it)",
+            ),
+        )
+        for name, value, what in required:
+            if not value:
+                raise ConfigError(name, f"required when GATEWAY_WEB_AUTH=oidc ({what})")
+        if not self.gateway_oidc_allowed_domains and not self.gateway_oidc_allowed_groups:
+            raise ConfigError(
+                "GATEWAY_OIDC_ALLOWED_DOMAINS",
+                "GATEWAY_WEB_AUTH=oidc needs GATEWAY_OIDC_ALLOWED_DOMAINS or "
+                "GATEWAY_OIDC_ALLOWED_GROUPS (who may use the chat; `*` for any verified "
+                "e-mail)",
+            )
+        if "openid" not in self.gateway_oidc_scopes.split():
+            raise ConfigError("GATEWAY_OIDC_SCOPES", "must include openid")
+        for domain in self.gateway_oidc_allowed_domains:
+            if domain != "*" and ("@" in domain.lstrip("@") or "." not in domain):
+                raise ConfigError(
+                    "GATEWAY_OIDC_ALLOWED_DOMAINS", f"{domain!r} is not an e-mail domain"
+                )
 
     def context_windows(self) -> dict[str, int]:
         """``AGENT_CONTEXT_WINDOWS`` as {lower-case model name: tokens}."""

@@ -8,6 +8,12 @@
   person was given until then.
 * ``proxy``: the name in ``GATEWAY_WEB_AUTH_HEADER``, believed only when the connection comes
   from an address in ``GATEWAY_TRUSTED_PROXIES`` (oauth2-proxy, Authelia, Cloudflare Access).
+* ``oidc``: single sign-on. ``GET /login`` sends the browser to the OpenID Connect provider
+  (``GATEWAY_OIDC_ISSUER``; the protocol is in ``gateway.http.oidc``) with ``state``, ``nonce``
+  and a PKCE challenge kept in a short-lived signed cookie; ``GET /login/callback`` checks
+  them, lets in the allowed e-mail domains and groups, and signs the person in with the same
+  session cookie as ``accounts``, as the web account linked to the provider's subject (made
+  on the first sign-in, without a password).
 
 The web chat adapter asks ``person(request)`` on every call and never takes a name from the
 browser: a message's sender and a vote's voter are the signed-in person.
@@ -19,6 +25,7 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import html
 import ipaddress
 import json
 import math
@@ -39,14 +46,21 @@ from starlette.routing import Route
 from gateway import audit
 from gateway.core.settings import Settings
 from gateway.http.guard import PEER, client_in, page_headers
+from gateway.http.oidc import Identity, OidcClient, OidcDenied, OidcUnavailable, Pending, allowed
 from session_store.accounts import AccountStore
 from session_store.db import Database
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
 
-AuthMode = Literal["none", "accounts", "proxy"]
+AuthMode = Literal["none", "accounts", "proxy", "oidc"]
 COOKIE = "gw_session"
+#: the OpenID Connect sign-in under way (state, nonce, PKCE verifier), signed; only /login*
+OIDC_COOKIE = "gw_oidc"
+#: how long a person may take at the provider's sign-in page
+OIDC_PENDING_SECONDS = 600
+#: the path the provider sends the browser back to (after GATEWAY_PUBLIC_URL)
+OIDC_CALLBACK = "/login/callback"
 #: how long a sign-in lasts
 SESSION_SECONDS = 7 * 24 * 3600
 #: failed sign-ins allowed per client address, and per name, in FAIL_WINDOW seconds
@@ -132,8 +146,14 @@ class WebIdentity:
         header: str = "X-Forwarded-User",
         trusted: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = (),
         audit_db: Database | None = None,
+        oidc: OidcClient | None = None,
+        oidc_domains: tuple[str, ...] = (),
+        oidc_groups: tuple[str, ...] = (),
     ) -> None:
         self.mode: AuthMode = mode
+        self._oidc = oidc
+        self._oidc_domains = list(oidc_domains)
+        self._oidc_groups = list(oidc_groups)
         self._accounts = accounts
         #: sign-ins (failed ones too) and sign-outs go to the audit log
         self._audit_db = audit_db
@@ -158,6 +178,16 @@ class WebIdentity:
     def from_settings(cls, settings: Settings, store: Store | None) -> WebIdentity:
         """The identity provider the settings ask for; without a store (``gateway doctor``,
         which builds surfaces only to check them) nobody can sign in with an account."""
+        oidc = None
+        if settings.gateway_web_auth == "oidc":
+            secret = settings.gateway_oidc_client_secret
+            oidc = OidcClient(
+                issuer=settings.gateway_oidc_issuer or "",
+                client_id=settings.gateway_oidc_client_id or "",
+                client_secret=secret.get_secret_value() if secret else None,
+                scopes=settings.gateway_oidc_scopes,
+                redirect_uri=f"{settings.gateway_public_url}{OIDC_CALLBACK}",
+            )
         return cls(
             settings.gateway_web_auth,
             accounts=None if store is None else AccountStore(store.db),
@@ -166,7 +196,16 @@ class WebIdentity:
             trusted=tuple(
                 ipaddress.ip_network(c, strict=False) for c in settings.gateway_trusted_proxies
             ),
+            oidc=oidc,
+            oidc_domains=tuple(settings.gateway_oidc_allowed_domains),
+            oidc_groups=tuple(settings.gateway_oidc_allowed_groups),
         )
+
+    @property
+    def signs_in(self) -> bool:
+        """Whether the gateway itself signs people in (and out): a signed-out browser is sent
+        to ``/login``."""
+        return self.mode in ("accounts", "oidc")
 
     # --- who is asking ---------------------------------------------------------------------
 
@@ -183,15 +222,8 @@ class WebIdentity:
         return await self._cookie_person(request.cookies.get(COOKIE))
 
     async def _cookie_person(self, cookie: str | None) -> str | None:
-        if not cookie or len(cookie) > 1024 or self._accounts is None:
-            return None
-        payload_b64, _, mac_b64 = cookie.partition(".")
-        try:
-            payload = _unb64(payload_b64)
-            mac = _unb64(mac_b64)
-        except ValueError:
-            return None
-        if not hmac.compare_digest(mac, self._mac(await self._signing_key(), payload)):
+        payload = await self._unsigned(cookie)
+        if payload is None or self._accounts is None:
             return None
         try:
             data = json.loads(payload)
@@ -217,8 +249,25 @@ class WebIdentity:
 
     async def _cookie_for(self, name: str) -> str:
         payload = json.dumps({"n": name, "i": time.time()}, separators=(",", ":")).encode()
+        return await self._signed(payload)
+
+    async def _signed(self, payload: bytes) -> str:
         mac = self._mac(await self._signing_key(), payload)
         return f"{_b64(payload)}.{_b64(mac)}"
+
+    async def _unsigned(self, cookie: str | None) -> bytes | None:
+        """The payload of a cookie this gateway signed, or ``None``."""
+        if not cookie or len(cookie) > 1024 or self._accounts is None:
+            return None
+        payload_b64, _, mac_b64 = cookie.partition(".")
+        try:
+            payload = _unb64(payload_b64)
+            mac = _unb64(mac_b64)
+        except ValueError:
+            return None
+        if not hmac.compare_digest(mac, self._mac(await self._signing_key(), payload)):
+            return None
+        return payload
 
     # --- sign-in and sign-out (accounts) ---------------------------------------------------
 
@@ -226,6 +275,13 @@ class WebIdentity:
         # /logout opened by hand (a typed address, an old bookmark) lands on the chat, which
         # sends a signed-out person on to the sign-in page: never a bare 404
         back = Route("/logout", _back_to_chat, methods=["GET"])
+        if self.mode == "oidc":
+            return [
+                Route("/login", self._oidc_begin, methods=["GET"]),
+                Route(OIDC_CALLBACK, self._oidc_callback, methods=["GET"]),
+                Route("/logout", self._logout, methods=["POST"]),
+                back,
+            ]
         if self.mode != "accounts":
             # nothing to sign out of: the chat itself, or the sign-in proxy's own page
             return [back, Route("/logout", _back_to_chat, methods=["POST"])]
@@ -305,11 +361,127 @@ class WebIdentity:
                 await audit.record(
                     self._audit_db, "web.sign_out", ("web.account", name), actor=f"web:{name}"
                 )
-        response = JSONResponse({"status": "signed out"})
+        # with single sign-on, /login would sign the person straight back in at the provider:
+        # the page says "signed out" and offers to sign in again instead
+        after = "/login?signed_out=1" if self.mode == "oidc" else "/login"
+        response = JSONResponse({"status": "signed out", "next": after})
         response.delete_cookie(
             COOKIE, path="/", httponly=True, samesite="lax", secure=request.url.scheme == "https"
         )
         return response
+
+    # --- single sign-on (oidc) -------------------------------------------------------------
+
+    async def _oidc_begin(self, request: Request) -> Response:
+        if request.query_params.get("signed_out"):
+            return _page(request, 200, "Signed out", "You are signed out of the chat.")
+        assert self._oidc is not None
+        try:
+            url, pending = await self._oidc.begin()
+        except OidcUnavailable as exc:
+            log.warning("web_oidc_unavailable", reason=exc.reason)
+            return _page(request, 502, "Sign-in unavailable", exc.reason, retry=False)
+        payload = json.dumps(
+            {"s": pending.state, "n": pending.nonce, "v": pending.verifier, "t": time.time()},
+            separators=(",", ":"),
+        ).encode()
+        response = RedirectResponse(url, status_code=303, headers={"Cache-Control": "no-store"})
+        response.set_cookie(
+            OIDC_COOKIE,
+            await self._signed(_PENDING_TAG + payload),
+            max_age=OIDC_PENDING_SECONDS,
+            path="/login",
+            httponly=True,
+            # Lax: the provider's redirect back is a top-level GET, which Lax cookies follow
+            samesite="lax",
+            secure=self._secure(request),
+        )
+        return response
+
+    async def _pending(self, request: Request) -> Pending | None:
+        payload = await self._unsigned(request.cookies.get(OIDC_COOKIE))
+        if payload is None or not payload.startswith(_PENDING_TAG):
+            return None
+        try:
+            data = json.loads(payload[len(_PENDING_TAG) :])
+            pending = Pending(state=str(data["s"]), nonce=str(data["n"]), verifier=str(data["v"]))
+            started = float(data["t"])
+        except (ValueError, KeyError, TypeError):
+            return None
+        if started + OIDC_PENDING_SECONDS < time.time():
+            return None
+        return pending
+
+    async def _oidc_callback(self, request: Request) -> Response:
+        response = await self._oidc_outcome(request)
+        # the pending sign-in is used up whatever happened: a second try starts again
+        response.delete_cookie(
+            OIDC_COOKIE,
+            path="/login",
+            httponly=True,
+            samesite="lax",
+            secure=self._secure(request),
+        )
+        return response
+
+    async def _oidc_outcome(self, request: Request) -> Response:
+        assert self._oidc is not None and self._accounts is not None
+        params = request.query_params
+        client = request.client.host if request.client else "-"
+        if "error" in params:
+            # checked before the state: some providers leave the state off their error
+            # answers (RFC 6749 4.1.2.1 asks for it), and an error signs nobody in
+            error = re.sub(r"[^A-Za-z0-9_.-]", "?", params.get("error", ""))[:64]
+            return await self._oidc_refused(request, None, f"the provider said {error}")
+        pending = await self._pending(request)
+        state = params.get("state", "")
+        if pending is None or not hmac.compare_digest(
+            pending.state.encode(), state.encode("utf-8", "replace")
+        ):
+            # a forged or replayed callback, or a sign-in begun in another browser or too long
+            # ago: nothing from this request is believed
+            return await self._oidc_refused(request, None, "the sign-in state does not match")
+        code = params.get("code", "")
+        if not code or len(code) > 2048:
+            return await self._oidc_refused(request, None, "the provider sent no code")
+        try:
+            identity = await self._oidc.finish(code, pending)
+        except OidcDenied as exc:
+            return await self._oidc_refused(request, None, exc.reason)
+        except OidcUnavailable as exc:
+            log.warning("web_oidc_unavailable", reason=exc.reason)
+            return _page(request, 502, "Sign-in unavailable", exc.reason, retry=False)
+        name = oidc_name(identity)
+        why = allowed(identity, domains=self._oidc_domains, groups=self._oidc_groups)
+        if why is not None:
+            return await self._oidc_refused(request, name, why)
+        try:
+            account = await self._accounts.for_subject(identity.issuer, identity.subject, name)
+        except ValueError:
+            return await self._oidc_refused(request, name, "no free account name")
+        log.info("web_login", user=account.name, client=client, method="oidc")
+        await self._audit_sign_in(account.name, "ok", None)
+        response = RedirectResponse("/", status_code=303, headers={"Cache-Control": "no-store"})
+        response.set_cookie(
+            COOKIE,
+            await self._cookie_for(account.name),
+            max_age=SESSION_SECONDS,
+            path="/",
+            httponly=True,
+            samesite="lax",
+            secure=self._secure(request),
+        )
+        return response
+
+    async def _oidc_refused(self, request: Request, name: str | None, reason: str) -> Response:
+        client = request.client.host if request.client else "-"
+        log.info("web_login_failed", client=client, method="oidc", reason=reason)
+        await self._audit_sign_in(name or "?", "denied", f"oidc: {reason}")
+        return _page(request, 403, "Sign-in refused", reason)
+
+    def _secure(self, request: Request) -> bool:
+        redirect = self._oidc.redirect_uri if self._oidc is not None else ""
+        return request.url.scheme == "https" or redirect.startswith("https://")
 
     async def _audit_sign_in(self, name: str, outcome: audit.Outcome, reason: str | None) -> None:
         if self._audit_db is None:
@@ -324,6 +496,36 @@ class WebIdentity:
             reason=reason,
             actor=f"web:{who}",
         )
+
+
+#: signed pending sign-ins start with this, so one can never pass for a session cookie
+_PENDING_TAG = b"oidc-pending:"
+#: a name made from a provider's claims keeps room for a "-NNN" suffix
+_OIDC_NAME_MAX = 56
+
+
+def oidc_name(identity: Identity) -> str:
+    """The web account name a subject asks for: its ``preferred_username`` or its e-mail's
+    local part, cut down to what ``PERSON_NAME`` accepts (``user`` when nothing is left)."""
+    raw = identity.preferred_username or (identity.email or "").partition("@")[0]
+    name = re.sub(r"[^A-Za-z0-9_.@+-]+", "-", raw)
+    name = re.sub(r"^[^A-Za-z0-9]+", "", name)[:_OIDC_NAME_MAX].rstrip("-")
+    return name if valid_name(name) else "user"
+
+
+def _page(request: Request, status: int, title: str, text: str, *, retry: bool = True) -> Response:
+    """A short answer a browser shows as a page and a script reads as JSON."""
+    if "text/html" not in request.headers.get("accept", ""):
+        key = "status" if status < 400 else "error"
+        return JSONResponse({key: text}, status_code=status, headers={"Cache-Control": "no-store"})
+    link = '<p><a href="/login">Sign in again</a></p>' if retry else ""
+    body = (
+        f'<!doctype html><html lang="en"><meta charset="utf-8"><title>{html.escape(title)}'
+        f"</title><h1>{html.escape(title)}</h1><p>{html.escape(text)}</p>{link}</html>"
+    )
+    return HTMLResponse(
+        body, status_code=status, headers={**page_headers(), "Cache-Control": "no-store"}
+    )
 
 
 async def _back_to_chat(request: Request) -> Response:

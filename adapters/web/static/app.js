@@ -325,8 +325,9 @@ $("show-list").onclick = () => document.body.classList.add("show-list");
 if (!state.thread) document.body.classList.add("show-list");
 $("new-channel").onsubmit = (e) => { e.preventDefault(); const n = $("channel-name").value.trim().replace(/[^A-Za-z0-9_.-]/g, "-").slice(0, 64); if (n) { state.channel = n; state.thread = null; $("channel-name").value = ""; render(); } };
 $("sign-out").onclick = async () => {
-  await fetch("/logout", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
-  location.href = "/login";
+  const r = await fetch("/logout", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+  const next = r.ok ? (await r.json()).next : null;
+  location.href = typeof next === "string" && /^\/[^/\\]/.test(next) ? next : "/login";
 };
 api("/web/api/me").then((me) => {
   $("me").textContent = me.user;
