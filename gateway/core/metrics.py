@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 
 
 class Metrics:
@@ -169,5 +170,10 @@ class Metrics:
             registry=self.registry,
         )
 
-    def render(self) -> bytes:
+    def render(self, *, openmetrics: bool = False) -> bytes:
+        """The text exposition, or OpenMetrics (the format that carries exemplars: latency
+        buckets linked to traces when tracing is on)."""
+        if openmetrics:
+            exposition: bytes = openmetrics_latest(self.registry)  # type: ignore[no-untyped-call]
+            return exposition
         return generate_latest(self.registry)

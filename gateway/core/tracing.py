@@ -222,5 +222,22 @@ def extract(traceparent: str | None) -> Any:
     return TraceContextTextMapPropagator().extract({"traceparent": traceparent})
 
 
+def exemplar() -> dict[str, str] | None:
+    """The current span's ids as a Prometheus exemplar (``observe(value, exemplar=...)``), so a
+    latency histogram's bucket links to a trace in the OpenMetrics exposition; None while off
+    or outside any span."""
+    if _tracer is None:
+        return None
+    from opentelemetry import trace
+
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    return {
+        "trace_id": format(context.trace_id, "032x"),
+        "span_id": format(context.span_id, "016x"),
+    }
+
+
 def _clean(attributes: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in attributes.items() if v is not None}

@@ -80,6 +80,13 @@ def build_app(gateway: Served, extra_routes: Sequence[BaseRoute]) -> FastAPI:
                 authorization=request.headers.get("authorization"),
             )
         await gateway.refresh_gauges()
+        # a scraper that asks for OpenMetrics (Prometheus with exemplar storage) gets the
+        # format that carries exemplars: latency buckets linked to traces
+        if "application/openmetrics-text" in request.headers.get("accept", ""):
+            return Response(
+                gateway.metrics.render(openmetrics=True),
+                media_type="application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )
         return PlainTextResponse(
             gateway.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8"
         )

@@ -320,7 +320,9 @@ class CoreIntake:
                 ),
                 raw={"unstorable": True, "sqlstate": exc.sqlstate},
             )
-        self._metrics.ingest_seconds.labels(platform).observe(time.perf_counter() - started)
+        self._metrics.ingest_seconds.labels(platform).observe(
+            time.perf_counter() - started, exemplar=tracing.exemplar()
+        )
         self._metrics.inbound.labels(platform, result.status).inc()
         tracing.annotate(
             {"gateway.outcome": result.status, "gateway.session_id": result.session_id}

@@ -166,7 +166,9 @@ class TurnToolbox:
             tracing.annotate({"gateway.outcome": outcome, "gateway.decision": decision})
         elapsed = time.perf_counter() - started
         self.metrics.tool_calls.labels(name if name in self.offered else "other", outcome).inc()
-        self.metrics.tool_seconds.labels(name if name in self.offered else "other").observe(elapsed)
+        self.metrics.tool_seconds.labels(name if name in self.offered else "other").observe(
+            elapsed, exemplar=tracing.exemplar()
+        )
         log.info(
             "tool_called",
             tool=name,

@@ -209,7 +209,7 @@ class TurnScheduler:
             outcome, more = await self._run_turn(claim, beat)
             self._metrics.turns.labels(claim.key.platform, outcome).inc()
             self._metrics.turn_seconds.labels(claim.key.platform).observe(
-                time.perf_counter() - started
+                time.perf_counter() - started, exemplar=tracing.exemplar()
             )
             log.info(
                 "turn_finished",
@@ -352,7 +352,7 @@ class TurnScheduler:
             return await agent_task
         finally:
             self._metrics.agent_seconds.labels(self._agent.name).observe(
-                time.perf_counter() - started
+                time.perf_counter() - started, exemplar=tracing.exemplar()
             )
             for task in tasks:
                 task.cancel()

@@ -1,6 +1,7 @@
 """Tracing in one running gateway, spans caught in memory (the SDK's exporter): a message
 whose turn calls a tool is one trace, ingest at its root, every step under the turn, each
-span with the place's ids and the model call with its model and token counts."""
+span with the place's ids and the model call with its model and token counts; the latency
+histograms link to the trace by exemplars in the OpenMetrics exposition."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -68,13 +70,18 @@ async def test_a_message_with_a_tool_call_is_one_trace_of_nested_spans(
         web_chat=False,
         AGENT_MODEL="small",
         GATEWAY_STREAMING=False,
-    ):
+    ) as gw:
         await adapter.submit({"chat": "c", "thread": "T", "id": "m1", "text": "the api?"})
         await wait_for(lambda: len(sink.accepted) == 1, timeout=20)
         await wait_for(
             lambda: any(s.name == "delivery.attempt" for s in spans.get_finished_spans()),
             timeout=10,
         )
+        async with httpx.AsyncClient(base_url=gw.url) as client:
+            plain = (await client.get("/metrics")).text
+            scraped = await client.get(
+                "/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"}
+            )
     done = list(spans.get_finished_spans())
     ingest = _one(done, "ingest")
     turn = _one(done, "turn")
@@ -106,6 +113,23 @@ async def test_a_message_with_a_tool_call_is_one_trace_of_nested_spans(
     assert (answer["gen_ai.usage.input_tokens"], answer["gen_ai.usage.output_tokens"]) == (40, 4)
     assert dict(tool.attributes or {})["gen_ai.tool.name"] == "search_thread"
     assert dict(delivery.attributes or {})["gateway.attempt"] == 1
+    # OpenMetrics carries exemplars: the turn's latency bucket names this trace and the turn
+    assert scraped.headers["content-type"].startswith("application/openmetrics-text")
+    trace_id = format(ingest.context.trace_id, "032x")
+    exemplars = dict(
+        (line.split("{", 1)[0], line.split(" # ", 1)[1])
+        for line in scraped.text.splitlines()
+        if " # {" in line and "_bucket{" in line
+    )
+    assert f'trace_id="{trace_id}"' in exemplars["gateway_turn_seconds_bucket"]
+    assert (
+        f'span_id="{format(turn.context.span_id, "016x")}"'
+        in (exemplars["gateway_turn_seconds_bucket"])
+    )
+    assert f'trace_id="{trace_id}"' in exemplars["gateway_ingest_seconds_bucket"]
+    assert f'trace_id="{trace_id}"' in exemplars["gateway_tool_seconds_bucket"]
+    # the classic text format has no exemplars
+    assert " # {" not in plain and "gateway_turn_seconds_bucket" in plain
 
 
 async def test_an_approval_wait_is_a_span_of_the_message_trace_from_request_to_decision(
