@@ -23,6 +23,7 @@ from testsupport.coverage import (  # noqa: F401  (the coverage figure, untraced
     pytest_runtest_call,
     pytest_terminal_summary,
 )
+from testsupport.fakes.openai import FakeOpenAI
 from testsupport.fakes.sink_server import SinkServer
 
 # The gateway reads its configuration from the environment: tests must not see the
@@ -153,6 +154,17 @@ async def store(database_url: str) -> AsyncIterator[Store]:
 async def sink() -> AsyncIterator[SinkServer]:
     """The recording server behind the sink surface (testsupport/fakes/sink.py)."""
     server = await SinkServer().start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeOpenAI]:
+    """The fake OpenAI-compatible model server (testsupport/fakes/openai.py), answering at
+    once; the streaming tests' conftests give one that streams in small, slow chunks."""
+    server = await FakeOpenAI().start()
     try:
         yield server
     finally:

@@ -5,7 +5,7 @@ histograms link to the trace by exemplars in the OpenMetrics exposition."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +22,6 @@ from testsupport.fakes.openai import FakeOpenAI, Step
 from testsupport.fakes.sink import SinkAdapter
 from testsupport.fakes.sink_server import SinkServer
 from testsupport.harness import running_gateway, wait_for
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    server = await FakeOpenAI().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ file by default) goes to the thread's knowledge base as before."""
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
 from dataclasses import replace
 
 import pytest
@@ -41,15 +40,6 @@ class _Files:
         if len(data) > max_bytes:
             raise FileTooLarge(f"{attachment.name} is too big")
         return data
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    server = await FakeOpenAI().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 def test_image_types_come_from_the_bytes() -> None:
