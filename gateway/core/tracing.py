@@ -20,7 +20,7 @@ import socket
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.core.errors import ConfigError
 
@@ -220,6 +220,31 @@ def extract(traceparent: str | None) -> Any:
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     return TraceContextTextMapPropagator().extract({"traceparent": traceparent})
+
+
+class Place(Protocol):
+    """What names a place: a ``SessionKey`` or a ``ReplyTarget``."""
+
+    @property
+    def platform(self) -> str: ...
+    @property
+    def scope(self) -> str: ...
+    @property
+    def chat_id(self) -> str: ...
+    @property
+    def thread_id(self) -> str | None: ...
+
+
+def place_ids(place: Place, **more: Any) -> dict[str, Any]:
+    """The ids a span of this place carries (``span(..., ids=...)``): platform, scope, chat and
+    thread, plus ``more`` as ``gateway.<name>`` (the session, the message)."""
+    return {
+        "gateway.platform": place.platform,
+        "gateway.scope": place.scope,
+        "gateway.chat_id": place.chat_id,
+        "gateway.thread_id": place.thread_id,
+        **{f"gateway.{name}": value for name, value in more.items()},
+    }
 
 
 def exemplar() -> dict[str, str] | None:

@@ -340,15 +340,7 @@ class WebIdentity:
         log.info("web_login", user=account.name, client=client)
         await self._audit_sign_in(account.name, "ok", None)
         response = JSONResponse({"user": account.name})
-        response.set_cookie(
-            COOKIE,
-            await self._cookie_for(account.name),
-            max_age=SESSION_SECONDS,
-            path="/",
-            httponly=True,
-            samesite="lax",
-            secure=request.url.scheme == "https",
-        )
+        await self._sign_in(response, request, account.name)
         return response
 
     async def _logout(self, request: Request) -> Response:
@@ -366,7 +358,7 @@ class WebIdentity:
         after = "/login?signed_out=1" if self.mode == "oidc" else "/login"
         response = JSONResponse({"status": "signed out", "next": after})
         response.delete_cookie(
-            COOKIE, path="/", httponly=True, samesite="lax", secure=request.url.scheme == "https"
+            COOKIE, path="/", httponly=True, samesite="lax", secure=self._secure(request)
         )
         return response
 
@@ -462,15 +454,7 @@ class WebIdentity:
         log.info("web_login", user=account.name, client=client, method="oidc")
         await self._audit_sign_in(account.name, "ok", None)
         response = RedirectResponse("/", status_code=303, headers={"Cache-Control": "no-store"})
-        response.set_cookie(
-            COOKIE,
-            await self._cookie_for(account.name),
-            max_age=SESSION_SECONDS,
-            path="/",
-            httponly=True,
-            samesite="lax",
-            secure=self._secure(request),
-        )
+        await self._sign_in(response, request, name=account.name)
         return response
 
     async def _oidc_refused(self, request: Request, name: str | None, reason: str) -> Response:
@@ -479,7 +463,22 @@ class WebIdentity:
         await self._audit_sign_in(name or "?", "denied", f"oidc: {reason}")
         return _page(request, 403, "Sign-in refused", reason)
 
+    async def _sign_in(self, response: Response, request: Request, name: str) -> None:
+        """The session cookie on ``response``: ``name`` is signed in (a password or the
+        provider said so)."""
+        response.set_cookie(
+            COOKIE,
+            await self._cookie_for(name),
+            max_age=SESSION_SECONDS,
+            path="/",
+            httponly=True,
+            samesite="lax",
+            secure=self._secure(request),
+        )
+
     def _secure(self, request: Request) -> bool:
+        """Cookies only over https: the request's scheme, or the public address the provider
+        sends people back to (behind a proxy that ends TLS)."""
         redirect = self._oidc.redirect_uri if self._oidc is not None else ""
         return request.url.scheme == "https" or redirect.startswith("https://")
 

@@ -245,13 +245,7 @@ def trace_ids(extracted: Extracted) -> dict[str, Any]:
     """The place's ids a message's spans carry (``gateway.core.tracing``)."""
     if not isinstance(extracted, Envelope):
         return {"gateway.platform": extracted.platform, "gateway.event_id": extracted.event_id}
-    return {
-        "gateway.platform": extracted.key.platform,
-        "gateway.scope": extracted.key.scope,
-        "gateway.chat_id": extracted.key.chat_id,
-        "gateway.thread_id": extracted.key.thread_id,
-        "gateway.message_id": extracted.message_id,
-    }
+    return tracing.place_ids(extracted.key, message_id=extracted.message_id)
 
 
 class CoreIntake:

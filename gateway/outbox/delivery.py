@@ -327,15 +327,12 @@ class DeliveryWorker:
                 "gateway.part_kind": delivery.kind,
             },
             parent=delivery.traceparent,
-            ids={
-                "gateway.platform": target.platform,
-                "gateway.scope": target.scope,
-                "gateway.chat_id": target.chat_id,
-                "gateway.thread_id": target.thread_id,
-                "gateway.session_id": delivery.session_id,
+            ids=tracing.place_ids(
+                target,
+                session_id=delivery.session_id,
                 # the message answered (the target replies to it where the platform can)
-                "gateway.message_id": target.reply_to_message_id,
-            },
+                message_id=target.reply_to_message_id,
+            ),
         ):
             return await self._deliver(delivery, beat=beat, held=held)
 

@@ -175,14 +175,11 @@ class TurnScheduler:
         # the turn continues the trace of the message it answers, stored at its ingest
         # (by this process or another one, before a restart or not)
         asked = _traced_message(claim)
-        ids = {
-            "gateway.platform": claim.key.platform,
-            "gateway.scope": claim.key.scope,
-            "gateway.chat_id": claim.key.chat_id,
-            "gateway.thread_id": claim.key.thread_id,
-            "gateway.session_id": claim.session_id,
-            "gateway.message_id": None if asked is None else asked.external_id,
-        }
+        ids = tracing.place_ids(
+            claim.key,
+            session_id=claim.session_id,
+            message_id=None if asked is None else asked.external_id,
+        )
         with tracing.span(
             "turn",
             {"gateway.seq_no": claim.requested_seq},
