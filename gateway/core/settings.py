@@ -522,16 +522,12 @@ class Settings(BaseSettings):
     def _check_oidc(self) -> None:
         """Single sign-on needs a provider, a client, an address to come back to, and a rule
         for who may use the chat (a provider like Google signs in anyone on earth)."""
-        required = (
+        url_why = "the address people open the chat at (the redirect URI is built from it)"
+        for name, value, what in (
             ("GATEWAY_OIDC_ISSUER", self.gateway_oidc_issuer, "the provider's issuer URL"),
             ("GATEWAY_OIDC_CLIENT_ID", self.gateway_oidc_client_id, "the client id"),
-            (
-                "GATEWAY_PUBLIC_URL",
-                self.gateway_public_url,
-                "the address people open the chat at (the redirect URI is built from it)",
-            ),
-        )
-        for name, value, what in required:
+            ("GATEWAY_PUBLIC_URL", self.gateway_public_url, url_why),
+        ):
             if not value:
                 raise ConfigError(name, f"required when GATEWAY_WEB_AUTH=oidc ({what})")
         if not self.gateway_oidc_allowed_domains and not self.gateway_oidc_allowed_groups:

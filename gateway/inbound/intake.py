@@ -30,7 +30,13 @@ from gateway.core.metrics import Metrics
 from gateway.core.ports import ApprovalClick, ApprovalDecider, ClickOutcome, IngestOutcome
 from gateway.runtime.leadership import Body, LeaderElection
 from gateway.runtime.supervisor import Beat, Supervisor
-from session_store.records import InboundAnnotation, InboundItem, InboundMessage, InboundNote
+from session_store.records import (
+    InboundAnnotation,
+    InboundItem,
+    InboundMessage,
+    InboundNote,
+    IngestResult,
+)
 from session_store.store import Store
 from session_store.values import TurnRequest
 
@@ -295,25 +301,7 @@ class CoreIntake:
         except StoreError as exc:
             if exc.transient:
                 raise  # the database is away: not stored, the surface retries later
-            # the database refuses this item for good: keep a dead letter with the reason
-            # so that the surface moves past it (a poison item never blocks the ones behind)
-            log.error(
-                "inbound_unstorable",
-                platform=platform,
-                error=str(exc),
-                sqlstate=exc.sqlstate,
-                event_id=item.event_id,
-            )
-            reason = f"cannot be stored: {exc.sqlstate or type(exc).__name__}"
-            result = await self._store.ingest(
-                InboundNote(
-                    platform=platform,
-                    status="rejected",
-                    reason=reason,
-                    event_id=item.event_id,
-                ),
-                raw={"unstorable": True, "sqlstate": exc.sqlstate},
-            )
+            result = await self._dead_letter(platform, item.event_id, exc)
         self._metrics.ingest_seconds.labels(platform).observe(
             time.perf_counter() - started, exemplar=tracing.exemplar()
         )
@@ -362,6 +350,24 @@ class CoreIntake:
             session_id=result.session_id,
             seq_no=result.seq_no,
             reason=result.reason,
+        )
+
+    async def _dead_letter(
+        self, platform: str, event_id: str | None, exc: StoreError
+    ) -> IngestResult:
+        """The database refuses an item for good: keep a dead letter with the reason, so that
+        the surface moves past it (a poison item never blocks the ones behind)."""
+        log.error(
+            "inbound_unstorable",
+            platform=platform,
+            error=str(exc),
+            sqlstate=exc.sqlstate,
+            event_id=event_id,
+        )
+        reason = f"cannot be stored: {exc.sqlstate or type(exc).__name__}"
+        return await self._store.ingest(
+            InboundNote(platform=platform, status="rejected", reason=reason, event_id=event_id),
+            raw={"unstorable": True, "sqlstate": exc.sqlstate},
         )
 
     async def lead(self, name: str, body: Body, *, stopping: asyncio.Event | None = None) -> None:
