@@ -4,21 +4,17 @@ policy) and the operator page ``/ops/audit`` that reads it."""
 from __future__ import annotations
 
 from datetime import datetime
-from importlib import resources
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from gateway.core.errors import RequestError
 from gateway.http import params
 from gateway.http.operator import MAX_PAGE, Page, paginate
+from gateway.http.ui import room_page
 from session_store.audit import AuditEvent, AuditStore
 from session_store.db import Database
-
-_HEADERS = {"Cache-Control": "no-store"}
 
 
 def _position(values: list[Any]) -> tuple[datetime, int]:
@@ -84,17 +80,5 @@ def add_audit_routes(router: APIRouter, db: Database) -> None:
 
 
 def audit_pages() -> list[Route]:
-    static = resources.files("gateway.audit").joinpath("static")
-    page = static.joinpath("audit.html").read_text(encoding="utf-8")
-    script = static.joinpath("audit.js").read_text(encoding="utf-8")
-
-    async def audit_page(request: Request) -> Response:
-        return HTMLResponse(page, headers=_HEADERS)
-
-    async def audit_script(request: Request) -> Response:
-        return Response(script, media_type="text/javascript", headers=_HEADERS)
-
-    return [
-        Route("/ops/audit", audit_page, methods=["GET"]),
-        Route("/ops/audit/audit.js", audit_script, methods=["GET"]),
-    ]
+    """``/ops/audit``: the audit log, newest first, with filters."""
+    return room_page("gateway.audit", "audit")

@@ -10,13 +10,13 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.security import HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from gateway import audit
 from gateway.core.errors import RequestError
 from gateway.http import params
 from gateway.http.admin import API_PREFIX, MAX_ID, AccessPolicy, admin_api_router
+from gateway.http.ui import room_page
 from gateway.knowledge.files import FileStorageError
 from gateway.knowledge.places import DEFAULT_KB, Chat, check_name
 from gateway.knowledge.service import FileRejected, Knowledge
@@ -217,32 +217,6 @@ def _assignment_routes(router: APIRouter, knowledge: Knowledge) -> None:
 
 
 #: as the other operator pages: this origin only, no inline script
-PAGE_HEADERS = {
-    "Cache-Control": "no-store",
-    "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        "frame-ancestors 'none'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-}
-
-
 def kb_pages() -> list[Route]:
-    """``/ops/kb``: documents with their job states, upload, reindex, delete, search. The
-    page calls the admin API above (same access policy); the static files are public."""
-    from importlib import resources
-
-    static = resources.files("gateway.knowledge").joinpath("static")
-    page = static.joinpath("kb.html").read_text(encoding="utf-8")
-    script = static.joinpath("kb.js").read_text(encoding="utf-8")
-
-    async def kb_page(request: Request) -> Response:
-        return HTMLResponse(page, headers=PAGE_HEADERS)
-
-    async def kb_script(request: Request) -> Response:
-        return Response(script, media_type="text/javascript", headers=PAGE_HEADERS)
-
-    return [
-        Route("/ops/kb", kb_page, methods=["GET"]),
-        Route("/ops/kb/kb.js", kb_script, methods=["GET"]),
-    ]
+    """``/ops/kb``: documents with their job states, upload, reindex, delete, search."""
+    return room_page("gateway.knowledge", "kb")

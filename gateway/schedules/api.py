@@ -13,13 +13,12 @@ from fastapi import APIRouter, Path, Query
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from gateway.core.errors import GatewayError
 from gateway.http import params
 from gateway.http.admin import API_PREFIX, MAX_ID, AccessPolicy, admin_api_router
+from gateway.http.ui import room_page
 from gateway.schedules.places import parse_place
 from gateway.schedules.service import OPERATOR, ScheduleService
 from session_store.repos.schedules import ScheduleRecord
@@ -136,26 +135,8 @@ def schedules_router(service: ScheduleService, policy: AccessPolicy) -> APIRoute
 
 
 def schedule_pages() -> list[Route]:
-    """``/ops/schedules``: each schedule with its next and last firing and its outcome. The
-    page calls the admin API above (same access policy); the static files are public."""
-    from importlib import resources
-
-    from gateway.knowledge.admin_api import PAGE_HEADERS
-
-    static = resources.files("gateway.schedules").joinpath("static")
-    page = static.joinpath("schedules.html").read_text(encoding="utf-8")
-    script = static.joinpath("schedules.js").read_text(encoding="utf-8")
-
-    async def schedules_page(request: Request) -> Response:
-        return HTMLResponse(page, headers=PAGE_HEADERS)
-
-    async def schedules_script(request: Request) -> Response:
-        return Response(script, media_type="text/javascript", headers=PAGE_HEADERS)
-
-    return [
-        Route("/ops/schedules", schedules_page, methods=["GET"]),
-        Route("/ops/schedules/schedules.js", schedules_script, methods=["GET"]),
-    ]
+    """``/ops/schedules``: each schedule with its next and last firing and its outcome."""
+    return room_page("gateway.schedules", "schedules")
 
 
 @contextlib.contextmanager

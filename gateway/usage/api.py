@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
-from starlette.responses import HTMLResponse, Response
+from fastapi import APIRouter, Query
 from starlette.routing import Route
 
 from gateway.core.errors import RequestError
 from gateway.http import params
 from gateway.http.admin import API_PREFIX, AccessPolicy, admin_api_router
-from gateway.knowledge.admin_api import PAGE_HEADERS
+from gateway.http.ui import room_page
 from gateway.usage.report import BadRange, build_report
 from gateway.usage.service import UsageService
 
@@ -44,20 +43,5 @@ def usage_router(usage: UsageService, policy: AccessPolicy) -> APIRouter:
 
 
 def usage_pages() -> list[Route]:
-    """``/ops/usage``: the page calls the API above (same access policy)."""
-    from importlib import resources
-
-    static = resources.files("gateway.usage").joinpath("static")
-    page = static.joinpath("usage.html").read_text(encoding="utf-8")
-    script = static.joinpath("usage.js").read_text(encoding="utf-8")
-
-    async def usage_page(request: Request) -> Response:
-        return HTMLResponse(page, headers=PAGE_HEADERS)
-
-    async def usage_script(request: Request) -> Response:
-        return Response(script, media_type="text/javascript", headers=PAGE_HEADERS)
-
-    return [
-        Route("/ops/usage", usage_page, methods=["GET"]),
-        Route("/ops/usage/usage.js", usage_script, methods=["GET"]),
-    ]
+    """``/ops/usage``: spend per day, top people, places and models, and the budgets."""
+    return room_page("gateway.usage", "usage")

@@ -1,32 +1,7 @@
 "use strict";
 // The audit log page. Everything from the API is inserted with textContent, never innerHTML.
 
-const TOKEN_KEY = "chat-gateway-admin-token";
-const $ = (id) => document.getElementById(id);
 const state = { cursor: null };
-
-function el(tag, cls, text) {
-  const e = document.createElement(tag);
-  if (cls) e.className = cls;
-  if (text !== undefined && text !== null) e.textContent = String(text);
-  return e;
-}
-
-async function api(path) {
-  const headers = { Accept: "application/json" };
-  const token = sessionStorage.getItem(TOKEN_KEY);
-  if (token) headers.Authorization = "Bearer " + token;
-  const res = await fetch(path, { headers });
-  let body = null;
-  try { body = await res.json(); } catch (e) { body = null; }
-  if (res.status === 401) {
-    $("auth").style.display = "block";
-    throw new Error((body && body.detail) || "an admin token is required");
-  }
-  if (!res.ok) throw new Error((body && (body.detail || body.title)) || "HTTP " + res.status);
-  $("notice").textContent = "";
-  return body;
-}
 
 function query() {
   const p = new URLSearchParams({ limit: "100" });
@@ -72,8 +47,6 @@ async function load(more) {
   state.cursor = page.next_cursor;
   $("more").hidden = !page.next_cursor;
 }
-
-function notice(err) { $("notice").textContent = String((err && err.message) || err); }
 
 $("auth").onsubmit = (e) => {
   e.preventDefault();

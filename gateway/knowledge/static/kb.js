@@ -2,36 +2,6 @@
 // The knowledge base's operator page: documents with their ingest state, upload, reindex,
 // delete, and search. API content is only ever inserted with textContent.
 
-const TOKEN_KEY = "chat-gateway-admin-token";
-const $ = (id) => document.getElementById(id);
-
-function el(tag, cls, text) {
-  const e = document.createElement(tag);
-  if (cls) e.className = cls;
-  if (text !== undefined && text !== null) e.textContent = String(text);
-  return e;
-}
-
-async function api(path, opts) {
-  const options = Object.assign({}, opts || {});
-  const headers = Object.assign({ Accept: "application/json" }, options.headers || {});
-  const token = sessionStorage.getItem(TOKEN_KEY);
-  if (token) headers.Authorization = "Bearer " + token;
-  options.headers = headers;
-  const res = await fetch(path, options);
-  let body = null;
-  try { body = await res.json(); } catch (e) { body = null; }
-  if (res.status === 401) {
-    $("auth").style.display = "block";
-    throw new Error((body && body.detail) || "an admin token is required");
-  }
-  if (!res.ok) throw new Error((body && (body.detail || body.title)) || "HTTP " + res.status);
-  $("notice").textContent = "";
-  return body;
-}
-
-function notice(err) { $("notice").textContent = String((err && err.message) || err); }
-
 function source(h) {
   let label = h.document_name;
   if (h.page !== null && h.page !== undefined) label += ", p. " + h.page;

@@ -2,35 +2,6 @@
 // The schedules' operator page: each schedule with its next and last firing and that
 // firing's outcome; run one now or remove it. API content is only inserted with textContent.
 
-const TOKEN_KEY = "chat-gateway-admin-token";
-const $ = (id) => document.getElementById(id);
-
-function el(tag, cls, text) {
-  const e = document.createElement(tag);
-  if (cls) e.className = cls;
-  if (text !== undefined && text !== null) e.textContent = String(text);
-  return e;
-}
-
-async function api(path, opts) {
-  const options = Object.assign({}, opts || {});
-  const headers = Object.assign({ Accept: "application/json" }, options.headers || {});
-  const token = sessionStorage.getItem(TOKEN_KEY);
-  if (token) headers.Authorization = "Bearer " + token;
-  options.headers = headers;
-  const res = await fetch(path, options);
-  let body = null;
-  try { body = await res.json(); } catch (e) { body = null; }
-  if (res.status === 401) {
-    $("auth").style.display = "block";
-    throw new Error((body && body.detail) || "an admin token is required");
-  }
-  if (!res.ok) throw new Error((body && (body.detail || body.title)) || "HTTP " + res.status);
-  $("notice").textContent = "";
-  return body;
-}
-
-function notice(err) { $("notice").textContent = String((err && err.message) || err); }
 function when(v) { return v ? new Date(v).toLocaleString() : "–"; }
 
 function button(label, onClick) {

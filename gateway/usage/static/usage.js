@@ -2,38 +2,13 @@
 // The usage operator page: spend per day as an SVG bar chart, top people, places and
 // models, and the budgets. API content is only ever inserted with textContent.
 
-const TOKEN_KEY = "chat-gateway-admin-token";
 const SVG = "http://www.w3.org/2000/svg";
 const TOP = 10;
-const $ = (id) => document.getElementById(id);
-
-function el(tag, cls, text) {
-  const e = document.createElement(tag);
-  if (cls) e.className = cls;
-  if (text !== undefined && text !== null) e.textContent = String(text);
-  return e;
-}
 
 function svg(tag, attrs) {
   const e = document.createElementNS(SVG, tag);
   for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
   return e;
-}
-
-async function api(path) {
-  const headers = { Accept: "application/json" };
-  const token = sessionStorage.getItem(TOKEN_KEY);
-  if (token) headers.Authorization = "Bearer " + token;
-  const res = await fetch(path, { headers });
-  let body = null;
-  try { body = await res.json(); } catch (e) { body = null; }
-  if (res.status === 401) {
-    $("auth").style.display = "block";
-    throw new Error((body && body.detail) || "an admin token is required");
-  }
-  if (!res.ok) throw new Error((body && (body.detail || body.title)) || "HTTP " + res.status);
-  $("notice").textContent = "";
-  return body;
 }
 
 function money(v) { return v === null || v === undefined ? "-" : Number(v).toFixed(4); }

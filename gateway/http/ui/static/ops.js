@@ -2,20 +2,6 @@
 // The operator pages. Everything that comes from the API (and so from chat users) is inserted
 // with textContent, never innerHTML.
 
-const TOKEN_KEY = "chat-gateway-admin-token";
-const $ = (id) => document.getElementById(id);
-
-class ApiError extends Error {
-  constructor(message, status) { super(message); this.status = status; }
-}
-
-function el(tag, cls, text) {
-  const e = document.createElement(tag);
-  if (cls) e.className = cls;
-  if (text !== undefined && text !== null) e.textContent = String(text);
-  return e;
-}
-
 function cell(text, cls) { return el("td", cls, text === null || text === undefined ? "" : text); }
 
 function badge(status, extra) {
@@ -23,26 +9,6 @@ function badge(status, extra) {
   b.dataset.status = status;
   return b;
 }
-
-async function api(path, opts) {
-  const options = Object.assign({}, opts || {});
-  const headers = Object.assign({ Accept: "application/json" }, options.headers || {});
-  const token = sessionStorage.getItem(TOKEN_KEY);
-  if (token) headers.Authorization = "Bearer " + token;
-  options.headers = headers;
-  const res = await fetch(path, options);
-  let body = null;
-  try { body = await res.json(); } catch (e) { body = null; }
-  if (res.status === 401) {
-    $("auth").style.display = "block";
-    throw new ApiError((body && body.detail) || "an admin token is required", 401);
-  }
-  if (!res.ok) throw new ApiError((body && (body.detail || body.title)) || "HTTP " + res.status, res.status);
-  $("notice").textContent = "";
-  return body;
-}
-
-function notice(err) { $("notice").textContent = String((err && err.message) || err); }
 
 function ago(iso) {
   if (!iso) return "–";
