@@ -41,7 +41,7 @@ ENVELOPE_ID_KEY = "gateway_envelope_id"
 #: another type): ``json.loads``, then ``.get``/``in`` on whatever the fields hold
 #: (and, from ``async_dispatch``, ``"type" in body["event"]`` on an ``event`` that is a
 #: number); a body nested past Python's recursion limit raises RecursionError
-_UNREADABLE = (ValueError, TypeError, AttributeError, KeyError, IndexError, RecursionError)
+UNREADABLE = (ValueError, TypeError, AttributeError, KeyError, IndexError, RecursionError)
 
 
 def readable_signature_headers(headers: Headers | Mapping[str, str]) -> bool:
@@ -141,7 +141,7 @@ class BoltIngress(SlackIngress):
             )
             # bolt reads the body's fields before any listener, outside its error handler
             response = await self._app.async_dispatch(bolt_request)
-        except _UNREADABLE:
+        except UNREADABLE:
             return await self._unreadable_http(body, text, request, route, intake, me)
         if response.status == 401:
             log.warning("slack_signature_rejected", route=route)

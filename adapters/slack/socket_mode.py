@@ -21,7 +21,7 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.bolt_app import _UNREADABLE, ENVELOPE_ID_KEY, ENVELOPE_KEY
+from adapters.slack.bolt_app import ENVELOPE_ID_KEY, ENVELOPE_KEY, UNREADABLE
 from adapters.slack.extract import PLATFORM
 from adapters.slack.ingest import SlackIngress
 from gateway.core.domain import Rejected
@@ -147,7 +147,7 @@ class SocketModeIngress(SlackIngress):
                     context={ENVELOPE_KEY: request.type, ENVELOPE_ID_KEY: request.envelope_id},
                 )
                 response = await self._app.async_dispatch(bolt_request)
-            except _UNREADABLE:
+            except UNREADABLE:
                 payload = request.payload
                 await intake.submit(
                     Rejected(platform=PLATFORM, reason=f"socket mode {request.type}: unreadable"),
