@@ -22,10 +22,17 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from adapters.mattermost.context import BotIdentity as BotIdentity
+from adapters.mattermost.context import ExtractContext as ExtractContext
+from adapters.mattermost.reactions import APPROVE_EMOJI_TEXT as APPROVE_EMOJI_TEXT
+from adapters.mattermost.reactions import DENY_EMOJI_TEXT as DENY_EMOJI_TEXT
+from adapters.mattermost.reactions import REACTION_EVENTS as REACTION_EVENTS
+from adapters.mattermost.reactions import approval_reaction_of as approval_reaction_of
+from adapters.mattermost.reactions import reaction_of as reaction_of
 from adapters.mattermost.settings import MattermostSettings
 from gateway.core.commands import command_name
 from gateway.core.domain import (
@@ -36,7 +43,6 @@ from gateway.core.domain import (
     Facts,
     Ignored,
     Place,
-    Reaction,
     Rejected,
     ReplyTarget,
     Sender,
@@ -44,7 +50,14 @@ from gateway.core.domain import (
     Trigger,
 )
 from gateway.core.settings import Settings
-from gateway.inbound.policy import AnswerRules, PlaceAnswerRule, Shorthand, decide, rules_for
+from gateway.inbound.policy import (
+    AnswerRules,
+    Decision,
+    PlaceAnswerRule,
+    Shorthand,
+    decide,
+    rules_for,
+)
 
 PLATFORM = "mattermost"
 
@@ -52,28 +65,7 @@ PLATFORM = "mattermost"
 #: channel_viewed, ...) is protocol or presence noise
 POST_EVENTS = frozenset({"posted", "post_edited", "post_deleted"})
 
-#: reactions that are feedback on a bot reply (Mattermost emoji names; skin tones stripped)
-_POSITIVE = frozenset({"+1", "thumbsup"})
-_NEGATIVE = frozenset({"-1", "thumbsdown"})
-REACTION_EVENTS = frozenset({"reaction_added", "reaction_removed"})
-_SKIN_TONE = re.compile(r"_(?:light|medium_light|medium|medium_dark|dark)_skin_tone$")
 _CHANNEL_TYPES = frozenset({"O", "P", "D", "G"})
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BotIdentity:
-    """Who we are on the server (``GET /api/v4/users/me``)."""
-
-    user_id: str
-    username: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ExtractContext:
-    scope: str
-    bot: BotIdentity
-    #: who is answered (``answer_rules`` maps the settings into them)
-    rules: AnswerRules = field(default_factory=AnswerRules)
 
 
 def answer_rules(
@@ -299,14 +291,15 @@ def extract_post(
     props = props if isinstance(props, Mapping) else {}
     # props.from_bot is set by the server for bot accounts; webhooks post as from_webhook
     from_bot = props.get("from_bot") == "true" or props.get("from_webhook") == "true"
-    scope = ctx.scope
-    key = session_key(
-        scope=scope,
-        channel_id=channel_id,
-        channel_type=channel_type,
-        post_id=post_id,
-        root_id=root_id,
-    )
+    # where the post is: its session, and where its answer goes
+    where = {
+        "scope": ctx.scope,
+        "channel_id": channel_id,
+        "channel_type": channel_type,
+        "post_id": post_id,
+        "root_id": root_id,
+    }
+    key = session_key(**where)
     facts = facts_of(
         key=key,
         user_id=user_id,
@@ -317,27 +310,65 @@ def extract_post(
         bot=ctx.bot,
     )
     decision = decide(facts, ctx.rules)
+    ignored = _ignored(post, facts, decision)
+    if ignored is not None:
+        return ignored
+    # A command only counts when the post is for us: a stray "/new" in a channel (or another
+    # bot's) must not reset a session.
+    for_us = kind is EventKind.MESSAGE and decision.trigger is not Trigger.NEVER
+    envelope = Envelope(
+        key=key,
+        target=reply_target(**where),
+        message_id=post_id,
+        text=text,
+        sender=_sender(user_id, sender_name, props, from_bot=from_bot),
+        event_id=f"post:{post_id}",
+        kind=EventKind.MESSAGE,
+        trigger=decision.trigger,
+        command=parse_command(text, ctx.bot) if for_us else None,
+        reply_to_id=root_id or None,
+        attachments=_attachments(post),
+        sent_at=_millis(post.get("create_at")),
+        # "D" is a direct message; a group message ("G") is named like a channel
+        place=Place(direct=channel_type == "D", chat_name=channel_name or None),
+        metadata=_metadata(post, channel_type, source, team_id, channel_name, root_id),
+        facts=facts,
+    )
+    return _as_kind(envelope, post, kind)
+
+
+def _ignored(post: Mapping[str, Any], facts: Facts, decision: Decision) -> Ignored | None:
+    """Why a post is not conversation for us (the answer policy's reason, or a system
+    post), else ``None``."""
+    event_id = f"post:{_str(post, 'id')}"
     if decision.ignored:
         reason = "own post" if facts.from_self else decision.reason
-        return Ignored(platform=PLATFORM, reason=reason, event_id=f"post:{post_id}")
+        return Ignored(platform=PLATFORM, reason=reason, event_id=event_id)
     post_type = _str(post, "type")
     if post_type.startswith("system_"):
         # joins, header changes, ... are server notices, not conversation
-        return Ignored(
-            platform=PLATFORM, reason=f"system post {post_type}", event_id=f"post:{post_id}"
-        )
-    target = reply_target(
-        scope=scope,
-        channel_id=channel_id,
-        channel_type=channel_type,
-        post_id=post_id,
-        root_id=root_id,
-    )
+        return Ignored(platform=PLATFORM, reason=f"system post {post_type}", event_id=event_id)
+    return None
+
+
+def _sender(
+    user_id: str, sender_name: str | None, props: Mapping[str, Any], *, from_bot: bool
+) -> Sender:
     name = sender_name.lstrip("@") if sender_name else None
     override = props.get("override_username")
     if isinstance(override, str) and override:
         name = override
-    sender = Sender(id=user_id, name=name, is_bot=from_bot)
+    return Sender(id=user_id, name=name, is_bot=from_bot)
+
+
+def _metadata(
+    post: Mapping[str, Any],
+    channel_type: str,
+    source: str,
+    team_id: str | None,
+    channel_name: str | None,
+    root_id: str,
+) -> dict[str, Any]:
     create_at = post.get("create_at")
     metadata: dict[str, Any] = {
         "channel_type": channel_type,
@@ -350,30 +381,14 @@ def extract_post(
         metadata["channel_name"] = channel_name
     if root_id:
         metadata["root_id"] = root_id
-    # "D" is a direct message; a group message ("G") is named like a channel
-    place = Place(direct=channel_type == "D", chat_name=channel_name or None)
+    return metadata
 
-    # A command only counts when the post is for us: a stray "/new" in a channel (or another
-    # bot's) must not reset a session.
-    for_us = kind is EventKind.MESSAGE and decision.trigger is not Trigger.NEVER
-    envelope = Envelope(
-        key=key,
-        target=target,
-        message_id=post_id,
-        text=text,
-        sender=sender,
-        event_id=f"post:{post_id}",
-        kind=EventKind.MESSAGE,
-        trigger=decision.trigger,
-        command=parse_command(text, ctx.bot) if for_us else None,
-        reply_to_id=root_id or None,
-        attachments=_attachments(post),
-        sent_at=_millis(create_at),
-        place=place,
-        metadata=metadata,
-        facts=facts,
-    )
-    if kind is EventKind.EDIT:  # an annotation of the stored post, never answered again
+
+def _as_kind(envelope: Envelope, post: Mapping[str, Any], kind: EventKind) -> Envelope:
+    """A post's envelope as its edit or deletion: an annotation of the stored post, never
+    answered again."""
+    post_id = envelope.message_id
+    if kind is EventKind.EDIT:
         edit_at = post.get("edit_at")
         return replace(
             envelope,
@@ -393,79 +408,6 @@ def extract_post(
             sent_at=_millis(post.get("delete_at")),
         )
     return envelope
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _ReactionEvent:
-    """The fields of a ``reaction_added`` / ``reaction_removed`` event by someone other than
-    the bot; ``emoji`` without its skin tone."""
-
-    added: bool
-    channel: str
-    post: str
-    user: str
-    emoji: str
-
-
-def _reaction_event(event: Mapping[str, Any], *, ctx: ExtractContext) -> _ReactionEvent | None:
-    """``data.reaction`` is a JSON string like ``data.post`` (server reaction.go); the channel
-    is in it, or in the broadcast."""
-    name = event.get("event")
-    data = event.get("data")
-    if name not in REACTION_EVENTS or not isinstance(data, Mapping):
-        return None
-    raw = data.get("reaction")
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except (ValueError, RecursionError):
-            return None
-    if not isinstance(raw, Mapping):
-        return None
-    user, post, emoji = raw.get("user_id"), raw.get("post_id"), raw.get("emoji_name")
-    channel = raw.get("channel_id")
-    if not channel:
-        broadcast = event.get("broadcast")
-        channel = broadcast.get("channel_id") if isinstance(broadcast, Mapping) else None
-    if not (
-        isinstance(user, str)
-        and user
-        and isinstance(post, str)
-        and post
-        and isinstance(emoji, str)
-        and isinstance(channel, str)
-        and channel
-    ):
-        return None
-    if user == ctx.bot.user_id:
-        return None
-    return _ReactionEvent(
-        added=name == "reaction_added",
-        channel=channel,
-        post=post,
-        user=user,
-        emoji=_SKIN_TONE.sub("", emoji),
-    )
-
-
-def reaction_of(event: Mapping[str, Any], *, ctx: ExtractContext) -> Reaction | None:
-    """``reaction_added`` / ``reaction_removed`` with a thumbs up/down by someone else, else
-    ``None``."""
-    found = _reaction_event(event, ctx=ctx)
-    if found is None:
-        return None
-    if found.emoji in _POSITIVE:
-        value = 1
-    elif found.emoji in _NEGATIVE:
-        value = -1
-    else:
-        return None
-    return Reaction(
-        chat_id=found.channel,
-        message_id=found.post,
-        user_id=found.user,
-        value=value if found.added else 0,
-    )
 
 
 def extract_event(
@@ -566,36 +508,3 @@ def post_order(post: Mapping[str, Any]) -> tuple[int, str]:
 
 def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-#: approval cards: reacting ✅ approves, ❌ denies (Mattermost emoji names)
-APPROVE_EMOJIS = frozenset({"white_check_mark", "heavy_check_mark", "ballot_box_with_check"})
-DENY_EMOJIS = frozenset({"x", "negative_squared_cross_mark", "heavy_multiplication_x"})
-APPROVE_EMOJI_TEXT = ":white_check_mark:"
-DENY_EMOJI_TEXT = ":x:"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ApprovalReaction:
-    chat_id: str
-    post_id: str
-    user_id: str
-    approve: bool
-
-
-def approval_reaction_of(
-    event: Mapping[str, Any], *, ctx: ExtractContext
-) -> ApprovalReaction | None:
-    """``reaction_added`` of ✅ or ❌ by someone other than the bot, else ``None`` (which post
-    it is on, and whether that post is an open approval card, is the core's question)."""
-    found = _reaction_event(event, ctx=ctx)
-    if found is None or not found.added:
-        return None
-    if found.emoji not in APPROVE_EMOJIS and found.emoji not in DENY_EMOJIS:
-        return None
-    return ApprovalReaction(
-        chat_id=found.channel,
-        post_id=found.post,
-        user_id=found.user,
-        approve=found.emoji in APPROVE_EMOJIS,
-    )

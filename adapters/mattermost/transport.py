@@ -20,7 +20,7 @@ from adapters.mattermost.api import MattermostApi, MattermostApiError
 from adapters.mattermost.extract import APPROVE_EMOJI_TEXT, DENY_EMOJI_TEXT, PLATFORM
 from gateway.core.domain import Attachment, OutgoingFile, ReplyTarget
 from gateway.core.errors import DeliveryError
-from gateway.core.ports import APPROVAL_EXTRA, PaceRule, SendResult
+from gateway.core.ports import PaceRule, SendResult
 from gateway.core.text import format_parts
 from gateway.knowledge.attachments import FileFetchError
 
@@ -144,12 +144,22 @@ class MattermostTransport:
         ]
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
+        return await self._counted_send(target, text, idempotency_key, approval_id=None)
+
+    async def send_card(
+        self, target: ReplyTarget, text: str, *, approval_id: str, idempotency_key: str
+    ) -> SendResult:
+        return await self._counted_send(target, text, idempotency_key, approval_id=approval_id)
+
+    async def _counted_send(
+        self, target: ReplyTarget, text: str, idempotency_key: str, *, approval_id: str | None
+    ) -> SendResult:
         if self._closed:
             raise DeliveryError("mattermost adapter stopped")
         self._inflight += 1
         self._drained.clear()
         try:
-            return await self._send(target, text, idempotency_key)
+            return await self._send(target, text, idempotency_key, approval_id=approval_id)
         finally:
             self._inflight -= 1
             if self._inflight == 0:
@@ -162,8 +172,8 @@ class MattermostTransport:
         idempotency_key: str,
         *,
         file_ids: list[str] | None = None,
+        approval_id: str | None = None,
     ) -> SendResult:
-        approval_id = target.extra.get(APPROVAL_EXTRA)
         buttons = bool(approval_id) and self._buttons
         if approval_id:
             # an approval card: decided by reacting to this very post, or by its
@@ -179,11 +189,12 @@ class MattermostTransport:
         }
         if buttons:
             assert self.actions_url is not None and self._actions_key is not None
+            assert approval_id is not None
             body["props"] = {
                 "attachments": card_attachments(
                     url=self.actions_url,
                     key=self._actions_key,
-                    approval_id=str(approval_id),
+                    approval_id=approval_id,
                     channel_id=target.chat_id,
                 )
             }

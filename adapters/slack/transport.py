@@ -21,7 +21,7 @@ from adapters.slack.blocks import code_blocks
 from adapters.slack.mrkdwn import markdown_to_mrkdwn
 from gateway.core.domain import Attachment, OutgoingFile, ReplyTarget
 from gateway.core.errors import DeliveryError
-from gateway.core.ports import APPROVAL_EXTRA, PaceRule, SendResult
+from gateway.core.ports import PaceRule, SendResult
 from gateway.core.text import format_parts
 from gateway.knowledge.attachments import FileFetchError, download
 
@@ -205,10 +205,23 @@ class SlackTransport:
         return [PaceRule(f"channel:{target.scope}:{target.chat_id}", 1.0, 3)]
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
-        # an approval card: buttons carrying only the opaque id; otherwise code
-        # fences become rich-text preformatted blocks; ``text`` stays the fallback
-        approval = target.extra.get(APPROVAL_EXTRA)
-        blocks = approval_blocks(text, approval) if approval else code_blocks(text)
+        # code fences become rich-text preformatted blocks; ``text`` stays the fallback
+        return await self._send_blocks(target, text, code_blocks(text), idempotency_key)
+
+    async def send_card(
+        self, target: ReplyTarget, text: str, *, approval_id: str, idempotency_key: str
+    ) -> SendResult:
+        # an approval card: buttons carrying only the opaque id; ``text`` stays the fallback
+        blocks = approval_blocks(text, approval_id)
+        return await self._send_blocks(target, text, blocks, idempotency_key)
+
+    async def _send_blocks(
+        self,
+        target: ReplyTarget,
+        text: str,
+        blocks: list[dict[str, Any]] | None,
+        idempotency_key: str,
+    ) -> SendResult:
         try:
             try:
                 response = await self._post(target, text, blocks, idempotency_key)

@@ -17,17 +17,25 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from adapters.telegram.callbacks import APPROVAL_PREFIX as APPROVAL_PREFIX
+from adapters.telegram.callbacks import ApprovalPress as ApprovalPress
+from adapters.telegram.callbacks import callback_of as callback_of
+from adapters.telegram.callbacks import reaction_of as reaction_of
+from adapters.telegram.kinds import (
+    SERVICE_FIELDS,
+    attachments_of,
+    is_int,
+    kind_of_content,
+)
 from adapters.telegram.settings import TelegramSettings
 from gateway.core.commands import COMMANDS
 from gateway.core.domain import (
-    Attachment,
     Envelope,
     EventKind,
     Extracted,
     Facts,
     Ignored,
     Place,
-    Reaction,
     Rejected,
     ReplyTarget,
     Sender,
@@ -50,74 +58,6 @@ _MESSAGE_UPDATES: Mapping[str, bool] = {
 }
 _CHANNEL_UPDATES = ("channel_post", "edited_channel_post")
 
-#: message fields that make it a conversational message (text or user content)
-_MEDIA_KINDS = (
-    "photo",
-    "document",
-    "video",
-    "audio",
-    "voice",
-    "animation",
-    "sticker",
-    "video_note",
-    "paid_media",
-)
-_OTHER_CONTENT = (
-    "contact",
-    "location",
-    "venue",
-    "poll",
-    "dice",
-    "game",
-    "story",
-    "invoice",
-    "checklist",
-)
-
-#: service-message markers (Bot API "Message" fields that describe an event, not content)
-_SERVICE_FIELDS = (
-    "forum_topic_created",
-    "forum_topic_edited",
-    "forum_topic_closed",
-    "forum_topic_reopened",
-    "general_forum_topic_hidden",
-    "general_forum_topic_unhidden",
-    "new_chat_members",
-    "left_chat_member",
-    "new_chat_title",
-    "new_chat_photo",
-    "delete_chat_photo",
-    "group_chat_created",
-    "supergroup_chat_created",
-    "channel_chat_created",
-    "message_auto_delete_timer_changed",
-    "migrate_to_chat_id",
-    "migrate_from_chat_id",
-    "pinned_message",
-    "successful_payment",
-    "refunded_payment",
-    "users_shared",
-    "chat_shared",
-    "connected_website",
-    "write_access_allowed",
-    "proximity_alert_triggered",
-    "boost_added",
-    "chat_background_set",
-    "checklist_tasks_done",
-    "checklist_tasks_added",
-    "direct_message_price_changed",
-    "giveaway_created",
-    "giveaway_completed",
-    "giveaway_winners",
-    "video_chat_scheduled",
-    "video_chat_started",
-    "video_chat_ended",
-    "video_chat_participants_invited",
-    "web_app_data",
-    "gift",
-    "unique_gift",
-    "paid_message_price_changed",
-)
 
 # Telegram sends commands as a ``bot_command`` entity; this is only the fallback for
 # hand-written payloads without ``entities`` at all.
@@ -172,7 +112,7 @@ def topic_id(message: Mapping[str, Any]) -> str | None:
     The General topic (id 1) arrives without either field, so it is "no topic" too.
     """
     thread = message.get("message_thread_id")
-    if message.get("is_topic_message") is True and _is_int(thread):
+    if message.get("is_topic_message") is True and is_int(thread):
         return str(thread)
     return None
 
@@ -180,7 +120,7 @@ def topic_id(message: Mapping[str, Any]) -> str | None:
 def direct_messages_topic_id(message: Mapping[str, Any]) -> str | None:
     """Channel direct-messages chats (Bot API 9.2) thread by ``direct_messages_topic``."""
     dm_topic = message.get("direct_messages_topic")
-    if isinstance(dm_topic, Mapping) and _is_int(dm_topic.get("topic_id")):
+    if isinstance(dm_topic, Mapping) and is_int(dm_topic.get("topic_id")):
         return str(dm_topic["topic_id"])
     return None
 
@@ -226,7 +166,7 @@ def extract_update(update: Mapping[str, Any], *, bot: BotIdentity, rules: Answer
     if not isinstance(update, Mapping):
         return Rejected(platform=PLATFORM, reason="update is not a JSON object")
     update_id = update.get("update_id")
-    event_id = str(update_id) if _is_int(update_id) else None
+    event_id = str(update_id) if is_int(update_id) else None
     if event_id is None:
         return Rejected(platform=PLATFORM, reason="update without an integer update_id")
     try:
@@ -272,7 +212,7 @@ def _message(
     rules: AnswerRules,
 ) -> Extracted:
     chat = _chat(message)
-    if not _is_int(message.get("message_id")):
+    if not is_int(message.get("message_id")):
         raise _Reject("message without an integer message_id")
     chat_type = str(chat.get("type") or "")
     if chat_type == "channel":
@@ -286,7 +226,7 @@ def _message(
         entities_field = "caption_entities"
     text = text if isinstance(text, str) else ""
     entities = _entities(message.get(entities_field))
-    attachments = _attachments(message)
+    attachments = attachments_of(message)
     has_entities = entities_field in message
     command = None if edited else _command(text, entities, bot, has_entities=has_entities)
     facts = facts_of(
@@ -301,9 +241,9 @@ def _message(
     decision = decide(facts, rules)
     if decision.ignored:
         return _ignored(decision.reason, event_id)
-    content_kind = _content_kind(message, has_text=bool(text))
+    content_kind = kind_of_content(message, has_text=bool(text))
     if content_kind is None:
-        service = next((f for f in _SERVICE_FIELDS if f in message), None)
+        service = next((f for f in SERVICE_FIELDS if f in message), None)
         if service is not None:
             return _ignored(f"service message: {service}", event_id)
         content_kind = "unknown"
@@ -348,7 +288,7 @@ def _deleted_business(payload: Any, *, event_id: str, rules: AnswerRules) -> Ext
     business = payload.get("business_connection_id")
     if not isinstance(business, str) or not business:
         raise _Reject("deleted_business_messages without business_connection_id")
-    if not isinstance(ids, list) or len(ids) != 1 or not _is_int(ids[0]):
+    if not isinstance(ids, list) or len(ids) != 1 or not is_int(ids[0]):
         # One Extracted per update: a batch delete cannot be expressed as one DELETE event.
         return _ignored("deleted_business_messages with several ids is not recorded", event_id)
     chat_id = str(chat["id"])
@@ -458,7 +398,7 @@ def _genuine_reply_to(message: Mapping[str, Any]) -> str | None:
     if not isinstance(replied, Mapping) or _is_topic_root(message, replied):
         return None
     replied_id = replied.get("message_id")
-    return str(replied_id) if _is_int(replied_id) else None
+    return str(replied_id) if is_int(replied_id) else None
 
 
 def _is_topic_root(message: Mapping[str, Any], replied: Mapping[str, Any]) -> bool:
@@ -478,7 +418,7 @@ def _is_topic_root(message: Mapping[str, Any], replied: Mapping[str, Any]) -> bo
 
 def _chat(message: Mapping[str, Any]) -> Mapping[str, Any]:
     chat = message.get("chat")
-    if not isinstance(chat, Mapping) or not _is_int(chat.get("id")):
+    if not isinstance(chat, Mapping) or not is_int(chat.get("id")):
         raise _Reject("message without a chat id")
     return chat
 
@@ -492,7 +432,7 @@ def _sender(message: Mapping[str, Any], chat: Mapping[str, Any]) -> tuple[Sender
     """The author, and the user id when there is one (to spot our own messages)."""
     sender_chat = message.get("sender_chat")
     user = message.get("from")
-    if isinstance(sender_chat, Mapping) and _is_int(sender_chat.get("id")):
+    if isinstance(sender_chat, Mapping) and is_int(sender_chat.get("id")):
         # Anonymous group admins post as the group ("from" is the GroupAnonymousBot, a bot
         # account) and channels post as the channel: the person behind is the chat, not a bot.
         title = sender_chat.get("title")
@@ -500,7 +440,7 @@ def _sender(message: Mapping[str, Any], chat: Mapping[str, Any]) -> tuple[Sender
             Sender(id=str(sender_chat["id"]), name=title if isinstance(title, str) else None),
             None,
         )
-    if isinstance(user, Mapping) and _is_int(user.get("id")):
+    if isinstance(user, Mapping) and is_int(user.get("id")):
         return (
             Sender(
                 id=str(user["id"]),
@@ -527,41 +467,8 @@ def _entities(value: Any) -> list[Mapping[str, Any]]:
     return [e for e in value if isinstance(e, Mapping)]
 
 
-def _content_kind(message: Mapping[str, Any], *, has_text: bool) -> str | None:
-    if isinstance(message.get("text"), str):
-        return "text"
-    for kind in (*_MEDIA_KINDS, *_OTHER_CONTENT):
-        if kind in message:
-            return kind
-    return "text" if has_text else None
-
-
-def _attachments(message: Mapping[str, Any]) -> tuple[Attachment, ...]:
-    for kind in _MEDIA_KINDS:
-        value = message.get(kind)
-        if kind == "photo" and isinstance(value, list) and value:
-            # photo is a list of sizes; the last one is the largest (Bot API "PhotoSize")
-            value = value[-1]
-        if not isinstance(value, Mapping):
-            continue
-        size = value.get("file_size")
-        name = value.get("file_name")
-        mime = value.get("mime_type")
-        file_id = value.get("file_id")
-        return (
-            Attachment(
-                kind=kind,
-                name=name if isinstance(name, str) else None,
-                mime_type=mime if isinstance(mime, str) else None,
-                size=size if _is_int(size) else None,
-                file_id=file_id if isinstance(file_id, str) else None,
-            ),
-        )
-    return ()
-
-
 def _timestamp(value: Any) -> datetime | None:
-    if _is_int(value) and value > 0:
+    if is_int(value) and value > 0:
         try:
             return datetime.fromtimestamp(value, tz=UTC)
         except (OverflowError, ValueError, OSError):  # out of range (found by fuzzing)
@@ -577,96 +484,3 @@ def _utf16_slice(text: str, offset: int, length: int) -> str:
 
 def _ignored(reason: str, event_id: str) -> Ignored:
     return Ignored(platform=PLATFORM, reason=reason, event_id=event_id)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-_REACTION_VALUES: Mapping[str, int] = {"👍": 1, "👎": -1}
-
-
-def reaction_of(update: Mapping[str, Any]) -> Reaction | None:
-    """A ``message_reaction`` update by a user (Bot API 7.0; groups need the bot to be an
-    admin) whose new reactions include 👍 or 👎, or that removed them; else ``None``."""
-    reaction = update.get("message_reaction")
-    if not isinstance(reaction, Mapping):
-        return None
-    chat, user, message_id = reaction.get("chat"), reaction.get("user"), reaction.get("message_id")
-    if not (
-        isinstance(chat, Mapping) and isinstance(user, Mapping) and isinstance(message_id, int)
-    ):
-        return None  # anonymous (chat-sender) reactions carry no user to attribute them to
-
-    def values(key: str) -> list[int]:
-        items = reaction.get(key)
-        if not isinstance(items, list):
-            return []
-        return [
-            _REACTION_VALUES[r["emoji"]]
-            for r in items
-            if isinstance(r, Mapping)
-            and r.get("type") == "emoji"
-            and r.get("emoji") in _REACTION_VALUES
-        ]
-
-    new, old = values("new_reaction"), values("old_reaction")
-    if not new and not old:
-        return None
-    return Reaction(
-        chat_id=str(chat.get("id")),
-        message_id=str(message_id),
-        user_id=str(user.get("id")),
-        value=new[-1] if new else 0,
-    )
-
-
-#: ``callback_data`` of the approval buttons: ``apv:<opaque id>:y|n`` (<= 64 bytes)
-APPROVAL_PREFIX = "apv:"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ApprovalPress:
-    """A press of an approval card's inline button (a ``callback_query`` update)."""
-
-    query_id: str
-    approval_id: str
-    approve: bool
-    user_id: str
-    chat_id: str
-    #: the forum topic of the card, as the platform reports it (None: no topic)
-    thread_id: str | None
-    message_id: str
-
-
-def callback_of(update: Mapping[str, Any]) -> tuple[str, ApprovalPress | None] | None:
-    """For a ``callback_query`` update: its query id (every query must be answered, or the
-    client shows a spinner) and the approval press it carries, if it is one; else ``None``."""
-    query = update.get("callback_query")
-    if not isinstance(query, Mapping) or not isinstance(query.get("id"), str):
-        return None
-    query_id = str(query["id"])
-    data, user, message = query.get("data"), query.get("from"), query.get("message")
-    if not (
-        isinstance(data, str)
-        and data.startswith(APPROVAL_PREFIX)
-        and isinstance(user, Mapping)
-        and isinstance(message, Mapping)
-        and isinstance(message.get("chat"), Mapping)
-        and _is_int(message.get("message_id"))
-    ):
-        return query_id, None
-    approval_id, _, choice = data[len(APPROVAL_PREFIX) :].rpartition(":")
-    if not approval_id or choice not in ("y", "n"):
-        return query_id, None
-    topic = message.get("message_thread_id")
-    in_topic = _is_int(topic) and bool(message.get("is_topic_message"))
-    return query_id, ApprovalPress(
-        query_id=query_id,
-        approval_id=approval_id,
-        approve=choice == "y",
-        user_id=str(user.get("id")),
-        chat_id=str(message["chat"].get("id")),
-        thread_id=str(topic) if in_topic else None,
-        message_id=str(message["message_id"]),
-    )

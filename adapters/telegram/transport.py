@@ -34,7 +34,7 @@ from adapters.telegram import markdown
 from adapters.telegram.extract import APPROVAL_PREFIX
 from gateway.core.domain import Attachment, OutgoingFile, ReplyTarget
 from gateway.core.errors import DeliveryError
-from gateway.core.ports import APPROVAL_EXTRA, PaceRule, SendResult
+from gateway.core.ports import PaceRule, SendResult
 from gateway.core.text import utf16_len
 from gateway.knowledge.attachments import FileFetchError, download, too_large
 
@@ -290,12 +290,21 @@ class TelegramTransport:
         return rules
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
+        return await self._send_message(target, text, idempotency_key, approval=None)
+
+    async def send_card(
+        self, target: ReplyTarget, text: str, *, approval_id: str, idempotency_key: str
+    ) -> SendResult:
+        return await self._send_message(target, text, idempotency_key, approval=approval_id)
+
+    async def _send_message(
+        self, target: ReplyTarget, text: str, idempotency_key: str, *, approval: str | None
+    ) -> SendResult:
         # the outbox row is the encoded payload: text plus entities, never parse_mode
         text, entities = markdown.decode(text)
         kwargs = self._placement(target)
         if entities:
             kwargs["entities"] = [telegram.MessageEntity.de_json(e, None) for e in entities]
-        approval = target.extra.get(APPROVAL_EXTRA)
         if approval:
             # an approval card: the buttons carry only the opaque id
             kwargs["reply_markup"] = telegram.InlineKeyboardMarkup(

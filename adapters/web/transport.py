@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from adapters.web.extract import HELD_PREFIX, PLATFORM
 from gateway.core.domain import Attachment, OutgoingFile, ReplyTarget, SessionKey
 from gateway.core.hub import Broadcast
-from gateway.core.ports import APPROVAL_EXTRA, HeldFiles, PaceRule, SendResult
+from gateway.core.ports import HeldFiles, PaceRule, SendResult
 from gateway.core.text import format_parts
 from gateway.inbound.intake import live_topic
 from gateway.knowledge.attachments import FileFetchError, too_large
@@ -48,10 +48,19 @@ class WebTransport:
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
         event: dict[str, object] = {"type": "reply", "id": idempotency_key, "text": text}
-        approval = target.extra.get(APPROVAL_EXTRA)
-        if approval:
-            # an approval card: the page shows Approve / Deny buttons for it
-            event["approval_id"] = approval
+        self._live.publish(live_topic(_key(target)), event)
+        return SendResult(platform_message_id=idempotency_key)
+
+    async def send_card(
+        self, target: ReplyTarget, text: str, *, approval_id: str, idempotency_key: str
+    ) -> SendResult:
+        # an approval card: the page shows Approve / Deny buttons for it
+        event: dict[str, object] = {
+            "type": "reply",
+            "id": idempotency_key,
+            "text": text,
+            "approval_id": approval_id,
+        }
         self._live.publish(live_topic(_key(target)), event)
         return SendResult(platform_message_id=idempotency_key)
 

@@ -20,7 +20,7 @@ from gateway.agents.base import (
     SummaryResult,
     Turn,
 )
-from gateway.agents.openai import _read_tool_calls
+from gateway.agents.completions import read_tool_calls
 from gateway.agents.wire import (
     _json_body,
     _post,
@@ -179,7 +179,7 @@ class HttpAgent:
             if steps >= turn.toolbox.max_steps:
                 raise AgentError("the agent service kept calling tools past the step limit")
             steps += 1
-            calls, content = _read_tool_calls(
+            calls, content = read_tool_calls(
                 {
                     "choices": [
                         {"message": {"tool_calls": raw_calls, "content": data.get("content")}}

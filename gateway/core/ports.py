@@ -258,14 +258,43 @@ class PlatformAdapter(Protocol):
 #
 # A card asking to approve a tool call is delivered through the outbox like any reply, as an
 # approval card part naming the request (``gateway.outbox.parts.ApprovalCardPart``; stored as
-# a typed field, never in the target). Delivery hands it to ``Transport.send`` with the id in
-# the target's ``extra["approval_id"]`` (in memory only: an opaque id, nothing else), and a
-# transport that can show buttons adds them to that send (Telegram inline keyboard, web chat
-# buttons, Slack buttons). Clicks come back through ``ApprovalDecider.click``; on any outcome
-# the core retires the card through ``ApprovalCards.retire_card``.
+# a typed field, never in the target). Delivery hands it to ``CardSending.send_card`` with the
+# request's opaque id, and a transport that can show buttons adds them to that one message
+# (Telegram inline keyboard, web chat buttons, Slack buttons, Mattermost buttons and
+# reactions); a transport without ``send_card`` gets the card's text through ``send``
+# (``send_card`` below). Clicks come back through ``ApprovalDecider.click``; on any outcome the
+# core retires the card through ``ApprovalCards.retire_card``.
 
-#: ``ReplyTarget.extra`` key by which delivery tells ``send`` the part is an approval card
-APPROVAL_EXTRA = "approval_id"
+
+@runtime_checkable
+class CardSending(Protocol):
+    """A transport that shows an approval card as one message with its decision buttons."""
+
+    async def send_card(
+        self, target: ReplyTarget, text: str, *, approval_id: str, idempotency_key: str
+    ) -> SendResult:
+        """Send ``text`` into the target's thread with Approve / Deny buttons that carry
+        only ``approval_id`` (nothing else of the request). Raises ``DeliveryError`` like
+        ``Transport.send``; the same idempotency rules hold."""
+        ...
+
+
+async def send_card(
+    transport: Transport,
+    target: ReplyTarget,
+    text: str,
+    *,
+    approval_id: str,
+    idempotency_key: str,
+) -> SendResult:
+    """Send an approval card through ``transport``: with its buttons where it has
+    ``send_card``, else the card's text as a plain message (the default for transports
+    without buttons; a request nobody decides expires as always)."""
+    if isinstance(transport, CardSending):
+        return await transport.send_card(
+            target, text, approval_id=approval_id, idempotency_key=idempotency_key
+        )
+    return await transport.send(target, text, idempotency_key=idempotency_key)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,32 +15,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
-import ipaddress
 import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import structlog
 from fastapi import APIRouter, Depends, FastAPI, Path, Query
-from fastapi.exception_handlers import (
-    http_exception_handler,
-    request_validation_exception_handler,
-)
-from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Match, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.routing import Route
 
 from gateway import audit
-from gateway.core.errors import RequestError, SessionNotFound, StoreError
+from gateway.core.errors import RequestError
 from gateway.core.hub import Signal
 from gateway.core.ports import Transport
 from gateway.http import params
+from gateway.http.access import API_PREFIX as API_PREFIX
+from gateway.http.access import MCP_PATH, PROBLEM_JSON, GuardedASGI
+from gateway.http.access import AccessPolicy as AccessPolicy
+from gateway.http.access import install_problem_handlers as install_problem_handlers
 from gateway.http.operator import MAX_PAGE, OperatorService, Page, paginate
 from session_store.operator import OperatorStore
 from session_store.records import (
@@ -60,11 +54,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-API_PREFIX = "/api/v1"
-MCP_PATH = "/mcp"
-PROBLEM_JSON = "application/problem+json"
 MAX_ID = 2**63 - 1
-_LOCAL_NAMES = {"localhost", "localhost."}
 
 SessionRef = Annotated[
     str,
@@ -88,198 +78,6 @@ SearchText = Annotated[
         description='words, "a phrase", -excluded, a or b (websearch syntax)',
     ),
 ]
-
-
-# --- problems ---------------------------------------------------------------------------
-
-
-def problem(
-    status: int,
-    title: str,
-    detail: str,
-    *,
-    headers: Mapping[str, str] | None = None,
-    **extra: Any,
-) -> JSONResponse:
-    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
-    body = {
-        "type": f"urn:chat-gateway:problem:{slug}",
-        "title": title,
-        "status": status,
-        "detail": detail,
-        **extra,
-    }
-    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
-
-
-def _ours(request: Request) -> bool:
-    path = request.url.path
-    return path == API_PREFIX or path.startswith(API_PREFIX + "/") or path == MCP_PATH
-
-
-def install_problem_handlers(app: FastAPI) -> None:
-    """Problem documents for the operator paths; every other path keeps its old behaviour
-    (re-raising from a handler ends in the server's default 500, as without one)."""
-
-    async def on_request_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, RequestError)
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return problem(exc.status, exc.title, str(exc), headers=headers)
-
-    async def on_not_found(request: Request, exc: Exception) -> Response:
-        if not _ours(request):
-            raise exc
-        return problem(404, "Session not found", str(exc))
-
-    async def on_store_error(request: Request, exc: Exception) -> Response:
-        if not _ours(request):
-            # ingress (web chat, webhooks) while the database is unreachable: 503
-            # so the sender retries; generic body, the error is in the log
-            log.warning("store_unavailable", path=request.url.path, error=str(exc))
-            return JSONResponse(
-                {"error": "temporarily unavailable"}, status_code=503, headers={"Retry-After": "1"}
-            )
-        log.warning("admin_store_error", path=request.url.path, error=str(exc))
-        return problem(503, "Database unavailable", str(exc), headers={"Retry-After": "5"})
-
-    async def on_validation(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, RequestValidationError)
-        if not _ours(request):
-            return await request_validation_exception_handler(request, exc)
-        errors = [
-            {
-                "field": ".".join(str(p) for p in e.get("loc", ())),
-                "message": str(e.get("msg", "invalid")),
-            }
-            for e in exc.errors()
-        ]
-        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
-        return problem(422, "Invalid request", detail, errors=errors)
-
-    async def on_http(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, StarletteHTTPException)
-        if not _ours(request):
-            return await http_exception_handler(request, exc)
-        detail = exc.detail if isinstance(exc.detail, str) else "request failed"
-        if exc.status_code == 404:
-            detail = f"no such endpoint: {request.method} {request.url.path}"
-        title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "Error")
-        headers = exc.headers
-        if exc.status_code == 405:
-            headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
-        return problem(exc.status_code, title, detail, headers=headers)
-
-    app.add_exception_handler(RequestError, on_request_error)
-    app.add_exception_handler(SessionNotFound, on_not_found)
-    app.add_exception_handler(StoreError, on_store_error)
-    app.add_exception_handler(RequestValidationError, on_validation)
-    app.add_exception_handler(StarletteHTTPException, on_http)
-
-
-def allowed_methods(request: Request) -> list[str]:
-    """Every method some route serves at this path (Starlette's 405 names only the first
-    route's, where a path's methods are spread over routes of several routers)."""
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        if isinstance(route, BaseRoute) and route.matches(request.scope)[0] != Match.NONE:
-            methods.update(getattr(route, "methods", None) or ())
-    if "GET" in methods:
-        methods.add("HEAD")
-    return sorted(methods)
-
-
-# --- access -----------------------------------------------------------------------------
-
-
-def _is_loopback_ip(host: str | None) -> bool:
-    if not host:
-        return False
-    try:
-        ip = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped.is_loopback
-    return ip.is_loopback
-
-
-def _host_name(host_header: str) -> str:
-    """The name in a Host header, without the port (``[::1]:8080`` -> ``::1``)."""
-    host = host_header.strip().lower()
-    if host.startswith("["):
-        return host[1:].split("]", 1)[0]
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-
-
-class AccessPolicy:
-    """Who may use the admin API and /mcp (see the module docstring)."""
-
-    def __init__(self, token: str | None) -> None:
-        self._token = token.encode() if token else None
-
-    def check(self, *, client: str | None, host: str | None, authorization: str | None) -> None:
-        """Raise ``RequestError`` (401/403) unless the caller may go on."""
-        try:
-            self._check(client=client, host=host, authorization=authorization)
-        except RequestError as exc:
-            # who knocked, never what they sent as a token
-            log.info("operator_access_refused", status=exc.status, client=client, host=host)
-            raise
-
-    def _check(self, *, client: str | None, host: str | None, authorization: str | None) -> None:
-        if self._token is not None:
-            scheme, _, value = (authorization or "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                value.strip().encode(), self._token
-            ):
-                raise RequestError(
-                    "send Authorization: Bearer <GATEWAY_ADMIN_TOKEN>",
-                    status=401,
-                    title="Unauthorized",
-                )
-            return
-        if not _is_loopback_ip(client):
-            raise RequestError(
-                "GATEWAY_ADMIN_TOKEN is not set, so this endpoint answers only clients on "
-                "this machine (loopback); set a token to use it remotely",
-                status=403,
-                title="Forbidden",
-            )
-        name = _host_name(host or "")
-        if name not in _LOCAL_NAMES and not _is_loopback_ip(name):
-            # a page whose DNS name was rebound to 127.0.0.1 reaches us from loopback, but
-            # with its own name in Host
-            raise RequestError(
-                "without GATEWAY_ADMIN_TOKEN this endpoint must be addressed as localhost or "
-                "a loopback address",
-                status=403,
-                title="Forbidden",
-            )
-
-
-class _GuardedASGI:
-    """An ASGI app behind the access policy, answering refusals as problem documents."""
-
-    def __init__(self, app: ASGIApp, policy: AccessPolicy) -> None:
-        self._app = app
-        self._policy = policy
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-            client = scope.get("client")
-            try:
-                self._policy.check(
-                    client=client[0] if client else None,
-                    host=headers.get("host"),
-                    authorization=headers.get("authorization"),
-                )
-            except RequestError as exc:
-                extra = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-                response = problem(exc.status, exc.title, str(exc), headers=extra)
-                await response(scope, receive, send)
-                return
-        await self._app(scope, receive, send)
 
 
 # --- the admin API ----------------------------------------------------------------------
@@ -355,6 +153,7 @@ def admin_router(
     router = admin_api_router(policy, prefix=API_PREFIX, tag="admin")
 
     _session_routes(router, service, wake_delivery)
+    _search_routes(router, service)
     _outbox_routes(router, service, wake_delivery)
     _inbox_routes(router, service, wake_delivery)
 
@@ -364,12 +163,8 @@ def admin_router(
 def _session_routes(
     router: APIRouter, service: OperatorService, wake_delivery: Callable[[], None]
 ) -> None:
+    """Sessions: the list, one with what is recorded about it, its transcript."""
     ops = service.ops
-
-    def search_words(q: str) -> str:
-        if not re.search(r"\w", q):
-            raise RequestError("the query has no words to search for", title="Invalid query")
-        return q
 
     @router.get("/sessions", response_model=Page[SessionRecord], summary="List sessions")
     async def list_sessions(
@@ -431,6 +226,15 @@ def _session_routes(
             prev_before_seq=items[0].seq_no if items and items[0].seq_no > 1 else None,
             has_more_after=last < found.last_seq_no,
         )
+
+
+def _search_routes(router: APIRouter, service: OperatorService) -> None:
+    """Full-text search, in one session or across all."""
+
+    def search_words(q: str) -> str:
+        if not re.search(r"\w", q):
+            raise RequestError("the query has no words to search for", title="Invalid query")
+        return q
 
     @router.get(
         "/sessions/{session}/search", response_model=Page[SearchHit], summary="Search a session"
@@ -600,7 +404,7 @@ class OperatorSurface:
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
         self._mcp_manager = server.session_manager
-        endpoint = _GuardedASGI(StreamableHTTPASGIApp(self._mcp_manager), self.policy)
+        endpoint = GuardedASGI(StreamableHTTPASGIApp(self._mcp_manager), self.policy)
         app.router.routes.append(Route(MCP_PATH, endpoint=endpoint))
         app.router.routes.extend(ops_routes())
         app.router.routes.extend(audit_pages())

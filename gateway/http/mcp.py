@@ -110,6 +110,8 @@ def build_mcp_server(service: OperatorService) -> MCPServer:
     root.handlers[:] = handlers
     root.setLevel(level)
     _reading_tools(server, service)
+    _searching_tools(server, service)
+    _posting_tools(server, service)
     _writing_tools(server, service)
     _record_tools(server, service)
 
@@ -117,7 +119,7 @@ def build_mcp_server(service: OperatorService) -> MCPServer:
 
 
 def _reading_tools(server: MCPServer, service: OperatorService) -> None:
-    """Tools that read sessions: lists, deltas, search and what is recorded about them."""
+    """Tools that list sessions and read one session's messages since a point."""
     ops = service.ops
 
     @server.tool()
@@ -180,6 +182,11 @@ def _reading_tools(server: MCPServer, service: OperatorService) -> None:
             "has_more": next_after < found.last_seq_no,
         }
 
+
+def _searching_tools(server: MCPServer, service: OperatorService) -> None:
+    """Tools that search sessions and read what is recorded about one."""
+    ops = service.ops
+
     @server.tool()
     async def search_session(
         query: Annotated[str, Field(min_length=1, max_length=500, pattern=r"\w")],
@@ -238,8 +245,8 @@ def _reading_tools(server: MCPServer, service: OperatorService) -> None:
         return {"session_id": detail.session.id, "participants": _json(detail.participants)}
 
 
-def _writing_tools(server: MCPServer, service: OperatorService) -> None:
-    """Tools that take part in sessions: open, post into, read up to, close."""
+def _posting_tools(server: MCPServer, service: OperatorService) -> None:
+    """Tools that post into sessions: one message or a batch."""
     ops = service.ops
 
     @server.tool()
@@ -299,6 +306,11 @@ def _writing_tools(server: MCPServer, service: OperatorService) -> None:
             details={"participant": participant, "seq_nos": [m.seq_no for m in stored]},
         )
         return {"session_id": found.id, "seq_nos": [m.seq_no for m in stored]}
+
+
+def _writing_tools(server: MCPServer, service: OperatorService) -> None:
+    """Tools that open and close sessions and move a participant's read cursor."""
+    ops = service.ops
 
     @server.tool()
     async def create_session(

@@ -75,17 +75,21 @@ def knowledge_router(knowledge: Knowledge, policy: AccessPolicy) -> APIRouter:
     router = admin_api_router(policy, prefix=f"{API_PREFIX}/kb", tag="knowledge base")
 
     _document_routes(router, knowledge)
+    _one_document_routes(router, knowledge)
     _assignment_routes(router, knowledge)
 
     return router
 
 
+async def _found(knowledge: Knowledge, document_id: int) -> DocumentRecord:
+    doc = await knowledge.store.get_document(document_id)
+    if doc is None:
+        raise RequestError(f"no document {document_id}", status=404, title="Not found")
+    return doc
+
+
 def _document_routes(router: APIRouter, knowledge: Knowledge) -> None:
-    async def found(document_id: int) -> DocumentRecord:
-        doc = await knowledge.store.get_document(document_id)
-        if doc is None:
-            raise RequestError(f"no document {document_id}", status=404, title="Not found")
-        return doc
+    """The documents: the list and an upload."""
 
     @router.get("/documents", response_model=list[DocumentRecord], summary="Documents")
     async def documents(kb: KbName | None = None) -> list[DocumentRecord]:
@@ -141,11 +145,15 @@ def _document_routes(router: APIRouter, knowledge: Knowledge) -> None:
             seen.update(document_id=added.document.id, created=added.created)
         return Uploaded(document=added.document, created=added.created)
 
+
+def _one_document_routes(router: APIRouter, knowledge: Knowledge) -> None:
+    """One document (read, re-read, remove), passages and citations."""
+
     @router.get("/documents/{document_id}", response_model=DocumentRecord)
     async def document(
         document_id: Annotated[int, Path(ge=1, le=MAX_ID)],
     ) -> DocumentRecord:
-        return await found(document_id)
+        return await _found(knowledge, document_id)
 
     @router.post("/documents/{document_id}/reindex", response_model=DocumentRecord)
     async def reindex(document_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> DocumentRecord:
@@ -153,10 +161,10 @@ def _document_routes(router: APIRouter, knowledge: Knowledge) -> None:
         async with audit.attempt(
             knowledge.store, "kb.document.reindex", ("kb.document", document_id)
         ):
-            await found(document_id)
+            await _found(knowledge, document_id)
             await knowledge.store.reindex_document(document_id)
         knowledge.wake.set()
-        return await found(document_id)
+        return await _found(knowledge, document_id)
 
     @router.delete("/documents/{document_id}", status_code=204)
     async def delete(document_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> None:

@@ -46,10 +46,12 @@ def _chat(text: str) -> Chat:
 def add_knowledge_tools(server: MCPServer, knowledge: Knowledge) -> None:
 
     _document_tools(server, knowledge)
+    _document_change_tools(server, knowledge)
     _assignment_tools(server, knowledge)
 
 
 def _document_tools(server: MCPServer, knowledge: Knowledge) -> None:
+    """Tools that list and search the documents of the knowledge bases."""
     store = knowledge.store
 
     @server.tool()
@@ -96,6 +98,11 @@ def _document_tools(server: MCPServer, knowledge: Knowledge) -> None:
                 for h in result.hits
             ],
         }
+
+
+def _document_change_tools(server: MCPServer, knowledge: Knowledge) -> None:
+    """Tools that add, re-read and remove documents, and show an answer's citations."""
+    store = knowledge.store
 
     @server.tool()
     async def kb_upload(

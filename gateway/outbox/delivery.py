@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import structlog
 
@@ -20,7 +20,7 @@ from gateway.core.domain import ReplyTarget
 from gateway.core.errors import DeliveryError, LeaseLost, StoreError
 from gateway.core.hub import PollGate, Signal
 from gateway.core.metrics import Metrics
-from gateway.core.ports import APPROVAL_EXTRA, SendResult, Transport
+from gateway.core.ports import SendResult, Transport, send_card
 from gateway.outbox.pacing import NO_LIMIT, Budget, Pacing, Rules, pace_rules
 from gateway.outbox.parts import ApprovalCardPart, FilePart, OutboxPart, TextPart, part_of
 from gateway.outbox.stream_finish import finish_part
@@ -522,16 +522,20 @@ async def send_part(
     transport: Transport, target: ReplyTarget, part: OutboxPart, *, idempotency_key: str
 ) -> SendResult:
     """Send one outbox part by its kind: a message, an upload, or an approval card (the
-    transport adds its buttons; the request's id reaches it in the target's ``extra``, in
-    memory only)."""
+    transport adds its buttons, which carry the request's id)."""
     match part:
         case TextPart():
             return await transport.send(target, part.text, idempotency_key=idempotency_key)
         case FilePart():
             return await transport.send_file(target, part.file, idempotency_key=idempotency_key)
         case ApprovalCardPart():
-            card = replace(target, extra={**target.extra, APPROVAL_EXTRA: part.approval_id})
-            return await transport.send(card, part.text, idempotency_key=idempotency_key)
+            return await send_card(
+                transport,
+                target,
+                part.text,
+                approval_id=part.approval_id,
+                idempotency_key=idempotency_key,
+            )
 
 
 class _OffWire:

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import re
 from collections.abc import Sequence
-from typing import Any
 
 import structlog
 
@@ -23,7 +20,6 @@ from gateway.agents.prompt import TokenCounter
 from gateway.audit.maintenance import AuditMaintenance
 from gateway.core.config_watch import ConfigWatch, ReloadResult
 from gateway.core.conversations import Conversations
-from gateway.core.errors import StoreError
 from gateway.core.hub import WorkSignal
 from gateway.core.metrics import Metrics
 from gateway.core.ports import AdapterContext, PlatformAdapter, Transport
@@ -32,43 +28,31 @@ from gateway.files.voice import build_voice_jobs
 from gateway.http.admin import OperatorSurface
 from gateway.http.app import HttpServer, build_app
 from gateway.http.guard import HttpPolicy
-from gateway.http.models_api import models_router
 from gateway.http.webauth import WebIdentity
 from gateway.inbound.intake import CoreIntake
 from gateway.knowledge.config import KnowledgeSettings
-from gateway.knowledge.embed import EmbeddingError
 from gateway.knowledge.files import build_files
 from gateway.knowledge.service import Knowledge, build_embedder
 from gateway.knowledge.summaries import build_summary_worker
 from gateway.outbox.delivery import DeliverySettings, DeliveryWorker
 from gateway.outbox.pacing import Pacing, SharedBudget
 from gateway.outbox.streaming import Streams, StreamSettings
-from gateway.people.links import LinkCommand
 from gateway.profiles.service import Profiles
-from gateway.profiles.stage import ProfileCommand, ProfileStage
-from gateway.runtime import memory
+from gateway.runtime import memory, upkeep
 from gateway.runtime.live import ReplicatedBroadcast
+from gateway.runtime.loops import LoopBody, beating, cancel, drain, supervised
 from gateway.runtime.registry import build_adapters, streaming_overrides, webhook_prefixes
-from gateway.runtime.supervisor import Beat, Supervisor, pause
+from gateway.runtime.routes import extend_operator, extension_routes
+from gateway.runtime.stages import turn_stages
+from gateway.runtime.supervisor import Supervisor
+from gateway.runtime.upkeep import LivenessLoop, knowledge_loops
 from gateway.schedules.room import ScheduleRoom
 from gateway.tools.approvals import ApprovalService
 from gateway.tools.catalog import tools_file_for
 from gateway.tools.service import ToolService
 from gateway.turns.context import ContextAssembler, ContextPolicy
 from gateway.turns.scheduler import TurnScheduler, TurnSettings
-from gateway.turns.stage import Stage
-from gateway.turns.stages.budget import BudgetStage
-from gateway.turns.stages.commands import CommandsStage
-from gateway.turns.stages.context import ContextStage
-from gateway.turns.stages.files import ImagesStage, VoiceStage
-from gateway.turns.stages.knowledge import KnowledgeStage
-from gateway.turns.stages.provider import ProviderStatusStage
-from gateway.turns.stages.streaming import StreamingStage
-from gateway.turns.stages.tools import ToolsStage, offers_tools
-from gateway.turns.stages.typing import TypingStage
-from gateway.turns.stages.usage import UsageStage
 from gateway.turns.summaries import SummaryWorker
-from gateway.usage.commands import UsageCommand
 from gateway.usage.config import usage_config
 from gateway.usage.service import UsageService
 from session_store.held_files import HeldFileStore
@@ -83,8 +67,6 @@ from session_store.store import Store
 log = structlog.get_logger(__name__)
 
 DRAIN_SECONDS = 10.0
-#: the admin API's knowledge-base upload (the body is the file)
-KB_UPLOAD_PATH = re.compile(r"/api/v1/kb/documents")
 #: seconds between checks of this process's liveness lock (``session_store.liveness``)
 LIVENESS_INTERVAL = 0.5
 
@@ -101,6 +83,20 @@ class Gateway:
         self.settings = settings
         self.store = store
         self.agent = agent
+        self._build_base(store)
+        self._build_knowledge(settings, store)
+        self._build_surfaces(settings, store, adapters)
+        # people, usage and budgets: [prices] and [budgets] of GATEWAY_CONFIG_FILE
+        self.usage = UsageService(store, usage_config(self.config.config), self.metrics)
+        self.config.subscribe("usage", usage_config, self.usage.use)
+        self._build_agent_side(settings, store, agent)
+        self._build_cold_path(settings, store, agent)
+        self._build_work(settings, store, agent)
+        self._build_http(settings, store)
+        self._declare_loops()
+
+    def _build_base(self, store: Store) -> None:
+        """Metrics, supervision, this process's liveness, live events and wake-ups."""
         self.metrics = Metrics()
         # every long-lived loop runs supervised; this process's liveness is an
         # advisory lock, so its claims are taken over within seconds if it dies
@@ -108,12 +104,13 @@ class Gateway:
         self.liveness = ProcessLiveness(store.dsn)
         # live events reach the subscribers of every replica (LISTEN/NOTIFY; gateway/live.py)
         self.live = ReplicatedBroadcast(LiveChannel(store.db))
-        self._live_stopping = asyncio.Event()
-        self._live_task: asyncio.Task[None] | None = None
         # counting wake-ups: one claim per unit of work
         self.turn_wake = WorkSignal()
         self.delivery_wake = WorkSignal()
         self.ready = False
+
+    def _build_knowledge(self, settings: Settings, store: Store) -> None:
+        """The knowledge base, voice transcription and approvals."""
         # --- knowledge base: ingest job worker, retrieval for turns -------------
         self.knowledge = Knowledge(
             KnowledgeStore(store.db),
@@ -121,8 +118,6 @@ class Gateway:
             KnowledgeSettings.from_settings(settings),
             files=build_files(settings),
         )
-        self._knowledge_stopping = asyncio.Event()
-        self._knowledge_task: asyncio.Task[None] | None = None
         # --- end knowledge base ------------------------------------------------------------
         # voice notes and audio: transcription jobs (TRANSCRIPTION_BASE_URL)
         self.voice = build_voice_jobs(settings, store)
@@ -139,12 +134,17 @@ class Gateway:
                 # a decision makes a parked turn due again: wake this process's workers
                 turn_wake=self.turn_wake,
             )
-        # security: web chat sign-in, and what the HTTP guard enforces (routes needing larger
-        # bodies declare them through the context's http_policy.allow_larger)
+
+    def _build_surfaces(
+        self, settings: Settings, store: Store, adapters: Sequence[PlatformAdapter] | None
+    ) -> None:
+        """The config file, web identity, the HTTP guard, the surfaces and the intake."""
         # the config file: profiles and places (and every section that subscribes), read
         # now and again on each reload (``reload_config``); a bad file stops start-up here
         self.config = ConfigWatch(settings.gateway_config_file)
         self.profiles = Profiles.watching(self.config, settings)
+        # security: web chat sign-in, and what the HTTP guard enforces (routes needing larger
+        # bodies declare them through the context's http_policy.allow_larger)
         self.identity = WebIdentity.from_settings(settings, store)
         self.http_policy = HttpPolicy.from_settings(settings)
         self.http_policy.webhook_prefixes = webhook_prefixes()
@@ -173,10 +173,9 @@ class Gateway:
             supervisor=self.supervisor,
         )
         self.intake.approvals = self.approvals  # approval clicks from the adapters
-        # people, usage and budgets: [prices] and [budgets] of GATEWAY_CONFIG_FILE
-        self.usage = UsageService(store, usage_config(self.config.config), self.metrics)
-        self.config.subscribe("usage", usage_config, self.usage.use)
-        self._build_agent_side(settings, store, agent)
+
+    def _build_cold_path(self, settings: Settings, store: Store, agent: Agent) -> None:
+        """Summaries' charges, documents' summaries, schedules and the audit log's upkeep."""
         self.summaries.charge = self.usage.charge_summary  # summaries are charged to the place
         # documents' summaries, by the agent's model on the cold path (charged to the place)
         self.doc_summaries = build_summary_worker(
@@ -194,10 +193,21 @@ class Gateway:
             poll_seconds=settings.gateway_poll_seconds,
         )
         self.schedules = self.schedule_room.service
+        # the audit log's cold path: month partitions ahead, expired months dropped
+        self.audit_maintenance = AuditMaintenance(
+            store.db, retention_days=settings.gateway_audit_retention_days
+        )
+        #: audit records written in the background (config reloads from a signal)
+        self._audit_writes: set[asyncio.Task[bool]] = set()
+
+    def _declare_loops(self) -> None:
+        """Each group of supervised loops: its stop event and its task (set by ``start``)."""
+        self._live_stopping = asyncio.Event()
+        self._live_task: asyncio.Task[None] | None = None
+        self._knowledge_stopping = asyncio.Event()
+        self._knowledge_task: asyncio.Task[None] | None = None
         self._schedules_stopping = asyncio.Event()
         self._schedules_task: asyncio.Task[None] | None = None
-        self._build_work(settings, store, agent)
-        self._build_http(settings, store)
         self._turns_stopping = asyncio.Event()
         self._delivery_stopping = asyncio.Event()
         self._turn_task: asyncio.Task[None] | None = None
@@ -207,14 +217,8 @@ class Gateway:
         self._started_adapters: list[PlatformAdapter] = []
         self._liveness_stopping = asyncio.Event()
         self._liveness_task: asyncio.Task[None] | None = None
-        # the audit log's cold path: month partitions ahead, expired months dropped
-        self.audit_maintenance = AuditMaintenance(
-            store.db, retention_days=settings.gateway_audit_retention_days
-        )
         self._audit_stopping = asyncio.Event()
         self._audit_task: asyncio.Task[None] | None = None
-        #: audit records written in the background (config reloads from a signal)
-        self._audit_writes: set[asyncio.Task[bool]] = set()
 
     def _build_agent_side(self, settings: Settings, store: Store, agent: Agent) -> None:
         """The agent's context, its summaries and its tools."""
@@ -245,7 +249,7 @@ class Gateway:
         previews = PreviewStore(store.db)
         # one pacing budget per bot and chat for sends, previews and typing: in memory while
         # this is the only live gateway process, PostgreSQL's while peers live (the liveness
-        # loop counts them: ``_keep_liveness``)
+        # loop counts them: ``upkeep.LivenessLoop``)
         self.pacing = Pacing(SharedBudget(previews))
         self.streams = Streams(
             previews,
@@ -271,7 +275,7 @@ class Gateway:
                 workers=settings.gateway_turn_workers,
                 busy_mode=settings.agent_busy_mode,
             ),
-            stages=self._turn_stages(),
+            stages=turn_stages(self),
         )
         self.delivery = DeliveryWorker(
             store,
@@ -299,39 +303,8 @@ class Gateway:
             admin_token=token.get_secret_value() if token else None,
             delivery_wake=self.delivery_wake,
         )
-        # knowledge base: files shared in a thread are announced there when read;
-        # its MCP tools on /mcp
-        self.knowledge.announce = self._announce_file
-        self.operator.mcp_extensions.append(self._knowledge_tools)
-        self.operator.mcp_extensions.append(self._profile_tools)
-        routes: list[Any] = []
-        # profiles: /api/v1/profiles, /api/v1/reload
-        from gateway.profiles.api import profiles_router
-
-        routes.extend(
-            profiles_router(self.profiles, self.operator.policy, self.reload_config).routes
-        )
-        # knowledge base: /api/v1/kb, behind the admin API's access policy
-        from gateway.knowledge.admin_api import kb_pages, knowledge_router
-
-        routes.extend(knowledge_router(self.knowledge, self.operator.policy).routes)
-        # its upload takes the file itself as the body (application/octet-stream)
-        self.http_policy.allow_upload(KB_UPLOAD_PATH, settings.gateway_max_file_bytes)
-        routes.extend(kb_pages())
-        # usage: /api/v1/usage and the /ops/usage page, behind the same access policy
-        from gateway.usage.api import usage_pages, usage_router
-
-        routes.extend(usage_router(self.usage, self.operator.policy).routes)
-        routes.extend(usage_pages())
-        # the model provider's health for /ops: open breakers, recent errors
-        routes.extend(models_router(Breakers(store.db), self.operator.policy).routes)
-        # schedules: /api/v1/schedules, /ops/schedules, the schedule_* MCP tools
-        routes.extend(self.schedule_room.routes(self.operator.policy))
-        self.operator.mcp_extensions.append(self.schedule_room.add_mcp_tools)
-        self.schedule_room.tell_owners_with(self.operator.service.append)
-        for adapter in self.adapters:
-            routes.extend(adapter.http_routes())
-        self.app = build_app(self, routes)
+        extend_operator(self)
+        self.app = build_app(self, extension_routes(self))
         self.http = HttpServer(
             self.app,
             settings.gateway_http_host,
@@ -348,49 +321,37 @@ class Gateway:
         return f"http://{shown}:{self.http.port}/"
 
     def _supervised(
-        self,
-        name: str,
-        bodies: Sequence[tuple[str, Any, float | None, bool]],
-        stopping: asyncio.Event,
+        self, name: str, bodies: Sequence[LoopBody], stopping: asyncio.Event
     ) -> asyncio.Task[None]:
-        """One task running ``bodies`` (name, body(stopping, beat), stall_after, required),
-        each under the supervisor."""
-
-        async def run_all() -> None:
-            await asyncio.gather(
-                *(
-                    self.supervisor.supervise(
-                        loop,
-                        functools.partial(body, stopping),
-                        stopping=stopping,
-                        stall_after=stall,
-                        required=required,
-                    )
-                    for loop, body, stall, required in bodies
-                )
-            )
-
-        return asyncio.create_task(run_all(), name=name)
-
-    async def _relay_live(self, stopping: asyncio.Event, beat: Beat) -> None:
-        beat()
-        await self.live.run(stopping)
-
-    async def _keep_liveness(self, stopping: asyncio.Event, beat: Beat) -> None:
-        failures = 0
-        while not stopping.is_set():
-            beat()
-            try:
-                self.store.process_id = await self.liveness.ensure()
-                self.pacing.set_peers(self.liveness.peers)
-                failures = 0
-            except StoreError as exc:
-                failures += 1
-                if failures == 1 or failures % 50 == 0:  # retried every 0.1 s: not every one
-                    log.warning("process_liveness_failed", error=str(exc), failures=failures)
-            await pause(self.liveness.next_check, stopping)
+        return supervised(self.supervisor, name, bodies, stopping)
 
     async def start(self) -> None:
+        """HTTP first (webhooks answer 503 until intake is set), this process's liveness,
+        interrupted sends recovered, the surfaces, then the workers."""
+        self._warn_if_exposed()
+        memory.install_dump_signal()  # heap snapshots on SIGUSR2 (GATEWAY_TRACEMALLOC_DUMP)
+        if self.tools is not None:
+            await self.tools.start()  # MCP servers discovered, tools left out logged
+        await self._start_http()
+        await self._start_liveness()
+        await self.delivery.recover()
+        for adapter in self.adapters:
+            await adapter.start(self.intake)
+            self._started_adapters.append(adapter)
+            log.info("adapter_started", platform=adapter.platform)
+        self._start_workers()
+        # --- knowledge base -------------------------------------------------------
+        await self._start_knowledge()
+        # --- end knowledge base ------------------------------------------------------------
+        self.ready = True
+        log.info(
+            "gateway_started",
+            url=self.url,
+            agent=self.agent.name,
+            platforms=sorted(self.transports),
+        )
+
+    def _warn_if_exposed(self) -> None:
         if not is_loopback_bind(self.settings.gateway_http_host) and not (
             self.settings.gateway_admin_token
         ):
@@ -400,9 +361,8 @@ class Gateway:
                 host=self.settings.gateway_http_host,
                 hint="set GATEWAY_ADMIN_TOKEN to use /api/v1 and /mcp from other machines",
             )
-        memory.install_dump_signal()  # heap snapshots on SIGUSR2 (GATEWAY_TRACEMALLOC_DUMP)
-        if self.tools is not None:
-            await self.tools.start()  # MCP servers discovered, tools left out logged
+
+    async def _start_http(self) -> None:
         await self.operator.start()
         try:
             await self.http.start()
@@ -410,22 +370,23 @@ class Gateway:
             # a busy GATEWAY_HTTP_PORT (ConfigError): nothing else started yet
             await self.operator.stop()
             raise
-        # this process's liveness first: its claims carry its id from the first one on
-        self.store.process_id = await self.liveness.ensure()
-        self.pacing.set_peers(self.liveness.peers)
+
+    async def _start_liveness(self) -> None:
+        """This process's liveness first: its claims carry its id from the first one on."""
+        keeper = LivenessLoop(self.store, self.liveness, self.pacing)
+        await keeper.ensure()
         self._liveness_task = self._supervised(
             "liveness",
-            [("liveness", self._keep_liveness, LIVENESS_INTERVAL * 10, True)],
+            [("liveness", keeper.run, LIVENESS_INTERVAL * 10, True)],
             self._liveness_stopping,
         )
-        await self.delivery.recover()
-        for adapter in self.adapters:
-            await adapter.start(self.intake)
-            self._started_adapters.append(adapter)
-            log.info("adapter_started", platform=adapter.platform)
+
+    def _start_workers(self) -> None:
+        """The live relay, the turn, summary and delivery workers, schedules and the audit
+        log's upkeep, each group supervised."""
         # the live relay is cosmetic (streams reload history on reconnect): not required
         self._live_task = self._supervised(
-            "live-relay", [("live-relay", self._relay_live, None, False)], self._live_stopping
+            "live-relay", [("live-relay", beating(self.live.run), None, False)], self._live_stopping
         )
         poll = self.settings.gateway_poll_seconds
         lease = self.settings.gateway_lease_seconds
@@ -474,18 +435,8 @@ class Gateway:
         )
         self._audit_task = self._supervised(
             "audit-maintenance",
-            [("audit-maintenance", self._run_audit_maintenance, None, False)],
+            [("audit-maintenance", beating(self.audit_maintenance.run), None, False)],
             self._audit_stopping,
-        )
-        # --- knowledge base -------------------------------------------------------
-        await self._start_knowledge()
-        # --- end knowledge base ------------------------------------------------------------
-        self.ready = True
-        log.info(
-            "gateway_started",
-            url=self.url,
-            agent=self.agent.name,
-            platforms=sorted(self.transports),
         )
 
     async def stop(self) -> None:
@@ -496,7 +447,7 @@ class Gateway:
         finally:
             self._liveness_stopping.set()
             with contextlib.suppress(Exception):
-                await _cancel(self._liveness_task)
+                await cancel(self._liveness_task)
             with contextlib.suppress(Exception):
                 await self.liveness.close()
 
@@ -504,36 +455,30 @@ class Gateway:
         self.ready = False
         # 0. schedules: a firing is one transaction, so cancelling loses nothing
         self._schedules_stopping.set()
-        await _cancel(self._schedules_task)
+        await cancel(self._schedules_task)
         # 1. turns: cancel running agent calls; each hands its session back (release_turn)
         self._turns_stopping.set()
         self.turn_wake.wake_all()
-        await _cancel(self._turn_task)
+        await cancel(self._turn_task)
         # cold path: a summary cut short is simply written again on a later turn
         self._summaries_stopping.set()
-        await _cancel(self._summary_task)
+        await cancel(self._summary_task)
         if isinstance(self.agent, Closeable):
             await self.agent.aclose()
         if self.tools is not None:
             await self.tools.stop()
         self._audit_stopping.set()
-        await _cancel(self._audit_task)
+        await cancel(self._audit_task)
         # knowledge base: a job cut short is taken over when its lease runs out
         self._knowledge_stopping.set()
-        await _cancel(self._knowledge_task)
+        await cancel(self._knowledge_task)
         await self.knowledge.aclose()
         if self.voice is not None:
             await self.voice.close()
         # 2. deliveries: stop claiming, let in-flight sends finish for a bounded time
         self._delivery_stopping.set()
         self.delivery_wake.wake_all()
-        if self._delivery_task is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(self._delivery_task), DRAIN_SECONDS)
-            except TimeoutError:
-                await _cancel(self._delivery_task)
-            except Exception:
-                log.exception("delivery_task_failed")
+        await drain(self._delivery_task, DRAIN_SECONDS, "delivery_task_failed")
         # handed-over deliveries nobody started go back to the table
         try:
             await self.delivery.hand_back()
@@ -556,13 +501,7 @@ class Gateway:
         await self.http.stop()
         # 5. the live relay (nothing publishes any more)
         self._live_stopping.set()
-        if self._live_task is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(self._live_task), 5.0)
-            except TimeoutError:
-                await _cancel(self._live_task)
-            except Exception:
-                log.exception("live_relay_failed")
+        await drain(self._live_task, 5.0, "live_relay_failed")
         log.info("gateway_stopped")
 
     def reload_config(self) -> ReloadResult:
@@ -582,132 +521,15 @@ class Gateway:
         task.add_done_callback(self._audit_writes.discard)
         return result
 
-    def _profile_tools(self, server: Any) -> None:
-        from gateway.profiles.api import add_profile_tools
-
-        add_profile_tools(server, self.profiles)
-
-    def _knowledge_tools(self, server: Any) -> None:
-        from gateway.knowledge.mcp import add_knowledge_tools
-
-        add_knowledge_tools(server, self.knowledge)
-
-    def _turn_stages(self) -> list[Stage]:
-        """The stages every turn runs, in order (``gateway.turns.stage``): a feature that
-        is off is not in the list. Tools come before the context, which leaves room for
-        their schemas; the knowledge base fills what the context left."""
-        stages: list[Stage] = [
-            ProfileStage(self.profiles),
-            CommandsStage(
-                self.store,
-                self.context.policy,
-                handlers=[
-                    ProfileCommand(self.profiles, tools_on=self.tools is not None),
-                    UsageCommand(self.usage),
-                    LinkCommand(self.usage),
-                    self.schedule_room.command,
-                ],
-            ),
-            # charges every model call (its ``after`` runs last); budgets before any cost
-            UsageStage(self.usage, identify=getattr(self.agent, "sends_user", False) is True),
-            BudgetStage(self.usage),
-            VoiceStage(
-                self.voice, self.transports, wait_seconds=self.settings.gateway_lease_seconds / 2
-            ),
-            StreamingStage(self.streams, self.agent),
-        ]
-        if self.tools is not None and offers_tools(self.agent):
-            stages.append(ToolsStage(self.tools, count=self.context.counter.text))
-        stages += [
-            ContextStage(
-                self.context, summaries=self.summaries, metrics=self.metrics, agent=self.agent
-            ),
-            KnowledgeStage(
-                self.knowledge,
-                self.transports,
-                wait_seconds=self.settings.gateway_lease_seconds / 2,
-            ),
-            TypingStage(self.transports, budget=self.streams.budget),
-            ProviderStatusStage(self.transports, after=self.settings.agent_status_after_seconds),
-        ]
-        if "images" not in self.settings.agent_inline_files:
-            # images seen (or read by OCR) before the knowledge stage takes files in
-            at = next(i for i, s in enumerate(stages) if isinstance(s, KnowledgeStage))
-            stages.insert(at, self._images_stage())
-        return stages
-
-    def _images_stage(self) -> ImagesStage:
-        return ImagesStage(
-            self.transports,
-            self.store,
-            vision_models=self.settings.agent_vision_models,
-            max_bytes=self.settings.gateway_max_file_bytes,
-            lease_seconds=self.settings.gateway_lease_seconds,
-        )
-
     async def _late_transcript(self, message: InboundMessage) -> None:
         """A voice note heard after its turn gave up waiting: stored as the person's message
         (once: the inbox dedupes it) and answered."""
         await self.store.ingest(message, raw=None)
         self.turn_wake.set()
 
-    async def _announce_file(self, session_key: str, text: str) -> None:
-        await self.operator.service.append(
-            session_key, participant="knowledge", content=text, deliver=True
-        )
-
     async def _start_knowledge(self) -> None:
-        """Start the ingest job worker; say plainly when retrieval is full-text only."""
-        try:
-            if not await self.knowledge.store.vector_enabled():
-                log.warning(
-                    "kb_lexical_only",
-                    reason="this PostgreSQL has no pgvector (the vector extension): knowledge "
-                    "base retrieval uses full-text search only; install pgvector and run "
-                    "`gateway migrate` on a fresh database to add embeddings",
-                )
-            # EMBEDDING_MODEL changed since a base was built: re-embed it through the jobs
-            await self.knowledge.adopt_model()
-        except (StoreError, EmbeddingError) as exc:
-            log.warning("kb_check_failed", error=str(exc))
-        # supervised like every long-lived loop; ingest jobs are not needed to
-        # answer, so the worker is not required for readiness
-        loops: list[tuple[str, Any, float | None, bool]] = [
-            ("kb-jobs", self._run_knowledge, None, False)
-        ]
-        if self.doc_summaries is not None:
-            loops.append(("kb-summaries", self.doc_summaries.run, None, False))
+        loops = await knowledge_loops(self.knowledge, self.doc_summaries)
         self._knowledge_task = self._supervised("kb-jobs", loops, self._knowledge_stopping)
 
-    async def _run_audit_maintenance(self, stopping: asyncio.Event, beat: Beat) -> None:
-        beat()
-        await self.audit_maintenance.run(stopping)
-
-    async def _run_knowledge(self, stopping: asyncio.Event, beat: Beat) -> None:
-        beat()
-        await self.knowledge.run(stopping)
-
     async def refresh_gauges(self) -> None:
-        memory.refresh(self.metrics)
-        with contextlib.suppress(StoreError):
-            counts = await self.store.delivery_counts()
-            for status in ("pending", "sending", "sent", "failed"):
-                self.metrics.deliveries_by_status.labels(status).set(counts.get(status, 0))
-            age = await self.store.oldest_pending_delivery_age()
-            self.metrics.oldest_pending_seconds.set(age or 0.0)
-            self.metrics.sessions_active.set(await self.operator.ops.active_session_count())
-
-
-async def _cancel(task: asyncio.Task[None] | None) -> None:
-    """Cancel ``task`` and wait for it; an exception it died of earlier is logged, never
-    raised (shutdown must go on)."""
-    if task is None:
-        return
-    if not task.done():
-        task.cancel()
-    try:
-        await task
-    except asyncio.CancelledError:
-        pass
-    except Exception:
-        log.exception("task_failed_before_stop", task=task.get_name())
+        await upkeep.refresh_gauges(self.metrics, self.store, self.operator.ops)

@@ -244,19 +244,33 @@ def builtin_tools(store: Store, *, knowledge: KnowledgeSearch | None = None) -> 
             ensure_ascii=False,
         )
 
-    async def current_time(args: Mapping[str, Any], caller: ToolCaller) -> str:
-        zone = args.get("timezone") or "UTC"
-        if not isinstance(zone, str):
-            raise ToolInputError("timezone must be a string")
-        try:
-            tz = ZoneInfo(zone)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ToolInputError(f"unknown timezone {zone!r}") from exc
-        now = datetime.now(UTC).astimezone(tz)
-        return json.dumps({"timezone": zone, "now": now.isoformat(), "weekday": now.strftime("%A")})
+    handlers: dict[str, ToolHandler] = {
+        "search_thread": search_thread,
+        "list_my_sessions": list_my_sessions,
+        "read_session": read_session,
+        "current_time": current_time,
+    }
+    if knowledge is not None:
+        handlers["search_knowledge"] = _search_knowledge(knowledge)
+    return [Tool(spec=BUILTIN_SPECS[n], handler=h) for n, h in handlers.items()]
+
+
+async def current_time(args: Mapping[str, Any], caller: ToolCaller) -> str:
+    zone = args.get("timezone") or "UTC"
+    if not isinstance(zone, str):
+        raise ToolInputError("timezone must be a string")
+    try:
+        tz = ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ToolInputError(f"unknown timezone {zone!r}") from exc
+    now = datetime.now(UTC).astimezone(tz)
+    return json.dumps({"timezone": zone, "now": now.isoformat(), "weekday": now.strftime("%A")})
+
+
+def _search_knowledge(knowledge: KnowledgeSearch) -> ToolHandler:
+    """``search_knowledge``: passages of the knowledge bases the caller's place may read."""
 
     async def search_knowledge(args: Mapping[str, Any], caller: ToolCaller) -> str:
-        assert knowledge is not None
         query = _text(args, "query")
         limit = _int(args, "limit", 5, lo=1, hi=10)
         key = SessionKey(
@@ -268,12 +282,4 @@ def builtin_tools(store: Store, *, knowledge: KnowledgeSearch | None = None) -> 
         found = await knowledge.search_in(key, query, limit=limit)
         return knowledge_result(found.hits, caller.passages)
 
-    handlers: dict[str, ToolHandler] = {
-        "search_thread": search_thread,
-        "list_my_sessions": list_my_sessions,
-        "read_session": read_session,
-        "current_time": current_time,
-    }
-    if knowledge is not None:
-        handlers["search_knowledge"] = search_knowledge
-    return [Tool(spec=BUILTIN_SPECS[n], handler=h) for n, h in handlers.items()]
+    return search_knowledge

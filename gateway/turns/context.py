@@ -403,13 +403,7 @@ class ContextAssembler:
         if prefetched is not None:
             state = prefetched.state
         else:
-            state = await self._store.turn_state(
-                session_id,
-                question_seq=question_seq,
-                upto_seq=upto_seq,
-                user_platform=key.platform,
-                user_id=user_id,
-            )
+            state = await self._turn_state(session_id, key, question_seq, upto_seq, user_id)
         model, source = policy.resolve(
             session_choice=state.selected_model, user_choice=state.user_model
         )
@@ -459,6 +453,22 @@ class ContextAssembler:
             truncated_messages=fit.truncated_messages,
             session_metadata=state.session_metadata,
             history_raw_budget=history_budget,
+        )
+
+    async def _turn_state(
+        self,
+        session_id: int,
+        key: SessionKey,
+        question_seq: int,
+        upto_seq: int,
+        user_id: str | None,
+    ) -> TurnState:
+        return await self._store.turn_state(
+            session_id,
+            question_seq=question_seq,
+            upto_seq=upto_seq,
+            user_platform=key.platform,
+            user_id=user_id,
         )
 
     def _system_prompt(

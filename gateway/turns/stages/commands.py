@@ -3,10 +3,10 @@ the gateway without the agent.
 
 The vocabulary is ``gateway.core.commands.COMMANDS``. Each command but ``/new`` is answered by
 a :class:`CommandHandler`; a capability adds one by passing its handler to the stage (one line
-in ``Gateway._turn_stages``). Before the agent: ``/new`` ends the turn at itself and closes the
-session; the others are answered in seq order (so ``/model x`` sent before a question applies
-to it) and taken out of the questions. A known command with no handler in this gateway (its
-capability is off) gets a short answer saying so. After: nothing.
+in ``gateway.runtime.stages.turn_stages``). Before the agent: ``/new`` ends the turn at itself
+and closes the session; the others are answered in seq order (so ``/model x`` sent before a
+question applies to it) and taken out of the questions. A known command with no handler in this
+gateway (its capability is off) gets a short answer saying so. After: nothing.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import pytest
 
 from gateway.agents.base import Turn
 from gateway.core.domain import OutgoingFile, Reply, ReplyTarget
-from gateway.core.ports import APPROVAL_EXTRA, SendResult, Transport
+from gateway.core.ports import CardSending, SendResult, Transport
 from gateway.outbox.delivery import send_part
 from gateway.outbox.files import outbox_parts
 from gateway.outbox.parts import (
@@ -71,6 +71,8 @@ def test_outbox_parts_are_the_text_then_the_files() -> None:
 
 
 class Recorder:
+    """A transport without buttons: plain sends and uploads only."""
+
     def __init__(self) -> None:
         self.calls: list[tuple[str, object]] = []
 
@@ -85,8 +87,19 @@ class Recorder:
         return SendResult(platform_message_id="f")
 
 
+class CardRecorder(Recorder):
+    """A transport with buttons: approval cards come through ``send_card``."""
+
+    async def send_card(
+        self, target: ReplyTarget, text: str, *, approval_id: str, idempotency_key: str
+    ) -> SendResult:
+        self.calls.append(("send_card", (text, approval_id, dict(target.extra))))
+        return SendResult(platform_message_id="c")
+
+
 async def test_delivery_sends_each_part_by_its_kind() -> None:
-    rec = Recorder()
+    rec = CardRecorder()
+    assert isinstance(rec, CardSending)
     target = ReplyTarget(platform="rec", scope="s", chat_id="c")
     await send_part(cast(Transport, rec), target, TextPart(text="text"), idempotency_key="k1")
     await send_part(cast(Transport, rec), target, FilePart(file=PNG), idempotency_key="k2")
@@ -95,8 +108,19 @@ async def test_delivery_sends_each_part_by_its_kind() -> None:
     assert rec.calls == [
         ("send", ("text", {})),
         ("send_file", PNG),
-        ("send", ("Approve?", {APPROVAL_EXTRA: "apr-1"})),
+        # the id is an argument of its own, never smuggled in the target
+        ("send_card", ("Approve?", "apr-1", {})),
     ]
+
+
+async def test_a_transport_without_buttons_gets_an_approval_card_as_its_text() -> None:
+    rec = Recorder()
+    assert not isinstance(rec, CardSending)
+    target = ReplyTarget(platform="rec", scope="s", chat_id="c")
+    card = ApprovalCardPart(text="Approve?", approval_id="apr-1")
+    result = await send_part(cast(Transport, rec), target, card, idempotency_key="k3")
+    assert result.platform_message_id == "m"
+    assert rec.calls == [("send", ("Approve?", {}))]
 
 
 class FileAgent:

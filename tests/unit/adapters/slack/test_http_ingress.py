@@ -293,9 +293,9 @@ async def test_mid_thread_mention_backfills_the_earlier_messages_first(
 async def test_backfill_pages_through_long_threads(
     fake: FakeSlack, intake: RecordingIntake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import adapters.slack.adapter as slack_adapter
+    import adapters.slack.ingest as slack_ingest
 
-    monkeypatch.setattr(slack_adapter, "_BACKFILL_PAGE", 2)
+    monkeypatch.setattr(slack_ingest, "_BACKFILL_PAGE", 2)
     root, replies = fake.seed_thread(
         "C0GENERAL", [(HUMAN, f"r{i}") for i in range(5)], root_text="root"
     )

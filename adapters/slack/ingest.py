@@ -1,0 +1,148 @@
+"""What both Slack ingress paths share: one event through extraction into the inbox, and the
+first contact inside an existing thread, whose earlier messages are fetched with
+``conversations.replies`` and submitted first as backfill rows (context, never answered)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+import structlog
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.slack.extract import (
+    PLATFORM,
+    BotIdentity,
+    backfill_root,
+    extract_event,
+    extract_history,
+    is_dm_channel,
+    reaction_of,
+    ts_key,
+)
+from adapters.slack.transport import SlackTransport
+from gateway.core.domain import Envelope, Extracted
+from gateway.core.hub import KeyedLock
+from gateway.core.ports import IngestOutcome, Intake
+from gateway.inbound.ingress import ingest
+from gateway.inbound.policy import AnswerRules
+
+log = structlog.get_logger(__name__)
+
+#: Slack retries an event that is not answered within 3 s (platforms.md §2.3); the history
+#: fetch must leave time for the stores that follow it.
+BACKFILL_BUDGET_SECONDS = 1.5
+
+#: at most this many earlier thread messages become context (the newest ones, plus the root)
+BACKFILL_MAX_MESSAGES = 200
+
+_BACKFILL_PAGE = 200
+
+_BACKFILL_MAX_PAGES = 10
+
+
+class SlackIngress:
+    """The shared ingest of ``SlackAdapter`` (its HTTP and Socket Mode ingress build on it):
+    the attributes below are set by ``SlackAdapter.__init__``."""
+
+    transport: SlackTransport
+    _client: AsyncWebClient
+    _intake: Intake | None
+    _me: BotIdentity | None
+    _rules: AnswerRules
+    _backfill_locks: KeyedLock
+    _tasks: set[asyncio.Task[Any]]
+    _inflight: set[asyncio.Task[Any]]
+
+    def _spawn(self, coro: Any, *, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _ingest(
+        self, payload: object, intake: Intake, me: BotIdentity
+    ) -> tuple[Extracted, IngestOutcome]:
+        raw: Mapping[str, Any] = payload if isinstance(payload, Mapping) else {"body": payload}
+        event_id = raw.get("event_id")
+
+        async def submit(extracted: Extracted) -> IngestOutcome:
+            root = backfill_root(extracted) if isinstance(extracted, Envelope) else None
+            if isinstance(extracted, Envelope) and root is not None:
+                # app_mention and message for one post arrive together: the first stores the
+                # thread's history and then the mention; the second must wait for both, or
+                # it would see the session half-built and store the mention before the history
+                async with self._backfill_locks.hold(str(extracted.key)):
+                    if not await intake.knows(extracted.key):
+                        await self._backfill(extracted, root, intake, me)
+                    return await intake.submit(extracted, raw=raw)
+            return await intake.submit(extracted, raw=raw)
+
+        # +1/-1 on the bot's reply is that reply's feedback (the reaction event itself is
+        # still recorded as ignored: it is not a message)
+        return await ingest(
+            intake,
+            platform=PLATFORM,
+            raw=raw,
+            extract=lambda: extract_event(payload, me=me, rules=self._rules),
+            reaction=lambda: reaction_of(payload),
+            event_id=event_id if isinstance(event_id, str) else None,
+            submit=submit,
+        )
+
+    async def _backfill(
+        self, mention: Envelope, root: str, intake: Intake, me: BotIdentity
+    ) -> None:
+        channel = mention.key.chat_id
+        try:
+            history = await asyncio.wait_for(
+                self._thread_history(channel, root, before=mention.message_id),
+                timeout=BACKFILL_BUDGET_SECONDS,
+            )
+        except (TimeoutError, SlackApiError, aiohttp.ClientError) as exc:
+            # The mention is still stored and answered, with less context.
+            log.warning(
+                "slack_backfill_failed",
+                channel=channel,
+                thread_ts=root,
+                error=exc.__class__.__name__,
+            )
+            return
+        is_dm = is_dm_channel(channel, mention.metadata.get("channel_type"))
+        stored = 0
+        for item in history:
+            extracted = extract_history(
+                item, team_id=mention.key.scope, channel=channel, is_dm=is_dm, me=me
+            )
+            if isinstance(extracted, Envelope) and extracted.key == mention.key:
+                await intake.submit(extracted, raw=item)
+                stored += 1
+        log.info("slack_backfilled", channel=channel, thread_ts=root, messages=stored)
+
+    async def _thread_history(
+        self, channel: str, root: str, *, before: str
+    ) -> list[Mapping[str, Any]]:
+        """The thread's messages older than ``before``, oldest first: the root plus the newest
+        ``BACKFILL_MAX_MESSAGES - 1`` replies."""
+        limit = ts_key(before)
+        messages: list[Mapping[str, Any]] = []
+        cursor: str | None = None
+        for _ in range(_BACKFILL_MAX_PAGES):
+            response = await self._client.conversations_replies(
+                channel=channel, ts=root, limit=_BACKFILL_PAGE, cursor=cursor
+            )
+            page = response.get("messages")
+            for item in page if isinstance(page, list) else []:
+                if isinstance(item, Mapping) and ts_key(str(item.get("ts", ""))) < limit:
+                    messages.append(item)
+            metadata = response.get("response_metadata")
+            next_cursor = metadata.get("next_cursor") if isinstance(metadata, Mapping) else None
+            if not next_cursor or not response.get("has_more", True):
+                break
+            cursor = str(next_cursor)
+        messages.sort(key=lambda m: ts_key(str(m.get("ts", ""))))
+        if len(messages) > BACKFILL_MAX_MESSAGES:
+            messages = messages[:1] + messages[-(BACKFILL_MAX_MESSAGES - 1) :]
+        return messages

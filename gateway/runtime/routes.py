@@ -1,0 +1,101 @@
+"""What the rooms add to the operator surface and the HTTP app: their admin API routes and
+pages (behind the admin API's access policy), their MCP tools on /mcp, and each surface's own
+routes (webhooks, the web chat)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from gateway.http.models_api import models_router
+from session_store.repos.breakers import Breakers
+
+if TYPE_CHECKING:
+    from gateway.core.config_watch import ReloadResult
+    from gateway.core.ports import PlatformAdapter
+    from gateway.core.settings import Settings
+    from gateway.http.admin import OperatorSurface
+    from gateway.http.guard import HttpPolicy
+    from gateway.knowledge.service import Knowledge
+    from gateway.profiles.service import Profiles
+    from gateway.schedules.room import ScheduleRoom
+    from gateway.usage.service import UsageService
+    from session_store.store import Store
+
+#: the admin API's knowledge-base upload (the body is the file)
+KB_UPLOAD_PATH = re.compile(r"/api/v1/kb/documents")
+
+
+class Wired(Protocol):
+    """What the routes are built from (``gateway.runtime.gateway.Gateway`` has it all)."""
+
+    settings: Settings
+    store: Store
+    operator: OperatorSurface
+    http_policy: HttpPolicy
+    profiles: Profiles
+    knowledge: Knowledge
+    usage: UsageService
+    schedule_room: ScheduleRoom
+    adapters: list[PlatformAdapter]
+
+    def reload_config(self) -> ReloadResult: ...
+
+
+def extend_operator(gw: Wired) -> None:
+    """The rooms' MCP tools on /mcp, and the threads they post into through the operator
+    service."""
+    operator = gw.operator
+
+    def knowledge_tools(server: Any) -> None:
+        from gateway.knowledge.mcp import add_knowledge_tools
+
+        add_knowledge_tools(server, gw.knowledge)
+
+    def profile_tools(server: Any) -> None:
+        from gateway.profiles.api import add_profile_tools
+
+        add_profile_tools(server, gw.profiles)
+
+    async def announce_file(session_key: str, text: str) -> None:
+        await operator.service.append(
+            session_key, participant="knowledge", content=text, deliver=True
+        )
+
+    # knowledge base: files shared in a thread are announced there when read
+    gw.knowledge.announce = announce_file
+    operator.mcp_extensions.append(knowledge_tools)
+    operator.mcp_extensions.append(profile_tools)
+    # schedules: the schedule_* MCP tools; owners told in their threads
+    operator.mcp_extensions.append(gw.schedule_room.add_mcp_tools)
+    gw.schedule_room.tell_owners_with(operator.service.append)
+
+
+def extension_routes(gw: Wired) -> Sequence[Any]:
+    """The rooms' routes and pages, then each surface's."""
+    policy = gw.operator.policy
+    routes: list[Any] = []
+    # profiles: /api/v1/profiles, /api/v1/reload
+    from gateway.profiles.api import profiles_router
+
+    routes.extend(profiles_router(gw.profiles, policy, gw.reload_config).routes)
+    # knowledge base: /api/v1/kb, behind the admin API's access policy
+    from gateway.knowledge.admin_api import kb_pages, knowledge_router
+
+    routes.extend(knowledge_router(gw.knowledge, policy).routes)
+    # its upload takes the file itself as the body (application/octet-stream)
+    gw.http_policy.allow_upload(KB_UPLOAD_PATH, gw.settings.gateway_max_file_bytes)
+    routes.extend(kb_pages())
+    # usage: /api/v1/usage and the /ops/usage page, behind the same access policy
+    from gateway.usage.api import usage_pages, usage_router
+
+    routes.extend(usage_router(gw.usage, policy).routes)
+    routes.extend(usage_pages())
+    # the model provider's health for /ops: open breakers, recent errors
+    routes.extend(models_router(Breakers(gw.store.db), policy).routes)
+    # schedules: /api/v1/schedules, /ops/schedules
+    routes.extend(gw.schedule_room.routes(policy))
+    for adapter in gw.adapters:
+        routes.extend(adapter.http_routes())
+    return routes
