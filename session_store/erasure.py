@@ -75,6 +75,11 @@ class ErasureStore:
 
     # --- the job ---------------------------------------------------------------------------
 
+    async def exists(self, person_id: int) -> bool:
+        """A person of its own (not merged into another, not forgotten)."""
+        async with self.db.connection() as conn:
+            return bool(await conn.fetchval(SQL.person_exists, person_id))
+
     async def people_of(self, person_id: int) -> tuple[int, ...]:
         """The person and everyone merged into it."""
         async with self.db.connection() as conn:

@@ -265,3 +265,6 @@ WHERE d.id = $1
 
 -- name: held_file
 SELECT id, name, media_type, content FROM held_files WHERE id = $1
+
+-- name: person_exists
+SELECT EXISTS (SELECT 1 FROM people WHERE id = $1 AND merged_into IS NULL)

@@ -323,6 +323,10 @@ class Gateway:
 
         routes.extend(usage_router(self.usage, self.operator.policy).routes)
         routes.extend(usage_pages())
+        # people: export and erasure, /api/v1/people/{id}/export|forget
+        from gateway.people.api import people_router
+
+        routes.extend(people_router(store, self.operator.policy, self.knowledge.files).routes)
         # the model provider's health for /ops: open breakers, recent errors
         routes.extend(models_router(Breakers(store.db), self.operator.policy).routes)
         # schedules: /api/v1/schedules, /ops/schedules, the schedule_* MCP tools
