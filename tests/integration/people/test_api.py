@@ -9,8 +9,8 @@ import zipfile
 
 import httpx
 
-from testsupport.harness import running_gateway
 from tests.integration.people.test_erasure_job import WORD, _dump, _seed
+from testsupport.harness import running_gateway
 
 
 async def test_export_then_forget_through_the_admin_api(database_url: str) -> None:
