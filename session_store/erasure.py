@@ -126,12 +126,16 @@ class ErasureStore:
     async def finish(self, conn: asyncpg.Connection, job_id: int) -> None:
         await conn.execute(SQL.finish_job, job_id)
 
-    async def last_ids(self) -> tuple[int, int]:
-        """The newest message id and inbound event id: where the scans end."""
+    async def last_id(self, table: str) -> int:
+        """The newest id of ``messages``, ``inbound_events`` or ``usage_ledger``: where a
+        scan ends."""
+        query = {
+            "messages": SQL.last_message_id,
+            "inbound_events": SQL.last_inbound_id,
+            "usage_ledger": SQL.last_ledger_id,
+        }[table]
         async with self.db.connection() as conn:
-            messages = await conn.fetchval(SQL.last_message_id)
-            events = await conn.fetchval(SQL.last_inbound_id)
-        return int(messages), int(events)
+            return int(await conn.fetchval(query))
 
     # --- the batches -----------------------------------------------------------------------
 
@@ -158,12 +162,14 @@ class ErasureStore:
         names = ("messages", "payloads", "edits", "summaries", "held_files", "traces")
         return {k: int(row[k]) for k in names}
 
-    async def erase_ledger(self, who: Who, limit: int) -> int:
+    async def erase_ledger(self, job: Job, low: int, high: int) -> int:
+        who = job.who
         async with self.db.connection() as conn:
-            status = await conn.execute(
-                SQL.erase_ledger, list(who.accounts), list(who.people), limit
+            row = await conn.fetchrow(
+                SQL.erase_ledger, list(who.accounts), list(who.people), low, high, job.id
             )
-        return int(str(status).rsplit(" ", 1)[1])
+        assert row is not None
+        return int(row["ledger_rows"])
 
     async def erase_citations(self, documents: Sequence[int]) -> int:
         async with self.db.connection() as conn:

@@ -48,6 +48,9 @@ SELECT coalesce(max(id), 0) FROM messages
 -- name: last_inbound_id
 SELECT coalesce(max(id), 0) FROM inbound_events
 
+-- name: last_ledger_id
+SELECT coalesce(max(id), 0) FROM usage_ledger
+
 -- name: erase_messages
 -- one batch: their messages in ($5, $6] lose their text, sender and metadata (the row and its
 -- seq_no stay: history is dense), with what carries the same words: the raw inbound payload,
@@ -59,6 +62,7 @@ WITH hit AS (
 ), events AS (
     UPDATE inbound_events SET payload = jsonb_build_object('erased', true)
     WHERE id IN (SELECT inbound_event_id FROM hit WHERE inbound_event_id IS NOT NULL)
+      AND payload IS DISTINCT FROM jsonb_build_object('erased', true)
     RETURNING id
 ), notes AS (
     UPDATE message_annotations SET content = NULL, metadata = jsonb_build_object('erased', true)
@@ -124,15 +128,20 @@ WITH erased AS (
 SELECT (SELECT count(*) FROM erased) AS payloads, (SELECT count(*) FROM job) AS job
 
 -- name: erase_ledger
--- one batch of their usage rows: cost and tokens stay for the totals, the person goes
-WITH batch AS (
-    SELECT id FROM usage_ledger
-    WHERE account = ANY ($1::text[]) OR person_id = ANY ($2::bigint[])
-    LIMIT $3
-    FOR UPDATE
+-- one batch of the ledger ($3, $4]: their rows keep cost and tokens for the totals but lose
+-- the account ($1) and the person ($2); a row of an account unlinked from them since (now
+-- someone else's) keeps its account. $5: the job.
+WITH erased AS (
+    UPDATE usage_ledger
+    SET account = CASE WHEN account = ANY ($1::text[]) THEN NULL ELSE account END,
+        person_id = NULL
+    WHERE id > $3 AND id <= $4
+      AND (account = ANY ($1::text[]) OR person_id = ANY ($2::bigint[]))
+    RETURNING id
+), job AS (
+    UPDATE erasure_jobs SET position = $4, updated_at = now() WHERE id = $5 RETURNING id
 )
-UPDATE usage_ledger u SET account = NULL, person_id = NULL
-FROM batch WHERE u.id = batch.id
+SELECT (SELECT count(*) FROM erased) AS ledger_rows, (SELECT count(*) FROM job) AS job
 
 -- name: erase_citations
 -- passages of their documents quoted in answers' frozen citations

@@ -118,11 +118,11 @@ class _Run:
         while self.job.step != "done":
             step = self.job.step
             if step == "inbound":
-                await self._scan(self._payloads, events=True)
+                await self._scan(self._payloads, "inbound_events")
             elif step == "ledger":
-                await self._ledger()
+                await self._scan(self._ledger, "usage_ledger")
             elif step == "messages":
-                await self._scan(self._messages, events=False)
+                await self._scan(self._messages, "messages")
             elif step == "documents":
                 await self._documents()
             elif step == "identity":
@@ -132,13 +132,12 @@ class _Run:
             await self.erasure.advance(self.job.id, following, self.counts)
             self.job = await self.erasure.job(self.job.id)
 
-    async def _scan(self, one: _Batch, *, events: bool) -> None:
-        """Batches over id ranges up to the newest row (looked up again at the end, so rows
-        written meanwhile are included)."""
+    async def _scan(self, one: _Batch, table: str) -> None:
+        """Batches over id ranges of ``table`` up to its newest row (looked up again at the
+        end, so rows written meanwhile are included)."""
         position = self.job.position
         while True:
-            last_message, last_event = await self.erasure.last_ids()
-            end = last_event if events else last_message
+            end = await self.erasure.last_id(table)
             if position >= end:
                 return
             self._spend()
@@ -154,14 +153,9 @@ class _Run:
         self._add(await self.erasure.erase_messages(self.job, low, high))
         await self.erasure.save_counts(self.job.id, self.counts)
 
-    async def _ledger(self) -> None:
-        while True:
-            self._spend()
-            n = await self.erasure.erase_ledger(self.job.who, self.batch)
-            self._add({"ledger_rows": n})
-            await self.erasure.save_counts(self.job.id, self.counts)
-            if n < self.batch:
-                return
+    async def _ledger(self, low: int, high: int) -> None:
+        self._add({"ledger_rows": await self.erasure.erase_ledger(self.job, low, high)})
+        await self.erasure.save_counts(self.job.id, self.counts)
 
     async def _documents(self) -> None:
         """Each document once (removing one already gone is nothing); idempotent."""

@@ -59,7 +59,7 @@ def _actors(who: Who) -> list[str]:
 
 
 async def _messages(erasure: ErasureStore, who: Who) -> tuple[list[Any], list[SharedFile]]:
-    last, _ = await erasure.last_ids()
+    last = await erasure.last_id("messages")
     messages: list[dict[str, Any]] = []
     shared: list[SharedFile] = []
     for low in range(0, last, BATCH):
