@@ -16,6 +16,7 @@ from gateway.core.settings import Settings
 from gateway.knowledge.files import S3Files, build_files
 from gateway.people.erasure import DEFAULT_BATCH, forget, resume_of, start
 from gateway.people.export import EXPORT_FILE, export
+from session_store.erasure import ErasureStore
 from session_store.store import Store
 
 
@@ -58,8 +59,16 @@ async def _person(store: Store, text: str) -> int:
     return await store.people.person_of(_account(text))
 
 
+async def _known(store: Store, text: str) -> int:
+    """The person ``text`` names, which must be one of its own (not merged, not forgotten)."""
+    person = await _person(store, text)
+    if not await ErasureStore(store.db).exists(person):
+        raise ValueError(f"no person:{person} (forgotten, or merged into another)")
+    return person
+
+
 async def _export(store: Store, args: argparse.Namespace, files: S3Files | None) -> int:
-    person = await _person(store, args.person)
+    person = await _known(store, args.person)
     out: Path = args.out or Path(f"person-{person}")
     data = await export(store, person, out, files=files)
     counts = {k: len(data[k]) for k in ("messages", "files", "usage", "schedules")}
@@ -83,7 +92,7 @@ async def _confirmed(person: int, accounts: tuple[str, ...]) -> bool:
 async def _forget(store: Store, args: argparse.Namespace, files: S3Files | None) -> int:
     # an erasure killed half way is found by any of its accounts (the person may be gone)
     job = None if args.person.startswith("person:") else await resume_of(store, args.person)
-    person = job.person_id if job else await _person(store, args.person)
+    person = job.person_id if job else await _known(store, args.person)
     accounts = job.who.accounts if job else await store.people.accounts(person)
     if not args.yes and not await _confirmed(person, accounts):
         print("nothing erased", file=sys.stderr)

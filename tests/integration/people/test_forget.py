@@ -158,6 +158,10 @@ async def test_a_forgotten_person_leaves_nothing_of_their_text_findable(
         )
         assert code == 0, err
         assert f"person:{alice['person']}\tforgotten" in out
+        code, out, err = await run_cli_in_process(
+            ["people", "forget", f"person:{alice['person']}", "--yes"], env
+        )
+        assert code == 1 and "forgotten, or merged" in err
 
         assert await _rows_with(database_url, STEM) == {}
         sessions = await gw.store.list_sessions()
