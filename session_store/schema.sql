@@ -784,3 +784,20 @@ CREATE TABLE held_files (
     content    bytea       NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now()
 );
+
+-- Erasure of one person (migration 0030): the step each request reached and how far, so a
+-- run killed half way is finished by the next one.
+CREATE TABLE erasure_jobs (
+    id          bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    person_id   bigint      NOT NULL,
+    people      bigint[]    NOT NULL,
+    accounts    text[]      NOT NULL,
+    step        text        NOT NULL DEFAULT 'inbound',
+    position    bigint      NOT NULL DEFAULT 0,
+    documents   bigint[]    NOT NULL DEFAULT '{}',
+    counts      jsonb       NOT NULL DEFAULT '{}'::jsonb,
+    started_at  timestamptz NOT NULL DEFAULT now(),
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    finished_at timestamptz
+);
+CREATE UNIQUE INDEX erasure_jobs_open ON erasure_jobs (person_id) WHERE finished_at IS NULL;

@@ -92,6 +92,10 @@ def extension_routes(gw: Wired) -> Sequence[Any]:
 
     routes.extend(usage_router(gw.usage, policy).routes)
     routes.extend(usage_pages())
+    # people: export and erasure, /api/v1/people/{id}/export|forget
+    from gateway.people.api import people_router
+
+    routes.extend(people_router(gw.store, policy, gw.knowledge.files).routes)
     # the model provider's health for /ops: open breakers, recent errors
     routes.extend(models_router(Breakers(gw.store.db), policy).routes)
     # schedules: /api/v1/schedules, /ops/schedules
