@@ -31,7 +31,7 @@ from benchmarks.length import LengthBench
 from benchmarks.report import markdown
 from gateway.core.logs import configure_logging
 
-SECTIONS = ("limit", "hot", "length", "e2e", "kb", "stream", "schedules")
+SECTIONS = ("limit", "hot", "length", "e2e", "kb", "stream", "schedules", "scale")
 
 
 @dataclass(frozen=True)
@@ -327,6 +327,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
             return await run_schedules(srv, n=200 if args.tiny else 2_000 if args.quick else 10_000)
 
+        async def scale() -> Any:  # does the cost stay flat as the database grows?
+            from benchmarks import scale as sc
+
+            steps = sc.TINY if args.tiny else sc.QUICK if args.quick else sc.FULL
+            return await sc.run_scale(srv, steps=steps, iterations=20 if args.tiny else 300)
+
         runs: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
             ("limit + hot path", limit_and_hot),
             ("length", lambda: run_length(srv, sizes, args.runs, raw)),
@@ -339,6 +345,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             ("kb", kb),
             ("stream", stream),
             ("schedules", schedules),
+            ("scale", scale),
         ]
         for name, run in runs:
             wanted = sections & {"limit", "hot"} if name == "limit + hot path" else name in sections
