@@ -331,7 +331,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             from benchmarks import scale as sc
 
             steps = sc.TINY if args.tiny else sc.QUICK if args.quick else sc.FULL
-            return await sc.run_scale(srv, steps=steps, iterations=20 if args.tiny else 300)
+            return await sc.run_scale(srv, steps=steps, iterations=5 if args.tiny else 300)
 
         runs: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
             ("limit + hot path", limit_and_hot),

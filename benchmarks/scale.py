@@ -34,7 +34,7 @@ from typing import Any
 
 from benchmarks import scale_fill as fill
 from benchmarks.common import pct, scratch_database
-from benchmarks.scale_plans import explain_all, plan_choices, plan_summary
+from benchmarks.scale_plans import explain_all, plan_choices, plan_summary, work
 from session_store.operator import OperatorStore
 from session_store.records import InboundMessage
 from session_store.store import Store
@@ -129,7 +129,7 @@ class Bench:
         many as ``BUDGET_S`` allows (at least ``MIN_SAMPLES``): ``n`` says how many."""
         latencies: list[float] = []
         deadline = time.perf_counter() + BUDGET_S
-        for i in range(-warmup, self.iterations):
+        for i in range(-min(warmup, self.iterations), self.iterations):
             t0 = time.perf_counter()
             await op(i)
             if i >= 0:
@@ -325,8 +325,11 @@ async def measure(bench: Bench, *, explain: bool) -> tuple[dict[str, Any], dict[
     note("control_after")
     async with bench.store.db.connection() as conn:
         figs["plan_choices"] = await plan_choices(conn)
-    if explain:
-        plans = await explain_all(bench, due=due, pending=pending, event=events[0])
+    # at every size: the pages each operation touches do not depend on the machine's load
+    plans = await explain_all(bench, due=due, pending=pending, event=events[0])
+    figs["work"] = {name: work(found) for name, found in plans.items()}
+    if not explain:
+        plans = {}
     async with bench.store.db.connection() as conn:
         await conn.execute(
             "UPDATE deliveries SET status = 'sent' WHERE id = ANY($1::bigint[])", pending
@@ -390,7 +393,7 @@ def _control(figures: dict[str, Any]) -> float:
 def ratios(steps: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
     """Each figure at each size ÷ the same figure at the smallest size; ``adjusted``: the p50
     ratio ÷ the control's (the machine's drift between the two sizes divided out)."""
-    first = {k: v for k, v in steps[0]["figures"].items() if k != "plan_choices"}
+    first = {k: v for k, v in steps[0]["figures"].items() if k not in ("plan_choices", "work")}
     out: dict[str, dict[str, dict[str, float]]] = {}
     for name in first:
         out[name] = {}
@@ -429,6 +432,20 @@ def scale_markdown(r: dict[str, Any]) -> list[str]:
             + " | ".join(f"{x['p50']:.2f} / {x['p99']:.2f} / {x['adjusted']:.2f}" for x in rs)
             + " |"
         )
+    lines += [
+        "",
+        "Pages each operation's statements touched (EXPLAIN ANALYZE, BUFFERS: shared hit + "
+        "read; the work itself, whatever the machine's load), and server execution ms:",
+        "",
+        "| operation | " + " | ".join(f"pages (ms) at {z}" for z in sizes) + " |",
+        "|---" * (1 + len(sizes)) + "|",
+    ]
+    for name, label in r["labels"].items():
+        if name not in steps[-1]["figures"].get("work", {}):
+            continue
+        done = [s["figures"]["work"][name] for s in steps]
+        cells = [f"{int(w['pages']):,} ({w['exec_ms']:.2f})" for w in done]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines += ["", "Fill (insert, index build, VACUUM ANALYZE) and database size:", ""]
     for s in steps:
         f = s["fill"]

@@ -180,6 +180,17 @@ def _nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from _nodes(child)
 
 
+def work(found: list[dict[str, Any]]) -> dict[str, float]:
+    """The pages (shared hit + read) and server execution ms of one operation's plans."""
+    pages = exec_ms = 0.0
+    for p in found:
+        top = p["plan"][0]
+        root = top["Plan"]
+        pages += root.get("Shared Hit Blocks", 0) + root.get("Shared Read Blocks", 0)
+        exec_ms += top["Execution Time"]
+    return {"pages": pages, "exec_ms": exec_ms}
+
+
 def plan_summary(plan: Any) -> str:
     """``1.23 ms; Index Scan using messages_session_seq on messages, ...; buffers hit 12 read
     0``, with the partitions of a partitioned table counted, and SEQ SCAN in capitals."""
