@@ -172,6 +172,24 @@ async def _parallel(
     await asyncio.gather(*(worker(c) for c in conns))
 
 
+async def _settle(conns: list[asyncpg.Connection], reserve: int) -> None:
+    """After a fill: sequences past ``reserve``, VACUUM ANALYZE, a checkpoint."""
+    main = conns[0]
+    for table in ("sessions", "messages", "inbound_events"):
+        await main.execute(
+            f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+            f"greatest($1, (SELECT max(id) FROM {table})))",
+            reserve,
+        )
+    tables = ("messages", "deliveries", "inbound_events", "sessions")
+    await _parallel(conns, [(f"VACUUM (ANALYZE) {t}", ()) for t in tables])
+    try:
+        # the fill's dirty pages are written now, not during the measurements
+        await main.execute("CHECKPOINT")
+    except asyncpg.PostgresError:
+        pass  # not allowed to this role: the first measurements share the disk with it
+
+
 async def grow(
     dsn: str,
     *,
@@ -230,24 +248,7 @@ async def grow(
         await _parallel(conns, [(d, ()) for _, d in dropped])
         out["index_s"] = time.perf_counter() - started
         started = time.perf_counter()
-        for table in ("sessions", "messages", "inbound_events"):
-            await main.execute(
-                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-                f"greatest($1, (SELECT max(id) FROM {table})))",
-                reserve,
-            )
-        await _parallel(
-            conns,
-            [
-                (f"VACUUM (ANALYZE) {t}", ())
-                for t in ("messages", "deliveries", "inbound_events", "sessions")
-            ],
-        )
-        try:
-            # the fill's dirty pages are written now, not during the measurements
-            await main.execute("CHECKPOINT")
-        except asyncpg.PostgresError:
-            pass  # not allowed to this role: the first measurements share the disk with it
+        await _settle(conns, reserve)
         out["vacuum_analyze_s"] = time.perf_counter() - started
     finally:
         for c in conns:

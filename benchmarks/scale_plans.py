@@ -39,106 +39,78 @@ async def explain(conn: asyncpg.Connection, sql: str, *args: Any) -> Any:
     return json.loads(found) if isinstance(found, str) else found
 
 
-async def explain_all(
-    bench: Bench, *, due: list[int], pending: list[int], event: dict[str, Any]
-) -> dict[str, list[dict[str, Any]]]:
-    """name -> [{query, plan}] for every figure of ``scale.LABELS``."""
+Job = tuple[str, str, str, tuple[Any, ...]]  # figure, statement name, SQL, parameters
+
+
+def _hot_jobs(bench: Bench, *, due: list[int], seq: int, event: dict[str, Any]) -> list[Job]:
+    """The hot path's statements, with the parameters the store would pass."""
     from benchmarks.scale import CONTEXT_FIRST_PAGE, PENDING_LIMIT, key_of, message
 
     rng = random.Random(7)
     platforms = list({key_of(n).platform for n in range(4)})
+    old = message(key_of(rng.randint(1, bench.step.sessions)), "explain-o")
+    new = message(SessionKey(platform="telegram", scope="sc", chat_id="new-explain"), "explain-n")
+    dup = list(
+        _ingest_args(
+            message(SessionKey(platform=event["platform"], scope="sc", chat_id="d"), "explain-d"),
+            None,
+        )
+    )
+    dup[1], dup[2] = event["event_id"], event["message_key"]
+    ingest = INBOX_SQL.ingest_message
+    claim = (str(uuid.uuid4()), 60.0, platforms, None, PENDING_LIMIT, CONTEXT_FIRST_PAGE)
+    return [
+        ("ingest_existing", "ingest_message", ingest, _ingest_args(old, {"update_id": 1})),
+        ("ingest_existing", "context_newest_first", TURNS_SQL.context_newest_first,
+         (due[0], 0, seq, 50)),
+        ("ingest_new", "ingest_message", ingest, _ingest_args(new, {"update_id": 2})),
+        ("turn_claim", "claim_turn_context", TURNS_SQL.claim_turn_context, claim),
+        ("delivery_claim", "claim_deliveries", OUTBOX_SQL.claim_deliveries,
+         (60.0, platforms, 1, None)),
+        ("dedupe", "ingest_message", ingest, tuple(dup)),
+    ]  # fmt: skip
+
+
+def _read_jobs(counts: dict[str, int]) -> list[Job]:
+    """Search (the plan the store picks for each word's count of matches) and the operator
+    list and counts."""
+    jobs: list[Job] = []
+    for name, word in (("search_rare", "needle"), ("search_some", "invoice"),
+                       ("search_common", "gateway")):  # fmt: skip
+        which = "search_all_few" if counts[word] <= FEW_MATCHES else "search_all_many"
+        jobs += [
+            (name, "search_all_count", OPERATOR_SQL.search_all_count,
+             (word, None, FEW_MATCHES + 1)),
+            (name, which, OPERATOR_SQL[which], (word, None, None, 21)),
+        ]  # fmt: skip
+    first_page = (None, None, None, None, None, False, None, None, 51)
+    jobs.append(("ops_list", "list_sessions", SESSIONS_SQL.list_sessions, first_page))
+    for query, sql in (
+        ("session_counts", OPERATOR_SQL.session_counts),
+        ("delivery_counts", OUTBOX_SQL.delivery_counts),
+        ("inbound_counts", OPERATOR_SQL.inbound_counts),
+        ("oldest_pending_age", OUTBOX_SQL.oldest_pending_age),
+    ):
+        jobs.append(("ops_stats", query, sql, ()))
+    return jobs
+
+
+async def explain_all(
+    bench: Bench, *, due: list[int], pending: list[int], event: dict[str, Any]
+) -> dict[str, list[dict[str, Any]]]:
+    """name -> [{query, plan}] for every figure of ``scale.LABELS``."""
+    assert pending  # the delivery claim's plan is of a claim that finds one
     out: dict[str, list[dict[str, Any]]] = {}
     async with bench.store.db.connection() as conn:
-
-        async def add(name: str, query: str, sql: str, *args: Any) -> None:
+        seq = await conn.fetchval("SELECT last_seq_no FROM sessions WHERE id = $1", due[0])
+        counts = {
+            word: await conn.fetchval(OPERATOR_SQL.search_all_count, word, None, FEW_MATCHES + 1)
+            for word in ("needle", "invoice", "gateway")
+        }
+        jobs = _hot_jobs(bench, due=due, seq=seq, event=event) + _read_jobs(counts)
+        for name, query, sql, args in jobs:
             plan = await explain(conn, sql, *args)
             out.setdefault(name, []).append({"query": query, "plan": plan})
-
-        old = message(key_of(rng.randint(1, bench.step.sessions)), "explain-o")
-        await add(
-            "ingest_existing",
-            "ingest_message",
-            INBOX_SQL.ingest_message,
-            *_ingest_args(old, {"update_id": 1}),
-        )
-        seq = await conn.fetchval("SELECT last_seq_no FROM sessions WHERE id = $1", due[0])
-        await add(
-            "ingest_existing",
-            "context_newest_first",
-            TURNS_SQL.context_newest_first,
-            due[0],
-            0,
-            seq,
-            50,
-        )
-        new = message(
-            SessionKey(platform="telegram", scope="sc", chat_id="new-explain"), "explain-n"
-        )
-        await add(
-            "ingest_new",
-            "ingest_message",
-            INBOX_SQL.ingest_message,
-            *_ingest_args(new, {"update_id": 2}),
-        )
-        await add(
-            "turn_claim",
-            "claim_turn_context",
-            TURNS_SQL.claim_turn_context,
-            str(uuid.uuid4()),
-            60.0,
-            platforms,
-            None,
-            PENDING_LIMIT,
-            CONTEXT_FIRST_PAGE,
-        )
-        await add(
-            "delivery_claim",
-            "claim_deliveries",
-            OUTBOX_SQL.claim_deliveries,
-            60.0,
-            platforms,
-            1,
-            None,
-        )
-        dup = message(
-            SessionKey(platform=event["platform"], scope="sc", chat_id="dup"), "explain-d"
-        )
-        args = list(_ingest_args(dup, None))
-        args[1], args[2] = event["event_id"], event["message_key"]
-        await add("dedupe", "ingest_message", INBOX_SQL.ingest_message, *args)
-        for name, word in (
-            ("search_rare", "needle"),
-            ("search_some", "invoice"),
-            ("search_common", "gateway"),
-        ):
-            await add(
-                name, "search_all_count", OPERATOR_SQL.search_all_count, word, None, FEW_MATCHES + 1
-            )
-            n = await conn.fetchval(OPERATOR_SQL.search_all_count, word, None, FEW_MATCHES + 1)
-            which = "search_all_few" if n <= FEW_MATCHES else "search_all_many"
-            await add(name, which, OPERATOR_SQL[which], word, None, None, 21)
-        await add(
-            "ops_list",
-            "list_sessions",
-            SESSIONS_SQL.list_sessions,
-            None,
-            None,
-            None,
-            None,
-            None,
-            False,
-            None,
-            None,
-            51,
-        )
-        for query, sql in (
-            ("session_counts", OPERATOR_SQL.session_counts),
-            ("delivery_counts", OUTBOX_SQL.delivery_counts),
-            ("inbound_counts", OPERATOR_SQL.inbound_counts),
-            ("oldest_pending_age", OUTBOX_SQL.oldest_pending_age),
-        ):
-            await add("ops_stats", query, sql)
-    assert pending  # the delivery claim's plan is of a claim that found one
     return out
 
 
