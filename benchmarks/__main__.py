@@ -31,7 +31,7 @@ from benchmarks.length import LengthBench
 from benchmarks.report import markdown
 from gateway.core.logs import configure_logging
 
-SECTIONS = ("limit", "hot", "length", "e2e", "kb", "stream", "schedules")
+SECTIONS = ("limit", "hot", "length", "e2e", "kb", "stream", "schedules", "scale")
 
 
 @dataclass(frozen=True)
@@ -279,6 +279,27 @@ async def run_e2e(
     return result
 
 
+async def kb(srv: Any, args: argparse.Namespace) -> Any:
+    from benchmarks.kb import run_kb
+
+    kb_sizes = (
+        ((300,), 3, 10)
+        if args.tiny
+        else ((2_000, 10_000), 10, 100)
+        if args.quick
+        else ((10_000, 100_000), 30, 300)
+    )
+    return await run_kb(srv, sizes=kb_sizes[0], pages=kb_sizes[1], queries=kb_sizes[2])
+
+
+async def scale(srv: Any, args: argparse.Namespace) -> Any:
+    """Does the cost stay flat as the database grows? (``benchmarks/scale.py``)"""
+    from benchmarks import scale as sc
+
+    steps = sc.TINY if args.tiny else sc.QUICK if args.quick else sc.FULL
+    return await sc.run_scale(srv, steps=steps, iterations=5 if args.tiny else 300)
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     sizes = TINY if args.tiny else QUICK if args.quick else FULL
     sections = set(args.only.split(",")) if args.only else set(SECTIONS)
@@ -299,18 +320,6 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             results["limit"], results["hot"] = await run_limit_and_hot(
                 srv, sizes, args.runs, sections, raw
             )
-
-        async def kb() -> Any:
-            from benchmarks.kb import run_kb
-
-            kb_sizes = (
-                ((300,), 3, 10)
-                if args.tiny
-                else ((2_000, 10_000), 10, 100)
-                if args.quick
-                else ((10_000, 100_000), 30, 300)
-            )
-            return await run_kb(srv, sizes=kb_sizes[0], pages=kb_sizes[1], queries=kb_sizes[2])
 
         async def stream() -> Any:  # streaming: time to first visible text
             from benchmarks.stream import run_stream
@@ -336,9 +345,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                     srv, sizes, args.runs, raw, profile=args.profile, baseline=args.baseline
                 ),
             ),
-            ("kb", kb),
+            ("kb", lambda: kb(srv, args)),
             ("stream", stream),
             ("schedules", schedules),
+            ("scale", lambda: scale(srv, args)),
         ]
         for name, run in runs:
             wanted = sections & {"limit", "hot"} if name == "limit + hot path" else name in sections

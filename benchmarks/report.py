@@ -398,6 +398,11 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["#### 6. Time to first visible text (Telegram, fake model streaming)", ""]
         lines += stream_markdown(results["stream"])
         lines.append("")
+    if results.get("scale"):  # cost as the database grows
+        from benchmarks.scale import scale_markdown
+
+        lines += ["#### 8. Cost as the database grows (one caller, the store's own code)", ""]
+        lines += scale_markdown(results["scale"])
     t = targets(results)
     if t:
         lines += ["#### Targets", "", "| target | measured | verdict |", "|---|---|---|"]

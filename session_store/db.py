@@ -187,6 +187,16 @@ class Database:
         async with self.connection() as conn, conn.transaction():
             yield conn
 
+    @asynccontextmanager
+    async def custom_plans(self) -> AsyncIterator[asyncpg.Connection]:
+        """``transaction()`` whose statements PostgreSQL plans for their parameters on every
+        run (``plan_cache_mode = force_custom_plan``), never with a generic plan of the
+        prepared statement: for statements whose best plan depends on the values (how
+        common a searched word is) more than planning costs."""
+        async with self.transaction() as conn:
+            await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
+            yield conn
+
     async def ping(self) -> None:
         async with self.connection() as conn:
             await conn.fetchval("SELECT 1")

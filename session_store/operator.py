@@ -125,7 +125,11 @@ class OperatorStore:
     ) -> list[SearchHit]:
         """Full-text search, newest first. Within a session ``before`` is a seq number;
         across sessions it is a message id."""
-        async with self._db.connection() as conn:
+        # Planned for the words searched every time: prepared (asyncpg keeps them), these
+        # statements went to a generic plan after five runs, which cannot tell a rare word
+        # from one in every message and read a common word's whole GIN posting list: 244 ms
+        # at 1M messages, 36x the cost at 10k (``python -m benchmarks --only scale``).
+        async with self._db.custom_plans() as conn:
             if session_id is not None:
                 rows = await conn.fetch(SQL.search_session, session_id, query, before, limit)
             else:

@@ -90,3 +90,36 @@ async def test_both_cross_session_search_plans_page_the_same_newest_first(
             break
         before = hits[-1].message_id
     assert seen == [f"«needle» number {n}" for n in (10, 8, 6, 4, 2, 0)]
+
+
+async def test_search_is_planned_for_each_word_never_with_a_generic_plan(
+    database_url: str,
+) -> None:
+    """Prepared statements may switch to one generic plan after five runs, which cannot tell
+    a rare word from one in every message (on a large database it read a common word's whole
+    index entry: ``python -m benchmarks --only scale``). On this one connection the server
+    counts which plans it used for each statement."""
+    store = await Store.connect(database_url, min_size=1, max_size=1)
+    try:
+        ops = OperatorStore(store)
+        for n in range(30):
+            text = f"common words here {n}" + (" rare" if n % 10 == 0 else "")
+            await store.ingest(to_inbound(_envelope(f"p{n % 5}", n, text)), raw=None)
+        sid = (await store.ingest(to_inbound(_envelope("p0", 99, "common")), raw=None)).session_id
+        for _ in range(8):
+            for word in ("common", "rare"):
+                assert await ops.search(word, limit=5)
+                assert await ops.search(word, session_id=sid, limit=5)
+        async with store.db.connection() as conn:
+            rows = await conn.fetch(
+                "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+            )
+        searches = {
+            r["statement"]: (r["generic_plans"], r["custom_plans"])
+            for r in rows
+            if "websearch_to_tsquery" in r["statement"]
+        }
+        assert len(searches) >= 3  # the count, one cross-session search, the session search
+        assert all(generic == 0 and custom > 5 for generic, custom in searches.values()), searches
+    finally:
+        await store.close()
