@@ -20,7 +20,6 @@ from gateway import audit
 from gateway.agents.base import Agent, Closeable
 from gateway.agents.breakers import guard_agent
 from gateway.agents.prompt import TokenCounter
-from gateway.audit.maintenance import AuditMaintenance
 from gateway.core.config_watch import ConfigWatch, ReloadResult
 from gateway.core.conversations import Conversations
 from gateway.core.errors import StoreError
@@ -46,6 +45,7 @@ from gateway.outbox.streaming import Streams, StreamSettings
 from gateway.people.links import LinkCommand
 from gateway.profiles.service import Profiles
 from gateway.profiles.stage import ProfileCommand, ProfileStage
+from gateway.retention.service import build_retention
 from gateway.runtime import memory
 from gateway.runtime.live import ReplicatedBroadcast
 from gateway.runtime.registry import build_adapters, streaming_overrides, webhook_prefixes
@@ -207,9 +207,9 @@ class Gateway:
         self._started_adapters: list[PlatformAdapter] = []
         self._liveness_stopping = asyncio.Event()
         self._liveness_task: asyncio.Task[None] | None = None
-        # the audit log's cold path: month partitions ahead, expired months dropped
-        self.audit_maintenance = AuditMaintenance(
-            store.db, retention_days=settings.gateway_audit_retention_days
+        # retention on one replica (the inbox's and the audit log's months too): the cold path
+        self.retention = build_retention(
+            settings, self.config.config, store.db, self.metrics.registry
         )
         self._audit_stopping = asyncio.Event()
         self._audit_task: asyncio.Task[None] | None = None
@@ -473,8 +473,8 @@ class Gateway:
             self._schedules_stopping,
         )
         self._audit_task = self._supervised(
-            "audit-maintenance",
-            [("audit-maintenance", self._run_audit_maintenance, None, False)],
+            "retention",
+            [("retention", self._run_retention, None, False)],
             self._audit_stopping,
         )
         # --- knowledge base -------------------------------------------------------
@@ -679,9 +679,9 @@ class Gateway:
             loops.append(("kb-summaries", self.doc_summaries.run, None, False))
         self._knowledge_task = self._supervised("kb-jobs", loops, self._knowledge_stopping)
 
-    async def _run_audit_maintenance(self, stopping: asyncio.Event, beat: Beat) -> None:
+    async def _run_retention(self, stopping: asyncio.Event, beat: Beat) -> None:
         beat()
-        await self.audit_maintenance.run(stopping)
+        await self.retention.run(stopping)
 
     async def _run_knowledge(self, stopping: asyncio.Event, beat: Beat) -> None:
         beat()
