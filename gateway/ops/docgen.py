@@ -254,10 +254,15 @@ def metrics() -> list[tuple[str, str, str, tuple[str, ...]]]:
     from prometheus_client.metrics import MetricWrapperBase
 
     from gateway.core.metrics import Metrics
+    from gateway.retention.service import RetentionMetrics
     from gateway.schedules.worker import ScheduleMetrics
 
     found: list[tuple[str, str, str, tuple[str, ...]]] = []
-    groups = [Metrics(), ScheduleMetrics(CollectorRegistry())]
+    groups = [
+        Metrics(),
+        ScheduleMetrics(CollectorRegistry()),
+        RetentionMetrics(CollectorRegistry()),
+    ]
     for value in [v for group in groups for v in vars(group).values()]:
         if isinstance(value, MetricWrapperBase):
             kind = str(value._type)

@@ -26,19 +26,25 @@ _CATALOG = {
                generation_expression
         FROM information_schema.columns
         WHERE table_schema = 'public' AND table_name <> 'schema_migrations'
-          AND table_name NOT IN """ + _PARTITIONS + """
+          AND table_name NOT IN """
+    + _PARTITIONS
+    + """
         ORDER BY table_name, column_name""",
     "indexes": """
         SELECT tablename, indexname, indexdef FROM pg_indexes
         WHERE schemaname = 'public' AND tablename <> 'schema_migrations'
-          AND tablename NOT IN """ + _PARTITIONS + """
+          AND tablename NOT IN """
+    + _PARTITIONS
+    + """
         ORDER BY tablename, indexname""",
     "constraints": """
         SELECT conrelid::regclass::text AS tbl, conname, pg_get_constraintdef(oid) AS def
         FROM pg_constraint
         WHERE connamespace = 'public'::regnamespace
           AND conrelid::regclass::text <> 'schema_migrations'
-          AND conrelid::regclass::text NOT IN """ + _PARTITIONS + """
+          AND conrelid::regclass::text NOT IN """
+    + _PARTITIONS
+    + """
         ORDER BY 1, 2""",
     "functions": """
         SELECT proname, pg_get_function_identity_arguments(oid) AS args,
