@@ -78,13 +78,15 @@ DECLARE
     bound timestamptz;
     legacy text;
     last_id bigint;
+    newest timestamptz;
     since bigint;
 BEGIN
     LOCK TABLE inbound_events IN ACCESS EXCLUSIVE MODE;
     -- the keys of rows committed after 0028 read the table: an ingest transaction is short,
     -- so they are among the rows of the last ten minutes before its newest key
+    SELECT max(received_at) INTO newest FROM inbound_keys;
     SELECT min(inbound_event_id) INTO since FROM inbound_keys
-    WHERE received_at >= (SELECT max(received_at) FROM inbound_keys) - interval '10 minutes';
+    WHERE received_at >= newest - interval '10 minutes';
     INSERT INTO inbound_keys (platform, event_id, message_key, inbound_event_id, received_at)
     SELECT platform, event_id, message_key, id, received_at
     FROM inbound_events

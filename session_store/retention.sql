@@ -19,7 +19,7 @@ SELECT c.relname AS name,
        greatest(c.reltuples, 0)::bigint AS rows
 FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid
 WHERE i.inhparent = 'inbound_events'::regclass
-  AND c.relname ~ '^inbound_events_(before_)?[0-9]{4}_[0-9]{2}$'
+  AND c.relname ~ '^inbound_events_(before_)?[0-9][0-9][0-9][0-9]_[0-9][0-9]$'
 ORDER BY ends
 
 -- name: id_span
