@@ -114,6 +114,12 @@ class AuditStore:
                 return 0  # another replica is at it
             return int(await conn.fetchval(SQL.ensure_partitions, ahead))
 
+    async def expired_before(self, cutoff: datetime) -> list[str]:
+        """The month partitions ``drop_before(cutoff)`` would drop."""
+        async with self._db.connection() as conn:
+            rows = await conn.fetch(SQL.expired_partitions, cutoff)
+        return [str(r["name"]) for r in rows if _PARTITION_NAME.fullmatch(str(r["name"]))]
+
     async def drop_before(self, cutoff: datetime) -> list[str]:
         """Drop the month partitions that end on or before ``cutoff``; their names."""
         dropped: list[str] = []

@@ -96,25 +96,111 @@ CREATE TABLE message_annotations (
 );
 CREATE INDEX message_annotations_message ON message_annotations (message_id);
 
--- The inbox (and dead-letter store). One row per distinct inbound event. Two dedupe keys:
--- the platform's delivery id (Telegram update_id, Slack event_id) and the message's own
--- identity in its chat (Telegram chat+message_id, Slack channel+ts, Mattermost post id).
+-- The inbox (and dead-letter store), partitioned by month of received_at (0027-0029). One row
+-- per distinct inbound event. Two dedupe keys: the platform's delivery id (Telegram update_id,
+-- Slack event_id) and the message's own identity in its chat (Telegram chat+message_id, Slack
+-- channel+ts, Mattermost post id). They are unique in inbound_keys, an unpartitioned table the
+-- BEFORE INSERT trigger writes (a unique index on the partitioned table would be unique per
+-- month only). Month partitions are made ahead by the retention loop; each keeps its own
+-- primary key on id; DEFAULT takes what no month holds yet.
+CREATE SEQUENCE inbound_events_id_seq;
 CREATE TABLE inbound_events (
-    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    platform     text        NOT NULL,
+    id           bigint      CONSTRAINT inbound_events_id_not_null NOT NULL
+                             DEFAULT nextval('inbound_events_id_seq'),
+    platform     text        CONSTRAINT inbound_events_platform_not_null NOT NULL,
     event_id     text,
     message_key  text,
-    status       text        NOT NULL CHECK (status IN ('accepted', 'ignored', 'rejected')),
+    status       text        CONSTRAINT inbound_events_status_not_null NOT NULL
+        CONSTRAINT inbound_events_status_check
+        CHECK (status IN ('accepted', 'ignored', 'rejected')),
     reason       text,
     payload      jsonb,
-    received_at  timestamptz NOT NULL DEFAULT now()
-);
-CREATE UNIQUE INDEX inbound_events_event ON inbound_events (platform, event_id)
-    WHERE event_id IS NOT NULL;
-CREATE UNIQUE INDEX inbound_events_message ON inbound_events (platform, message_key)
-    WHERE message_key IS NOT NULL;
+    received_at  timestamptz CONSTRAINT inbound_events_received_at_not_null NOT NULL DEFAULT now()
+) PARTITION BY RANGE (received_at);
+ALTER SEQUENCE inbound_events_id_seq OWNED BY inbound_events.id;
 CREATE INDEX inbound_events_rejected ON inbound_events (received_at DESC)
     WHERE status = 'rejected';
+CREATE TABLE inbound_keys (
+    platform          text        NOT NULL,
+    event_id          text,
+    message_key       text,
+    -- the inbox row that holds these keys (a message's inbound_event_id)
+    inbound_event_id  bigint      NOT NULL,
+    received_at       timestamptz NOT NULL
+);
+CREATE UNIQUE INDEX inbound_keys_event ON inbound_keys (platform, event_id)
+    WHERE event_id IS NOT NULL;
+CREATE UNIQUE INDEX inbound_keys_message ON inbound_keys (platform, message_key)
+    WHERE message_key IS NOT NULL;
+-- retention prunes keys older than the dedupe window
+CREATE INDEX inbound_keys_received ON inbound_keys (received_at);
+
+CREATE FUNCTION inbound_events_dedupe() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.event_id IS NULL AND NEW.message_key IS NULL THEN
+        RETURN NEW;
+    END IF;
+    INSERT INTO inbound_keys (platform, event_id, message_key, inbound_event_id, received_at)
+    VALUES (NEW.platform, NEW.event_id, NEW.message_key, NEW.id, NEW.received_at)
+    ON CONFLICT DO NOTHING;
+    IF FOUND THEN
+        RETURN NEW;
+    END IF;
+    RETURN NULL;  -- a redelivery: no inbox row, as ON CONFLICT DO NOTHING did
+END
+$$;
+
+CREATE FUNCTION inbound_ensure_partitions(since timestamptz, ahead integer) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    month date := date_trunc('month', since AT TIME ZONE 'UTC')::date;
+    floor date;
+    made integer := 0;
+    name text;
+    lo timestamptz;
+    hi timestamptz;
+BEGIN
+    -- months before the old table's bound are its own
+    SELECT max(to_date(substr(c.relname, 23), 'YYYY_MM')) INTO floor
+    FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid
+    WHERE i.inhparent = 'inbound_events'::regclass
+      AND c.relname ~ '^inbound_events_before_[0-9]{4}_[0-9]{2}$';
+    FOR i IN 0..ahead LOOP
+        name := 'inbound_events_' || to_char(month, 'YYYY_MM');
+        IF (floor IS NULL OR month >= floor) AND to_regclass(name) IS NULL THEN
+            lo := month::timestamp AT TIME ZONE 'UTC';
+            hi := (month + interval '1 month')::timestamp AT TIME ZONE 'UTC';
+            -- made beside the parent, given the month's rows the DEFAULT partition caught
+            -- meanwhile, then attached (a partition cannot be created over rows in DEFAULT)
+            EXECUTE format(
+                'CREATE TABLE %I (LIKE inbound_events INCLUDING DEFAULTS INCLUDING CONSTRAINTS)',
+                name
+            );
+            EXECUTE format('ALTER TABLE %I ADD PRIMARY KEY (id)', name);
+            EXECUTE format(
+                'WITH moved AS (DELETE FROM inbound_events_default '
+                'WHERE received_at >= %L AND received_at < %L RETURNING *) '
+                'INSERT INTO %I SELECT * FROM moved',
+                lo, hi, name
+            );
+            EXECUTE format(
+                'ALTER TABLE inbound_events ATTACH PARTITION %I FOR VALUES FROM (%L) TO (%L)',
+                name, lo, hi
+            );
+            made := made + 1;
+        END IF;
+        month := (month + interval '1 month')::date;
+    END LOOP;
+    RETURN made;
+END
+$$;
+
+CREATE TRIGGER inbound_events_dedupe BEFORE INSERT ON inbound_events
+    FOR EACH ROW EXECUTE FUNCTION inbound_events_dedupe();
+CREATE TABLE inbound_events_default PARTITION OF inbound_events DEFAULT;
+ALTER TABLE inbound_events_default ADD PRIMARY KEY (id);
+SELECT inbound_ensure_partitions(now(), 1);
 
 -- The outbox. One row per part of an assistant message, carrying its stored target.
 CREATE TABLE deliveries (

@@ -1,18 +1,16 @@
 """The audit log's cold path: month partitions made ahead of time, old months dropped.
 
-Runs in every gateway (supervised, not required for readiness); the store takes an advisory
-lock so one replica at a time does it. A month is dropped only once all of it is older than
+One step of the retention loop (``gateway.retention``: on one replica, not required for
+readiness); the store also takes an advisory lock, so a ``gateway retention run`` beside it
+waits its turn. A month is dropped only once all of it is older than
 ``GATEWAY_AUDIT_RETENTION_DAYS`` (0: never)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from datetime import UTC, datetime, timedelta
 
 import structlog
 
-from gateway.core.errors import StoreError
 from session_store.audit import AuditStore
 from session_store.db import Database
 
@@ -20,8 +18,6 @@ log = structlog.get_logger(__name__)
 
 #: months of partitions kept ready after the current one
 AHEAD_MONTHS = 2
-#: seconds between runs
-INTERVAL = 3600.0
 
 
 class AuditMaintenance:
@@ -42,11 +38,6 @@ class AuditMaintenance:
             log.info("audit_partitions_dropped", partitions=dropped, before=cutoff.isoformat())
         return dropped
 
-    async def run(self, stopping: asyncio.Event, interval: float = INTERVAL) -> None:
-        while not stopping.is_set():
-            try:
-                await self.once()
-            except StoreError as exc:
-                log.warning("audit_maintenance_failed", error=str(exc))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), interval)
+    async def expired(self, cutoff: datetime) -> list[str]:
+        """The month partitions ``once`` would drop at ``cutoff``."""
+        return await self._audit.expired_before(cutoff)

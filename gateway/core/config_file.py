@@ -23,7 +23,7 @@ __all__ = ["SECTIONS", "SETTING", "TOOLS_SECTIONS", "ConfigFile", "load_config_f
 SETTING = "GATEWAY_CONFIG_FILE"
 #: the tools file's top-level tables, which may live in the config file too
 TOOLS_SECTIONS = frozenset({"mcp", "tools", "access", "settings", "approvers"})
-SECTIONS = frozenset({"profiles", "places", "prices", "budgets"}) | TOOLS_SECTIONS
+SECTIONS = frozenset({"profiles", "places", "prices", "budgets", "retention"}) | TOOLS_SECTIONS
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 

@@ -31,6 +31,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
 from gateway.core.errors import ConfigError
+from gateway.core.retention_settings import RetentionSettings
 
 
 def _default_data_dir() -> Path:
@@ -73,7 +74,7 @@ def split_csv(value: Any) -> Any:
     return value
 
 
-class Settings(BaseSettings):
+class Settings(RetentionSettings):
     model_config = SettingsConfigDict(
         env_file=".env",
         env_file_encoding="utf-8",
@@ -209,10 +210,6 @@ class Settings(BaseSettings):
     gateway_http_concurrency: int = Field(default=1000, ge=8, alias="GATEWAY_HTTP_CONCURRENCY")
     #: /metrics needs the admin token too (when one is set)
     gateway_metrics_auth: bool = Field(default=False, alias="GATEWAY_METRICS_AUTH")
-    #: days of audit events kept (whole months are dropped once past it); 0 keeps them all
-    gateway_audit_retention_days: int = Field(
-        default=400, ge=0, le=36500, alias="GATEWAY_AUDIT_RETENTION_DAYS"
-    )
 
     # --- agent ------------------------------------------------------------------------
     #: who answers: `echo`, `openai` (any OpenAI-compatible server), `http` (your service) or

@@ -344,6 +344,10 @@ def _parser() -> argparse.ArgumentParser:
     from gateway.audit.cli import add_parser as add_audit_parser
 
     add_audit_parser(sub)
+    # retention: gateway retention show|run
+    from gateway.retention.cli import add_parser as add_retention_parser
+
+    add_retention_parser(sub)
     return parser
 
 
@@ -402,6 +406,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gateway.audit.cli import run as run_audit
 
             coro = run_audit(settings, args)
+        elif args.command == "retention":
+            from gateway.retention.cli import run as run_retention
+
+            coro = run_retention(settings, args)
         elif args.sessions_command == "list":
             coro = _sessions_list(settings, args.platform, args.active, args.limit, args.json)
         else:

@@ -144,8 +144,18 @@ def _default(field: FieldInfo) -> str:
 def settings(classes: Sequence[type[BaseSettings]] | None = None) -> Iterator[Setting]:
     """Every documented setting, in the order the classes declare them."""
     for cls in settings_classes() if classes is None else classes:
-        comments, sections = _comments(cls)
-        for name, field in cls.model_fields.items():
+        comments: dict[str, str] = {}
+        sections: dict[str, str] = {}
+        # a class's own fields first, then those of the gateway's settings classes it
+        # inherits (the retention settings), each with the comments of the class declaring it
+        bases = [b for b in cls.__mro__ if b is cls or _documented(b)]
+        for base in reversed(bases):
+            found, titles = _comments(base)
+            comments.update(found)
+            sections.update(titles)
+        own = set(cls.__annotations__)
+        ordered = sorted(cls.model_fields.items(), key=lambda item: item[0] not in own)
+        for name, field in ordered:
             meaning = (field.description or comments.get(name, "")).replace("``", "`")
             yield Setting(
                 section=sections.get(name, _class_title(cls)),
@@ -154,6 +164,15 @@ def settings(classes: Sequence[type[BaseSettings]] | None = None) -> Iterator[Se
                 default=_default(field),
                 meaning=meaning,
             )
+
+
+def _documented(cls: type) -> bool:
+    return (
+        isinstance(cls, type)
+        and issubclass(cls, BaseSettings)
+        and cls is not BaseSettings
+        and cls.__module__.startswith("gateway")
+    )
 
 
 def _cell(text: str) -> str:
@@ -235,10 +254,15 @@ def metrics() -> list[tuple[str, str, str, tuple[str, ...]]]:
     from prometheus_client.metrics import MetricWrapperBase
 
     from gateway.core.metrics import Metrics
+    from gateway.retention.service import RetentionMetrics
     from gateway.schedules.worker import ScheduleMetrics
 
     found: list[tuple[str, str, str, tuple[str, ...]]] = []
-    groups = [Metrics(), ScheduleMetrics(CollectorRegistry())]
+    groups = [
+        Metrics(),
+        ScheduleMetrics(CollectorRegistry()),
+        RetentionMetrics(CollectorRegistry()),
+    ]
     for value in [v for group in groups for v in vars(group).values()]:
         if isinstance(value, MetricWrapperBase):
             kind = str(value._type)

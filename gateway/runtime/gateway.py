@@ -17,7 +17,6 @@ from gateway import audit
 from gateway.agents.base import Agent, Closeable
 from gateway.agents.breakers import guard_agent
 from gateway.agents.prompt import TokenCounter
-from gateway.audit.maintenance import AuditMaintenance
 from gateway.core.config_watch import ConfigWatch, ReloadResult
 from gateway.core.conversations import Conversations
 from gateway.core.hub import WorkSignal
@@ -38,6 +37,7 @@ from gateway.outbox.delivery import DeliverySettings, DeliveryWorker
 from gateway.outbox.pacing import Pacing, SharedBudget
 from gateway.outbox.streaming import Streams, StreamSettings
 from gateway.profiles.service import Profiles
+from gateway.retention.service import build_retention
 from gateway.runtime import memory, upkeep
 from gateway.runtime.live import ReplicatedBroadcast
 from gateway.runtime.loops import LoopBody, beating, cancel, drain, supervised
@@ -193,9 +193,9 @@ class Gateway:
             poll_seconds=settings.gateway_poll_seconds,
         )
         self.schedules = self.schedule_room.service
-        # the audit log's cold path: month partitions ahead, expired months dropped
-        self.audit_maintenance = AuditMaintenance(
-            store.db, retention_days=settings.gateway_audit_retention_days
+        # retention on one replica (the inbox's and the audit log's months too): the cold path
+        self.retention = build_retention(
+            settings, self.config.config, store.db, self.metrics.registry
         )
         #: audit records written in the background (config reloads from a signal)
         self._audit_writes: set[asyncio.Task[bool]] = set()
@@ -434,8 +434,8 @@ class Gateway:
             self._schedules_stopping,
         )
         self._audit_task = self._supervised(
-            "audit-maintenance",
-            [("audit-maintenance", beating(self.audit_maintenance.run), None, False)],
+            "retention",
+            [("retention", beating(self.retention.run), None, False)],
             self._audit_stopping,
         )
 

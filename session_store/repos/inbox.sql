@@ -52,9 +52,10 @@ ON CONFLICT DO NOTHING
 RETURNING id
 
 -- name: find_message_by_key
+-- through the dedupe keys (unique, unpartitioned): the inbox itself is partitioned by month
 SELECT m.id, m.session_id
-FROM inbound_events e JOIN messages m ON m.inbound_event_id = e.id
-WHERE e.platform = $1 AND e.message_key = $2
+FROM inbound_keys k JOIN messages m ON m.inbound_event_id = k.inbound_event_id
+WHERE k.platform = $1 AND k.message_key = $2
 
 -- name: insert_annotation
 INSERT INTO message_annotations (message_id, kind, content, metadata)

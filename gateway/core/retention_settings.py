@@ -1,0 +1,52 @@
+"""The retention settings (``GATEWAY_RETENTION_*`` and ``GATEWAY_AUDIT_RETENTION_DAYS``): how
+long each kind of stored data is kept. ``Settings`` inherits them; the ``[retention]`` table
+of the config file overrides them (``gateway.retention.policy``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings
+
+
+class RetentionSettings(BaseSettings):
+    """Retention."""
+
+    # --- retention ----------------------------------------------------------------------
+    #: days an accepted inbound event keeps its raw payload (the row and its dedupe keys
+    #: stay); 0 keeps payloads
+    gateway_retention_payload_days: int = Field(
+        default=30, ge=0, le=36500, alias="GATEWAY_RETENTION_PAYLOAD_DAYS"
+    )
+    #: days a dead letter (a rejected or ignored inbound event) is kept; 0 keeps them all
+    gateway_retention_dead_letter_days: int = Field(
+        default=90, ge=0, le=36500, alias="GATEWAY_RETENTION_DEAD_LETTER_DAYS"
+    )
+    #: days an inbound event's dedupe keys are kept, so a redelivery within them is refused
+    #: (at least the platforms' redelivery horizon: days); 0 keeps them all
+    gateway_retention_dedupe_days: int = Field(
+        default=90, ge=0, le=36500, alias="GATEWAY_RETENTION_DEDUPE_DAYS"
+    )
+    #: closed sessions whose last message is older than this many months are exported to
+    #: GATEWAY_RETENTION_EXPORT_DIR and then deleted; 0 keeps them all
+    gateway_retention_closed_session_months: int = Field(
+        default=0, ge=0, le=1200, alias="GATEWAY_RETENTION_CLOSED_SESSION_MONTHS"
+    )
+    #: where closed sessions are exported (one JSON-lines file per session) before they are
+    #: deleted; unset: `retention-exports` under GATEWAY_DATA_DIR
+    gateway_retention_export_dir: Path | None = Field(
+        default=None, alias="GATEWAY_RETENTION_EXPORT_DIR"
+    )
+    #: days of usage-ledger rows kept (budgets read the current month only); 0 keeps them all
+    gateway_retention_usage_days: int = Field(
+        default=0, ge=0, le=36500, alias="GATEWAY_RETENTION_USAGE_DAYS"
+    )
+    #: days of audit events kept (whole months are dropped once past it); 0 keeps them all
+    gateway_audit_retention_days: int = Field(
+        default=400, ge=0, le=36500, alias="GATEWAY_AUDIT_RETENTION_DAYS"
+    )
+    #: seconds between retention runs (on one replica)
+    gateway_retention_interval_seconds: float = Field(
+        default=3600.0, ge=1.0, le=86400.0, alias="GATEWAY_RETENTION_INTERVAL_SECONDS"
+    )
