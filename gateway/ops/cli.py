@@ -81,13 +81,13 @@ async def _serve(settings: Settings, agent: Agent) -> int:
 
 
 def freeze_start_up_heap() -> None:
-    """What start-up made (modules, settings, clients, pools: about 234,000 objects tracked by
+    """What start-up made (modules, settings, clients, pools: about 200,000 objects tracked by
     the collector) lives as long as the process: collect once, then leave it out of every
     later collection (``gc.freeze``). A full (generation 2) collection walks every tracked
     object with the event loop stopped, so each one held all messages in flight: the slow
     tail of the end-to-end benchmark. Frozen, a full collection walks only what serving made
-    since (measured in one loaded run: 760 ms before, 0.004 ms right after, 44-174 ms later
-    in the run against 566-922 ms unfrozen)."""
+    since (in the idle process just after start: 120-137 ms of CPU unfrozen, 0.06-0.3 ms
+    frozen; docs/explanation/performance.md)."""
     gc.collect()
     gc.freeze()
     log.info("start_up_heap_frozen", objects=gc.get_freeze_count())
