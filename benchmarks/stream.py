@@ -39,6 +39,16 @@ async def _watch(condition: Callable[[], bool], started: float, within: float = 
     return time.perf_counter() - started
 
 
+def _tail(fake: FakeOpenAI) -> float:
+    """Seconds from the model's last token (the fake server ended its answer) to now, just
+    after the final text showed (polled every 2 ms)."""
+    now = time.monotonic()
+    last = fake.requests[-1].finished
+    if last is None:
+        raise RuntimeError("the model's answer did not end")
+    return now - last
+
+
 async def _one_mode(
     srv: Any, *, streaming: bool, runs: int, chunk_delay: float, chars: int
 ) -> dict[str, Any]:
@@ -47,6 +57,8 @@ async def _one_mode(
         "topic_final": [],
         "dm_first": [],
         "dm_final": [],
+        "topic_tail": [],
+        "dm_tail": [],
     }
     async with (
         scratch_database(srv) as dsn,
@@ -104,6 +116,7 @@ async def _one_mode(
                 tg.user_says(forum, f"{BOT} question {n}", topic=topic, user=ann)
                 out["topic_first"].append(await _watch(visible(forum, topic), started))
                 out["topic_final"].append(await _watch(done(forum, topic, final), started))
+                out["topic_tail"].append(_tail(fake))
                 # a private chat: a draft (Bot API 9.3) when streaming, else the message
                 user = tg.user(f"Dm{n}")
                 dm = tg.private(user)
@@ -113,6 +126,7 @@ async def _one_mode(
                 tg.user_says(dm, f"question {n}", user=user)
                 out["dm_first"].append(await _watch(drafted(dm, drafts), started))
                 out["dm_final"].append(await _watch(done(dm, None, final), started))
+                out["dm_tail"].append(_tail(fake))
         finally:
             await gateway.stop()
             await store.close()
@@ -144,11 +158,19 @@ def stream_markdown(r: dict[str, Any]) -> list[str]:
         f"{r['chunk_delay_ms']:.0f} ms (about {r['generation_ms'] / 1000:.1f} s of writing); "
         f"{r['runs']} questions per figure, ms from the question to what the fake Bot API shows.",
         "",
-        "| | first visible text, topic | final text, topic | first visible text, private "
-        "chat | final text, private chat |",
-        "|---|---:|---:|---:|---:|",
-        f"| streaming (edits; drafts in private chats) | {fig(on['topic_first'])} | "
-        f"{fig(on['topic_final'])} | {fig(on['dm_first'])} | {fig(on['dm_final'])} |",
-        f"| GATEWAY_STREAMING=false | {fig(off['topic_first'])} | {fig(off['topic_final'])} | "
-        f"{fig(off['dm_first'])} | {fig(off['dm_final'])} |",
+        "The final text's wait after the model's last token is the 'after last token' column.",
+        "",
+        "| | first visible text, topic | final text, topic | after last token, topic | "
+        "first visible text, private chat | final text, private chat | after last token, "
+        "private chat |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+        *(
+            f"| {name} | {fig(d['topic_first'])} | {fig(d['topic_final'])} | "
+            f"{fig(d['topic_tail'])} | {fig(d['dm_first'])} | {fig(d['dm_final'])} | "
+            f"{fig(d['dm_tail'])} |"
+            for name, d in (
+                ("streaming (edits; drafts in private chats)", on),
+                ("GATEWAY_STREAMING=false", off),
+            )
+        ),
     ]

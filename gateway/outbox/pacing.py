@@ -65,6 +65,16 @@ def hold_rules(rules: Rules, seconds: float) -> list[PaceRule]:
     return [PaceRule(r.key, seconds + tolerance(r)) for r in rules]
 
 
+def cosmetic_rules(rules: Rules) -> list[PaceRule]:
+    """The rules a cosmetic call (a preview edit or draft, a typing renewal) reserves under:
+    the same keys with one burst slot fewer. Such a call starts only while the key would still
+    let one more call start, so once it has gone a final send finds its slot free at once
+    instead of queueing behind the previews (in a Telegram group, 20 calls a minute, the
+    previews otherwise spend the whole burst). A key with a burst of 1 has no slot to spare:
+    there the rules are unchanged."""
+    return [r._replace(burst=max(r.burst - 1, 1)) for r in rules]
+
+
 def tolerance(rule: PaceRule) -> float:
     """How far ahead of now a key's TAT may be for a call to start at once."""
     return (max(rule.burst, 1) - 1) * rule.interval

@@ -9,6 +9,10 @@ The final text is always the outbox delivery; what happens here is a best-effort
   message per part and edits it as the text grows, at most one edit per
   ``preview_interval`` per message, drawing on the chat's one pacing budget, shared with the
   final sends and typing and, while other replicas live, with theirs (``gateway.outbox.pacing``).
+  Previews (and a streamed turn's typing renewals) only spend that budget beyond one burst
+  slot kept for the final send (``cosmetic_rules``) and never reserve a slot more than
+  ``MAX_PREVIEW_WAIT`` ahead: when the model's last token comes, the final edit finds its
+  slot free at once, in a Telegram group (20 calls a minute) as in a private chat.
   Each preview's platform id is stored as soon as the platform returns it, so a takeover
   after a crash continues in the same messages.
 * A 429 slows the preview down: the shared budget is pushed ``retry_after`` ahead and the
@@ -28,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import math
 import time
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
@@ -38,15 +43,23 @@ from gateway.agents.base import Agent, Streaming
 from gateway.core.domain import ReplyTarget
 from gateway.core.errors import DeliveryError, StoreError
 from gateway.core.metrics import Metrics
-from gateway.core.ports import Drafting, Previewing, Transport
-from gateway.outbox.pacing import Budget, Rules, SharedBudget, hold_rules, pace_rules
+from gateway.core.ports import Drafting, PaceRule, Previewing, Transport
+from gateway.outbox.pacing import (
+    Budget,
+    Rules,
+    SharedBudget,
+    cosmetic_rules,
+    hold_rules,
+    pace_rules,
+)
 from session_store.previews import PreviewStore
 
 log = structlog.get_logger(__name__)
 
-#: at most this long a preview edit waits for the shared budget; later ones are skipped (the
-#: next edit carries more text)
-MAX_PREVIEW_WAIT = 2.0
+#: at most this long a preview edit (or a typing renewal) waits for the chat's budget; a later
+#: slot is not reserved but tried for when it comes (the next edit carries more text). Kept
+#: short: a final send arriving meanwhile waits at most this long for the slot so reserved
+MAX_PREVIEW_WAIT = 0.1
 _draft_ids = itertools.count(int(time.time()) % 1_000_000 * 1000 + 1)
 
 
@@ -65,6 +78,11 @@ class StreamSettings:
 
 
 _rules = pace_rules
+
+
+def _cosmetic(transport: Transport, target: ReplyTarget) -> list[PaceRule]:
+    """A preview's rules: the chat's, keeping one burst slot for the final send."""
+    return cosmetic_rules(pace_rules(transport, target))
 
 
 class PreviewStreamer:
@@ -251,7 +269,9 @@ class PreviewStreamer:
         if surplus and not self._stopping:
             # the text got shorter (the model started over after a tool step)
             for mid, _ in surplus:
-                await self._sleep(await self._budget.reserve(_rules(self._transport, self._target)))
+                await self._sleep(
+                    await self._budget.reserve(_cosmetic(self._transport, self._target))
+                )
                 if await self._call(preview.delete_preview(self._target, mid)):
                     self._count("deleted")
             del self.shown[len(parts) :]
@@ -277,7 +297,7 @@ class PreviewStreamer:
 
     async def _paced(self) -> bool:
         """Wait for this chat's shared budget (every replica); False: skip this update."""
-        rules = _rules(self._transport, self._target)
+        rules = _cosmetic(self._transport, self._target)
         wait = await self._budget.reserve(rules, MAX_PREVIEW_WAIT)
         if wait > MAX_PREVIEW_WAIT:
             self._count("skipped")
@@ -375,4 +395,9 @@ class Streams:
         return streamer
 
     async def budget(self, rules: Rules, max_wait: float) -> float:
-        return await self._budget.reserve(rules, max_wait)
+        """A typing renewal's reservation in a streamed turn: cosmetic like a preview (one
+        burst slot kept for the final send, no slot further than ``MAX_PREVIEW_WAIT`` ahead).
+        Over ``max_wait`` (infinity when only that cap refused it): nothing reserved."""
+        limit = min(max_wait, MAX_PREVIEW_WAIT)
+        wait = await self._budget.reserve(cosmetic_rules(rules), limit)
+        return wait if wait <= limit else math.inf

@@ -21,9 +21,16 @@ ANSWER = "Streaming **works**: " + " ".join(f"word{n}" for n in range(60)) + "."
 ANSWER_PLAIN = ANSWER.replace("**", "")
 
 
-def gateway(database_url: str, tg: FakeTelegram, fake: FakeOpenAI, **settings: Any) -> Any:
+def gateway(
+    database_url: str,
+    tg: FakeTelegram,
+    fake: FakeOpenAI,
+    *,
+    pace: tuple[float, float] = (0.05, 0.1),
+    **settings: Any,
+) -> Any:
     adapter = TelegramAdapter(
-        telegram_settings(tg), poll_timeout=1, backoff_initial=0.05, pace=(0.05, 0.1)
+        telegram_settings(tg), poll_timeout=1, backoff_initial=0.05, pace=pace
     )
     return running_gateway(
         database_url,
@@ -114,6 +121,39 @@ async def test_429_while_streaming_slows_the_preview_and_the_answer_lands_once(
         throttled = [e for e in logs if e["event"] == "stream_preview_throttled"]
         assert throttled and all(e["retry_after"] == 1 for e in throttled)
         assert len(tg.sent_to(forum, topic)) == 1
+
+
+async def test_a_busy_group_budget_never_holds_the_final_text_behind_previews(
+    database_url: str, fake: FakeOpenAI
+) -> None:
+    """A group whose budget allows a burst of three calls and then one an hour (Telegram's
+    20 a minute per group, stretched so that nothing depends on timing): the previews take
+    only what leaves the final edit its slot, so the final text lands as soon as the model is
+    done, and no preview edit is sent after the model's last token. Before, the previews
+    spent the whole burst and the final text waited an hour behind them."""
+    async with FakeTelegram() as tg:
+        forum = tg.forum("Team")
+        ann = tg.user("Ann")
+        topic = tg.create_topic(forum, "Questions", by=ann)
+        fake.script.append(Step(text=ANSWER))
+        async with gateway(database_url, tg, fake, pace=(0.05, 3600.0)):
+            tg.user_says(forum, f"{BOT} tell me something long", topic=topic, user=ann)
+            await wait_for(
+                lambda: [m["text"] for m in bot_messages(tg, forum, topic)] == [ANSWER_PLAIN],
+                timeout=30,
+            )
+        [final] = bot_messages(tg, forum, topic)
+        last_token = fake.turn_requests[-1].finished
+        assert last_token is not None
+        writes = [
+            r
+            for r in tg.requests
+            if r.method.lower() in ("sendmessage", "editmessagetext", "deletemessage")
+        ]
+        # the preview message and one edit of it took two of the three slots; the final the last
+        assert [r.method.lower() for r in writes] == ["sendmessage"] + ["editmessagetext"] * 2
+        assert [r.params.get("text") for r in writes if r.at >= last_token] == [ANSWER_PLAIN]
+        assert int(writes[-1].params["message_id"]) == final["message_id"]
 
 
 async def test_overflow_continues_in_a_second_message_in_the_same_topic(

@@ -20,6 +20,7 @@ from gateway.outbox.pacing import (
     LocalBudget,
     Pacing,
     SharedBudget,
+    cosmetic_rules,
     hold_rules,
     pace_rules,
 )
@@ -226,6 +227,27 @@ async def test_a_quiet_chat_takes_a_burst_at_once_then_keeps_the_rate(
     # a burst of 1 is the plain spacing of before
     plain = [PaceRule(f"sink:chat:{where}4", 10.0)]
     assert await _waits(budget, plain, 3) == [0.0, 10.0, 20.0]
+
+
+@pytest.mark.parametrize("where", ["local", "shared"])
+async def test_previews_leave_the_final_send_a_slot_free_at_once(store: Store, where: str) -> None:
+    """Preview edits draw on the chat's budget only beyond one burst slot: however many of
+    them asked, the final send that follows goes at once (in a Telegram group, 20 calls a
+    minute, it had waited behind them for seconds)."""
+    budget: Budget = LocalBudget() if where == "local" else SharedBudget(PreviewStore(store.db))
+    group = [
+        PaceRule(f"telegram:chat:{where}", 1.0, 3),
+        PaceRule(f"telegram:group:{where}", 3600.0, 3),
+    ]
+    previews = cosmetic_rules(group)
+    # each preview takes a slot only when one is free now; two of the three go
+    waits = [await budget.reserve(previews, MAX_PREVIEW_WAIT) for _ in range(5)]
+    assert [w <= MAX_PREVIEW_WAIT for w in waits] == [True, True, False, False, False]
+    # the final send: its slot is free at once, and then the burst is spent
+    assert await budget.reserve(group) <= MAX_PREVIEW_WAIT
+    assert await budget.reserve(group, 0.0) > 3000
+    # a key with a burst of 1 has no slot to spare: its rules stay as they are
+    assert cosmetic_rules([PaceRule("k", 1.0)]) == [PaceRule("k", 1.0)]
 
 
 async def test_a_process_of_the_previous_release_paces_with_the_old_statement(
