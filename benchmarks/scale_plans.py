@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
+from session_store.estimates import EXACT_UP_TO
 from session_store.operator import FEW_MATCHES
 from session_store.operator import SQL as OPERATOR_SQL
 from session_store.repos.inbox import SQL as INBOX_SQL
@@ -85,13 +86,15 @@ def _read_jobs(counts: dict[str, int]) -> list[Job]:
         ]  # fmt: skip
     first_page = (None, None, None, None, None, False, None, None, 51)
     jobs.append(("ops_list", "list_sessions", SESSIONS_SQL.list_sessions, first_page))
-    for query, sql in (
-        ("session_counts", OPERATOR_SQL.session_counts),
-        ("delivery_counts", OUTBOX_SQL.delivery_counts),
-        ("inbound_counts", OPERATOR_SQL.inbound_counts),
-        ("oldest_pending_age", OUTBOX_SQL.oldest_pending_age),
+    cap = (EXACT_UP_TO + 1,)
+    for query, sql, args in (
+        ("session_counts", OPERATOR_SQL.session_counts, cap),
+        ("open_delivery_counts", OUTBOX_SQL.open_delivery_counts, ()),
+        ("sent_delivery_count", OUTBOX_SQL.sent_delivery_count, cap),
+        ("inbound_counts", OPERATOR_SQL.inbound_counts, ()),
+        ("oldest_pending_age", OUTBOX_SQL.oldest_pending_age, ()),
     ):
-        jobs.append(("ops_stats", query, sql, ()))
+        jobs.append(("ops_stats", query, sql, args))
     return jobs
 
 
@@ -122,7 +125,8 @@ def _known() -> dict[str, str]:
         "claim_turn_context": TURNS_SQL.claim_turn_context,
         "claim_deliveries": OUTBOX_SQL.claim_deliveries,
         "list_sessions": SESSIONS_SQL.list_sessions,
-        "delivery_counts": OUTBOX_SQL.delivery_counts,
+        "open_delivery_counts": OUTBOX_SQL.open_delivery_counts,
+        "sent_delivery_count": OUTBOX_SQL.sent_delivery_count,
         "oldest_pending_age": OUTBOX_SQL.oldest_pending_age,
     }
     for name in ("search_all_count", "search_all_few", "search_all_many", "session_counts"):

@@ -16,7 +16,9 @@ from typing import Any, NoReturn
 
 import asyncpg
 
+from session_store import estimates
 from session_store.errors import RequestError, SessionNotFound
+from session_store.estimates import capped_count, planner_rows
 from session_store.records import (
     Artifact,
     Checkpoint,
@@ -32,7 +34,7 @@ from session_store.records import (
     SummaryRecord,
 )
 from session_store.repos.outbox import SQL as OUTBOX_SQL
-from session_store.repos.outbox import delivery_from_row
+from session_store.repos.outbox import delivery_from_row, delivery_status_counts
 from session_store.repos.sessions import SQL as SESSIONS_SQL
 from session_store.repos.summaries import SQL as SUMMARIES_SQL
 from session_store.rows import reader
@@ -60,6 +62,23 @@ _link = reader(Link)
 _artifact = reader(Artifact)
 _inbound_event = reader(InboundEvent)
 _search_hit = reader(SearchHit)
+
+
+async def _session_counts(conn: asyncpg.Connection) -> tuple[dict[str, int], tuple[str, ...]]:
+    """Active and closed sessions, and which of the two are estimates."""
+    row = await conn.fetchrow(SQL.session_counts, estimates.EXACT_UP_TO + 1)
+    assert row is not None
+    active, total = int(row["active"]), int(row["total"])
+    estimated: tuple[str, ...] = ()
+    if active > estimates.EXACT_UP_TO:
+        active = max(active, await planner_rows(conn, SQL.active_sessions))
+        estimated += ("sessions.active",)
+    if total <= estimates.EXACT_UP_TO:
+        closed = total - active
+    else:
+        closed = await planner_rows(conn, SQL.closed_sessions)
+        estimated += ("sessions.closed",)
+    return {"active": active, "closed": closed}, estimated
 
 
 class OperatorStore:
@@ -94,22 +113,26 @@ class OperatorStore:
         )
 
     async def active_session_count(self) -> int:
+        """Exact up to ``estimates.EXACT_UP_TO``, the planner's estimate past it."""
         async with self._db.connection() as conn:
-            return int(await conn.fetchval(SQL.active_session_count))
+            count, _ = await capped_count(conn, SQL.active_session_count, SQL.active_sessions)
+        return count
 
     async def counts(self) -> Counts:
+        """The live counts, flat in the size of the database: what grows with it (sent
+        deliveries, sessions) is counted up to ``estimates.EXACT_UP_TO`` and estimated past
+        it, and named in ``approximate``."""
         async with self._db.connection() as conn:
-            sessions = await conn.fetchrow(SQL.session_counts)
-            deliveries = await conn.fetch(OUTBOX_SQL.delivery_counts)
+            sessions, approximate = await _session_counts(conn)
+            deliveries, sent_estimated = await delivery_status_counts(conn)
             inbound = await conn.fetch(SQL.inbound_counts)
             oldest = await conn.fetchval(OUTBOX_SQL.oldest_pending_age)
-        assert sessions is not None
         return Counts(
-            sessions={"active": sessions["active"], "closed": sessions["closed"]},
-            deliveries={status: 0 for status in ("pending", "sending", "sent", "failed")}
-            | {r["status"]: r["n"] for r in deliveries},
+            sessions=sessions,
+            deliveries=deliveries,
             inbound={"rejected": 0, "ignored": 0} | {r["status"]: r["n"] for r in inbound},
             oldest_pending_delivery_seconds=None if oldest is None else float(oldest),
+            approximate=approximate + (("deliveries.sent",) if sent_estimated else ()),
         )
 
     # --- transcript ----------------------------------------------------------------------

@@ -4,13 +4,24 @@
 -- from elsewhere: session_columns and message_columns (repos/sessions.sql).
 
 -- name: session_counts
-SELECT count(*) FILTER (WHERE status = 'active') AS active,
-       count(*) FILTER (WHERE status = 'closed') AS closed
-FROM sessions
+-- Up to $1 sessions (an index or a bounded scan) and up to $1 active ones (the partial
+-- unique index on active sessions), in one snapshot: when there are no more than $1
+-- sessions, the closed ones are the rest; past it, estimates (session_store.estimates).
+SELECT (SELECT count(*) FROM (SELECT 1 FROM sessions LIMIT $1) AS s) AS total,
+       (SELECT count(*) FROM (SELECT 1 FROM sessions WHERE status = 'active' LIMIT $1) AS a)
+           AS active
 
 -- name: active_session_count
--- Served from the partial unique index on active sessions.
-SELECT count(*) FROM sessions WHERE status = 'active'
+-- up to $1 of them, on the partial unique index on active sessions
+SELECT count(*) FROM (SELECT 1 FROM sessions WHERE status = 'active' LIMIT $1) AS a
+
+-- name: active_sessions
+-- only planned (EXPLAIN), for its row estimate
+SELECT 1 FROM sessions WHERE status = 'active'
+
+-- name: closed_sessions
+-- only planned (EXPLAIN), for its row estimate
+SELECT 1 FROM sessions WHERE status = 'closed'
 
 -- name: inbound_counts
 SELECT status, count(*) AS n FROM inbound_events WHERE status <> 'accepted' GROUP BY status

@@ -452,3 +452,6 @@ class Counts:
     deliveries: Mapping[str, int]
     inbound: Mapping[str, int]
     oldest_pending_delivery_seconds: float | None
+    #: the counts above that are the planner's estimates, not exact ("deliveries.sent",
+    #: "sessions.active", "sessions.closed"): a set past ``estimates.EXACT_UP_TO`` rows
+    approximate: tuple[str, ...] = ()

@@ -95,7 +95,8 @@ class Metrics:
         )
         self.deliveries_by_status = Gauge(
             "gateway_deliveries_by_status",
-            "Delivery rows by status",
+            "Delivery rows by status; pending, sending and failed exact, sent exact up to"
+            " 10000 and past it approximate (the planner's estimate)",
             ["status"],
             registry=self.registry,
         )
@@ -118,7 +119,8 @@ class Metrics:
         )
         self.sessions_active = Gauge(
             "gateway_sessions_active",
-            "Sessions open for new messages (status active)",
+            "Sessions open for new messages (status active); exact up to 10000, past it"
+            " approximate (the planner's estimate)",
             registry=self.registry,
         )
         # --- tools ---

@@ -8,9 +8,12 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import asyncpg
+
 from session_store import previews as previews_q
 from session_store.db import Database
 from session_store.errors import LeaseLost
+from session_store.estimates import capped_count
 from session_store.liveness import dead_process
 from session_store.records import DeliveryRecord, FinishedTurn, OutgoingReply, TurnClaim
 from session_store.repos.usage import UsageCharge, charge_columns, place_of
@@ -212,14 +215,25 @@ class Outbox:
         return [delivery_from_row(r) for r in rows]
 
     async def delivery_counts(self) -> dict[str, int]:
+        """Deliveries by status (those with any): pending, sending and failed exactly, sent
+        exactly up to ``estimates.EXACT_UP_TO`` and estimated past it."""
         async with self.db.connection() as conn:
-            rows = await conn.fetch(SQL.delivery_counts)
-        return {r["status"]: r["n"] for r in rows}
+            counts, _ = await delivery_status_counts(conn)
+        return {status: n for status, n in counts.items() if n}
 
     async def oldest_pending_delivery_age(self) -> float | None:
         async with self.db.connection() as conn:
             value = await conn.fetchval(SQL.oldest_pending_age)
         return None if value is None else float(value)
+
+
+async def delivery_status_counts(conn: asyncpg.Connection) -> tuple[dict[str, int], bool]:
+    """(deliveries by status, whether the sent count is an estimate): flat in the size of
+    the outbox (``session_store.estimates``)."""
+    small = await conn.fetchrow(SQL.open_delivery_counts)
+    assert small is not None
+    sent, approximate = await capped_count(conn, SQL.sent_delivery_count, SQL.sent_deliveries)
+    return dict(small) | {"sent": sent}, approximate
 
 
 def _token(delivery: DeliveryRecord) -> uuid.UUID:

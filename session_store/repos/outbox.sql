@@ -207,8 +207,21 @@ RETURNING id
 -- --- reads ----------------------------------------------------------------------------
 SELECT {{delivery_columns}} FROM deliveries WHERE session_id = $1 ORDER BY seq_no, part_no
 
--- name: delivery_counts
-SELECT status, count(*) AS n FROM deliveries GROUP BY status
+-- name: open_delivery_counts
+-- The sets that stay small, exactly, each through its index (deliveries_due,
+-- deliveries_sending, deliveries_status); one statement, one snapshot. Sent deliveries grow
+-- with the database: sent_delivery_count, then an estimate (session_store.estimates).
+SELECT (SELECT count(*) FROM deliveries WHERE status = 'pending') AS pending,
+       (SELECT count(*) FROM deliveries WHERE status = 'sending') AS sending,
+       (SELECT count(*) FROM deliveries WHERE status = 'failed') AS failed
+
+-- name: sent_delivery_count
+-- up to $1 of them, on deliveries_status
+SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE status = 'sent' LIMIT $1) AS sent
+
+-- name: sent_deliveries
+-- only planned (EXPLAIN), for its row estimate
+SELECT 1 FROM deliveries WHERE status = 'sent'
 
 -- name: oldest_pending_age
 SELECT extract(epoch FROM now() - min(created_at))::float8 FROM deliveries

@@ -66,8 +66,10 @@ function filters() {
 
 async function loadCounts() {
   const c = await api("/api/v1/stats");
-  $("count-active").textContent = c.sessions.active;
-  $("count-closed").textContent = c.sessions.closed;
+  // a count past the store's exact limit is the planner's estimate: shown as "~n"
+  const about = (name, n) => ((c.approximate || []).includes(name) ? "~" : "") + n;
+  $("count-active").textContent = about("sessions.active", c.sessions.active);
+  $("count-closed").textContent = about("sessions.closed", c.sessions.closed);
   $("count-pending").textContent = c.deliveries.pending + c.deliveries.sending;
   $("count-oldest").textContent = seconds(c.oldest_pending_delivery_seconds);
   $("count-failed").textContent = c.deliveries.failed;
