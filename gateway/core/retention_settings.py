@@ -38,7 +38,8 @@ class RetentionSettings(BaseSettings):
     gateway_retention_export_dir: Path | None = Field(
         default=None, alias="GATEWAY_RETENTION_EXPORT_DIR"
     )
-    #: days of usage-ledger rows kept (budgets read the current month only); 0 keeps them all
+    #: days of usage-ledger rows kept: 0 keeps them all, else at least 32 (the monthly budgets
+    #: read the whole current month)
     gateway_retention_usage_days: int = Field(
         default=0, ge=0, le=36500, alias="GATEWAY_RETENTION_USAGE_DAYS"
     )

@@ -18,6 +18,25 @@ __all__ = ["RetentionPolicy", "retention_policy"]
 #: the platforms redeliver within hours (Slack) to a day (Telegram keeps an update 24 hours):
 #: dedupe keys are kept at least this long, whatever the policy says
 MIN_DEDUPE_DAYS = 2
+#: the monthly budgets sum the ledger since the first of the month: rows younger than the
+#: longest month are never dropped, or a budget would see less than was spent (and widen)
+MIN_USAGE_DAYS = 32
+
+#: the windows other readers need: (field, setting, shortest non-zero value, why)
+_MINIMUMS = (
+    (
+        "dedupe_days",
+        "GATEWAY_RETENTION_DEDUPE_DAYS",
+        MIN_DEDUPE_DAYS,
+        "the platforms redeliver for a day",
+    ),
+    (
+        "usage_days",
+        "GATEWAY_RETENTION_USAGE_DAYS",
+        MIN_USAGE_DAYS,
+        "the monthly budgets read the whole current month",
+    ),
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,17 +87,18 @@ def retention_policy(settings: Settings, file: ConfigFile) -> RetentionPolicy:
         or settings.gateway_data_dir / "retention-exports",
         interval=settings.gateway_retention_interval_seconds,
     )
-    _check_dedupe(policy, lambda message: ConfigError("GATEWAY_RETENTION_DEDUPE_DAYS", message))
+    _check_minimums(policy, lambda field, setting, message: ConfigError(setting, message))
     policy = replace(policy, **_overrides(file.section("retention")))
-    _check_dedupe(policy, lambda message: ConfigFile.error("[retention].dedupe_days", message))
+    _check_minimums(
+        policy, lambda field, setting, message: ConfigFile.error(f"[retention].{field}", message)
+    )
     return policy
 
 
-def _check_dedupe(policy: RetentionPolicy, error: Callable[[str], ConfigError]) -> None:
-    if 0 < policy.dedupe_days < MIN_DEDUPE_DAYS:
-        raise error(
-            f"must be 0 (keep) or at least {MIN_DEDUPE_DAYS}: the platforms redeliver for a day"
-        )
+def _check_minimums(policy: RetentionPolicy, error: Callable[[str, str, str], ConfigError]) -> None:
+    for field, setting, least, why in _MINIMUMS:
+        if 0 < getattr(policy, field) < least:
+            raise error(field, setting, f"must be 0 (keep) or at least {least}: {why}")
 
 
 def _overrides(section: Mapping[str, Any]) -> dict[str, Any]:

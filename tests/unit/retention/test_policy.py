@@ -41,6 +41,7 @@ def test_settings_give_the_policy_and_the_file_overrides_entry_by_entry() -> Non
         ("usage_days = 1.5", "[retention].usage_days"),
         ("audit_days = true", "[retention].audit_days"),
         ("dedupe_days = 1", "[retention].dedupe_days"),
+        ("usage_days = 31", "[retention].usage_days"),
         ("export_dir = 3", "[retention].export_dir"),
         ("forever = 1", "[retention].forever"),
     ],
@@ -53,3 +54,13 @@ def test_a_bad_entry_is_named(text: str, entry: str) -> None:
 def test_a_dedupe_window_shorter_than_the_redelivery_horizon_is_refused() -> None:
     with pytest.raises(ConfigError, match="GATEWAY_RETENTION_DEDUPE_DAYS"):
         retention_policy(_settings(GATEWAY_RETENTION_DEDUPE_DAYS=1), ConfigFile())
+
+
+def test_a_ledger_window_shorter_than_a_month_is_refused() -> None:
+    """The monthly budgets sum the current month's ledger: dropping rows inside it would let
+    a place spend past its budget, so the budgets could not fail closed."""
+    with pytest.raises(ConfigError, match=r"GATEWAY_RETENTION_USAGE_DAYS.*monthly budgets"):
+        retention_policy(_settings(GATEWAY_RETENTION_USAGE_DAYS=20), ConfigFile())
+    assert (
+        retention_policy(_settings(GATEWAY_RETENTION_USAGE_DAYS=32), ConfigFile()).usage_days == 32
+    )
