@@ -1,7 +1,8 @@
 """Approvals on Mattermost: the card is a post in the asker's thread; ✅ / ❌
 reactions on it decide, and with ``MATTERMOST_ACTIONS_URL`` its Approve / Deny buttons too
 (the server POSTs the press to the gateway, the context HMAC-signed); someone else's reaction
-or press changes nothing; the card is edited to show the decision."""
+or press changes nothing; the card is edited to show the decision. A press on another post,
+a double press and a restart while the request waits: tests/contract/test_approvals.py."""
 
 from __future__ import annotations
 
@@ -108,8 +109,8 @@ async def test_mattermost_buttons_post_back_signed_and_only_the_asker_decides(
 ) -> None:
     """Interactive buttons (``MATTERMOST_ACTIONS_URL``): the server POSTs the press to the
     gateway; a forged or moved context is refused before the core sees it; the core refuses
-    another user and an unknown card; the asker's press approves once; the card loses its
-    buttons and shows the decision."""
+    another user; the asker's press approves; the card loses its buttons and shows the
+    decision."""
     tools_file = tmp_path / "tools.toml"
     tools_file.write_text(POLICY)
     runs: list[Mapping[str, Any]] = []
@@ -152,15 +153,12 @@ async def test_mattermost_buttons_post_back_signed_and_only_the_asker_decides(
             assert await _post(url, moved | {"context": approve}) == 403
             assert await _post(url, press | {"context": approve | {"sig": "é" * 64}}) == 403
             assert await _post(url, {"context": "x"}) == 403
-            # signed, but pressed on another post: the core does not know that card
-            elsewhere = press | {"post_id": root["id"], "context": approve}
-            assert await _post(url, elsewhere) == 200
-            # bob is not the asker: refused politely, only bob sees it
+            # bob is not the asker: refused politely, only bob sees it (a press on another
+            # post, a double press: tests/contract/test_approvals.py)
             status, answer = await mm.press_button(card["id"], "approve", user="bob")
             assert status == 200 and answer["ephemeral_text"].startswith("Sorry, only")
             assert [e.user_id for e in mm.ephemeral] == [mm.bob.id]
             assert runs == []
-            # the asker approves; a second press changes nothing
             status, answer = await mm.press_button(card["id"], "approve", user="alice")
             assert (status, answer["ephemeral_text"]) == (200, "Approved. Running it now.")
             await wait_for(
@@ -172,7 +170,6 @@ async def test_mattermost_buttons_post_back_signed_and_only_the_asker_decides(
             )
             await wait_for(lambda: mm.posts[card["id"]]["message"].startswith("✅ Approved"))
             assert mm.posts[card["id"]]["props"].get("attachments") == []  # buttons gone
-            assert await _post(url, press | {"context": approve}) == 200
             async with gw.store.db.connection() as conn:
                 row = await conn.fetchrow("SELECT status, decided_by, version FROM tool_approvals")
     assert runs == [{"service": "api"}]
