@@ -13,19 +13,16 @@ from typing import Any
 import aiohttp
 
 from adapters.mattermost.adapter import MattermostAdapter
-from gateway.agents.openai import OpenAIAgent
-from tests.integration.tools.test_approvals_telegram import POLICY, RESTART, install
+from tests.integration.tools.test_approvals_telegram import RESTART, approvals_gateway, install
 from testsupport.fakes.mattermost import FakeMattermost
 from testsupport.fakes.openai import FakeOpenAI, Step
-from testsupport.harness import running_gateway, wait_for
+from testsupport.harness import wait_for
 from testsupport.mattermost import connected, make_config
 
 
 async def test_mattermost_reactions_decide_only_by_the_asker_and_the_card_is_edited(
     database_url: str, fake: FakeOpenAI, tmp_path: Path
 ) -> None:
-    tools_file = tmp_path / "tools.toml"
-    tools_file.write_text(POLICY)
     runs: list[Mapping[str, Any]] = []
     # the turn parks on the request; after the decision it runs again and the model
     # asks for the same call, which finds the decided request
@@ -38,13 +35,11 @@ async def test_mattermost_reactions_decide_only_by_the_asker_and_the_card_is_edi
     )
     async with FakeMattermost() as mm:
         adapter = MattermostAdapter(make_config(mm))
-        async with running_gateway(
+        async with approvals_gateway(
             database_url,
-            adapters=[adapter],
-            agent=OpenAIAgent(base_url=fake.base_url, api_key="k", model="small"),
-            web_chat=False,
-            AGENT_MODEL="small",
-            GATEWAY_TOOLS_FILE=str(tools_file),
+            fake,
+            tmp_path,
+            adapter,
         ) as gw:
             install(gw, runs)
             await connected(adapter)
@@ -111,8 +106,6 @@ async def test_mattermost_buttons_post_back_signed_and_only_the_asker_decides(
     gateway; a forged or moved context is refused before the core sees it; the core refuses
     another user; the asker's press approves; the card loses its buttons and shows the
     decision."""
-    tools_file = tmp_path / "tools.toml"
-    tools_file.write_text(POLICY)
     runs: list[Mapping[str, Any]] = []
     # the turn parks on the request; after the decision it runs again and the model
     # asks for the same call, which finds the decided request
@@ -122,13 +115,11 @@ async def test_mattermost_buttons_post_back_signed_and_only_the_asker_decides(
     async with FakeMattermost() as mm:
         # the route is served when the URL is set; the gateway's port is known once it runs
         adapter = MattermostAdapter(make_config(mm, actions_url="http://gateway.invalid/"))
-        async with running_gateway(
+        async with approvals_gateway(
             database_url,
-            adapters=[adapter],
-            agent=OpenAIAgent(base_url=fake.base_url, api_key="k", model="small"),
-            web_chat=False,
-            AGENT_MODEL="small",
-            GATEWAY_TOOLS_FILE=str(tools_file),
+            fake,
+            tmp_path,
+            adapter,
         ) as gw:
             url = f"{gw.url}mattermost/actions"
             adapter.transport.actions_url = url
@@ -181,8 +172,6 @@ async def test_mattermost_buttons_post_back_signed_and_only_the_asker_decides(
 async def test_mattermost_deny_button_tells_the_model_not_approved(
     database_url: str, fake: FakeOpenAI, tmp_path: Path
 ) -> None:
-    tools_file = tmp_path / "tools.toml"
-    tools_file.write_text(POLICY)
     runs: list[Mapping[str, Any]] = []
     # the turn parks on the request; after the decision it runs again and the model
     # asks for the same call, which finds the decided request
@@ -195,13 +184,11 @@ async def test_mattermost_deny_button_tells_the_model_not_approved(
     )
     async with FakeMattermost() as mm:
         adapter = MattermostAdapter(make_config(mm, actions_url="http://gateway.invalid/"))
-        async with running_gateway(
+        async with approvals_gateway(
             database_url,
-            adapters=[adapter],
-            agent=OpenAIAgent(base_url=fake.base_url, api_key="k", model="small"),
-            web_chat=False,
-            AGENT_MODEL="small",
-            GATEWAY_TOOLS_FILE=str(tools_file),
+            fake,
+            tmp_path,
+            adapter,
         ) as gw:
             adapter.transport.actions_url = f"{gw.url}mattermost/actions"
             install(gw, runs)

@@ -11,19 +11,16 @@ from typing import Any
 
 from adapters.slack import SlackAdapter
 from adapters.slack.transport import APPROVE_ACTION, DENY_ACTION
-from gateway.agents.openai import OpenAIAgent
-from tests.integration.tools.test_approvals_telegram import POLICY, RESTART, install
+from tests.integration.tools.test_approvals_telegram import RESTART, approvals_gateway, install
 from testsupport.fakes.openai import FakeOpenAI, Step
 from testsupport.fakes.slack import HUMAN, FakeSlack
-from testsupport.harness import running_gateway, wait_for
+from testsupport.harness import wait_for
 from testsupport.slack import slack_settings
 
 
 async def test_slack_buttons_through_interactions_only_the_asker_decides_once(
     database_url: str, fake: FakeOpenAI, tmp_path: Path
 ) -> None:
-    tools_file = tmp_path / "tools.toml"
-    tools_file.write_text(POLICY)
     runs: list[Mapping[str, Any]] = []
     # the turn parks on the request; after the decision it runs again and the model
     # asks for the same call, which finds the decided request
@@ -33,13 +30,11 @@ async def test_slack_buttons_through_interactions_only_the_asker_decides_once(
     async with FakeSlack() as slack:
         slack.add_channel("C0OPS", members=(HUMAN, "U0OTHER"))
         adapter = SlackAdapter(slack_settings(slack))
-        async with running_gateway(
+        async with approvals_gateway(
             database_url,
-            adapters=[adapter],
-            agent=OpenAIAgent(base_url=fake.base_url, api_key="k", model="small"),
-            web_chat=False,
-            AGENT_MODEL="small",
-            GATEWAY_TOOLS_FILE=str(tools_file),
+            fake,
+            tmp_path,
+            adapter,
         ) as gw:
             install(gw, runs)
             slack.events_url = f"{gw.url}slack/events"
@@ -73,8 +68,6 @@ async def test_slack_buttons_through_interactions_only_the_asker_decides_once(
 async def test_slack_socket_mode_interactive_envelope_decides_and_is_acked(
     database_url: str, fake: FakeOpenAI, tmp_path: Path
 ) -> None:
-    tools_file = tmp_path / "tools.toml"
-    tools_file.write_text(POLICY)
     runs: list[Mapping[str, Any]] = []
     # the turn parks on the request; after the decision it runs again and the model
     # asks for the same call, which finds the decided request
@@ -91,13 +84,11 @@ async def test_slack_socket_mode_interactive_envelope_decides_and_is_acked(
         adapter = SlackAdapter(
             slack_settings(slack, SLACK_APP_TOKEN=slack.app_token, SLACK_SIGNING_SECRET=None)
         )
-        async with running_gateway(
+        async with approvals_gateway(
             database_url,
-            adapters=[adapter],
-            agent=OpenAIAgent(base_url=fake.base_url, api_key="k", model="small"),
-            web_chat=False,
-            AGENT_MODEL="small",
-            GATEWAY_TOOLS_FILE=str(tools_file),
+            fake,
+            tmp_path,
+            adapter,
         ) as gw:
             install(gw, runs)
             await slack.user_posts("C0OPS", f"<@{slack.bot_user_id}> restart the api")

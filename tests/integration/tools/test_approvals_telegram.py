@@ -33,6 +33,24 @@ aliases = ["restart"]
 RESTART = {"name": "ops__restart_service", "arguments": {"service": "api"}, "id": "r1"}
 
 
+def approvals_gateway(
+    database_url: str, fake: FakeOpenAI, tmp_path: Path, adapter: Any, **settings: Any
+) -> Any:
+    """An in-process gateway on ``adapter``'s platform alone, with the fake model and a tools
+    file holding ``POLICY``."""
+    tools_file = tmp_path / "tools.toml"
+    tools_file.write_text(POLICY)
+    return running_gateway(
+        database_url,
+        adapters=[adapter],
+        agent=OpenAIAgent(base_url=fake.base_url, api_key="k", model="small"),
+        web_chat=False,
+        AGENT_MODEL="small",
+        GATEWAY_TOOLS_FILE=str(tools_file),
+        **settings,
+    )
+
+
 def install(gw: Gateway, runs: list[Mapping[str, Any]]) -> None:
     async def restart(args: Mapping[str, Any], caller: ToolCaller) -> str:
         runs.append(args)
@@ -56,8 +74,6 @@ async def test_telegram_topic_read_tool_then_approval_card_buttons_alert_and_ret
     client, the card retired by an edit that removes the keyboard; and the read tool used in
     the same topic first. The request waiting across a restart, the refused press in another
     topic and the one run are the contract suite's (tests/contract/test_approvals.py)."""
-    tools_file = tmp_path / "tools.toml"
-    tools_file.write_text(POLICY)
     runs: list[Mapping[str, Any]] = []
 
     async with FakeTelegram() as tg:
@@ -79,13 +95,11 @@ async def test_telegram_topic_read_tool_then_approval_card_buttons_alert_and_ret
             telegram_settings(tg), poll_timeout=1, backoff_initial=0.05, pace=(0.05, 0.1)
         )
         with structlog.testing.capture_logs() as logs:
-            async with running_gateway(
+            async with approvals_gateway(
                 database_url,
-                adapters=[adapter],
-                agent=OpenAIAgent(base_url=fake.base_url, api_key="k", model="small"),
-                web_chat=False,
-                AGENT_MODEL="small",
-                GATEWAY_TOOLS_FILE=str(tools_file),
+                fake,
+                tmp_path,
+                adapter,
                 # counts sendMessage calls per answer: previews are tested in tests/streaming
                 GATEWAY_STREAMING=False,
                 prepare=lambda gw: install(gw, runs),
