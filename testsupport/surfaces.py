@@ -52,6 +52,38 @@ class Card:
     shown: Any
 
 
+@dataclass(frozen=True)
+class Press:
+    """How a card's button is pressed: Approve (else Deny), by the person who asked (else
+    someone else in the chat), on the card (else the same button on a message in another
+    thread of the chat)."""
+
+    approve: bool = True
+    other_person: bool = False
+    other_thread: bool = False
+
+
+#: the asker presses Approve on the card
+ASKER = Press()
+
+
+def model_env(database_url: str, model_url: str, **settings: str) -> dict[str, str]:
+    """What a ``gateway run`` for the contract suite needs besides its surface: the database,
+    the fake model server as an OpenAI-compatible agent, a quick poll and stream edits, no web
+    chat (``settings`` override and add)."""
+    return {
+        "DATABASE_URL": database_url,
+        "AGENT": "openai",
+        "OPENAI_BASE_URL": model_url,
+        "OPENAI_API_KEY": "test-key",
+        "AGENT_MODEL": "small",
+        "GATEWAY_POLL_SECONDS": "0.2",
+        "GATEWAY_WEB_CHAT": "false",
+        "GATEWAY_STREAM_EDIT_SECONDS": "0.2",
+        **settings,
+    }
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -123,17 +155,9 @@ class Surface:
         """The card still offers its buttons (it is retired once decided)."""
         raise NotImplementedError
 
-    async def press(
-        self,
-        card: Card,
-        *,
-        approve: bool = True,
-        other_person: bool = False,
-        other_thread: bool = False,
-    ) -> str:
-        """Press Approve (or Deny) on ``card`` as the person who asked; as someone else with
-        ``other_person``; with ``other_thread``, the asker presses the same button on a message
-        in another thread of the chat. Returns what the presser is told ("" for nothing)."""
+    async def press(self, card: Card, how: Press = ASKER) -> str:
+        """Press ``card``'s button as ``how`` says; returns what the presser is told ("" for
+        nothing)."""
         raise NotImplementedError
 
 
@@ -194,21 +218,14 @@ class TelegramSurface(Surface):
     def card_open(self, card: Card) -> bool:
         return "reply_markup" in self.forum.messages[int(card.id)]
 
-    async def press(
-        self,
-        card: Card,
-        *,
-        approve: bool = True,
-        other_person: bool = False,
-        other_thread: bool = False,
-    ) -> str:
+    async def press(self, card: Card, how: Press = ASKER) -> str:
         """A ``callback_query`` with the button's ``callback_data``; the answer the bot gives
         it (answerCallbackQuery) is what the presser sees. Another thread: the press arrives
         on the creation message of the forum's other topic."""
         [buttons] = card.shown["reply_markup"]["inline_keyboard"]
-        data = buttons[0 if approve else 1]["callback_data"]
-        who = self.tg.user("Mallory") if other_person else self.asker
-        on = self.other if other_thread else int(card.id)
+        data = buttons[0 if how.approve else 1]["callback_data"]
+        who = self.tg.user("Mallory") if how.other_person else self.asker
+        on = self.other if how.other_thread else int(card.id)
         query = self.tg.user_clicks(self.forum, on, data, user=who)
         await wait_for(lambda: any(a[0] == query for a in self.tg.callback_answers), timeout=30)
         [(_, text, _)] = [a for a in self.tg.callback_answers if a[0] == query]
@@ -268,27 +285,20 @@ class SlackSurface(Surface):
         [m] = [m for m in self.slack.bot_posts(SLACK_CHANNEL) if m.ts == card.id]
         return any(b.get("type") == "actions" for b in m.blocks or [])
 
-    async def press(
-        self,
-        card: Card,
-        *,
-        approve: bool = True,
-        other_person: bool = False,
-        other_thread: bool = False,
-    ) -> str:
+    async def press(self, card: Card, how: Press = ASKER) -> str:
         """A signed ``block_actions`` POST to the interactivity URL; a refusal is an
         ephemeral message to the presser. Another thread: the button's press arrives from a
         message that roots a thread of its own (a person's, not addressed to the bot)."""
         message = card.shown
-        if other_thread:
+        if how.other_thread:
             elsewhere = await self.slack.user_posts(SLACK_CHANNEL, "an unrelated message")
             message = dataclasses.replace(message, ts=elsewhere.ts, thread_ts=elsewhere.ts)
         told = len(self.slack.ephemerals)
         status, body = await self.slack.click_button(
             self.interactions_url,
             message,
-            APPROVE_ACTION if approve else DENY_ACTION,
-            user=OTHER_HUMAN if other_person else HUMAN,
+            APPROVE_ACTION if how.approve else DENY_ACTION,
+            user=OTHER_HUMAN if how.other_person else HUMAN,
         )
         assert status == 200, body
         return "".join(str(e["text"]) for e in self.slack.ephemerals[told:])
@@ -353,22 +363,15 @@ class MattermostSurface(Surface):
     def card_open(self, card: Card) -> bool:
         return bool(self.mm.posts[card.id].get("props", {}).get("attachments"))
 
-    async def press(
-        self,
-        card: Card,
-        *,
-        approve: bool = True,
-        other_person: bool = False,
-        other_thread: bool = False,
-    ) -> str:
+    async def press(self, card: Card, how: Press = ASKER) -> str:
         """The server POSTs the press (with the button's signed context) to the gateway; the
         answer's ``ephemeral_text`` is shown to the presser. Another thread: the asker posts
         a copy of the card's buttons as the root of a thread of its own (a post's props are
         the poster's to set) and presses it there."""
         post_id = card.id
-        action = MM_APPROVE if approve else MM_DENY
-        user = self.mm.bob if other_person else self.mm.alice
-        if other_thread:
+        action = MM_APPROVE if how.approve else MM_DENY
+        user = self.mm.bob if how.other_person else self.mm.alice
+        if how.other_thread:
             attachments = copy.deepcopy(card.shown["props"]["attachments"])
             copied = await self.mm.user_posts(
                 self.mm.town_square, "a copy of the card", props={"attachments": attachments}
@@ -466,23 +469,16 @@ class WebSurface(Surface):
         [m] = [m for m in self.shown.get(self.thread, []) if str(m["seq_no"]) == card.id]
         return bool(m["approval"]["status"] == "pending")
 
-    async def press(
-        self,
-        card: Card,
-        *,
-        approve: bool = True,
-        other_person: bool = False,
-        other_thread: bool = False,
-    ) -> str:
+    async def press(self, card: Card, how: Press = ASKER) -> str:
         """The card's button: a POST to the thread's approvals route as the signed-in
         person; the answer's message is what the page shows them."""
-        thread = "elsewhere" if other_thread else self.thread
+        thread = "elsewhere" if how.other_thread else self.thread
         answer = await self._call(
             "POST",
             f"/web/api/channels/{self.CHANNEL}/threads/{thread}/approvals/"
             f"{card.shown['approval']['id']}",
-            user="mallory" if other_person else "ann",
-            json={"decision": "approve" if approve else "deny"},
+            user="mallory" if how.other_person else "ann",
+            json={"decision": "approve" if how.approve else "deny"},
         )
         return str(answer.json()["message"])
 

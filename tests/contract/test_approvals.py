@@ -20,7 +20,7 @@ from testsupport.fakes.openai import FakeOpenAI, Step
 from testsupport.harness import wait_for
 from testsupport.paths import REPO
 from testsupport.process import gateway_process
-from testsupport.surfaces import Card, Surface, surface
+from testsupport.surfaces import Card, Press, Surface, model_env, surface
 
 pytestmark = pytest.mark.slow
 
@@ -43,20 +43,11 @@ def _tools_file(tmp_path: Path, runs: Path) -> Path:
 
 
 def _env(database_url: str, fake: FakeOpenAI, tools: Path) -> dict[str, str]:
-    return {
-        "DATABASE_URL": database_url,
-        "AGENT": "openai",
-        "OPENAI_BASE_URL": fake.base_url,
-        "OPENAI_API_KEY": "test-key",
-        "AGENT_MODEL": "small",
-        "GATEWAY_TOOLS_FILE": str(tools),
-        # nothing waits for a lease to run out here (the waiting turn holds none); a short one
-        # would be lost on a busy machine mid-turn, and the turn run twice
-        "GATEWAY_LEASE_SECONDS": "10",
-        "GATEWAY_POLL_SECONDS": "0.2",
-        "GATEWAY_WEB_CHAT": "false",
-        "GATEWAY_STREAM_EDIT_SECONDS": "0.2",
-    }
+    # nothing waits for a lease to run out here (the waiting turn holds none); a short one
+    # would be lost on a busy machine mid-turn, and the turn run twice
+    return model_env(
+        database_url, fake.base_url, GATEWAY_TOOLS_FILE=str(tools), GATEWAY_LEASE_SECONDS="10"
+    )
 
 
 async def _card_shown(s: Surface) -> Card | None:
@@ -118,9 +109,9 @@ async def test_an_approval_waits_across_a_sigkill_and_runs_once_in_its_thread(
         fake.script.extend([Step(tool_calls=[RESTART]), Step(text=ANSWER)])
         async with gateway_process(env, tmp_path / "two.log") as gw:
             await s.attached(gw)
-            refused = await s.press(card, other_person=True)
+            refused = await s.press(card, Press(other_person=True))
             assert "only the person who asked" in refused
-            elsewhere = await s.press(card, other_thread=True)
+            elsewhere = await s.press(card, Press(other_thread=True))
             assert "not known here" in elsewhere
             # nothing ran: not the refused presses, not the parked turn at start-up
             assert not runs.exists() and len(fake.turn_requests) == asked
