@@ -39,6 +39,18 @@ def delete_note(name: str) -> str:
 
 
 @server.tool()
+def restart_service(service: str) -> str:
+    """Restart a service: a write the tools file puts behind an approval. Each run appends a
+    line to the file named by ``OPS_RUNS_FILE``, so a test counts the runs from outside every
+    gateway process (tests/contract/test_approvals.py)."""
+    runs = os.environ.get("OPS_RUNS_FILE")
+    if runs:
+        with open(runs, "a", encoding="utf-8") as f:
+            f.write(service + "\n")
+    return f"restarted {service}"
+
+
+@server.tool()
 def internal_debug() -> str:
     """Excluded by the tools file."""
     return "debug"

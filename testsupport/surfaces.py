@@ -1,6 +1,8 @@
 """One driver per surface for the contract suite (tests/contract): it starts the surface's fake,
 gives a gateway what it needs to reach it, posts a message addressed to the bot into a new
 thread, and reads back what the fake received from the bot, in that thread and anywhere else.
+For approvals it finds the card in that thread and presses its buttons the way the platform
+delivers a press (an update, a signed interaction, a relayed action, the web chat's POST).
 
 The contract tests speak only this small interface, so a promise every surface keeps is
 written once; what a surface does differently (Telegram overflows a long answer into a second
@@ -8,11 +10,19 @@ message, Slack answers a threaded event, Mattermost needs its websocket up) live
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import socket
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
+
+from adapters.mattermost.actions import APPROVE as MM_APPROVE
+from adapters.mattermost.actions import DENY as MM_DENY
+from adapters.slack.transport import APPROVE_ACTION, DENY_ACTION
 from testsupport.fakes.mattermost import FakeMattermost
 from testsupport.fakes.slack import BOT_TOKEN, HUMAN, SIGNING_SECRET, FakeSlack
 from testsupport.fakes.telegram import Chat, FakeTelegram
@@ -21,6 +31,8 @@ from testsupport.process import GatewayProcess
 
 TELEGRAM_BOT = "@GatewayTestBot"
 SLACK_CHANNEL = "C0GEN"
+#: a second person in the Slack channel (presses a card that is not theirs)
+OTHER_HUMAN = "U0OTHER"
 
 
 @dataclass(frozen=True)
@@ -29,6 +41,53 @@ class BotMessage:
 
     id: str
     text: str
+
+
+@dataclass(frozen=True)
+class Card:
+    """An approval card in the thread: its platform message id, and the card as the platform
+    showed it when it arrived (what a later press of its buttons carries)."""
+
+    id: str
+    shown: Any
+
+
+@dataclass(frozen=True)
+class Press:
+    """How a card's button is pressed: Approve (else Deny), by the person who asked (else
+    someone else in the chat), on the card (else the same button on a message in another
+    thread of the chat)."""
+
+    approve: bool = True
+    other_person: bool = False
+    other_thread: bool = False
+
+
+#: the asker presses Approve on the card
+ASKER = Press()
+
+
+def model_env(database_url: str, model_url: str, **settings: str) -> dict[str, str]:
+    """What a ``gateway run`` for the contract suite needs besides its surface: the database,
+    the fake model server as an OpenAI-compatible agent, a quick poll and stream edits, no web
+    chat (``settings`` override and add)."""
+    return {
+        "DATABASE_URL": database_url,
+        "AGENT": "openai",
+        "OPENAI_BASE_URL": model_url,
+        "OPENAI_API_KEY": "test-key",
+        "AGENT_MODEL": "small",
+        "GATEWAY_POLL_SECONDS": "0.2",
+        "GATEWAY_WEB_CHAT": "false",
+        "GATEWAY_STREAM_EDIT_SECONDS": "0.2",
+        **settings,
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -79,6 +138,28 @@ class Surface:
     def deleted(self) -> list[str]:
         raise NotImplementedError
 
+    # --- approval cards ---------------------------------------------------------------------
+
+    def card_env(self) -> dict[str, str]:
+        """Settings under which approval cards get this surface's buttons (none by default)."""
+        return {}
+
+    async def refresh(self) -> None:
+        """Read what the bot said so far, where no fake records it (the web chat)."""
+
+    def card(self) -> Card | None:
+        """The approval card in the thread of the last ``ask``, once it is there."""
+        raise NotImplementedError
+
+    def card_open(self, card: Card) -> bool:
+        """The card still offers its buttons (it is retired once decided)."""
+        raise NotImplementedError
+
+    async def press(self, card: Card, how: Press = ASKER) -> str:
+        """Press ``card``'s button as ``how`` says; returns what the presser is told ("" for
+        nothing)."""
+        raise NotImplementedError
+
 
 class TelegramSurface(Surface):
     """A forum topic (with a second topic nothing may land in)."""
@@ -89,6 +170,7 @@ class TelegramSurface(Surface):
 
     async def start(self) -> None:
         self.tg = await self.stack.enter_async_context(FakeTelegram())
+        self.asker = self.tg.user("Ann")
         self.forum: Chat = self.tg.forum("Team")
         self.other = self.tg.create_topic(self.forum, "Other")
         self.topic: int | None = None
@@ -98,7 +180,7 @@ class TelegramSurface(Surface):
 
     async def ask(self, text: str) -> None:
         self.topic = self.tg.create_topic(self.forum, "Questions")
-        self.tg.user_says(self.forum, f"{TELEGRAM_BOT} {text}", topic=self.topic)
+        self.tg.user_says(self.forum, f"{TELEGRAM_BOT} {text}", topic=self.topic, user=self.asker)
 
     def _bot(self, topic: int | None) -> list[BotMessage]:
         return [
@@ -126,13 +208,36 @@ class TelegramSurface(Surface):
     def deleted(self) -> list[str]:
         return [str(mid) for chat, mid in self.tg.deleted if chat == self.forum.id]
 
+    def card(self) -> Card | None:
+        """The bot's message in the topic with an inline keyboard."""
+        for m in self.tg.messages_in(self.forum, self.topic):
+            if (m.get("from") or {}).get("id") == self.tg.bot.id and "reply_markup" in m:
+                return Card(str(m["message_id"]), copy.deepcopy(m))
+        return None
+
+    def card_open(self, card: Card) -> bool:
+        return "reply_markup" in self.forum.messages[int(card.id)]
+
+    async def press(self, card: Card, how: Press = ASKER) -> str:
+        """A ``callback_query`` with the button's ``callback_data``; the answer the bot gives
+        it (answerCallbackQuery) is what the presser sees. Another thread: the press arrives
+        on the creation message of the forum's other topic."""
+        [buttons] = card.shown["reply_markup"]["inline_keyboard"]
+        data = buttons[0 if how.approve else 1]["callback_data"]
+        who = self.tg.user("Mallory") if how.other_person else self.asker
+        on = self.other if how.other_thread else int(card.id)
+        query = self.tg.user_clicks(self.forum, on, data, user=who)
+        await wait_for(lambda: any(a[0] == query for a in self.tg.callback_answers), timeout=30)
+        [(_, text, _)] = [a for a in self.tg.callback_answers if a[0] == query]
+        return text or ""
+
 
 class SlackSurface(Surface):
     """A channel thread over the Events API."""
 
     async def start(self) -> None:
         self.slack = await self.stack.enter_async_context(FakeSlack())
-        self.slack.add_channel(SLACK_CHANNEL, members=(HUMAN,))
+        self.slack.add_channel(SLACK_CHANNEL, members=(HUMAN, OTHER_HUMAN))
         self.root = ""
 
     def process_env(self) -> dict[str, str]:
@@ -144,6 +249,7 @@ class SlackSurface(Surface):
 
     async def attached(self, gw: GatewayProcess) -> None:
         self.slack.events_url = f"{gw.url.rstrip('/')}/slack/events"
+        self.interactions_url = f"{gw.url.rstrip('/')}/slack/interactions"
 
     async def ask(self, text: str) -> None:
         posted = await self.slack.user_posts(SLACK_CHANNEL, f"<@{self.slack.bot_user_id}> {text}")
@@ -168,6 +274,35 @@ class SlackSurface(Surface):
     def deleted(self) -> list[str]:
         return [ts for _, ts in self.slack.deleted]
 
+    def card(self) -> Card | None:
+        """The bot's post in the thread with an actions block (its buttons)."""
+        for m in self.slack.bot_posts(SLACK_CHANNEL):
+            if m.thread_ts == self.root and any(b.get("type") == "actions" for b in m.blocks or []):
+                return Card(m.ts, dataclasses.replace(m, blocks=copy.deepcopy(m.blocks)))
+        return None
+
+    def card_open(self, card: Card) -> bool:
+        [m] = [m for m in self.slack.bot_posts(SLACK_CHANNEL) if m.ts == card.id]
+        return any(b.get("type") == "actions" for b in m.blocks or [])
+
+    async def press(self, card: Card, how: Press = ASKER) -> str:
+        """A signed ``block_actions`` POST to the interactivity URL; a refusal is an
+        ephemeral message to the presser. Another thread: the button's press arrives from a
+        message that roots a thread of its own (a person's, not addressed to the bot)."""
+        message = card.shown
+        if how.other_thread:
+            elsewhere = await self.slack.user_posts(SLACK_CHANNEL, "an unrelated message")
+            message = dataclasses.replace(message, ts=elsewhere.ts, thread_ts=elsewhere.ts)
+        told = len(self.slack.ephemerals)
+        status, body = await self.slack.click_button(
+            self.interactions_url,
+            message,
+            APPROVE_ACTION if how.approve else DENY_ACTION,
+            user=OTHER_HUMAN if how.other_person else HUMAN,
+        )
+        assert status == 200, body
+        return "".join(str(e["text"]) for e in self.slack.ephemerals[told:])
+
 
 class MattermostSurface(Surface):
     """A thread under a root post in Town Square, over the websocket."""
@@ -175,6 +310,8 @@ class MattermostSurface(Surface):
     async def start(self) -> None:
         self.mm = await self.stack.enter_async_context(FakeMattermost())
         self.root = ""
+        #: the gateway's port for the approval buttons' URL, the same for every process
+        self.port = _free_port()
 
     def process_env(self) -> dict[str, str]:
         return {"MATTERMOST_URL": self.mm.url, "MATTERMOST_TOKEN": str(self.mm.bot.token)}
@@ -207,11 +344,150 @@ class MattermostSurface(Surface):
     def deleted(self) -> list[str]:
         return list(self.mm.deleted)
 
+    def card_env(self) -> dict[str, str]:
+        """Approve/Deny buttons (the server relays a press to the gateway), at an address
+        that stays the same across a restart, as a deployment's does."""
+        return {
+            "GATEWAY_HTTP_PORT": str(self.port),
+            "MATTERMOST_ACTIONS_URL": f"http://127.0.0.1:{self.port}/mattermost/actions",
+        }
+
+    def card(self) -> Card | None:
+        """The bot's post in the thread with button attachments."""
+        posts = self.mm.posts_in(self.mm.town_square, root_id=self.root, by=self.mm.bot)
+        for p in posts:
+            if p.get("props", {}).get("attachments"):
+                return Card(str(p["id"]), copy.deepcopy(p))
+        return None
+
+    def card_open(self, card: Card) -> bool:
+        return bool(self.mm.posts[card.id].get("props", {}).get("attachments"))
+
+    async def press(self, card: Card, how: Press = ASKER) -> str:
+        """The server POSTs the press (with the button's signed context) to the gateway; the
+        answer's ``ephemeral_text`` is shown to the presser. Another thread: the asker posts
+        a copy of the card's buttons as the root of a thread of its own (a post's props are
+        the poster's to set) and presses it there."""
+        post_id = card.id
+        action = MM_APPROVE if how.approve else MM_DENY
+        user = self.mm.bob if how.other_person else self.mm.alice
+        if how.other_thread:
+            attachments = copy.deepcopy(card.shown["props"]["attachments"])
+            copied = await self.mm.user_posts(
+                self.mm.town_square, "a copy of the card", props={"attachments": attachments}
+            )
+            post_id = str(copied["id"])
+        if post_id == card.id and not self.card_open(card):
+            # decided: the card lost its buttons; a client that has not seen the edit yet
+            # still shows them, and the server relays that press as it was shown
+            return await self._relay_stale(card, action, user.id)
+        status, answer = await self.mm.press_button(post_id, action, user=user)
+        assert status == 200, answer
+        return str(answer.get("ephemeral_text") or "")
+
+    async def _relay_stale(self, card: Card, action: str, user_id: str) -> str:
+        [attachment] = card.shown["props"]["attachments"]
+        [button] = [a for a in attachment["actions"] if a["id"] == action]
+        body = {
+            "user_id": user_id,
+            "channel_id": self.mm.town_square.id,
+            "team_id": self.mm.team_id,
+            "post_id": card.id,
+            "context": button["integration"]["context"],
+        }
+        async with httpx.AsyncClient() as client:
+            answer = await client.post(button["integration"]["url"], json=body)
+        assert answer.status_code == 200, answer.text
+        return str(answer.json().get("ephemeral_text") or "")
+
+
+class WebSurface(Surface):
+    """A thread of the web chat's channel, as a person signed in through a trusted reverse
+    proxy (its ``X-Forwarded-User`` header says who each request is from). No fake: the
+    thread is read back over the web chat's own API."""
+
+    CHANNEL = "general"
+
+    async def start(self) -> None:
+        self.url = ""
+        self.thread = ""
+        self.count = 0
+        #: each thread's assistant messages (the cards among them), as last read
+        self.shown: dict[str, list[dict[str, Any]]] = {}
+
+    def process_env(self) -> dict[str, str]:
+        return {
+            "GATEWAY_WEB_CHAT": "true",
+            "GATEWAY_WEB_AUTH": "proxy",
+            "GATEWAY_TRUSTED_PROXIES": "127.0.0.0/8",
+        }
+
+    async def attached(self, gw: GatewayProcess) -> None:
+        self.url = gw.url.rstrip("/")
+
+    async def _call(self, method: str, path: str, *, user: str = "ann", **kw: Any) -> Any:
+        async with httpx.AsyncClient(base_url=self.url) as client:
+            return await client.request(method, path, headers={"X-Forwarded-User": user}, **kw)
+
+    async def ask(self, text: str) -> None:
+        self.count += 1
+        self.thread = f"t{self.count}"
+        sent = await self._call(
+            "POST",
+            f"/web/api/channels/{self.CHANNEL}/messages",
+            json={"text": text, "client_msg_id": self.thread},
+        )
+        assert sent.status_code == 200, sent.text
+        self.shown.setdefault(self.thread, [])
+
+    async def refresh(self) -> None:
+        listed = await self._call("GET", f"/web/api/channels/{self.CHANNEL}/threads")
+        threads = {str(t["thread_id"]) for t in listed.json()["threads"]} | set(self.shown)
+        for thread in threads:
+            got = await self._call(
+                "GET", f"/web/api/channels/{self.CHANNEL}/threads/{thread}/messages"
+            )
+            messages = got.json()["messages"]
+            self.shown[thread] = [m for m in messages if m["role"] == "assistant"]
+
+    def _bot(self, thread: str) -> list[BotMessage]:
+        return [BotMessage(str(m["seq_no"]), str(m["content"])) for m in self.shown.get(thread, [])]
+
+    def in_thread(self) -> list[BotMessage]:
+        return self._bot(self.thread)
+
+    def anywhere(self) -> list[BotMessage]:
+        return [m for thread in self.shown for m in self._bot(thread)]
+
+    def card(self) -> Card | None:
+        for m in self.shown.get(self.thread, []):
+            if m.get("approval"):
+                return Card(str(m["seq_no"]), copy.deepcopy(m))
+        return None
+
+    def card_open(self, card: Card) -> bool:
+        [m] = [m for m in self.shown.get(self.thread, []) if str(m["seq_no"]) == card.id]
+        return bool(m["approval"]["status"] == "pending")
+
+    async def press(self, card: Card, how: Press = ASKER) -> str:
+        """The card's button: a POST to the thread's approvals route as the signed-in
+        person; the answer's message is what the page shows them."""
+        thread = "elsewhere" if how.other_thread else self.thread
+        answer = await self._call(
+            "POST",
+            f"/web/api/channels/{self.CHANNEL}/threads/{thread}/approvals/"
+            f"{card.shown['approval']['id']}",
+            user="mallory" if how.other_person else "ann",
+            json={"decision": "approve" if how.approve else "deny"},
+        )
+        return str(answer.json()["message"])
+
 
 SURFACES: dict[str, type[Surface]] = {
     "telegram": TelegramSurface,
     "slack": SlackSurface,
     "mattermost": MattermostSurface,
+    "web": WebSurface,
 }
 
 

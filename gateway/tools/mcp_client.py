@@ -3,7 +3,9 @@
 One supervisor task per server connects (stdio command or streamable-HTTP URL), lists the
 server's tools and registers those the file's ``include``/``exclude`` keep as
 ``<server>.<tool>`` in the catalog, where each still needs a policy entry to be offered
-(fail closed). The supervisor pings the server; when the connection breaks (the server
+(fail closed). The supervisor checks the server every few seconds with a tools listing (a
+round trip every protocol era answers; ``ping`` is gone from the 2026 one, where a server
+answers it "method not found"); when the connection breaks (the server
 restarted, the process died) its tools are withdrawn and it reconnects with backoff, so a
 server that comes back is discovered again without restarting the gateway.
 
@@ -131,7 +133,9 @@ class McpServerConnection:
                     await asyncio.wait_for(self._broken.wait(), PING_SECONDS)
                 if self._broken.is_set():
                     raise ConnectionError("a call found the connection broken")
-                await asyncio.wait_for(client.send_ping(), self.config.connect_timeout)
+                await asyncio.wait_for(
+                    client.list_tools(cache_mode="bypass"), self.config.connect_timeout
+                )
 
     def _tool(self, remote: Any) -> Tool:
         name = f"{self.config.name}.{remote.name}"

@@ -15,7 +15,7 @@ import pytest
 
 from testsupport.fakes.openai import FakeOpenAI, Step
 from testsupport.process import gateway_process
-from testsupport.surfaces import surface
+from testsupport.surfaces import model_env, surface
 
 pytestmark = pytest.mark.slow
 
@@ -23,18 +23,7 @@ FINAL = "The answer, written again after the restart: " + " ".join(f"w{n}" for n
 
 
 def _env(database_url: str, fake: FakeOpenAI) -> dict[str, str]:
-    return {
-        "DATABASE_URL": database_url,
-        "AGENT": "openai",
-        "OPENAI_BASE_URL": fake.base_url,
-        "OPENAI_API_KEY": "test-key",
-        "AGENT_MODEL": "small",
-        "GATEWAY_TOOLS": "false",
-        "GATEWAY_LEASE_SECONDS": "2",
-        "GATEWAY_POLL_SECONDS": "0.2",
-        "GATEWAY_WEB_CHAT": "false",
-        "GATEWAY_STREAM_EDIT_SECONDS": "0.2",
-    }
+    return model_env(database_url, fake.base_url, GATEWAY_TOOLS="false", GATEWAY_LEASE_SECONDS="2")
 
 
 async def _previews_stored(database_url: str, count: int) -> None:

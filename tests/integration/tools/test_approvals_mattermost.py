@@ -1,7 +1,8 @@
 """Approvals on Mattermost: the card is a post in the asker's thread; ✅ / ❌
 reactions on it decide, and with ``MATTERMOST_ACTIONS_URL`` its Approve / Deny buttons too
 (the server POSTs the press to the gateway, the context HMAC-signed); someone else's reaction
-or press changes nothing; the card is edited to show the decision."""
+or press changes nothing; the card is edited to show the decision. A press on another post,
+a double press and a restart while the request waits: tests/contract/test_approvals.py."""
 
 from __future__ import annotations
 
@@ -12,19 +13,16 @@ from typing import Any
 import aiohttp
 
 from adapters.mattermost.adapter import MattermostAdapter
-from gateway.agents.openai import OpenAIAgent
-from tests.integration.tools.test_approvals_telegram import POLICY, RESTART, install
+from tests.integration.tools.test_approvals_telegram import RESTART, approvals_gateway, install
 from testsupport.fakes.mattermost import FakeMattermost
 from testsupport.fakes.openai import FakeOpenAI, Step
-from testsupport.harness import running_gateway, wait_for
+from testsupport.harness import wait_for
 from testsupport.mattermost import connected, make_config
 
 
 async def test_mattermost_reactions_decide_only_by_the_asker_and_the_card_is_edited(
     database_url: str, fake: FakeOpenAI, tmp_path: Path
 ) -> None:
-    tools_file = tmp_path / "tools.toml"
-    tools_file.write_text(POLICY)
     runs: list[Mapping[str, Any]] = []
     # the turn parks on the request; after the decision it runs again and the model
     # asks for the same call, which finds the decided request
@@ -37,13 +35,11 @@ async def test_mattermost_reactions_decide_only_by_the_asker_and_the_card_is_edi
     )
     async with FakeMattermost() as mm:
         adapter = MattermostAdapter(make_config(mm))
-        async with running_gateway(
+        async with approvals_gateway(
             database_url,
-            adapters=[adapter],
-            agent=OpenAIAgent(base_url=fake.base_url, api_key="k", model="small"),
-            web_chat=False,
-            AGENT_MODEL="small",
-            GATEWAY_TOOLS_FILE=str(tools_file),
+            fake,
+            tmp_path,
+            adapter,
         ) as gw:
             install(gw, runs)
             await connected(adapter)
@@ -108,10 +104,8 @@ async def test_mattermost_buttons_post_back_signed_and_only_the_asker_decides(
 ) -> None:
     """Interactive buttons (``MATTERMOST_ACTIONS_URL``): the server POSTs the press to the
     gateway; a forged or moved context is refused before the core sees it; the core refuses
-    another user and an unknown card; the asker's press approves once; the card loses its
-    buttons and shows the decision."""
-    tools_file = tmp_path / "tools.toml"
-    tools_file.write_text(POLICY)
+    another user; the asker's press approves; the card loses its buttons and shows the
+    decision."""
     runs: list[Mapping[str, Any]] = []
     # the turn parks on the request; after the decision it runs again and the model
     # asks for the same call, which finds the decided request
@@ -121,13 +115,11 @@ async def test_mattermost_buttons_post_back_signed_and_only_the_asker_decides(
     async with FakeMattermost() as mm:
         # the route is served when the URL is set; the gateway's port is known once it runs
         adapter = MattermostAdapter(make_config(mm, actions_url="http://gateway.invalid/"))
-        async with running_gateway(
+        async with approvals_gateway(
             database_url,
-            adapters=[adapter],
-            agent=OpenAIAgent(base_url=fake.base_url, api_key="k", model="small"),
-            web_chat=False,
-            AGENT_MODEL="small",
-            GATEWAY_TOOLS_FILE=str(tools_file),
+            fake,
+            tmp_path,
+            adapter,
         ) as gw:
             url = f"{gw.url}mattermost/actions"
             adapter.transport.actions_url = url
@@ -152,15 +144,12 @@ async def test_mattermost_buttons_post_back_signed_and_only_the_asker_decides(
             assert await _post(url, moved | {"context": approve}) == 403
             assert await _post(url, press | {"context": approve | {"sig": "é" * 64}}) == 403
             assert await _post(url, {"context": "x"}) == 403
-            # signed, but pressed on another post: the core does not know that card
-            elsewhere = press | {"post_id": root["id"], "context": approve}
-            assert await _post(url, elsewhere) == 200
-            # bob is not the asker: refused politely, only bob sees it
+            # bob is not the asker: refused politely, only bob sees it (a press on another
+            # post, a double press: tests/contract/test_approvals.py)
             status, answer = await mm.press_button(card["id"], "approve", user="bob")
             assert status == 200 and answer["ephemeral_text"].startswith("Sorry, only")
             assert [e.user_id for e in mm.ephemeral] == [mm.bob.id]
             assert runs == []
-            # the asker approves; a second press changes nothing
             status, answer = await mm.press_button(card["id"], "approve", user="alice")
             assert (status, answer["ephemeral_text"]) == (200, "Approved. Running it now.")
             await wait_for(
@@ -172,7 +161,6 @@ async def test_mattermost_buttons_post_back_signed_and_only_the_asker_decides(
             )
             await wait_for(lambda: mm.posts[card["id"]]["message"].startswith("✅ Approved"))
             assert mm.posts[card["id"]]["props"].get("attachments") == []  # buttons gone
-            assert await _post(url, press | {"context": approve}) == 200
             async with gw.store.db.connection() as conn:
                 row = await conn.fetchrow("SELECT status, decided_by, version FROM tool_approvals")
     assert runs == [{"service": "api"}]
@@ -184,8 +172,6 @@ async def test_mattermost_buttons_post_back_signed_and_only_the_asker_decides(
 async def test_mattermost_deny_button_tells_the_model_not_approved(
     database_url: str, fake: FakeOpenAI, tmp_path: Path
 ) -> None:
-    tools_file = tmp_path / "tools.toml"
-    tools_file.write_text(POLICY)
     runs: list[Mapping[str, Any]] = []
     # the turn parks on the request; after the decision it runs again and the model
     # asks for the same call, which finds the decided request
@@ -198,13 +184,11 @@ async def test_mattermost_deny_button_tells_the_model_not_approved(
     )
     async with FakeMattermost() as mm:
         adapter = MattermostAdapter(make_config(mm, actions_url="http://gateway.invalid/"))
-        async with running_gateway(
+        async with approvals_gateway(
             database_url,
-            adapters=[adapter],
-            agent=OpenAIAgent(base_url=fake.base_url, api_key="k", model="small"),
-            web_chat=False,
-            AGENT_MODEL="small",
-            GATEWAY_TOOLS_FILE=str(tools_file),
+            fake,
+            tmp_path,
+            adapter,
         ) as gw:
             adapter.transport.actions_url = f"{gw.url}mattermost/actions"
             install(gw, runs)

@@ -1,6 +1,7 @@
 """A waiting approval holds no turn worker (migration 0013): the turn parks its
 session on the request and hands the lease back; the decision or the expiry makes it due
-again and the re-run finds the decided request by its idempotency key."""
+again and the re-run finds the decided request by its idempotency key. A turn parked across a
+SIGKILL of the process is tests/contract/test_approvals.py."""
 
 from __future__ import annotations
 
@@ -159,34 +160,6 @@ async def test_a_denied_or_expired_request_gets_one_answer_and_the_tool_never_ru
 
 async def _retired(gw: Gateway) -> bool:
     return all(r["card_retired"] for r in await approvals(gw))
-
-
-async def test_a_turn_parked_before_a_restart_completes_once_after_a_decision_made_later(
-    database_url: str, fake: FakeOpenAI, tmp_path: Path
-) -> None:
-    """After a restart a parked turn is an unanswered message plus a request row: nothing
-    runs it until the decision, and the decision (taken by the new process) runs it once."""
-    ops = Ops()
-    fake.script.extend([Step(tool_calls=[RESTART])])
-    async with gateway(database_url, fake, tmp_path, prepare=ops.install) as gw:
-        await _ask(gw, "t-r", "restart the api")
-        card = await _card(gw, "t-r")
-    asked = len(fake.turn_requests)
-    fake.script.extend([Step(tool_calls=[RESTART]), Step(text="Restarted after the restart.")])
-    async with gateway(
-        database_url, fake, tmp_path, prepare=ops.install, GATEWAY_TURN_WORKERS=1
-    ) as gw:
-        [state] = await _session_states(gw)
-        assert state["turn_parked_on"] == card["approval"]["id"]
-        assert len(fake.turn_requests) == asked  # the parked turn did not run at start
-        url = f"/web/api/channels/general/threads/t-r/approvals/{card['approval']['id']}"
-        decided = await post(gw, url, {"decision": "approve", "user": "ann"})
-        assert decided.json()["outcome"] == "approved"
-        await wait_for(lambda: _answers(gw, "t-r"), timeout=15)
-        await wait_for(lambda: _retired(gw), timeout=10, message="card not retired")
-        answers = await _answers(gw, "t-r")
-    assert ops.runs == [{"service": "api"}]
-    assert answers == ["Restarted after the restart."]
 
 
 async def _open(store: Store, session_id: int | None, key: str) -> str:
