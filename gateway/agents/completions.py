@@ -174,11 +174,4 @@ def read_completion(data: Mapping[str, Any]) -> tuple[str, dict[str, int], str |
     finish = choice.get("finish_reason")
     if not content or not content.strip():
         raise AgentError(f"the model returned no text (finish_reason: {finish})")
-    raw_usage = data.get("usage")
-    usage: dict[str, int] = {}
-    if isinstance(raw_usage, Mapping):
-        for name in ("prompt_tokens", "completion_tokens", "total_tokens"):
-            value = raw_usage.get(name)
-            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-                usage[name] = value
-    return content, usage, finish if isinstance(finish, str) else None
+    return content, read_usage(data), finish if isinstance(finish, str) else None
