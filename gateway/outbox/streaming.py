@@ -77,9 +77,6 @@ class StreamSettings:
         return self.enabled
 
 
-_rules = pace_rules
-
-
 def _cosmetic(transport: Transport, target: ReplyTarget) -> list[PaceRule]:
     """A preview's rules: the chat's, keeping one burst slot for the final send."""
     return cosmetic_rules(pace_rules(transport, target))
@@ -328,7 +325,7 @@ class PreviewStreamer:
                 platform=self._target.platform,
                 retry_after=exc.retry_after,
             )
-            push = hold_rules(_rules(self._transport, self._target), float(exc.retry_after))
+            push = hold_rules(pace_rules(self._transport, self._target), float(exc.retry_after))
             await self._budget.reserve(push)
             return
         if exc.permanent or exc.ambiguous or sending:
