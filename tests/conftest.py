@@ -171,6 +171,17 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
         await server.stop()
 
 
+@pytest.fixture
+async def speech() -> AsyncIterator[FakeOpenAI]:
+    """A second fake model server as the transcription server
+    (``POST /v1/audio/transcriptions``), apart from the one that answers (``fake``)."""
+    server = await FakeOpenAI().start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
 def _test_logging() -> None:
     """structlog's defaults, except that a logged exception's traceback is rendered plainly:
     the default renders it with rich, every frame's locals included, which takes a second or

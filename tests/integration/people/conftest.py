@@ -1,10 +1,10 @@
-"""The platform fakes (Slack and Telegram at once) and the transcription server."""
+"""The platform fakes, Slack and Telegram at once; the transcription server is the root
+conftest's ``speech``."""
 
 from collections.abc import AsyncIterator
 
 import pytest
 
-from testsupport.fakes.openai import FakeOpenAI
 from testsupport.fakes.slack import FakeSlack
 from testsupport.fakes.telegram import FakeTelegram
 
@@ -20,12 +20,3 @@ async def slack() -> AsyncIterator[FakeSlack]:
 async def telegram() -> AsyncIterator[FakeTelegram]:
     async with FakeTelegram() as server:
         yield server
-
-
-@pytest.fixture
-async def speech() -> AsyncIterator[FakeOpenAI]:
-    server = await FakeOpenAI().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
