@@ -6,7 +6,6 @@ routes."""
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -25,6 +24,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.core.errors import RequestError, SessionNotFound, StoreError
+from gateway.http.guard import client_ip, host_name
 
 log = structlog.get_logger(__name__)
 
@@ -135,23 +135,8 @@ def allowed_methods(request: Request) -> list[str]:
 
 
 def _is_loopback_ip(host: str | None) -> bool:
-    if not host:
-        return False
-    try:
-        ip = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped.is_loopback
-    return ip.is_loopback
-
-
-def _host_name(host_header: str) -> str:
-    """The name in a Host header, without the port (``[::1]:8080`` -> ``::1``)."""
-    host = host_header.strip().lower()
-    if host.startswith("["):
-        return host[1:].split("]", 1)[0]
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    ip = client_ip(host)
+    return ip is not None and ip.is_loopback
 
 
 class AccessPolicy:
@@ -188,7 +173,7 @@ class AccessPolicy:
                 status=403,
                 title="Forbidden",
             )
-        name = _host_name(host or "")
+        name = host_name(host or "")
         if name not in _LOCAL_NAMES and not _is_loopback_ip(name):
             # a page whose DNS name was rebound to 127.0.0.1 reaches us from loopback, but
             # with its own name in Host

@@ -421,17 +421,24 @@ def _with_headers(message: Message) -> Message:
     return {**message, "headers": headers + extra}
 
 
-def client_in(client: str | None, networks: Iterable[Any]) -> bool:
-    """Whether the address ``client`` is inside one of ``networks`` (ip_network values)."""
+def client_ip(client: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address ``client`` (brackets allowed), an IPv4-mapped IPv6 address as its IPv4
+    one; ``None`` when it is not an address."""
     if not client:
-        return False
+        return None
     try:
         ip = ipaddress.ip_address(client.strip("[]"))
     except ValueError:
-        return False
+        return None
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return any(ip.version == net.version and ip in net for net in networks)
+        return ip.ipv4_mapped
+    return ip
+
+
+def client_in(client: str | None, networks: Iterable[Any]) -> bool:
+    """Whether the address ``client`` is inside one of ``networks`` (ip_network values)."""
+    ip = client_ip(client)
+    return ip is not None and any(ip.version == net.version and ip in net for net in networks)
 
 
 # --- stored raw payloads ----------------------------------------------------------------------
