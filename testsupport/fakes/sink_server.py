@@ -8,6 +8,7 @@ pending_post_id): a repeated key is answered as sent but not posted again."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections import deque
@@ -35,6 +36,8 @@ class SinkServer:
     url: str = ""
     _runner: web.AppRunner | None = None
     _ids: Any = field(default_factory=lambda: itertools.count(1000))
+    #: set by stop(): a held answer ends at once instead of holding the shutdown
+    _stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def start(self) -> SinkServer:
         app = web.Application()
@@ -48,6 +51,7 @@ class SinkServer:
         return self
 
     async def stop(self) -> None:
+        self._stopping.set()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -76,7 +80,9 @@ class SinkServer:
             if self.dedupe:
                 self.posts[key] = {**body, "id": message_id, "at": time.monotonic()}
         if action[0] == "timeout":
-            await asyncio.sleep(float(action[1]))  # posted, but the answer comes too late
+            # posted, but the answer comes too late
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), timeout=float(action[1]))
         return web.json_response({"id": message_id})
 
     def texts_in(self, chat: str, thread: str | None) -> list[str]:

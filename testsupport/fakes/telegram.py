@@ -238,6 +238,8 @@ class FakeTelegram:
         #: set (and replaced) on every change that a long poll or the pusher waits for
         self._changed = asyncio.Event()
         self._poll_generation = 0
+        #: set by stop(): a waiting long poll answers at once instead of holding the shutdown
+        self._stopping = False
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._pusher: asyncio.Task[None] | None = None
@@ -256,6 +258,8 @@ class FakeTelegram:
         self._port = int(self._runner.addresses[0][1])
 
     async def stop(self) -> None:
+        self._stopping = True
+        self._notify()
         await self._stop_pusher()
         if self._client is not None:
             await self._client.close()
@@ -726,7 +730,7 @@ class FakeTelegram:
                 )
             batch = self._deliverable()[:limit]
             remaining = deadline - asyncio.get_running_loop().time()
-            if batch or remaining <= 0:
+            if batch or remaining <= 0 or self._stopping:
                 for update in batch:
                     uid = update["update_id"]
                     self.deliveries[uid] = self.deliveries.get(uid, 0) + 1
