@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 
 async def test_campaign_short_form_loses_duplicates_misroutes_and_leaks_nothing() -> None:
-    result = await run_campaign(0.75, seed=12, kill_every=12.0)
+    result = await run_campaign(0.5, seed=12, kill_every=9.0)
     print("\n" + markdown(result))
     assert result["accepted"] > 100
     assert (result["lost"], result["duplicated"], result["misrouted"], result["leaked"]) == (
@@ -32,7 +32,7 @@ async def test_campaign_on_the_real_platforms_loses_duplicates_misroutes_leaks_n
     Mattermost websocket (each a real local fake driven by the real client library) and the
     web chat, with SIGKILLs, a database restart and Mattermost socket drops (1006) whose gap
     only reconciliation can cover."""
-    result = await run_campaign(0.75, seed=5, kill_every=12.0, platforms=True)
+    result = await run_campaign(0.5, seed=5, kill_every=9.0, platforms=True)
     print("\n" + markdown(result))
     assert result["accepted"] > 100
     assert (result["lost"], result["duplicated"], result["misrouted"], result["leaked"]) == (

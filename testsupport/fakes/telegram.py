@@ -259,8 +259,8 @@ class FakeTelegram:
 
     async def stop(self) -> None:
         self._stopping = True
-        self._notify()
         await self._stop_pusher()
+        self._notify()
         if self._client is not None:
             await self._client.close()
         if self._runner is not None:
@@ -583,7 +583,7 @@ class FakeTelegram:
     def _notify(self) -> None:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
-        if self.webhook_url is not None:
+        if self.webhook_url is not None and not self._stopping:
             self._ensure_pusher()
 
     async def _wait_change(self, seconds: float) -> None:
@@ -1084,7 +1084,9 @@ class FakeTelegram:
         is retried, like Telegram does (setWebhook docs)."""
         if self._client is None:
             self._client = aiohttp.ClientSession()
-        while self.webhook_url is not None:
+        # the stop flag too: a cancel that lands as a wait ends can be swallowed by 3.11's
+        # wait_for, and the loop must still end
+        while self.webhook_url is not None and not self._stopping:
             batch = self._deliverable()
             if not batch:
                 await self._wait_change(0.5)
