@@ -16,10 +16,10 @@ from gateway.core.domain import SessionKey
 from gateway.core.errors import RequestError
 from gateway.http import params
 from gateway.http.admin import API_PREFIX, AccessPolicy, admin_api_router
-from gateway.profiles.model import Resolved
+from gateway.profiles.model import place_key, resolved_json
 from gateway.profiles.service import Profiles
 
-__all__ = ["add_profile_tools", "place_key", "profiles_router", "resolved_json"]
+__all__ = ["add_profile_tools", "profiles_router"]
 
 PlaceText = Annotated[
     str,
@@ -30,24 +30,6 @@ PlaceText = Annotated[
         description="platform:scope:chat[:thread], e.g. slack:T0123:C0456",
     ),
 ]
-
-
-def place_key(text: str) -> SessionKey:
-    """A place as written in ``[places]`` with no ``*``: the session key it stands for."""
-    parts = text.strip().split(":")
-    if len(parts) not in (3, 4) or not all(parts) or "*" in parts:
-        raise ValueError(f"place {text!r} is not platform:scope:chat[:thread] (no *)")
-    thread = parts[3] if len(parts) == 4 else None
-    return SessionKey(platform=parts[0], scope=parts[1], chat_id=parts[2], thread_id=thread)
-
-
-def resolved_json(place: str, resolved: Resolved) -> dict[str, Any]:
-    entry = resolved.entry
-    return {
-        "place": place,
-        "profile": resolved.profile.describe(),
-        "entry": None if entry is None else {"place": entry.text, "profile": entry.profile},
-    }
 
 
 def _resolve(profiles: Profiles, place: str) -> dict[str, Any]:

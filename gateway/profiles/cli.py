@@ -16,8 +16,7 @@ from typing import Any
 
 from gateway.core.config_file import load_config_file
 from gateway.core.settings import Settings
-from gateway.profiles.api import place_key, resolved_json
-from gateway.profiles.model import Resolved
+from gateway.profiles.model import Resolved, place_key, resolved_json
 from gateway.profiles.service import Profiles, load_book
 from gateway.turns.context import ContextPolicy
 

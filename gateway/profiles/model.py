@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Literal
+from typing import Any, Literal
 
 from gateway.core.domain import SessionKey
 from gateway.inbound.policy import PlacePattern
 
-__all__ = ["DEFAULT", "Place", "Profile", "ProfileBook", "Resolved"]
+__all__ = ["DEFAULT", "Place", "Profile", "ProfileBook", "Resolved", "place_key", "resolved_json"]
 
 #: the built-in profile's name (the settings as they are), unless the file defines one
 DEFAULT = "default"
@@ -158,3 +158,21 @@ class ProfileBook:
 
     def answers_all(self, key: SessionKey) -> bool | None:
         return self.resolve(key).profile.answers_all
+
+
+def place_key(text: str) -> SessionKey:
+    """A place as written in ``[places]`` with no ``*``: the session key it stands for."""
+    parts = text.strip().split(":")
+    if len(parts) not in (3, 4) or not all(parts) or "*" in parts:
+        raise ValueError(f"place {text!r} is not platform:scope:chat[:thread] (no *)")
+    thread = parts[3] if len(parts) == 4 else None
+    return SessionKey(platform=parts[0], scope=parts[1], chat_id=parts[2], thread_id=thread)
+
+
+def resolved_json(place: str, resolved: Resolved) -> dict[str, Any]:
+    entry = resolved.entry
+    return {
+        "place": place,
+        "profile": resolved.profile.describe(),
+        "entry": None if entry is None else {"place": entry.text, "profile": entry.profile},
+    }

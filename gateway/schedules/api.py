@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
@@ -21,7 +20,7 @@ from gateway.http.admin import API_PREFIX, MAX_ID, AccessPolicy, admin_api_route
 from gateway.http.ui import room_page
 from gateway.schedules.places import parse_place
 from gateway.schedules.service import OPERATOR, ScheduleService
-from session_store.repos.schedules import ScheduleRecord
+from gateway.schedules.shape import ScheduleOut
 
 SCHEDULE_TOOLS = ("schedule_create", "schedule_list", "schedule_delete")
 Place = Annotated[
@@ -55,42 +54,6 @@ class ScheduleIn(BaseModel):
         if (self.at is None) == (self.cron is None):
             raise ValueError("give exactly one of at and cron")
         return self
-
-
-class ScheduleOut(BaseModel):
-    id: int
-    name: str | None
-    place: str
-    prompt: str
-    owner: str
-    time_zone: str
-    at: datetime | None
-    cron: str | None
-    status: str
-    paused_reason: str | None
-    next_fire_at: datetime | None
-    last_fire_at: datetime | None
-    last_outcome: str | None
-    failures: int
-
-    @classmethod
-    def of(cls, s: ScheduleRecord) -> ScheduleOut:
-        return cls(
-            id=s.id,
-            name=s.name,
-            place=s.place,
-            prompt=s.prompt,
-            owner=s.owner,
-            time_zone=s.time_zone,
-            at=s.fire_at,
-            cron=s.cron,
-            status=s.status,
-            paused_reason=s.paused_reason,
-            next_fire_at=s.next_fire_at,
-            last_fire_at=s.last_fire_at,
-            last_outcome=s.last_outcome,
-            failures=s.failures,
-        )
 
 
 def schedules_router(service: ScheduleService, policy: AccessPolicy) -> APIRouter:

@@ -11,9 +11,9 @@ from typing import Any
 
 from gateway.core.logs import configure_logging
 from gateway.core.settings import Settings
-from gateway.schedules.api import ScheduleOut
 from gateway.schedules.command import describe
 from gateway.schedules.service import OPERATOR, ScheduleService
+from gateway.schedules.shape import ScheduleOut
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
