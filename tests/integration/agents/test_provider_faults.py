@@ -105,7 +105,7 @@ async def test_a_failing_model_hands_over_to_the_fallback_sized_for_its_window(
 async def test_one_status_line_after_a_long_wait_then_the_answer(
     database_url: str, fake: FakeOpenAI, sink: SinkServer
 ) -> None:
-    fake.script.extend([Step(status=429, retry_after=3), Step(status=429, retry_after=3)])
+    fake.script.extend([Step(status=429, retry_after=2), Step(status=429, retry_after=2)])
     adapter = SinkAdapter(sink.url)
     async with running_gateway(
         database_url,
@@ -113,7 +113,7 @@ async def test_one_status_line_after_a_long_wait_then_the_answer(
         agent=agent_for(fake),
         web_chat=False,
         AGENT_MODEL="small",
-        AGENT_STATUS_AFTER_SECONDS=2.0,
+        AGENT_STATUS_AFTER_SECONDS=1.0,
     ):
         await adapter.submit({"chat": "c", "thread": "S", "id": "1", "text": "hello"})
         await wait_for(lambda: len(sink.accepted) == 2, timeout=20)
