@@ -26,11 +26,16 @@ Deliberately not handled (platforms.md §3):
 
 from __future__ import annotations
 
-from adapters.mattermost.adapter import MattermostAdapter, MattermostConfig
+from typing import TYPE_CHECKING, Any
+
 from adapters.mattermost.plugin import plugin
 from adapters.mattermost.settings import MattermostSettings
 from gateway.core.ports import AdapterContext, PlatformAdapter
 from gateway.core.settings import Settings
+
+if TYPE_CHECKING:
+    from adapters.mattermost.adapter import MattermostAdapter, MattermostConfig
+
 
 __all__ = ["MattermostAdapter", "MattermostConfig", "create_adapter"]
 
@@ -39,3 +44,13 @@ def create_adapter(settings: Settings, context: AdapterContext) -> PlatformAdapt
     """The adapter as a ``module:factory`` (GATEWAY_ADAPTERS style); the core builds it through
     its plugin (``adapters.mattermost.plugin``). No I/O until ``start``."""
     return plugin.create(settings.surface(MattermostSettings), settings, context)
+
+
+def __getattr__(name: str) -> Any:
+    """The adapter is imported when first asked for: the command line reads the plugin's
+    settings and setup prompts without importing the platform's client library."""
+    if name in ("MattermostAdapter", "MattermostConfig"):
+        import adapters.mattermost.adapter
+
+        return getattr(adapters.mattermost.adapter, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from adapters.mattermost.adapter import MattermostAdapter, MattermostConfig
 from adapters.mattermost.settings import MattermostSettings
 from gateway.core.domain import ReplyTarget, SessionKey
 from gateway.core.plugins import Prompter, SetupFlag, SetupSpec, SurfacePlugin
@@ -53,6 +52,9 @@ class MattermostPlugin(SurfacePlugin[MattermostSettings]):
     def create(
         self, settings: MattermostSettings, core: Settings, context: AdapterContext
     ) -> PlatformAdapter:
+        # the platform's client library only when a gateway builds the adapter
+        from adapters.mattermost.adapter import MattermostAdapter, MattermostConfig
+
         config = MattermostConfig.from_settings(
             settings, core=core, place_answers_all=context.place_answers_all
         )

@@ -30,11 +30,16 @@ Deliberately not handled (platforms.md §2):
 
 from __future__ import annotations
 
-from adapters.slack.adapter import SlackAdapter
+from typing import TYPE_CHECKING, Any
+
 from adapters.slack.plugin import plugin
 from adapters.slack.settings import SlackSettings
 from gateway.core.ports import AdapterContext, PlatformAdapter
 from gateway.core.settings import Settings
+
+if TYPE_CHECKING:
+    from adapters.slack.adapter import SlackAdapter
+
 
 __all__ = ["SlackAdapter", "create_adapter"]
 
@@ -43,3 +48,13 @@ def create_adapter(settings: Settings, context: AdapterContext) -> PlatformAdapt
     """The adapter as a ``module:factory`` (GATEWAY_ADAPTERS style); the core builds it through
     its plugin (``adapters.slack.plugin``). No I/O until ``start``."""
     return plugin.create(settings.surface(SlackSettings), settings, context)
+
+
+def __getattr__(name: str) -> Any:
+    """The adapter is imported when first asked for: the command line reads the plugin's
+    settings and setup prompts without importing the platform's client library."""
+    if name == "SlackAdapter":
+        import adapters.slack.adapter
+
+        return adapters.slack.adapter.SlackAdapter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from adapters.slack.adapter import SlackAdapter
 from adapters.slack.settings import SlackSettings
 from gateway.core.domain import ReplyTarget, SessionKey
 from gateway.core.errors import ConfigError
@@ -74,6 +73,9 @@ class SlackPlugin(SurfacePlugin[SlackSettings]):
     def create(
         self, settings: SlackSettings, core: Settings, context: AdapterContext
     ) -> PlatformAdapter:
+        # the platform's client library only when a gateway builds the adapter
+        from adapters.slack.adapter import SlackAdapter
+
         return SlackAdapter(settings, core=core, place_answers_all=context.place_answers_all)
 
     def place_target(self, key: SessionKey) -> ReplyTarget:

@@ -31,12 +31,17 @@ Deliberately not handled (platforms.md §1):
 
 from __future__ import annotations
 
-from adapters.telegram.adapter import TelegramAdapter
+from typing import TYPE_CHECKING, Any
+
 from adapters.telegram.plugin import plugin
 from adapters.telegram.settings import TelegramSettings
-from adapters.telegram.transport import TelegramTransport
 from gateway.core.ports import AdapterContext, PlatformAdapter
 from gateway.core.settings import Settings
+
+if TYPE_CHECKING:
+    from adapters.telegram.adapter import TelegramAdapter
+    from adapters.telegram.transport import TelegramTransport
+
 
 __all__ = ["TelegramAdapter", "TelegramTransport", "create_adapter"]
 
@@ -45,3 +50,17 @@ def create_adapter(settings: Settings, context: AdapterContext) -> PlatformAdapt
     """The adapter as a ``module:factory`` (GATEWAY_ADAPTERS style); the core builds it through
     its plugin (``adapters.telegram.plugin``). No I/O until ``start``."""
     return plugin.create(settings.surface(TelegramSettings), settings, context)
+
+
+def __getattr__(name: str) -> Any:
+    """The adapter is imported when first asked for: the command line reads the plugin's
+    settings and setup prompts without importing the platform's client library."""
+    if name == "TelegramAdapter":
+        import adapters.telegram.adapter
+
+        return adapters.telegram.adapter.TelegramAdapter
+    if name == "TelegramTransport":
+        import adapters.telegram.transport
+
+        return adapters.telegram.transport.TelegramTransport
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

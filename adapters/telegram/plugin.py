@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import secrets
 
-from adapters.telegram.adapter import TelegramAdapter
 from adapters.telegram.settings import TelegramSettings
 from gateway.core.domain import ReplyTarget, SessionKey
 from gateway.core.errors import ConfigError
@@ -69,6 +68,9 @@ class TelegramPlugin(SurfacePlugin[TelegramSettings]):
     def create(
         self, settings: TelegramSettings, core: Settings, context: AdapterContext
     ) -> PlatformAdapter:
+        # the platform's client library only when a gateway builds the adapter
+        from adapters.telegram.adapter import TelegramAdapter
+
         return TelegramAdapter(settings, core=core, place_answers_all=context.place_answers_all)
 
     def place_target(self, key: SessionKey) -> ReplyTarget:

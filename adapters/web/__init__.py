@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from adapters.web.adapter import WebAdapter
+from typing import TYPE_CHECKING, Any
+
 from adapters.web.plugin import plugin
 from adapters.web.settings import WebSettings
 from gateway.core.ports import AdapterContext, PlatformAdapter
 from gateway.core.settings import Settings
+
+if TYPE_CHECKING:
+    from adapters.web.adapter import WebAdapter
+
 
 __all__ = ["WebAdapter", "create_adapter"]
 
@@ -15,3 +20,13 @@ def create_adapter(settings: Settings, context: AdapterContext) -> PlatformAdapt
     """The adapter as a ``module:factory`` (GATEWAY_ADAPTERS style); the core builds it through
     its plugin (``adapters.web.plugin``). No I/O until ``start``."""
     return plugin.create(settings.surface(WebSettings), settings, context)
+
+
+def __getattr__(name: str) -> Any:
+    """The adapter is imported when first asked for: the command line reads the plugin's
+    settings and setup prompts without importing the platform's client library."""
+    if name == "WebAdapter":
+        import adapters.web.adapter
+
+        return adapters.web.adapter.WebAdapter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

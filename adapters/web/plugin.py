@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 
-from adapters.web.adapter import WebAdapter
 from adapters.web.settings import WebSettings
 from gateway.core.domain import ReplyTarget, SessionKey
 from gateway.core.errors import ConfigError
@@ -29,6 +28,9 @@ class WebPlugin(SurfacePlugin[WebSettings]):
     def create(
         self, settings: WebSettings, core: Settings, context: AdapterContext
     ) -> PlatformAdapter:
+        # the platform's client library only when a gateway builds the adapter
+        from adapters.web.adapter import WebAdapter
+
         if context.identity is None:
             raise ConfigError("GATEWAY_WEB_AUTH", "the web chat needs an identity provider")
         if context.files is not None and context.http_policy is not None:
