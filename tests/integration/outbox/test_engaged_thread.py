@@ -6,8 +6,10 @@ follow-up is answered, every time (20 threads per platform in one running gatewa
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
+
+import pytest
 
 from adapters.mattermost.adapter import MattermostAdapter
 from adapters.slack import SlackAdapter
@@ -20,9 +22,20 @@ from testsupport.mattermost import connected, make_config
 from testsupport.slack import slack_settings
 
 REPETITIONS = 20
-#: the question is long so that its answer (``re: <question>``, streamed 6 characters every
-#: 0.1 s by the fake model) is still being written when the follow-up arrives
+#: the question is long so that its answer (``re: <question>``, 174 characters streamed 10
+#: every 0.1 s by the fake model: 1.7 s) is still being written when the follow-up arrives
+#: (its first preview shows within about 0.3 s)
 QUESTION = "question {n}: " + "please tell me a great deal about this " * 4
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeOpenAI]:
+    """The outbox's streaming model, 10 characters a chunk instead of 6."""
+    server = await FakeOpenAI(chunk_delay=0.1, chunk_chars=10).start()
+    try:
+        yield server
+    finally:
+        await server.stop()
 
 
 def gateway(database_url: str, fake: FakeOpenAI, adapter: Any) -> Any:

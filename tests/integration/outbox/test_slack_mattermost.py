@@ -10,9 +10,9 @@ import structlog
 from adapters.mattermost.adapter import MattermostAdapter
 from adapters.slack import SlackAdapter
 from gateway.agents.openai import OpenAIAgent
-from tests.integration.outbox.test_telegram import ANSWER
+from tests.integration.outbox.test_telegram import ANSWER, answer_step
 from testsupport.fakes.mattermost import FakeMattermost
-from testsupport.fakes.openai import FakeOpenAI, Step
+from testsupport.fakes.openai import FakeOpenAI
 from testsupport.fakes.slack import HUMAN, FakeSlack
 from testsupport.harness import running_gateway, wait_for
 from testsupport.mattermost import connected, make_config
@@ -28,7 +28,7 @@ def agent(fake: FakeOpenAI) -> OpenAIAgent:
 async def test_slack_preview_is_updated_in_the_thread_and_ends_as_one_message(
     database_url: str, fake: FakeOpenAI
 ) -> None:
-    fake.script.append(Step(text=ANSWER))
+    fake.script.append(answer_step())
     async with FakeSlack() as slack:
         slack.add_channel("C0GEN", members=(HUMAN,))
         adapter = SlackAdapter(slack_settings(slack))
@@ -61,7 +61,7 @@ async def test_slack_preview_is_updated_in_the_thread_and_ends_as_one_message(
 async def test_mattermost_post_is_patched_in_the_thread_and_ends_as_one_post(
     database_url: str, fake: FakeOpenAI
 ) -> None:
-    fake.script.append(Step(text=ANSWER))
+    fake.script.append(answer_step())
     async with FakeMattermost() as mm:
         adapter = MattermostAdapter(make_config(mm))
         async with running_gateway(
@@ -93,7 +93,7 @@ async def test_mattermost_post_is_patched_in_the_thread_and_ends_as_one_post(
 async def test_429_on_slack_and_mattermost_edits_slows_the_preview_and_the_answer_lands_once(
     database_url: str, fake: FakeOpenAI
 ) -> None:
-    fake.script.extend([Step(text=ANSWER), Step(text=ANSWER)])
+    fake.script.extend([answer_step(), answer_step()])
     async with FakeSlack() as slack, FakeMattermost() as mm:
         slack.add_channel("C0GEN", members=(HUMAN,))
         slack.fail_next("chat.update", status=429, retry_after=1, times=2)

@@ -21,6 +21,14 @@ ANSWER = "Streaming **works**: " + " ".join(f"word{n}" for n in range(60)) + "."
 ANSWER_PLAIN = ANSWER.replace("**", "")
 
 
+def answer_step() -> Step:
+    """ANSWER streamed 21 characters every 0.15 s: about 3 s (the fixture's 6 every 0.1 s took
+    7), still long enough for a preview edited (at most once a second, the transports'
+    ``preview_interval``) twice before the final text. The first chunk is all of
+    "Streaming **works**: ", so no preview shows a bold half-written."""
+    return Step(text=ANSWER, chunk_chars=21, chunk_delay=0.15)
+
+
 def gateway(
     database_url: str,
     tg: FakeTelegram,
@@ -56,7 +64,7 @@ async def test_answer_streams_into_the_topic_and_ends_as_one_message(
         ann = tg.user("Ann")
         topic = tg.create_topic(forum, "Questions", by=ann)
         other = tg.create_topic(forum, "Elsewhere", by=ann)
-        fake.script.append(Step(text=ANSWER))
+        fake.script.append(answer_step())
         async with gateway(database_url, tg, fake) as gw:
             tg.user_says(forum, f"{BOT} tell me something long", topic=topic, user=ann)
             # text is visible while the model is still writing
@@ -90,7 +98,7 @@ async def test_private_chat_streams_a_draft_then_sends_the_answer_once(
     async with FakeTelegram() as tg:
         ann = tg.user("Ann")
         dm = tg.private(ann)
-        fake.script.append(Step(text=ANSWER))
+        fake.script.append(answer_step())
         async with gateway(database_url, tg, fake):
             tg.user_says(dm, "tell me something long", user=ann)
             await wait_for(lambda: tg.drafts, timeout=15)
@@ -109,7 +117,7 @@ async def test_429_while_streaming_slows_the_preview_and_the_answer_lands_once(
         forum = tg.forum("Team")
         ann = tg.user("Ann")
         topic = tg.create_topic(forum, "Questions", by=ann)
-        fake.script.append(Step(text=ANSWER))
+        fake.script.append(answer_step())
         tg.flood_next("editMessageText", times=2, retry_after=1)
         with structlog.testing.capture_logs() as logs:
             async with gateway(database_url, tg, fake):
@@ -135,7 +143,7 @@ async def test_a_busy_group_budget_never_holds_the_final_text_behind_previews(
         forum = tg.forum("Team")
         ann = tg.user("Ann")
         topic = tg.create_topic(forum, "Questions", by=ann)
-        fake.script.append(Step(text=ANSWER))
+        fake.script.append(answer_step())
         async with gateway(database_url, tg, fake, pace=(0.05, 3600.0)):
             tg.user_says(forum, f"{BOT} tell me something long", topic=topic, user=ann)
             await wait_for(
@@ -165,7 +173,7 @@ async def test_overflow_continues_in_a_second_message_in_the_same_topic(
         forum = tg.forum("Team")
         ann = tg.user("Ann")
         topic = tg.create_topic(forum, "Questions", by=ann)
-        fake.script.append(Step(text=long, chunk_chars=400, chunk_delay=0.15))
+        fake.script.append(Step(text=long, chunk_chars=400, chunk_delay=0.1))
         async with gateway(database_url, tg, fake):
             tg.user_says(forum, f"{BOT} write a lot", topic=topic, user=ann)
             # the second message appears while the answer is still being written
@@ -192,7 +200,7 @@ async def test_a_preview_deleted_mid_stream_is_replaced_by_one_sent_answer(
         forum = tg.forum("Team")
         ann = tg.user("Ann")
         topic = tg.create_topic(forum, "Questions", by=ann)
-        fake.script.append(Step(text=ANSWER, chunk_delay=0.15))
+        fake.script.append(answer_step())
         async with gateway(database_url, tg, fake):
             tg.user_says(forum, f"{BOT} tell me something long", topic=topic, user=ann)
             [preview] = await wait_for(lambda: bot_messages(tg, forum, topic), timeout=15)
