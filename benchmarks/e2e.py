@@ -682,11 +682,12 @@ class E2E:
                     ),
                     return_exceptions=True,
                 )
-                failed = [x for x in started if isinstance(x, BaseException)]
-                if failed:
-                    raise failed[0]  # the stack stops the replicas that did start
-                procs = [proc for proc, _ in started]
-                urls = [url for _, url in started]
+                for x in started:
+                    if isinstance(x, BaseException):
+                        raise x  # the stack stops the replicas that did start
+                up = [x for x in started if not isinstance(x, BaseException)]
+                procs = [proc for proc, _ in up]
+                urls = [url for _, url in up]
                 http = await stack.enter_async_context(
                     aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200))
                 )
