@@ -136,11 +136,13 @@ class DbCost:
     statements: list[tuple[int, float, int, int, str]]
 
 
-async def db_snapshot(dsn: str) -> dict[str, Any]:
-    """Counters to diff with ``db_cost``: transactions, WAL position, pg_stat_statements."""
+async def db_snapshot(dsn: str, *, settle: float = 1.2) -> dict[str, Any]:
+    """Counters to diff with ``db_cost``: transactions, WAL position, pg_stat_statements.
+    ``settle``: seconds waited first, as backends report their counters about once a second
+    (0 where the figures are not looked at: the smoke run)."""
     conn = await asyncpg.connect(dsn)
     try:
-        await asyncio.sleep(1.2)  # backends report their counters about once a second
+        await asyncio.sleep(settle)
         xacts = int(
             await conn.fetchval(
                 "SELECT xact_commit + xact_rollback FROM pg_stat_database "

@@ -641,6 +641,8 @@ class E2E:
     scale_seconds: float = 0.0
     #: whose code the gateway process runs (``--baseline``: another checkout)
     repo: Path = REPO
+    #: seconds a database snapshot waits for the backends' counters (``db_snapshot``)
+    stats_settle: float = 1.2
     _phase: int = 0
     log_path: Path = field(
         default_factory=lambda: Path(tempfile.mkdtemp(prefix="gw-bench-e2e-")) / "gateway.log"
@@ -668,19 +670,24 @@ class E2E:
         logs = Path(tempfile.mkdtemp(prefix="gw-bench-scale-"))
         try:
             async with AsyncExitStack() as stack:
-                procs = []
-                urls = []
-                for i in range(n):
-                    proc, url = await stack.enter_async_context(
-                        gateway_process(
-                            self.dsn,
-                            receiver.url,
-                            logs / f"replica-{n}-{i}.log",
-                            {},
+                # the replicas start side by side (each one's start-up is seconds of imports)
+                started = await asyncio.gather(
+                    *(
+                        stack.enter_async_context(
+                            gateway_process(
+                                self.dsn, receiver.url, logs / f"replica-{n}-{i}.log", {}
+                            )
                         )
-                    )
-                    procs.append(proc)
-                    urls.append(url)
+                        for i in range(n)
+                    ),
+                    return_exceptions=True,
+                )
+                for x in started:
+                    if isinstance(x, BaseException):
+                        raise x  # the stack stops the replicas that did start
+                up = [x for x in started if not isinstance(x, BaseException)]
+                procs = [proc for proc, _ in up]
+                urls = [url for _, url in up]
                 http = await stack.enter_async_context(
                     aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200))
                 )
@@ -691,7 +698,7 @@ class E2E:
                 self._phase += 1
                 driver.reuse_from(self._phase * 10_000_000, prefix=f"s{self._phase}-")
                 postmaster = await postmaster_pid(self.dsn)
-                before = await db_snapshot(self.dsn)
+                before = await db_snapshot(self.dsn, settle=self.stats_settle)
                 pg_cpu = postgres_cpu_seconds(postmaster)
                 load = await sustained(
                     driver,
@@ -704,7 +711,7 @@ class E2E:
                 load.update(
                     database_cost(
                         before,
-                        await db_snapshot(self.dsn),
+                        await db_snapshot(self.dsn, settle=self.stats_settle),
                         load["sessions"],
                         _diff(pg_cpu, pg_cpu_after),
                     )
@@ -752,7 +759,7 @@ class E2E:
                             # let a backlog of an overloaded rate drain before the next one
                             await asyncio.sleep(0.5)
                     postmaster = await postmaster_pid(self.dsn)
-                    before = await db_snapshot(self.dsn)
+                    before = await db_snapshot(self.dsn, settle=self.stats_settle)
                     pg_cpu = postgres_cpu_seconds(postmaster)
                     spy = None
                     if self.profile:
@@ -770,7 +777,7 @@ class E2E:
                     load.update(
                         database_cost(
                             before,
-                            await db_snapshot(self.dsn),
+                            await db_snapshot(self.dsn, settle=self.stats_settle),
                             load["sessions"],
                             _diff(pg_cpu, pg_cpu_after),
                         )

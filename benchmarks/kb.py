@@ -82,12 +82,14 @@ def make_pdf(pages: list[str]) -> bytes:
     return bytes(pdf.output())
 
 
-async def embedder_figures(embedder: LocalEmbedder, words: list[str]) -> dict[str, float]:
+async def embedder_figures(
+    embedder: LocalEmbedder, words: list[str], chunks: int = 1000
+) -> dict[str, float]:
     started = time.perf_counter()
     embedder.embed_sync(["warm up"])
     load = embedder.load_seconds or (time.perf_counter() - started)
     rng = random.Random(1)
-    texts = [" ".join(rng.choices(words, k=380)) for _ in range(1000)]  # ~512-token chunks
+    texts = [" ".join(rng.choices(words, k=380)) for _ in range(chunks)]  # ~512-token chunks
     started = time.perf_counter()
     embedder.embed_sync(texts)
     chunk_rate = len(texts) / (time.perf_counter() - started)
@@ -268,12 +270,12 @@ async def recall_figures(dsn: str, embedder: LocalEmbedder) -> dict[str, Any]:
 
 
 async def run_kb(
-    srv: Server, *, sizes: tuple[int, ...], pages: int, queries: int
+    srv: Server, *, sizes: tuple[int, ...], pages: int, queries: int, chunks: int = 1000
 ) -> dict[str, Any]:
     embedder = LocalEmbedder()
     words = re.findall(r"[A-Za-z]{3,}", " ".join(corpus().values()))
     results: dict[str, Any] = {"embedder": {"model": embedder.model}}
-    results["embedder"].update(await embedder_figures(embedder, words))
+    results["embedder"].update(await embedder_figures(embedder, words, chunks))
     print(f"  embedder: {results['embedder']}", file=sys.stderr)
     async with scratch_database(srv) as dsn:
         results["ingest"] = await ingest_figures(dsn, embedder, " ".join(corpus().values()), pages)

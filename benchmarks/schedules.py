@@ -28,8 +28,9 @@ from gateway.schedules.worker import ScheduleMetrics, ScheduleWorker
 from session_store.repos.schedules import Schedules
 from session_store.store import Store
 
-#: seconds between creating the schedules and their common due time (replicas start meanwhile)
-LEAD = 8.0
+#: seconds between creating the schedules and their common due time; the replicas are
+#: started and polling by then (each says it is ready before the schedules are made)
+LEAD = 1.0
 
 
 async def _seed(dsn: str, n: int, due: datetime) -> None:
@@ -62,6 +63,9 @@ async def replica(dsn: str, n: int, deadline: float) -> dict[str, Any]:
     )
     fired = 0
     try:
+        # ready: the schedules are made once every replica is; then poll until all fired
+        print("ready", flush=True)
+        await asyncio.to_thread(sys.stdin.readline)
         while time.time() < deadline:
             got = await worker.fire_once()
             fired += sum(1 for f in got if f.action == "fire")
@@ -80,9 +84,7 @@ async def replica(dsn: str, n: int, deadline: float) -> dict[str, Any]:
 
 async def run_schedules(srv: Any, *, n: int, replicas: int = 2) -> dict[str, Any]:
     async with scratch_database(srv) as dsn:
-        due = datetime.now(UTC) + timedelta(seconds=LEAD)
-        await _seed(dsn, n, due)
-        deadline = time.time() + LEAD + 120
+        deadline = time.time() + 180
         procs = [
             await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -92,11 +94,19 @@ async def run_schedules(srv: Any, *, n: int, replicas: int = 2) -> dict[str, Any
                 dsn,
                 str(n),
                 str(deadline),
+                stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
             )
             for _ in range(replicas)
         ]
-        outs = [await p.communicate() for p in procs]
+        for p in procs:  # each started (imports, connections): the due instant finds all
+            assert p.stdout is not None
+            line = await asyncio.wait_for(p.stdout.readline(), 120)
+            if line.strip() != b"ready":
+                raise RuntimeError(f"a replica did not start: {line!r}")
+        due = datetime.now(UTC) + timedelta(seconds=LEAD)
+        await _seed(dsn, n, due)
+        outs = await asyncio.gather(*(p.communicate(b"go\n") for p in procs))
         split = [json.loads(out.decode().strip().splitlines()[-1])["fired"] for out, _ in outs]
         conn = await asyncpg.connect(dsn)
         try:

@@ -12,7 +12,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,3 +169,23 @@ async def gateway_process(
                 proc.kill()
                 await proc.wait()
         log_file.close()
+
+
+@asynccontextmanager
+async def gateway_processes(
+    *runs: tuple[Mapping[str, str], Path], ready_timeout: float = 90
+) -> AsyncIterator[list[GatewayProcess]]:
+    """``gateway_process`` for each ``(env, log_path)``, started side by side (each start-up
+    is seconds of imports; here they overlap), in the order given; each stopped as there."""
+    async with AsyncExitStack() as stack:
+        started = await asyncio.gather(
+            *(
+                stack.enter_async_context(gateway_process(env, log, ready_timeout=ready_timeout))
+                for env, log in runs
+            ),
+            return_exceptions=True,
+        )
+        for result in started:
+            if isinstance(result, BaseException):
+                raise result  # the stack stops the ones that did start
+        yield [p for p in started if isinstance(p, GatewayProcess)]

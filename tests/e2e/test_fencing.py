@@ -28,7 +28,7 @@ TARGET = ReplyTarget(platform="sink", scope="test", chat_id="c", thread_id="t")
 
 class PacedSink(SinkTransport):
     def pace(self, target: ReplyTarget) -> Sequence[PaceRule]:
-        return [PaceRule("chat:c", 2.0)]
+        return [PaceRule("chat:c", 1.0)]
 
 
 async def _expire(store: Store, table: str, column: str, row_id: int) -> None:
@@ -111,7 +111,7 @@ async def test_a_stalled_delivery_whose_claim_was_taken_over_cannot_send_or_mark
         wake=Signal(),
         settings=DeliverySettings(lease_seconds=0.6),
     )
-    # the chat's previous send was just now: this one waits ~2 s for its pacing slot
+    # the chat's previous send was just now: this one waits ~1 s for its pacing slot
     await worker._budget.reserve(pace_rules(transport, TARGET))
     delivering = asyncio.create_task(worker.deliver(stalled))
     await wait_for(lambda: _pacing_marked(store, stalled.id), timeout=5)
@@ -162,8 +162,9 @@ async def test_a_live_delivery_keeps_its_lease_while_it_waits_for_pacing(
     )
     await worker._budget.reserve(pace_rules(transport, TARGET))
     delivering = asyncio.create_task(worker.deliver(delivery))
-    # recovery runs repeatedly during the ~2 s wait: the renewed lease never expires
-    for _ in range(8):
+    # recovery runs repeatedly during the ~1 s wait (the 0.6 s lease would have run out
+    # without its renewals): the renewed lease never expires
+    for _ in range(5):
         assert await store.recover_expired_sends(
             idempotent_platforms=[], other_platforms=["sink"]
         ) == (0, 0)
@@ -226,7 +227,7 @@ async def test_a_send_of_a_dead_process_older_than_the_key_window_stays_ambiguou
 
 class SlowPacedSink(SinkTransport):
     def pace(self, target: ReplyTarget) -> Sequence[PaceRule]:
-        return [PaceRule("chat:c", 3.0)]
+        return [PaceRule("chat:c", 2.0)]
 
 
 async def test_a_claim_taken_over_while_it_waited_for_pacing_is_resent_once_without_idempotency(
@@ -308,7 +309,7 @@ async def test_only_a_send_that_waits_for_pacing_writes_the_mark(
     await worker.deliver(free)
     assert await _writes(store, free.id) == [("sent", False)]
     paced = await _delivery(store, lease=30, handed=True, thread="paced")
-    await worker.deliver(paced)  # the chat's previous send was just now: it waits ~2 s
+    await worker.deliver(paced)  # the chat's previous send was just now: it waits ~1 s
     assert await _writes(store, paced.id) == [
         ("sending", True),
         ("sending", False),
@@ -381,7 +382,7 @@ async def test_through_the_pool_a_free_part_costs_one_write_and_a_paced_one_thre
         worker.hand_over(free)
         await wait_for(lambda: len(sink.accepted) == 1, timeout=10)
         paced = await _delivery(store, lease=30, handed=True, thread="paced")
-        worker.hand_over(paced)  # the chat's previous send was just now: it waits ~2 s
+        worker.hand_over(paced)  # the chat's previous send was just now: it waits ~1 s
         await wait_for(lambda: len(sink.accepted) == 2, timeout=10)
 
         async def recorded() -> bool:

@@ -18,7 +18,7 @@ from testsupport.fakes import slack as slack_fake
 from testsupport.fakes.openai import FakeOpenAI, Recorded
 from testsupport.fakes.slack import FakeSlack
 from testsupport.fakes.telegram import FakeTelegram
-from testsupport.process import gateway_process, run_cli
+from testsupport.process import gateway_process, run_cli_in_process
 
 pytestmark = pytest.mark.slow
 
@@ -160,10 +160,11 @@ async def _run(
         # a changed file is read again without a restart; a broken one keeps it
         port = gw.url.rsplit(":", 1)[1]
         config.write_text(text.replace("You talk about releases.", "You ship releases."))
-        code, out, err = await run_cli(["reload"], {**env, "GATEWAY_HTTP_PORT": port})
+        # the reload command asks the running process (no interpreter of its own needed)
+        code, out, err = await run_cli_in_process(["reload"], {**env, "GATEWAY_HTTP_PORT": port})
         assert (code, out) == (0, "reloaded\n"), err
         config.write_text(text.replace('= "releases"', '= "nobody"'))
-        code, out, err = await run_cli(["reload"], {**env, "GATEWAY_HTTP_PORT": port})
+        code, out, err = await run_cli_in_process(["reload"], {**env, "GATEWAY_HTTP_PORT": port})
         assert code == 2 and "unknown profile 'nobody'" in err
         telegram.user_says(forum, f"{TG_BOT} and the one after", topic=releases)
         await telegram.wait_until(

@@ -16,7 +16,7 @@ from testsupport.fakes.openai import FakeOpenAI, Step
 from testsupport.fakes.otlp import FakeCollector
 from testsupport.harness import wait_for
 from testsupport.paths import REPO
-from testsupport.process import GatewayProcess, gateway_process, run_cli
+from testsupport.process import GatewayProcess, gateway_processes, run_cli
 from testsupport.surfaces import surface
 
 pytestmark = pytest.mark.slow
@@ -67,10 +67,8 @@ async def test_a_message_answered_by_a_second_replica_after_a_sigkill_is_one_tra
     fake.script.extend([Step(text="never delivered", delay=60), Step(text=FINAL)])
     async with surface("slack") as s:
         env = {**_env(database_url, fake, collector), **s.process_env()}
-        async with (
-            gateway_process(env, tmp_path / "a.log") as a,
-            gateway_process(env, tmp_path / "b.log") as b,
-        ):
+        replicas = gateway_processes((env, tmp_path / "a.log"), (env, tmp_path / "b.log"))
+        async with replicas as (a, b):  # started side by side
             by_pid: dict[int, GatewayProcess] = {a.proc.pid: a, b.proc.pid: b}
             await s.attached(a)  # Slack's events go to a
             await s.ask("a question")
