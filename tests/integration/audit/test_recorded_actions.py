@@ -22,7 +22,7 @@ from session_store.operator import OperatorStore
 from session_store.tool_store import ToolStore
 from session_store.values import ReplyTarget
 from testsupport.harness import running_gateway
-from testsupport.process import run_cli
+from testsupport.process import run_cli_in_process
 
 TOKEN = "audit-token-0123456789abcdef0123456789"
 PASSWORD = "correct horse battery"
@@ -199,8 +199,10 @@ def _click(user: str, approve: bool) -> Drive:
 
 def _cli(*args: str, stdin: bytes | None = None) -> Drive:
     async def drive(gw: Gateway, c: httpx.AsyncClient) -> None:
+        # the command's own main() on the test's database, in a thread (a new interpreter
+        # costs about 2 s of imports; the process itself is another test's subject)
         env = {"DATABASE_URL": gw.settings.database_url or ""}
-        code, _out, err = await run_cli(list(args), env, stdin=stdin)
+        code, _out, err = await run_cli_in_process(list(args), env, stdin=stdin)
         assert code == 0, err
 
     return drive
