@@ -1,15 +1,24 @@
 """Each recorded action, done through its real surface (the admin API, /ops, MCP, sign-in,
 an approval click, the command line) against a real gateway and database, leaves one audit
-event naming who did it, to what, from where, and how it ended."""
+event naming who did it, to what, from where, and how it ended.
+
+The actions of one configuration share a gateway and its database (starting one per action
+was most of this file's time): each action works on objects of its own, and its audit event
+is looked for among the events recorded after it began."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+import asyncpg
 import httpx
 import pytest
+import pytest_asyncio
 from mcp import Client
 
 from gateway.core.domain import SessionKey
@@ -22,7 +31,7 @@ from session_store.operator import OperatorStore
 from session_store.tool_store import ToolStore
 from session_store.values import ReplyTarget
 from testsupport.harness import running_gateway
-from testsupport.process import run_cli
+from testsupport.process import run_cli_in_process
 
 TOKEN = "audit-token-0123456789abcdef0123456789"
 PASSWORD = "correct horse battery"
@@ -38,6 +47,10 @@ class Case:
     surface: str = "api"
     object_type: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)
+
+
+def _unique() -> str:
+    return uuid.uuid4().hex[:12]
 
 
 def _auth(token: str = TOKEN) -> dict[str, str]:
@@ -68,7 +81,7 @@ async def _upload(c: httpx.AsyncClient) -> int:
     answer = await c.post(
         "/api/v1/kb/documents",
         params={"name": "notes.md"},
-        content=b"# Notes\n\nThe gateway keeps an audit log.\n",
+        content=f"# Notes {_unique()}\n\nThe gateway keeps an audit log.\n".encode(),
         headers={**_auth(), "Content-Type": "application/octet-stream"},
     )
     assert answer.status_code == 200, answer.text
@@ -94,28 +107,39 @@ async def _kb_delete_missing(gw: Gateway, c: httpx.AsyncClient) -> None:
     assert (await c.delete("/api/v1/kb/documents/999", headers=_auth())).status_code == 404
 
 
-async def _kb_assign(gw: Gateway, c: httpx.AsyncClient) -> None:
-    body = {"kb": "handbook", "chat": "web:local:general"}
+async def _assign(c: httpx.AsyncClient) -> str:
+    kb = f"handbook-{_unique()}"
+    body = {"kb": kb, "chat": "web:local:general"}
     answer = await c.post("/api/v1/kb/assignments", json=body, headers=_auth())
     assert answer.status_code == 200, answer.text
+    return kb
+
+
+async def _kb_assign(gw: Gateway, c: httpx.AsyncClient) -> None:
+    await _assign(c)
 
 
 async def _kb_unassign(gw: Gateway, c: httpx.AsyncClient) -> None:
-    await _kb_assign(gw, c)
-    params = {"kb": "handbook", "chat": "web:local:general"}
+    kb = await _assign(c)
+    params = {"kb": kb, "chat": "web:local:general"}
     answer = await c.delete("/api/v1/kb/assignments", params=params, headers=_auth())
     assert answer.status_code == 204
 
 
 # --- MCP writes (no token: loopback) -----------------------------------------------------------
 
-_KEY = {"platform": "web", "scope": "local", "chat": "general", "thread": "audit"}
+
+def _key() -> dict[str, str]:
+    """A session of the action's own (a thread of its own in the web chat's #general)."""
+    return {"platform": "web", "scope": "local", "chat": "general", "thread": f"a-{_unique()}"}
 
 
 async def _mcp(gw: Gateway, tool: str, **arguments: Any) -> dict[str, Any]:
     async with Client(f"{gw.url}mcp") as client:
-        if tool != "create_session":
-            made = await client.call_tool("create_session", {**_KEY, "participant": "bot"})
+        if tool == "create_session":
+            arguments = {**_key(), **arguments}
+        else:
+            made = await client.call_tool("create_session", {**_key(), "participant": "bot"})
             arguments = {"session": made.structured_content["session_id"], **arguments}
             if tool == "create_session_summary":  # something to summarise
                 note = {"session": arguments["session"], "participant": "bot", "content": "x"}
@@ -136,7 +160,9 @@ def _mcp_case(tool: str, **arguments: Any) -> Drive:
 
 
 async def _account(gw: Gateway) -> None:
-    await AccountStore(gw.store.db).add("ann", hash_password(PASSWORD))
+    accounts = AccountStore(gw.store.db)
+    if await accounts.get("ann") is None:  # an earlier action on this database may have added her
+        await accounts.add("ann", hash_password(PASSWORD))
 
 
 async def _sign_in(gw: Gateway, c: httpx.AsyncClient) -> None:
@@ -162,10 +188,11 @@ async def _sign_out(gw: Gateway, c: httpx.AsyncClient) -> None:
 async def _approval(gw: Gateway) -> str:
     key = SessionKey(platform="web", scope="local", chat_id="general", thread_id="t")
     session, _ = await OperatorStore(gw.store).create_session(key, participant="ann")
+    own = _unique()
     record, _ = await ToolStore(gw.store).open_approval(
-        approval_id="appr-1",
+        approval_id=f"appr-{own}",
         session_id=session.id,
-        idempotency_key="k-1",
+        idempotency_key=f"k-{own}",
         tool_name="delete_everything",
         arguments={},
         owner="web:ann",
@@ -199,8 +226,10 @@ def _click(user: str, approve: bool) -> Drive:
 
 def _cli(*args: str, stdin: bytes | None = None) -> Drive:
     async def drive(gw: Gateway, c: httpx.AsyncClient) -> None:
+        # the command's own main() on the test's database, in a thread (a new interpreter
+        # costs about 2 s of imports; the process itself is another test's subject)
         env = {"DATABASE_URL": gw.settings.database_url or ""}
-        code, _out, err = await run_cli(list(args), env, stdin=stdin)
+        code, _out, err = await run_cli_in_process(list(args), env, stdin=stdin)
         assert code == 0, err
 
     return drive
@@ -235,9 +264,7 @@ CASES = {
     "kb-delete-missing": Case("kb.document.delete", _kb_delete_missing, "failed", settings=_TOKEN),
     "kb-assign": Case("kb.assign", _kb_assign, object_type="kb", settings=_TOKEN),
     "kb-unassign": Case("kb.unassign", _kb_unassign, settings=_TOKEN),
-    "mcp-create": Case(
-        "session.create", _mcp_case("create_session", **_KEY, participant="b"), **_LOCAL
-    ),
+    "mcp-create": Case("session.create", _mcp_case("create_session", participant="b"), **_LOCAL),
     "mcp-append": Case(
         "session.message.append",
         _mcp_case("append_session_message", participant="b", content="a note"),
@@ -288,13 +315,62 @@ def _matching(events: list[AuditEvent], case: Case) -> list[AuditEvent]:
     return [e for e in events if e.action == case.action and e.outcome == case.outcome]
 
 
+# every action of this module on the module's event loop: the gateways outlive one test
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+Gateways = Callable[[dict[str, Any]], Awaitable[Gateway]]
+
+
+def _dsn_for(base: str, database: str) -> str:
+    parts = urlsplit(base)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + database, parts.query, parts.fragment))
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def gateways(pg_server: str, template_db: str) -> AsyncIterator[Gateways]:
+    """A running gateway for a configuration, on a fresh database of its own, started the
+    first time an action asks for it and stopped after the module (with its database)."""
+    started: dict[frozenset[tuple[str, Any]], Gateway] = {}
+    databases: list[str] = []
+    async with AsyncExitStack() as stack:
+
+        async def gateway_for(settings: dict[str, Any]) -> Gateway:
+            key = frozenset(settings.items())
+            if key not in started:
+                name = f"gw_audit_{_unique()}"
+                conn = await asyncpg.connect(pg_server)
+                try:
+                    await conn.execute(f"CREATE DATABASE {name} TEMPLATE {template_db}")
+                finally:
+                    await conn.close()
+                databases.append(name)
+                started[key] = await stack.enter_async_context(
+                    running_gateway(_dsn_for(pg_server, name), **settings)
+                )
+            return started[key]
+
+        try:
+            yield gateway_for
+        finally:
+            await stack.aclose()
+            conn = await asyncpg.connect(pg_server)
+            try:
+                for name in databases:
+                    await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            finally:
+                await conn.close()
+
+
 @pytest.mark.parametrize("name", list(CASES))
-async def test_the_action_is_recorded(database_url: str, name: str) -> None:
+async def test_the_action_is_recorded(gateways: Gateways, name: str) -> None:
     case = CASES[name]
-    async with running_gateway(database_url, **case.settings) as gw:
-        async with httpx.AsyncClient(base_url=gw.url, timeout=30) as c:
-            await case.drive(gw, c)
-        events = await AuditStore(gw.store.db).page(limit=100)
+    gw = await gateways(case.settings)
+    # the events recorded before this action (by earlier ones on this gateway) are not its own
+    async with gw.store.db.connection() as conn:
+        before = await conn.fetchval("SELECT coalesce(max(id), 0) FROM audit_events")
+    async with httpx.AsyncClient(base_url=gw.url, timeout=30) as c:
+        await case.drive(gw, c)
+    events = [e for e in await AuditStore(gw.store.db).page(limit=100) if e.id > before]
     found = _matching(events, case)
     assert len(found) == 1, [(e.action, e.outcome, e.actor) for e in events]
     event = found[0]

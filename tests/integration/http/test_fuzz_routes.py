@@ -320,13 +320,17 @@ def _schemathesis_run(schema: Any, base: str, mode: str) -> Iterator[list[str]]:
     accepted and answered as documented (positive), invalid ones refused (negative), never
     a 5xx."""
     from schemathesis import GenerationMode
+    from schemathesis.transport.requests import ManagedCookiesSession
 
-    for result in schema.get_all_operations():
-        operation = result.ok()
-        yield _check_operation(operation, base, GenerationMode(mode))
+    # one session for the run, as ``st run`` has: kept-alive connections instead of a new one
+    # per request (schemathesis drops a response's cookies before the next request)
+    with ManagedCookiesSession() as session:
+        for result in schema.get_all_operations():
+            operation = result.ok()
+            yield _check_operation(operation, base, GenerationMode(mode), session)
 
 
-def _check_operation(operation: Any, base: str, mode: Any) -> list[str]:
+def _check_operation(operation: Any, base: str, mode: Any, session: Any) -> list[str]:
     found: list[str] = []
 
     @settings(
@@ -337,7 +341,7 @@ def _check_operation(operation: Any, base: str, mode: Any) -> list[str]:
     )
     @given(case=operation.as_strategy(generation_mode=mode))
     def run(case: Any) -> None:
-        case.validate_response(case.call(base_url=base))
+        case.validate_response(case.call(base_url=base, session=session))
 
     try:
         run()

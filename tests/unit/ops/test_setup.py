@@ -431,27 +431,44 @@ async def test_setup_writes_the_file_every_command_then_reads(
     # initialise per command)
     db = {"DATABASE_URL": database_url, "GATEWAY_HTTP_PORT": "0"}
     async with FakeTelegram() as fake:
-        code, out, err = await setup_piped(
-            tmp_path, ["telegram", "--api-base-url", fake.base_url, "--token", fake.token]
+        # the two ways to name the file, each in a directory of its own: side by side
+        await asyncio.gather(
+            _per_user_file_then_doctor(tmp_path / "user", fake, db),
+            _named_file_then_doctor(tmp_path / "service", fake, db),
         )
-        assert code == 0, err
-        user_file = tmp_path / "config" / "chat-gateway" / ".env"
-        assert f"to {user_file}." in out and not (tmp_path / ".env").exists()
-        code, out, _ = await run_cli(["doctor"], {**user_config(tmp_path), **db})
-        assert f"ok  configuration: settings from {user_file}" in out, out
-        assert "ok  telegram: getMe ok" in out, out
 
-        # GATEWAY_ENV_FILE (a service's /etc/chat-gateway/gateway.env) names it for both
-        service = {**user_config(tmp_path), "GATEWAY_ENV_FILE": str(tmp_path / "etc" / "gw.env")}
-        code, out, err = await setup_piped(
-            tmp_path,
-            ["telegram", "--api-base-url", fake.base_url, "--token", fake.token],
-            env=service,
-        )
-        assert code == 0, err
-        assert f"to {tmp_path / 'etc' / 'gw.env'}." in out
-        code, out, _ = await run_cli(["doctor"], {**service, **db})
-        assert f"settings from {tmp_path / 'etc' / 'gw.env'}" in out, out
+
+async def _per_user_file_then_doctor(
+    tmp_path: Path, fake: FakeTelegram, db: dict[str, str]
+) -> None:
+    tmp_path.mkdir()
+    code, out, err = await setup_piped(
+        tmp_path, ["telegram", "--api-base-url", fake.base_url, "--token", fake.token]
+    )
+    assert code == 0, err
+    user_file = tmp_path / "config" / "chat-gateway" / ".env"
+    assert f"to {user_file}." in out and not (tmp_path / ".env").exists()
+    code, out, _ = await run_cli(["doctor"], {**user_config(tmp_path), **db})
+    assert f"ok  configuration: settings from {user_file}" in out, out
+    assert "ok  telegram: getMe ok" in out, out
+
+
+async def _named_file_then_doctor(tmp_path: Path, fake: FakeTelegram, db: dict[str, str]) -> None:
+    # GATEWAY_ENV_FILE (a service's /etc/chat-gateway/gateway.env) names it for both, over
+    # a per-user file that is there too (as the other half's setup leaves it)
+    per_user = tmp_path / "config" / "chat-gateway" / ".env"
+    per_user.parent.mkdir(parents=True)
+    per_user.write_text(f"TELEGRAM_BOT_TOKEN={fake.token}\nTELEGRAM_API_BASE_URL={fake.base_url}\n")
+    service = {**user_config(tmp_path), "GATEWAY_ENV_FILE": str(tmp_path / "etc" / "gw.env")}
+    code, out, err = await setup_piped(
+        tmp_path,
+        ["telegram", "--api-base-url", fake.base_url, "--token", fake.token],
+        env=service,
+    )
+    assert code == 0, err
+    assert f"to {tmp_path / 'etc' / 'gw.env'}." in out
+    code, out, _ = await run_cli(["doctor"], {**service, **db})
+    assert f"settings from {tmp_path / 'etc' / 'gw.env'}" in out, out
 
 
 def test_the_settings_file_search_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
