@@ -554,3 +554,6 @@ class _OffWire:
         if wait > 0:
             await self._worker.wait_off_wire(self._delivery, wait)
         return 0.0
+
+    async def hold(self, rules: Rules, seconds: float) -> None:
+        await self._worker._budget.hold(rules, seconds)

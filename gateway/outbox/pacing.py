@@ -58,13 +58,6 @@ def pace_rules(transport: Transport, target: ReplyTarget) -> list[PaceRule]:
     return [rule._replace(key=f"{prefix}:{rule.key}") for rule in transport.pace(target)]
 
 
-def hold_rules(rules: Rules, seconds: float) -> list[PaceRule]:
-    """A reservation that holds every key of ``rules`` for ``seconds`` (a 429's Retry-After)
-    with its burst spent: the next call under ``rules`` waits that long, and the one after it
-    an interval more."""
-    return [PaceRule(r.key, seconds + tolerance(r)) for r in rules]
-
-
 def cosmetic_rules(rules: Rules) -> list[PaceRule]:
     """The rules a cosmetic call (a preview edit or draft, a typing renewal) reserves under:
     the same keys with one burst slot fewer. Such a call starts only while the key would still
@@ -73,6 +66,12 @@ def cosmetic_rules(rules: Rules) -> list[PaceRule]:
     previews otherwise spend the whole burst). A key with a burst of 1 has no slot to spare:
     there the rules are unchanged."""
     return [r._replace(burst=max(r.burst - 1, 1)) for r in rules]
+
+
+def held(rule: PaceRule, seconds: float) -> float:
+    """How far ahead a hold of ``seconds`` puts the key's TAT: the wait plus the whole burst,
+    so the first call after it goes at ``seconds`` and the next an interval later."""
+    return seconds + tolerance(rule)
 
 
 def tolerance(rule: PaceRule) -> float:
@@ -84,6 +83,13 @@ class Budget(Protocol):
     async def reserve(self, rules: Rules, max_wait: float = NO_LIMIT) -> float:
         """Reserve the next slot under ``rules``; seconds to wait first. When the wait would
         be over ``max_wait`` nothing is reserved and the wait is returned."""
+        ...
+
+    async def hold(self, rules: Rules, seconds: float) -> None:
+        """Close every key of ``rules`` for ``seconds`` from now (a 429's Retry-After) with
+        its burst spent: the next call waits that long, the one after it an interval more. A
+        key already reserved further ahead keeps its time: a second 429 during a hold is
+        measured from now, never added to the first."""
         ...
 
 
@@ -106,6 +112,15 @@ class LocalBudget:
 
     async def reserve(self, rules: Rules, max_wait: float = NO_LIMIT) -> float:
         return self.reserve_now(rules, max_wait)
+
+    def hold_now(self, rules: Rules, seconds: float) -> None:
+        now = time.monotonic()
+        for rule in rules:
+            self._next[rule.key] = max(self._next.get(rule.key, 0.0), now + held(rule, seconds))
+            self._next.move_to_end(rule.key)
+
+    async def hold(self, rules: Rules, seconds: float) -> None:
+        self.hold_now(rules, seconds)
 
     def note(self, rules: Rules, start: float) -> None:
         """Record a reservation starting at monotonic time ``start`` (made elsewhere)."""
@@ -133,6 +148,9 @@ class SharedBudget:
 
     async def reserve(self, rules: Rules, max_wait: float = NO_LIMIT) -> float:
         return await self._store.reserve(rules, max_wait=max_wait)
+
+    async def hold(self, rules: Rules, seconds: float) -> None:
+        await self._store.seed([(rule.key, held(rule, seconds)) for rule in rules])
 
     async def seed(self, ahead: Sequence[tuple[str, float]]) -> None:
         await self._store.seed(ahead)
@@ -193,3 +211,14 @@ class Pacing:
         if wait <= max_wait:
             self.local.note(rules, asked + wait)
         return wait
+
+    async def hold(self, rules: Rules, seconds: float) -> None:
+        # mirrored locally in both modes, as reservations are (note): the hold outlives a
+        # switch to solo pacing
+        self.local.hold_now(rules, seconds)
+        if not rules or not self._shared or self._shared_budget is None:
+            return
+        try:
+            await self._shared_budget.hold(rules, seconds)
+        except StoreError as exc:
+            log.warning("pacing_shared_unavailable", error=str(exc))

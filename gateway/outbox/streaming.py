@@ -49,7 +49,6 @@ from gateway.outbox.pacing import (
     Rules,
     SharedBudget,
     cosmetic_rules,
-    hold_rules,
     pace_rules,
 )
 from session_store.previews import PreviewStore
@@ -325,8 +324,8 @@ class PreviewStreamer:
                 platform=self._target.platform,
                 retry_after=exc.retry_after,
             )
-            push = hold_rules(pace_rules(self._transport, self._target), float(exc.retry_after))
-            await self._budget.reserve(push)
+            rules = pace_rules(self._transport, self._target)
+            await self._budget.hold(rules, float(exc.retry_after))
             return
         if exc.permanent or exc.ambiguous or sending:
             # a send that may have posted cannot be retried (we would not know its id), a

@@ -21,7 +21,6 @@ from gateway.outbox.pacing import (
     Pacing,
     SharedBudget,
     cosmetic_rules,
-    hold_rules,
     pace_rules,
 )
 from gateway.outbox.streaming import MAX_PREVIEW_WAIT
@@ -220,9 +219,12 @@ async def test_a_quiet_chat_takes_a_burst_at_once_then_keeps_the_rate(
     both = [PaceRule(f"sink:chat:{where}2", 10.0, 3), PaceRule(f"sink:server:{where}", 5.0)]
     assert await _waits(budget, both, 3) == [0.0, 5.0, 10.0]
     # a 429's Retry-After spends the burst: the next call waits for it, the one after an
-    # interval more
+    # interval more; a second 429 during the hold is measured from now (it was added to the
+    # first: 80 s), and a shorter one leaves the hold as it is
     held = [PaceRule(f"sink:chat:{where}3", 10.0, 3)]
-    await budget.reserve(hold_rules(held, 30.0))
+    await budget.hold(held, 30.0)
+    await budget.hold(held, 30.0)
+    await budget.hold(held, 5.0)
     assert await _waits(budget, held, 2) == [30.0, 40.0]
     # a burst of 1 is the plain spacing of before
     plain = [PaceRule(f"sink:chat:{where}4", 10.0)]
