@@ -1,6 +1,7 @@
 """Fencing: a worker that stalled while its claim was taken over writes nothing: not its
-turn's answer, not its delivery's outcome; and a delivery's lease is renewed while it waits
-for pacing, so its loss is noticed before anything is sent."""
+turn's answer, not its delivery's outcome; a delivery waiting for pacing keeps its claim (the
+wait's mark carries its lease past the wait) and one on the wire keeps it by renewal, so its
+loss is noticed before anything is sent."""
 
 from __future__ import annotations
 
@@ -162,8 +163,40 @@ async def test_a_live_delivery_keeps_its_lease_while_it_waits_for_pacing(
     )
     await worker._budget.reserve(pace_rules(transport, TARGET))
     delivering = asyncio.create_task(worker.deliver(delivery))
-    # recovery runs repeatedly during the ~1 s wait (the 0.6 s lease would have run out
-    # without its renewals): the renewed lease never expires
+    # recovery runs repeatedly during the ~1 s wait (longer than the 0.6 s lease): the wait's
+    # mark keeps the lease past it, so the claim is never taken (renewal on the wire is the
+    # next test's)
+    for _ in range(5):
+        assert await store.recover_expired_sends(
+            idempotent_platforms=[], other_platforms=["sink"]
+        ) == (0, 0)
+        await asyncio.sleep(0.25)
+    await asyncio.wait_for(delivering, 5)
+    [row] = await store.deliveries_for_session(delivery.session_id)
+    assert row.status == "sent" and not row.ambiguous
+    assert len(sink.accepted) == 1
+    await transport.aclose()
+
+
+async def test_a_live_send_keeps_its_lease_while_the_platform_holds_its_answer(
+    store: Store, sink: SinkServer
+) -> None:
+    """Renewal on the wire: the platform answers after 1.5 s and the lease is 0.6 s. Only the
+    renewals keep the claim (a pacing wait is covered by its mark, above; this is not), so
+    recovery, run repeatedly meanwhile, never fails as ambiguous a send a live worker is
+    still making, and the send is recorded once."""
+    delivery = await _delivery(store, lease=0.6)
+    sink.script.append(("timeout", 1.5))
+    transport = SinkTransport(sink.url)
+    worker = DeliveryWorker(
+        store,
+        {"sink": transport},
+        metrics=Metrics(),
+        wake=Signal(),
+        settings=DeliverySettings(lease_seconds=0.6),
+    )
+    delivering = asyncio.create_task(worker.deliver(delivery))
+    await wait_for(lambda: len(sink.received) == 1, timeout=5)
     for _ in range(5):
         assert await store.recover_expired_sends(
             idempotent_platforms=[], other_platforms=["sink"]
