@@ -75,6 +75,33 @@ async def _delivery(
     return row
 
 
+def _worker(store: Store, transport: SinkTransport) -> DeliveryWorker:
+    """A delivery worker whose leases last 0.6 s (its renewals every 0.2 s)."""
+    return DeliveryWorker(
+        store,
+        {"sink": transport},
+        metrics=Metrics(),
+        wake=Signal(),
+        settings=DeliverySettings(lease_seconds=0.6),
+    )
+
+
+async def _never_taken_then_sent(
+    store: Store, sink: SinkServer, delivery: DeliveryRecord, delivering: asyncio.Task[bool]
+) -> None:
+    """Recovery, run five times over about 1.25 s (twice the lease), takes nothing from the
+    live worker; then its send is recorded once, sent and not ambiguous."""
+    for _ in range(5):
+        assert await store.recover_expired_sends(
+            idempotent_platforms=[], other_platforms=["sink"]
+        ) == (0, 0)
+        await asyncio.sleep(0.25)
+    await asyncio.wait_for(delivering, 5)
+    [row] = await store.deliveries_for_session(delivery.session_id)
+    assert row.status == "sent" and not row.ambiguous
+    assert len(sink.accepted) == 1
+
+
 async def test_a_stalled_turn_whose_lease_was_taken_over_cannot_write_its_answer(
     store: Store,
 ) -> None:
@@ -105,13 +132,7 @@ async def test_a_stalled_delivery_whose_claim_was_taken_over_cannot_send_or_mark
 ) -> None:
     stalled = await _delivery(store, lease=0.6)
     transport = PacedSink(sink.url)
-    worker = DeliveryWorker(
-        store,
-        {"sink": transport},
-        metrics=Metrics(),
-        wake=Signal(),
-        settings=DeliverySettings(lease_seconds=0.6),
-    )
+    worker = _worker(store, transport)
     # the chat's previous send was just now: this one waits ~1 s for its pacing slot
     await worker._budget.reserve(pace_rules(transport, TARGET))
     delivering = asyncio.create_task(worker.deliver(stalled))
@@ -154,27 +175,13 @@ async def test_a_live_delivery_keeps_its_lease_while_it_waits_for_pacing(
 ) -> None:
     delivery = await _delivery(store, lease=0.6)
     transport = PacedSink(sink.url)
-    worker = DeliveryWorker(
-        store,
-        {"sink": transport},
-        metrics=Metrics(),
-        wake=Signal(),
-        settings=DeliverySettings(lease_seconds=0.6),
-    )
+    worker = _worker(store, transport)
     await worker._budget.reserve(pace_rules(transport, TARGET))
     delivering = asyncio.create_task(worker.deliver(delivery))
     # recovery runs repeatedly during the ~1 s wait (longer than the 0.6 s lease): the wait's
     # mark keeps the lease past it, so the claim is never taken (renewal on the wire is the
     # next test's)
-    for _ in range(5):
-        assert await store.recover_expired_sends(
-            idempotent_platforms=[], other_platforms=["sink"]
-        ) == (0, 0)
-        await asyncio.sleep(0.25)
-    await asyncio.wait_for(delivering, 5)
-    [row] = await store.deliveries_for_session(delivery.session_id)
-    assert row.status == "sent" and not row.ambiguous
-    assert len(sink.accepted) == 1
+    await _never_taken_then_sent(store, sink, delivery, delivering)
     await transport.aclose()
 
 
@@ -188,24 +195,10 @@ async def test_a_live_send_keeps_its_lease_while_the_platform_holds_its_answer(
     delivery = await _delivery(store, lease=0.6)
     sink.script.append(("timeout", 1.5))
     transport = SinkTransport(sink.url)
-    worker = DeliveryWorker(
-        store,
-        {"sink": transport},
-        metrics=Metrics(),
-        wake=Signal(),
-        settings=DeliverySettings(lease_seconds=0.6),
-    )
+    worker = _worker(store, transport)
     delivering = asyncio.create_task(worker.deliver(delivery))
     await wait_for(lambda: len(sink.received) == 1, timeout=5)
-    for _ in range(5):
-        assert await store.recover_expired_sends(
-            idempotent_platforms=[], other_platforms=["sink"]
-        ) == (0, 0)
-        await asyncio.sleep(0.25)
-    await asyncio.wait_for(delivering, 5)
-    [row] = await store.deliveries_for_session(delivery.session_id)
-    assert row.status == "sent" and not row.ambiguous
-    assert len(sink.accepted) == 1
+    await _never_taken_then_sent(store, sink, delivery, delivering)
     await transport.aclose()
 
 
