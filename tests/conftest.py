@@ -7,11 +7,9 @@ import asyncio
 import os
 import shutil
 import tempfile
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
@@ -23,6 +21,7 @@ from testsupport.coverage import (  # noqa: F401  (the coverage figure, untraced
     pytest_runtest_call,
     pytest_terminal_summary,
 )
+from testsupport.databases import dsn_for, fresh_database
 from testsupport.fakes.openai import FakeOpenAI
 from testsupport.fakes.sink_server import SinkServer
 
@@ -62,12 +61,6 @@ def _admin_dsn(config: pytest.Config) -> str | None:
     if workerinput is not None:
         return workerinput.get("gw_database_url") or None
     return _ADMIN_DSN
-
-
-def dsn_for(base: str, database: str) -> str:
-    """Same server and credentials, another database (handles ``?host=/socket`` DSNs)."""
-    parts = urlsplit(base)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + database, parts.query, parts.fragment))
 
 
 @pytest.fixture(scope="session")
@@ -110,35 +103,15 @@ def template_db(pg_server: str) -> str:
 @pytest.fixture
 async def database_url(pg_server: str, template_db: str) -> AsyncIterator[str]:
     """A fresh, migrated database for one test; dropped afterwards."""
-    name = f"gw_test_{uuid.uuid4().hex[:12]}"
-    conn = await asyncpg.connect(pg_server)
-    try:
-        await conn.execute(f"CREATE DATABASE {name} TEMPLATE {template_db}")
-    finally:
-        await conn.close()
-    yield dsn_for(pg_server, name)
-    conn = await asyncpg.connect(pg_server)
-    try:
-        await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    finally:
-        await conn.close()
+    async with fresh_database(pg_server, prefix="gw_test", template=template_db) as dsn:
+        yield dsn
 
 
 @pytest.fixture
 async def empty_database_url(pg_server: str) -> AsyncIterator[str]:
     """A fresh database with no schema at all (for migration tests)."""
-    name = f"gw_empty_{uuid.uuid4().hex[:12]}"
-    conn = await asyncpg.connect(pg_server)
-    try:
-        await conn.execute(f"CREATE DATABASE {name}")
-    finally:
-        await conn.close()
-    yield dsn_for(pg_server, name)
-    conn = await asyncpg.connect(pg_server)
-    try:
-        await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    finally:
-        await conn.close()
+    async with fresh_database(pg_server, prefix="gw_empty") as dsn:
+        yield dsn
 
 
 @pytest.fixture

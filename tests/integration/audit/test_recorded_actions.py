@@ -13,9 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-import asyncpg
 import httpx
 import pytest
 import pytest_asyncio
@@ -30,6 +28,7 @@ from session_store.audit import AuditEvent, AuditStore
 from session_store.operator import OperatorStore
 from session_store.tool_store import ToolStore
 from session_store.values import ReplyTarget
+from testsupport.databases import fresh_database
 from testsupport.harness import running_gateway
 from testsupport.process import run_cli_in_process
 
@@ -321,44 +320,23 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 Gateways = Callable[[dict[str, Any]], Awaitable[Gateway]]
 
 
-def _dsn_for(base: str, database: str) -> str:
-    parts = urlsplit(base)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + database, parts.query, parts.fragment))
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def gateways(pg_server: str, template_db: str) -> AsyncIterator[Gateways]:
     """A running gateway for a configuration, on a fresh database of its own, started the
-    first time an action asks for it and stopped after the module (with its database)."""
+    first time an action asks for it and stopped after the module (then its database)."""
     started: dict[frozenset[tuple[str, Any]], Gateway] = {}
-    databases: list[str] = []
     async with AsyncExitStack() as stack:
 
         async def gateway_for(settings: dict[str, Any]) -> Gateway:
             key = frozenset(settings.items())
             if key not in started:
-                name = f"gw_audit_{_unique()}"
-                conn = await asyncpg.connect(pg_server)
-                try:
-                    await conn.execute(f"CREATE DATABASE {name} TEMPLATE {template_db}")
-                finally:
-                    await conn.close()
-                databases.append(name)
-                started[key] = await stack.enter_async_context(
-                    running_gateway(_dsn_for(pg_server, name), **settings)
+                dsn = await stack.enter_async_context(
+                    fresh_database(pg_server, prefix="gw_audit", template=template_db)
                 )
+                started[key] = await stack.enter_async_context(running_gateway(dsn, **settings))
             return started[key]
 
-        try:
-            yield gateway_for
-        finally:
-            await stack.aclose()
-            conn = await asyncpg.connect(pg_server)
-            try:
-                for name in databases:
-                    await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            finally:
-                await conn.close()
+        yield gateway_for
 
 
 @pytest.mark.parametrize("name", list(CASES))
