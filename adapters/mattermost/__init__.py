@@ -26,10 +26,11 @@ Deliberately not handled (platforms.md §3):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from adapters.mattermost.plugin import plugin
 from adapters.mattermost.settings import MattermostSettings
+from gateway.core.plugins import lazy_attributes
 from gateway.core.ports import AdapterContext, PlatformAdapter
 from gateway.core.settings import Settings
 
@@ -46,11 +47,10 @@ def create_adapter(settings: Settings, context: AdapterContext) -> PlatformAdapt
     return plugin.create(settings.surface(MattermostSettings), settings, context)
 
 
-def __getattr__(name: str) -> Any:
-    """The adapter is imported when first asked for: the command line reads the plugin's
-    settings and setup prompts without importing the platform's client library."""
-    if name in ("MattermostAdapter", "MattermostConfig"):
-        import adapters.mattermost.adapter
-
-        return getattr(adapters.mattermost.adapter, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(
+    __name__,
+    {
+        "MattermostAdapter": "adapters.mattermost.adapter",
+        "MattermostConfig": "adapters.mattermost.adapter",
+    },
+)

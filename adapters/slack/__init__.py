@@ -30,10 +30,11 @@ Deliberately not handled (platforms.md §2):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from adapters.slack.plugin import plugin
 from adapters.slack.settings import SlackSettings
+from gateway.core.plugins import lazy_attributes
 from gateway.core.ports import AdapterContext, PlatformAdapter
 from gateway.core.settings import Settings
 
@@ -50,11 +51,4 @@ def create_adapter(settings: Settings, context: AdapterContext) -> PlatformAdapt
     return plugin.create(settings.surface(SlackSettings), settings, context)
 
 
-def __getattr__(name: str) -> Any:
-    """The adapter is imported when first asked for: the command line reads the plugin's
-    settings and setup prompts without importing the platform's client library."""
-    if name == "SlackAdapter":
-        import adapters.slack.adapter
-
-        return adapters.slack.adapter.SlackAdapter
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, {"SlackAdapter": "adapters.slack.adapter"})

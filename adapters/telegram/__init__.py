@@ -31,10 +31,11 @@ Deliberately not handled (platforms.md §1):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from adapters.telegram.plugin import plugin
 from adapters.telegram.settings import TelegramSettings
+from gateway.core.plugins import lazy_attributes
 from gateway.core.ports import AdapterContext, PlatformAdapter
 from gateway.core.settings import Settings
 
@@ -52,15 +53,10 @@ def create_adapter(settings: Settings, context: AdapterContext) -> PlatformAdapt
     return plugin.create(settings.surface(TelegramSettings), settings, context)
 
 
-def __getattr__(name: str) -> Any:
-    """The adapter is imported when first asked for: the command line reads the plugin's
-    settings and setup prompts without importing the platform's client library."""
-    if name == "TelegramAdapter":
-        import adapters.telegram.adapter
-
-        return adapters.telegram.adapter.TelegramAdapter
-    if name == "TelegramTransport":
-        import adapters.telegram.transport
-
-        return adapters.telegram.transport.TelegramTransport
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(
+    __name__,
+    {
+        "TelegramAdapter": "adapters.telegram.adapter",
+        "TelegramTransport": "adapters.telegram.transport",
+    },
+)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from adapters.web.plugin import plugin
 from adapters.web.settings import WebSettings
+from gateway.core.plugins import lazy_attributes
 from gateway.core.ports import AdapterContext, PlatformAdapter
 from gateway.core.settings import Settings
 
@@ -22,11 +23,4 @@ def create_adapter(settings: Settings, context: AdapterContext) -> PlatformAdapt
     return plugin.create(settings.surface(WebSettings), settings, context)
 
 
-def __getattr__(name: str) -> Any:
-    """The adapter is imported when first asked for: the command line reads the plugin's
-    settings and setup prompts without importing the platform's client library."""
-    if name == "WebAdapter":
-        import adapters.web.adapter
-
-        return adapters.web.adapter.WebAdapter
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, {"WebAdapter": "adapters.web.adapter"})

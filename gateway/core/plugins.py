@@ -27,8 +27,9 @@ Only this module, ``gateway.core.ports``, ``gateway.core.settings`` and
 from __future__ import annotations
 
 import argparse
+import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -146,3 +147,18 @@ def place_target(key: SessionKey) -> ReplyTarget:
     return ReplyTarget(
         platform=key.platform, scope=key.scope, chat_id=key.chat_id, thread_id=key.thread_id
     )
+
+
+def lazy_attributes(package: str, where: Mapping[str, str]) -> Callable[[str], Any]:
+    """A surface package's module ``__getattr__``: each name of ``where`` is imported from its
+    module when first asked for, so the command line reads the plugin's settings and setup
+    prompts without importing the platform's client library (``__getattr__ =
+    lazy_attributes(__name__, {"MyAdapter": "my_surface.adapter"})``)."""
+
+    def __getattr__(name: str) -> Any:
+        module = where.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(module), name)
+
+    return __getattr__
