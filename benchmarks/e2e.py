@@ -42,6 +42,7 @@ import asyncpg
 from aiohttp import web
 
 from benchmarks.common import db_cost, db_snapshot, pct
+from testsupport.process import enter_side_by_side
 
 REPO = Path(__file__).resolve().parents[1]
 _READY = re.compile(r"gateway ready: web chat at (http://\S+)")
@@ -671,21 +672,13 @@ class E2E:
         try:
             async with AsyncExitStack() as stack:
                 # the replicas start side by side (each one's start-up is seconds of imports)
-                started = await asyncio.gather(
-                    *(
-                        stack.enter_async_context(
-                            gateway_process(
-                                self.dsn, receiver.url, logs / f"replica-{n}-{i}.log", {}
-                            )
-                        )
+                up = await enter_side_by_side(
+                    stack,
+                    (
+                        gateway_process(self.dsn, receiver.url, logs / f"replica-{n}-{i}.log", {})
                         for i in range(n)
                     ),
-                    return_exceptions=True,
                 )
-                for x in started:
-                    if isinstance(x, BaseException):
-                        raise x  # the stack stops the replicas that did start
-                up = [x for x in started if not isinstance(x, BaseException)]
                 procs = [proc for proc, _ in up]
                 urls = [url for _, url in up]
                 http = await stack.enter_async_context(

@@ -11,14 +11,18 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar, cast
 
 from testsupport.paths import REPO
 
 _READY = re.compile(r"gateway ready: web chat at (http://\S+)")
+
+
+T = TypeVar("T")
 
 
 def clean_env(extra: Mapping[str, str]) -> dict[str, str]:
@@ -171,21 +175,29 @@ async def gateway_process(
         log_file.close()
 
 
+async def enter_side_by_side(
+    stack: AsyncExitStack, contexts: Iterable[AbstractAsyncContextManager[T]]
+) -> list[T]:
+    """Enter ``contexts`` on ``stack`` concurrently (gateway start-ups are seconds of imports
+    each; here they overlap); their values in the order given. When one fails, its error is
+    raised and the stack exits the ones that did start."""
+    entered = await asyncio.gather(
+        *(stack.enter_async_context(c) for c in contexts), return_exceptions=True
+    )
+    for result in entered:
+        if isinstance(result, BaseException):
+            raise result
+    return cast(list[T], entered)
+
+
 @asynccontextmanager
 async def gateway_processes(
     *runs: tuple[Mapping[str, str], Path], ready_timeout: float = 90
 ) -> AsyncIterator[list[GatewayProcess]]:
-    """``gateway_process`` for each ``(env, log_path)``, started side by side (each start-up
-    is seconds of imports; here they overlap), in the order given; each stopped as there."""
+    """``gateway_process`` for each ``(env, log_path)``, started side by side, in the order
+    given; each stopped as there."""
     async with AsyncExitStack() as stack:
-        started = await asyncio.gather(
-            *(
-                stack.enter_async_context(gateway_process(env, log, ready_timeout=ready_timeout))
-                for env, log in runs
-            ),
-            return_exceptions=True,
+        yield await enter_side_by_side(
+            stack,
+            (gateway_process(env, log, ready_timeout=ready_timeout) for env, log in runs),
         )
-        for result in started:
-            if isinstance(result, BaseException):
-                raise result  # the stack stops the ones that did start
-        yield [p for p in started if isinstance(p, GatewayProcess)]
