@@ -76,7 +76,6 @@ class Reconciler:
         self._ctx = ExtractContext(
             scope=self._urls.scope,
             bot=BotIdentity(user_id=user_id, username=username),
-            rules=self._config.rules,
         )
         log.info(
             "mattermost_identity",

@@ -41,7 +41,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from adapters.slack.bolt_app import BoltIngress
 from adapters.slack.check import check_tokens
-from adapters.slack.extract import PLATFORM, BotIdentity, answer_rules
+from adapters.slack.extract import PLATFORM, BotIdentity
 from adapters.slack.settings import SlackSettings
 from adapters.slack.socket_mode import (
     DRAIN_SECONDS,
@@ -53,8 +53,6 @@ from adapters.slack.transport import SlackTransport, make_web_client
 from gateway.core.errors import ConfigError, GatewayError
 from gateway.core.hub import KeyedLock
 from gateway.core.ports import Check, Intake
-from gateway.core.settings import Settings
-from gateway.inbound.policy import PlaceAnswerRule
 
 log = structlog.get_logger(__name__)
 
@@ -70,10 +68,6 @@ class SlackAdapter(BoltIngress, SocketModeIngress):
     def __init__(
         self,
         settings: SlackSettings,
-        *,
-        answer_bots: bool | None = None,
-        core: Settings | None = None,
-        place_answers_all: PlaceAnswerRule | None = None,
     ) -> None:
         if settings.slack_bot_token is None:
             raise ConfigError("SLACK_BOT_TOKEN", "required to enable Slack")
@@ -89,9 +83,6 @@ class SlackAdapter(BoltIngress, SocketModeIngress):
         self._verifier = SignatureVerifier(secret.get_secret_value()) if secret else None
         app_token = settings.slack_app_token
         self._app_token = app_token.get_secret_value() if app_token else None
-        self._rules = answer_rules(
-            settings, core, answer_bots=answer_bots, place_answers_all=place_answers_all
-        )
         self._intake: Intake | None = None
         self._me: BotIdentity | None = None
         self._session: aiohttp.ClientSession | None = None

@@ -28,7 +28,6 @@ from gateway.core.domain import Envelope, Extracted
 from gateway.core.hub import KeyedLock
 from gateway.core.ports import IngestOutcome, Intake
 from gateway.inbound.ingress import ingest
-from gateway.inbound.policy import AnswerRules
 
 log = structlog.get_logger(__name__)
 
@@ -52,7 +51,6 @@ class SlackIngress:
     _client: AsyncWebClient
     _intake: Intake | None
     _me: BotIdentity | None
-    _rules: AnswerRules
     _backfill_locks: KeyedLock
     _tasks: set[asyncio.Task[Any]]
     _inflight: set[asyncio.Task[Any]]
@@ -86,7 +84,7 @@ class SlackIngress:
             intake,
             platform=PLATFORM,
             raw=raw,
-            extract=lambda: extract_event(payload, me=me, rules=self._rules),
+            extract=lambda: extract_event(payload, me=me),
             reaction=lambda: reaction_of(payload),
             event_id=event_id if isinstance(event_id, str) else None,
             submit=submit,

@@ -28,7 +28,8 @@ from gateway.http.admin import OperatorSurface
 from gateway.http.app import HttpServer, build_app
 from gateway.http.guard import HttpPolicy
 from gateway.http.webauth import WebIdentity
-from gateway.inbound.intake import CoreIntake
+from gateway.inbound.ingress import Door, SurfaceIntake
+from gateway.inbound.intake import CoreCursors, CoreIntake, CoreInteractions, IngressLifecycle
 from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.files import build_files
 from gateway.knowledge.service import Knowledge, build_embedder
@@ -41,7 +42,12 @@ from gateway.retention.service import build_retention
 from gateway.runtime import memory, upkeep
 from gateway.runtime.live import ReplicatedBroadcast
 from gateway.runtime.loops import LoopBody, beating, cancel, drain, supervised
-from gateway.runtime.registry import build_adapters, streaming_overrides, webhook_prefixes
+from gateway.runtime.registry import (
+    answer_rules_of,
+    build_adapters,
+    streaming_overrides,
+    webhook_prefixes,
+)
 from gateway.runtime.routes import extend_operator, extension_routes
 from gateway.runtime.stages import turn_stages
 from gateway.runtime.supervisor import Supervisor
@@ -148,6 +154,19 @@ class Gateway:
         self.identity = WebIdentity.from_settings(settings, store)
         self.http_policy = HttpPolicy.from_settings(settings)
         self.http_policy.webhook_prefixes = webhook_prefixes()
+        # the core's side of the adapters' intake: the inbox behind every door, cursors,
+        # interactions (feedback, approval clicks) and the receive loops' lifecycle
+        self.intake = CoreIntake(
+            store, metrics=self.metrics, turn_wake=self.turn_wake, live=self.live
+        )
+        self.cursors = CoreCursors(store)
+        self.interactions = CoreInteractions(store)
+        self.interactions.approvals = self.approvals  # approval clicks from the adapters
+        self.lifecycle = IngressLifecycle(
+            store.dsn,
+            leader_interval=max(settings.gateway_poll_seconds * 5, 1.0),
+            supervisor=self.supervisor,
+        )
         self.adapter_context = AdapterContext(
             live=self.live,
             conversations=Conversations(store),
@@ -156,6 +175,7 @@ class Gateway:
             files=self.knowledge,
             held_files=HeldFileStore(store.db),
             place_answers_all=self.profiles.answers_all,
+            lifecycle=self.lifecycle,
         )
         # surfaces given by the caller (tests) replace the configured platforms; the web chat
         # still follows GATEWAY_WEB_CHAT
@@ -164,15 +184,14 @@ class Gateway:
             *build_adapters(settings, self.adapter_context, platforms=adapters is None),
         ]
         self.transports: dict[str, Transport] = {a.platform: a.transport for a in self.adapters}
-        self.intake = CoreIntake(
-            store,
-            metrics=self.metrics,
-            turn_wake=self.turn_wake,
-            live=self.live,
-            leader_interval=max(settings.gateway_poll_seconds * 5, 1.0),
-            supervisor=self.supervisor,
-        )
-        self.intake.approvals = self.approvals  # approval clicks from the adapters
+        # each surface's one door: the answer policy with the rules its plugin declares
+        self.doors: dict[str, Door] = {
+            a.platform: Door(
+                self.intake,
+                answer_rules_of(a.platform, settings, place_answers_all=self.profiles.answers_all),
+            )
+            for a in self.adapters
+        }
 
     def _build_cold_path(self, settings: Settings, store: Store, agent: Agent) -> None:
         """Summaries' charges, documents' summaries, schedules and the audit log's upkeep."""
@@ -325,6 +344,15 @@ class Gateway:
     ) -> asyncio.Task[None]:
         return supervised(self.supervisor, name, bodies, stopping)
 
+    def intake_of(self, platform: str) -> SurfaceIntake:
+        """What the adapter of ``platform`` gets at start: its door and the core's parts."""
+        return SurfaceIntake(
+            ingest=self.doors[platform],
+            cursors=self.cursors,
+            interactions=self.interactions,
+            lifecycle=self.lifecycle,
+        )
+
     async def start(self) -> None:
         """HTTP first (webhooks answer 503 until intake is set), this process's liveness,
         interrupted sends recovered, the surfaces, then the workers."""
@@ -336,7 +364,7 @@ class Gateway:
         await self._start_liveness()
         await self.delivery.recover()
         for adapter in self.adapters:
-            await adapter.start(self.intake)
+            await adapter.start(self.intake_of(adapter.platform))
             self._started_adapters.append(adapter)
             log.info("adapter_started", platform=adapter.platform)
         self._start_workers()

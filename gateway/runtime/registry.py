@@ -23,9 +23,10 @@ from pydantic_settings import BaseSettings
 
 from gateway.core.domain import ReplyTarget, SessionKey
 from gateway.core.errors import ConfigError
-from gateway.core.plugins import ENTRY_POINT_GROUP, SurfacePlugin, place_target
+from gateway.core.plugins import ENTRY_POINT_GROUP, Shorthand, SurfacePlugin, place_target
 from gateway.core.ports import AdapterContext, AdapterFactory, PlatformAdapter
 from gateway.core.settings import Settings
+from gateway.inbound.policy import AnswerRules, PlaceAnswerRule, rules_for, surface_rules
 
 #: our own distribution: its surfaces come first, in the order ``pyproject.toml`` lists them
 DISTRIBUTION = "chat-gateway"
@@ -117,6 +118,25 @@ def streaming_overrides(settings: Settings) -> dict[str, bool]:
     """``{platform: on}`` for each surface whose own setting overrides GATEWAY_STREAMING."""
     found = {p.name: settings.surface(p.settings_class).streaming() for p in surface_plugins()}
     return {name: on for name, on in found.items() if on is not None}
+
+
+def answer_rules_of(
+    platform: str, settings: Settings, *, place_answers_all: PlaceAnswerRule | None = None
+) -> AnswerRules:
+    """The rules the core's ingress decides ``platform``'s messages by: what its plugin
+    declares over its settings, with the ``GATEWAY_*`` ones and the places' profiles; a
+    surface without a plugin (``GATEWAY_ADAPTERS``) gets the ``GATEWAY_*`` ones alone."""
+    plugin = find_plugin(platform)
+    if plugin is None:
+        return rules_for(
+            settings, Shorthand(platform=platform), place_answers_all=place_answers_all
+        )
+    return surface_rules(
+        plugin,
+        settings.surface(plugin.settings_class),
+        settings,
+        place_answers_all=place_answers_all,
+    )
 
 
 def webhook_prefixes() -> tuple[str, ...]:
