@@ -188,7 +188,10 @@ async def test_slack_gateway_answers_only_inside_its_allow_lists(database_url: s
             "SLACK_ALLOWED_USERS": "U0HUMAN",
         }
         adapter = SlackAdapter(SlackSettings(_env_file=None, **values))  # type: ignore[call-arg]
-        async with running_gateway(database_url, adapters=[adapter], web_chat=False) as gw:
+        # the adapter's settings, and the gateway's, whose door applies the lists
+        async with running_gateway(
+            database_url, adapters=[adapter], web_chat=False, **values
+        ) as gw:
             fake.events_url = f"{gw.url}slack/events"
             await fake.user_posts("C0CLOSED", "<@U0BOT> hello")
             await fake.user_posts("C0OPEN", "<@U0BOT> from a stranger", user="U0STRANGER")
