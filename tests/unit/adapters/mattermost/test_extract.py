@@ -145,7 +145,7 @@ def test_docs_authentication_challenge_is_not_a_server_event() -> None:
 MENTION = {"mentions": json.dumps([BOT.user_id])}
 
 CASES: list[
-    tuple[str, dict[str, Any], dict[str, Any], ExtractContext, str | None, str | None, Trigger]
+    tuple[str, dict[str, Any], dict[str, Any], AnswerRules, str | None, str | None, Trigger]
 ] = [
     # id, post patch, data patch, ctx, key thread, target thread, trigger
     ("channel root, no mention", {}, {}, MM_RULES, POST, POST, Trigger.NEVER),
