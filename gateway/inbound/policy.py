@@ -59,6 +59,7 @@ from typing import Any
 
 from gateway.core.domain import Facts, SessionKey, Trigger
 from gateway.core.plugins import Shorthand, SurfacePlugin, SurfaceSettings
+from gateway.core.registry import find_plugin
 from gateway.core.settings import Settings
 
 __all__ = [
@@ -69,6 +70,7 @@ __all__ = [
     "PlaceAnswerRule",
     "PlacePattern",
     "Shorthand",
+    "answer_rules_of",
     "decide",
     "rules_for",
     "surface_rules",
@@ -296,5 +298,24 @@ def surface_rules(
         core if plugin.core_answer_settings else None,
         plugin.answer_settings(settings),
         answer_bots=answer_bots,
+        place_answers_all=place_answers_all,
+    )
+
+
+def answer_rules_of(
+    platform: str, settings: Settings, *, place_answers_all: PlaceAnswerRule | None = None
+) -> AnswerRules:
+    """The rules the core's ingress decides ``platform``'s messages by: what its plugin
+    declares over its settings, with the ``GATEWAY_*`` ones and the places' profiles; a
+    surface without a plugin (``GATEWAY_ADAPTERS``) gets the ``GATEWAY_*`` ones alone."""
+    plugin = find_plugin(platform)
+    if plugin is None:
+        return rules_for(
+            settings, Shorthand(platform=platform), place_answers_all=place_answers_all
+        )
+    return surface_rules(
+        plugin,
+        settings.surface(plugin.settings_class),
+        settings,
         place_answers_all=place_answers_all,
     )

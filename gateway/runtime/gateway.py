@@ -20,8 +20,10 @@ from gateway.agents.prompt import TokenCounter
 from gateway.core.config_watch import ConfigWatch, ReloadResult
 from gateway.core.conversations import Conversations
 from gateway.core.hub import WorkSignal
+from gateway.core.lifecycle.supervisor import Supervisor
 from gateway.core.metrics import Metrics
 from gateway.core.ports import AdapterContext, PlatformAdapter, Transport
+from gateway.core.registry import build_adapters, streaming_overrides, webhook_prefixes
 from gateway.core.settings import Settings, is_loopback_bind
 from gateway.files.voice import build_voice_jobs
 from gateway.http.admin import OperatorSurface
@@ -30,6 +32,7 @@ from gateway.http.guard import HttpPolicy
 from gateway.http.webauth import WebIdentity
 from gateway.inbound.ingress import Door, SurfaceIntake
 from gateway.inbound.intake import CoreCursors, CoreIntake, CoreInteractions, IngressLifecycle
+from gateway.inbound.policy import answer_rules_of
 from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.files import build_files
 from gateway.knowledge.service import Knowledge, build_embedder
@@ -42,15 +45,8 @@ from gateway.retention.service import build_retention
 from gateway.runtime import memory, upkeep
 from gateway.runtime.live import ReplicatedBroadcast
 from gateway.runtime.loops import LoopBody, beating, cancel, drain, supervised
-from gateway.runtime.registry import (
-    answer_rules_of,
-    build_adapters,
-    streaming_overrides,
-    webhook_prefixes,
-)
 from gateway.runtime.routes import extend_operator, extension_routes
 from gateway.runtime.stages import turn_stages
-from gateway.runtime.supervisor import Supervisor
 from gateway.runtime.upkeep import LivenessLoop, knowledge_loops
 from gateway.schedules.room import ScheduleRoom
 from gateway.tools.approvals import ApprovalService

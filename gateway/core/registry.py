@@ -6,7 +6,8 @@ A development checkout's package metadata is not rebuilt when ``pyproject.toml``
 editable install keeps the entry points it was installed with), so the entry points declared in
 the ``pyproject.toml`` beside this package fill in any name the metadata lacks.
 
-Target place: ``gateway/runtime/registry.py`` once the runtime is a package.
+It stands on the ground floor: the composition root builds the adapters with it, and a room
+that needs a place's reply target (``target_of_place``: schedules, the MCP tools) asks it.
 """
 
 from __future__ import annotations
@@ -23,10 +24,9 @@ from pydantic_settings import BaseSettings
 
 from gateway.core.domain import ReplyTarget, SessionKey
 from gateway.core.errors import ConfigError
-from gateway.core.plugins import ENTRY_POINT_GROUP, Shorthand, SurfacePlugin, place_target
+from gateway.core.plugins import ENTRY_POINT_GROUP, SurfacePlugin, place_target
 from gateway.core.ports import AdapterContext, AdapterFactory, PlatformAdapter
 from gateway.core.settings import Settings
-from gateway.inbound.policy import AnswerRules, PlaceAnswerRule, rules_for, surface_rules
 
 #: our own distribution: its surfaces come first, in the order ``pyproject.toml`` lists them
 DISTRIBUTION = "chat-gateway"
@@ -118,25 +118,6 @@ def streaming_overrides(settings: Settings) -> dict[str, bool]:
     """``{platform: on}`` for each surface whose own setting overrides GATEWAY_STREAMING."""
     found = {p.name: settings.surface(p.settings_class).streaming() for p in surface_plugins()}
     return {name: on for name, on in found.items() if on is not None}
-
-
-def answer_rules_of(
-    platform: str, settings: Settings, *, place_answers_all: PlaceAnswerRule | None = None
-) -> AnswerRules:
-    """The rules the core's ingress decides ``platform``'s messages by: what its plugin
-    declares over its settings, with the ``GATEWAY_*`` ones and the places' profiles; a
-    surface without a plugin (``GATEWAY_ADAPTERS``) gets the ``GATEWAY_*`` ones alone."""
-    plugin = find_plugin(platform)
-    if plugin is None:
-        return rules_for(
-            settings, Shorthand(platform=platform), place_answers_all=place_answers_all
-        )
-    return surface_rules(
-        plugin,
-        settings.surface(plugin.settings_class),
-        settings,
-        place_answers_all=place_answers_all,
-    )
 
 
 def webhook_prefixes() -> tuple[str, ...]:
