@@ -18,12 +18,12 @@ from typing import Any, Protocol
 import structlog
 
 from gateway.agents.prompt import estimate_text
+from gateway.core.attachments import FileSource
 from gateway.core.domain import ReplyTarget, SessionKey
 from gateway.core.errors import StoreError
 from gateway.core.hub import Signal
 from gateway.core.settings import Settings
 from gateway.files.transcribe import is_audio
-from gateway.knowledge.attachments import FileSource
 from gateway.knowledge.citations import (
     PROMPT_HEADER,
     TurnKnowledge,

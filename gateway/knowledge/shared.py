@@ -14,13 +14,20 @@ from typing import Any
 
 import structlog
 
+from gateway.core.attachments import (
+    FileFetchError,
+    FileSource,
+    FileTooLarge,
+    image_type,
+    inline_kind,
+    too_large,
+)
 from gateway.core.domain import Attachment, ReplyTarget, SessionKey
 from gateway.core.hub import Signal
-from gateway.knowledge.attachments import FileFetchError, FileSource, FileTooLarge, too_large
 from gateway.knowledge.citations import document_note
 from gateway.knowledge.config import FileRejected, KnowledgeSettings
 from gateway.knowledge.files import FileStorageError, S3Files
-from gateway.knowledge.inline import INLINE_TEXT_BYTES, _inline_kind, image_type
+from gateway.knowledge.inline import INLINE_TEXT_BYTES
 from gateway.knowledge.parse import MEDIA_TYPES, ParseError, detect_format
 from gateway.knowledge.places import DEFAULT_KB, thread_kb
 from session_store.knowledge import AddedDocument, DocumentRecord, KnowledgeBase, KnowledgeStore
@@ -118,7 +125,7 @@ class SharedFiles:
         rest: list[Attachment] = []
         limit = self.settings.max_file_bytes
         for a in attachments:
-            kind = _inline_kind(a) if source is not None else None
+            kind = inline_kind(a) if source is not None else None
             if kind not in self.settings.inline_files or source is None:
                 rest.append(a)
                 continue

@@ -20,7 +20,7 @@ from gateway.core.settings import Settings
 from gateway.knowledge.citations import source_label
 from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.files import FileStorageError, build_files
-from gateway.knowledge.parse import _BY_SUFFIX
+from gateway.knowledge.parse import FORMAT_BY_SUFFIX
 from gateway.knowledge.places import DEFAULT_KB, Chat, check_name
 from gateway.knowledge.service import FileRejected, Knowledge, build_embedder
 from session_store.knowledge import DocumentRecord, KnowledgeStore
@@ -76,7 +76,7 @@ def expand(paths: Sequence[str]) -> Iterator[Path]:
         path = Path(raw)
         if path.is_dir():
             for found in sorted(path.rglob("*")):
-                if found.is_file() and found.suffix.lower() in _BY_SUFFIX:
+                if found.is_file() and found.suffix.lower() in FORMAT_BY_SUFFIX:
                     yield found
         else:
             yield path

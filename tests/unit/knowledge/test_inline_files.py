@@ -11,10 +11,10 @@ import pytest
 
 from gateway.agents.base import ContextMessage, Turn
 from gateway.agents.openai import OpenAIAgent
+from gateway.core.attachments import FileTooLarge, image_type
 from gateway.core.domain import Attachment, ReplyTarget, SessionKey
-from gateway.knowledge.attachments import FileTooLarge
 from gateway.knowledge.config import KnowledgeSettings
-from gateway.knowledge.inline import INLINE_TEXT_BYTES, image_type
+from gateway.knowledge.inline import INLINE_TEXT_BYTES
 from gateway.knowledge.service import Knowledge
 from session_store.knowledge import KnowledgeStore
 from testsupport.documents import make_pdf
