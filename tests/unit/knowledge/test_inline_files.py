@@ -70,7 +70,7 @@ async def test_images_and_small_text_files_become_content_parts(kstore: Knowledg
     k = Knowledge(
         kstore, SharedLocalEmbedder(), KnowledgeSettings(inline_files=frozenset({"images", "text"}))
     )
-    parts, notes, rest = await k.inline_files(shared, files)
+    parts, notes, rest = await k.intake.inline_files(shared, files)
     assert parts == [
         {
             "type": "image_url",
@@ -84,7 +84,7 @@ async def test_images_and_small_text_files_become_content_parts(kstore: Knowledg
     only_images = Knowledge(
         kstore, SharedLocalEmbedder(), KnowledgeSettings(inline_files=frozenset({"images"}))
     )
-    parts, _, rest = await only_images.inline_files(shared, files)
+    parts, _, rest = await only_images.intake.inline_files(shared, files)
     assert [p["type"] for p in parts] == ["image_url"]
     assert [a.name for a in rest] == ["notes.md", "big.txt", "policy.pdf"]
     await k.aclose()

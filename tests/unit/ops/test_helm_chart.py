@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic_settings import BaseSettings
 
 from gateway.core.settings import Settings
 from gateway.core.settings_groups import settings_groups
@@ -53,7 +54,7 @@ def test_every_value_a_template_reads_is_declared() -> None:
 
 
 def test_its_settings_are_real_ones() -> None:
-    classes = (Settings, *settings_groups(Settings).values())
+    classes: list[type[BaseSettings]] = [Settings, *settings_groups(Settings).values()]
     known = {f.alias for cls in classes for f in cls.model_fields.values() if f.alias}
     for name in _values()["config"]:
         assert name in known, name
