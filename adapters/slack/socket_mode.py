@@ -29,9 +29,9 @@ from adapters.slack.extract import PLATFORM
 from adapters.slack.ingest import SlackIngest
 from gateway.core.domain import Rejected
 from gateway.core.errors import GatewayError
+from gateway.core.lifecycle.supervisor import pause
 from gateway.core.ports import Intake
 from gateway.inbound.ingress import BODY_KEPT
-from gateway.runtime.supervisor import pause
 
 log = structlog.get_logger(__name__)
 
