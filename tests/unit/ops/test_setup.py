@@ -355,7 +355,7 @@ async def test_slack_setup_reports_missing_scopes_but_saves_working_tokens(
     )
     assert code == 0
     assert "BAD slack scopes: missing bot scopes: app_mentions:read" in out
-    assert "Fix the BAD lines above next (docs/slack.md)" in out
+    assert "Fix the BAD lines above next (docs/how-to/slack.md)" in out
 
 
 # --- Mattermost -------------------------------------------------------------------------------
