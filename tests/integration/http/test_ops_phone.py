@@ -112,3 +112,33 @@ async def test_every_operator_page_fits_a_phone(
     assert wide == {}, f"pages wider than the phone (scrollWidth): {wide}"
     assert cut_off == [], f"navigation links off the right edge: {cut_off}"
     assert errors == []
+
+
+async def test_the_web_chat_composer_shows_its_whole_hint_on_a_phone(
+    database_url: str,
+    browser: Browser,  # noqa: F811 - the imported fixture
+    tmp_path: Path,
+) -> None:
+    shots = Path(os.environ.get("OPS_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    async with running_gateway(database_url) as gw:
+        page = await browser.new_page(viewport=PHONE, is_mobile=True, has_touch=True)
+        page.set_default_timeout(TIMEOUT_MS)
+        try:
+            await page.goto(gw.url)
+            if await page.locator("#text").is_hidden():  # the phone opens on the thread list
+                await page.click("#new-thread")
+            box = page.locator("#text")
+            await expect(box).to_be_visible()
+            await page.screenshot(path=str(shots / "web-chat-composer-375.png"))
+            hint = await box.get_attribute("placeholder")
+            assert hint
+            # the hint, typed as text, wraps as the placeholder does: it must fit the box
+            await box.fill(hint)
+            fits = await box.evaluate("t => t.scrollHeight <= t.clientHeight")
+            sizes = await box.evaluate("t => [t.scrollHeight, t.clientHeight]")
+            await box.fill("")
+            assert fits, f"the composer's hint is cut off (scroll, client height): {sizes}"
+            assert await page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+        finally:
+            await page.close()
