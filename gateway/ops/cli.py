@@ -19,10 +19,10 @@ import structlog
 from gateway.core.domain import SessionKey
 from gateway.core.errors import ConfigError, GatewayError
 from gateway.core.logs import configure_logging
-from gateway.core.settings import Settings, load_settings, settings_source
+from gateway.core.settings import Settings, settings_source
 from gateway.core.text import counted
 from gateway.ops.database import database
-from gateway.runtime.registry import check_settings
+from gateway.runtime.registry import load_checked_settings
 
 if TYPE_CHECKING:
     from gateway.agents.base import Agent
@@ -336,7 +336,8 @@ def _version() -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="gateway", description=DESCRIPTION)
+    # typed as the base class: the subcommand modules add theirs to ArgumentParser groups
+    parser: argparse.ArgumentParser = _Parser(prog="gateway", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"gateway {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("run", help="migrate, then serve every configured surface until stopped")
@@ -405,7 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _setup(args)
     try:
         # each surface's own settings too: a bad one is named like a core one (exit 2)
-        settings = check_settings(load_settings())
+        settings = load_checked_settings()
     except ConfigError as exc:
         if args.command == "doctor":  # doctor reports it like every other finding, with a fix
             from gateway.ops.doctor import config_failure, render
