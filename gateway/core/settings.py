@@ -57,9 +57,15 @@ def env_file_path() -> Path:
 
 
 def settings_source() -> str:
-    """Where the settings come from, in words (``gateway run`` and ``gateway doctor`` say)."""
+    """Where the settings come from, in words (``gateway run`` and ``gateway doctor`` say):
+    the file read, or every place one was looked for, in the order ``env_file_path`` looks."""
     path = env_file_path().absolute()
-    return str(path) if path.is_file() else f"the environment only (no {path})"
+    if path.is_file():
+        return str(path)
+    if os.environ.get("GATEWAY_ENV_FILE", "").strip():
+        return f"the environment only (no {path}, named by GATEWAY_ENV_FILE)"
+    here = Path(".env").absolute()
+    return f"the environment only (no {here}, no {path})"
 
 
 CsvList = Annotated[list[str], NoDecode]
