@@ -18,11 +18,11 @@ import structlog
 
 from gateway.core.domain import SessionKey
 from gateway.core.errors import ConfigError, GatewayError
+from gateway.core.lifecycle.database import database
 from gateway.core.logs import configure_logging
+from gateway.core.registry import load_checked_settings
 from gateway.core.settings import Settings, settings_source
 from gateway.core.text import counted
-from gateway.ops.database import database
-from gateway.runtime.registry import load_checked_settings
 
 if TYPE_CHECKING:
     from gateway.agents.base import Agent

@@ -68,7 +68,7 @@ def extend_operator(gw: Wired) -> None:
         except SessionNotFound:
             # a file shared into a thread nobody has written in yet (the web chat's upload
             # into a new thread): its session opens with the note, posted into that thread
-            from gateway.runtime.registry import target_of_place
+            from gateway.core.registry import target_of_place
 
             key = SessionKey.parse(session_key)
             await operator.service.ops.create_session(

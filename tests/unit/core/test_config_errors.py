@@ -9,8 +9,8 @@ import pytest
 
 from gateway.core.config_file import parse_config_text
 from gateway.core.errors import ConfigError, ConfigErrors
+from gateway.core.registry import load_checked_settings
 from gateway.profiles.parse import KnownTools, parse_profiles
-from gateway.runtime.registry import load_checked_settings
 
 TOOLS = KnownTools(names=("search_knowledge",), servers=())
 
