@@ -27,11 +27,11 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode
 from pydantic_settings.exceptions import SettingsError
 
 from gateway.core.errors import ConfigError
-from gateway.core.retention_settings import RetentionSettings
+from gateway.core.settings_groups import SETTINGS_SOURCES, RetentionSettings, read_groups
 
 
 def _default_data_dir() -> Path:
@@ -57,15 +57,13 @@ def env_file_path() -> Path:
 
 
 def settings_source() -> str:
-    """Where the settings come from, in words (``gateway run`` and ``gateway doctor`` say):
-    the file read, or every place one was looked for, in the order ``env_file_path`` looks."""
+    """The settings file read, or every place looked for one (``gateway run``, ``doctor``)."""
     path = env_file_path().absolute()
     if path.is_file():
         return str(path)
     if os.environ.get("GATEWAY_ENV_FILE", "").strip():
         return f"the environment only (no {path}, named by GATEWAY_ENV_FILE)"
-    here = Path(".env").absolute()
-    return f"the environment only (no {here}, no {path})"
+    return f"the environment only (no {Path('.env').absolute()}, no {path})"
 
 
 CsvList = Annotated[list[str], NoDecode]
@@ -80,14 +78,8 @@ def split_csv(value: Any) -> Any:
     return value
 
 
-class Settings(RetentionSettings):
-    model_config = SettingsConfigDict(
-        env_file=".env",
-        env_file_encoding="utf-8",
-        extra="ignore",
-        case_sensitive=False,
-        populate_by_name=True,
-    )
+class Settings(BaseSettings):
+    model_config = SETTINGS_SOURCES
     #: what these settings were built from (explicit values, ``_env_file``): each surface's
     #: own settings are read from the same (``surface``)
     _sources: dict[str, Any] = PrivateAttr(default_factory=dict)
@@ -96,9 +88,9 @@ class Settings(RetentionSettings):
     if not TYPE_CHECKING:  # mypy keeps the signature pydantic's plugin gives the fields
 
         def __init__(self, **values: Any) -> None:
-            super().__init__(**values)
-            self._sources = dict(values)
-            self._sources.setdefault("_env_file", type(self).model_config.get("env_file"))
+            sources = {"_env_file": type(self).model_config.get("env_file"), **values}
+            super().__init__(**values, **read_groups(type(self), sources))
+            self._sources = sources
 
     def surface(self, cls: type[SettingsT]) -> SettingsT:
         """A surface's own settings (a ``SurfaceSettings`` subclass), read from the same
@@ -362,6 +354,9 @@ class Settings(RetentionSettings):
     gateway_files_s3_prefix: str = Field(
         default="kb/", max_length=200, alias="GATEWAY_FILES_S3_PREFIX"
     )
+    #: how long stored data is kept: a settings group (``gateway.core.settings_groups``), read
+    #: from these same sources under its own names (``GATEWAY_RETENTION_*``)
+    retention: Annotated[RetentionSettings, NoDecode] = Field(default_factory=RetentionSettings)
 
     @field_validator("gateway_allowed_places", "gateway_answer_all_places")
     @classmethod
@@ -577,8 +572,7 @@ def is_loopback_bind(host: str) -> bool:
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Read settings from the environment (and ``.env``), translating validation errors into
-    one ``ConfigError`` that names every bad setting."""
+    """Settings from the environment (and ``.env``); one ``ConfigError`` names every bad one."""
     return parsed(lambda: Settings(**{"_env_file": env_file_path(), **overrides}))
 
 
