@@ -21,7 +21,6 @@ from session_store.records import (
     MessageRecord,
     OutgoingReply,
     SessionRecord,
-    SummaryRecord,
     TurnClaim,
     TurnState,
 )
@@ -47,7 +46,7 @@ class Store:
         self.inbox = Inbox(db)
         self.sessions = Sessions(db)
         self.turns = Turns(db)
-        self.summary_repo = Summaries(db)
+        self.summaries = Summaries(db)
         self.outbox = Outbox(db)
         self.people = People(db)
         self.usage = Usage(db)
@@ -114,12 +113,10 @@ class Store:
         )
 
     async def recent(self, session_id: int, limit: int = 50) -> list[MessageRecord]:
-        """The newest ``limit`` messages, oldest first."""
-        return await self.sessions.messages(session_id, before_seq=2**63 - 1, limit=limit)
+        return await self.sessions.recent(session_id, limit)
 
     async def delta(self, session_id: int, after_seq: int, limit: int = 100) -> list[MessageRecord]:
-        """Up to ``limit`` messages after ``after_seq``, oldest first."""
-        return await self.sessions.messages(session_id, after_seq=after_seq, limit=limit)
+        return await self.sessions.delta(session_id, after_seq, limit)
 
     async def get_session(self, session_id: int) -> SessionRecord:
         return await self.sessions.get_session(session_id)
@@ -235,33 +232,6 @@ class Store:
     ) -> None:
         await self.turns.set_model_choice(
             session_id, platform=platform, user_id=user_id, model=model
-        )
-
-    # --- summaries (``repos.summaries``) ----------------------------------------------------
-
-    async def latest_summary(self, session_id: int) -> SummaryRecord | None:
-        return await self.summary_repo.latest_summary(session_id)
-
-    async def summaries(self, session_id: int) -> list[SummaryRecord]:
-        return await self.summary_repo.summaries(session_id)
-
-    async def add_summary(
-        self,
-        session_id: int,
-        *,
-        from_seq: int,
-        to_seq: int,
-        content: str,
-        model: str | None,
-        model_written: bool,
-    ) -> SummaryRecord | None:
-        return await self.summary_repo.add_summary(
-            session_id,
-            from_seq=from_seq,
-            to_seq=to_seq,
-            content=content,
-            model=model,
-            model_written=model_written,
         )
 
     # --- the outbox and its pacing (``repos.outbox``) ---------------------------------------

@@ -170,7 +170,7 @@ class SummaryWorker:
         assembler = self._assembler
         counter = assembler.counter
         policy = assembler.policy
-        previous = await self._store.latest_summary(job.session_id)
+        previous = await self._store.summaries.latest_summary(job.session_id)
         after = previous.to_seq if previous is not None else 0
         if after >= job.upto_seq:
             return []
@@ -200,7 +200,7 @@ class SummaryWorker:
                 break  # only commands left before the cut: nothing the context would show
             started = time.perf_counter()
             text, model, model_written, used = await self._write(job, prev_text, chunk)
-            record = await self._store.add_summary(
+            record = await self._store.summaries.add_summary(
                 job.session_id,
                 from_seq=previous.from_seq if previous is not None else 1,
                 to_seq=chunk_end,

@@ -121,6 +121,14 @@ class Sessions:
             for m in messages
         ]
 
+    async def recent(self, session_id: int, limit: int = 50) -> list[MessageRecord]:
+        """The newest ``limit`` messages, oldest first."""
+        return await self.messages(session_id, before_seq=2**63 - 1, limit=limit)
+
+    async def delta(self, session_id: int, after_seq: int, limit: int = 100) -> list[MessageRecord]:
+        """Up to ``limit`` messages after ``after_seq``, oldest first."""
+        return await self.messages(session_id, after_seq=after_seq, limit=limit)
+
     async def message_id_at(self, session_id: int, seq_no: int) -> int | None:
         async with self.db.connection() as conn:
             value = await conn.fetchval(SQL.message_id_at, session_id, seq_no)

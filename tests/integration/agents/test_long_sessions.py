@@ -137,7 +137,7 @@ async def test_context_never_exceeds_the_window_across_a_2000_message_session(
             )
         assert claim is not None
         session = await store.get_session(claim.session_id)
-        written = await store.summaries(claim.session_id)
+        written = await store.summaries.summaries(claim.session_id)
     finally:
         await agent.aclose()
     assert session.message_count == 2000
@@ -184,10 +184,10 @@ async def test_summaries_are_written_off_the_hot_path_and_then_used(
                 break
         assert evicted_at is not None, "the budget never evicted anything"
         # the reply is out while the summary, which takes a second to write, is not
-        assert await gw.store.summaries(out.session_id) == []
+        assert await gw.store.summaries.summaries(out.session_id) == []
         await wait_for(lambda: fake.summary_requests, timeout=5)
         assert fake.summary_requests[0].finished is None
-        [summary] = await wait_for(lambda: gw.store.summaries(out.session_id), timeout=5)
+        [summary] = await wait_for(lambda: gw.store.summaries.summaries(out.session_id), timeout=5)
         assert summary.model_written and summary.model == "tiny"
         assert summary.from_seq == 1 and summary.to_seq >= 2
         assert summary.content == "SUMMARY-ONE: ann planned the rollout"
@@ -228,7 +228,7 @@ async def test_agents_without_a_summarizer_get_extractive_summaries(
                 {"chat": "c", "thread": "E", "id": str(i), "text": f"note {i}: {words}"}
             )
             await wait_for(lambda: len(sink.accepted) == i + 1)  # noqa: B023 - awaited at once
-        written = await wait_for(lambda: gw.store.summaries(out.session_id), timeout=5)
+        written = await wait_for(lambda: gw.store.summaries.summaries(out.session_id), timeout=5)
     assert not written[0].model_written and written[0].model is None
     assert written[0].content.startswith("Excerpts of earlier messages")
     first = written[0]
