@@ -214,7 +214,7 @@ def _session_routes(
         given). Each assistant message carries its deliveries: status, attempts, stored
         target, last error, platform message id."""
         found = await service.resolve(session)
-        items = await ops.store.messages(
+        items = await ops.store.sessions.messages(
             found.id, after_seq=after_seq, before_seq=before_seq, limit=limit, with_deliveries=True
         )
         last = items[-1].seq_no if items else (after_seq or 0)

@@ -144,7 +144,7 @@ async def _sessions_list(
         await migrate(dsn)
         store = await Store.connect(dsn, min_size=1, max_size=2)
         try:
-            sessions = await store.list_sessions(
+            sessions = await store.sessions.list_sessions(
                 platform=platform, status="active" if active else None, limit=limit
             )
         finally:
@@ -190,19 +190,19 @@ async def _sessions_show(settings: Settings, ident: str, after: int, limit: int)
         store = await Store.connect(dsn, min_size=1, max_size=2)
         try:
             if ident.isascii() and ident.isdigit():
-                session = await store.get_session(int(ident))
+                session = await store.sessions.get_session(int(ident))
             else:
                 try:
                     key = SessionKey.parse(ident)
                 except ValueError as exc:
                     print(str(exc), file=sys.stderr)
                     return 1
-                found = await store.find_session(key)
+                found = await store.sessions.find_session(key)
                 if found is None:
                     print(f"no session for key {ident}", file=sys.stderr)
                     return 1
                 session = found
-            messages = await store.delta(session.id, after, limit)
+            messages = await store.sessions.delta(session.id, after, limit)
         finally:
             await store.close()
     print(

@@ -524,7 +524,7 @@ class Gateway:
     async def _late_transcript(self, message: InboundMessage) -> None:
         """A voice note heard after its turn gave up waiting: stored as the person's message
         (once: the inbox dedupes it) and answered."""
-        await self.store.ingest(message, raw=None)
+        await self.store.inbox.ingest(message, raw=None)
         self.turn_wake.set()
 
     async def _start_knowledge(self) -> None:

@@ -78,9 +78,9 @@ async def knowledge_loops(
 async def refresh_gauges(metrics: Metrics, store: Store, ops: OperatorStore) -> None:
     memory.refresh(metrics)
     with contextlib.suppress(StoreError):
-        counts = await store.delivery_counts()
+        counts = await store.outbox.delivery_counts()
         for status in ("pending", "sending", "sent", "failed"):
             metrics.deliveries_by_status.labels(status).set(counts.get(status, 0))
-        age = await store.oldest_pending_delivery_age()
+        age = await store.outbox.oldest_pending_delivery_age()
         metrics.oldest_pending_seconds.set(age or 0.0)
         metrics.sessions_active.set(await ops.active_session_count())

@@ -234,7 +234,7 @@ def builtin_tools(store: Store, *, knowledge: KnowledgeSearch | None = None) -> 
             session_id, platform=caller.platform, scope=caller.scope, user_id=caller.user_id
         ):
             raise ToolInputError(f"no session {session_id} that you take part in")
-        messages = await store.recent(session_id, limit)
+        messages = await store.sessions.recent(session_id, limit)
         return json.dumps(
             [
                 {"seq": m.seq_no, "role": m.role, "sender": m.sender_name, "text": m.content}

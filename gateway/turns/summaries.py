@@ -240,7 +240,7 @@ class SummaryWorker:
         total = 0
         cursor = after
         while True:
-            page = await self._store.context_page(
+            page = await self._store.turns.context_page(
                 session_id, after_seq=cursor, upto_seq=upto, limit=200, newest_first=False
             )
             for r in page:
@@ -300,7 +300,7 @@ class SummaryWorker:
         return extractive_summary(previous, chunk, limit, counter.text), None, False, None
 
     async def _key(self, session_id: int) -> SessionKey:
-        return (await self._store.get_session(session_id)).key
+        return (await self._store.sessions.get_session(session_id)).key
 
 
 def _line(m: ContextMessage) -> str:
