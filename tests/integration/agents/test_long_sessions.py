@@ -80,9 +80,9 @@ async def test_context_never_exceeds_the_window_across_a_2000_message_session(
             text = chat_text(rng, i)
             if i == 500:  # a paste bigger than the whole window, as the newest message
                 text = "m500 paste " + " ".join(f"{rng.getrandbits(32):08x}" for _ in range(4000))
-            stored = await store.ingest(to_inbound(envelope(i, text)), raw=None)
+            stored = await store.inbox.ingest(to_inbound(envelope(i, text)), raw=None)
             assert stored.seq_no is not None and stored.session_id is not None
-            claim = await store.claim_turn(lease_seconds=30, platforms=["sink"])
+            claim = await store.turns.claim_turn(lease_seconds=30, platforms=["sink"])
             assert claim is not None
             answer = " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 150)))
             if i % 10 == 9 or i == 500:  # the real path: assemble, call the server
@@ -125,7 +125,7 @@ async def test_context_never_exceeds_the_window_across_a_2000_message_session(
                         )
                     )
                 answer = reply.text[:2000]
-            await store.finish_turn(
+            await store.outbox.finish_turn_outbox(
                 claim,
                 handled_seq=stored.seq_no,
                 replies=[
@@ -136,7 +136,7 @@ async def test_context_never_exceeds_the_window_across_a_2000_message_session(
                 target=TARGET,
             )
         assert claim is not None
-        session = await store.get_session(claim.session_id)
+        session = await store.sessions.get_session(claim.session_id)
         written = await store.summaries.summaries(claim.session_id)
     finally:
         await agent.aclose()

@@ -61,19 +61,19 @@ def _target(chat: str) -> ReplyTarget:
 
 
 async def _claimed(store: Store, chat: str) -> DeliveryRecord:
-    await store.ingest(
+    await store.inbox.ingest(
         to_inbound(sink_envelope({"chat": chat, "thread": "t", "id": chat, "text": "q"})),
         raw=None,
     )
-    claim = await store.claim_turn(lease_seconds=30)
+    claim = await store.turns.claim_turn(lease_seconds=30)
     assert claim is not None
-    await store.finish_turn(
+    await store.outbox.finish_turn_outbox(
         claim,
         handled_seq=1,
         replies=[OutgoingReply(content="a", parts=["a"])],
         target=_target(chat),
     )
-    [row] = await store.claim_deliveries(platforms=["sink"], lease_seconds=30)
+    [row] = await store.outbox.claim_deliveries(platforms=["sink"], lease_seconds=30)
     return row
 
 
