@@ -3,7 +3,7 @@
 A preview is the platform message that shows an answer while the model writes it. Its id is
 stored as soon as the platform returned it, per part, for the turn that runs after
 ``after_seq`` (the claim's ``done_seq``: a takeover of the same turn finds them). When the
-answer is recorded (``Store.finish_turn(previews_after=...)``) the rows get the reply's seq
+answer is recorded (``Outbox.finish_turn_outbox(previews_after=...)``) the rows get the reply's seq
 and its number of parts, and the delivery of part i edits preview i into the final text.
 
 ``reserve`` is the one pacing statement shared by every replica: sends, previews and typing of
@@ -47,7 +47,7 @@ UPDATE stream_previews SET deleted = true
 WHERE session_id = $1 AND after_seq = $2 AND part_no = ANY($3::integer[])
 """
 
-#: used inside ``Store.finish_turn``'s transaction when the turn streamed previews
+#: used inside ``Outbox.finish_turn_outbox``'s transaction when the turn streamed previews
 BIND = """
 UPDATE stream_previews SET reply_seq = $3, final_parts = $4
 WHERE session_id = $1 AND after_seq = $2 AND reply_seq IS NULL
