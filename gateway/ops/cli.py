@@ -238,8 +238,8 @@ def _read_password() -> str:
 async def _users(settings: Settings, command: str, name: str | None) -> int:
     from gateway import audit
     from gateway.http.webauth import MIN_PASSWORD, hash_password, valid_name
-    from session_store.accounts import AccountStore
     from session_store.migrator import migrate
+    from session_store.repos.accounts import AccountStore
     from session_store.store import Store
 
     if name is not None and not valid_name(name):
