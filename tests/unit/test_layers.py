@@ -24,7 +24,7 @@ STORE_MODULES = (
     "session_store.store",
     "session_store.operator",
     "session_store.migrator",
-    "session_store.leader",
+    "session_store.repos.leader",
     "session_store.embedded",
     "session_store.db",
 )
