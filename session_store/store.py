@@ -34,7 +34,7 @@ class Store:
 
     @property
     def process_id(self) -> int | None:
-        """This process's id while it holds its liveness lock (``session_store.liveness``);
+        """This process's id while it holds its liveness lock (``session_store.repos.liveness``);
         recorded on the turns and deliveries it claims, so that they are taken over at once
         if it dies. None: claims carry no process and wait for their lease."""
         return self._process_id

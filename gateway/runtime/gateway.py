@@ -56,18 +56,18 @@ from gateway.turns.summaries import SummaryWorker
 from gateway.usage.config import usage_config
 from gateway.usage.service import UsageService
 from session_store.knowledge import KnowledgeStore
-from session_store.liveness import ProcessLiveness
 from session_store.previews import PreviewStore
 from session_store.records import InboundMessage
 from session_store.repos.breakers import Breakers
 from session_store.repos.held_files import HeldFileStore
 from session_store.repos.live import LiveChannel
+from session_store.repos.liveness import ProcessLiveness
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
 
 DRAIN_SECONDS = 10.0
-#: seconds between checks of this process's liveness lock (``session_store.liveness``)
+#: seconds between checks of this process's liveness lock (``session_store.repos.liveness``)
 LIVENESS_INTERVAL = 0.5
 
 

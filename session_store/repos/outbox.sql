@@ -1,7 +1,7 @@
 -- The outbox: a turn's replies as delivery rows, one per part, claimed by the delivery
 -- workers under a lease fenced by a claim token, paced per chat, recovered when their worker
 -- died. Fragments passed in by outbox.py: dead_claim_process (the liveness rule,
--- ``session_store.liveness.dead_process``).
+-- ``session_store.repos.liveness.dead_process``).
 
 -- name: delivery_columns
 -- the one column list of DeliveryRecord

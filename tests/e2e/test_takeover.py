@@ -15,8 +15,8 @@ import pytest
 
 from gateway.inbound.intake import to_inbound
 from session_store.errors import StoreError
-from session_store.liveness import ProcessLiveness
 from session_store.records import TurnClaim
+from session_store.repos.liveness import ProcessLiveness
 from session_store.store import Store
 from testsupport.fakes.sink import sink_envelope
 from testsupport.fakes.sink_server import SinkServer
