@@ -35,8 +35,8 @@ from typing import Any
 from benchmarks import scale_fill as fill
 from benchmarks.common import pct, scratch_database
 from benchmarks.scale_plans import explain_all, plan_choices, plan_summary, work
-from session_store.operator import OperatorStore
 from session_store.records import InboundMessage
+from session_store.repos.operator import OperatorStore
 from session_store.store import Store
 from session_store.values import ReplyTarget, SessionKey
 

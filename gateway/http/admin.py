@@ -36,7 +36,6 @@ from gateway.http.access import MCP_PATH, PROBLEM_JSON, GuardedASGI
 from gateway.http.access import AccessPolicy as AccessPolicy
 from gateway.http.access import install_problem_handlers as install_problem_handlers
 from gateway.http.operator import MAX_PAGE, OperatorService, Page, paginate
-from session_store.operator import OperatorStore
 from session_store.records import (
     Counts,
     DeliveryRecord,
@@ -46,6 +45,7 @@ from session_store.records import (
     SessionDetail,
     SessionRecord,
 )
+from session_store.repos.operator import OperatorStore
 from session_store.store import Store
 
 if TYPE_CHECKING:

@@ -27,8 +27,8 @@ from gateway.core.ports import PlatformAdapter, Transport
 from gateway.core.settings import Settings
 from gateway.http.operator import OperatorService
 from gateway.runtime.registry import target_of_place
-from session_store.operator import OperatorStore
 from session_store.records import MessageRecord
+from session_store.repos.operator import OperatorStore
 
 log = structlog.get_logger(__name__)
 

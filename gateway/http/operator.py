@@ -18,8 +18,8 @@ from typing import Any, Generic, TypeVar
 from gateway.core.domain import SessionKey
 from gateway.core.errors import RequestError, SessionNotFound
 from gateway.core.ports import Transport
-from session_store.operator import OperatorStore
 from session_store.records import MessageRecord, SearchHit, SessionRecord
+from session_store.repos.operator import OperatorStore
 from session_store.values import Role, SessionStatus
 
 T = TypeVar("T")

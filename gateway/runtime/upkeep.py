@@ -17,8 +17,8 @@ from gateway.outbox.pacing import Pacing
 from gateway.runtime import memory
 from gateway.runtime.loops import LoopBody, beating
 from gateway.runtime.supervisor import Beat, pause
-from session_store.operator import OperatorStore
 from session_store.repos.liveness import ProcessLiveness
+from session_store.repos.operator import OperatorStore
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)

@@ -15,8 +15,8 @@ from gateway.core.domain import Envelope, ReplyTarget, Sender, SessionKey
 from gateway.core.metrics import Metrics
 from gateway.inbound.intake import to_inbound
 from session_store import estimates
-from session_store.operator import SQL as OPERATOR_SQL
-from session_store.operator import OperatorStore
+from session_store.repos.operator import SQL as OPERATOR_SQL
+from session_store.repos.operator import OperatorStore
 from session_store.repos.outbox import SQL as OUTBOX_SQL
 from session_store.store import Store
 

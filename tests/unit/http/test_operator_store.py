@@ -10,8 +10,8 @@ import pytest
 from gateway.core.domain import Envelope, ReplyTarget, Sender, SessionKey
 from gateway.core.errors import RequestError
 from gateway.inbound.intake import to_inbound
-from session_store import operator as operator_module
-from session_store.operator import OperatorStore
+from session_store.repos import operator as operator_module
+from session_store.repos.operator import OperatorStore
 from session_store.store import Store
 
 
