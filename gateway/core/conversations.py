@@ -12,8 +12,8 @@ from typing import Any, Literal
 from gateway.core.domain import SessionKey
 from gateway.core.errors import SessionNotFound
 from gateway.outbox.parts import FilePart, part_of
-from session_store.knowledge import CitationRecord, KnowledgeStore
 from session_store.records import MessageRecord
+from session_store.repos.knowledge import CitationRecord, KnowledgeStore
 from session_store.store import Store
 from session_store.tool_store import ToolStore
 from session_store.values import DeliveryStatus, Role, SessionStatus

@@ -47,12 +47,12 @@ from gateway.knowledge.whole import (
     choose,
     whole_documents,
 )
-from session_store.knowledge import (
+from session_store.records import MessageRecord
+from session_store.repos.knowledge import (
     KnowledgeBase,
     KnowledgeStore,
     PassageHit,
 )
-from session_store.records import MessageRecord
 
 log = structlog.get_logger(__name__)
 

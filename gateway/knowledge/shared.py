@@ -23,7 +23,12 @@ from gateway.knowledge.files import FileStorageError, S3Files
 from gateway.knowledge.inline import INLINE_TEXT_BYTES, _inline_kind, image_type
 from gateway.knowledge.parse import MEDIA_TYPES, ParseError, detect_format
 from gateway.knowledge.places import DEFAULT_KB, thread_kb
-from session_store.knowledge import AddedDocument, DocumentRecord, KnowledgeBase, KnowledgeStore
+from session_store.repos.knowledge import (
+    AddedDocument,
+    DocumentRecord,
+    KnowledgeBase,
+    KnowledgeStore,
+)
 
 log = structlog.get_logger(__name__)
 

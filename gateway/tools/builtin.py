@@ -17,7 +17,7 @@ from gateway.core.domain import SessionKey
 from gateway.knowledge.numbering import PassageNumbers
 from gateway.knowledge.service import KnowledgeSearch
 from gateway.tools.catalog import Tool, ToolCaller, ToolHandler, ToolPolicy, ToolSpec
-from session_store.knowledge import PassageHit
+from session_store.repos.knowledge import PassageHit
 from session_store.repos.operator import OperatorStore
 from session_store.store import Store
 from session_store.tool_store import ToolStore

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from gateway.agents.base import Turn
 from gateway.core.domain import Reply, SessionKey
 from gateway.knowledge.places import chat_kb, thread_kb
-from session_store.knowledge import KnowledgeStore
+from session_store.repos.knowledge import KnowledgeStore
 from testsupport.documents import make_docx, make_pdf
 from testsupport.fakes.sink import SinkAdapter
 from testsupport.fakes.sink_server import SinkServer
