@@ -14,8 +14,8 @@ from datetime import datetime
 from typing import Any, ClassVar, Literal
 
 from session_store.db import Database
-from session_store.document_summaries import DocumentSummaries
 from session_store.errors import LeaseLost
+from session_store.repos.document_summaries import DocumentSummaries
 from session_store.rows import Column, reader
 from session_store.sql import load
 from session_store.values import ReplyTarget
