@@ -26,8 +26,8 @@ from gateway.outbox.parts import ApprovalCardPart, FilePart, OutboxPart, TextPar
 from gateway.outbox.stream_finish import finish_part
 from gateway.outbox.waiting import Held, WaitingRoom
 from gateway.runtime.supervisor import Beat, item_backoff, no_beat, pause, persist
-from session_store.previews import PreviewStore
 from session_store.records import DeliveryRecord
+from session_store.repos.previews import PreviewStore
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)

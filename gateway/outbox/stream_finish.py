@@ -15,8 +15,8 @@ from gateway.core.errors import DeliveryError
 from gateway.core.ports import Previewing, SendResult, Transport
 from gateway.outbox.pacing import NO_LIMIT, Budget, pace_rules
 from gateway.outbox.parts import FilePart, TextPart
-from session_store.previews import PreviewStore
 from session_store.records import DeliveryRecord
+from session_store.repos.previews import PreviewStore
 
 log = structlog.get_logger(__name__)
 

@@ -51,7 +51,7 @@ from gateway.outbox.pacing import (
     cosmetic_rules,
     pace_rules,
 )
-from session_store.previews import PreviewStore
+from session_store.repos.previews import PreviewStore
 
 log = structlog.get_logger(__name__)
 

@@ -55,13 +55,13 @@ from gateway.turns.scheduler import TurnScheduler, TurnSettings
 from gateway.turns.summaries import SummaryWorker
 from gateway.usage.config import usage_config
 from gateway.usage.service import UsageService
-from session_store.previews import PreviewStore
 from session_store.records import InboundMessage
 from session_store.repos.breakers import Breakers
 from session_store.repos.held_files import HeldFileStore
 from session_store.repos.knowledge import KnowledgeStore
 from session_store.repos.live import LiveChannel
 from session_store.repos.liveness import ProcessLiveness
+from session_store.repos.previews import PreviewStore
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)

@@ -10,11 +10,11 @@ from typing import Any
 
 import asyncpg
 
-from session_store import previews as previews_q
 from session_store.db import Database
 from session_store.errors import LeaseLost
 from session_store.estimates import capped_count
 from session_store.records import DeliveryRecord, FinishedTurn, OutgoingReply, TurnClaim
+from session_store.repos import previews as previews_q
 from session_store.repos.liveness import dead_process
 from session_store.repos.usage import UsageCharge, charge_columns, place_of
 from session_store.rows import reader

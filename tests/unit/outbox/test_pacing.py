@@ -25,9 +25,9 @@ from gateway.outbox.pacing import (
 )
 from gateway.outbox.streaming import MAX_PREVIEW_WAIT
 from session_store.db import Database
-from session_store.previews import PreviewStore
 from session_store.records import DeliveryRecord, OutgoingReply
 from session_store.repos.liveness import ProcessLiveness
+from session_store.repos.previews import PreviewStore
 from session_store.store import Store
 from testsupport.fakes.sink import SinkTransport, sink_envelope
 from testsupport.fakes.sink_server import SinkServer
