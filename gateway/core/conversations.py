@@ -14,8 +14,8 @@ from gateway.core.errors import SessionNotFound
 from gateway.outbox.parts import FilePart, part_of
 from session_store.records import MessageRecord
 from session_store.repos.knowledge import CitationRecord, KnowledgeStore
+from session_store.repos.tools import ToolStore
 from session_store.store import Store
-from session_store.tool_store import ToolStore
 from session_store.values import DeliveryStatus, Role, SessionStatus
 
 #: a thread's newest messages shown at once

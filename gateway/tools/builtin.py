@@ -19,8 +19,8 @@ from gateway.knowledge.service import KnowledgeSearch
 from gateway.tools.catalog import Tool, ToolCaller, ToolHandler, ToolPolicy, ToolSpec
 from session_store.repos.knowledge import PassageHit
 from session_store.repos.operator import OperatorStore
+from session_store.repos.tools import ToolStore
 from session_store.store import Store
-from session_store.tool_store import ToolStore
 
 
 class ToolInputError(ValueError):

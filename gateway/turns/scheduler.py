@@ -41,8 +41,8 @@ from gateway.turns.stage import (
     one_firing_a_turn,
 )
 from session_store.records import DeliveryRecord, MessageRecord, TurnClaim
+from session_store.repos.tools import ToolStore
 from session_store.store import Store
-from session_store.tool_store import ToolStore
 
 log = structlog.get_logger(__name__)
 

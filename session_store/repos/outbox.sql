@@ -247,3 +247,12 @@ SELECT {{delivery_columns}} FROM deliveries WHERE id = $1
 
 -- name: session_delivery_counts
 SELECT status, count(*) AS n FROM deliveries WHERE session_id = $1 GROUP BY status
+
+-- name: insert_card_delivery
+-- an approval card (repos/tools.py, ToolStore.queue_card): a message of the session
+-- (seq-numbered, not conversation: model 'command' keeps it out of the agent's context) and a
+-- delivery row with the request's stored target
+INSERT INTO deliveries (message_id, session_id, seq_no, part_no, platform, target, content,
+                        kind, part, traceparent)
+VALUES ($1, $2, $3, 1, $4, $5, $6, 'approval_card',
+        jsonb_build_object('v', 1, 'approval_id', $7::text), $8)

@@ -12,8 +12,8 @@ import pytest
 
 from gateway.core.domain import ReplyTarget
 from gateway.runtime.gateway import Gateway
+from session_store.repos.tools import ToolStore
 from session_store.store import Store
-from session_store.tool_store import ToolStore
 from tests.integration.tools.test_approvals_web import (
     RESTART,
     Ops,
