@@ -148,7 +148,7 @@ class ToolStore:
 
     @staticmethod
     async def _unpark(conn: asyncpg.Connection, approval_id: str) -> None:
-        # a statement of its own (see ``unpark_turn`` in ``tool_store.sql``): its snapshot sees a
+        # a statement of its own (see ``unpark_turn`` in ``tools.sql``): its snapshot sees a
         # park that committed while the decision waited for the request's row lock
         session_id = await conn.fetchval(SQL.approval_session, approval_id)
         await conn.execute(SQL.unpark_turn, session_id, approval_id)
