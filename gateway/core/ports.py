@@ -8,10 +8,10 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
+from gateway.core.attachments import FileShare
 from gateway.core.conversations import Conversations
 from gateway.core.domain import Extracted, OutgoingFile, ReplyTarget, SessionKey
 from gateway.core.hub import Broadcast
-from gateway.knowledge.attachments import FileShare
 from session_store.values import IngestStatus
 
 if TYPE_CHECKING:

@@ -27,6 +27,7 @@ from gateway.core.errors import ConfigError
 from gateway.core.plugins import ENTRY_POINT_GROUP, SurfacePlugin, place_target
 from gateway.core.ports import AdapterContext, AdapterFactory, PlatformAdapter
 from gateway.core.settings import Settings
+from gateway.core.settings_groups import settings_groups
 
 #: our own distribution: its surfaces come first, in the order ``pyproject.toml`` lists them
 DISTRIBUTION = "chat-gateway"
@@ -96,9 +97,13 @@ def target_of_place(key: SessionKey) -> ReplyTarget:
 
 
 def all_settings_classes() -> list[type[BaseSettings]]:
-    """The core ``Settings`` and each installed surface's own settings class (for a reference
-    of every setting)."""
-    return [Settings, *(p.settings_class for p in surface_plugins())]
+    """The core ``Settings``, the settings groups it holds, and each installed surface's own
+    settings class (for a reference of every setting)."""
+    return [
+        Settings,
+        *settings_groups(Settings).values(),
+        *(p.settings_class for p in surface_plugins()),
+    ]
 
 
 def check_settings(settings: Settings) -> Settings:

@@ -153,7 +153,7 @@ class Gateway:
             conversations=Conversations(store),
             identity=self.identity,
             http_policy=self.http_policy,
-            files=self.knowledge,
+            files=self.knowledge.intake,
             held_files=HeldFileStore(store.db),
             place_answers_all=self.profiles.answers_all,
         )
@@ -236,7 +236,7 @@ class Gateway:
                 store,
                 tools_file=tools_file_for(settings.gateway_tools_file, self.config.config),
                 metrics=self.metrics,
-                knowledge=self.knowledge,
+                knowledge=self.knowledge.retrieval,
             )
             self.tools.approvals = self.approvals
             if self.approvals is not None:
