@@ -368,7 +368,7 @@ class ApprovalCards(Protocol):
 class HeldFiles(Protocol):
     """Files a surface keeps itself because its platform has nowhere to fetch them from later
     (the web chat's voice notes: the transcription job fetches them by id, as it fetches a
-    platform's file). ``session_store.held_files.HeldFileStore``."""
+    platform's file). ``session_store.repos.held_files.HeldFileStore``."""
 
     async def keep(self, name: str, media_type: str | None, data: bytes) -> int: ...
 

@@ -36,7 +36,6 @@ from gateway.http.access import MCP_PATH, PROBLEM_JSON, GuardedASGI
 from gateway.http.access import AccessPolicy as AccessPolicy
 from gateway.http.access import install_problem_handlers as install_problem_handlers
 from gateway.http.operator import MAX_PAGE, OperatorService, Page, paginate
-from session_store.operator import OperatorStore
 from session_store.records import (
     Counts,
     DeliveryRecord,
@@ -46,6 +45,7 @@ from session_store.records import (
     SessionDetail,
     SessionRecord,
 )
+from session_store.repos.operator import OperatorStore
 from session_store.store import Store
 
 if TYPE_CHECKING:
@@ -214,7 +214,7 @@ def _session_routes(
         given). Each assistant message carries its deliveries: status, attempts, stored
         target, last error, platform message id."""
         found = await service.resolve(session)
-        items = await ops.store.messages(
+        items = await ops.store.sessions.messages(
             found.id, after_seq=after_seq, before_seq=before_seq, limit=limit, with_deliveries=True
         )
         last = items[-1].seq_no if items else (after_seq or 0)

@@ -27,8 +27,8 @@ from gateway.core.ports import PlatformAdapter, Transport
 from gateway.core.registry import target_of_place
 from gateway.core.settings import Settings
 from gateway.http.operator import OperatorService
-from session_store.operator import OperatorStore
 from session_store.records import MessageRecord
+from session_store.repos.operator import OperatorStore
 
 log = structlog.get_logger(__name__)
 
@@ -168,7 +168,7 @@ def _reading_tools(server: MCPServer, service: OperatorService) -> None:
         after_seq=next_after_seq to follow the session; has_more says whether to."""
         with _as_tool_error():
             found = await service.resolve(session)
-            messages = await ops.store.messages(
+            messages = await ops.store.sessions.messages(
                 found.id, after_seq=after_seq, limit=limit, with_deliveries=True
             )
         next_after = messages[-1].seq_no if messages else after_seq
@@ -373,7 +373,7 @@ def _writing_tools(server: MCPServer, service: OperatorService) -> None:
         with _as_tool_error():
             found = await service.resolve(session)
             cursor = await ops.mark_read(found.id, participant, seq_no=seq_no)
-            latest = await ops.store.get_session(found.id)
+            latest = await ops.store.sessions.get_session(found.id)
         return {
             "session_id": found.id,
             "participant": cursor.participant,

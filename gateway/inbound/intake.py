@@ -298,7 +298,7 @@ class CoreIntake:
         if traceparent is not None and isinstance(item, InboundMessage):
             item = replace(item, traceparent=traceparent)
         try:
-            result = await self._store.ingest(item, raw=stored_raw)
+            result = await self._store.inbox.ingest(item, raw=stored_raw)
         except StoreError as exc:
             if exc.transient:
                 raise  # the database is away: not stored, the surface retries later
@@ -366,13 +366,13 @@ class CoreIntake:
             event_id=event_id,
         )
         reason = f"cannot be stored: {exc.sqlstate or type(exc).__name__}"
-        return await self._store.ingest(
+        return await self._store.inbox.ingest(
             InboundNote(platform=platform, status="rejected", reason=reason, event_id=event_id),
             raw={"unstorable": True, "sqlstate": exc.sqlstate},
         )
 
     async def knows(self, key: SessionKey) -> bool:
-        return await self._store.has_active_session(key)
+        return await self._store.sessions.has_active_session(key)
 
 
 class CoreCursors:
@@ -382,10 +382,10 @@ class CoreCursors:
         self._store = store
 
     async def load_cursor(self, name: str) -> str | None:
-        return await self._store.load_cursor(name)
+        return await self._store.inbox.load_cursor(name)
 
     async def save_cursor(self, name: str, value: str) -> None:
-        await self._store.save_cursor(name, value)
+        await self._store.inbox.save_cursor(name, value)
 
 
 class CoreInteractions:
@@ -404,12 +404,12 @@ class CoreInteractions:
     async def record_feedback(
         self, *, platform: str, chat_id: str, message_id: str, user_id: str, value: int
     ) -> bool:
-        found = await self._store.find_bot_message(
+        found = await self._store.sessions.find_bot_message(
             platform, chat_id=chat_id, platform_message_id=message_id
         )
         if found is None:
             return False
-        result = await self._store.set_feedback(found, user_id=user_id, value=value)
+        result = await self._store.sessions.set_feedback(found, user_id=user_id, value=value)
         log.info(
             "feedback_recorded", platform=platform, chat_id=chat_id, value=value, feedback=result
         )

@@ -148,7 +148,7 @@ async def _sessions_list(
         await migrate(dsn)
         store = await Store.connect(dsn, min_size=1, max_size=2)
         try:
-            sessions = await store.list_sessions(
+            sessions = await store.sessions.list_sessions(
                 platform=platform, status="active" if active else None, limit=limit
             )
         finally:
@@ -194,19 +194,19 @@ async def _sessions_show(settings: Settings, ident: str, after: int, limit: int)
         store = await Store.connect(dsn, min_size=1, max_size=2)
         try:
             if ident.isascii() and ident.isdigit():
-                session = await store.get_session(int(ident))
+                session = await store.sessions.get_session(int(ident))
             else:
                 try:
                     key = SessionKey.parse(ident)
                 except ValueError as exc:
                     print(str(exc), file=sys.stderr)
                     return 1
-                found = await store.find_session(key)
+                found = await store.sessions.find_session(key)
                 if found is None:
                     print(f"no session for key {ident}", file=sys.stderr)
                     return 1
                 session = found
-            messages = await store.delta(session.id, after, limit)
+            messages = await store.sessions.delta(session.id, after, limit)
         finally:
             await store.close()
     count = counted(session.message_count, "message")
@@ -241,8 +241,8 @@ def _read_password() -> str:
 async def _users(settings: Settings, command: str, name: str | None) -> int:
     from gateway import audit
     from gateway.http.webauth import MIN_PASSWORD, hash_password, valid_name
-    from session_store.accounts import AccountStore
     from session_store.migrator import migrate
+    from session_store.repos.accounts import AccountStore
     from session_store.store import Store
 
     if name is not None and not valid_name(name):

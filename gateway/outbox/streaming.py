@@ -18,7 +18,7 @@ The final text is always the outbox delivery; what happens here is a best-effort
 * A 429 slows the preview down: the shared budget is pushed ``retry_after`` ahead and the
   streamer waits it out. Nothing here ever holds the final text back: when the agent is done
   the streamer stops (an edit in flight finishes) and the turn records the answer, binding
-  the previews to it (``Store.finish_turn(previews_after=...)``).
+  the previews to it (``Outbox.finish_turn_outbox(previews_after=...)``).
 * The delivery of part i then edits preview i into the final text in place, and the last
   part deletes the previews the final text does not need (the parts say so:
   ``finishes_stream``; ``gateway.outbox.stream_finish``). Nothing sends the full text again
@@ -51,7 +51,7 @@ from gateway.outbox.pacing import (
     cosmetic_rules,
     pace_rules,
 )
-from session_store.previews import PreviewStore
+from session_store.repos.previews import PreviewStore
 
 log = structlog.get_logger(__name__)
 

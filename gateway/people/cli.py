@@ -16,7 +16,7 @@ from gateway.core.settings import Settings
 from gateway.knowledge.files import S3Files, build_files
 from gateway.people.erasure import DEFAULT_BATCH, forget, resume_of, start
 from gateway.people.export import EXPORT_FILE, export
-from session_store.erasure import ErasureStore
+from session_store.repos.erasure import ErasureStore
 from session_store.store import Store
 
 

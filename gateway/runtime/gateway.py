@@ -57,19 +57,19 @@ from gateway.turns.scheduler import TurnScheduler, TurnSettings
 from gateway.turns.summaries import SummaryWorker
 from gateway.usage.config import usage_config
 from gateway.usage.service import UsageService
-from session_store.held_files import HeldFileStore
-from session_store.knowledge import KnowledgeStore
-from session_store.live import LiveChannel
-from session_store.liveness import ProcessLiveness
-from session_store.previews import PreviewStore
 from session_store.records import InboundMessage
 from session_store.repos.breakers import Breakers
+from session_store.repos.held_files import HeldFileStore
+from session_store.repos.knowledge import KnowledgeStore
+from session_store.repos.live import LiveChannel
+from session_store.repos.liveness import ProcessLiveness
+from session_store.repos.previews import PreviewStore
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
 
 DRAIN_SECONDS = 10.0
-#: seconds between checks of this process's liveness lock (``session_store.liveness``)
+#: seconds between checks of this process's liveness lock (``session_store.repos.liveness``)
 LIVENESS_INTERVAL = 0.5
 
 
@@ -548,7 +548,7 @@ class Gateway:
     async def _late_transcript(self, message: InboundMessage) -> None:
         """A voice note heard after its turn gave up waiting: stored as the person's message
         (once: the inbox dedupes it) and answered."""
-        await self.store.ingest(message, raw=None)
+        await self.store.inbox.ingest(message, raw=None)
         self.turn_wake.set()
 
     async def _start_knowledge(self) -> None:

@@ -10,12 +10,12 @@ from typing import Any
 
 import asyncpg
 
-from session_store import previews as previews_q
 from session_store.db import Database
 from session_store.errors import LeaseLost
 from session_store.estimates import capped_count
-from session_store.liveness import dead_process
 from session_store.records import DeliveryRecord, FinishedTurn, OutgoingReply, TurnClaim
+from session_store.repos.liveness import dead_process
+from session_store.repos.previews import SQL as PREVIEWS_SQL
 from session_store.repos.usage import UsageCharge, charge_columns, place_of
 from session_store.rows import reader
 from session_store.sql import load
@@ -113,7 +113,7 @@ class Outbox:
                 if shown:
                     seq, out = shown[-1]
                     await conn.execute(
-                        previews_q.BIND, claim.session_id, previews_after, seq, len(out.parts)
+                        PREVIEWS_SQL.bind, claim.session_id, previews_after, seq, len(out.parts)
                     )
         handed = tuple(delivery_from_row(r) for r in rows if r["id"] is not None)
         return FinishedTurn(

@@ -1,7 +1,7 @@
 -- The outbox: a turn's replies as delivery rows, one per part, claimed by the delivery
 -- workers under a lease fenced by a claim token, paced per chat, recovered when their worker
 -- died. Fragments passed in by outbox.py: dead_claim_process (the liveness rule,
--- ``session_store.liveness.dead_process``).
+-- ``session_store.repos.liveness.dead_process``).
 
 -- name: delivery_columns
 -- the one column list of DeliveryRecord
@@ -247,3 +247,12 @@ SELECT {{delivery_columns}} FROM deliveries WHERE id = $1
 
 -- name: session_delivery_counts
 SELECT status, count(*) AS n FROM deliveries WHERE session_id = $1 GROUP BY status
+
+-- name: insert_card_delivery
+-- an approval card (repos/tools.py, ToolStore.queue_card): a message of the session
+-- (seq-numbered, not conversation: model 'command' keeps it out of the agent's context) and a
+-- delivery row with the request's stored target
+INSERT INTO deliveries (message_id, session_id, seq_no, part_no, platform, target, content,
+                        kind, part, traceparent)
+VALUES ($1, $2, $3, 1, $4, $5, $6, 'approval_card',
+        jsonb_build_object('v', 1, 'approval_id', $7::text), $8)

@@ -69,11 +69,11 @@ async def test_one_failed_item_never_stops_the_workers(database_url: str, sink: 
         await wait_for(lambda: sink.texts_in("c", "C") == ["echo: fine"], timeout=10)
 
         async def send_recorded() -> bool:
-            rows = await gw.store.deliveries_for_session(2)
+            rows = await gw.store.outbox.deliveries_for_session(2)
             return bool(rows) and rows[0].status == "failed"
 
         await wait_for(send_recorded, timeout=10)
-        [bug] = await gw.store.deliveries_for_session(2)
+        [bug] = await gw.store.outbox.deliveries_for_session(2)
         async with httpx.AsyncClient(base_url=gw.url) as client:
             listed = (await client.get("/api/v1/deliveries", params={"status": "failed"})).json()
         assert [(d["id"], d["ambiguous"]) for d in listed["items"]] == [(bug.id, True)]

@@ -185,9 +185,9 @@ async def test_the_core_decides_who_is_answered_for_a_surface_that_does_nothing_
                 key = SessionKey(
                     platform="memo", scope="main", chat_id="kitchen", thread_id=f"t{n}"
                 )
-                session = await store.find_session(key)
+                session = await store.sessions.find_session(key)
                 assert session is not None, key
-                stored[n] = [(m.content, m.trigger) for m in await store.recent(session.id, 10)]
+                stored[n] = [(m.content, m.trigger) for m in await store.sessions.recent(session.id, 10)]
             # a bot's memo, even naming the bot, and an unaddressed one: context, never answered
             assert stored[1] == [("beep", "context")]
             assert stored[2] == [("chatter", "context")]
