@@ -187,7 +187,9 @@ async def test_the_core_decides_who_is_answered_for_a_surface_that_does_nothing_
                 )
                 session = await store.sessions.find_session(key)
                 assert session is not None, key
-                stored[n] = [(m.content, m.trigger) for m in await store.sessions.recent(session.id, 10)]
+                stored[n] = [
+                    (m.content, m.trigger) for m in await store.sessions.recent(session.id, 10)
+                ]
             # a bot's memo, even naming the bot, and an unaddressed one: context, never answered
             assert stored[1] == [("beep", "context")]
             assert stored[2] == [("chatter", "context")]
