@@ -554,6 +554,9 @@ def database_cost(
     n = max(1, messages)
     return {
         "db_transactions_per_msg": cost.transactions / n,
+        "db_transactions_by_kind": None
+        if cost.kinds is None
+        else {kind: count / n for kind, count in cost.kinds.items()},
         "db_wal_bytes_per_msg": cost.wal_bytes / n,
         "db_exec_ms_per_msg": None if cost.exec_ms is None else cost.exec_ms / n,
         "db_cpu_ms_per_msg": None if pg_cpu is None else pg_cpu / n * 1000,
@@ -675,7 +678,13 @@ class E2E:
                 up = await enter_side_by_side(
                     stack,
                     (
-                        gateway_process(self.dsn, receiver.url, logs / f"replica-{n}-{i}.log", {})
+                        gateway_process(
+                            self.dsn,
+                            receiver.url,
+                            logs / f"replica-{n}-{i}.log",
+                            {},
+                            repo=self.repo,
+                        )
                         for i in range(n)
                     ),
                 )
@@ -710,6 +719,7 @@ class E2E:
                     )
                 )
                 load["replicas"] = n
+                load["rate_per_replica"] = load["rate"] / n
         finally:
             await receiver.stop()
         shutil.rmtree(logs, ignore_errors=True)  # kept only when something failed
