@@ -19,6 +19,7 @@ from gateway.core.domain import (
     Envelope,
     EventKind,
     Extracted,
+    Ignored,
     Rejected,
     SessionKey,
     Trigger,
@@ -132,6 +133,12 @@ def clean_raw(raw: Mapping[str, Any] | None, notes: set[str]) -> Mapping[str, An
         head = json.dumps(cleaned, default=str)[:RAW_HEAD_BYTES]
         return {"truncated": True, "bytes": size, "head": head}
     return cleaned
+
+
+#: the reasons the surfaces give for the bot's own posts, which Slack, Mattermost and
+#: Telegram send back as events (one per reply): acknowledged and counted in
+#: ``gateway_inbound_events_total``, not kept in the inbox
+OWN_ECHOES = frozenset({"own message", "own post", "own message edited", "own message deleted"})
 
 
 def _without_secrets(value: Any) -> Any:
@@ -285,6 +292,11 @@ class CoreIntake:
     async def _submit(
         self, extracted: Extracted, *, raw: Mapping[str, Any] | None
     ) -> IngestOutcome:
+        if isinstance(extracted, Ignored) and extracted.reason in OWN_ECHOES:
+            # counted, never stored: a row per reply would be a transaction per message
+            # for nothing (a redelivery is ignored again just the same)
+            self._metrics.inbound.labels(extracted.platform, "ignored").inc()
+            return IngestOutcome(status="ignored", reason=extracted.reason)
         platform = extracted.key.platform if isinstance(extracted, Envelope) else extracted.platform
         started = time.perf_counter()
         notes: set[str] = set()
