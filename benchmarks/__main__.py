@@ -291,6 +291,7 @@ async def _baseline_e2e(
             concurrency=sizes.e2e_concurrency,
             max_seconds=sizes.e2e_max_seconds,
             repo=baseline,
+            scale_seconds=min(sizes.e2e_max_seconds, 20.0),
             stats_settle=sizes.e2e_stats_settle,
         )
         base = await bench.run(runs)
