@@ -258,7 +258,12 @@ async def run_e2e(
         out["scale_out"] = await bench.scale_out(runs)
     raw["e2e"] = out
     latency = {rate: summarize_runs(rs) for rate, rs in out["latency_runs"].items()}
-    result = {"latency": latency, "sustained": out["sustained"], "scale_out": out["scale_out"]}
+    result = {
+        "latency": latency,
+        "sustained": out["sustained"],
+        "scale_out": out["scale_out"],
+        "tails": out["tails"],
+    }
     if baseline is not None:
         result["baseline"] = await _baseline_e2e(srv, sizes, runs, raw, baseline)
     return result
@@ -303,6 +308,7 @@ async def _baseline_e2e(
         "latency": {r: summarize_runs(rs) for r, rs in base["latency_runs"].items()},
         "sustained": base["sustained"],
         "scale_out": base["scale_out"],
+        "tails": base["tails"],
     }
 
 

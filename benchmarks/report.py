@@ -159,6 +159,9 @@ def per_message_table(results: dict[str, Any]) -> list[str]:
                     f"| offered {float(rate):.0f} msgs/s, {q[:3]} ms | {ours:,.1f} "
                     f"| {theirs:,.1f} | {ours / theirs:.2f} |"
                 )
+    tail = tail_table(e2e)
+    if tail:
+        rows += ["", *tail]
     for whose, scale in (
         ("", e2e.get("scale_out")),
         (" (baseline)", (base or {}).get("scale_out")),
@@ -185,6 +188,36 @@ def per_message_table(results: dict[str, Any]) -> list[str]:
                 f"| {_opt(_median([f.get('db_cpu_ms_per_msg') for f in figs]), 2, ' ms')} "
                 f"| {_f(scale_ratio, 2)} |"
             )
+    return rows
+
+
+def tail_table(e2e: dict[str, Any]) -> list[str]:
+    """Where the time of the slowest 1% of sink messages goes at each offered rate, against
+    the median message (``benchmarks.e2e.tail_breakdown``; the last run's figures)."""
+    from benchmarks.e2e import TAIL_STAGES
+
+    rows: list[str] = []
+    theirs = (e2e.get("baseline") or {}).get("tails")
+    for whose, tails in (("", e2e.get("tails")), (" (baseline)", theirs)):
+        for rate, runs in (tails or {}).items():
+            found = [t for t in runs if t]
+            if not found:
+                continue
+            t = found[-1]
+            if not rows:
+                rows = [
+                    "| where the time goes (sink messages) | median message, ms | slowest 1%, ms |",
+                    "|---|---|---|",
+                ]
+            rows.append(
+                f"| **offered {float(rate):.0f} msgs/s{whose}** ({t['messages']} messages) "
+                f"| {t['median']['total']:,.1f} | {t['slowest']['total']:,.1f} |"
+            )
+            for stage, what in TAIL_STAGES:
+                rows.append(
+                    f"| ... {stage}: {what} | {t['median'][stage]:,.1f} "
+                    f"| {t['slowest'][stage]:,.1f} |"
+                )
     return rows
 
 

@@ -83,20 +83,29 @@ class FencedWrites:
         return await done
 
     async def _flush(self) -> None:
-        while self._queue:
-            batch: list[_Write] = []
-            seen: set[int] = set()
-            later: list[_Write] = []
-            for w in self._queue:
-                # one write per row and statement: a second one (a renewal beside a receipt)
-                # goes in the next batch, after the first is committed
-                if w.id in seen or len(batch) >= BATCH_LIMIT:
-                    later.append(w)
-                else:
-                    seen.add(w.id)
-                    batch.append(w)
-            self._queue = later
-            await self._run(batch)
+        batch: list[_Write] = []
+        try:
+            while self._queue:
+                batch = []
+                seen: set[int] = set()
+                later: list[_Write] = []
+                for w in self._queue:
+                    # one write per row and statement: a second one (a renewal beside a
+                    # receipt) goes in the next batch, after the first is committed
+                    if w.id in seen or len(batch) >= BATCH_LIMIT:
+                        later.append(w)
+                    else:
+                        seen.add(w.id)
+                        batch.append(w)
+                self._queue = later
+                await self._run(batch)
+        except BaseException:
+            # cancelled (the loop is closing): the writes not made are cancelled for their
+            # callers, none left waiting for a flush that will not come
+            for w in [*batch, *self._queue]:
+                w.done.cancel()
+            self._queue = []
+            raise
 
     async def _run(self, batch: list[_Write]) -> None:
         try:
@@ -120,11 +129,11 @@ class FencedWrites:
                 if not w.done.done():
                     w.done.set_exception(exc)
             return
-        except BaseException as exc:
+        except Exception as exc:  # noqa: BLE001 - a bug: each caller gets it, the next go on
             for w in batch:
                 if not w.done.done():
                     w.done.set_exception(exc)
-            raise
+            return
         written = {r["id"]: bool(r["more"]) for r in rows}
         for w in batch:
             if w.done.done():
