@@ -621,6 +621,26 @@ def tail_breakdown(log_path: Path, threads: dict[str, list[float]]) -> dict[str,
     return {"messages": len(rows), "slowest": mean_ms(slowest), "median": mean_ms(middle)}
 
 
+async def drained(dsn: str, *, within: float = 120.0) -> float:
+    """Wait until the gateway has no turn waiting and no delivery open (an overloaded fixed
+    rate leaves a backlog: replies given up on are still owed): the sustained phase then
+    measures its own messages, not the drain of earlier ones. Returns the seconds waited."""
+    started = time.perf_counter()
+    conn = await asyncpg.connect(dsn)
+    try:
+        while time.perf_counter() - started < within:
+            busy = await conn.fetchval(
+                "SELECT (SELECT count(*) FROM sessions WHERE turn_requested_seq > turn_done_seq)"
+                " + (SELECT count(*) FROM deliveries WHERE status IN ('pending', 'sending'))"
+            )
+            if not busy:
+                break
+            await asyncio.sleep(0.5)
+    finally:
+        await conn.close()
+    return time.perf_counter() - started
+
+
 def _diff(before: float | None, after: float | None) -> float | None:
     return None if before is None or after is None else after - before
 
@@ -846,6 +866,7 @@ class E2E:
                             latency.setdefault(rate, []).append(figure)
                             # let a backlog of an overloaded rate drain before the next one
                             await asyncio.sleep(0.5)
+                    drain_seconds = await drained(self.dsn)
                     postmaster = await postmaster_pid(self.dsn)
                     before = await db_snapshot(self.dsn, settle=self.stats_settle)
                     pg_cpu = postgres_cpu_seconds(postmaster)
@@ -878,6 +899,7 @@ class E2E:
                             # py-spy's raw stacks, for a closer look than the categories
                             shutil.copy(self.log_path.parent / "prof", keep)
                     load["rss_mb_at_start"] = round(rss_start / 2**20, 1)
+                    load["backlog_drain_seconds"] = round(drain_seconds, 1)
                     load["stray_replies"] = waiters.stray
                 finally:
                     await driver.close()
