@@ -27,11 +27,11 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode
 from pydantic_settings.exceptions import SettingsError
 
 from gateway.core.errors import ConfigError
-from gateway.core.retention_settings import RetentionSettings
+from gateway.core.settings_groups import SETTINGS_SOURCES, RetentionSettings, read_groups
 
 
 def _default_data_dir() -> Path:
@@ -74,14 +74,8 @@ def split_csv(value: Any) -> Any:
     return value
 
 
-class Settings(RetentionSettings):
-    model_config = SettingsConfigDict(
-        env_file=".env",
-        env_file_encoding="utf-8",
-        extra="ignore",
-        case_sensitive=False,
-        populate_by_name=True,
-    )
+class Settings(BaseSettings):
+    model_config = SETTINGS_SOURCES
     #: what these settings were built from (explicit values, ``_env_file``): each surface's
     #: own settings are read from the same (``surface``)
     _sources: dict[str, Any] = PrivateAttr(default_factory=dict)
@@ -90,9 +84,9 @@ class Settings(RetentionSettings):
     if not TYPE_CHECKING:  # mypy keeps the signature pydantic's plugin gives the fields
 
         def __init__(self, **values: Any) -> None:
-            super().__init__(**values)
-            self._sources = dict(values)
-            self._sources.setdefault("_env_file", type(self).model_config.get("env_file"))
+            sources = {"_env_file": type(self).model_config.get("env_file"), **values}
+            super().__init__(**values, **read_groups(type(self), sources))
+            self._sources = sources
 
     def surface(self, cls: type[SettingsT]) -> SettingsT:
         """A surface's own settings (a ``SurfaceSettings`` subclass), read from the same
@@ -356,6 +350,9 @@ class Settings(RetentionSettings):
     gateway_files_s3_prefix: str = Field(
         default="kb/", max_length=200, alias="GATEWAY_FILES_S3_PREFIX"
     )
+    #: how long stored data is kept: a settings group (``gateway.core.settings_groups``), read
+    #: from these same sources under its own names (``GATEWAY_RETENTION_*``)
+    retention: Annotated[RetentionSettings, NoDecode] = Field(default_factory=RetentionSettings)
 
     @field_validator("gateway_allowed_places", "gateway_answer_all_places")
     @classmethod

@@ -6,7 +6,8 @@ A development checkout's package metadata is not rebuilt when ``pyproject.toml``
 editable install keeps the entry points it was installed with), so the entry points declared in
 the ``pyproject.toml`` beside this package fill in any name the metadata lacks.
 
-Target place: ``gateway/runtime/registry.py`` once the runtime is a package.
+It stands on the ground floor: the composition root builds the adapters with it, and a room
+that needs a place's reply target (``target_of_place``: schedules, the MCP tools) asks it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from gateway.core.errors import ConfigError
 from gateway.core.plugins import ENTRY_POINT_GROUP, SurfacePlugin, place_target
 from gateway.core.ports import AdapterContext, AdapterFactory, PlatformAdapter
 from gateway.core.settings import Settings
+from gateway.core.settings_groups import settings_groups
 
 #: our own distribution: its surfaces come first, in the order ``pyproject.toml`` lists them
 DISTRIBUTION = "chat-gateway"
@@ -95,9 +97,13 @@ def target_of_place(key: SessionKey) -> ReplyTarget:
 
 
 def all_settings_classes() -> list[type[BaseSettings]]:
-    """The core ``Settings`` and each installed surface's own settings class (for a reference
-    of every setting)."""
-    return [Settings, *(p.settings_class for p in surface_plugins())]
+    """The core ``Settings``, the settings groups it holds, and each installed surface's own
+    settings class (for a reference of every setting)."""
+    return [
+        Settings,
+        *settings_groups(Settings).values(),
+        *(p.settings_class for p in surface_plugins()),
+    ]
 
 
 def check_settings(settings: Settings) -> Settings:
