@@ -12,7 +12,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from gateway.agents.base import EchoAgent, Reply, Turn
+from gateway.agents.base import EchoAgent, Turn
+from gateway.core.domain import Reply
 from gateway.runtime.gateway import Gateway
 from testsupport.fakes.sink import SinkAdapter
 from testsupport.fakes.sink_server import SinkServer
@@ -21,7 +22,7 @@ from testsupport.write_budget import BUDGET, TransactionLog
 
 #: the background loops (recovery, polls) look every 30 s at the soonest: none runs in the
 #: second a cycle takes
-QUIET = {"GATEWAY_POLL_SECONDS": 30.0, "GATEWAY_LEASE_SECONDS": 120.0}
+QUIET: dict[str, Any] = {"GATEWAY_POLL_SECONDS": 30.0, "GATEWAY_LEASE_SECONDS": 120.0}
 
 
 async def _sent(database_url: str, n: int) -> bool:

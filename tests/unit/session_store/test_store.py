@@ -20,7 +20,7 @@ from gateway.core.domain import (
 )
 from gateway.inbound.intake import to_inbound
 from session_store.errors import LeaseLost
-from session_store.records import InboundItem, InboundNote, OutgoingReply
+from session_store.records import DeliveryRecord, InboundItem, InboundNote, OutgoingReply
 from session_store.store import Store
 
 
@@ -270,7 +270,7 @@ async def test_fenced_writes_made_at_once_are_one_statement_each_told_its_own_ou
     target = ReplyTarget(platform="web", scope="local", chat_id="general", thread_id="t1")
     for n in range(5):
         await store.ingest(envelope(f"q{n}", message_id=f"m{n}", thread=f"t{n}"), raw=None)
-    handed = []
+    handed: list[DeliveryRecord] = []
     for _ in range(5):
         claim = await store.claim_turn(lease_seconds=30, with_pending=10, context_page=64)
         assert claim is not None
@@ -301,7 +301,7 @@ async def test_fenced_writes_made_at_once_are_one_statement_each_told_its_own_ou
             store.mark_sent(stale, "p4"),
             return_exceptions=True,
         )
-    assert results[:4] == [False, False, None, None]
+    assert list(results[:4]) == [False, False, None, None]
     assert isinstance(results[4], LeaseLost)
     assert len(calls) == 1  # all five in one statement
     by_id = {d.id: d for h in handed for d in await store.deliveries_for_session(h.session_id)}
