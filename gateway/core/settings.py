@@ -57,9 +57,13 @@ def env_file_path() -> Path:
 
 
 def settings_source() -> str:
-    """Where the settings come from, in words (``gateway run`` and ``gateway doctor`` say)."""
+    """The settings file read, or every place looked for one (``gateway run``, ``doctor``)."""
     path = env_file_path().absolute()
-    return str(path) if path.is_file() else f"the environment only (no {path})"
+    if path.is_file():
+        return str(path)
+    if os.environ.get("GATEWAY_ENV_FILE", "").strip():
+        return f"the environment only (no {path}, named by GATEWAY_ENV_FILE)"
+    return f"the environment only (no {Path('.env').absolute()}, no {path})"
 
 
 CsvList = Annotated[list[str], NoDecode]
@@ -568,14 +572,13 @@ def is_loopback_bind(host: str) -> bool:
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Read settings from the environment (and ``.env``), translating validation errors into
-    one ``ConfigError`` that names the first bad setting."""
+    """Settings from the environment (and ``.env``); one ``ConfigError`` names every bad one."""
     return parsed(lambda: Settings(**{"_env_file": env_file_path(), **overrides}))
 
 
 def parsed(build: Callable[[], SettingsT]) -> SettingsT:
-    """``build()``, its validation errors translated into one ``ConfigError`` that names the
-    first bad setting (by its environment name)."""
+    """``build()``, its validation errors translated into one ``ConfigError`` that names
+    every bad setting (by its environment name)."""
     try:
         return build()
     except ConfigError:
@@ -585,10 +588,12 @@ def parsed(build: Callable[[], SettingsT]) -> SettingsT:
         name = match.group(1).upper() if match else "settings"
         raise ConfigError(name, "cannot parse the value") from exc
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = first.get("loc") or ("settings",)
-        name = str(loc[0]).upper()
-        ctx_error = (first.get("ctx") or {}).get("error")
-        if isinstance(ctx_error, ConfigError):
-            raise ctx_error from exc
-        raise ConfigError(name, first.get("msg", "invalid value")) from exc
+        found: list[ConfigError] = []
+        for error in exc.errors():
+            loc = error.get("loc") or ("settings",)
+            ctx_error = (error.get("ctx") or {}).get("error")
+            if isinstance(ctx_error, ConfigError):
+                found.append(ctx_error)
+            else:
+                found.append(ConfigError(str(loc[0]).upper(), error.get("msg", "invalid value")))
+        raise ConfigError.of(found) from exc

@@ -15,8 +15,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from gateway import audit
-from gateway.core.logs import configure_logging
 from gateway.core.settings import Settings
+from gateway.core.text import counted
 from gateway.knowledge.citations import source_label
 from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.files import FileStorageError, build_files
@@ -110,10 +110,6 @@ async def _knowledge(settings: Settings) -> AsyncIterator[Knowledge]:
 
 
 async def run(settings: Settings, args: argparse.Namespace) -> int:
-    if settings.gateway_log_level == "info":
-        # a command's output is its point: the gateway's info events stay quiet (their level
-        # filter is fixed when logging is configured, so it is configured again)
-        configure_logging(settings.gateway_log_format, "warning")
     async with _knowledge(settings) as k:
         if args.kb_command == "add":
             return await _add(k, args.paths, kb=args.kb, wait=not args.no_wait)
@@ -184,7 +180,7 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _line(d: DocumentRecord) -> str:
-    return f"{d.id}\t{d.state_text}\t{d.kb_name}\t{d.chunk_count} passages\t{d.name}"
+    return f"{d.id}\t{d.state_text}\t{d.kb_name}\t{counted(d.chunk_count, 'passage')}\t{d.name}"
 
 
 async def _add(k: Knowledge, paths: Sequence[str], *, kb: str, wait: bool) -> int:
