@@ -273,12 +273,12 @@ async def test_fenced_writes_made_at_once_are_one_statement_each_told_its_own_ou
     taken over meanwhile writes nothing and raises ``LeaseLost`` without failing the rest."""
     target = ReplyTarget(platform="web", scope="local", chat_id="general", thread_id="t1")
     for n in range(5):
-        await store.ingest(envelope(f"q{n}", message_id=f"m{n}", thread=f"t{n}"), raw=None)
+        await store.inbox.ingest(envelope(f"q{n}", message_id=f"m{n}", thread=f"t{n}"), raw=None)
     handed: list[DeliveryRecord] = []
     for _ in range(5):
-        claim = await store.claim_turn(lease_seconds=30, with_pending=10, context_page=64)
+        claim = await store.turns.claim_turn(lease_seconds=30, with_pending=10, context_page=64)
         assert claim is not None
-        finished = await store.finish_turn_outbox(
+        finished = await store.outbox.finish_turn_outbox(
             claim,
             handled_seq=claim.done_seq + 1,
             replies=[OutgoingReply(content="a", parts=["a"])],
@@ -298,21 +298,23 @@ async def test_fenced_writes_made_at_once_are_one_statement_each_told_its_own_ou
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(asyncpg.connection.Connection, "fetch", fetch)
         results = await asyncio.gather(
-            store.mark_sent(handed[0], "p0"),
-            store.mark_sent(handed[1], "p1"),
-            store.mark_pacing(handed[2], wait=2.0, lease_seconds=30),
-            store.renew_delivery(handed[3], lease_seconds=30),
-            store.mark_sent(stale, "p4"),
+            store.outbox.mark_sent(handed[0], "p0"),
+            store.outbox.mark_sent(handed[1], "p1"),
+            store.outbox.mark_pacing(handed[2], wait=2.0, lease_seconds=30),
+            store.outbox.renew_delivery(handed[3], lease_seconds=30),
+            store.outbox.mark_sent(stale, "p4"),
             return_exceptions=True,
         )
     assert list(results[:4]) == [False, False, None, None]
     assert isinstance(results[4], LeaseLost)
     assert len(calls) == 1  # all five in one statement
-    by_id = {d.id: d for h in handed for d in await store.deliveries_for_session(h.session_id)}
+    by_id = {
+        d.id: d for h in handed for d in await store.outbox.deliveries_for_session(h.session_id)
+    }
     assert [by_id[h.id].status for h in handed] == ["sent", "sent", "sending", "sending", "sending"]
     assert by_id[handed[1].id].platform_message_id == "p1"
     assert by_id[handed[4].id].platform_message_id is None
     assert by_id[handed[2].id].pacing_until is not None  # marked off the wire
     # the pacing mark is cleared by the next write, alone now: the clearing lands
-    await store.mark_on_wire(handed[2])
-    assert await store.mark_sent(handed[2], "p2") is False
+    await store.outbox.mark_on_wire(handed[2])
+    assert await store.outbox.mark_sent(handed[2], "p2") is False
