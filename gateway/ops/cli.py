@@ -295,7 +295,7 @@ async def _doctor(settings: Settings) -> int:
 
 
 async def _mcp(settings: Settings) -> int:
-    from gateway.http.mcp import serve_stdio
+    from gateway.runtime.mcp import serve_stdio
 
     async with database(settings) as dsn:
         return await serve_stdio(settings, dsn)
