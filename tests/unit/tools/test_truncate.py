@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.tools.runner import cap_output
+from gateway.tools.truncate import cap_output
 
 
 def test_output_within_the_limit_is_left_alone() -> None:
@@ -140,12 +140,12 @@ def _follows(orig: Any, cut: Any) -> None:
         assert cut == kept + f"... [{len(orig) - len(kept)} more characters]"
     elif isinstance(orig, list):
         assert isinstance(cut, list)
-        body = cut
+        items = cut
         if cut and len(cut) - 1 < len(orig) and cut[-1] == f"... {len(orig) - len(cut) + 1} more":
-            body = cut[:-1]
+            items = cut[:-1]
         else:
             assert len(cut) == len(orig)
-        for whole, part in zip(orig, body, strict=False):
+        for whole, part in zip(orig, items, strict=False):
             _follows(whole, part)
     elif isinstance(orig, dict):
         assert isinstance(cut, dict)
