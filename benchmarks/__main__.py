@@ -466,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"comma-separated sections to run (default all: {','.join(SECTIONS)}); "
         "or 'faults' alone: the fault campaign (--minutes, --seed, --platforms); "
         "or 'fuzz' alone: ingress fuzzing (--count, --seed); "
+        "or 'routing' alone: tool routing's precision and recall on a labelled set (--seed); "
         "or 'soak' alone: steady load on a real gateway (--minutes, --slack)",
     )
     parser.add_argument(
@@ -505,6 +506,11 @@ def main(argv: list[str] | None = None) -> int:
         "--count", type=int, default=10_000, help="fuzz: generated events per platform"
     )
     args = parser.parse_args(argv)
+    if args.only == "routing":
+        from benchmarks import routing
+
+        configure_logging("console", "warning")
+        return routing.main(args.seed)
     if args.only == "fuzz":
         from campaigns import fuzz
 

@@ -298,7 +298,7 @@ async def _doctor(settings: Settings) -> int:
 
 
 async def _mcp(settings: Settings) -> int:
-    from gateway.http.mcp import serve_stdio
+    from gateway.runtime.mcp import serve_stdio
 
     async with database(settings) as dsn:
         return await serve_stdio(settings, dsn)
@@ -361,7 +361,9 @@ def _parser() -> argparse.ArgumentParser:
     remove = usub.add_parser("remove", help="remove an account (signs it out)")
     remove.add_argument("name")
     sub.add_parser("doctor", help="check configuration, database and platform credentials")
-    sub.add_parser("mcp", help="serve the MCP session tools over stdio (logs go to stderr)")
+    sub.add_parser(
+        "mcp", help="serve the MCP tools over stdio, the same as /mcp (logs go to stderr)"
+    )
     from gateway.ops.setup import add_parser as add_setup_parser
 
     add_setup_parser(sub)  # gateway setup <surface>: each surface plugin brings its own

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import structlog
 
 from gateway import audit
-from gateway.agents.base import Agent, Closeable
+from gateway.agents.base import Agent, Closeable, QuickAsker
 from gateway.agents.breakers import guard_agent
 from gateway.agents.prompt import TokenCounter
 from gateway.core.config_watch import ConfigWatch, ReloadResult
@@ -50,6 +50,7 @@ from gateway.runtime.stages import turn_stages
 from gateway.runtime.upkeep import LivenessLoop, knowledge_loops
 from gateway.schedules.room import ScheduleRoom
 from gateway.tools.approvals import ApprovalService
+from gateway.tools.asking import FamilyAsker
 from gateway.tools.catalog import tools_file_for
 from gateway.tools.service import ToolService
 from gateway.turns.context import ContextAssembler, ContextPolicy
@@ -254,8 +255,32 @@ class Gateway:
                 knowledge=self.knowledge.retrieval,
             )
             self.tools.approvals = self.approvals
+            self.tools.asker = self._routing_asker(settings, agent)
             if self.approvals is not None:
                 self.approvals.transports = self.transports
+
+    def _routing_asker(self, settings: Settings, agent: Agent) -> FamilyAsker | None:
+        """Tool routing's side query, when keyword confidence is low: the cheapest of the
+        place's models by the price list in force, charged to the place."""
+        if settings.gateway_routing_ask_below <= 0 or not isinstance(agent, QuickAsker):
+            return None
+
+        def cheapest(models: Sequence[str]) -> str:
+            prices = self.usage.config.prices
+
+            def price(model: str) -> tuple[bool, float]:
+                cost = prices.cost(model, 1000, 1000)
+                return (cost is None, float(cost or 0))
+
+            return min(models, key=price)
+
+        return FamilyAsker(
+            agent=agent,
+            below=settings.gateway_routing_ask_below,
+            timeout=settings.gateway_routing_ask_seconds,
+            cheapest=cheapest,
+            charge=self.usage.charge_place,
+        )
 
     def _build_work(self, settings: Settings, store: Store, agent: Agent) -> None:
         """Streaming, pacing, the turn scheduler and the delivery worker."""
