@@ -26,7 +26,6 @@ from gateway.core.errors import GatewayError
 from gateway.core.registry import target_of_place
 from gateway.http.operator import OperatorService
 from session_store.records import MessageRecord
-from session_store.repos.operator import OperatorStore
 
 log = structlog.get_logger(__name__)
 

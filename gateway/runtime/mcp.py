@@ -67,9 +67,9 @@ async def serve_stdio(settings: Settings, dsn: str) -> int:
     from gateway.knowledge.service import Knowledge, build_embedder
     from gateway.profiles.service import Profiles
     from gateway.schedules.service import ScheduleService
-    from session_store.knowledge import KnowledgeStore
     from session_store.migrator import migrate
-    from session_store.operator import OperatorStore
+    from session_store.repos.knowledge import KnowledgeStore
+    from session_store.repos.operator import OperatorStore
     from session_store.repos.schedules import Schedules
     from session_store.store import Store
 
