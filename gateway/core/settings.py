@@ -31,6 +31,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
 from gateway.core.errors import ConfigError
+from gateway.core.ops_settings import OpsAccessSettings
 from gateway.core.retention_settings import RetentionSettings
 
 
@@ -74,7 +75,7 @@ def split_csv(value: Any) -> Any:
     return value
 
 
-class Settings(RetentionSettings):
+class Settings(RetentionSettings, OpsAccessSettings):
     model_config = SettingsConfigDict(
         env_file=".env",
         env_file_encoding="utf-8",
