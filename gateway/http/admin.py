@@ -36,6 +36,7 @@ from gateway.http.access import MCP_PATH, PROBLEM_JSON, GuardedASGI
 from gateway.http.access import AccessPolicy as AccessPolicy
 from gateway.http.access import install_problem_handlers as install_problem_handlers
 from gateway.http.operator import MAX_PAGE, OperatorService, Page, paginate
+from gateway.http.opsauth import OpsSignIn
 from session_store.operator import OperatorStore
 from session_store.records import (
     Counts,
@@ -138,11 +139,7 @@ def admin_api_router(policy: AccessPolicy, *, prefix: str, tag: str) -> APIRoute
         request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)],
     ) -> None:
-        policy.check(
-            client=request.client.host if request.client else None,
-            host=request.headers.get("host"),
-            authorization=request.headers.get("authorization"),
-        )
+        await policy.admit_request(request)
 
     return APIRouter(prefix=prefix, dependencies=[Depends(guard)], tags=[tag], responses=PROBLEMS)
 
@@ -363,9 +360,10 @@ class OperatorSurface:
         transports: Mapping[str, Transport],
         admin_token: str | None,
         delivery_wake: Signal,
+        signed_in: OpsSignIn | None = None,
     ) -> None:
         self.ops = OperatorStore(store)
-        self.policy = AccessPolicy(admin_token)
+        self.policy = AccessPolicy(admin_token, signed_in=signed_in)
         self._wake = delivery_wake
         self.service = OperatorService(
             self.ops, transports=transports, outbox_written=delivery_wake.set
@@ -408,6 +406,8 @@ class OperatorSurface:
         app.router.routes.append(Route(MCP_PATH, endpoint=endpoint))
         app.router.routes.extend(ops_routes())
         app.router.routes.extend(audit_pages())
+        if self.policy.signed_in is not None:  # GATEWAY_OPS_AUTH=oidc: /ops/login ...
+            app.router.routes.extend(self.policy.signed_in.routes())
 
     async def start(self) -> None:
         if self._mcp_manager is None or self._mcp_task is not None:

@@ -27,6 +27,7 @@ from gateway.files.voice import build_voice_jobs
 from gateway.http.admin import OperatorSurface
 from gateway.http.app import HttpServer, build_app
 from gateway.http.guard import HttpPolicy
+from gateway.http.opsauth import OpsSignIn
 from gateway.http.webauth import WebIdentity
 from gateway.inbound.intake import CoreIntake
 from gateway.knowledge.config import KnowledgeSettings
@@ -314,6 +315,8 @@ class Gateway:
             transports=self.transports,
             admin_token=token.get_secret_value() if token else None,
             delivery_wake=self.delivery_wake,
+            # GATEWAY_OPS_AUTH=oidc: operators sign in as themselves, each with a role
+            signed_in=OpsSignIn.from_settings(settings, store.db),
         )
         extend_operator(self)
         self.app = build_app(self, extension_routes(self))
