@@ -68,7 +68,20 @@ SessionRef = Annotated[
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="page size")]
 Cursor = Annotated[
     str | None,
-    Query(max_length=500, pattern=params.CURSOR, description="next_cursor of the previous page"),
+    Query(
+        max_length=19,
+        pattern=params.CURSOR,
+        description="next_cursor of the previous page: the rows before that id",
+    ),
+]
+SessionCursor = Annotated[
+    str | None,
+    Query(
+        max_length=40,
+        pattern=params.SESSION_CURSOR,
+        description="next_cursor of the previous page: the sessions after that last activity "
+        "(microseconds since 1970, UTC; empty: none) and id",
+    ),
 ]
 SearchText = Annotated[
     str,
@@ -166,7 +179,7 @@ def _session_routes(
     @router.get("/sessions", response_model=Page[SessionRecord], summary="List sessions")
     async def list_sessions(
         limit: Limit = 50,
-        cursor: Cursor = None,
+        cursor: SessionCursor = None,
         platform: Annotated[str | None, Query(max_length=64, pattern=params.TEXT)] = None,
         chat: Annotated[
             str | None, Query(max_length=256, pattern=params.TEXT, description="chat id")

@@ -121,9 +121,10 @@ class RoleRules:
     def role(self, *, subject: str, email: str | None, claimed: Iterable[str]) -> Role | None:
         """The highest role the lists give this person or the claim named, or None."""
         keys = {subject.lower()} | ({email.lower()} if email else set())
-        found = {r for r in claimed if r in _RANK}
+        found: set[Role] = {r for r in ROLES if r in set(claimed)}
         found |= {role for role, names in self._lists if keys & names}
-        return max(found, key=_RANK.__getitem__) if found else None
+        best = [r for r in ROLES if r in found]
+        return best[-1] if best else None
 
 
 def _names(values: Iterable[str]) -> frozenset[str]:

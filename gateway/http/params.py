@@ -35,8 +35,15 @@ SCHEDULE_PLACE = r"^[^:*\s\u0000-\u001f\u007f]+(:[^:*\s\u0000-\u001f\u007f]+){2,
 TEXT = r"^[^\u0000]*$"
 #: search words: at least one word character, no NUL
 SEARCH = r"^[^\u0000]*\w[^\u0000]*$"
-#: a listing's ``next_cursor`` (base64url)
-CURSOR = r"^[A-Za-z0-9_-]+$"
+#: a listing's ``next_cursor``: a keyset position, the last row's sort key written plainly,
+#: so every value of the shape is a position (``gateway.http.operator``). By one id (or seq),
+#: newest first: the rows before that id
+CURSOR = r"^[0-9]{1,19}$"
+#: the sessions' position: the last activity (microseconds since 1970, UTC; empty for none)
+#: and the id, joined by ``_``
+SESSION_CURSOR = r"^(-?[0-9]{1,18})?_[0-9]{1,19}$"
+#: the audit log's position: the time (microseconds since 1970, UTC) and the id
+AUDIT_CURSOR = r"^-?[0-9]{1,18}_[0-9]{1,19}$"
 
 
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")

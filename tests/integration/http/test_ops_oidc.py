@@ -15,11 +15,11 @@ import httpx
 import pytest
 
 from gateway.core.errors import ConfigError
-from gateway.core.settings import Settings, parsed
+from gateway.core.settings import parsed
 from gateway.http.opsauth import COOKIE, PENDING_COOKIE, RoleRules, required_role
 from gateway.runtime.gateway import Gateway
 from tests.integration.http.test_oidc import authorize, free_port, provider, set_user
-from testsupport.harness import running_gateway
+from testsupport.harness import make_settings, running_gateway
 
 __all__ = ["provider"]  # the module-scoped provider fixture, shared with the web chat's tests
 
@@ -180,5 +180,5 @@ def test_oidc_for_operators_needs_a_provider_and_a_rule(
     values: dict[str, str], setting: str
 ) -> None:
     with pytest.raises(ConfigError) as caught:
-        parsed(lambda: Settings(_env_file=None, **values))  # type: ignore[call-arg]
+        parsed(lambda: make_settings("postgresql://unused/db", **values))
     assert caught.value.setting == setting
