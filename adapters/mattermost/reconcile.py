@@ -30,8 +30,8 @@ from adapters.mattermost.extract import (
 from adapters.mattermost.urls import ServerUrls
 from gateway.core.domain import Envelope, Rejected
 from gateway.core.errors import GatewayError
+from gateway.core.lifecycle.supervisor import persist
 from gateway.core.ports import Intake
-from gateway.runtime.supervisor import persist
 
 log = structlog.get_logger(__name__)
 
@@ -43,7 +43,7 @@ _CHANNEL_TYPE_CACHE = 10_000
 _T = TypeVar("_T")
 
 #: how long a store call that failed transiently during reconciliation is retried
-#: (``gateway.runtime.supervisor.persist``): right after a database restart the pool's idle
+#: (``gateway.core.lifecycle.supervisor.persist``): right after a database restart the pool's idle
 #: connections are dead and fail once each (the pool then reopens them), which must not hold
 #: a post until the next resync
 _TRANSIENT_RETRY_SECONDS = 1.3

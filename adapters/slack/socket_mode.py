@@ -26,8 +26,8 @@ from adapters.slack.extract import PLATFORM
 from adapters.slack.ingest import SlackIngress
 from gateway.core.domain import Rejected
 from gateway.core.errors import GatewayError
+from gateway.core.lifecycle.supervisor import pause
 from gateway.inbound.ingress import BODY_KEPT
-from gateway.runtime.supervisor import pause
 
 log = structlog.get_logger(__name__)
 

@@ -66,7 +66,7 @@ def line(e: AuditEvent) -> str:
 
 
 async def run(settings: Settings, args: argparse.Namespace) -> int:
-    from gateway.ops.database import database
+    from gateway.core.lifecycle.database import database
     from session_store.migrator import migrate
     from session_store.store import Store
 

@@ -49,7 +49,7 @@ def decode_cursor(kind: str, text: str) -> list[Any]:
     400 for anything that is not digits joined by ``_`` (what the schema's patterns already
     refuse on the admin API; an MCP client may send anything)."""
     if not isinstance(text, str) or len(text) > 80:
-        raise _bad_cursor()
+        raise bad_cursor()
     values: list[Any] = []
     for part in text.split("_"):
         if part == "":
@@ -57,11 +57,11 @@ def decode_cursor(kind: str, text: str) -> list[Any]:
         elif part.lstrip("-").isascii() and part.lstrip("-").isdigit() and part.count("-") <= 1:
             values.append(int(part))
         else:
-            raise _bad_cursor()
+            raise bad_cursor()
     return values
 
 
-def _bad_cursor() -> RequestError:
+def bad_cursor() -> RequestError:
     return RequestError(
         "the cursor is not one this listing returned; start again without a cursor",
         status=400,
@@ -73,21 +73,21 @@ def _clamped_id(value: Any) -> int:
     """An id or seq as a position: any integer, kept within what a row can have (a position
     past every row is the start of the listing, one at 0 its end)."""
     if not isinstance(value, int) or isinstance(value, bool):
-        raise _bad_cursor()
+        raise bad_cursor()
     return max(0, min(int(value), _MAX_ID))
 
 
 def _one_id(values: list[Any]) -> int:
     """The position of a listing ordered by one id (or seq) descending."""
     if len(values) != 1:
-        raise _bad_cursor()
+        raise bad_cursor()
     return _clamped_id(values[0])
 
 
 def time_of(micros: Any) -> datetime:
     """A position's time: microseconds since 1970 (UTC), kept within the datetime range."""
     if not isinstance(micros, int) or isinstance(micros, bool):
-        raise _bad_cursor()
+        raise bad_cursor()
     return _EPOCH + timedelta(microseconds=max(_MIN_US, min(micros, _MAX_US)))
 
 
@@ -99,14 +99,14 @@ def micros_of(when: datetime) -> int:
 def time_position(values: list[Any]) -> tuple[datetime, int]:
     """The position of a listing ordered by (time, id) descending, such as the audit log."""
     if len(values) != 2 or values[0] is None:
-        raise _bad_cursor()
+        raise bad_cursor()
     return time_of(values[0]), _clamped_id(values[1])
 
 
 def _session_position(values: list[Any]) -> tuple[datetime | None, int]:
     """The position of the sessions listing: (last activity or None, id) of the last row."""
     if len(values) != 2:
-        raise _bad_cursor()
+        raise bad_cursor()
     return (None if values[0] is None else time_of(values[0])), _clamped_id(values[1])
 
 

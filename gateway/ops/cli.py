@@ -17,10 +17,10 @@ import structlog
 
 from gateway.core.domain import SessionKey
 from gateway.core.errors import ConfigError, GatewayError
+from gateway.core.lifecycle.database import database
 from gateway.core.logs import configure_logging
+from gateway.core.registry import check_settings
 from gateway.core.settings import Settings, load_settings, settings_source
-from gateway.ops.database import database
-from gateway.runtime.registry import check_settings
 
 if TYPE_CHECKING:
     from gateway.agents.base import Agent

@@ -32,7 +32,7 @@ MCP_PAGE = Path("docs/reference/mcp.md")
 def settings_classes() -> list[type[BaseSettings]]:
     """Every settings class whose fields are documented, in page order: the one list to extend
     when a surface brings its own settings."""
-    from gateway.runtime.registry import all_settings_classes
+    from gateway.core.registry import all_settings_classes
 
     return all_settings_classes()
 

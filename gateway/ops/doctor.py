@@ -19,9 +19,9 @@ from gateway.core.conversations import Conversations
 from gateway.core.errors import ConfigError
 from gateway.core.hub import Broadcast
 from gateway.core.ports import AdapterContext, Check
+from gateway.core.registry import build_adapters, enabled_plugins, find_plugin, surface_plugins
 from gateway.core.settings import Settings, settings_source
 from gateway.http.webauth import WebIdentity
-from gateway.runtime.registry import build_adapters, enabled_plugins, find_plugin, surface_plugins
 
 #: how long one agent probe may take
 AGENT_TIMEOUT_SECONDS = 10.0

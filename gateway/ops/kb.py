@@ -84,7 +84,7 @@ def expand(paths: Sequence[str]) -> Iterator[Path]:
 
 @asynccontextmanager
 async def _knowledge(settings: Settings) -> AsyncIterator[Knowledge]:
-    from gateway.ops.database import database
+    from gateway.core.lifecycle.database import database
     from session_store.migrator import migrate
     from session_store.store import Store
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from gateway.core.plugins import SetupSpec
 from gateway.core.ports import Check
+from gateway.core.registry import check_settings, surface_plugins
 from gateway.core.settings import env_file_path, load_settings
 from gateway.ops.doctor import render
-from gateway.runtime.registry import check_settings, surface_plugins
 
 
 def setups() -> dict[str, SetupSpec]:

@@ -148,7 +148,7 @@ async def _command(store: Store, args: argparse.Namespace, settings: Settings) -
 
 
 async def run(settings: Settings, args: argparse.Namespace) -> int:
-    from gateway.ops.database import database
+    from gateway.core.lifecycle.database import database
     from session_store.migrator import migrate
 
     async with database(settings) as dsn:

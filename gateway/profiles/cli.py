@@ -92,7 +92,7 @@ def show_text(place: str, resolved: Resolved, policy: ContextPolicy, settings: S
 
 async def reload(settings: Settings, args: argparse.Namespace) -> int:
     """``gateway reload``: every live replica, through the database."""
-    from gateway.ops.database import database
+    from gateway.core.lifecycle.database import database
     from gateway.profiles.reload import NO_REPLICA, describe, request_reload, status
     from session_store.migrator import migrate
     from session_store.repos.reloads import Reloads

@@ -20,8 +20,10 @@ from gateway.agents.prompt import TokenCounter
 from gateway.core.config_watch import ConfigWatch, ReloadResult
 from gateway.core.conversations import Conversations
 from gateway.core.hub import WorkSignal
+from gateway.core.lifecycle.supervisor import Supervisor
 from gateway.core.metrics import Metrics
 from gateway.core.ports import AdapterContext, PlatformAdapter, Transport
+from gateway.core.registry import build_adapters, streaming_overrides, webhook_prefixes
 from gateway.core.settings import Settings, is_loopback_bind
 from gateway.files.voice import build_voice_jobs
 from gateway.http.admin import OperatorSurface
@@ -43,10 +45,8 @@ from gateway.retention.service import build_retention
 from gateway.runtime import memory, upkeep
 from gateway.runtime.live import ReplicatedBroadcast
 from gateway.runtime.loops import LoopBody, beating, cancel, drain, supervised
-from gateway.runtime.registry import build_adapters, streaming_overrides, webhook_prefixes
 from gateway.runtime.routes import extend_operator, extension_routes
 from gateway.runtime.stages import turn_stages
-from gateway.runtime.supervisor import Supervisor
 from gateway.runtime.upkeep import LivenessLoop, knowledge_loops
 from gateway.schedules.room import ScheduleRoom
 from gateway.tools.approvals import ApprovalService

@@ -9,6 +9,7 @@ import contextlib
 import structlog
 
 from gateway.core.errors import StoreError
+from gateway.core.lifecycle.supervisor import Beat, pause
 from gateway.core.metrics import Metrics
 from gateway.knowledge.embed import EmbeddingError
 from gateway.knowledge.service import Knowledge
@@ -16,7 +17,6 @@ from gateway.knowledge.summaries import DocumentSummaryWorker
 from gateway.outbox.pacing import Pacing
 from gateway.runtime import memory
 from gateway.runtime.loops import LoopBody, beating
-from gateway.runtime.supervisor import Beat, pause
 from session_store.liveness import ProcessLiveness
 from session_store.operator import OperatorStore
 from session_store.store import Store

@@ -37,8 +37,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 async def run(settings: Settings, args: argparse.Namespace) -> int:
-    from gateway.ops.database import database
-    from gateway.runtime.registry import target_of_place
+    from gateway.core.lifecycle.database import database
+    from gateway.core.registry import target_of_place
     from session_store.migrator import migrate
     from session_store.repos.schedules import Schedules
     from session_store.store import Store

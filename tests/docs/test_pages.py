@@ -107,3 +107,15 @@ def test_every_setting_named_in_a_snippet_exists() -> None:
     unknown = sorted(named - known - NOT_SETTINGS - set(tracing.VARIABLES))
     assert not unknown, f"not settings: {unknown}"
     assert "GATEWAY_ALLOWED_HOSTS" in named
+
+
+def test_contributing_names_the_test_folders_that_exist() -> None:
+    # every tests/... folder the guide names exists, and every folder of tests/ is named
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`(tests/[a-z0-9_]+)/", text))
+    present = {
+        f"tests/{p.name}" for p in (ROOT / "tests").iterdir() if (p / "__init__.py").exists()
+    }
+    assert named == present
+    for folder in re.findall(r"`(tests/[a-z0-9_]+/[a-z0-9_]+)/`", text):
+        assert (ROOT / folder).is_dir(), folder

@@ -8,8 +8,8 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from adapters.slack import SlackAdapter
+from gateway.core.lifecycle.supervisor import Beat, Supervisor
 from gateway.core.metrics import Metrics
-from gateway.runtime.supervisor import Beat, Supervisor
 from testsupport.fakes.slack import APP_TOKEN, FakeSlack, wait_until
 from testsupport.harness import RecordingIntake
 from testsupport.slack import running_adapter, slack_settings

@@ -1,5 +1,7 @@
 """The audit log on the HTTP server: ``GET /api/v1/audit`` (behind the admin API's access
-policy) and the operator page ``/ops/audit`` that reads it."""
+policy) and the operator page ``/ops/audit`` that reads it. It lives with the HTTP surfaces,
+not in ``gateway.audit``: the HTTP server records audit events, so the audit room stands
+below it."""
 
 from __future__ import annotations
 
@@ -69,4 +71,4 @@ def add_audit_routes(router: APIRouter, db: Database) -> None:
 
 def audit_pages() -> list[Route]:
     """``/ops/audit``: the audit log, newest first, with filters."""
-    return room_page("gateway.audit", "audit")
+    return room_page("gateway.http.ui", "audit")

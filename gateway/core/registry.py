@@ -6,7 +6,8 @@ A development checkout's package metadata is not rebuilt when ``pyproject.toml``
 editable install keeps the entry points it was installed with), so the entry points declared in
 the ``pyproject.toml`` beside this package fill in any name the metadata lacks.
 
-Target place: ``gateway/runtime/registry.py`` once the runtime is a package.
+It stands on the ground floor: the composition root builds the adapters with it, and a room
+that needs a place's reply target (``target_of_place``: schedules, the MCP tools) asks it.
 """
 
 from __future__ import annotations
