@@ -264,6 +264,8 @@ async def test_bad_input_is_a_problem_document_never_a_500(database_url: str) ->
         # a Unicode digit passes str.isdigit() but not int(): a key, not an id
         ("GET", "/api/v1/sessions/%C2%B2/messages", 422),
         ("GET", "/api/v1/sessions/not-a-session", 422),
+        # a key in the path holds no % (one sent unencoded would decode as something else)
+        ("GET", "/api/v1/sessions/web:local:a%25b:-", 422),
         ("GET", "/api/v1/sessions/web:local:nochat:-", 404),
         ("GET", "/api/v1/sessions/123456/messages", 404),
         ("GET", "/api/v1/sessions/1/messages?after_seq=-1", 422),
