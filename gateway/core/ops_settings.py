@@ -4,18 +4,21 @@ alone, or single sign-on with the web chat's OpenID Connect provider and a role 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode
 
 from gateway.core.errors import ConfigError
+from gateway.core.settings_groups import SETTINGS_SOURCES
 
 _Names = Annotated[list[str], NoDecode]
 
 
 class OpsAccessSettings(BaseSettings):
     """Operator access."""
+
+    model_config = SETTINGS_SOURCES
 
     # --- operator access (gateway/http/opsauth.py) --------------------------------------
     #: who may use `/ops` and the admin API: `token` (GATEWAY_ADMIN_TOKEN, or loopback
@@ -50,19 +53,18 @@ class OpsAccessSettings(BaseSettings):
     def _claim(cls, value: str | None) -> str | None:
         return value.strip() or None if value is not None else None
 
-    @model_validator(mode="after")
-    def _check_ops_access(self) -> OpsAccessSettings:
+    def check_provider(self, settings: Any) -> None:
         """``GATEWAY_OPS_AUTH=oidc`` needs the provider (the web chat's ``GATEWAY_OIDC_*``
-        settings, which ``Settings`` has), the address to come back to, and a rule giving
+        settings, read from ``settings``), the address to come back to, and a rule giving
         someone a role (without one every sign-in would be refused)."""
         if self.gateway_ops_auth != "oidc":
-            return self
+            return
         for name, field, what in (
             ("GATEWAY_OIDC_ISSUER", "gateway_oidc_issuer", "the provider's issuer URL"),
             ("GATEWAY_OIDC_CLIENT_ID", "gateway_oidc_client_id", "the client id"),
             ("GATEWAY_PUBLIC_URL", "gateway_public_url", "<this>/ops/login/callback comes back"),
         ):
-            if not getattr(self, field, None):
+            if not getattr(settings, field):
                 raise ConfigError(name, f"required when GATEWAY_OPS_AUTH=oidc ({what})")
         if not (
             self.gateway_ops_roles_claim
@@ -76,4 +78,3 @@ class OpsAccessSettings(BaseSettings):
                 "GATEWAY_OPS_ADMINS, GATEWAY_OPS_OPERATORS, GATEWAY_OPS_VIEWERS (who has "
                 "which role; a person with none is refused)",
             )
-        return self

@@ -27,12 +27,12 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode
 from pydantic_settings.exceptions import SettingsError
 
 from gateway.core.errors import ConfigError
 from gateway.core.ops_settings import OpsAccessSettings
-from gateway.core.retention_settings import RetentionSettings
+from gateway.core.settings_groups import SETTINGS_SOURCES, RetentionSettings, read_groups
 
 
 def _default_data_dir() -> Path:
@@ -58,9 +58,13 @@ def env_file_path() -> Path:
 
 
 def settings_source() -> str:
-    """Where the settings come from, in words (``gateway run`` and ``gateway doctor`` say)."""
+    """The settings file read, or every place looked for one (``gateway run``, ``doctor``)."""
     path = env_file_path().absolute()
-    return str(path) if path.is_file() else f"the environment only (no {path})"
+    if path.is_file():
+        return str(path)
+    if os.environ.get("GATEWAY_ENV_FILE", "").strip():
+        return f"the environment only (no {path}, named by GATEWAY_ENV_FILE)"
+    return f"the environment only (no {Path('.env').absolute()}, no {path})"
 
 
 CsvList = Annotated[list[str], NoDecode]
@@ -75,14 +79,8 @@ def split_csv(value: Any) -> Any:
     return value
 
 
-class Settings(RetentionSettings, OpsAccessSettings):
-    model_config = SettingsConfigDict(
-        env_file=".env",
-        env_file_encoding="utf-8",
-        extra="ignore",
-        case_sensitive=False,
-        populate_by_name=True,
-    )
+class Settings(BaseSettings):
+    model_config = SETTINGS_SOURCES
     #: what these settings were built from (explicit values, ``_env_file``): each surface's
     #: own settings are read from the same (``surface``)
     _sources: dict[str, Any] = PrivateAttr(default_factory=dict)
@@ -91,9 +89,9 @@ class Settings(RetentionSettings, OpsAccessSettings):
     if not TYPE_CHECKING:  # mypy keeps the signature pydantic's plugin gives the fields
 
         def __init__(self, **values: Any) -> None:
-            super().__init__(**values)
-            self._sources = dict(values)
-            self._sources.setdefault("_env_file", type(self).model_config.get("env_file"))
+            sources = {"_env_file": type(self).model_config.get("env_file"), **values}
+            super().__init__(**values, **read_groups(type(self), sources))
+            self._sources = sources
 
     def surface(self, cls: type[SettingsT]) -> SettingsT:
         """A surface's own settings (a ``SurfaceSettings`` subclass), read from the same
@@ -357,6 +355,10 @@ class Settings(RetentionSettings, OpsAccessSettings):
     gateway_files_s3_prefix: str = Field(
         default="kb/", max_length=200, alias="GATEWAY_FILES_S3_PREFIX"
     )
+    #: how long stored data is kept: a settings group (``gateway.core.settings_groups``), read
+    #: from these same sources under its own names (``GATEWAY_RETENTION_*``)
+    retention: Annotated[RetentionSettings, NoDecode] = Field(default_factory=RetentionSettings)
+    ops: Annotated[OpsAccessSettings, NoDecode] = Field(default_factory=OpsAccessSettings)
 
     @field_validator("gateway_allowed_places", "gateway_answer_all_places")
     @classmethod
@@ -485,8 +487,7 @@ class Settings(RetentionSettings, OpsAccessSettings):
 
     def _check_access(self) -> None:
         """Who may reach the HTTP server: a long admin token, identity off only on loopback."""
-        token = self.gateway_admin_token
-        if token is not None and len(token.get_secret_value()) < 32:
+        if (token := self.gateway_admin_token) is not None and len(token.get_secret_value()) < 32:
             raise ConfigError(
                 "GATEWAY_ADMIN_TOKEN",
                 "must be at least 32 characters (for example `openssl rand -hex 32`)",
@@ -516,10 +517,10 @@ class Settings(RetentionSettings, OpsAccessSettings):
             )
         if self.gateway_web_auth == "oidc":
             self._check_oidc()
+        self.ops.check_provider(self)
 
     def _check_oidc(self) -> None:
-        """Single sign-on needs a provider, a client, an address to come back to, and a rule
-        for who may use the chat (a provider like Google signs in anyone on earth)."""
+        """Single sign-on needs a provider, a client, an address, and who may use the chat."""
         url_why = "the address people open the chat at (the redirect URI is built from it)"
         for name, value, what in (
             ("GATEWAY_OIDC_ISSUER", self.gateway_oidc_issuer, "the provider's issuer URL"),
@@ -572,14 +573,13 @@ def is_loopback_bind(host: str) -> bool:
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Read settings from the environment (and ``.env``), translating validation errors into
-    one ``ConfigError`` that names the first bad setting."""
+    """Settings from the environment (and ``.env``); one ``ConfigError`` names every bad one."""
     return parsed(lambda: Settings(**{"_env_file": env_file_path(), **overrides}))
 
 
 def parsed(build: Callable[[], SettingsT]) -> SettingsT:
-    """``build()``, its validation errors translated into one ``ConfigError`` that names the
-    first bad setting (by its environment name)."""
+    """``build()``, its validation errors translated into one ``ConfigError`` that names
+    every bad setting (by its environment name)."""
     try:
         return build()
     except ConfigError:
@@ -589,10 +589,12 @@ def parsed(build: Callable[[], SettingsT]) -> SettingsT:
         name = match.group(1).upper() if match else "settings"
         raise ConfigError(name, "cannot parse the value") from exc
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = first.get("loc") or ("settings",)
-        name = str(loc[0]).upper()
-        ctx_error = (first.get("ctx") or {}).get("error")
-        if isinstance(ctx_error, ConfigError):
-            raise ctx_error from exc
-        raise ConfigError(name, first.get("msg", "invalid value")) from exc
+        found: list[ConfigError] = []
+        for error in exc.errors():
+            loc = error.get("loc") or ("settings",)
+            ctx_error = (error.get("ctx") or {}).get("error")
+            if isinstance(ctx_error, ConfigError):
+                found.append(ctx_error)
+            else:
+                found.append(ConfigError(str(loc[0]).upper(), error.get("msg", "invalid value")))
+        raise ConfigError.of(found) from exc

@@ -153,7 +153,7 @@ class OpsSignIn:
     def from_settings(cls, settings: Settings, db: Database) -> OpsSignIn | None:
         """The sign-in ``GATEWAY_OPS_AUTH=oidc`` asks for, with the web chat's provider; None
         for ``token``."""
-        if settings.gateway_ops_auth != "oidc":
+        if settings.ops.gateway_ops_auth != "oidc":
             return None
         secret = settings.gateway_oidc_client_secret
         oidc = OidcClient(
@@ -164,10 +164,10 @@ class OpsSignIn:
             redirect_uri=f"{settings.gateway_public_url}{CALLBACK}",
         )
         rules = RoleRules(
-            claim=settings.gateway_ops_roles_claim,
-            admins=settings.gateway_ops_admins,
-            operators=settings.gateway_ops_operators,
-            viewers=settings.gateway_ops_viewers,
+            claim=settings.ops.gateway_ops_roles_claim,
+            admins=settings.ops.gateway_ops_admins,
+            operators=settings.ops.gateway_ops_operators,
+            viewers=settings.ops.gateway_ops_viewers,
         )
         return cls(oidc, rules, db)
 
