@@ -696,8 +696,10 @@ $$;
 CREATE TABLE price_sets (
     version    integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     digest     text        NOT NULL,
+    -- model -> {"input": "...", "output": "..."} per million tokens, an object
     prices     jsonb       NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now()
+    created_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT price_sets_prices_object CHECK (jsonb_typeof(prices) = 'object')
 );
 
 -- The usage ledger: one row per model call (answers, tool steps, summaries). account is who
