@@ -379,6 +379,8 @@ class Link:
     relation: str
     url: str | None
     created_at: datetime
+    link_type: str | None = None
+    target_ref: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -285,7 +285,14 @@ CREATE TABLE session_links (
     linked_session_id bigint      REFERENCES sessions (id),
     relation          text        NOT NULL,
     url               text,
-    created_at        timestamptz NOT NULL DEFAULT now()
+    created_at        timestamptz NOT NULL DEFAULT now(),
+    -- what the link points at: a kind and a reference in that kind's terms (id, path, URL)
+    link_type         text,
+    target_ref        text,
+    CONSTRAINT session_links_link_type
+        CHECK (link_type IN ('law', 'doc', 'task', 'collection', 'issue', 'report', 'artifact')),
+    CONSTRAINT session_links_relation
+        CHECK (relation IN ('input', 'evidence', 'output', 'related', 'supersedes'))
 );
 CREATE INDEX session_links_session ON session_links (session_id);
 
@@ -696,8 +703,10 @@ $$;
 CREATE TABLE price_sets (
     version    integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     digest     text        NOT NULL,
+    -- model -> {"input": "...", "output": "..."} per million tokens, an object
     prices     jsonb       NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now()
+    created_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT price_sets_prices_object CHECK (jsonb_typeof(prices) = 'object')
 );
 
 -- The usage ledger: one row per model call (answers, tool steps, summaries). account is who

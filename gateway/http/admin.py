@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import structlog
 from fastapi import APIRouter, Depends, FastAPI, Path, Query
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from starlette.requests import Request
 from starlette.routing import Route
 
@@ -41,6 +41,7 @@ from session_store.records import (
     Counts,
     DeliveryRecord,
     InboundEvent,
+    Link,
     MessageRecord,
     SearchHit,
     SessionDetail,
@@ -133,6 +134,15 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
 }
 
 
+class NewLink(BaseModel):
+    """A link from a session to what it used, produced or relates to."""
+
+    link_type: Literal["law", "doc", "task", "collection", "issue", "report", "artifact"]
+    #: the target's id, path or URL, in its type's terms
+    target_ref: Annotated[str, Field(min_length=1, max_length=2000)]
+    relation: Literal["input", "evidence", "output", "related", "supersedes"]
+
+
 class MessagesPage(BaseModel):
     session_id: int
     last_seq_no: int
@@ -209,6 +219,28 @@ def _session_routes(
         delivery counts by status."""
         found = await service.resolve(session)
         return await ops.session_detail(found.id)
+
+    @router.post(
+        "/sessions/{session}/links",
+        response_model=Link,
+        status_code=201,
+        summary="Link a session",
+        responses={404: {"description": "no such session"}},
+    )
+    async def add_link(session: SessionRef, body: NewLink) -> Link:
+        """Link the session to a law, document, task, collection, issue, report or artifact
+        (`target_ref`: its id, path or URL) as its input, evidence or output, as related, or
+        as what it supersedes. The links are listed by `GET /sessions/{session}`."""
+        found = await service.resolve(session)
+        async with audit.attempt(
+            ops.store, "session.link.add", ("session", found.id), details=body.model_dump()
+        ):
+            return await ops.add_link(
+                found.id,
+                link_type=body.link_type,
+                target_ref=body.target_ref,
+                relation=body.relation,
+            )
 
     @router.get(
         "/sessions/{session}/messages", response_model=MessagesPage, summary="Transcript page"

@@ -3,7 +3,7 @@
 Every tool maps straight onto the session tables through ``OperatorService`` (the same layer
 as the admin API): read the delta after a seq, search, append as a named participant
 (optionally delivered to the session's own thread through the outbox), checkpoints,
-summaries, artifacts, close, and a per-participant read cursor. Served at ``/mcp``
+summaries, artifacts, links, close, and a per-participant read cursor. Served at ``/mcp``
 (streamable HTTP, see ``gateway.http.admin``) and by ``gateway mcp`` over stdio.
 """
 
@@ -45,6 +45,8 @@ ParticipantName = Annotated[
 ]
 Seq = Annotated[int, Field(ge=1, lt=2**63)]
 CheckpointStatus = Literal["open", "in_progress", "blocked", "done", "cancelled"]
+LinkType = Literal["law", "doc", "task", "collection", "issue", "report", "artifact"]
+LinkRelation = Literal["input", "evidence", "output", "related", "supersedes"]
 
 
 class BatchItem(BaseModel):
@@ -460,3 +462,27 @@ def _record_tools(server: MCPServer, service: OperatorService) -> None:
             details={"kind": kind, "name": name, "uri": uri},
         )
         return {"artifact": _json(artifact)}
+
+    @server.tool()
+    async def link_session(
+        session: SessionRef,
+        link_type: LinkType,
+        target_ref: Annotated[str, Field(min_length=1, max_length=2000)],
+        relation: LinkRelation,
+    ) -> dict[str, Any]:
+        """Link the session to a law, document, task, collection, issue, report or artifact
+        (target_ref: its id, path or URL), as the session's input, evidence or output, as
+        related, or as what the session supersedes. Listed with the session by the admin
+        API and by gateway sessions show."""
+        with _as_tool_error():
+            found = await service.resolve(session)
+            link = await ops.add_link(
+                found.id, link_type=link_type, target_ref=target_ref, relation=relation
+            )
+        await audit.record(
+            ops.store,
+            "session.link.add",
+            ("session", found.id),
+            details={"link_type": link_type, "target_ref": target_ref, "relation": relation},
+        )
+        return {"link": _json(link)}

@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import structlog
-from session_store.repos.accounts import AccountStore
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -46,6 +45,7 @@ from gateway.core.settings import Settings
 from gateway.http.guard import page_headers
 from gateway.http.oidc import Identity, OidcClient, OidcDenied, OidcUnavailable, Pending
 from session_store.db import Database
+from session_store.repos.accounts import AccountStore
 
 log = structlog.get_logger(__name__)
 

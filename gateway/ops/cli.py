@@ -187,6 +187,7 @@ def _session_json(s: SessionRecord) -> dict[str, Any]:
 async def _sessions_show(settings: Settings, ident: str, after: int, limit: int) -> int:
     from gateway.tools.display import tool_lines
     from session_store.migrator import migrate
+    from session_store.repos.operator import OperatorStore
     from session_store.store import Store
 
     async with database(settings) as dsn:
@@ -207,10 +208,14 @@ async def _sessions_show(settings: Settings, ident: str, after: int, limit: int)
                     return 1
                 session = found
             messages = await store.sessions.delta(session.id, after, limit)
+            links = (await OperatorStore(store).session_detail(session.id)).links
         finally:
             await store.close()
     count = counted(session.message_count, "message")
     print(f"session {session.id} {session.key} ({session.status}, {count})")
+    for link in links:
+        target = link.target_ref or link.url or f"session {link.linked_session_id}"
+        print(f"  link: {link.relation} {link.link_type or 'session'} {target}")
     for m in messages:
         who = m.sender_name or m.sender_id or m.role
         label = f"{m.role}:{who}" if m.role == "user" else m.role
@@ -349,7 +354,7 @@ def _parser() -> argparse.ArgumentParser:
     lst.add_argument("--active", action="store_true")
     lst.add_argument("--limit", type=_positive, default=100, help="at most N sessions")
     lst.add_argument("--json", action="store_true", help="a JSON array instead of lines")
-    show = ssub.add_parser("show", help="a session's transcript in seq order")
+    show = ssub.add_parser("show", help="a session's links and transcript in seq order")
     show.add_argument("ident", metavar="ID-or-KEY", help="session id or platform:scope:chat:thread")
     show.add_argument("--after", type=int, default=0)
     show.add_argument("--limit", type=int, default=1000)

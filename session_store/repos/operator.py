@@ -59,6 +59,10 @@ _summary = reader(SummaryRecord)
 _participant = reader(Participant)
 _checkpoint = reader(Checkpoint)
 _link = reader(Link)
+
+# what a session link may point at, and how the session relates to it (the table's checks)
+LINK_TYPES = ("law", "doc", "task", "collection", "issue", "report", "artifact")
+LINK_RELATIONS = ("input", "evidence", "output", "related", "supersedes")
 _artifact = reader(Artifact)
 _inbound_event = reader(InboundEvent)
 _search_hit = reader(SearchHit)
@@ -345,6 +349,27 @@ class OperatorStore:
             )
         assert row is not None
         return _summary(row)
+
+    async def add_link(
+        self, session_id: int, *, link_type: str, target_ref: str, relation: str
+    ) -> Link:
+        """Link the session to what it used, produced or relates to (a law, a document, a
+        task, ...). 404 for an unknown session, 422 for a type or relation not known."""
+        if link_type not in LINK_TYPES:
+            raise RequestError(
+                f"unknown link_type {link_type!r}: one of {', '.join(LINK_TYPES)}", status=422
+            )
+        if relation not in LINK_RELATIONS:
+            raise RequestError(
+                f"unknown relation {relation!r}: one of {', '.join(LINK_RELATIONS)}", status=422
+            )
+        if not target_ref.strip():
+            raise RequestError("target_ref is empty", status=422)
+        await self.get_session(session_id)
+        async with self._db.connection() as conn:
+            row = await conn.fetchrow(SQL.add_link, session_id, link_type, target_ref, relation)
+        assert row is not None
+        return _link(row)
 
     async def add_artifact(
         self,

@@ -35,8 +35,12 @@ SELECT id, session_id, name, status, seq_no, detail, created_at, updated_at
 FROM session_checkpoints WHERE session_id = $1 ORDER BY id
 
 -- name: links
-SELECT id, session_id, linked_session_id, relation, url, created_at
+SELECT id, session_id, linked_session_id, relation, url, created_at, link_type, target_ref
 FROM session_links WHERE session_id = $1 ORDER BY id
+
+-- name: add_link
+INSERT INTO session_links (session_id, link_type, target_ref, relation) VALUES ($1, $2, $3, $4)
+RETURNING id, session_id, linked_session_id, relation, url, created_at, link_type, target_ref
 
 -- name: artifacts
 SELECT id, session_id, kind, name, uri, content, seq_no, created_at, metadata

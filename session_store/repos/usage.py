@@ -4,7 +4,6 @@ budget check makes. A turn's rows are written by the turn's finish statement
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -123,7 +122,9 @@ class Usage:
             row = await conn.fetchrow(SQL.latest_price_set)
             if row is not None and row["digest"] == digest:
                 return int(row["version"])
-            return int(await conn.fetchval(SQL.add_price_set, digest, json.dumps(prices)))
+            # the mapping itself: the pool's jsonb codec encodes it (a json.dumps string here
+            # was encoded again and stored as a JSON string, not an object)
+            return int(await conn.fetchval(SQL.add_price_set, digest, dict(prices)))
 
     async def budget_state(
         self,

@@ -35,6 +35,7 @@ TOOLS = {
     "update_checkpoint",
     "create_session_summary",
     "link_session_artifact",
+    "link_session",
     "close_session",
     "mark_read",
     # the session tools' contract

@@ -85,6 +85,14 @@ async def test_the_ledger_adds_up_to_what_the_model_server_reported(
         await adapter.submit({"chat": "c", "thread": "T", "id": "2", "text": "two"})
         await wait_for(lambda: len(sink.accepted) == 2)
         rows = await ledger(gw)
+        async with gw.store.db.connection() as conn:
+            # the version the rows were priced with, per model in SQL, an object in Python
+            priced = await conn.fetchrow(
+                "SELECT prices, prices->'small'->>'output' AS small_output FROM price_sets "
+                "WHERE version = 1"
+            )
+    assert priced["prices"] == {"small": {"input": "1.0", "output": "2.0"}}
+    assert priced["small_output"] == "2.0"
     assert [(r["prompt_tokens"], r["completion_tokens"]) for r in rows] == [
         (1000, 200),
         (3000, 500),

@@ -10,10 +10,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from session_store.repos.liveness import ProcessLiveness
-
 from gateway.core.config_watch import ConfigWatch
 from gateway.profiles.reload import ReloadAnswers, request_reload
+from session_store.repos.liveness import ProcessLiveness
 from session_store.repos.reloads import Reloads
 from session_store.store import Store
 
