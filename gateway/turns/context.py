@@ -391,8 +391,11 @@ class ContextAssembler:
         tool_tokens: int = 0,
         prefetched: PrefetchedContext | None = None,
         policy: ContextPolicy | None = None,
+        heard: Mapping[int, str] | None = None,
     ) -> Assembled:
-        """``policy``: the place's profile's (default: the settings')."""
+        """``policy``: the place's profile's (default: the settings'). ``heard``: the text of
+        messages by seq as the turn reads them now (a voice note's transcript may be stored
+        after the claim read its message, empty, with the first context page)."""
         policy = policy or self.policy
         # read with the claim when it is for this very question and range
         if prefetched is not None and (prefetched.question_seq, prefetched.upto_seq) != (
@@ -434,6 +437,11 @@ class ContextAssembler:
             first_page=first,
         )
         ordered = [to_context(r) for r in prompt_order(records)]
+        if heard:
+            ordered = [
+                replace(m, content=heard[m.seq_no]) if m.role == "user" and m.seq_no in heard else m
+                for m in ordered
+            ]
         fit = fit_turns(ordered, budget=history_budget, cost=self.cost)
         rendered = render_prompt(system_prompt, fit.messages)
         raw = self.counter.prompt(rendered)
