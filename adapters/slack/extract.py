@@ -374,7 +374,9 @@ def _message(
         return Ignored(platform=PLATFORM, reason=decision.reason, event_id=event_id)
     trigger, mentioned, is_reply = decision.trigger, facts.mentioned, facts.thread_reply
     body = strip_leading_mention(text, me) if mentioned else text
-    command = command_of(body) if trigger is Trigger.ALWAYS else None
+    # a command counts wherever the message is for us: addressed, or a follow-up in a thread
+    # the bot takes part in (Slack has no slash commands in threads, so people type them)
+    command = command_of(body) if trigger is not Trigger.NEVER else None
     metadata: dict[str, Any] = {"channel_type": "im" if is_dm else _str(event.get("channel_type"))}
     if _str(event.get("subtype")):
         metadata["subtype"] = event["subtype"]

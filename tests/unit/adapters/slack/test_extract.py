@@ -424,13 +424,25 @@ VARIANTS: list[Any] = [
         {"command": None},
     ),
     (
-        "command-in-unaddressed-follow-up-is-text",
+        # Slack has no slash commands in threads: typed as text there, a command is one when
+        # the follow-up is answered (the thread is engaged), and context otherwise
+        "command-in-unaddressed-follow-up-is-a-command-if-engaged",
         msg(thread_ts=ROOT, text="/new"),
         DEFAULT,
         Envelope,
         key(ROOT),
         ROOT,
         Trigger.IF_FOLLOWING,
+        {"command": "new"},
+    ),
+    (
+        "command-in-the-channel-not-for-us-is-text",
+        msg(text="/new"),
+        DEFAULT,
+        Envelope,
+        key(TS),
+        TS,
+        Trigger.NEVER,
         {"command": None},
     ),
     (
