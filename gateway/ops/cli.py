@@ -367,7 +367,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 #: commands whose changes are recorded in the audit log as done by hand
-_BY_HAND = frozenset({"users", "kb"})
+_BY_HAND = frozenset({"users", "kb", "schedule"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
