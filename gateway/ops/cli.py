@@ -20,7 +20,7 @@ from gateway.core.errors import ConfigError, GatewayError
 from gateway.core.logs import configure_logging
 from gateway.core.settings import Settings, load_settings, settings_source
 from gateway.ops.database import database
-from gateway.runtime.registry import check_settings
+from gateway.runtime.registry import check_settings, known_platforms
 
 if TYPE_CHECKING:
     from gateway.agents.base import Agent
@@ -408,7 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "people":
             from gateway.people.cli import run as run_people
 
-            coro = run_people(settings, args)
+            coro = run_people(settings, args, platforms=known_platforms())
         elif args.command == "usage":
             from gateway.usage.cli import run as run_usage
 
@@ -416,7 +416,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "schedule":
             from gateway.schedules.cli import run as run_schedule
 
-            coro = run_schedule(settings, args)
+            coro = run_schedule(settings, args, platforms=known_platforms())
         elif args.command == "audit":
             from gateway.audit.cli import run as run_audit
 

@@ -41,7 +41,12 @@ from gateway.retention.service import build_retention
 from gateway.runtime import memory, upkeep
 from gateway.runtime.live import ReplicatedBroadcast
 from gateway.runtime.loops import LoopBody, beating, cancel, drain, supervised
-from gateway.runtime.registry import build_adapters, streaming_overrides, webhook_prefixes
+from gateway.runtime.registry import (
+    build_adapters,
+    known_platforms,
+    streaming_overrides,
+    webhook_prefixes,
+)
 from gateway.runtime.routes import extend_operator, extension_routes
 from gateway.runtime.stages import turn_stages
 from gateway.runtime.supervisor import Supervisor
@@ -191,6 +196,8 @@ class Gateway:
             metrics=self.metrics,
             turn_wake=self.turn_wake,
             poll_seconds=settings.gateway_poll_seconds,
+            # an operator's schedule goes to a platform this gateway serves
+            platforms=lambda: known_platforms() | self.transports.keys(),
         )
         self.schedules = self.schedule_room.service
         # retention on one replica (the inbox's and the audit log's months too): the cold path

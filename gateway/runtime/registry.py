@@ -86,6 +86,11 @@ def find_plugin(name: str) -> Plugin | None:
     return next((p for p in surface_plugins() if p.name == name), None)
 
 
+def known_platforms() -> frozenset[str]:
+    """The platforms of the installed surfaces (``gateway.core.places``)."""
+    return frozenset(p.name for p in surface_plugins())
+
+
 def target_of_place(key: SessionKey) -> ReplyTarget:
     """The reply target of ``key``'s place built by its surface from the place alone (a
     first post, a scheduled answer); a surface without a plugin (``GATEWAY_ADAPTERS``) gets
