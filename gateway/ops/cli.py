@@ -363,6 +363,10 @@ def _parser() -> argparse.ArgumentParser:
     from gateway.retention.cli import add_parser as add_retention_parser
 
     add_retention_parser(sub)
+    # the database: gateway backup FILE, gateway restore FILE
+    from gateway.ops.backup import add_parser as add_backup_parser
+
+    add_backup_parser(sub)
     return parser
 
 
@@ -421,6 +425,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gateway.audit.cli import run as run_audit
 
             coro = run_audit(settings, args)
+        elif args.command in ("backup", "restore"):
+            from gateway.ops.backup import run as run_backup
+
+            coro = run_backup(settings, args)
         elif args.command == "retention":
             from gateway.retention.cli import run as run_retention
 
