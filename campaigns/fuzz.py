@@ -43,9 +43,10 @@ from typing import Any
 import asyncpg
 import httpx
 
-from campaigns.faults import Postgres, start_replica
+from campaigns.faults import start_replica
 from gateway.agents.base import Turn
 from gateway.core.domain import Reply
+from testsupport.pg import Postgres
 
 PLATFORMS = ("telegram", "slack", "mattermost", "web")
 #: the real payloads (``../shared/payloads`` beside the checkout, or beside the tree above it);

@@ -31,9 +31,10 @@ from typing import Any
 import asyncpg
 import httpx
 
-from campaigns.faults import REPO, Postgres, Replica, start_replica
+from campaigns.faults import REPO, Replica, start_replica
 from testsupport.fakes.openai import FakeOpenAI, Step
 from testsupport.fakes.sink_server import SinkServer
+from testsupport.pg import Postgres
 
 CHAT = "prov"
 

@@ -164,7 +164,7 @@ class DeliveryRecord:
     #: sending, but still waiting for its chat's pacer until then: nothing of it is on the
     #: wire yet (set only while such a wait lasts; migration 0014)
     pacing_until: datetime | None = None
-    #: what the part is (migration 0016; ``gateway.outbox.parts.part_of`` types it): its
+    #: what the part is (migration 0016; ``gateway.core.parts.part_of`` types it): its
     #: kind, its typed fields (a versioned JSON document) and a file's bytes
     kind: str = "text"
     part: Mapping[str, Any] = field(default_factory=lambda: {"v": 1})

@@ -231,7 +231,7 @@ CREATE TABLE deliveries (
     -- 0014: the claim waits for the chat's pacer until then, nothing of it on the wire yet
     -- (set only when a wait happens, cleared right before the send)
     pacing_until        timestamptz,
-    -- 0016: what the part is (gateway/outbox/parts.py): its kind, its typed fields as a
+    -- 0016: what the part is (gateway/core/parts.py): its kind, its typed fields as a
     -- versioned document, a file's bytes
     kind                text        NOT NULL DEFAULT 'text'
                             CHECK (kind IN ('text', 'file', 'approval_card')),

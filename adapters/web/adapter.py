@@ -27,15 +27,15 @@ from starlette.routing import Route
 
 from adapters.web.extract import CHANNEL, PLATFORM, SCOPE, THREAD, extract, voice_note
 from adapters.web.transport import WebTransport
+from gateway.core.attachments import FileShare
 from gateway.core.conversations import Conversations, TranscriptEntry
 from gateway.core.domain import Attachment, Rejected, ReplyTarget, SessionKey
 from gateway.core.hub import Broadcast
-from gateway.core.ports import ApprovalClick, Check, HeldFiles, Intake
+from gateway.core.ports import ApprovalClick, Check, HeldFiles, Intake, WebSignIn
 from gateway.files.transcribe import is_audio
 from gateway.http.guard import page_headers
-from gateway.http.webauth import WebIdentity, private_channel
+from gateway.http.webauth import private_channel
 from gateway.inbound.intake import live_topic
-from gateway.knowledge.attachments import FileShare
 
 KEEPALIVE_SECONDS = 15.0
 MAX_SEQ = 2**63 - 1
@@ -69,7 +69,7 @@ class WebAdapter:
         self,
         conversations: Conversations,
         live: Broadcast,
-        identity: WebIdentity,
+        identity: WebSignIn,
         *,
         files: FileShare | None = None,
         held: HeldFiles | None = None,

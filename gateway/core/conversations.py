@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from gateway.core.domain import SessionKey
 from gateway.core.errors import SessionNotFound
-from gateway.outbox.parts import FilePart, part_of
+from gateway.core.parts import FilePart, part_of
 from session_store.knowledge import CitationRecord, KnowledgeStore
 from session_store.records import MessageRecord
 from session_store.store import Store

@@ -146,7 +146,7 @@ class Metrics:
             registry=self.registry,
         )
 
-        # supervised loops (gateway.runtime.supervisor): restarts after a crash, and which
+        # supervised loops (gateway.core.lifecycle.supervisor): restarts after a crash, and which
         # are running
         # usage and budgets (gateway.usage)
         self.usage_tokens = Counter(

@@ -8,16 +8,19 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
+from gateway.core.attachments import FileShare
 from gateway.core.conversations import Conversations
 from gateway.core.domain import Extracted, OutgoingFile, ReplyTarget, SessionKey
 from gateway.core.hub import Broadcast
-from gateway.knowledge.attachments import FileShare
 from session_store.values import IngestStatus
 
 if TYPE_CHECKING:
+    import re
+
+    from starlette.requests import Request
+    from starlette.routing import Route
+
     from gateway.core.settings import Settings
-    from gateway.http.guard import HttpPolicy
-    from gateway.http.webauth import WebIdentity
 
 
 class PaceRule(NamedTuple):
@@ -257,7 +260,7 @@ class PlatformAdapter(Protocol):
 # --- approvals in the thread -------------------------------------------------------
 #
 # A card asking to approve a tool call is delivered through the outbox like any reply, as an
-# approval card part naming the request (``gateway.outbox.parts.ApprovalCardPart``; stored as
+# approval card part naming the request (``gateway.core.parts.ApprovalCardPart``; stored as
 # a typed field, never in the target). Delivery hands it to ``CardSending.send_card`` with the
 # request's opaque id, and a transport that can show buttons adds them to that one message
 # (Telegram inline keyboard, web chat buttons, Slack buttons, Mattermost buttons and
@@ -347,6 +350,35 @@ class HeldFiles(Protocol):
         ...
 
 
+class WebSignIn(Protocol):
+    """Who is using the web chat, as a surface serving it needs to know
+    (``gateway.http.webauth.WebIdentity``, per GATEWAY_WEB_AUTH)."""
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def signs_in(self) -> bool:
+        """The gateway signs people in and out itself (a signed-out browser goes to
+        ``/login``)."""
+        ...
+
+    async def person(self, request: Request) -> str | None:
+        """The signed-in person's name, or ``None`` (answer 401)."""
+        ...
+
+    def routes(self) -> list[Route]:
+        """The sign-in routes (``/login``, ``/logout``, ...) a surface serves beside its page."""
+        ...
+
+
+class UploadLimits(Protocol):
+    """The HTTP guard's body limits, as a surface taking uploads declares them
+    (``gateway.http.guard.HttpPolicy``)."""
+
+    def allow_upload(self, pattern: re.Pattern[str], limit: int) -> None: ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AdapterContext:
     """What the core lends the adapters it builds, besides the ``Intake`` they get at start:
@@ -356,10 +388,10 @@ class AdapterContext:
     live: Broadcast
     conversations: Conversations
     #: who is using the web chat (GATEWAY_WEB_AUTH); None where no web chat is served
-    identity: WebIdentity | None = None
-    #: the HTTP guard's policy: a route that takes bodies over GATEWAY_MAX_BODY_BYTES
-    #: (uploads) declares it with ``http_policy.allow_larger(prefix, limit)``
-    http_policy: HttpPolicy | None = None
+    identity: WebSignIn | None = None
+    #: the HTTP guard's policy: a route that takes uploads over GATEWAY_MAX_BODY_BYTES declares
+    #: it with ``http_policy.allow_upload(pattern, limit)``
+    http_policy: UploadLimits | None = None
     #: files uploaded into a thread join its documents (knowledge base)
     files: FileShare | None = None
     #: files a surface keeps itself (the web chat's voice notes)

@@ -381,7 +381,7 @@ class OperatorSurface:
         from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
         from mcp.server.transport_security import TransportSecuritySettings
 
-        from gateway.audit.api import add_audit_routes, audit_pages
+        from gateway.http.audit_log import add_audit_routes, audit_pages
         from gateway.http.mcp import build_mcp_server
         from gateway.http.ui import ops_routes
 

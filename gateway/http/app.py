@@ -23,11 +23,11 @@ from gateway.http.guard import SecurityMiddleware
 from gateway.http.linger import LingeringHttpProtocol
 
 if TYPE_CHECKING:
+    from gateway.core.lifecycle.supervisor import Supervisor
     from gateway.core.metrics import Metrics
     from gateway.core.settings import Settings
     from gateway.http.admin import OperatorSurface
     from gateway.http.guard import HttpPolicy
-    from gateway.runtime.supervisor import Supervisor
     from session_store.store import Store
 
 

@@ -24,9 +24,9 @@ from gateway import audit
 from gateway.core.domain import SessionKey
 from gateway.core.errors import GatewayError
 from gateway.core.ports import PlatformAdapter, Transport
+from gateway.core.registry import target_of_place
 from gateway.core.settings import Settings
 from gateway.http.operator import OperatorService
-from gateway.runtime.registry import target_of_place
 from session_store.operator import OperatorStore
 from session_store.records import MessageRecord
 
@@ -469,8 +469,8 @@ async def serve_stdio(settings: Settings, dsn: str) -> int:
     from gateway.core.conversations import Conversations
     from gateway.core.hub import Broadcast
     from gateway.core.ports import AdapterContext
+    from gateway.core.registry import build_adapters
     from gateway.http.webauth import WebIdentity
-    from gateway.runtime.registry import build_adapters
     from session_store.migrator import migrate
     from session_store.store import Store
 

@@ -45,13 +45,13 @@ def decode_cursor(kind: str, text: str) -> list[Any]:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
         data = json.loads(raw)
     except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
-        raise _bad_cursor() from exc
+        raise bad_cursor() from exc
     if not isinstance(data, dict) or data.get("k") != kind or not isinstance(data.get("v"), list):
-        raise _bad_cursor()
+        raise bad_cursor()
     return list(data["v"])
 
 
-def _bad_cursor() -> RequestError:
+def bad_cursor() -> RequestError:
     return RequestError(
         "the cursor is not one this listing returned; start again without a cursor",
         status=400,
@@ -66,20 +66,20 @@ def _is_id(value: Any) -> bool:
 def _one_id(values: list[Any]) -> int:
     """The position of a listing ordered by one id (or seq) descending."""
     if len(values) != 1 or not _is_id(values[0]):
-        raise _bad_cursor()
+        raise bad_cursor()
     return int(values[0])
 
 
 def _session_position(values: list[Any]) -> tuple[datetime | None, int]:
     """The position of the sessions listing: (last activity, id) of the last row seen."""
     if len(values) != 2 or not _is_id(values[1]):
-        raise _bad_cursor()
+        raise bad_cursor()
     try:
         when = None if values[0] is None else datetime.fromisoformat(values[0])
     except (TypeError, ValueError) as exc:
-        raise _bad_cursor() from exc
+        raise bad_cursor() from exc
     if when is not None and when.tzinfo is None:
-        raise _bad_cursor()
+        raise bad_cursor()
     return when, int(values[1])
 
 

@@ -25,11 +25,11 @@ from gateway.core.domain import (
 )
 from gateway.core.errors import StoreError
 from gateway.core.hub import Broadcast, Signal
+from gateway.core.lifecycle.leadership import Body, LeaderElection
+from gateway.core.lifecycle.supervisor import Beat, Supervisor
 from gateway.core.logs import is_secret_key
 from gateway.core.metrics import Metrics
 from gateway.core.ports import ApprovalClick, ApprovalDecider, ClickOutcome, IngestOutcome
-from gateway.runtime.leadership import Body, LeaderElection
-from gateway.runtime.supervisor import Beat, Supervisor
 from session_store.records import (
     InboundAnnotation,
     InboundItem,
@@ -265,7 +265,7 @@ class CoreIntake:
         leader_interval: float = 5.0,
         supervisor: Supervisor | None = None,
     ) -> None:
-        #: leader election for single-connection ingress (see ``gateway.runtime.leadership``)
+        #: leader election for single-connection ingress (see ``gateway.core.lifecycle.leadership``)
         self.election = LeaderElection(store.dsn, interval=leader_interval)
         self._store = store
         self._metrics = metrics

@@ -140,7 +140,7 @@ async def _restore(file: Path, dsn: str) -> tuple[int, str]:
 
 
 async def run(settings: Settings, args: argparse.Namespace) -> int:
-    from gateway.ops.database import database
+    from gateway.core.lifecycle.database import database
 
     file: Path = args.file
     if args.command == "restore" and not file.is_file():

@@ -19,15 +19,15 @@ from gateway.core.conversations import Conversations
 from gateway.core.errors import ConfigError
 from gateway.core.hub import Broadcast
 from gateway.core.ports import AdapterContext, Check
-from gateway.core.settings import Settings, settings_source
-from gateway.http.webauth import WebIdentity
-from gateway.runtime.registry import (
+from gateway.core.registry import (
     build_adapters,
     enabled_plugins,
     find_plugin,
     settings_fingerprint,
     surface_plugins,
 )
+from gateway.core.settings import Settings, settings_source
+from gateway.http.webauth import WebIdentity
 
 #: how long one agent probe may take
 AGENT_TIMEOUT_SECONDS = 10.0
@@ -425,6 +425,5 @@ async def check_tools(settings: Settings) -> list[Check]:
 
 def config_failure(exc: ConfigError) -> Check:
     """A setting that does not even parse, as doctor reports it."""
-    return Check(
-        name="configuration", ok=False, detail=str(exc), fix=f"correct or unset {exc.setting}"
-    )
+    names = ", ".join(dict.fromkeys(one.setting for one in exc.each))
+    return Check(name="configuration", ok=False, detail=str(exc), fix=f"correct or unset {names}")

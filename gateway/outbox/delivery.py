@@ -19,13 +19,13 @@ from gateway.core import tracing
 from gateway.core.domain import ReplyTarget
 from gateway.core.errors import DeliveryError, LeaseLost, StoreError
 from gateway.core.hub import PollGate, Signal
+from gateway.core.lifecycle.supervisor import Beat, item_backoff, no_beat, pause, persist
 from gateway.core.metrics import Metrics
+from gateway.core.parts import ApprovalCardPart, FilePart, OutboxPart, TextPart, part_of
 from gateway.core.ports import SendResult, Transport, send_card
 from gateway.outbox.pacing import NO_LIMIT, Budget, Pacing, Rules, pace_rules
-from gateway.outbox.parts import ApprovalCardPart, FilePart, OutboxPart, TextPart, part_of
 from gateway.outbox.stream_finish import finish_part
 from gateway.outbox.waiting import Held, WaitingRoom
-from gateway.runtime.supervisor import Beat, item_backoff, no_beat, pause, persist
 from session_store.previews import PreviewStore
 from session_store.records import DeliveryRecord
 from session_store.store import Store

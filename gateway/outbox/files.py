@@ -1,7 +1,7 @@
 """Files out: an answer's images and files travel through the outbox like its text.
 
 Each file is one outbox part after the answer's text parts (a ``FilePart``,
-``gateway.outbox.parts``), so it gets the same guarantees (stored target, pacing, retries,
+``gateway.core.parts``), so it gets the same guarantees (stored target, pacing, retries,
 exactly-once bookkeeping). The row says it is a file in its ``kind`` column and keeps the
 name, type and caption as typed fields and the bytes in a column of their own (migration
 0016); delivery routes it to ``Transport.send_file``.
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gateway.core.domain import OutgoingFile
-from gateway.outbox.parts import MAX_FILE_BYTES, FilePart, OutboxPart, TextPart
+from gateway.core.parts import MAX_FILE_BYTES, FilePart, OutboxPart, TextPart
 
 if TYPE_CHECKING:  # the ports import the conversations, which read file parts from here
     from gateway.core.ports import Transport

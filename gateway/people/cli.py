@@ -160,7 +160,7 @@ async def run(
 ) -> int:
     """``platforms``: the installed surfaces' (an account on another platform the gateway
     never saw is refused with exit 2)."""
-    from gateway.ops.database import database
+    from gateway.core.lifecycle.database import database
     from session_store.migrator import migrate
 
     async with database(settings) as dsn:

@@ -53,7 +53,7 @@ def render(retention: Retention, report: Report, *, done: bool) -> str:
 
 
 async def run(settings: Settings, args: argparse.Namespace) -> int:
-    from gateway.ops.database import database
+    from gateway.core.lifecycle.database import database
     from session_store.migrator import migrate
     from session_store.store import Store
 

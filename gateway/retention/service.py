@@ -29,9 +29,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from gateway.audit.maintenance import AuditMaintenance
 from gateway.core.config_file import ConfigFile
 from gateway.core.errors import StoreError
+from gateway.core.lifecycle.leadership import LeaderElection
 from gateway.core.settings import Settings
 from gateway.retention.policy import RetentionPolicy, retention_policy
-from gateway.runtime.leadership import LeaderElection
 from session_store.db import Database
 from session_store.retention import RetentionStore
 

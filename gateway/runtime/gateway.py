@@ -20,8 +20,15 @@ from gateway.agents.prompt import TokenCounter
 from gateway.core.config_watch import ConfigWatch, ReloadResult
 from gateway.core.conversations import Conversations
 from gateway.core.hub import WorkSignal
+from gateway.core.lifecycle.supervisor import Supervisor
 from gateway.core.metrics import Metrics
 from gateway.core.ports import AdapterContext, PlatformAdapter, Transport
+from gateway.core.registry import (
+    build_adapters,
+    known_platforms,
+    streaming_overrides,
+    webhook_prefixes,
+)
 from gateway.core.settings import Settings, is_loopback_bind
 from gateway.files.voice import build_voice_jobs
 from gateway.http.admin import OperatorSurface
@@ -41,15 +48,8 @@ from gateway.retention.service import build_retention
 from gateway.runtime import memory, upkeep
 from gateway.runtime.live import ReplicatedBroadcast
 from gateway.runtime.loops import LoopBody, beating, cancel, drain, supervised
-from gateway.runtime.registry import (
-    build_adapters,
-    known_platforms,
-    streaming_overrides,
-    webhook_prefixes,
-)
 from gateway.runtime.routes import extend_operator, extension_routes
 from gateway.runtime.stages import turn_stages
-from gateway.runtime.supervisor import Supervisor
 from gateway.runtime.upkeep import LivenessLoop, knowledge_loops
 from gateway.schedules.room import ScheduleRoom
 from gateway.tools.approvals import ApprovalService
@@ -158,7 +158,7 @@ class Gateway:
             conversations=Conversations(store),
             identity=self.identity,
             http_policy=self.http_policy,
-            files=self.knowledge,
+            files=self.knowledge.intake,
             held_files=HeldFileStore(store.db),
             place_answers_all=self.profiles.answers_all,
         )
@@ -243,7 +243,7 @@ class Gateway:
                 store,
                 tools_file=tools_file_for(settings.gateway_tools_file, self.config.config),
                 metrics=self.metrics,
-                knowledge=self.knowledge,
+                knowledge=self.knowledge.retrieval,
             )
             self.tools.approvals = self.approvals
             if self.approvals is not None:

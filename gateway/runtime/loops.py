@@ -11,7 +11,7 @@ from typing import Any
 
 import structlog
 
-from gateway.runtime.supervisor import Beat, Supervisor
+from gateway.core.lifecycle.supervisor import Beat, Supervisor
 
 log = structlog.get_logger(__name__)
 

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Protocol
 from gateway.people.links import LinkCommand
 from gateway.profiles.stage import ProfileCommand, ProfileStage
 from gateway.turns.stage import Stage
-from gateway.turns.stages.budget import BudgetStage
 from gateway.turns.stages.commands import CommandsStage
 from gateway.turns.stages.context import ContextStage
 from gateway.turns.stages.files import ImagesStage, VoiceStage
@@ -17,8 +16,9 @@ from gateway.turns.stages.provider import ProviderStatusStage
 from gateway.turns.stages.streaming import StreamingStage
 from gateway.turns.stages.tools import ToolsStage, offers_tools
 from gateway.turns.stages.typing import TypingStage
-from gateway.turns.stages.usage import UsageStage
+from gateway.usage.budget_stage import BudgetStage
 from gateway.usage.commands import UsageCommand
+from gateway.usage.usage_stage import UsageStage
 
 if TYPE_CHECKING:
     from gateway.agents.base import Agent
@@ -83,7 +83,7 @@ def turn_stages(gw: Wired) -> list[Stage]:
     stages += [
         ContextStage(gw.context, summaries=gw.summaries, metrics=gw.metrics, agent=gw.agent),
         KnowledgeStage(
-            gw.knowledge,
+            gw.knowledge.turns,
             gw.transports,
             wait_seconds=settings.gateway_lease_seconds / 2,
         ),

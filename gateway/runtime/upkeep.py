@@ -9,6 +9,7 @@ import contextlib
 import structlog
 
 from gateway.core.errors import StoreError
+from gateway.core.lifecycle.supervisor import Beat, pause
 from gateway.core.metrics import Metrics
 from gateway.knowledge.embed import EmbeddingError
 from gateway.knowledge.service import Knowledge
@@ -16,7 +17,6 @@ from gateway.knowledge.summaries import DocumentSummaryWorker
 from gateway.outbox.pacing import Pacing
 from gateway.runtime import memory
 from gateway.runtime.loops import LoopBody, beating
-from gateway.runtime.supervisor import Beat, pause
 from session_store.liveness import ProcessLiveness
 from session_store.operator import OperatorStore
 from session_store.store import Store
@@ -64,12 +64,12 @@ async def knowledge_loops(
                 "`gateway migrate` on a fresh database to add embeddings",
             )
         # EMBEDDING_MODEL changed since a base was built: re-embed it through the jobs
-        await knowledge.adopt_model()
+        await knowledge.catalog.adopt_model()
     except (StoreError, EmbeddingError) as exc:
         log.warning("kb_check_failed", error=str(exc))
     # supervised like every long-lived loop; ingest jobs are not needed to
     # answer, so the worker is not required for readiness
-    loops: list[LoopBody] = [("kb-jobs", beating(knowledge.run), None, False)]
+    loops: list[LoopBody] = [("kb-jobs", beating(knowledge.worker.run), None, False)]
     if doc_summaries is not None:
         loops.append(("kb-summaries", doc_summaries.run, None, False))
     return loops

@@ -13,7 +13,6 @@ from collections.abc import Collection
 from typing import Any
 
 from gateway.core.errors import RequestError
-from gateway.core.logs import configure_logging
 from gateway.core.places import UNKNOWN_PLACE, KnownPlaces, UnknownPlatform
 from gateway.core.settings import Settings
 from gateway.schedules.command import describe
@@ -51,15 +50,13 @@ async def run(
 ) -> int:
     """``platforms``: the installed surfaces' (a place on another platform the gateway never
     saw is refused with exit 2)."""
-    from gateway.ops.database import database
-    from gateway.runtime.registry import target_of_place
+    from gateway.core.lifecycle.database import database
+    from gateway.core.registry import target_of_place
     from session_store.migrator import migrate
     from session_store.repos.places import PlacesSeen
     from session_store.repos.schedules import Schedules
     from session_store.store import Store
 
-    if settings.gateway_log_level == "info":
-        configure_logging(settings.gateway_log_format, "warning")
     async with database(settings) as dsn:
         await migrate(dsn)
         store = await Store.connect(dsn, min_size=1, max_size=2)

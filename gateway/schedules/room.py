@@ -11,8 +11,8 @@ from typing import Any
 from gateway.core.hub import Signal
 from gateway.core.metrics import Metrics
 from gateway.core.places import KnownPlaces
+from gateway.core.registry import target_of_place
 from gateway.http.admin import AccessPolicy
-from gateway.runtime.registry import target_of_place
 from gateway.schedules.command import ScheduleCommand
 from gateway.schedules.service import ScheduleService
 from gateway.schedules.worker import ScheduleMetrics, ScheduleWorker

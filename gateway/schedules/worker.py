@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from gateway.core.errors import GatewayError, StoreError
 from gateway.core.hub import Signal
-from gateway.runtime.supervisor import Beat, item_backoff, no_beat, pause
+from gateway.core.lifecycle.supervisor import Beat, item_backoff, no_beat, pause
 from gateway.schedules.service import ScheduleService
 from session_store.repos.schedules import Fired, OpenFiring, ScheduleRecord
 

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from gateway.core.domain import Reply
+from gateway.core.parts import stored
 from gateway.core.ports import Transport
 from gateway.outbox.files import outbox_parts
-from gateway.outbox.parts import stored
 from session_store.records import OutgoingReply
 
 

@@ -25,9 +25,9 @@ from gateway.core import tracing
 from gateway.core.domain import Reply
 from gateway.core.errors import LeaseLost, StoreError
 from gateway.core.hub import PollGate, Signal
+from gateway.core.lifecycle.supervisor import Beat, item_backoff, no_beat, pause, persist
 from gateway.core.metrics import Metrics
 from gateway.core.ports import Transport
-from gateway.runtime.supervisor import Beat, item_backoff, no_beat, pause, persist
 from gateway.tools.runner import ApprovalPending
 from gateway.turns.outgoing import outgoing
 from gateway.turns.pipeline import Pipeline

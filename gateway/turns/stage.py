@@ -25,7 +25,7 @@ from gateway.agents.base import (
 )
 from gateway.core.domain import Reply, ReplyTarget
 from gateway.core.errors import StoreError
-from gateway.profiles.model import Profile
+from gateway.core.profile import Profile
 from gateway.turns.context import ContextPolicy
 from session_store.records import MessageRecord, TurnClaim
 from session_store.repos.usage import UsageCharge

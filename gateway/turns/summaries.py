@@ -27,8 +27,8 @@ import structlog
 from gateway.agents.base import Agent, ContextMessage, Summarizer, SummaryRequest
 from gateway.core.domain import SessionKey
 from gateway.core.errors import AgentError, StoreError
+from gateway.core.lifecycle.supervisor import item_backoff
 from gateway.core.metrics import Metrics
-from gateway.runtime.supervisor import item_backoff
 from gateway.turns.context import (
     ContextAssembler,
     fit_turns,

@@ -11,10 +11,7 @@ import pytest
 
 from gateway.agents.base import Turn
 from gateway.core.domain import OutgoingFile, Reply, ReplyTarget
-from gateway.core.ports import CardSending, SendResult, Transport
-from gateway.outbox.delivery import send_part
-from gateway.outbox.files import outbox_parts
-from gateway.outbox.parts import (
+from gateway.core.parts import (
     MAX_FILE_BYTES,
     PART_VERSION,
     ApprovalCardPart,
@@ -23,6 +20,9 @@ from gateway.outbox.parts import (
     from_stored,
     stored,
 )
+from gateway.core.ports import CardSending, SendResult, Transport
+from gateway.outbox.delivery import send_part
+from gateway.outbox.files import outbox_parts
 from testsupport.fakes.sink import SinkAdapter, SinkTransport
 from testsupport.fakes.sink_server import SinkServer
 from testsupport.harness import running_gateway, wait_for

@@ -17,8 +17,8 @@ from gateway.agents.openai import OpenAIAgent, tool_status
 from gateway.core.domain import ReplyTarget, SessionKey
 from gateway.core.errors import ConfigError
 from gateway.core.ports import PaceRule
+from gateway.core.registry import check_settings
 from gateway.core.settings import load_settings
-from gateway.runtime.registry import check_settings
 from session_store.previews import PreviewStore
 from session_store.store import Store
 from testsupport.fakes.openai import FakeOpenAI, Step

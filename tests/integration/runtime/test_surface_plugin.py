@@ -17,16 +17,16 @@ import pytest
 
 from gateway.agents.base import EchoAgent
 from gateway.core.errors import ConfigError
-from gateway.core.settings import load_settings
-from gateway.ops.doctor import check_surfaces
-from gateway.ops.setup import Prompter, add_parser, run_setup
-from gateway.runtime.gateway import Gateway
-from gateway.runtime.registry import (
+from gateway.core.registry import (
     all_settings_classes,
     check_settings,
     streaming_overrides,
     surface_plugins,
 )
+from gateway.core.settings import load_settings
+from gateway.ops.doctor import check_surfaces
+from gateway.ops.setup import Prompter, add_parser, run_setup
+from gateway.runtime.gateway import Gateway
 from session_store.store import Store
 from tests.integration.runtime.memo_surface.plugin import MemoSettings, MemoTransport
 from testsupport.harness import make_settings, wait_for
@@ -153,7 +153,7 @@ async def test_gateway_run_exits_2_naming_a_bad_surface_setting(
 def test_the_built_in_surfaces_come_from_metadata_or_from_the_source_tree(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gateway.runtime import registry
+    from gateway.core import registry
 
     declared = registry._declared(registry.PYPROJECT)
     assert [name for name, _ in declared] == ["telegram", "slack", "mattermost", "web"]

@@ -15,7 +15,7 @@ MODULES = (
     "gateway.ops.setup",
     "gateway.ops.doctor",
     "gateway.runtime.gateway",
-    "gateway.runtime.registry",
+    "gateway.core.registry",
     "gateway.http.guard",
     "gateway.ops.cli",
 )

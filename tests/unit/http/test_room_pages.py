@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 from gateway.http.ui import PAGE_HEADERS, ops_routes, room_page
 
 ROOMS = [
-    ("gateway.audit", "audit"),
+    ("gateway.http.ui", "audit"),
     ("gateway.knowledge", "kb"),
     ("gateway.schedules", "schedules"),
     ("gateway.usage", "usage"),

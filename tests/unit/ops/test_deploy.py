@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
+from gateway.core.registry import all_settings_classes, check_settings
 from gateway.core.settings import Settings
-from gateway.runtime.registry import all_settings_classes, check_settings
 from testsupport.paths import REPO
 
 DEPLOY = REPO / "deploy"

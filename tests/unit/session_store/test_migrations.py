@@ -12,7 +12,7 @@ import pytest
 
 from gateway.core.domain import OutgoingFile
 from gateway.core.errors import MigrationError
-from gateway.outbox.parts import ApprovalCardPart, FilePart, TextPart, part_of
+from gateway.core.parts import ApprovalCardPart, FilePart, TextPart, part_of
 from session_store.migrator import Migration, load_migrations, migrate
 from session_store.store import Store
 

@@ -303,7 +303,7 @@ async def test_edit_in_an_unknown_channel_looks_the_type_up(
     other = fake.add_dm(fake.bob)  # created after the listing: type unknown to the adapter
     post = await fake.user_posts(other, "hey", user=fake.bob)
     await wait_until(lambda: bool(intake.by_message(post["id"])), message="the post")
-    adapter._channel_types.clear()  # as if evicted from the bounded cache
+    adapter.reconciler._channel_types.clear()  # as if evicted from the bounded cache
     await fake.edit_post(post["id"], "hey!")
     await wait_until(lambda: len(intake.by_message(post["id"])) == 2, message="edit")
     assert intake.by_message(post["id"])[1].key.thread_id is None

@@ -8,8 +8,8 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from adapters.slack import SlackAdapter
+from gateway.core.lifecycle.supervisor import Beat, Supervisor
 from gateway.core.metrics import Metrics
-from gateway.runtime.supervisor import Beat, Supervisor
 from testsupport.fakes.slack import APP_TOKEN, FakeSlack, wait_until
 from testsupport.harness import RecordingIntake
 from testsupport.slack import running_adapter, slack_settings
@@ -129,7 +129,8 @@ async def test_socket_mode_loop_is_supervised_and_replaced_when_it_stays_down(
     worker = f"ingress:slack-socket:{fake.team_id}"
     fake.mode = "socket"
     adapter = SlackAdapter(slack_settings(fake, SLACK_APP_TOKEN=APP_TOKEN))
-    adapter.socket_down_after = 0.3
+    assert adapter.socket_mode is not None
+    adapter.socket_mode.socket_down_after = 0.3
     await adapter.start(intake)
     try:
         await wait_until(lambda: fake.socket_connections == 1, what="the first connection")

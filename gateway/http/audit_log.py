@@ -1,5 +1,7 @@
 """The audit log on the HTTP server: ``GET /api/v1/audit`` (behind the admin API's access
-policy) and the operator page ``/ops/audit`` that reads it."""
+policy) and the operator page ``/ops/audit`` that reads it. It lives with the HTTP surfaces,
+not in ``gateway.audit``: the HTTP server records audit events, so the audit room stands
+below it."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from starlette.routing import Route
 
 from gateway.core.errors import RequestError
 from gateway.http import params
-from gateway.http.operator import MAX_PAGE, Page, paginate
+from gateway.http.operator import MAX_PAGE, Page, bad_cursor, paginate
 from gateway.http.ui import room_page
 from session_store.audit import AuditEvent, AuditStore
 from session_store.db import Database
@@ -19,16 +21,14 @@ from session_store.db import Database
 
 def _position(values: list[Any]) -> tuple[datetime, int]:
     """The (at, id) of the last event of the previous page."""
-    from gateway.http.operator import _bad_cursor
-
     if len(values) != 2 or not isinstance(values[1], int) or isinstance(values[1], bool):
-        raise _bad_cursor()
+        raise bad_cursor()
     try:
         at = datetime.fromisoformat(str(values[0]))
     except ValueError as exc:
-        raise _bad_cursor() from exc
+        raise bad_cursor() from exc
     if at.tzinfo is None or not 0 < values[1] < 2**63:
-        raise _bad_cursor()
+        raise bad_cursor()
     return at, values[1]
 
 
@@ -81,4 +81,4 @@ def add_audit_routes(router: APIRouter, db: Database) -> None:
 
 def audit_pages() -> list[Route]:
     """``/ops/audit``: the audit log, newest first, with filters."""
-    return room_page("gateway.audit", "audit")
+    return room_page("gateway.http.ui", "audit")

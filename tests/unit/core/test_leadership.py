@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from gateway.runtime.leadership import RETRY_AFTER_ERROR, LeaderElection
+from gateway.core.lifecycle.leadership import RETRY_AFTER_ERROR, LeaderElection
 from testsupport.pg import own_postgres
 
 pytestmark = pytest.mark.slow

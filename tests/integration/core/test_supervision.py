@@ -8,9 +8,9 @@ import asyncio
 import httpx
 
 from gateway.core.domain import ReplyTarget
+from gateway.core.lifecycle.supervisor import Beat, Supervisor
 from gateway.core.metrics import Metrics
 from gateway.core.ports import SendResult
-from gateway.runtime.supervisor import Beat, Supervisor
 from testsupport.fakes.sink import SinkAdapter, SinkTransport
 from testsupport.fakes.sink_server import SinkServer
 from testsupport.harness import running_gateway, wait_for

@@ -1,0 +1,53 @@
+"""What the assistant is in a place: a ``Profile``, the value the turn carries
+(``TurnRun.profile``) and the profiles room resolves (``gateway.profiles``). It stands on the
+ground floor because both rooms hold it: the turn under the profiles that build on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Literal
+
+__all__ = ["AnswerRule", "Profile"]
+
+AnswerRule = Literal["mentions", "all"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Profile:
+    """What the assistant is in the places given to it; ``None`` follows the settings."""
+
+    name: str
+    #: replaces AGENT_SYSTEM_PROMPT
+    system_prompt: str | None = None
+    #: the default model, and what ``/model`` may choose (``models`` defaults to ``[model]``)
+    model: str | None = None
+    models: tuple[str, ...] | None = None
+    #: fnmatch patterns: narrows the tools policy, never widens it; ``()`` offers none
+    tools: tuple[str, ...] | None = None
+    #: knowledge bases searched besides the thread's and the chat's own
+    knowledge: tuple[str, ...] = ()
+    answer: AnswerRule | None = None
+    streaming: bool | None = None
+
+    @property
+    def answers_all(self) -> bool | None:
+        """The answer policy's input: ``True`` every message, ``False`` mentions only,
+        ``None`` not set (the answer-all settings decide)."""
+        return None if self.answer is None else self.answer == "all"
+
+    def allows_tool(self, name: str) -> bool:
+        return self.tools is None or any(fnmatchcase(name, p) for p in self.tools)
+
+    def describe(self) -> dict[str, object]:
+        """The profile as JSON (admin API, MCP, ``gateway profiles show --json``)."""
+        return {
+            "name": self.name,
+            "system_prompt": self.system_prompt,
+            "model": self.model,
+            "models": None if self.models is None else list(self.models),
+            "tools": None if self.tools is None else list(self.tools),
+            "knowledge": list(self.knowledge),
+            "answer": self.answer,
+            "streaming": self.streaming,
+        }
