@@ -3,6 +3,7 @@ fake OpenAI-compatible server, and the sink surface."""
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Decimal
 from pathlib import Path
@@ -279,6 +280,6 @@ async def test_over_budget_every_web_chat_question_gets_its_notice(
             return [m["content"] for m in got.json()["messages"] if m["role"] == "assistant"]
 
         for thread in threads:
-            [notice] = await wait_for(lambda t=thread: answers(t), message=f"notice in {thread}")
+            [notice] = await wait_for(functools.partial(answers, thread), message=thread)
             assert "total_per_month" in notice and "resets at" in notice
     assert len(set(threads)) == 2 and fake.requests == []
