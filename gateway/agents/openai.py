@@ -11,7 +11,7 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -271,13 +271,11 @@ class OpenAIAgent:
         single: bool = False,
         fallback_left: bool = False,
     ) -> Mapping[str, Any]:
-        """One completion from ``model``, retried until ``until`` (monotonic); ``single``:
-        one attempt. ``fallback_left``: another model is left to ask, so this one hands over
-        after ``HAND_OVER_AFTER`` failures or once its breaker is open, and the thread hears
-        nothing of its waits (the status line is for when no model can answer)."""
+        """One completion from ``model``, retried until ``until`` (monotonic); ``single``: one
+        attempt. ``fallback_left``: this one hands over early (``_hand_over``) and the thread
+        hears nothing of its waits (the status line is for when no model can answer)."""
         progress: ProviderProgress = route.turn.progress or Waiting()
-        if fallback_left:
-            progress = _Unannounced(progress)
+        progress = _Unannounced(progress) if fallback_left else progress
         sink = route.turn.stream
         user = route.turn.user
         messages = route.messages(model)
@@ -331,12 +329,6 @@ class OpenAIAgent:
                 sink.restart()  # a broken stream starts over in the same previews
             progress.waiting(f.cause, seconds)
 
-        async def hand_over(f: ProviderFailure, n: int) -> bool:
-            if n >= HAND_OVER_AFTER or not await self.health.available(model):
-                log.info("model_handed_over", model=model, attempts=n, cause=f.cause)
-                return True
-            return False
-
         return await retried(
             once,
             policy=self.policy,
@@ -346,8 +338,20 @@ class OpenAIAgent:
             on_failure=failed,
             on_wait=waiting,
             once=single,
-            hand_over=hand_over if fallback_left else None,
+            hand_over=self._hand_over(model) if fallback_left else None,
         )
+
+    def _hand_over(self, model: str) -> Callable[[ProviderFailure, int], Awaitable[bool]]:
+        """Whether ``model`` gives up after a failure, while a fallback is left: after
+        ``HAND_OVER_AFTER`` failures, or once its breaker is open."""
+
+        async def hand_over(f: ProviderFailure, n: int) -> bool:
+            if n >= HAND_OVER_AFTER or not await self.health.available(model):
+                log.info("model_handed_over", model=model, attempts=n, cause=f.cause)
+                return True
+            return False
+
+        return hand_over
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult | None:
         return await self._summary(
