@@ -1,5 +1,5 @@
 """``python -m benchmarks.hot_pair CHECKOUT[,CHECKOUT...] [--runs N] [--concurrency 1,16]``:
-the store hot path (``Store.ingest`` + the 50-message ``Store.context_page``, section 2 of
+the store hot path (``Inbox.ingest`` + the 50-message ``Turns.context_page``, section 2 of
 ``python -m benchmarks``) of several checkouts and pgbench's bare INSERT, interleaved within
 each run on one server, so a noisy shared machine moves them alike and the per-run ratios
 hold.

@@ -1,6 +1,6 @@
-"""Section 2, the store hot path through the project's own API: ``Store.ingest`` (inbox dedupe
+"""Section 2, the store hot path through the project's own API: ``Inbox.ingest`` (inbox dedupe
 + session get-or-create + append with seq_no) then the 50-message context window a turn reads
-(``Store.context_page``), over many sessions with 1% duplicate deliveries; ingest alone; and
+(``Turns.context_page``), over many sessions with 1% duplicate deliveries; ingest alone; and
 the recent-50 and delta-poll reads alone.
 
 Every session starts with 50 messages, so the recent-50 read returns a full window as it would
@@ -108,14 +108,14 @@ class HotPath:
             else:
                 j = i
             item, raw = items[j]
-            result = await store.ingest(item, raw=raw)
+            result = await store.inbox.ingest(item, raw=raw)
             counts[result.status] = counts.get(result.status, 0) + 1
             if result.status == "accepted":
                 done.append(j)
                 if read:
                     # the context window a turn reads (what the agent gets)
                     assert result.session_id is not None and result.seq_no is not None
-                    page = await store.context_page(
+                    page = await store.turns.context_page(
                         result.session_id, after_seq=0, upto_seq=result.seq_no, limit=50
                     )
                     # the context holds the message committed just before it
@@ -140,8 +140,8 @@ class HotPath:
         return out
 
     async def read(self, concurrency: int, kind: str) -> dict[str, float]:
-        """``recent50``: Store.recent (full records); ``context50``: the context window a
-        turn reads (Store.context_page); ``delta``: a turn's poll for what is new."""
+        """``recent50``: Sessions.recent (full records); ``context50``: the context window a
+        turn reads (Turns.context_page); ``delta``: a turn's poll for what is new."""
         assert self.store is not None
         store, ids = self.store, self.read_ids
         picks = [self._rng.choice(ids) for _ in range(self.per_run)]
@@ -150,13 +150,15 @@ class HotPath:
             rows: list[Any]
             if kind == "delta":
                 # what arrived since the session was last answered: a couple of rows
-                rows = await store.delta(picks[i], READ_LEN - 2, 1000)
+                rows = await store.sessions.delta(picks[i], READ_LEN - 2, 1000)
                 assert len(rows) == 2
             elif kind == "context50":
-                rows = await store.context_page(picks[i], after_seq=0, upto_seq=READ_LEN, limit=50)
+                rows = await store.turns.context_page(
+                    picks[i], after_seq=0, upto_seq=READ_LEN, limit=50
+                )
                 assert len(rows) == 50
             else:
-                rows = await store.recent(picks[i], 50)
+                rows = await store.sessions.recent(picks[i], 50)
                 assert len(rows) == 50
 
         rate, lat = await closed_loop(concurrency, self.per_run, op)

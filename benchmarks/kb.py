@@ -20,7 +20,7 @@ from benchmarks.kb_citations import citation_figures, citation_markdown
 from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.embed import LocalEmbedder
 from gateway.knowledge.service import Knowledge
-from session_store.knowledge import KnowledgeStore, NewChunk
+from session_store.repos.knowledge import KnowledgeStore, NewChunk
 from session_store.store import Store
 
 #: (question, a phrase the passage that answers it contains), paraphrased so that the words

@@ -27,7 +27,7 @@ from gateway.knowledge.embed import LocalEmbedder
 from gateway.knowledge.numbering import PassageNumbers
 from gateway.knowledge.service import Knowledge
 from gateway.tools.builtin import knowledge_result
-from session_store.knowledge import KnowledgeStore
+from session_store.repos.knowledge import KnowledgeStore
 from session_store.store import Store
 
 KEY = SessionKey(platform="bench", scope="kb", chat_id="c", thread_id="t")

@@ -1,7 +1,7 @@
 """Section 3, cost versus conversation length: what one more message costs in a conversation
 that already has L messages, for three ways of storing it, side by side in the same run.
 
-* ``ours``: ``Store.ingest`` (one row per message) then ``Store.recent(50)`` for the context.
+* ``ours``: ``Inbox.ingest`` (one row per message) then ``Sessions.recent(50)`` for the context.
 * ``blob``: the document pattern: one row per session holding the whole transcript as jsonb;
   per message, read it (it is the context), append, write it back, in one transaction.
 * ``langgraph``: LangGraph's ``AsyncPostgresSaver`` storing a chat whose ``messages`` channel
@@ -150,11 +150,11 @@ class LengthBench:
         if conv.pattern == "ours":
             assert self.store is not None
             platform, sid = conv.handle
-            result = await self.store.ingest(
+            result = await self.store.inbox.ingest(
                 inbound(0, n, platform=platform), raw=raw_payload(0, n)
             )
             assert result.session_id == sid and result.seq_no == n, result
-            context = await self.store.recent(sid, 50)
+            context = await self.store.sessions.recent(sid, 50)
             assert context[-1].seq_no == n
         elif conv.pattern == "blob":
             assert self.conn is not None

@@ -5,13 +5,13 @@ in 100k, then 10M in 1M); at each size the gateway's own store code runs each op
 few hundred times, one at a time, and the report gives p50 and p99 and their ratio to the
 smallest size:
 
-- the hot path: ``Store.ingest`` of a new inbound message, then the context page a turn reads
-  (``Store.context_page``), on a random existing session and on a new one;
-- the turn claim the scheduler makes (``Store.claim_turn`` with its pending messages and first
+- the hot path: ``Inbox.ingest`` of a new inbound message, then the context page a turn reads
+  (``Turns.context_page``), on a random existing session and on a new one;
+- the turn claim the scheduler makes (``Turns.claim_turn`` with its pending messages and first
   context page) with five sessions due among all of them;
-- the delivery claim the outbox workers make (``Store.claim_deliveries``) with five pending
+- the delivery claim the outbox workers make (``Outbox.claim_deliveries``) with five pending
   deliveries among the sent ones;
-- the inbox dedupe: ``Store.ingest`` of an event whose id is already stored;
+- the inbox dedupe: ``Inbox.ingest`` of an event whose id is already stored;
 - full-text search across sessions (``OperatorStore.search``, what ``GET /api/v1/search``,
   ``/ops`` and the CLI run) for a word with a fixed 20 hits, a word in 1% of messages and a
   word in every message;
@@ -35,8 +35,8 @@ from typing import Any
 from benchmarks import scale_fill as fill
 from benchmarks.common import pct, scratch_database
 from benchmarks.scale_plans import explain_all, plan_choices, plan_summary, work
-from session_store.operator import OperatorStore
 from session_store.records import InboundMessage
+from session_store.repos.operator import OperatorStore
 from session_store.store import Store
 from session_store.values import ReplyTarget, SessionKey
 
@@ -153,9 +153,9 @@ class Bench:
                 key = SessionKey(platform="telegram", scope="sc", chat_id=f"new-{tag}")
             else:
                 key = key_of(self.rng.randint(1, self.step.sessions))
-            got = await store.ingest(message(key, tag), raw={"update_id": tag})
+            got = await store.inbox.ingest(message(key, tag), raw={"update_id": tag})
             assert got.status == "accepted" and got.session_id and got.seq_no, got
-            page = await store.context_page(
+            page = await store.turns.context_page(
                 got.session_id, after_seq=0, upto_seq=got.seq_no, limit=50
             )
             assert page and page[0].seq_no == got.seq_no
@@ -175,7 +175,7 @@ class Bench:
         ids = []
         for j in range(DUE):
             key = key_of(self.rng.randint(1, self.step.sessions))
-            got = await self.store.ingest(message(key, f"{self.tag}-due{j}"), raw=None)
+            got = await self.store.inbox.ingest(message(key, f"{self.tag}-due{j}"), raw=None)
             assert got.session_id is not None
             ids.append(got.session_id)
         return ids
@@ -185,7 +185,7 @@ class Bench:
         claims: list[Any] = []
 
         async def op(i: int) -> None:
-            claim = await store.claim_turn(
+            claim = await store.turns.claim_turn(
                 lease_seconds=60,
                 platforms=list(fill.PLATFORMS),
                 with_pending=PENDING_LIMIT,
@@ -195,7 +195,7 @@ class Bench:
             claims.append(claim)
 
         async def release(i: int) -> None:
-            await store.release_turn(claims.pop())
+            await store.turns.release_turn(claims.pop())
 
         return await self.timed(op, after=release)
 
@@ -222,7 +222,9 @@ class Bench:
         store = self.store
 
         async def op(i: int) -> None:
-            got = await store.claim_deliveries(platforms=list(fill.PLATFORMS), lease_seconds=60)
+            got = await store.outbox.claim_deliveries(
+                platforms=list(fill.PLATFORMS), lease_seconds=60
+            )
             assert len(got) == 1 and got[0].id in pending, got
 
         async def back(i: int) -> None:
@@ -256,7 +258,7 @@ class Bench:
                 event_id=ev["event_id"],
                 message_key=ev["message_key"],
             )
-            got = await store.ingest(item, raw=None)
+            got = await store.inbox.ingest(item, raw=None)
             assert got.status == "duplicate", got
 
         return await self.timed(op)
@@ -269,14 +271,14 @@ class Bench:
 
     async def ops_list(self) -> dict[str, float]:
         async def op(i: int) -> None:
-            rows = await self.store.list_sessions(limit=51)
+            rows = await self.store.sessions.list_sessions(limit=51)
             assert len(rows) == 51
 
         return await self.timed(op, warmup=3)
 
     async def control(self) -> dict[str, float]:
         async def op(i: int) -> None:
-            await self.store.save_cursor("scale-control", str(i))
+            await self.store.inbox.save_cursor("scale-control", str(i))
 
         return await self.timed(op)
 

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 
 from session_store.estimates import EXACT_UP_TO
-from session_store.operator import FEW_MATCHES
-from session_store.operator import SQL as OPERATOR_SQL
 from session_store.repos.inbox import SQL as INBOX_SQL
 from session_store.repos.inbox import _ingest_args
+from session_store.repos.operator import FEW_MATCHES
+from session_store.repos.operator import SQL as OPERATOR_SQL
 from session_store.repos.outbox import SQL as OUTBOX_SQL
 from session_store.repos.sessions import SQL as SESSIONS_SQL
 from session_store.repos.turns import SQL as TURNS_SQL

@@ -41,7 +41,7 @@ import httpx
 from adapters.telegram import markdown as telegram_markdown
 from gateway.agents.base import Turn
 from gateway.core.domain import Reply
-from session_store.liveness import LIVE_PROCESSES
+from session_store.repos.liveness import LIVE_PROCESSES
 from testsupport.fakes.sink_server import SinkServer
 from testsupport.pg import Postgres
 
@@ -52,7 +52,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 #: a campaign message id, ``LABEL-mN``; its label names its thread (``t5``, ``tg3``, ``wb7``)
-#: turns and sends held by a process that holds no liveness lock (``session_store.liveness``)
+#: turns and sends held by a process that holds no liveness lock (``session_store.repos.liveness``)
 DEAD_HELD = f"""
 SELECT (SELECT count(*) FROM sessions
         WHERE turn_process IS NOT NULL AND turn_lease_until > now()

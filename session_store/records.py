@@ -244,7 +244,7 @@ class TurnClaim:
     requested_seq: int
     selected_model: str | None
     status: SessionStatus
-    #: the unanswered messages read with the claim, in seq order (``Store.claim_turn``);
+    #: the unanswered messages read with the claim, in seq order (``Turns.claim_turn``);
     #: None when the claim was made without them or they must be read again
     pending: tuple[MessageRecord, ...] | None = None
     #: the turn's state and newest context page, read with the claim
@@ -270,7 +270,7 @@ class PrefetchedContext:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FinishedTurn:
-    """What ``Store.finish_turn_outbox`` wrote: the replies' seq numbers, how many delivery
+    """What ``Outbox.finish_turn_outbox`` wrote: the replies' seq numbers, how many delivery
     rows, the first part already claimed for this process (``handed``: send it, then mark
     it), and whether messages that arrived during the run want another turn (``more``)."""
 

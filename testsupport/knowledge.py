@@ -7,7 +7,7 @@ import pytest
 from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.embed import LocalEmbedder
 from gateway.knowledge.service import Knowledge
-from session_store.knowledge import KnowledgeStore
+from session_store.repos.knowledge import KnowledgeStore
 from session_store.store import Store
 
 _LOCAL = LocalEmbedder()  # loaded once per test run

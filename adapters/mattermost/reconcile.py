@@ -85,7 +85,6 @@ class Reconciler:
         self.ctx = ExtractContext(
             scope=self._scope,
             bot=BotIdentity(user_id=user_id, username=username),
-            rules=self._config.rules,
         )
         log.info(
             "mattermost_identity",

@@ -43,15 +43,13 @@ from slack_sdk.signature import SignatureVerifier
 from adapters.slack.bolt_app import build_app
 from adapters.slack.check import check_tokens
 from adapters.slack.events_api import EventsApiIngress
-from adapters.slack.extract import PLATFORM, BotIdentity, answer_rules
+from adapters.slack.extract import PLATFORM, BotIdentity
 from adapters.slack.ingest import SlackIngest
 from adapters.slack.settings import SlackSettings
 from adapters.slack.socket_mode import SocketModeIngress
 from adapters.slack.transport import SlackTransport, make_web_client
 from gateway.core.errors import ConfigError, GatewayError
 from gateway.core.ports import Check, Intake
-from gateway.core.settings import Settings
-from gateway.inbound.policy import PlaceAnswerRule
 
 log = structlog.get_logger(__name__)
 
@@ -67,10 +65,6 @@ class SlackAdapter:
     def __init__(
         self,
         settings: SlackSettings,
-        *,
-        answer_bots: bool | None = None,
-        core: Settings | None = None,
-        place_answers_all: PlaceAnswerRule | None = None,
     ) -> None:
         if settings.slack_bot_token is None:
             raise ConfigError("SLACK_BOT_TOKEN", "required to enable Slack")
@@ -82,11 +76,8 @@ class SlackAdapter:
         )
         self.transport = SlackTransport(self._client)
         self._session: aiohttp.ClientSession | None = None
-        rules = answer_rules(
-            settings, core, answer_bots=answer_bots, place_answers_all=place_answers_all
-        )
         #: the shared ingest of Slack events (both ingress paths store through it)
-        self.ingest = SlackIngest(self._client, self.transport, rules=rules)
+        self.ingest = SlackIngest(self._client, self.transport)
         secret = settings.slack_signing_secret
         app = build_app(
             self.ingest,

@@ -31,7 +31,6 @@ from gateway.core.domain import Envelope, Extracted, ReplyTarget
 from gateway.core.hub import KeyedLock
 from gateway.core.ports import ApprovalClick, IngestOutcome, Intake
 from gateway.inbound.ingress import ingest
-from gateway.inbound.policy import AnswerRules
 
 log = structlog.get_logger(__name__)
 
@@ -52,12 +51,9 @@ class SlackIngest:
     Socket Mode ingress (``socket_mode.py``) and the bolt listeners both dispatch into
     (``bolt_app.py``) are built around it and take it."""
 
-    def __init__(
-        self, client: AsyncWebClient, transport: SlackTransport, *, rules: AnswerRules
-    ) -> None:
+    def __init__(self, client: AsyncWebClient, transport: SlackTransport) -> None:
         self._client = client
         self._transport = transport
-        self._rules = rules
         self._backfill_locks = KeyedLock()
         self._intake: Intake | None = None
         self._me: BotIdentity | None = None
@@ -111,7 +107,7 @@ class SlackIngest:
             intake,
             platform=PLATFORM,
             raw=raw,
-            extract=lambda: extract_event(payload, me=me, rules=self._rules),
+            extract=lambda: extract_event(payload, me=me),
             reaction=lambda: reaction_of(payload),
             event_id=event_id if isinstance(event_id, str) else None,
             submit=submit,

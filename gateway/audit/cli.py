@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gateway.core.settings import Settings
-from session_store.audit import AuditEvent, AuditStore
+from session_store.repos.audit import AuditEvent, AuditStore
 
 _AGO = re.compile(r"(\d+)([smhd])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}

@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 
 import structlog
 
-from session_store.audit import AuditStore
 from session_store.db import Database
+from session_store.repos.audit import AuditStore
 
 log = structlog.get_logger(__name__)
 

@@ -21,8 +21,8 @@ import structlog
 
 from gateway.audit.context import current
 from gateway.core.errors import GatewayError
-from session_store.audit import AuditStore, NewEvent, append_on
 from session_store.db import Database
+from session_store.repos.audit import AuditStore, NewEvent, append_on
 
 log = structlog.get_logger(__name__)
 

@@ -12,10 +12,10 @@ from typing import Any, Literal
 from gateway.core.domain import SessionKey
 from gateway.core.errors import SessionNotFound
 from gateway.core.parts import FilePart, part_of
-from session_store.knowledge import CitationRecord, KnowledgeStore
 from session_store.records import MessageRecord
+from session_store.repos.knowledge import CitationRecord, KnowledgeStore
+from session_store.repos.tools import ToolStore
 from session_store.store import Store
-from session_store.tool_store import ToolStore
 from session_store.values import DeliveryStatus, Role, SessionStatus
 
 #: a thread's newest messages shown at once
@@ -87,11 +87,13 @@ class Conversations:
 
     async def chats(self, platform: str, *, limit: int = 200) -> list[str]:
         """Chats with sessions on ``platform``, most recently active first."""
-        return await self._store.list_chats(platform, limit)
+        return await self._store.sessions.list_chats(platform, limit)
 
     async def threads(self, platform: str, chat_id: str, *, limit: int = 200) -> list[ThreadInfo]:
         """The threads of a chat, newest activity first, each with its latest session."""
-        sessions = await self._store.list_sessions(platform=platform, chat_id=chat_id, limit=limit)
+        sessions = await self._store.sessions.list_sessions(
+            platform=platform, chat_id=chat_id, limit=limit
+        )
         seen: dict[str, ThreadInfo] = {}
         for s in sessions:  # newest first: the first session seen per thread is its latest
             thread = s.key.thread_id or ""
@@ -110,10 +112,10 @@ class Conversations:
         self, key: SessionKey, *, limit: int = TRANSCRIPT_LIMIT
     ) -> Transcript | None:
         """The newest ``limit`` messages of the place's current session, oldest first."""
-        session = await self._store.find_session(key)
+        session = await self._store.sessions.find_session(key)
         if session is None:
             return None
-        messages = await self._store.messages(
+        messages = await self._store.sessions.messages(
             session.id, before_seq=session.last_seq_no + 1, limit=limit, with_deliveries=True
         )
         # approval cards show their request's current state
@@ -135,7 +137,7 @@ class Conversations:
         """The place's sessions before ``before_session``, oldest first, each with its newest
         messages: ``/new`` restarts the context, not what the person sees. Read-only (votes
         and citations are the current session's)."""
-        sessions = await self._store.list_sessions(
+        sessions = await self._store.sessions.list_sessions(
             platform=key.platform,
             chat_id=key.chat_id,
             thread_id=key.thread_id,
@@ -146,7 +148,7 @@ class Conversations:
         )[-EARLIER_SESSIONS:]
         found: list[Transcript] = []
         for session in older:
-            messages = await self._store.messages(
+            messages = await self._store.sessions.messages(
                 session.id, before_seq=session.last_seq_no + 1, limit=EARLIER_LIMIT
             )
             found.append(
@@ -161,14 +163,18 @@ class Conversations:
     async def vote(self, key: SessionKey, seq_no: int, *, user_id: str, value: int) -> Vote:
         """One person's feedback on the answer at ``seq_no`` of the place's current session:
         +1, -1, or 0 to take it back."""
-        session = await self._store.find_session(key)
+        session = await self._store.sessions.find_session(key)
         message_id = (
-            None if session is None else await self._store.message_id_at(session.id, seq_no)
+            None
+            if session is None
+            else await self._store.sessions.message_id_at(session.id, seq_no)
         )
         if message_id is None:
             return Vote(outcome="no_such_message")
         try:
-            feedback = await self._store.set_feedback(message_id, user_id=user_id, value=value)
+            feedback = await self._store.sessions.set_feedback(
+                message_id, user_id=user_id, value=value
+            )
         except SessionNotFound:
             return Vote(outcome="not_an_answer")
         return Vote(outcome="recorded", feedback=feedback)
@@ -181,9 +187,11 @@ class Conversations:
         a caller allowed into this place reads this place's answers only. ``opened``: the
         ``[n]`` a person opened from its link, counted as a read of that passage (the
         knowledge base's access counter)."""
-        session = await self._store.find_session(key)
+        session = await self._store.sessions.find_session(key)
         message_id = (
-            None if session is None else await self._store.message_id_at(session.id, seq_no)
+            None
+            if session is None
+            else await self._store.sessions.message_id_at(session.id, seq_no)
         )
         if message_id is None:
             return None

@@ -22,15 +22,15 @@ from gateway.core.domain import Attachment
 from gateway.core.settings import Settings
 from gateway.files.transcribe import Transcriber, TranscriptionFailed
 from session_store.records import InboundMessage, MessageRecord
+from session_store.repos.sessions import TranscriptStore
 from session_store.store import Store
-from session_store.transcripts import TranscriptStore
 from session_store.values import ReplyTarget, SessionKey
 
 log = structlog.get_logger(__name__)
 
 
 class TranscriptRecords(Protocol):
-    """Where transcripts are kept (``session_store.transcripts.TranscriptStore``)."""
+    """Where transcripts are kept (``session_store.repos.sessions.TranscriptStore``)."""
 
     async def transcript(self, message_id: int) -> str | None: ...
 

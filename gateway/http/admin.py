@@ -36,7 +36,6 @@ from gateway.http.access import MCP_PATH, PROBLEM_JSON, GuardedASGI
 from gateway.http.access import AccessPolicy as AccessPolicy
 from gateway.http.access import install_problem_handlers as install_problem_handlers
 from gateway.http.operator import MAX_PAGE, OperatorService, Page, paginate
-from session_store.operator import OperatorStore
 from session_store.records import (
     Counts,
     DeliveryRecord,
@@ -46,6 +45,7 @@ from session_store.records import (
     SessionDetail,
     SessionRecord,
 )
+from session_store.repos.operator import OperatorStore
 from session_store.store import Store
 
 if TYPE_CHECKING:
@@ -214,7 +214,7 @@ def _session_routes(
         given). Each assistant message carries its deliveries: status, attempts, stored
         target, last error, platform message id."""
         found = await service.resolve(session)
-        items = await ops.store.messages(
+        items = await ops.store.sessions.messages(
             found.id, after_seq=after_seq, before_seq=before_seq, limit=limit, with_deliveries=True
         )
         last = items[-1].seq_no if items else (after_seq or 0)
@@ -370,8 +370,9 @@ class OperatorSurface:
         self.service = OperatorService(
             self.ops, transports=transports, outbox_written=delivery_wake.set
         )
-        #: more MCP tools registered on the server at mount (the knowledge base's)
-        self.mcp_extensions: list[Callable[[MCPServer], None]] = []
+        #: registers the MCP tools on the server at mount: the session tools alone unless the
+        #: composition root hands the whole list (``gateway.runtime.mcp.register_tools``)
+        self.register_mcp_tools: Callable[[MCPServer], None] | None = None
         self._mcp_stop = asyncio.Event()
         self._mcp_task: asyncio.Task[None] | None = None
         self._mcp_manager: StreamableHTTPSessionManager | None = None
@@ -382,7 +383,7 @@ class OperatorSurface:
         from mcp.server.transport_security import TransportSecuritySettings
 
         from gateway.http.audit_log import add_audit_routes, audit_pages
-        from gateway.http.mcp import build_mcp_server
+        from gateway.http.mcp import add_session_tools, new_mcp_server
         from gateway.http.ui import ops_routes
 
         install_problem_handlers(app)
@@ -391,9 +392,11 @@ class OperatorSurface:
         audit_api = admin_api_router(self.policy, prefix=f"{API_PREFIX}/audit", tag="audit")
         add_audit_routes(audit_api, self.ops.store.db)
         app.include_router(audit_api)
-        server = build_mcp_server(self.service)
-        for extend in self.mcp_extensions:
-            extend(server)
+        server = new_mcp_server()
+        if self.register_mcp_tools is None:
+            add_session_tools(server, self.service)
+        else:
+            self.register_mcp_tools(server)
         # builds the session manager; the Starlette app it returns is not used: the endpoint
         # is mounted on our app behind our access policy, which also covers DNS rebinding.
         # Stateless: the tools keep no per-connection state (everything is in PostgreSQL), so

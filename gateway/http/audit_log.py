@@ -15,8 +15,8 @@ from gateway.core.errors import RequestError
 from gateway.http import params
 from gateway.http.operator import MAX_PAGE, Page, bad_cursor, paginate
 from gateway.http.ui import room_page
-from session_store.audit import AuditEvent, AuditStore
 from session_store.db import Database
+from session_store.repos.audit import AuditEvent, AuditStore
 
 
 def _position(values: list[Any]) -> tuple[datetime, int]:

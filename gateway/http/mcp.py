@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
 import structlog
@@ -23,11 +23,8 @@ from pydantic_core import to_jsonable_python
 from gateway import audit
 from gateway.core.domain import SessionKey
 from gateway.core.errors import GatewayError
-from gateway.core.ports import PlatformAdapter, Transport
 from gateway.core.registry import target_of_place
-from gateway.core.settings import Settings
 from gateway.http.operator import OperatorService
-from session_store.operator import OperatorStore
 from session_store.records import MessageRecord
 
 log = structlog.get_logger(__name__)
@@ -101,7 +98,9 @@ def _message(m: MessageRecord) -> dict[str, Any]:
     return out
 
 
-def build_mcp_server(service: OperatorService) -> MCPServer:
+def new_mcp_server() -> MCPServer:
+    """An MCP server with no tools yet (``gateway.runtime.mcp.register_tools`` adds them all,
+    the same list on ``/mcp`` and over stdio)."""
     # MCPServer's constructor calls logging.basicConfig(); keep whatever logging the gateway
     # (or the test run) configured instead of gaining a second root handler
     root = logging.getLogger()
@@ -109,13 +108,16 @@ def build_mcp_server(service: OperatorService) -> MCPServer:
     server: MCPServer = MCPServer("chat-gateway", instructions=INSTRUCTIONS, version="0.1.0")
     root.handlers[:] = handlers
     root.setLevel(level)
+    return server
+
+
+def add_session_tools(server: MCPServer, service: OperatorService) -> None:
+    """The session tools: read, search, post, write and record."""
     _reading_tools(server, service)
     _searching_tools(server, service)
     _posting_tools(server, service)
     _writing_tools(server, service)
     _record_tools(server, service)
-
-    return server
 
 
 def _reading_tools(server: MCPServer, service: OperatorService) -> None:
@@ -168,7 +170,7 @@ def _reading_tools(server: MCPServer, service: OperatorService) -> None:
         after_seq=next_after_seq to follow the session; has_more says whether to."""
         with _as_tool_error():
             found = await service.resolve(session)
-            messages = await ops.store.messages(
+            messages = await ops.store.sessions.messages(
                 found.id, after_seq=after_seq, limit=limit, with_deliveries=True
             )
         next_after = messages[-1].seq_no if messages else after_seq
@@ -373,7 +375,7 @@ def _writing_tools(server: MCPServer, service: OperatorService) -> None:
         with _as_tool_error():
             found = await service.resolve(session)
             cursor = await ops.mark_read(found.id, participant, seq_no=seq_no)
-            latest = await ops.store.get_session(found.id)
+            latest = await ops.store.sessions.get_session(found.id)
         return {
             "session_id": found.id,
             "participant": cursor.participant,
@@ -458,50 +460,3 @@ def _record_tools(server: MCPServer, service: OperatorService) -> None:
             details={"kind": kind, "name": name, "uri": uri},
         )
         return {"artifact": _json(artifact)}
-
-
-async def serve_stdio(settings: Settings, dsn: str) -> int:
-    """``gateway mcp``: the same tools over stdin/stdout, against the configured database.
-
-    Messages appended with ``deliver`` go into the outbox; a running ``gateway run`` sends
-    them (its delivery workers poll the outbox). The platforms' transports are built here
-    only to split and format them exactly as that process would; nothing is started."""
-    from gateway.core.conversations import Conversations
-    from gateway.core.hub import Broadcast
-    from gateway.core.ports import AdapterContext
-    from gateway.core.registry import build_adapters
-    from gateway.http.webauth import WebIdentity
-    from session_store.migrator import migrate
-    from session_store.store import Store
-
-    await migrate(dsn)
-    store = await Store.connect(dsn, min_size=1, max_size=4)
-    try:
-        context = AdapterContext(
-            live=Broadcast(),
-            conversations=Conversations(store),
-            identity=WebIdentity.from_settings(settings, store),
-        )
-        adapters = build_adapters(settings, context)
-        transports: dict[str, Transport] = {a.platform: a.transport for a in adapters}
-        service = OperatorService(OperatorStore(store), transports=transports)
-        server = build_mcp_server(service)
-        log.info("mcp_stdio_started", platforms=sorted(transports))
-        try:
-            # writes over stdio are recorded as the user who started `gateway mcp`
-            with audit.acting(audit.cli_actor(), surface="mcp"):
-                await server.run_stdio_async()
-        finally:
-            await _stop_all(adapters)
-    finally:
-        await store.close()
-    return 0
-
-
-async def _stop_all(adapters: Sequence[PlatformAdapter]) -> None:
-    for adapter in adapters:
-        try:
-            await adapter.stop()
-        except Exception:
-            # never started here; a stop that trips over that must not hide the real exit
-            log.debug("adapter_stop_failed", platform=adapter.platform, exc_info=True)

@@ -18,8 +18,8 @@ from typing import Any, Generic, TypeVar
 from gateway.core.domain import SessionKey
 from gateway.core.errors import RequestError, SessionNotFound
 from gateway.core.ports import Transport
-from session_store.operator import OperatorStore
 from session_store.records import MessageRecord, SearchHit, SessionRecord
+from session_store.repos.operator import OperatorStore
 from session_store.values import Role, SessionStatus
 
 T = TypeVar("T")
@@ -131,7 +131,7 @@ class OperatorService:
             session_id = int(ref)
             if not 0 < session_id < 2**63:
                 raise SessionNotFound(f"no session {ref}")
-            return await self.ops.store.get_session(session_id)
+            return await self.ops.store.sessions.get_session(session_id)
         try:
             key = SessionKey.parse(ref.strip())
         except ValueError as exc:
@@ -139,7 +139,7 @@ class OperatorService:
                 f"{ref!r} is neither a session id nor a key (platform:scope:chat:thread)",
                 title="Invalid session reference",
             ) from exc
-        found = await self.ops.store.find_session(key)
+        found = await self.ops.store.sessions.find_session(key)
         if found is None:
             raise SessionNotFound(f"no session for key {key}")
         return found
@@ -158,7 +158,7 @@ class OperatorService:
         """Newest activity first."""
 
         async def fetch(after: Any, n: int) -> list[SessionRecord]:
-            return await self.ops.store.list_sessions(
+            return await self.ops.store.sessions.list_sessions(
                 platform=platform,
                 chat_id=chat_id,
                 thread_id=thread_id,

@@ -47,8 +47,8 @@ from gateway import audit
 from gateway.core.settings import Settings
 from gateway.http.guard import PEER, client_in, page_headers
 from gateway.http.oidc import Identity, OidcClient, OidcDenied, OidcUnavailable, Pending, allowed
-from session_store.accounts import AccountStore
 from session_store.db import Database
+from session_store.repos.accounts import AccountStore
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)

@@ -1,4 +1,8 @@
-"""The core's ``Intake``: what every adapter calls with an extracted event."""
+"""The core's side of an adapter's ``Intake``, one class per part: ``CoreIntake`` stores what
+the door (``gateway.inbound.ingress.Door``) admitted, ``CoreCursors`` keeps adapters'
+cursors, ``CoreInteractions`` takes feedback and approval clicks, ``IngressLifecycle`` runs
+receive loops on the leader or supervised. The composition root hands each adapter these
+behind its own door (``gateway.inbound.ingress.SurfaceIntake``)."""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from gateway.core.domain import (
     Envelope,
     EventKind,
     Extracted,
+    Ignored,
     Rejected,
     SessionKey,
     Trigger,
@@ -104,15 +109,38 @@ def clean_value(value: T, notes: set[str]) -> T:
         notes.add("number_as_text")
         out = f"<integer of {value.bit_length()} bits>"
     elif isinstance(value, Mapping):
-        out = {clean_text(str(k), notes): clean_value(v, notes) for k, v in value.items()}
+        cleaned = {clean_text(str(k), notes): clean_value(v, notes) for k, v in value.items()}
+        # nothing to clean (the rule): the value itself, not a copy per message
+        same = (
+            isinstance(value, dict)
+            and len(cleaned) == len(value)
+            and all(k in value and value[k] is v for k, v in cleaned.items())
+        )
+        out = value if same else cleaned
     elif isinstance(value, list | tuple):
-        out = type(value)(clean_value(v, notes) for v in value)
+        items = [clean_value(v, notes) for v in value]
+        same = all(a is b for a, b in zip(items, value, strict=True))
+        out = value if same else type(value)(items)
     elif is_dataclass(value) and not isinstance(value, type):
-        changes = {
-            f.name: clean_value(getattr(value, f.name), notes) for f in fields(value) if f.init
-        }
-        out = replace(value, **changes)
+        changes = {}
+        for name in _init_fields(type(value)):
+            old = getattr(value, name)
+            new = clean_value(old, notes)
+            if new is not old:
+                changes[name] = new
+        out = replace(value, **changes) if changes else value
     return out  # type: ignore[no-any-return]
+
+
+_INIT_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _init_fields(cls: type) -> tuple[str, ...]:
+    """The fields of dataclass ``cls`` its ``__init__`` takes (looked up once per class)."""
+    names = _INIT_FIELDS.get(cls)
+    if names is None:
+        names = _INIT_FIELDS[cls] = tuple(f.name for f in fields(cls) if f.init)
+    return names
 
 
 def clean_raw(raw: Mapping[str, Any] | None, notes: set[str]) -> Mapping[str, Any] | None:
@@ -132,6 +160,12 @@ def clean_raw(raw: Mapping[str, Any] | None, notes: set[str]) -> Mapping[str, An
         head = json.dumps(cleaned, default=str)[:RAW_HEAD_BYTES]
         return {"truncated": True, "bytes": size, "head": head}
     return cleaned
+
+
+#: the reasons the surfaces give for the bot's own posts, which Slack, Mattermost and
+#: Telegram send back as events (one per reply): acknowledged and counted in
+#: ``gateway_inbound_events_total``, not kept in the inbox
+OWN_ECHOES = frozenset({"own message", "own post", "own message edited", "own message deleted"})
 
 
 def _without_secrets(value: Any) -> Any:
@@ -255,6 +289,10 @@ def trace_ids(extracted: Extracted) -> dict[str, Any]:
 
 
 class CoreIntake:
+    """The inbox step behind every door: stores one admitted event (inbox dedupe, session,
+    message) and wakes its turn. It decides nothing; adapters never hold it, only their
+    ``Door``."""
+
     def __init__(
         self,
         store: Store,
@@ -262,18 +300,11 @@ class CoreIntake:
         metrics: Metrics,
         turn_wake: Signal,
         live: Broadcast,
-        leader_interval: float = 5.0,
-        supervisor: Supervisor | None = None,
     ) -> None:
-        #: leader election for single-connection ingress (see ``gateway.core.lifecycle.leadership``)
-        self.election = LeaderElection(store.dsn, interval=leader_interval)
         self._store = store
         self._metrics = metrics
         self._turn_wake = turn_wake
         self._live = live
-        #: approvals in the thread, set by the composition root
-        self.approvals: ApprovalDecider | None = None
-        self._supervisor = supervisor
 
     async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
         if not tracing.enabled():
@@ -285,6 +316,11 @@ class CoreIntake:
     async def _submit(
         self, extracted: Extracted, *, raw: Mapping[str, Any] | None
     ) -> IngestOutcome:
+        if isinstance(extracted, Ignored) and extracted.reason in OWN_ECHOES:
+            # counted, never stored: a row per reply would be a transaction per message
+            # for nothing (a redelivery is ignored again just the same)
+            self._metrics.inbound.labels(extracted.platform, "ignored").inc()
+            return IngestOutcome(status="ignored", reason=extracted.reason)
         platform = extracted.key.platform if isinstance(extracted, Envelope) else extracted.platform
         started = time.perf_counter()
         notes: set[str] = set()
@@ -297,7 +333,7 @@ class CoreIntake:
         if traceparent is not None and isinstance(item, InboundMessage):
             item = replace(item, traceparent=traceparent)
         try:
-            result = await self._store.ingest(item, raw=stored_raw)
+            result = await self._store.inbox.ingest(item, raw=stored_raw)
         except StoreError as exc:
             if exc.transient:
                 raise  # the database is away: not stored, the surface retries later
@@ -365,10 +401,66 @@ class CoreIntake:
             event_id=event_id,
         )
         reason = f"cannot be stored: {exc.sqlstate or type(exc).__name__}"
-        return await self._store.ingest(
+        return await self._store.inbox.ingest(
             InboundNote(platform=platform, status="rejected", reason=reason, event_id=event_id),
             raw={"unstorable": True, "sqlstate": exc.sqlstate},
         )
+
+    async def knows(self, key: SessionKey) -> bool:
+        return await self._store.sessions.has_active_session(key)
+
+
+class CoreCursors:
+    """Adapters' durable cursors, in the store."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def load_cursor(self, name: str) -> str | None:
+        return await self._store.inbox.load_cursor(name)
+
+    async def save_cursor(self, name: str, value: str) -> None:
+        await self._store.inbox.save_cursor(name, value)
+
+
+class CoreInteractions:
+    """Feedback on the bot's messages and approval clicks, from every surface."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        #: approvals in the thread, set by the composition root
+        self.approvals: ApprovalDecider | None = None
+
+    async def approval_click(self, click: ApprovalClick) -> ClickOutcome:
+        if self.approvals is None:
+            return ClickOutcome(outcome="unknown", message="Approvals are off here.")
+        return await self.approvals.click(click)
+
+    async def record_feedback(
+        self, *, platform: str, chat_id: str, message_id: str, user_id: str, value: int
+    ) -> bool:
+        found = await self._store.sessions.find_bot_message(
+            platform, chat_id=chat_id, platform_message_id=message_id
+        )
+        if found is None:
+            return False
+        result = await self._store.sessions.set_feedback(found, user_id=user_id, value=value)
+        log.info(
+            "feedback_recorded", platform=platform, chat_id=chat_id, value=value, feedback=result
+        )
+        return True
+
+
+class IngressLifecycle:
+    """Receive loops on the leader (``lead``) or on every replica (``supervise``), under the
+    core's supervisor: offered to adapters in their context and their ``Intake``."""
+
+    def __init__(
+        self, dsn: str, *, leader_interval: float = 5.0, supervisor: Supervisor | None = None
+    ) -> None:
+        #: leader election for single-connection ingress (see ``gateway.core.lifecycle.leadership``)
+        self.election = LeaderElection(dsn, interval=leader_interval)
+        self._supervisor = supervisor
 
     async def lead(self, name: str, body: Body, *, stopping: asyncio.Event | None = None) -> None:
         """Run an adapter's receive loop ``body`` on the leader, supervised: if it raises,
@@ -401,31 +493,3 @@ class CoreIntake:
         await self._supervisor.supervise(
             f"ingress:{name}", run, stopping=stopping, restart_on_return=False
         )
-
-    async def knows(self, key: SessionKey) -> bool:
-        return await self._store.has_active_session(key)
-
-    async def load_cursor(self, name: str) -> str | None:
-        return await self._store.load_cursor(name)
-
-    async def save_cursor(self, name: str, value: str) -> None:
-        await self._store.save_cursor(name, value)
-
-    async def approval_click(self, click: ApprovalClick) -> ClickOutcome:
-        if self.approvals is None:
-            return ClickOutcome(outcome="unknown", message="Approvals are off here.")
-        return await self.approvals.click(click)
-
-    async def record_feedback(
-        self, *, platform: str, chat_id: str, message_id: str, user_id: str, value: int
-    ) -> bool:
-        found = await self._store.find_bot_message(
-            platform, chat_id=chat_id, platform_message_id=message_id
-        )
-        if found is None:
-            return False
-        result = await self._store.set_feedback(found, user_id=user_id, value=value)
-        log.info(
-            "feedback_recorded", platform=platform, chat_id=chat_id, value=value, feedback=result
-        )
-        return True

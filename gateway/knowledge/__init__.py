@@ -1,3 +1,3 @@
 """Documents and retrieval: parse, chunk, embed, ingest jobs, hybrid search, frozen citations.
 
-All SQL lives in ``session_store.knowledge``; this package is the surface-agnostic core."""
+All SQL lives in ``session_store.repos.knowledge``; this package is the surface-agnostic core."""

@@ -20,7 +20,7 @@ from gateway.http.ui import room_page
 from gateway.knowledge.files import FileStorageError
 from gateway.knowledge.places import DEFAULT_KB, Chat, check_name
 from gateway.knowledge.service import FileRejected, Knowledge
-from session_store.knowledge import Assignment, CitationRecord, DocumentRecord, PassageHit
+from session_store.repos.knowledge import Assignment, CitationRecord, DocumentRecord, PassageHit
 
 _BEARER = HTTPBearer(auto_error=False, description="GATEWAY_ADMIN_TOKEN")
 KbName = Annotated[

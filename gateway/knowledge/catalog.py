@@ -16,7 +16,7 @@ from gateway.core.hub import Signal
 from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.embed import Embedder
 from gateway.knowledge.places import DEFAULT_KB, Chat, chat_kb, thread_kb
-from session_store.knowledge import KnowledgeBase, KnowledgeStore
+from session_store.repos.knowledge import KnowledgeBase, KnowledgeStore
 
 log = structlog.get_logger(__name__)
 

@@ -10,7 +10,7 @@ from typing import Any
 from gateway.core.domain import Reply
 from gateway.core.text import counted
 from gateway.knowledge.numbering import PassageNumbers
-from session_store.knowledge import (
+from session_store.repos.knowledge import (
     DocumentRecord,
     PassageHit,
 )

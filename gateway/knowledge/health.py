@@ -67,7 +67,7 @@ async def _vector_check(settings: Settings) -> tuple[bool, str]:
     if not settings.database_url:
         return True, "hybrid (full text + pgvector, shipped with the embedded PostgreSQL)"
     from gateway.core.errors import StoreError
-    from session_store.knowledge import KnowledgeStore
+    from session_store.repos.knowledge import KnowledgeStore
     from session_store.store import Store
 
     try:

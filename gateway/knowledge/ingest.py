@@ -18,14 +18,14 @@ from gateway.knowledge.embed import EmbeddingError
 from gateway.knowledge.files import FileStorageError
 from gateway.knowledge.mail import MailFile
 from gateway.knowledge.parse import ParseError, parse_document
-from session_store.knowledge import DocumentState, IngestJob, NewChunk
+from session_store.repos.knowledge import DocumentState, IngestJob, NewChunk
 
 if TYPE_CHECKING:
     from gateway.core.hub import Signal
     from gateway.knowledge.config import Announce, KnowledgeSettings
     from gateway.knowledge.embed import Embedder
     from gateway.knowledge.files import S3Files
-    from session_store.knowledge import KnowledgeStore
+    from session_store.repos.knowledge import KnowledgeStore
 
 log = structlog.get_logger(__name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from session_store.knowledge import PassageHit
+from session_store.repos.knowledge import PassageHit
 
 #: ``[n]`` markers in an answer (at most three digits: ``[2024]`` is a year, not a citation)
 CITE_MARK = re.compile(r"\[(\d{1,3})\]")

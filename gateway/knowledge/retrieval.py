@@ -13,7 +13,7 @@ from gateway.core.domain import SessionKey
 from gateway.knowledge.catalog import Catalog
 from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.embed import Embedder
-from session_store.knowledge import KnowledgeBase, KnowledgeStore, PassageHit
+from session_store.repos.knowledge import KnowledgeBase, KnowledgeStore, PassageHit
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

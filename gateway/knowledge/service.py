@@ -25,7 +25,7 @@ from gateway.knowledge.places import DEFAULT_KB, Chat
 from gateway.knowledge.retrieval import Retrieval, SearchResult
 from gateway.knowledge.shared import FileIntake
 from gateway.knowledge.turn import TurnKnowledgeBuilder
-from session_store.knowledge import AddedDocument, KnowledgeStore
+from session_store.repos.knowledge import AddedDocument, KnowledgeStore
 
 
 def build_embedder(settings: Settings) -> Embedder:

@@ -31,7 +31,7 @@ from gateway.knowledge.files import FileStorageError, S3Files
 from gateway.knowledge.inline import INLINE_TEXT_BYTES
 from gateway.knowledge.parse import MEDIA_TYPES, ParseError, detect_format
 from gateway.knowledge.places import DEFAULT_KB, thread_kb
-from session_store.knowledge import AddedDocument, DocumentRecord, KnowledgeStore
+from session_store.repos.knowledge import AddedDocument, DocumentRecord, KnowledgeStore
 
 log = structlog.get_logger(__name__)
 

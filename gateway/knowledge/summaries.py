@@ -26,8 +26,8 @@ from gateway.agents.base import DocumentSummarizer, DocumentSummaryRequest
 from gateway.agents.prompt import estimate_text
 from gateway.core.errors import AgentError, StoreError
 from gateway.core.hub import Signal
-from session_store.document_summaries import DocumentSummaries, DueSummary
-from session_store.whole_documents import WholeDocuments
+from session_store.repos.document_summaries import DocumentSummaries, DueSummary
+from session_store.repos.knowledge import WholeDocuments
 
 if TYPE_CHECKING:
     from gateway.core.settings import Settings

@@ -27,8 +27,8 @@ from gateway.knowledge.inline import shared_files
 from gateway.knowledge.retrieval import Retrieval
 from gateway.knowledge.shared import FileIntake
 from gateway.knowledge.whole import SUMMARY_HEADER, Chosen, as_hit, choose, whole_documents
-from session_store.knowledge import KnowledgeStore, PassageHit
 from session_store.records import MessageRecord
+from session_store.repos.knowledge import KnowledgeStore, PassageHit
 
 log = structlog.get_logger(__name__)
 

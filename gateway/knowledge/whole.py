@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from session_store.knowledge import PassageHit
+from session_store.repos.knowledge import PassageHit
 
 _WHOLE = re.compile(
     r"\b(summar(y|ies|i[sz]e|i[sz]ing)|overview|tl;?dr|gist|outline|compare|comparison|"

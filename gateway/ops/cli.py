@@ -148,7 +148,7 @@ async def _sessions_list(
         await migrate(dsn)
         store = await Store.connect(dsn, min_size=1, max_size=2)
         try:
-            sessions = await store.list_sessions(
+            sessions = await store.sessions.list_sessions(
                 platform=platform, status="active" if active else None, limit=limit
             )
         finally:
@@ -194,19 +194,19 @@ async def _sessions_show(settings: Settings, ident: str, after: int, limit: int)
         store = await Store.connect(dsn, min_size=1, max_size=2)
         try:
             if ident.isascii() and ident.isdigit():
-                session = await store.get_session(int(ident))
+                session = await store.sessions.get_session(int(ident))
             else:
                 try:
                     key = SessionKey.parse(ident)
                 except ValueError as exc:
                     print(str(exc), file=sys.stderr)
                     return 1
-                found = await store.find_session(key)
+                found = await store.sessions.find_session(key)
                 if found is None:
                     print(f"no session for key {ident}", file=sys.stderr)
                     return 1
                 session = found
-            messages = await store.delta(session.id, after, limit)
+            messages = await store.sessions.delta(session.id, after, limit)
         finally:
             await store.close()
     count = counted(session.message_count, "message")
@@ -241,8 +241,8 @@ def _read_password() -> str:
 async def _users(settings: Settings, command: str, name: str | None) -> int:
     from gateway import audit
     from gateway.http.webauth import MIN_PASSWORD, hash_password, valid_name
-    from session_store.accounts import AccountStore
     from session_store.migrator import migrate
+    from session_store.repos.accounts import AccountStore
     from session_store.store import Store
 
     if name is not None and not valid_name(name):
@@ -298,7 +298,7 @@ async def _doctor(settings: Settings) -> int:
 
 
 async def _mcp(settings: Settings) -> int:
-    from gateway.http.mcp import serve_stdio
+    from gateway.runtime.mcp import serve_stdio
 
     async with database(settings) as dsn:
         return await serve_stdio(settings, dsn)
@@ -361,7 +361,9 @@ def _parser() -> argparse.ArgumentParser:
     remove = usub.add_parser("remove", help="remove an account (signs it out)")
     remove.add_argument("name")
     sub.add_parser("doctor", help="check configuration, database and platform credentials")
-    sub.add_parser("mcp", help="serve the MCP session tools over stdio (logs go to stderr)")
+    sub.add_parser(
+        "mcp", help="serve the MCP tools over stdio, the same as /mcp (logs go to stderr)"
+    )
     from gateway.ops.setup import add_parser as add_setup_parser
 
     add_setup_parser(sub)  # gateway setup <surface>: each surface plugin brings its own

@@ -23,7 +23,7 @@ from gateway.knowledge.files import FileStorageError, build_files
 from gateway.knowledge.parse import FORMAT_BY_SUFFIX
 from gateway.knowledge.places import DEFAULT_KB, Chat, check_name
 from gateway.knowledge.service import FileRejected, Knowledge, build_embedder
-from session_store.knowledge import DocumentRecord, KnowledgeStore
+from session_store.repos.knowledge import DocumentRecord, KnowledgeStore
 
 _BUSY = ("queued", "parsing", "embedding")
 

@@ -26,8 +26,8 @@ from gateway.core.ports import SendResult, Transport, send_card
 from gateway.outbox.pacing import NO_LIMIT, Budget, Pacing, Rules, pace_rules
 from gateway.outbox.stream_finish import finish_part
 from gateway.outbox.waiting import Held, WaitingRoom
-from session_store.previews import PreviewStore
 from session_store.records import DeliveryRecord
+from session_store.repos.previews import PreviewStore
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
@@ -113,7 +113,7 @@ class DeliveryWorker:
             if p not in idempotent and t.idempotent and t.resend_window is not None
         }
         other = [p for p in self._transports if p not in idempotent and p not in windowed]
-        requeued, failed = await self._store.recover_expired_sends(
+        requeued, failed = await self._store.outbox.recover_expired_sends(
             idempotent_platforms=idempotent, other_platforms=other, windowed_platforms=windowed
         )
         if requeued or failed:
@@ -171,7 +171,9 @@ class DeliveryWorker:
             try:
                 if held.mark is not None:
                     await held.mark
-                await self._store.mark_retry(delivery, delay=delay, error="handed back at shutdown")
+                await self._store.outbox.mark_retry(
+                    delivery, delay=delay, error="handed back at shutdown"
+                )
             except (StoreError, LeaseLost) as exc:
                 log.warning("delivery_hand_back_failed", delivery_id=delivery.id, error=str(exc))
 
@@ -179,7 +181,7 @@ class DeliveryWorker:
         """Say on the row that this claim waits off the wire (``gateway.outbox.waiting``);
         a failed write is logged: the part is cleared before it goes out either way."""
         try:
-            await self._store.mark_pacing(
+            await self._store.outbox.mark_pacing(
                 delivery, wait=wait, lease_seconds=self._settings.lease_seconds
             )
         except StoreError as exc:
@@ -229,7 +231,7 @@ class DeliveryWorker:
                 try:
                     claimed = [
                         Held(d)
-                        for d in await self._store.claim_deliveries(
+                        for d in await self._store.outbox.claim_deliveries(
                             platforms=self._platforms, lease_seconds=self._settings.lease_seconds
                         )
                     ]
@@ -281,7 +283,7 @@ class DeliveryWorker:
                 if held.mark is not None:
                     await held.mark
                 await persist(
-                    lambda: self._store.mark_retry(delivery, delay=wait, error="paced"),
+                    lambda: self._store.outbox.mark_retry(delivery, delay=wait, error="paced"),
                     what="mark_retry",
                     delivery_id=delivery.id,
                 )
@@ -296,7 +298,7 @@ class DeliveryWorker:
         while True:
             await asyncio.sleep(lease / 3)
             try:
-                await self._store.renew_delivery(delivery, lease_seconds=lease)
+                await self._store.outbox.renew_delivery(delivery, lease_seconds=lease)
             except LeaseLost:
                 raise
             except StoreError as exc:
@@ -380,7 +382,7 @@ class DeliveryWorker:
             renew.cancel()
             await asyncio.gather(renew, return_exceptions=True)
         more = await persist(
-            lambda: self._store.mark_sent(delivery, result.platform_message_id),
+            lambda: self._store.outbox.mark_sent(delivery, result.platform_message_id),
             what="mark_sent",
             delivery_id=delivery.id,
         )
@@ -434,7 +436,7 @@ class DeliveryWorker:
         loop = asyncio.get_running_loop()
         until = loop.time() + wait
         try:
-            await self._store.mark_pacing(delivery, wait=wait)
+            await self._store.outbox.mark_pacing(delivery, wait=wait)
         except LeaseLost:
             raise
         except StoreError as exc:
@@ -448,7 +450,7 @@ class DeliveryWorker:
         """Clear the off-wire mark (fenced): the request goes out next."""
         try:
             await persist(
-                lambda: self._store.mark_on_wire(delivery),
+                lambda: self._store.outbox.mark_on_wire(delivery),
                 what="mark_on_wire",
                 delivery_id=delivery.id,
             )
@@ -475,7 +477,7 @@ class DeliveryWorker:
         )
         if exc.permanent:
             await persist(
-                lambda: self._store.mark_failed(delivery, reason),
+                lambda: self._store.outbox.mark_failed(delivery, reason),
                 what="mark_failed",
                 delivery_id=delivery.id,
             )
@@ -489,7 +491,9 @@ class DeliveryWorker:
         if exc.ambiguous and not self._resend_safe_after(transport, delay):
             # the platform may already show it; resending could double-post
             await persist(
-                lambda: self._store.mark_failed(delivery, f"ambiguous: {reason}", ambiguous=True),
+                lambda: self._store.outbox.mark_failed(
+                    delivery, f"ambiguous: {reason}", ambiguous=True
+                ),
                 what="mark_failed",
                 delivery_id=delivery.id,
             )
@@ -498,7 +502,7 @@ class DeliveryWorker:
             return
         if delivery.attempts >= self._settings.max_attempts:
             await persist(
-                lambda: self._store.mark_failed(
+                lambda: self._store.outbox.mark_failed(
                     delivery, f"gave up after {delivery.attempts} attempts: {reason}"
                 ),
                 what="mark_failed",
@@ -510,7 +514,7 @@ class DeliveryWorker:
         if exc.retry_after is not None:
             self._metrics.retry_after_seconds.labels(delivery.platform).inc(delay)
         await persist(
-            lambda: self._store.mark_retry(delivery, delay=delay, error=reason),
+            lambda: self._store.outbox.mark_retry(delivery, delay=delay, error=reason),
             what="mark_retry",
             delivery_id=delivery.id,
         )

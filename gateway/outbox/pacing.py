@@ -42,7 +42,7 @@ import structlog
 from gateway.core.domain import ReplyTarget
 from gateway.core.errors import StoreError
 from gateway.core.ports import PaceRule, Transport
-from session_store.previews import PreviewStore
+from session_store.repos.previews import PreviewStore
 
 log = structlog.get_logger(__name__)
 

@@ -3,7 +3,7 @@ was streamed into previews (``gateway.outbox.streaming``) edits its preview into
 place, and the last one deletes the previews the final text does not need. Nothing sends the
 full text again after a partial. A part says it belongs to such an answer with its
 ``finishes_stream`` field (``gateway.core.parts``); the previews were bound to its reply when
-the turn recorded it (``Store.finish_turn(previews_after=...)``)."""
+the turn recorded it (``Outbox.finish_turn_outbox(previews_after=...)``)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from gateway.core.errors import DeliveryError
 from gateway.core.parts import FilePart, TextPart
 from gateway.core.ports import Previewing, SendResult, Transport
 from gateway.outbox.pacing import NO_LIMIT, Budget, pace_rules
-from session_store.previews import PreviewStore
 from session_store.records import DeliveryRecord
+from session_store.repos.previews import PreviewStore
 
 log = structlog.get_logger(__name__)
 

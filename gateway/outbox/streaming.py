@@ -18,7 +18,7 @@ The final text is always the outbox delivery; what happens here is a best-effort
 * A 429 slows the preview down: the shared budget is pushed ``retry_after`` ahead and the
   streamer waits it out. Nothing here ever holds the final text back: when the agent is done
   the streamer stops (an edit in flight finishes) and the turn records the answer, binding
-  the previews to it (``Store.finish_turn(previews_after=...)``).
+  the previews to it (``Outbox.finish_turn_outbox(previews_after=...)``).
 * The delivery of part i then edits preview i into the final text in place, and the last
   part deletes the previews the final text does not need (the parts say so:
   ``finishes_stream``; ``gateway.outbox.stream_finish``). Nothing sends the full text again
@@ -36,6 +36,7 @@ import math
 import time
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
+from typing import cast
 
 import structlog
 
@@ -51,7 +52,7 @@ from gateway.outbox.pacing import (
     cosmetic_rules,
     pace_rules,
 )
-from session_store.previews import PreviewStore
+from session_store.repos.previews import PreviewStore
 
 log = structlog.get_logger(__name__)
 
@@ -354,18 +355,29 @@ class Streams:
         self._store = store
         self._transports = transports
         self._settings = settings
+        #: (id of an agent or transport, protocol): (it, whether it implements the protocol)
+        self._kinds: dict[tuple[int, type], tuple[object, bool]] = {}
 
     @property
     def store(self) -> PreviewStore:
         return self._store
 
     def wanted(self, agent: Agent, platform: str) -> bool:
-        if not (isinstance(agent, Streaming) and agent.streams):
+        if not (self._is(agent, Streaming) and cast(Streaming, agent).streams):
             return False
         if not self._settings.on_for(platform):
             return False
         transport = self._transports.get(platform)
-        return isinstance(transport, Previewing | Drafting)
+        return self._is(transport, Previewing) or self._is(transport, Drafting)
+
+    def _is(self, thing: object, protocol: type) -> bool:
+        """``isinstance(thing, protocol)``, asked once per agent or transport (a runtime
+        protocol check walks every member: it was a percent of the CPU per message)."""
+        key = (id(thing), protocol)
+        found = self._kinds.get(key)
+        if found is None or found[0] is not thing:
+            found = self._kinds[key] = (thing, isinstance(thing, protocol))
+        return found[1]
 
     async def open(
         self, agent: Agent, *, session_id: int, after_seq: int, target: ReplyTarget

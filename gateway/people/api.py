@@ -23,8 +23,8 @@ from gateway.http.admin import API_PREFIX, MAX_ID, AccessPolicy, admin_api_route
 from gateway.knowledge.files import S3Files
 from gateway.people.erasure import DEFAULT_BATCH, forget, start
 from gateway.people.export import EXPORT_FILE, export
-from session_store.erasure import ErasureStore
 from session_store.errors import RequestError
+from session_store.repos.erasure import ErasureStore
 from session_store.store import Store
 
 #: batches one forget request runs before it answers 202 (bounded request time)

@@ -19,7 +19,7 @@ from gateway.core.settings import Settings
 from gateway.knowledge.files import S3Files, build_files
 from gateway.people.erasure import DEFAULT_BATCH, forget, resume_of, start
 from gateway.people.export import EXPORT_FILE, export
-from session_store.erasure import ErasureStore
+from session_store.repos.erasure import ErasureStore
 from session_store.repos.places import PlacesSeen
 from session_store.store import Store
 

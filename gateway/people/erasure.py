@@ -28,8 +28,8 @@ import structlog
 
 from gateway import audit
 from gateway.knowledge.files import FileStorageError, S3Files
-from session_store.erasure import ErasureStore, Job, Who
-from session_store.knowledge import KnowledgeStore
+from session_store.repos.erasure import ErasureStore, Job, Who
+from session_store.repos.knowledge import KnowledgeStore
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)

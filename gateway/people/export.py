@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.knowledge.files import S3Files
-from session_store.erasure import ErasureStore, SharedFile, Who
+from session_store.repos.erasure import ErasureStore, SharedFile, Who
 from session_store.store import Store
 
 EXPORT_FILE = "person.json"

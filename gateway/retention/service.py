@@ -33,7 +33,7 @@ from gateway.core.lifecycle.leadership import LeaderElection
 from gateway.core.settings import Settings
 from gateway.retention.policy import RetentionPolicy, retention_policy
 from session_store.db import Database
-from session_store.retention import RetentionStore
+from session_store.repos.retention import RetentionStore
 
 log = structlog.get_logger(__name__)
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import structlog
 
 from gateway import audit
-from gateway.agents.base import Agent, Closeable
+from gateway.agents.base import Agent, Closeable, QuickAsker
 from gateway.agents.breakers import guard_agent
 from gateway.agents.prompt import TokenCounter
 from gateway.core.config_watch import ConfigWatch, ReloadResult
@@ -35,7 +35,9 @@ from gateway.http.admin import OperatorSurface
 from gateway.http.app import HttpServer, build_app
 from gateway.http.guard import HttpPolicy
 from gateway.http.webauth import WebIdentity
-from gateway.inbound.intake import CoreIntake
+from gateway.inbound.ingress import Door, SurfaceIntake
+from gateway.inbound.intake import CoreCursors, CoreIntake, CoreInteractions, IngressLifecycle
+from gateway.inbound.policy import answer_rules_of
 from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.files import build_files
 from gateway.knowledge.service import Knowledge, build_embedder
@@ -53,6 +55,7 @@ from gateway.runtime.stages import turn_stages
 from gateway.runtime.upkeep import LivenessLoop, knowledge_loops
 from gateway.schedules.room import ScheduleRoom
 from gateway.tools.approvals import ApprovalService
+from gateway.tools.asking import FamilyAsker
 from gateway.tools.catalog import tools_file_for
 from gateway.tools.service import ToolService
 from gateway.turns.context import ContextAssembler, ContextPolicy
@@ -60,19 +63,19 @@ from gateway.turns.scheduler import TurnScheduler, TurnSettings
 from gateway.turns.summaries import SummaryWorker
 from gateway.usage.config import usage_config
 from gateway.usage.service import UsageService
-from session_store.held_files import HeldFileStore
-from session_store.knowledge import KnowledgeStore
-from session_store.live import LiveChannel
-from session_store.liveness import ProcessLiveness
-from session_store.previews import PreviewStore
 from session_store.records import InboundMessage
 from session_store.repos.breakers import Breakers
+from session_store.repos.held_files import HeldFileStore
+from session_store.repos.knowledge import KnowledgeStore
+from session_store.repos.live import LiveChannel
+from session_store.repos.liveness import ProcessLiveness
+from session_store.repos.previews import PreviewStore
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
 
 DRAIN_SECONDS = 10.0
-#: seconds between checks of this process's liveness lock (``session_store.liveness``)
+#: seconds between checks of this process's liveness lock (``session_store.repos.liveness``)
 LIVENESS_INTERVAL = 0.5
 
 
@@ -153,6 +156,19 @@ class Gateway:
         self.identity = WebIdentity.from_settings(settings, store)
         self.http_policy = HttpPolicy.from_settings(settings)
         self.http_policy.webhook_prefixes = webhook_prefixes()
+        # the core's side of the adapters' intake: the inbox behind every door, cursors,
+        # interactions (feedback, approval clicks) and the receive loops' lifecycle
+        self.intake = CoreIntake(
+            store, metrics=self.metrics, turn_wake=self.turn_wake, live=self.live
+        )
+        self.cursors = CoreCursors(store)
+        self.interactions = CoreInteractions(store)
+        self.interactions.approvals = self.approvals  # approval clicks from the adapters
+        self.lifecycle = IngressLifecycle(
+            store.dsn,
+            leader_interval=max(settings.gateway_poll_seconds * 5, 1.0),
+            supervisor=self.supervisor,
+        )
         self.adapter_context = AdapterContext(
             live=self.live,
             conversations=Conversations(store),
@@ -161,6 +177,7 @@ class Gateway:
             files=self.knowledge.intake,
             held_files=HeldFileStore(store.db),
             place_answers_all=self.profiles.answers_all,
+            lifecycle=self.lifecycle,
         )
         # surfaces given by the caller (tests) replace the configured platforms; the web chat
         # still follows GATEWAY_WEB_CHAT
@@ -169,15 +186,14 @@ class Gateway:
             *build_adapters(settings, self.adapter_context, platforms=adapters is None),
         ]
         self.transports: dict[str, Transport] = {a.platform: a.transport for a in self.adapters}
-        self.intake = CoreIntake(
-            store,
-            metrics=self.metrics,
-            turn_wake=self.turn_wake,
-            live=self.live,
-            leader_interval=max(settings.gateway_poll_seconds * 5, 1.0),
-            supervisor=self.supervisor,
-        )
-        self.intake.approvals = self.approvals  # approval clicks from the adapters
+        # each surface's one door: the answer policy with the rules its plugin declares
+        self.doors: dict[str, Door] = {
+            a.platform: Door(
+                self.intake,
+                answer_rules_of(a.platform, settings, place_answers_all=self.profiles.answers_all),
+            )
+            for a in self.adapters
+        }
 
     def _build_cold_path(self, settings: Settings, store: Store, agent: Agent) -> None:
         """Summaries' charges, documents' summaries, schedules and the audit log's upkeep."""
@@ -246,8 +262,32 @@ class Gateway:
                 knowledge=self.knowledge.retrieval,
             )
             self.tools.approvals = self.approvals
+            self.tools.asker = self._routing_asker(settings, agent)
             if self.approvals is not None:
                 self.approvals.transports = self.transports
+
+    def _routing_asker(self, settings: Settings, agent: Agent) -> FamilyAsker | None:
+        """Tool routing's side query, when keyword confidence is low: the cheapest of the
+        place's models by the price list in force, charged to the place."""
+        if settings.gateway_routing_ask_below <= 0 or not isinstance(agent, QuickAsker):
+            return None
+
+        def cheapest(models: Sequence[str]) -> str:
+            prices = self.usage.config.prices
+
+            def price(model: str) -> tuple[bool, float]:
+                cost = prices.cost(model, 1000, 1000)
+                return (cost is None, float(cost or 0))
+
+            return min(models, key=price)
+
+        return FamilyAsker(
+            agent=agent,
+            below=settings.gateway_routing_ask_below,
+            timeout=settings.gateway_routing_ask_seconds,
+            cheapest=cheapest,
+            charge=self.usage.charge_place,
+        )
 
     def _build_work(self, settings: Settings, store: Store, agent: Agent) -> None:
         """Streaming, pacing, the turn scheduler and the delivery worker."""
@@ -332,6 +372,15 @@ class Gateway:
     ) -> asyncio.Task[None]:
         return supervised(self.supervisor, name, bodies, stopping)
 
+    def intake_of(self, platform: str) -> SurfaceIntake:
+        """What the adapter of ``platform`` gets at start: its door and the core's parts."""
+        return SurfaceIntake(
+            ingest=self.doors[platform],
+            cursors=self.cursors,
+            interactions=self.interactions,
+            lifecycle=self.lifecycle,
+        )
+
     async def start(self) -> None:
         """HTTP first (webhooks answer 503 until intake is set), this process's liveness,
         interrupted sends recovered, the surfaces, then the workers."""
@@ -343,7 +392,7 @@ class Gateway:
         await self._start_liveness()
         await self.delivery.recover()
         for adapter in self.adapters:
-            await adapter.start(self.intake)
+            await adapter.start(self.intake_of(adapter.platform))
             self._started_adapters.append(adapter)
             log.info("adapter_started", platform=adapter.platform)
         self._start_workers()
@@ -531,7 +580,7 @@ class Gateway:
     async def _late_transcript(self, message: InboundMessage) -> None:
         """A voice note heard after its turn gave up waiting: stored as the person's message
         (once: the inbox dedupes it) and answered."""
-        await self.store.ingest(message, raw=None)
+        await self.store.inbox.ingest(message, raw=None)
         self.turn_wake.set()
 
     async def _start_knowledge(self) -> None:

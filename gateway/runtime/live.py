@@ -1,5 +1,5 @@
 """The live event hub shared by all replicas: every ``publish`` reaches this replica's
-subscribers at once and, through PostgreSQL ``NOTIFY`` (``session_store.live``), the
+subscribers at once and, through PostgreSQL ``NOTIFY`` (``session_store.repos.live``), the
 subscribers of every other replica. A web chat page connected to replica B sees the reply
 that replica A's delivery worker sent.
 
@@ -19,7 +19,7 @@ import structlog
 
 from gateway.core.errors import StoreError
 from gateway.core.hub import Broadcast
-from session_store.live import MAX_PAYLOAD_BYTES, LiveChannel
+from session_store.repos.live import MAX_PAYLOAD_BYTES, LiveChannel
 
 log = structlog.get_logger(__name__)
 

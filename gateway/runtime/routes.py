@@ -46,19 +46,22 @@ class Wired(Protocol):
 
 
 def extend_operator(gw: Wired) -> None:
-    """The rooms' MCP tools on /mcp, and the threads they post into through the operator
-    service."""
+    """The MCP tools on /mcp (the one list ``gateway mcp`` serves too), and the threads the
+    rooms post into through the operator service."""
+    from gateway.runtime.mcp import register_tools
+
     operator = gw.operator
 
-    def knowledge_tools(server: Any) -> None:
-        from gateway.knowledge.mcp import add_knowledge_tools
+    def all_tools(server: Any) -> None:
+        register_tools(
+            server,
+            sessions=operator.service,
+            knowledge=gw.knowledge,
+            profiles=gw.profiles,
+            schedules=gw.schedule_room.service,
+        )
 
-        add_knowledge_tools(server, gw.knowledge)
-
-    def profile_tools(server: Any) -> None:
-        from gateway.profiles.api import add_profile_tools
-
-        add_profile_tools(server, gw.profiles)
+    operator.register_mcp_tools = all_tools
 
     async def announce_file(session_key: str, text: str) -> None:
         try:
@@ -80,10 +83,7 @@ def extend_operator(gw: Wired) -> None:
 
     # knowledge base: files shared in a thread are announced there when read
     gw.knowledge.announce = announce_file
-    operator.mcp_extensions.append(knowledge_tools)
-    operator.mcp_extensions.append(profile_tools)
-    # schedules: the schedule_* MCP tools; owners told in their threads
-    operator.mcp_extensions.append(gw.schedule_room.add_mcp_tools)
+    # schedules: owners told in their threads
     gw.schedule_room.tell_owners_with(operator.service.append)
 
 

@@ -63,7 +63,7 @@ def turn_stages(gw: Wired) -> list[Stage]:
     stages: list[Stage] = [
         ProfileStage(gw.profiles),
         CommandsStage(
-            gw.store,
+            gw.store.turns,
             gw.context.policy,
             handlers=[
                 ProfileCommand(gw.profiles, tools_on=gw.tools is not None),
@@ -100,7 +100,7 @@ def turn_stages(gw: Wired) -> list[Stage]:
 def images_stage(gw: Wired) -> ImagesStage:
     return ImagesStage(
         gw.transports,
-        gw.store,
+        gw.store.turns,
         vision_models=gw.settings.agent_vision_models,
         max_bytes=gw.settings.gateway_max_file_bytes,
         lease_seconds=gw.settings.gateway_lease_seconds,

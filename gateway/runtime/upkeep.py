@@ -17,8 +17,8 @@ from gateway.knowledge.summaries import DocumentSummaryWorker
 from gateway.outbox.pacing import Pacing
 from gateway.runtime import memory
 from gateway.runtime.loops import LoopBody, beating
-from session_store.liveness import ProcessLiveness
-from session_store.operator import OperatorStore
+from session_store.repos.liveness import ProcessLiveness
+from session_store.repos.operator import OperatorStore
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
@@ -78,9 +78,9 @@ async def knowledge_loops(
 async def refresh_gauges(metrics: Metrics, store: Store, ops: OperatorStore) -> None:
     memory.refresh(metrics)
     with contextlib.suppress(StoreError):
-        counts = await store.delivery_counts()
+        counts = await store.outbox.delivery_counts()
         for status in ("pending", "sending", "sent", "failed"):
             metrics.deliveries_by_status.labels(status).set(counts.get(status, 0))
-        age = await store.oldest_pending_delivery_age()
+        age = await store.outbox.oldest_pending_delivery_age()
         metrics.oldest_pending_seconds.set(age or 0.0)
         metrics.sessions_active.set(await ops.active_session_count())

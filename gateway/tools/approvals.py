@@ -44,9 +44,8 @@ from gateway.core.ports import (
 )
 from gateway.tools.catalog import ToolCaller, ToolPolicy
 from gateway.tools.runner import ApprovalPending, Decision
+from session_store.repos.tools import ApprovalRecord, ToolStore
 from session_store.store import Store
-from session_store.tool_records import ApprovalRecord
-from session_store.tool_store import ToolStore
 from session_store.values import ApprovalStatus
 
 log = structlog.get_logger(__name__)

@@ -17,10 +17,10 @@ from gateway.core.domain import SessionKey
 from gateway.knowledge.numbering import PassageNumbers
 from gateway.knowledge.retrieval import KnowledgeSearch
 from gateway.tools.catalog import Tool, ToolCaller, ToolHandler, ToolPolicy, ToolSpec
-from session_store.knowledge import PassageHit
-from session_store.operator import OperatorStore
+from session_store.repos.knowledge import PassageHit
+from session_store.repos.operator import OperatorStore
+from session_store.repos.tools import ToolStore
 from session_store.store import Store
-from session_store.tool_store import ToolStore
 
 
 class ToolInputError(ValueError):
@@ -234,7 +234,7 @@ def builtin_tools(store: Store, *, knowledge: KnowledgeSearch | None = None) -> 
             session_id, platform=caller.platform, scope=caller.scope, user_id=caller.user_id
         ):
             raise ToolInputError(f"no session {session_id} that you take part in")
-        messages = await store.recent(session_id, limit)
+        messages = await store.sessions.recent(session_id, limit)
         return json.dumps(
             [
                 {"seq": m.seq_no, "role": m.role, "sender": m.sender_name, "text": m.content}

@@ -466,7 +466,7 @@ class ContextAssembler:
         upto_seq: int,
         user_id: str | None,
     ) -> TurnState:
-        return await self._store.turn_state(
+        return await self._store.turns.turn_state(
             session_id,
             question_seq=question_seq,
             upto_seq=upto_seq,
@@ -523,7 +523,7 @@ class ContextAssembler:
                 limit, page = first_page
                 first_page = None
             else:
-                page = await self._store.context_page(
+                page = await self._store.turns.context_page(
                     session_id, after_seq=after_seq, upto_seq=cursor, limit=limit
                 )
             for r in page:

@@ -41,8 +41,8 @@ from gateway.turns.stage import (
     one_firing_a_turn,
 )
 from session_store.records import DeliveryRecord, MessageRecord, TurnClaim
+from session_store.repos.tools import ToolStore
 from session_store.store import Store
-from session_store.tool_store import ToolStore
 
 log = structlog.get_logger(__name__)
 
@@ -130,7 +130,7 @@ class TurnScheduler:
             # the claim's span is written once the claim names its message's trace
             since = datetime.now(UTC) if tracing.enabled() else None
             try:
-                claim = await self._store.claim_turn(
+                claim = await self._store.turns.claim_turn(
                     lease_seconds=self._settings.lease_seconds,
                     platforms=self._platforms,
                     with_pending=PENDING_LIMIT,
@@ -220,7 +220,7 @@ class TurnScheduler:
             # shutting down mid-turn: hand the session back so another worker (or the next
             # start) runs it at once instead of waiting for the lease to expire
             with contextlib.suppress(StoreError, LeaseLost):
-                await asyncio.shield(self._store.release_turn(claim))
+                await asyncio.shield(self._store.turns.release_turn(claim))
             raise
         except StoreError as exc:
             self._metrics.turns.labels(claim.key.platform, "store_error").inc()
@@ -229,7 +229,7 @@ class TurnScheduler:
             # runs again at once instead of after the lease
             with contextlib.suppress(StoreError):
                 await persist(
-                    lambda: self._store.release_turn(claim),
+                    lambda: self._store.turns.release_turn(claim),
                     what="release_turn",
                     deadline=self._settings.lease_seconds,
                     session_id=claim.session_id,
@@ -250,7 +250,7 @@ class TurnScheduler:
             if prefetched is not None:
                 pending, prefetched = prefetched, None
             else:
-                pending = await self._store.delta(
+                pending = await self._store.sessions.delta(
                     claim.session_id, claim.done_seq, limit=PENDING_LIMIT
                 )
             resumed = claim.parked_seq is not None and claim.parked_seq > claim.done_seq
@@ -263,7 +263,7 @@ class TurnScheduler:
             handled_seq = pending[-1].seq_no if pending else claim.requested_seq
             asks = [m for m in pending if asks_for_answer(m)]
             if not asks:
-                done = await self._store.finish_turn_outbox(
+                done = await self._store.outbox.finish_turn_outbox(
                     claim, handled_seq=handled_seq, replies=[], target=None
                 )
                 return "nothing_to_answer", done.more
@@ -315,7 +315,7 @@ class TurnScheduler:
             raise LeaseLost("turn lease lost while parking")
         if outcome == "decided":
             # decided (or ran out) meanwhile: run the turn again right away
-            await self._store.release_turn(claim)
+            await self._store.turns.release_turn(claim)
             log.info("turn_park_raced", approval_id=approval_id)
             return "park_raced", True
         log.info("turn_parked", approval_id=approval_id, handled_seq=handled_seq)
@@ -361,7 +361,7 @@ class TurnScheduler:
         while True:
             await asyncio.sleep(interval)
             try:
-                if await self._store.turn_requested_seq(session_id) > handled_seq:
+                if await self._store.turns.turn_requested_seq(session_id) > handled_seq:
                     return
             except StoreError as exc:
                 log.debug("interrupt_watch_failed", error=str(exc))
@@ -374,7 +374,9 @@ class TurnScheduler:
         while True:
             await asyncio.sleep(interval)
             try:
-                await self._store.renew_turn(claim, lease_seconds=self._settings.lease_seconds)
+                await self._store.turns.renew_turn(
+                    claim, lease_seconds=self._settings.lease_seconds
+                )
             except LeaseLost:
                 raise
             except StoreError as exc:
@@ -398,7 +400,7 @@ class TurnScheduler:
         # this process's delivery worker already claimed (no claim transaction)
         handoff = self.handoff
         done = await persist(
-            lambda: self._store.finish_turn_outbox(
+            lambda: self._store.outbox.finish_turn_outbox(
                 claim,
                 handled_seq=handled_seq,
                 replies=replies,

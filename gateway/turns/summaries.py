@@ -170,7 +170,7 @@ class SummaryWorker:
         assembler = self._assembler
         counter = assembler.counter
         policy = assembler.policy
-        previous = await self._store.latest_summary(job.session_id)
+        previous = await self._store.summaries.latest_summary(job.session_id)
         after = previous.to_seq if previous is not None else 0
         if after >= job.upto_seq:
             return []
@@ -200,7 +200,7 @@ class SummaryWorker:
                 break  # only commands left before the cut: nothing the context would show
             started = time.perf_counter()
             text, model, model_written, used = await self._write(job, prev_text, chunk)
-            record = await self._store.add_summary(
+            record = await self._store.summaries.add_summary(
                 job.session_id,
                 from_seq=previous.from_seq if previous is not None else 1,
                 to_seq=chunk_end,
@@ -240,7 +240,7 @@ class SummaryWorker:
         total = 0
         cursor = after
         while True:
-            page = await self._store.context_page(
+            page = await self._store.turns.context_page(
                 session_id, after_seq=cursor, upto_seq=upto, limit=200, newest_first=False
             )
             for r in page:
@@ -300,7 +300,7 @@ class SummaryWorker:
         return extractive_summary(previous, chunk, limit, counter.text), None, False, None
 
     async def _key(self, session_id: int) -> SessionKey:
-        return (await self._store.get_session(session_id)).key
+        return (await self._store.sessions.get_session(session_id)).key
 
 
 def _line(m: ContextMessage) -> str:

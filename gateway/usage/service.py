@@ -145,7 +145,7 @@ class UsageService:
     async def charge_summary(self, session_id: int, model: str, used: tuple[int, int]) -> None:
         """A rolling summary's model call, charged to its session's place (cold path: its
         own statement, never one per message)."""
-        session = await self.store.get_session(session_id)
+        session = await self.store.sessions.get_session(session_id)
         await self.charge_place(place_of(session.key), model, used, session_id=session_id)
 
     async def charge_place(

@@ -1,7 +1,7 @@
 -- The outbox: a turn's replies as delivery rows, one per part, claimed by the delivery
 -- workers under a lease fenced by a claim token, paced per chat, recovered when their worker
 -- died. Fragments passed in by outbox.py: dead_claim_process (the liveness rule,
--- ``session_store.liveness.dead_process``).
+-- ``session_store.repos.liveness.dead_process``).
 
 -- name: delivery_columns
 -- the one column list of DeliveryRecord
@@ -122,20 +122,9 @@ WHERE d.id IN (
 )
 RETURNING {{delivery_columns}}
 
--- name: mark_sent
--- mark_sent / mark_retry / mark_failed / renew_delivery / mark_pacing / mark_on_wire are
--- fenced by the claim's token ($2): a worker whose claim was taken over (recovered, requeued,
+-- mark_retry / mark_failed and the batched fenced_writes (receipts, renewals, pacing marks)
+-- are fenced by the claim's token: a worker whose claim was taken over (recovered, requeued,
 -- claimed again) writes nothing, and learns it from the empty RETURNING.
--- ``more``: the session has parts waiting behind this one (a worker should claim now).
-UPDATE deliveries d
-SET status = 'sent', platform_message_id = $3, sent_at = now(), lease_until = NULL,
-    claim_process = NULL, pacing_until = NULL
-WHERE d.id = $1 AND d.status = 'sending' AND d.claim_token = $2
-RETURNING d.id, EXISTS (
-    SELECT 1 FROM deliveries e
-    WHERE e.session_id = d.session_id AND e.status = 'pending' AND e.id <> d.id
-) AS more
-
 -- name: mark_retry
 UPDATE deliveries
 SET status = 'pending', next_attempt_at = now() + make_interval(secs => $3), last_error = $4,
@@ -149,30 +138,43 @@ UPDATE deliveries SET status = 'failed', last_error = $3, lease_until = NULL, am
 WHERE id = $1 AND status = 'sending' AND claim_token = $2
 RETURNING id
 
--- name: renew_delivery
-UPDATE deliveries SET lease_until = now() + make_interval(secs => $3)
-WHERE id = $1 AND status = 'sending' AND claim_token = $2
-RETURNING id
-
--- name: mark_pacing
--- --- pacing -------------------------------------------------------------------------
--- migration 0014: a claim that has to wait for its chat's pacer says so (only then: a send
--- with no wait writes nothing more), and clears it right before the request goes out
--- (mark_on_wire). While it is set nothing of this claim is on the wire, so recovery may resend
--- it on any platform. A part held off the workers keeps its lease for the whole wait (nothing
--- renews it there): a live process's claim is never taken over while it waits; a dead one's is
--- found by its process's liveness.
-UPDATE deliveries SET pacing_until = now() + make_interval(secs => $3),
-    lease_until = greatest(lease_until, now() + make_interval(secs => $3 + $4))
-WHERE id = $1 AND status = 'sending' AND claim_token = $2
-RETURNING id
-
--- name: mark_on_wire
--- also moves claimed_at up: the send begins after it, so a platform's idempotency window
--- (Mattermost) is counted from the send, not from the start of the wait
-UPDATE deliveries SET pacing_until = NULL, claimed_at = now()
-WHERE id = $1 AND status = 'sending' AND claim_token = $2
-RETURNING id
+-- name: fenced_writes
+-- Several fenced writes to claimed parts in one statement (one transaction, one WAL flush):
+-- the marks, clears, renewals and receipts that a process's delivery workers make at about
+-- the same moment (``repos/outbox.py``, ``FencedWrites``). Each row is one of the single
+-- writes above, by ``op``: 's' mark_sent (with ``pmid``), 'p' mark_pacing (``wait``,
+-- ``lease``), 'w' mark_on_wire, 'r' renew_delivery (``lease``). Every id appears once per
+-- statement; a row whose claim was taken over is left alone and missing from RETURNING.
+-- Pacing (migration 0014): a claim that has to wait for its chat's pacer or a free worker says
+-- so ('p'; only then: a send with no wait writes nothing more), and clears it right before the
+-- request goes out ('w', which also moves claimed_at up: a platform's idempotency window, as
+-- Mattermost's, counts from the send). While it is set nothing of this claim is on the wire,
+-- so recovery may resend it on any platform. A part held off the workers keeps its lease for
+-- the whole wait (nothing renews it there): a live process's claim is never taken over while
+-- it waits; a dead one's is found by its process's liveness.
+-- ``more``: a receipt whose session has parts waiting behind it (a worker should claim now).
+UPDATE deliveries d
+SET status = CASE WHEN u.op = 's' THEN 'sent' ELSE d.status END,
+    platform_message_id = CASE WHEN u.op = 's' THEN u.pmid ELSE d.platform_message_id END,
+    sent_at = CASE WHEN u.op = 's' THEN now() ELSE d.sent_at END,
+    lease_until = CASE u.op
+        WHEN 's' THEN NULL
+        WHEN 'p' THEN greatest(d.lease_until, now() + make_interval(secs => u.wait + u.lease))
+        WHEN 'r' THEN now() + make_interval(secs => u.lease)
+        ELSE d.lease_until END,
+    claim_process = CASE WHEN u.op = 's' THEN NULL ELSE d.claim_process END,
+    pacing_until = CASE u.op
+        WHEN 'p' THEN now() + make_interval(secs => u.wait)
+        WHEN 'r' THEN d.pacing_until
+        ELSE NULL END,
+    claimed_at = CASE WHEN u.op = 'w' THEN now() ELSE d.claimed_at END
+FROM unnest($1::text[], $2::bigint[], $3::uuid[], $4::text[], $5::float8[], $6::float8[])
+    AS u(op, id, token, pmid, wait, lease)
+WHERE d.id = u.id AND d.status = 'sending' AND d.claim_token = u.token
+RETURNING d.id, u.op = 's' AND EXISTS (
+    SELECT 1 FROM deliveries e
+    WHERE e.session_id = d.session_id AND e.status = 'pending' AND e.id <> d.id
+) AS more
 
 -- name: expired_sending
 -- --- recovery -----------------------------------------------------------------------
@@ -247,3 +249,12 @@ SELECT {{delivery_columns}} FROM deliveries WHERE id = $1
 
 -- name: session_delivery_counts
 SELECT status, count(*) AS n FROM deliveries WHERE session_id = $1 GROUP BY status
+
+-- name: insert_card_delivery
+-- an approval card (repos/tools.py, ToolStore.queue_card): a message of the session
+-- (seq-numbered, not conversation: model 'command' keeps it out of the agent's context) and a
+-- delivery row with the request's stored target
+INSERT INTO deliveries (message_id, session_id, seq_no, part_no, platform, target, content,
+                        kind, part, traceparent)
+VALUES ($1, $2, $3, 1, $4, $5, $6, 'approval_card',
+        jsonb_build_object('v', 1, 'approval_id', $7::text), $8)

@@ -1,5 +1,6 @@
 """Sessions and their transcripts: finding and listing sessions, reading messages, closing a
-session, and people's feedback on the bot's replies."""
+session, and people's feedback on the bot's replies; voice notes' transcripts, kept on their
+message (``TranscriptStore``)."""
 
 from __future__ import annotations
 
@@ -121,6 +122,14 @@ class Sessions:
             for m in messages
         ]
 
+    async def recent(self, session_id: int, limit: int = 50) -> list[MessageRecord]:
+        """The newest ``limit`` messages, oldest first."""
+        return await self.messages(session_id, before_seq=2**63 - 1, limit=limit)
+
+    async def delta(self, session_id: int, after_seq: int, limit: int = 100) -> list[MessageRecord]:
+        """Up to ``limit`` messages after ``after_seq``, oldest first."""
+        return await self.messages(session_id, after_seq=after_seq, limit=limit)
+
     async def message_id_at(self, session_id: int, seq_no: int) -> int | None:
         async with self.db.connection() as conn:
             value = await conn.fetchval(SQL.message_id_at, session_id, seq_no)
@@ -159,6 +168,28 @@ class Sessions:
         async with self.db.connection() as conn:
             rows = await conn.fetch(SQL.feedback_by_seq, session_id)
         return {r["seq_no"]: r["feedback"] for r in rows}
+
+
+class TranscriptStore:
+    """Transcripts of voice notes and audio, stored on the message they were shared with."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def transcript(self, message_id: int) -> str | None:
+        """The message's stored transcript, if it was transcribed."""
+        async with self._db.connection() as conn:
+            found = await conn.fetchval(SQL.transcript, message_id)
+        return found if isinstance(found, str) else None
+
+    async def save(self, message_id: int, text: str) -> str:
+        """Store ``text`` as the message's transcript unless one is stored already; the
+        transcript the message keeps (the first one)."""
+        async with self._db.transaction() as conn:
+            if await conn.fetchval(SQL.save_transcript, message_id, text) is not None:
+                return text
+            found = await conn.fetchval(SQL.transcript, message_id)
+        return found if isinstance(found, str) else text
 
 
 def _like_escape(text: str) -> str:

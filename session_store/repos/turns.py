@@ -11,7 +11,6 @@ from typing import Any
 
 from session_store.db import Database
 from session_store.errors import LeaseLost, SessionNotFound
-from session_store.liveness import dead_process
 from session_store.records import (
     ContextRecord,
     MessageRecord,
@@ -21,6 +20,7 @@ from session_store.records import (
     context_from_row,
     context_from_values,
 )
+from session_store.repos.liveness import dead_process
 from session_store.repos.sessions import SQL as SESSIONS_SQL
 from session_store.rows import Column, or_empty, reader
 from session_store.sql import load

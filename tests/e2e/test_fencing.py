@@ -54,13 +54,13 @@ async def _delivery(
 ) -> DeliveryRecord:
     """A delivery in flight: claimed from the table, or (``handed``) handed over claimed by
     the statement that finished its turn."""
-    await store.ingest(
+    await store.inbox.ingest(
         to_inbound(sink_envelope({"chat": "c", "thread": thread, "id": f"{thread}1", "text": "q"})),
         raw=None,
     )
-    claim = await store.claim_turn(lease_seconds=30)
+    claim = await store.turns.claim_turn(lease_seconds=30)
     assert claim is not None
-    done = await store.finish_turn_outbox(
+    done = await store.outbox.finish_turn_outbox(
         claim,
         handled_seq=1,
         replies=[OutgoingReply(content="a", parts=["a"])],
@@ -71,7 +71,7 @@ async def _delivery(
     if handed:
         [row] = done.handed
         return row
-    [row] = await store.claim_deliveries(platforms=["sink"], lease_seconds=lease)
+    [row] = await store.outbox.claim_deliveries(platforms=["sink"], lease_seconds=lease)
     return row
 
 
@@ -92,12 +92,12 @@ async def _never_taken_then_sent(
     """Recovery, run five times over about 1.25 s (twice the lease), takes nothing from the
     live worker; then its send is recorded once, sent and not ambiguous."""
     for _ in range(5):
-        assert await store.recover_expired_sends(
+        assert await store.outbox.recover_expired_sends(
             idempotent_platforms=[], other_platforms=["sink"]
         ) == (0, 0)
         await asyncio.sleep(0.25)
     await asyncio.wait_for(delivering, 5)
-    [row] = await store.deliveries_for_session(delivery.session_id)
+    [row] = await store.outbox.deliveries_for_session(delivery.session_id)
     assert row.status == "sent" and not row.ambiguous
     assert len(sink.accepted) == 1
 
@@ -105,26 +105,26 @@ async def _never_taken_then_sent(
 async def test_a_stalled_turn_whose_lease_was_taken_over_cannot_write_its_answer(
     store: Store,
 ) -> None:
-    await store.ingest(
+    await store.inbox.ingest(
         to_inbound(sink_envelope({"chat": "c", "thread": "t", "id": "1", "text": "q"})), raw=None
     )
-    stalled = await store.claim_turn(lease_seconds=30)
+    stalled = await store.turns.claim_turn(lease_seconds=30)
     assert stalled is not None
     await _expire(store, "sessions", "turn_lease_until", stalled.session_id)
-    taker = await store.claim_turn(lease_seconds=30)
+    taker = await store.turns.claim_turn(lease_seconds=30)
     assert taker is not None and taker.owner != stalled.owner
     with pytest.raises(LeaseLost):
-        await store.finish_turn(
+        await store.outbox.finish_turn_outbox(
             stalled,
             handled_seq=1,
             replies=[OutgoingReply(content="late", parts=["late"])],
             target=TARGET,
         )
-    assert [m.content for m in await store.recent(stalled.session_id)] == ["q"]
-    await store.finish_turn(
+    assert [m.content for m in await store.sessions.recent(stalled.session_id)] == ["q"]
+    await store.outbox.finish_turn_outbox(
         taker, handled_seq=1, replies=[OutgoingReply(content="a", parts=["a"])], target=TARGET
     )
-    assert [m.content for m in await store.recent(stalled.session_id)] == ["q", "a"]
+    assert [m.content for m in await store.sessions.recent(stalled.session_id)] == ["q", "a"]
 
 
 async def test_a_stalled_delivery_whose_claim_was_taken_over_cannot_send_or_mark_it(
@@ -139,11 +139,13 @@ async def test_a_stalled_delivery_whose_claim_was_taken_over_cannot_send_or_mark
     await wait_for(lambda: _pacing_marked(store, stalled.id), timeout=5)
     # meanwhile its claim is taken over (lease expired, recovered, claimed again)
     await _expire(store, "deliveries", "lease_until", stalled.id)
-    assert await store.recover_expired_sends(idempotent_platforms=["sink"], other_platforms=[]) == (
+    assert await store.outbox.recover_expired_sends(
+        idempotent_platforms=["sink"], other_platforms=[]
+    ) == (
         1,
         0,
     )
-    [taker] = await store.claim_deliveries(platforms=["sink"], lease_seconds=30)
+    [taker] = await store.outbox.claim_deliveries(platforms=["sink"], lease_seconds=30)
     assert taker.id == stalled.id and taker.claim_token != stalled.claim_token
 
     # the next lease renewal finds the claim gone: the paced send is cancelled, not made
@@ -152,20 +154,20 @@ async def test_a_stalled_delivery_whose_claim_was_taken_over_cannot_send_or_mark
     assert sink.received == []
     # and none of the stalled claim's writes land
     with pytest.raises(LeaseLost):
-        await store.mark_sent(stalled, "late-id")
+        await store.outbox.mark_sent(stalled, "late-id")
     with pytest.raises(LeaseLost):
-        await store.mark_retry(stalled, delay=1, error="late")
+        await store.outbox.mark_retry(stalled, delay=1, error="late")
     with pytest.raises(LeaseLost):
-        await store.mark_failed(stalled, "late", ambiguous=True)
-    [row] = await store.deliveries_for_session(stalled.session_id)
+        await store.outbox.mark_failed(stalled, "late", ambiguous=True)
+    [row] = await store.outbox.deliveries_for_session(stalled.session_id)
     assert (row.status, row.claim_token, row.platform_message_id, row.ambiguous) == (
         "sending",
         taker.claim_token,
         None,
         False,
     )
-    await store.mark_sent(taker, "real-id")
-    [row] = await store.deliveries_for_session(stalled.session_id)
+    await store.outbox.mark_sent(taker, "real-id")
+    [row] = await store.outbox.deliveries_for_session(stalled.session_id)
     assert (row.status, row.platform_message_id) == ("sent", "real-id")
     await transport.aclose()
 
@@ -228,11 +230,11 @@ async def test_a_send_of_a_dead_process_within_the_platforms_key_window_is_resen
     so the person never got the answer. Found seconds after its claim, it is resent; the
     same for a first part handed over by the turn's finish (it records its claim time too)."""
     row = await _dead_process_send(store, handed=handed)
-    requeued, failed = await store.recover_expired_sends(
+    requeued, failed = await store.outbox.recover_expired_sends(
         idempotent_platforms=[], other_platforms=[], windowed_platforms={"sink": 20.0}
     )
     assert (requeued, failed) == (1, 0)
-    [again] = await store.claim_deliveries(platforms=["sink"], lease_seconds=30)
+    [again] = await store.outbox.claim_deliveries(platforms=["sink"], lease_seconds=30)
     assert again.id == row.id and not again.ambiguous
 
 
@@ -241,11 +243,11 @@ async def test_a_send_of_a_dead_process_older_than_the_key_window_stays_ambiguou
 ) -> None:
     row = await _dead_process_send(store)
     await _expire(store, "deliveries", "claimed_at", row.id)  # claimed 1 s ago
-    requeued, failed = await store.recover_expired_sends(
+    requeued, failed = await store.outbox.recover_expired_sends(
         idempotent_platforms=[], other_platforms=[], windowed_platforms={"sink": 0.5}
     )
     assert (requeued, failed) == (0, 1)
-    assert await store.claim_deliveries(platforms=["sink"], lease_seconds=30) == []
+    assert await store.outbox.claim_deliveries(platforms=["sink"], lease_seconds=30) == []
 
 
 # --- a claim waiting for pacing is not on the wire (migration 0014) ---------------
@@ -272,11 +274,13 @@ async def test_a_claim_taken_over_while_it_waited_for_pacing_is_resent_once_with
     delivering = asyncio.create_task(worker.deliver(stalled))
     await wait_for(lambda: _pacing_marked(store, stalled.id), timeout=5)
     await _expire(store, "deliveries", "lease_until", stalled.id)
-    assert await store.recover_expired_sends(idempotent_platforms=[], other_platforms=["sink"]) == (
+    assert await store.outbox.recover_expired_sends(
+        idempotent_platforms=[], other_platforms=["sink"]
+    ) == (
         1,
         0,
     )
-    [taker] = await store.claim_deliveries(platforms=["sink"], lease_seconds=30)
+    [taker] = await store.outbox.claim_deliveries(platforms=["sink"], lease_seconds=30)
     assert taker.id == stalled.id and taker.pacing_until is None
     with pytest.raises(LeaseLost):
         await asyncio.wait_for(delivering, 10)
@@ -285,7 +289,7 @@ async def test_a_claim_taken_over_while_it_waited_for_pacing_is_resent_once_with
         store, {"sink": transport}, metrics=Metrics(), wake=Signal(), settings=settings
     )
     await other.deliver(taker)
-    [row] = await store.deliveries_for_session(stalled.session_id)
+    [row] = await store.outbox.deliveries_for_session(stalled.session_id)
     assert (row.status, row.ambiguous, row.pacing_until) == ("sent", False, None)
     assert [b["text"] for b in sink.received] == ["a"]
     await transport.aclose()
@@ -352,23 +356,27 @@ async def test_a_dead_process_claim_waiting_for_pacing_is_resent_and_one_on_the_
     """Recovery on a platform without idempotency: the claim still waiting for its pacer is
     requeued; once the mark is cleared (the request goes out next) it is ambiguous."""
     waiting = await _dead_process_send(store, handed=handed)
-    await store.mark_pacing(waiting, wait=30)
-    assert await store.recover_expired_sends(idempotent_platforms=[], other_platforms=["sink"]) == (
+    await store.outbox.mark_pacing(waiting, wait=30)
+    assert await store.outbox.recover_expired_sends(
+        idempotent_platforms=[], other_platforms=["sink"]
+    ) == (
         1,
         0,
     )
-    [row] = await store.deliveries_for_session(waiting.session_id)
+    [row] = await store.outbox.deliveries_for_session(waiting.session_id)
     assert (row.status, row.ambiguous, row.claim_token) == ("pending", False, None)
     assert "waited for pacing" in (row.last_error or "")
 
     sent = await _dead_process_send(store, handed=handed, thread="u")
-    await store.mark_pacing(sent, wait=30)
-    await store.mark_on_wire(sent)
-    assert await store.recover_expired_sends(idempotent_platforms=[], other_platforms=["sink"]) == (
+    await store.outbox.mark_pacing(sent, wait=30)
+    await store.outbox.mark_on_wire(sent)
+    assert await store.outbox.recover_expired_sends(
+        idempotent_platforms=[], other_platforms=["sink"]
+    ) == (
         0,
         1,
     )
-    [row] = await store.deliveries_for_session(sent.session_id)
+    [row] = await store.outbox.deliveries_for_session(sent.session_id)
     assert (row.status, row.ambiguous) == ("failed", True)
 
 
@@ -377,9 +385,9 @@ async def test_the_key_window_counts_from_the_end_of_the_pacing_wait(store: Stor
     platform's idempotency window counts from then (claimed_at moves up), not from the claim."""
     row = await _dead_process_send(store)
     await _expire(store, "deliveries", "claimed_at", row.id)  # claimed 1 s ago
-    await store.mark_pacing(row, wait=0.5)
-    await store.mark_on_wire(row)  # the send begins now
-    assert await store.recover_expired_sends(
+    await store.outbox.mark_pacing(row, wait=0.5)
+    await store.outbox.mark_on_wire(row)  # the send begins now
+    assert await store.outbox.recover_expired_sends(
         idempotent_platforms=[], other_platforms=[], windowed_platforms={"sink": 0.9}
     ) == (1, 0)
 

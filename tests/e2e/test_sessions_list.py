@@ -29,7 +29,7 @@ async def test_sessions_list_json_is_newest_activity_first_and_limited(
 ) -> None:
     # "b" is created first but talked to last: activity, not id, decides the order
     for thread, n in (("b", 0), ("a", 0), ("c", 0), ("b", 1)):
-        await store.ingest(to_inbound(_envelope(thread, n)), raw=None)
+        await store.inbox.ingest(to_inbound(_envelope(thread, n)), raw=None)
     env = {"DATABASE_URL": database_url}
 
     code, out, err = await run_cli(["sessions", "list", "--json"], env)

@@ -15,8 +15,8 @@ import pytest
 
 from gateway.inbound.intake import to_inbound
 from session_store.errors import StoreError
-from session_store.liveness import ProcessLiveness
 from session_store.records import TurnClaim
+from session_store.repos.liveness import ProcessLiveness
 from session_store.store import Store
 from testsupport.fakes.sink import sink_envelope
 from testsupport.fakes.sink_server import SinkServer
@@ -120,11 +120,11 @@ async def _claimed_by(pg_dsn: str, who: ProcessLiveness, thread: str) -> Store:
     """A store acting for process ``who`` that holds the turn of ``thread``."""
     store = await Store.connect(pg_dsn, min_size=1, max_size=2)
     store.process_id = await who.ensure()
-    await store.ingest(
+    await store.inbox.ingest(
         to_inbound(sink_envelope({"chat": "c", "thread": thread, "id": thread, "text": "q"})),
         raw=None,
     )
-    claim = await store.claim_turn(lease_seconds=30)
+    claim = await store.turns.claim_turn(lease_seconds=30)
     assert claim is not None and claim.key.thread_id == thread
     return store
 
@@ -133,7 +133,7 @@ async def _claim_after_restart(store: Store) -> TurnClaim | None:
     """The first claim that reaches the restarted server (the pool's connections died)."""
     for _ in range(200):
         try:
-            return await store.claim_turn(lease_seconds=30)
+            return await store.turns.claim_turn(lease_seconds=30)
         except StoreError:
             await asyncio.sleep(0.1)
     raise AssertionError("the store never reached the restarted server")
@@ -161,7 +161,7 @@ async def test_after_a_database_restart_a_process_that_relocked_and_died_is_take
             await dying.close()  # its process dies
             # taken over at the first claim, while every lock in this lifetime is fresh
             # (the grace for processes that have not re-locked yet has not run out)
-            claim = await other.claim_turn(lease_seconds=30)
+            claim = await other.turns.claim_turn(lease_seconds=30)
             assert claim is not None and claim.key.thread_id == "dies-after-relock"
         finally:
             await owner.close()
@@ -186,7 +186,7 @@ async def test_after_a_database_restart_an_owner_that_never_relocks_is_taken_ove
             await _claim_after_restart(other)
 
             async def taken() -> TurnClaim | None:
-                return await other.claim_turn(lease_seconds=30)
+                return await other.turns.claim_turn(lease_seconds=30)
 
             claim = await wait_for(taken, timeout=10)
             assert claim is not None and claim.key.thread_id == "killed-during-outage"

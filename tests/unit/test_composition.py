@@ -4,7 +4,8 @@ holds, never mixins whose attributes another file's ``__init__`` sets.
 The checker reads the source (no import), over ``gateway/``, ``adapters/`` and
 ``session_store/``, and reports:
 
-* a class with more than one base class of our own (a class split into mixins);
+* a class with more than one base class of our own (a class split into mixins), unless it is
+  a ``Protocol`` made of protocols (an interface that is all of them: no state to scatter);
 * a class whose methods read ``self.x`` where ``x`` is defined neither by the class nor by
   any of its own ancestors, but set in the ``__init__`` of a related class (a subclass, or
   another base of a common subclass) in another file: the mixin's state is scattered;
@@ -221,7 +222,8 @@ def scattered_classes(classes: Mapping[str, _Class]) -> list[str]:
     problems: list[str] = []
     for c in classes.values():
         ours = [b for b in c.bases if b in classes]
-        if len(ours) > 1:
+        protocol = any(b.rsplit(".", 1)[-1] == "Protocol" for b in c.bases)
+        if len(ours) > 1 and not protocol:
             problems.append(
                 f"{c.path}:{c.line}: {c.name} inherits {len(ours)} of our classes "
                 f"({', '.join(ours)}): hold them as objects instead"
@@ -357,4 +359,18 @@ def test_one_mixin_base_is_reported_too_and_composition_is_not() -> None:
     assert scattered({"pkg/composed.py": _COMPOSED}) == [
         "pkg/composed.py:24: pkg.composed.Adapter.__init__ sets self.ingest._client: another "
         "object's attribute, set outside its own class"
+    ]
+
+
+def test_a_protocol_made_of_protocols_is_not_a_mixin() -> None:
+    parts = (
+        "from typing import Protocol\n"
+        "class Ingest(Protocol):\n    def submit(self) -> None: ...\n"
+        "class Cursors(Protocol):\n    def load(self) -> None: ...\n"
+    )
+    both = "class Intake(Ingest, Cursors, Protocol):\n    pass\n"
+    assert scattered({"pkg/ports.py": parts + both}) == []
+    assert scattered({"pkg/ports.py": parts + both.replace(", Protocol)", ")")}) == [
+        "pkg/ports.py:6: pkg.ports.Intake inherits 2 of our classes "
+        "(pkg.ports.Ingest, pkg.ports.Cursors): hold them as objects instead"
     ]

@@ -25,9 +25,9 @@ ROOT = REPO
 STORE_MODULES = (
     "session_store",
     "session_store.store",
-    "session_store.operator",
+    "session_store.repos.operator",
     "session_store.migrator",
-    "session_store.leader",
+    "session_store.repos.leader",
     "session_store.embedded",
     "session_store.db",
 )

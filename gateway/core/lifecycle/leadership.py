@@ -3,7 +3,7 @@
 Single-connection ingress (Telegram long polling, the Mattermost websocket) must not run on
 two replicas at once. An adapter runs only that loop through ``Intake.lead(name, body)`` — its
 transport keeps sending on every replica. The lock is a PostgreSQL advisory lock on
-a dedicated connection (``session_store.leader``): a dead leader's connection drops it, and
+a dedicated connection (``session_store.repos.leader``): a dead leader's connection drops it, and
 another replica's next attempt takes over."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import structlog
 
 from gateway.core.errors import StoreError
-from session_store.leader import LeaderLock
+from session_store.repos.leader import LeaderLock
 
 log = structlog.get_logger(__name__)
 

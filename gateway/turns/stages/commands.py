@@ -45,7 +45,7 @@ def help_text(names: Sequence[str]) -> str:
 
 
 class ModelChoices(Protocol):
-    """What ``/model`` reads and writes (``session_store.store.Store``)."""
+    """What ``/model`` reads and writes (``session_store.repos.turns.Turns``)."""
 
     async def turn_state(
         self,

@@ -147,7 +147,7 @@ _SEEN: Slot[list[str]] = Slot("image_notes")
 
 
 class LeaseRenewal(Protocol):
-    """Renews a turn's lease (``session_store.store.Store``)."""
+    """Renews a turn's lease (``session_store.repos.turns.Turns``)."""
 
     async def renew_turn(self, claim: TurnClaim, *, lease_seconds: float) -> None: ...
 

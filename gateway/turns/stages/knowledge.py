@@ -20,8 +20,8 @@ from gateway.core.ports import Transport
 from gateway.knowledge.citations import TurnKnowledge, cite_answer
 from gateway.knowledge.numbering import PassageNumbers
 from gateway.turns.stage import Answer, Slot, Stage, TurnRun
-from session_store.knowledge import PassageHit
 from session_store.records import MessageRecord
+from session_store.repos.knowledge import PassageHit
 
 _FOUND: Slot[TurnKnowledge] = Slot("knowledge")
 _NUMBERS: Slot[PassageNumbers] = Slot("passage_numbers")

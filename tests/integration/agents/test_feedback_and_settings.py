@@ -25,40 +25,46 @@ async def test_feedback_is_per_person_changeable_and_found_by_the_platform_messa
         out = await adapter.submit({"chat": "c", "thread": "F", "id": "1", "text": "rate me"})
         await wait_for(lambda: len(sink.accepted) == 1)
         delivered = await wait_for(
-            lambda: _sent_id(gw.store.deliveries_for_session(out.session_id))
+            lambda: _sent_id(gw.store.outbox.deliveries_for_session(out.session_id))
         )
         assert delivered is not None
         store = gw.store
         # a reaction names the bot's message by the platform's id of it, in its chat
-        message_id = await store.find_bot_message(
+        message_id = await store.sessions.find_bot_message(
             "sink", chat_id="c", platform_message_id=delivered
         )
         assert message_id is not None
         assert (
-            await store.find_bot_message("sink", chat_id="other", platform_message_id=delivered)
+            await store.sessions.find_bot_message(
+                "sink", chat_id="other", platform_message_id=delivered
+            )
             is None
         )
         # what an adapter calls for a reaction (it only has the Intake)
-        react = gw.intake.record_feedback
+        react = gw.interactions.record_feedback
         assert await react(
             platform="sink", chat_id="c", message_id=delivered, user_id="cy", value=1
         )
-        assert await store.feedback_by_seq(out.session_id) == {2: 1}
+        assert await store.sessions.feedback_by_seq(out.session_id) == {2: 1}
         assert not await react(
             platform="sink", chat_id="c", message_id="999", user_id="cy", value=1
         )
         await react(platform="sink", chat_id="c", message_id=delivered, user_id="cy", value=0)
-        assert await store.set_feedback(message_id, user_id="ann", value=1) == 1
-        assert await store.set_feedback(message_id, user_id="bob", value=-1) == 0  # a tie
-        assert await store.set_feedback(message_id, user_id="ann", value=-1) == -1  # changed
-        assert await store.feedback_by_seq(out.session_id) == {2: -1}
-        await store.set_feedback(message_id, user_id="ann", value=0)
-        assert await store.set_feedback(message_id, user_id="bob", value=0) is None  # all back
-        assert await store.feedback_by_seq(out.session_id) == {}
-        question = await store.message_id_at(out.session_id, 1)
+        assert await store.sessions.set_feedback(message_id, user_id="ann", value=1) == 1
+        assert await store.sessions.set_feedback(message_id, user_id="bob", value=-1) == 0  # a tie
+        assert (
+            await store.sessions.set_feedback(message_id, user_id="ann", value=-1) == -1
+        )  # changed
+        assert await store.sessions.feedback_by_seq(out.session_id) == {2: -1}
+        await store.sessions.set_feedback(message_id, user_id="ann", value=0)
+        assert (
+            await store.sessions.set_feedback(message_id, user_id="bob", value=0) is None
+        )  # all back
+        assert await store.sessions.feedback_by_seq(out.session_id) == {}
+        question = await store.sessions.message_id_at(out.session_id, 1)
         assert question is not None
         with pytest.raises(SessionNotFound):  # only answers take feedback
-            await store.set_feedback(question, user_id="ann", value=1)
+            await store.sessions.set_feedback(question, user_id="ann", value=1)
 
 
 async def _sent_id(rows: Any) -> str | None:

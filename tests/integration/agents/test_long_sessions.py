@@ -80,9 +80,9 @@ async def test_context_never_exceeds_the_window_across_a_2000_message_session(
             text = chat_text(rng, i)
             if i == 500:  # a paste bigger than the whole window, as the newest message
                 text = "m500 paste " + " ".join(f"{rng.getrandbits(32):08x}" for _ in range(4000))
-            stored = await store.ingest(to_inbound(envelope(i, text)), raw=None)
+            stored = await store.inbox.ingest(to_inbound(envelope(i, text)), raw=None)
             assert stored.seq_no is not None and stored.session_id is not None
-            claim = await store.claim_turn(lease_seconds=30, platforms=["sink"])
+            claim = await store.turns.claim_turn(lease_seconds=30, platforms=["sink"])
             assert claim is not None
             answer = " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 150)))
             if i % 10 == 9 or i == 500:  # the real path: assemble, call the server
@@ -125,7 +125,7 @@ async def test_context_never_exceeds_the_window_across_a_2000_message_session(
                         )
                     )
                 answer = reply.text[:2000]
-            await store.finish_turn(
+            await store.outbox.finish_turn_outbox(
                 claim,
                 handled_seq=stored.seq_no,
                 replies=[
@@ -136,8 +136,8 @@ async def test_context_never_exceeds_the_window_across_a_2000_message_session(
                 target=TARGET,
             )
         assert claim is not None
-        session = await store.get_session(claim.session_id)
-        written = await store.summaries(claim.session_id)
+        session = await store.sessions.get_session(claim.session_id)
+        written = await store.summaries.summaries(claim.session_id)
     finally:
         await agent.aclose()
     assert session.message_count == 2000
@@ -184,10 +184,10 @@ async def test_summaries_are_written_off_the_hot_path_and_then_used(
                 break
         assert evicted_at is not None, "the budget never evicted anything"
         # the reply is out while the summary, which takes a second to write, is not
-        assert await gw.store.summaries(out.session_id) == []
+        assert await gw.store.summaries.summaries(out.session_id) == []
         await wait_for(lambda: fake.summary_requests, timeout=5)
         assert fake.summary_requests[0].finished is None
-        [summary] = await wait_for(lambda: gw.store.summaries(out.session_id), timeout=5)
+        [summary] = await wait_for(lambda: gw.store.summaries.summaries(out.session_id), timeout=5)
         assert summary.model_written and summary.model == "tiny"
         assert summary.from_seq == 1 and summary.to_seq >= 2
         assert summary.content == "SUMMARY-ONE: ann planned the rollout"
@@ -228,7 +228,7 @@ async def test_agents_without_a_summarizer_get_extractive_summaries(
                 {"chat": "c", "thread": "E", "id": str(i), "text": f"note {i}: {words}"}
             )
             await wait_for(lambda: len(sink.accepted) == i + 1)  # noqa: B023 - awaited at once
-        written = await wait_for(lambda: gw.store.summaries(out.session_id), timeout=5)
+        written = await wait_for(lambda: gw.store.summaries.summaries(out.session_id), timeout=5)
     assert not written[0].model_written and written[0].model is None
     assert written[0].content.startswith("Excerpts of earlier messages")
     first = written[0]

@@ -14,7 +14,7 @@ import structlog
 
 from gateway import audit
 from gateway.audit.maintenance import AHEAD_MONTHS, AuditMaintenance
-from session_store.audit import AuditStore, NewEvent
+from session_store.repos.audit import AuditStore, NewEvent
 from session_store.store import Store
 from testsupport.harness import running_gateway
 from testsupport.process import run_cli

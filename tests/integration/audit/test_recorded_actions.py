@@ -23,10 +23,10 @@ from gateway.core.domain import SessionKey
 from gateway.core.ports import ApprovalClick
 from gateway.http.webauth import hash_password
 from gateway.runtime.gateway import Gateway
-from session_store.accounts import AccountStore
-from session_store.audit import AuditEvent, AuditStore
-from session_store.operator import OperatorStore
-from session_store.tool_store import ToolStore
+from session_store.repos.accounts import AccountStore
+from session_store.repos.audit import AuditEvent, AuditStore
+from session_store.repos.operator import OperatorStore
+from session_store.repos.tools import ToolStore
 from session_store.values import ReplyTarget
 from testsupport.databases import fresh_database
 from testsupport.harness import running_gateway

@@ -69,11 +69,11 @@ async def test_one_failed_item_never_stops_the_workers(database_url: str, sink: 
         await wait_for(lambda: sink.texts_in("c", "C") == ["echo: fine"], timeout=10)
 
         async def send_recorded() -> bool:
-            rows = await gw.store.deliveries_for_session(2)
+            rows = await gw.store.outbox.deliveries_for_session(2)
             return bool(rows) and rows[0].status == "failed"
 
         await wait_for(send_recorded, timeout=10)
-        [bug] = await gw.store.deliveries_for_session(2)
+        [bug] = await gw.store.outbox.deliveries_for_session(2)
         async with httpx.AsyncClient(base_url=gw.url) as client:
             listed = (await client.get("/api/v1/deliveries", params={"status": "failed"})).json()
         assert [(d["id"], d["ambiguous"]) for d in listed["items"]] == [(bug.id, True)]
@@ -160,7 +160,9 @@ async def test_an_adapter_receive_loop_that_crashes_is_restarted_on_the_leader(
                 raise RuntimeError("socket handler bug")
             await stopping.wait()
 
-        led = asyncio.create_task(gw.intake.lead("probe-ingress", receive_loop, stopping=stopping))
+        led = asyncio.create_task(
+            gw.lifecycle.lead("probe-ingress", receive_loop, stopping=stopping)
+        )
         await wait_for(lambda: len(runs) == 3, timeout=10)
         metrics = gw.metrics.render().decode()
         assert 'gateway_worker_restarts_total{worker="ingress:probe-ingress"} 2.0' in metrics

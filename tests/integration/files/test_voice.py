@@ -72,8 +72,8 @@ async def test_a_voice_note_in_a_topic_is_transcribed_and_answered_there(
     ) as gw:
         fake.user_says(forum, "", topic=topic, extra=voice_note(fake, OGG))
         await wait_for(lambda: fake.sent_to(forum, topic), timeout=20, message="the answer")
-        session = (await gw.store.list_sessions())[0]
-        stored = [m for m in await gw.store.delta(session.id, 0) if m.role == "user"]
+        session = (await gw.store.sessions.list_sessions())[0]
+        stored = [m for m in await gw.store.sessions.delta(session.id, 0) if m.role == "user"]
     (answer,) = fake.sent_to(forum, topic)
     assert answer.text == "you said: what time is the standup tomorrow"
     assert [t["bytes"] for t in speech.transcriptions] == [OGG, OGG]  # one retry

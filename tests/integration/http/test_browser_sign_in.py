@@ -7,7 +7,7 @@ from __future__ import annotations
 from playwright.async_api import Browser, Page, expect
 
 from gateway.http.webauth import COOKIE, hash_password
-from session_store.accounts import AccountStore
+from session_store.repos.accounts import AccountStore
 from tests.integration.http.test_browser import TIMEOUT_MS, CountingAgent, _record_errors, browser
 from testsupport.harness import running_gateway
 

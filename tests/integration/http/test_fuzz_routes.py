@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
 from gateway.http.webauth import hash_password
-from session_store.accounts import AccountStore
+from session_store.repos.accounts import AccountStore
 from testsupport.harness import running_gateway
 from testsupport.paths import REPO
 

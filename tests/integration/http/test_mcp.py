@@ -240,7 +240,7 @@ async def test_mcp_over_stdio_appends_into_the_outbox(database_url: str, tmp_pat
             thread_id="t1",
             reply_to_message_id="m1",
         )
-        stored = await store.ingest(
+        stored = await store.inbox.ingest(
             to_inbound(
                 Envelope(key=key, target=target, message_id="m1", text="hi", sender=Sender(id="u"))
             ),

@@ -137,7 +137,7 @@ async def test_cross_site_posts_are_refused(database_url: str) -> None:
         mcp = await c.post("/mcp", content="{}", headers={"Content-Type": "text/plain"})
         assert mcp.status_code == 415
         # nothing was stored by any of them
-        assert await gw.store.list_sessions(limit=5) == []
+        assert await gw.store.sessions.list_sessions(limit=5) == []
         # the same request from our own page is accepted
         same = await c.post(
             POST,

@@ -14,7 +14,7 @@ import pytest
 
 from gateway.http.webauth import COOKIE, FAIL_WINDOW, MAX_FAILURES, hash_password, wait_words
 from gateway.runtime.gateway import Gateway
-from session_store.accounts import AccountStore
+from session_store.repos.accounts import AccountStore
 from testsupport.harness import running_gateway, wait_for
 
 POST = "/web/api/channels/general/messages"

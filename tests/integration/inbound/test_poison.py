@@ -38,7 +38,7 @@ async def test_the_boundary_cleans_text_names_numbers_and_the_raw_payload(store:
     raw = clean_raw({"text": POISON, "pad": "x" * (MAX_RAW_BYTES + 10)}, notes)
     assert raw is not None and raw["truncated"] is True and len(raw["head"]) < MAX_RAW_BYTES
     assert notes == {"nul_removed", "surrogates_replaced", "raw_truncated"}
-    result = await store.ingest(item, raw=clean_raw({"text": POISON}, set()))
+    result = await store.inbox.ingest(item, raw=clean_raw({"text": POISON}, set()))
     assert result.status == "accepted"
 
 

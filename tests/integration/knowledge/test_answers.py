@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from gateway.agents.base import Turn
 from gateway.core.domain import Reply, SessionKey
 from gateway.knowledge.places import chat_kb, thread_kb
-from session_store.knowledge import KnowledgeStore
+from session_store.repos.knowledge import KnowledgeStore
 from testsupport.documents import make_docx, make_pdf
 from testsupport.fakes.sink import SinkAdapter
 from testsupport.fakes.sink_server import SinkServer
@@ -66,8 +66,10 @@ async def test_an_answer_cites_the_right_document_and_page_and_keeps_it(
         assert answer.startswith("Refunds. Customers get refunds within thirty days")
         assert answer.endswith("[1]\n\nSources:\n[1] handbook.pdf, p. 3")
 
-        session = (await gw.store.list_sessions())[0]
-        reply = next(m for m in await gw.store.delta(session.id, 0) if m.role == "assistant")
+        session = (await gw.store.sessions.list_sessions())[0]
+        reply = next(
+            m for m in await gw.store.sessions.delta(session.id, 0) if m.role == "assistant"
+        )
         trace = reply.metadata["retrieval_trace"]
         assert trace["query"] == "How long do customers get refunds?"
         assert trace["mode"] == "hybrid"
@@ -97,7 +99,7 @@ async def test_an_answer_cites_the_right_document_and_page_and_keeps_it(
         assert [
             (c.document_name, c.page, c.passage) for c in await k.store.citations(reply.id)
         ] == [(c.document_name, c.page, c.passage) for c in cited]
-        again = next(m for m in await gw.store.delta(session.id, 0) if m.id == reply.id)
+        again = next(m for m in await gw.store.sessions.delta(session.id, 0) if m.id == reply.id)
         assert again.metadata["citations"] == reply.metadata["citations"]
 
 
@@ -107,7 +109,7 @@ async def test_thread_documents_stay_in_their_thread(database_url: str, sink: Si
     async with running_gateway(database_url, adapters=[adapter], agent=agent, web_chat=False) as gw:
         await adapter.submit({"chat": "c", "thread": "a", "id": "1", "text": "hello"})
         await wait_for(lambda: sink.texts_in("c", "a"), timeout=20)
-        key: SessionKey = (await gw.store.list_sessions())[0].key
+        key: SessionKey = (await gw.store.sessions.list_sessions())[0].key
         added = await gw.knowledge.add("secret.md", b"The vault code is 4711.", kb=thread_kb(key))
         chat = await gw.knowledge.add("menu.md", b"Lunch is served at noon.", kb=chat_kb(key))
         await wait_for(lambda: _ready(gw.knowledge.store, added.document.id), timeout=20)

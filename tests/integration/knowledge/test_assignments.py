@@ -14,7 +14,7 @@ from gateway.core.domain import SessionKey
 from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.places import Chat, thread_kb
 from gateway.knowledge.service import Knowledge
-from session_store.knowledge import KnowledgeStore
+from session_store.repos.knowledge import KnowledgeStore
 from tests.integration.knowledge.test_answers import CitingAgent
 from testsupport.fakes.sink import SinkAdapter
 from testsupport.fakes.sink_server import SinkServer

@@ -92,9 +92,9 @@ async def test_a_citation_links_to_its_frozen_passage_for_its_reader_only(
         assert (await client.get(url)).status_code == 401
 
         # /ops reads the same frozen rows through the admin API (loopback, no token set)
-        session = (await gw.store.list_sessions(platform="web"))[0]
+        session = (await gw.store.sessions.list_sessions(platform="web"))[0]
         message = next(
-            m for m in await gw.store.delta(session.id, 0) if m.seq_no == reply["seq_no"]
+            m for m in await gw.store.sessions.delta(session.id, 0) if m.seq_no == reply["seq_no"]
         )
         ops = (await client.get(f"/api/v1/kb/citations/{message.id}")).json()
         assert [(x["ordinal"], x["document_name"], x["page"]) for x in ops] == [
@@ -128,7 +128,7 @@ async def test_clicking_a_citation_shows_the_passage_in_the_web_chat_and_ops(
         await cite.click()  # the same [n] again closes it
         await expect(panel).to_have_count(0)
 
-        session = (await gw.store.list_sessions(platform="web"))[0]
+        session = (await gw.store.sessions.list_sessions(platform="web"))[0]
         await page.goto(f"{gw.url}ops/sessions/{session.id}")
         link = page.locator("#transcript .msg.assistant a.cite", has_text="[1]").first
         await link.click()

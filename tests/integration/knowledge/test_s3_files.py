@@ -18,7 +18,7 @@ import pytest
 from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.files import FileStorageError, S3Files
 from gateway.knowledge.service import Knowledge
-from session_store.knowledge import KnowledgeStore
+from session_store.repos.knowledge import KnowledgeStore
 from testsupport.documents import make_pdf
 from testsupport.harness import running_gateway, wait_for
 from testsupport.knowledge import SharedLocalEmbedder

@@ -52,10 +52,10 @@ async def _outbox(store: Store, chat_id: str, parts: list[str]) -> ReplyTarget:
         key=SessionKey(platform="telegram", scope="chat", chat_id=chat_id, thread_id=None),
         target=target,
     )
-    await store.ingest(to_inbound(envelope), raw=None)
-    claim = await store.claim_turn(lease_seconds=30)
+    await store.inbox.ingest(to_inbound(envelope), raw=None)
+    claim = await store.turns.claim_turn(lease_seconds=30)
     assert claim is not None
-    await store.finish_turn(
+    await store.outbox.finish_turn_outbox(
         claim,
         handled_seq=claim.done_seq + 1,
         replies=[OutgoingReply(content="\n".join(parts), parts=parts)],

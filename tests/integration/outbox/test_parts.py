@@ -19,7 +19,7 @@ from gateway.core.errors import ConfigError
 from gateway.core.ports import PaceRule
 from gateway.core.registry import check_settings
 from gateway.core.settings import load_settings
-from session_store.previews import PreviewStore
+from session_store.repos.previews import PreviewStore
 from session_store.store import Store
 from testsupport.fakes.openai import FakeOpenAI, Step
 from testsupport.fakes.telegram import FakeTelegram

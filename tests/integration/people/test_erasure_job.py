@@ -21,7 +21,7 @@ async def _say(store: Store, chat: str, sender: str, text: str, n: int) -> None:
     target = ReplyTarget(
         platform="web", scope="local", chat_id=chat, thread_id="t", reply_to_message_id=f"m{n}"
     )
-    await store.ingest(
+    await store.inbox.ingest(
         to_inbound(
             Envelope(
                 key=key, target=target, message_id=f"m{n}", text=text, sender=Sender(id=sender)

@@ -80,7 +80,7 @@ async def _converse(gw: Gateway, slack: FakeSlack, telegram: FakeTelegram) -> di
         },
     )
     await wait_for(lambda: len(telegram.sent_to(chat)) == 2, timeout=20, message="voice reply")
-    scopes = {s.key.platform: s.key.scope for s in await gw.store.list_sessions()}
+    scopes = {s.key.platform: s.key.scope for s in await gw.store.sessions.list_sessions()}
     on_slack = f"slack:{scopes['slack']}:U0ALICE"
     on_telegram = f"telegram:{scopes['telegram']}:{alice.id}"
     person = await gw.store.people.link(on_slack, on_telegram)
@@ -164,11 +164,11 @@ async def test_a_forgotten_person_leaves_nothing_of_their_text_findable(
         assert code == 1 and "forgotten, or merged" in err
 
         assert await _rows_with(database_url, STEM) == {}
-        sessions = await gw.store.list_sessions()
+        sessions = await gw.store.sessions.list_sessions()
         for s in sessions:
             code, shown, err = await run_cli_in_process(["sessions", "show", str(s.id)], env)
             assert code == 0 and STEM not in shown.lower()
-            seqs = [m.seq_no for m in await gw.store.delta(s.id, 0)]
+            seqs = [m.seq_no for m in await gw.store.sessions.delta(s.id, 0)]
             assert seqs == list(range(1, len(seqs) + 1)), "history stays dense"
         async with httpx.AsyncClient(base_url=f"{gw.url}api/v1/") as api:
             found = await api.get("search", params={"q": WORD})

@@ -15,7 +15,7 @@ import httpx
 from gateway.inbound.intake import live_topic
 from gateway.runtime.gateway import Gateway
 from gateway.runtime.live import ReplicatedBroadcast
-from session_store.live import CHANNEL
+from session_store.repos.live import CHANNEL
 from session_store.values import SessionKey
 from testsupport.harness import running_gateway, wait_for
 

@@ -147,7 +147,7 @@ async def test_database_outage_under_traffic_loses_nothing_and_recovers_within_5
 
             # settle, then: exactly once each, in its own thread
             async def settled() -> bool:
-                counts = await gw.store.delivery_counts()
+                counts = await gw.store.outbox.delivery_counts()
                 return counts.get("pending", 0) == 0 and counts.get("sending", 0) == 0
 
             await wait_for(settled, timeout=10)
@@ -160,7 +160,7 @@ async def test_database_outage_under_traffic_loses_nothing_and_recovers_within_5
             assert [(m.text, m.thread_ts) for m in replies] == [
                 ("echo: slack during the outage", posted.ts)
             ]
-            counts = await gw.store.delivery_counts()
+            counts = await gw.store.outbox.delivery_counts()
             assert counts.get("failed", 0) == 0
             metrics = gw.metrics.render().decode()
             assert 'gateway_worker_up{worker="turn-0"} 1.0' in metrics

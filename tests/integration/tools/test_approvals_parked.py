@@ -12,8 +12,8 @@ import pytest
 
 from gateway.core.domain import ReplyTarget
 from gateway.runtime.gateway import Gateway
+from session_store.repos.tools import ToolStore
 from session_store.store import Store
-from session_store.tool_store import ToolStore
 from tests.integration.tools.test_approvals_web import (
     RESTART,
     Ops,
@@ -183,8 +183,8 @@ async def test_a_parked_session_is_not_claimed_until_its_request_is_decided(
     store: Store,
 ) -> None:
     tools = ToolStore(store)
-    asked = await store.ingest(envelope("restart the api", message_id="1"), raw=None)
-    claim = await store.claim_turn(lease_seconds=30, with_pending=10, context_page=64)
+    asked = await store.inbox.ingest(envelope("restart the api", message_id="1"), raw=None)
+    claim = await store.turns.claim_turn(lease_seconds=30, with_pending=10, context_page=64)
     assert claim is not None and claim.parked_seq is None
     approval = await _open(store, asked.session_id, "k1")
     parked = await tools.park_turn(
@@ -192,17 +192,17 @@ async def test_a_parked_session_is_not_claimed_until_its_request_is_decided(
     )
     assert parked == "parked"
     # parked: no claim, however often the workers look (with or without the prefetch)
-    assert await store.claim_turn(lease_seconds=30) is None
-    assert await store.claim_turn(lease_seconds=30, with_pending=10, context_page=64) is None
+    assert await store.turns.claim_turn(lease_seconds=30) is None
+    assert await store.turns.claim_turn(lease_seconds=30, with_pending=10, context_page=64) is None
     # a later message in the same thread waits behind the parked turn (per-session order)
-    await store.ingest(envelope("hurry up", message_id="2"), raw=None)
-    assert await store.claim_turn(lease_seconds=30, with_pending=10) is None
+    await store.inbox.ingest(envelope("hurry up", message_id="2"), raw=None)
+    assert await store.turns.claim_turn(lease_seconds=30, with_pending=10) is None
     found = await tools.get_approval(approval)
     assert found is not None
     assert await tools.decide_approval(
         approval, version=found.version, status="approved", decided_by="web:u1"
     )
-    resumed = await store.claim_turn(lease_seconds=30, with_pending=10, context_page=64)
+    resumed = await store.turns.claim_turn(lease_seconds=30, with_pending=10, context_page=64)
     assert resumed is not None and resumed.session_id == asked.session_id
     # the re-run knows what the parked run handled: the later message gets the next run
     assert resumed.parked_seq == 1 and resumed.requested_seq == 2
@@ -214,8 +214,8 @@ async def test_a_decision_that_lands_before_the_park_leaves_the_session_claimabl
     """The race: the click decides between the turn's look at the request and its park.
     The park sees the decision (it locks the request first) and parks nothing."""
     tools = ToolStore(store)
-    asked = await store.ingest(envelope("restart the api", message_id="1"), raw=None)
-    claim = await store.claim_turn(lease_seconds=30)
+    asked = await store.inbox.ingest(envelope("restart the api", message_id="1"), raw=None)
+    claim = await store.turns.claim_turn(lease_seconds=30)
     assert claim is not None
     approval = await _open(store, asked.session_id, "k2")
     found = await tools.get_approval(approval)
@@ -233,6 +233,6 @@ async def test_a_decision_that_lands_before_the_park_leaves_the_session_claimabl
         session_id=claim.session_id, owner=str(claim.owner)[::-1], approval_id=other, handled_seq=1
     )
     assert lost == "lost"
-    await store.release_turn(claim)
-    again = await store.claim_turn(lease_seconds=30)
+    await store.turns.release_turn(claim)
+    again = await store.turns.claim_turn(lease_seconds=30)
     assert again is not None and again.session_id == asked.session_id

@@ -29,7 +29,7 @@ async def test_list_and_read_sessions_only_where_the_asker_takes_part(
         )
         await wait_for(lambda: len(sink.accepted) == 3)
         tools = {t.spec.name: t.handler for t in builtin_tools(gw.store)}
-        session = await gw.store.get_session(a1.session_id)
+        session = await gw.store.sessions.get_session(a1.session_id)
         ann = ToolCaller(
             session_id=a1.session_id,
             platform=session.key.platform,

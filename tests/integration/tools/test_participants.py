@@ -3,7 +3,7 @@ next to the assistant; MCP participants keep their own rows."""
 
 from __future__ import annotations
 
-from session_store.operator import OperatorStore
+from session_store.repos.operator import OperatorStore
 from testsupport.fakes.sink import SinkAdapter
 from testsupport.fakes.sink_server import SinkServer
 from testsupport.harness import running_gateway, wait_for

@@ -71,7 +71,7 @@ async def test_duplicate_inbound_is_answered_once(database_url: str, sink: SinkS
         assert [first.status, second.status, third.status] == ["accepted", "duplicate", "duplicate"]
         await wait_for(lambda: len(sink.accepted) == 1)
         # give the workers a chance to (wrongly) send a second reply
-        await wait_for(lambda: gw.store.delivery_counts(), timeout=2)
+        await wait_for(lambda: gw.store.outbox.delivery_counts(), timeout=2)
     assert [b["text"] for b in sink.accepted] == ["echo: hi"]
 
 
@@ -112,11 +112,11 @@ async def test_permanent_failure_is_visible_not_rerouted(
         out = await adapter.submit({"chat": "c", "thread": "gone", "id": "1", "text": "x"})
 
         async def failed() -> bool:
-            rows = await gw.store.deliveries_for_session(out.session_id)
+            rows = await gw.store.outbox.deliveries_for_session(out.session_id)
             return bool(rows) and rows[0].status == "failed"
 
         await wait_for(failed)
-        [row] = await gw.store.deliveries_for_session(out.session_id)
+        [row] = await gw.store.outbox.deliveries_for_session(out.session_id)
     assert row.last_error == "Bad Request: message thread not found"
     assert row.target.thread_id == "gone"
     assert sink.accepted == []  # never posted somewhere else instead
@@ -138,7 +138,7 @@ async def test_new_command_starts_a_fresh_session_for_this_thread_only(
         await wait_for(lambda: len(sink.accepted) == 5)
         assert a2.session_id != a1.session_id
         assert b2.session_id == b1.session_id
-        assert (await gw.store.get_session(a1.session_id)).status == "closed"
+        assert (await gw.store.sessions.get_session(a1.session_id)).status == "closed"
     assert sink.texts_in("c", "A")[1].startswith("Started a new session")
     fresh = [t for t in agent.turns if t.session_id == a2.session_id][-1]
     assert [m.content for m in fresh.context] == ["fresh"]

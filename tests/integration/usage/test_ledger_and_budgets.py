@@ -118,7 +118,7 @@ async def test_the_answer_that_crosses_the_limit_is_the_last_one(
         assert "person_per_day" in sink.texts_in("c", "T")[-1]
         assert gw.usage.metrics.budget_refusals.labels("person_per_day")._value.get() == 1
         # the question is stored though not answered
-        messages = await gw.store.recent(out.session_id)
+        messages = await gw.store.sessions.recent(out.session_id)
         assert any(m.content == "q3" and m.role == "user" for m in messages)
 
 

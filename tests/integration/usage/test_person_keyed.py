@@ -25,10 +25,10 @@ async def test_linked_accounts_share_model_choice_and_sessions(
         )
         await wait_for(lambda: len(sink.accepted) == 2)
         await gw.store.people.link("sink:test:ann", "sink:test:ann2")
-        await gw.store.set_model_choice(
+        await gw.store.turns.set_model_choice(
             ann.session_id, platform="sink", user_id="ann", model="gpt-big"
         )
-        state = await gw.store.turn_state(
+        state = await gw.store.turns.turn_state(
             other.session_id,
             question_seq=other.seq_no,
             upto_seq=other.seq_no,

@@ -15,8 +15,8 @@ from gateway.core.domain import Envelope, ReplyTarget, Sender, SessionKey
 from gateway.core.metrics import Metrics
 from gateway.inbound.intake import to_inbound
 from session_store import estimates
-from session_store.operator import SQL as OPERATOR_SQL
-from session_store.operator import OperatorStore
+from session_store.repos.operator import SQL as OPERATOR_SQL
+from session_store.repos.operator import OperatorStore
 from session_store.repos.outbox import SQL as OUTBOX_SQL
 from session_store.store import Store
 
@@ -36,11 +36,11 @@ def _envelope(thread: str) -> Envelope:
 async def _fill(store: Store) -> None:
     ids = []
     for n in range(SESSIONS):
-        sid = (await store.ingest(to_inbound(_envelope(f"t{n}")), raw=None)).session_id
+        sid = (await store.inbox.ingest(to_inbound(_envelope(f"t{n}")), raw=None)).session_id
         assert sid is not None
         ids.append(sid)
     for sid in ids[:CLOSED]:
-        assert await store.close_session(sid)
+        assert await store.sessions.close_session(sid)
     statuses = [status for status, n in STATUSES.items() for _ in range(n)]
     async with store.db.connection() as conn:
         await conn.execute(
@@ -61,7 +61,7 @@ async def test_counts_are_exact_below_the_limit(store: Store) -> None:
     assert counts.sessions == {"active": SESSIONS - CLOSED, "closed": CLOSED}
     assert counts.approximate == ()
     assert await OperatorStore(store).active_session_count() == SESSIONS - CLOSED
-    assert await store.delivery_counts() == STATUSES
+    assert await store.outbox.delivery_counts() == STATUSES
 
 
 async def test_past_the_limit_the_growing_sets_are_estimates_and_say_so(

@@ -10,8 +10,8 @@ import pytest
 from gateway.core.domain import Envelope, ReplyTarget, Sender, SessionKey
 from gateway.core.errors import RequestError
 from gateway.inbound.intake import to_inbound
-from session_store import operator as operator_module
-from session_store.operator import OperatorStore
+from session_store.repos import operator as operator_module
+from session_store.repos.operator import OperatorStore
 from session_store.store import Store
 
 
@@ -31,11 +31,11 @@ def _envelope(thread: str, n: int, text: str) -> Envelope:
 
 async def test_participant_appends_and_ingest_share_one_dense_seq(store: Store) -> None:
     ops = OperatorStore(store)
-    first = await store.ingest(to_inbound(_envelope("t", 0, "start")), raw=None)
+    first = await store.inbox.ingest(to_inbound(_envelope("t", 0, "start")), raw=None)
     assert first.session_id is not None
 
     async def user(n: int) -> None:
-        await store.ingest(to_inbound(_envelope("t", n, f"user {n}")), raw=None)
+        await store.inbox.ingest(to_inbound(_envelope("t", n, f"user {n}")), raw=None)
 
     async def agent(n: int) -> None:
         await ops.append_message(
@@ -46,7 +46,7 @@ async def test_participant_appends_and_ingest_share_one_dense_seq(store: Store) 
         )
 
     await asyncio.gather(*(user(n) for n in range(1, 21)), *(agent(n) for n in range(20)))
-    messages = await store.messages(first.session_id, limit=100, with_deliveries=True)
+    messages = await store.sessions.messages(first.session_id, limit=100, with_deliveries=True)
     assert [m.seq_no for m in messages] == list(range(1, 42))
     session = await ops.get_session(first.session_id)
     assert session.last_seq_no == session.message_count == 41
@@ -62,7 +62,7 @@ async def test_participant_appends_and_ingest_share_one_dense_seq(store: Store) 
 
 async def test_appending_needs_an_active_session_and_a_target_to_deliver(store: Store) -> None:
     ops = OperatorStore(store)
-    stored = await store.ingest(to_inbound(_envelope("x", 0, "hello")), raw=None)
+    stored = await store.inbox.ingest(to_inbound(_envelope("x", 0, "hello")), raw=None)
     sid = stored.session_id
     assert sid is not None
     await ops.close_session(sid)
@@ -80,7 +80,7 @@ async def test_both_cross_session_search_plans_page_the_same_newest_first(
     ops = OperatorStore(store)
     for n in range(12):
         text = f"needle number {n}" if n % 2 == 0 else f"hay {n}"
-        await store.ingest(to_inbound(_envelope(f"s{n % 3}", n, text)), raw=None)
+        await store.inbox.ingest(to_inbound(_envelope(f"s{n % 3}", n, text)), raw=None)
     seen: list[str] = []
     before = None
     while True:
@@ -104,8 +104,10 @@ async def test_search_is_planned_for_each_word_never_with_a_generic_plan(
         ops = OperatorStore(store)
         for n in range(30):
             text = f"common words here {n}" + (" rare" if n % 10 == 0 else "")
-            await store.ingest(to_inbound(_envelope(f"p{n % 5}", n, text)), raw=None)
-        sid = (await store.ingest(to_inbound(_envelope("p0", 99, "common")), raw=None)).session_id
+            await store.inbox.ingest(to_inbound(_envelope(f"p{n % 5}", n, text)), raw=None)
+        sid = (
+            await store.inbox.ingest(to_inbound(_envelope("p0", 99, "common")), raw=None)
+        ).session_id
         for _ in range(8):
             for word in ("common", "rare"):
                 assert await ops.search(word, limit=5)

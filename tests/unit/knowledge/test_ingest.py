@@ -15,7 +15,7 @@ import pytest
 from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.embed import EmbeddingError
 from gateway.knowledge.service import FileRejected, Knowledge
-from session_store.knowledge import KnowledgeStore
+from session_store.repos.knowledge import KnowledgeStore
 from testsupport.documents import make_docx, make_pdf, make_scanned_pdf
 from testsupport.harness import wait_for
 from testsupport.knowledge import SharedLocalEmbedder, drain
@@ -138,7 +138,7 @@ _WORKER = textwrap.dedent(
     import asyncio, sys
     from gateway.knowledge.embed import LocalEmbedder
     from gateway.knowledge.service import Knowledge, KnowledgeSettings
-    from session_store.knowledge import KnowledgeStore
+    from session_store.repos.knowledge import KnowledgeStore
     from session_store.store import Store
 
     class Stuck(LocalEmbedder):

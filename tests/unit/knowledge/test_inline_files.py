@@ -16,7 +16,7 @@ from gateway.core.domain import Attachment, ReplyTarget, SessionKey
 from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.inline import INLINE_TEXT_BYTES
 from gateway.knowledge.service import Knowledge
-from session_store.knowledge import KnowledgeStore
+from session_store.repos.knowledge import KnowledgeStore
 from testsupport.documents import make_pdf
 from testsupport.fakes.openai import FakeOpenAI
 from testsupport.harness import make_settings

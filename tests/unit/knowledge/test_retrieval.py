@@ -17,7 +17,7 @@ from gateway.core.domain import Reply, SessionKey
 from gateway.knowledge.citations import TurnKnowledge
 from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.service import Knowledge
-from session_store.knowledge import RRF_K, KnowledgeBase, KnowledgeStore, PassageHit
+from session_store.repos.knowledge import RRF_K, KnowledgeBase, KnowledgeStore, PassageHit
 from session_store.store import Store
 from testsupport.documents import make_pdf
 from testsupport.knowledge import drain

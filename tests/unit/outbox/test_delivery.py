@@ -17,18 +17,18 @@ from testsupport.harness import wait_for
 
 async def _expired_send(store: Store) -> int:
     """A delivery claimed by a worker that then died: status 'sending', lease expired."""
-    await store.ingest(
+    await store.inbox.ingest(
         to_inbound(sink_envelope({"chat": "c", "thread": "t", "id": "1", "text": "q"})), raw=None
     )
-    claim = await store.claim_turn(lease_seconds=30)
+    claim = await store.turns.claim_turn(lease_seconds=30)
     assert claim is not None
-    await store.finish_turn(
+    await store.outbox.finish_turn_outbox(
         claim,
         handled_seq=1,
         replies=[OutgoingReply(content="a", parts=["a"])],
         target=ReplyTarget(platform="sink", scope="test", chat_id="c", thread_id="t"),
     )
-    [row] = await store.claim_deliveries(platforms=["sink"], lease_seconds=0.05)
+    [row] = await store.outbox.claim_deliveries(platforms=["sink"], lease_seconds=0.05)
 
     async def expired() -> bool:
         async with store.db.connection() as conn:
@@ -68,7 +68,7 @@ async def test_a_send_whose_worker_died_is_requeued_only_where_a_resend_is_safe(
         settings=DeliverySettings(lease_seconds=60),
     )
     await worker.recover()
-    [row] = [d for d in await store.deliveries_for_session(1) if d.id == delivery_id]
+    [row] = [d for d in await store.outbox.deliveries_for_session(1) if d.id == delivery_id]
     assert row.status == expected
     if expected == "failed":
         assert row.last_error is not None and row.last_error.startswith("ambiguous")
@@ -81,12 +81,12 @@ async def test_deliveries_handed_over_and_never_started_go_back_to_the_table_at_
     """a finished turn hands its first part to this process already claimed. If
     the process stops before sending it, it is put back as pending (fenced), not left as a
     send cut short that recovery would have to call ambiguous."""
-    await store.ingest(
+    await store.inbox.ingest(
         to_inbound(sink_envelope({"chat": "c", "thread": "t", "id": "1", "text": "q"})), raw=None
     )
-    claim = await store.claim_turn(lease_seconds=30, with_pending=10)
+    claim = await store.turns.claim_turn(lease_seconds=30, with_pending=10)
     assert claim is not None
-    done = await store.finish_turn_outbox(
+    done = await store.outbox.finish_turn_outbox(
         claim,
         handled_seq=1,
         replies=[OutgoingReply(content="a", parts=["a"])],
@@ -104,7 +104,7 @@ async def test_deliveries_handed_over_and_never_started_go_back_to_the_table_at_
     worker.hand_over(handed)
     await worker.hand_back()
     assert not worker.accepting()  # stopping: finished turns leave rows in the table
-    [row] = await store.deliveries_for_session(handed.session_id)
+    [row] = await store.outbox.deliveries_for_session(handed.session_id)
     assert row.status == "pending"
-    [again] = await store.claim_deliveries(platforms=["sink"], lease_seconds=30)
+    [again] = await store.outbox.claim_deliveries(platforms=["sink"], lease_seconds=30)
     assert again.id == handed.id

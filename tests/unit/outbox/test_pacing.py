@@ -25,9 +25,9 @@ from gateway.outbox.pacing import (
 )
 from gateway.outbox.streaming import MAX_PREVIEW_WAIT
 from session_store.db import Database
-from session_store.liveness import ProcessLiveness
-from session_store.previews import PreviewStore
 from session_store.records import DeliveryRecord, OutgoingReply
+from session_store.repos.liveness import ProcessLiveness
+from session_store.repos.previews import PreviewStore
 from session_store.store import Store
 from testsupport.fakes.sink import SinkTransport, sink_envelope
 from testsupport.fakes.sink_server import SinkServer
@@ -61,19 +61,19 @@ def _target(chat: str) -> ReplyTarget:
 
 
 async def _claimed(store: Store, chat: str) -> DeliveryRecord:
-    await store.ingest(
+    await store.inbox.ingest(
         to_inbound(sink_envelope({"chat": chat, "thread": "t", "id": chat, "text": "q"})),
         raw=None,
     )
-    claim = await store.claim_turn(lease_seconds=30)
+    claim = await store.turns.claim_turn(lease_seconds=30)
     assert claim is not None
-    await store.finish_turn(
+    await store.outbox.finish_turn_outbox(
         claim,
         handled_seq=1,
         replies=[OutgoingReply(content="a", parts=["a"])],
         target=_target(chat),
     )
-    [row] = await store.claim_deliveries(platforms=["sink"], lease_seconds=30)
+    [row] = await store.outbox.claim_deliveries(platforms=["sink"], lease_seconds=30)
     return row
 
 

@@ -186,8 +186,8 @@ async def test_outbox_rows_written_before_typed_parts_read_as_typed_parts(
     await migrate(empty_database_url)
     store = await Store.connect(empty_database_url, min_size=1, max_size=2)
     try:
-        read = await store.deliveries_for_session(sid)
-        [message] = await store.recent(sid)
+        read = await store.outbox.deliveries_for_session(sid)
+        [message] = await store.sessions.recent(sid)
     finally:
         await store.close()
     assert [part_of(d) for d in read] == [

@@ -83,7 +83,7 @@ QUERY_FILES = sorted(p for p in ROOT.rglob("*.sql") if p.name != "schema.sql")
 
 def test_the_store_keeps_its_sql_in_files_beside_its_repositories() -> None:
     names = {str(p.relative_to(ROOT)) for p in QUERY_FILES}
-    assert {"repos/inbox.sql", "repos/turns.sql", "operator.sql"} <= names
+    assert {"repos/inbox.sql", "repos/turns.sql", "repos/operator.sql"} <= names
 
 
 @pytest.mark.parametrize("path", QUERY_FILES, ids=lambda p: p.name)

@@ -9,8 +9,8 @@ from gateway.core.domain import Reply, ReplyTarget, SessionKey
 from gateway.knowledge.citations import TurnKnowledge
 from gateway.tools.builtin import knowledge_result
 from gateway.turns.stages.knowledge import KnowledgeStage, passage_numbers
-from session_store.knowledge import PassageHit
 from session_store.records import MessageRecord
+from session_store.repos.knowledge import PassageHit
 from tests.unit.turns.fakes import fake_turn, message
 
 

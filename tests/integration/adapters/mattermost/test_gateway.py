@@ -72,7 +72,7 @@ async def test_unmentioned_chatter_is_context_only(fake: FakeMattermost, databas
             chat_id=fake.town_square.id,
             thread_id=quiet["id"],
         )
-        assert await gw.store.find_session(key) is not None  # stored as context
+        assert await gw.store.sessions.find_session(key) is not None  # stored as context
         assert replies(fake, fake.town_square, quiet["id"]) == []
         assert replies(fake, fake.town_square, bot["id"]) == []  # other bots: never answered
         assert len(fake.bot_posts()) == 1  # and the bot never answers itself
@@ -214,10 +214,10 @@ async def test_root_deleted_before_the_answer_is_a_visible_failure(
         )
 
         async def failed() -> list[DeliveryRecord] | None:
-            session = await gw.store.find_session(key)
+            session = await gw.store.sessions.find_session(key)
             if session is None:
                 return None
-            rows = await gw.store.deliveries_for_session(session.id)
+            rows = await gw.store.outbox.deliveries_for_session(session.id)
             return [d for d in rows if d.status == "failed"]
 
         rows = cast(list[DeliveryRecord], await wait_for(failed, message="failed delivery"))
@@ -263,13 +263,13 @@ async def test_thumbs_up_on_a_reply_is_its_feedback(
             chat_id=fake.town_square.id,
             thread_id=root["id"],
         )
-        session = await gw.store.find_session(key)
+        session = await gw.store.sessions.find_session(key)
         assert session is not None
 
         async def recorded() -> bool:
             # the post is visible at the server a moment before the gateway has recorded its
             # id; a person's reaction comes later than that
-            rows = await gw.store.deliveries_for_session(session.id)
+            rows = await gw.store.outbox.deliveries_for_session(session.id)
             return any(r.platform_message_id == reply["id"] for r in rows)
 
         await wait_for(recorded, message="the reply's post id recorded")
@@ -277,7 +277,7 @@ async def test_thumbs_up_on_a_reply_is_its_feedback(
         await fake.react(root["id"], "-1")  # on the person's own post: not our feedback
 
         async def feedback() -> dict[int, int]:
-            return await gw.store.feedback_by_seq(session.id)
+            return await gw.store.sessions.feedback_by_seq(session.id)
 
         scores = cast(dict[int, int], await wait_for(feedback, message="feedback stored"))
         assert list(scores.values()) == [1]

@@ -41,7 +41,7 @@ async def live_before(fake: FakeMattermost, gw: Gateway, adapter: MattermostAdap
     marker = await fake.user_posts(fake.town_square, "at the cursor")
 
     async def moved() -> bool:
-        return await gw.store.load_cursor(name) == str(marker["create_at"])
+        return await gw.store.inbox.load_cursor(name) == str(marker["create_at"])
 
     await wait_for(moved, message="the live posts' cursor")
     return int(marker["create_at"])
@@ -66,10 +66,10 @@ async def thread_while_away(fake: FakeMattermost, replies: int) -> list[str]:
 async def stored(gw: Gateway, adapter: MattermostAdapter, chat_id: str, root_id: str) -> list[str]:
     """The post ids stored in a thread's session, in the order they were stored."""
     key = SessionKey(platform="mattermost", scope=adapter.scope, chat_id=chat_id, thread_id=root_id)
-    session = await gw.store.find_session(key)
+    session = await gw.store.sessions.find_session(key)
     if session is None:
         return []
-    messages = await gw.store.messages(session.id, limit=10_000)
+    messages = await gw.store.sessions.messages(session.id, limit=10_000)
     return [m.external_id or "" for m in messages if m.role == "user"]
 
 
@@ -106,7 +106,7 @@ async def test_a_gap_over_the_since_limit_is_reconciled_in_full(
         assert [list(q) for q in channel_requests(fake, fake.dm_alice.id)] == [["since"]]
         assert len(dm) == 3
         name = f"mattermost:{adapter.scope}:channel:{fake.town_square.id}"
-        assert await gw.store.load_cursor(name) == str(fake.posts[thread[-1]]["create_at"])
+        assert await gw.store.inbox.load_cursor(name) == str(fake.posts[thread[-1]]["create_at"])
 
 
 async def test_paging_that_stops_short_of_the_cursor_keeps_it(
@@ -126,6 +126,6 @@ async def test_paging_that_stops_short_of_the_cursor_keeps_it(
         # the posts neither of them reached (the next reconciliation reads them again)
         assert any(e["event"] == "mattermost_reconcile_pages_exhausted" for e in logs)
         name = f"mattermost:{adapter.scope}:channel:{fake.town_square.id}"
-        assert await gw.store.load_cursor(name) == str(cursor)
+        assert await gw.store.inbox.load_cursor(name) == str(cursor)
         got = await stored(gw, adapter, fake.town_square.id, thread[0])
         assert got == [thread[0], *thread[-SINCE_LIMIT:]]

@@ -41,6 +41,17 @@ class RecordingEcho:
         return [Reply(text=self.reply or f"echo: {turn.new_messages[-1].content}")]
 
 
+#: the Slack settings the core's door reads (the plugin's answer settings)
+ANSWER_SETTINGS = frozenset(
+    {
+        "SLACK_ALLOWED_CHANNELS",
+        "SLACK_ALLOWED_USERS",
+        "SLACK_ANSWER_ALL_CHANNELS",
+        "SLACK_REQUIRE_MENTION",
+    }
+)
+
+
 @asynccontextmanager
 async def slack_gateway(
     database_url: str,
@@ -55,7 +66,11 @@ async def slack_gateway(
         overrides.setdefault("SLACK_SIGNING_SECRET", None)
         fake.mode = "socket"
     adapter = SlackAdapter(slack_settings(fake, **overrides))
-    async with running_gateway(database_url, adapters=[adapter], agent=agent, web_chat=False) as gw:
+    # the answer settings reach the core's door through the gateway's settings
+    answers = {k: v for k, v in overrides.items() if k in ANSWER_SETTINGS}
+    async with running_gateway(
+        database_url, adapters=[adapter], agent=agent, web_chat=False, **answers
+    ) as gw:
         fake.events_url = f"{gw.url}slack/events"
         yield gw
 
@@ -65,9 +80,9 @@ def key(fake: FakeSlack, channel: str, thread: str | None) -> SessionKey:
 
 
 async def messages_of(gw: Gateway, k: SessionKey) -> list[MessageRecord]:
-    session = await gw.store.find_session(k)
+    session = await gw.store.sessions.find_session(k)
     assert session is not None, f"no session {k}"
-    return await gw.store.recent(session.id, 100)
+    return await gw.store.sessions.recent(session.id, 100)
 
 
 async def user_messages(gw: Gateway, k: SessionKey) -> list[MessageRecord]:
@@ -165,9 +180,9 @@ async def test_slack_retry_of_an_answered_event_gets_no_second_reply(
         ]
         dm = key(fake, "D0DM", None)
         assert len(await user_messages(gw, dm)) == 1
-        session = await gw.store.find_session(dm)
+        session = await gw.store.sessions.find_session(dm)
         assert session is not None
-        assert len(await gw.store.deliveries_for_session(session.id)) == 1
+        assert len(await gw.store.outbox.deliveries_for_session(session.id)) == 1
     assert len(fake.bot_posts()) == 1
 
 
@@ -238,11 +253,11 @@ async def test_channel_not_found_becomes_a_visible_failed_delivery(
     fake.fail_next("chat.postMessage", error="channel_not_found")
     async with slack_gateway(database_url, fake) as gw:
         posted = await fake.user_posts("C0GENERAL", "<@U0BOT> hi")
-        session = await gw.store.find_session(key(fake, "C0GENERAL", posted.ts))
+        session = await gw.store.sessions.find_session(key(fake, "C0GENERAL", posted.ts))
         assert session is not None
 
         async def failed() -> Any:
-            rows = await gw.store.deliveries_for_session(session.id)
+            rows = await gw.store.outbox.deliveries_for_session(session.id)
             return [r for r in rows if r.status == "failed"]
 
         (row,) = await wait_for(failed, message="a failed delivery row")
@@ -259,11 +274,11 @@ async def test_send_timeout_is_recorded_ambiguous_and_never_resent(
     fake.fail_next("chat.postMessage", delay=1.5)  # Slack posts it, the answer comes too late
     async with slack_gateway(database_url, fake) as gw:
         posted = await fake.user_posts("D0DM", "hi")
-        session = await gw.store.find_session(key(fake, "D0DM", None))
+        session = await gw.store.sessions.find_session(key(fake, "D0DM", None))
         assert session is not None and posted.ts
 
         async def failed() -> Any:
-            rows = await gw.store.deliveries_for_session(session.id)
+            rows = await gw.store.outbox.deliveries_for_session(session.id)
             return [r for r in rows if r.status == "failed"]
 
         (row,) = await wait_for(failed, message="the ambiguous delivery")
@@ -361,7 +376,7 @@ async def test_bad_signature_is_401_and_nothing_is_stored(
         assert (await fake.post_raw(body, stale))[0] == 401
         forged = {**fake.sign(body), "X-Slack-Signature": "v0=" + "f" * 64}
         assert (await fake.post_raw(body, forged))[0] == 401
-        assert await gw.store.list_sessions(platform="slack") == []
+        assert await gw.store.sessions.list_sessions(platform="slack") == []
         # and the same body, properly signed, is accepted (as a dead letter: no message)
         assert (await fake.post_raw(body, fake.sign(body)))[0] == 200
 
@@ -377,16 +392,16 @@ async def test_thumbs_reactions_on_a_reply_are_its_feedback(
         async def marked_sent() -> bool:
             # the receipt (the reply's ts) is stored just after the post returns; a reaction
             # can only be matched to the reply once it is
-            return (await gw.store.delivery_counts()).get("sent", 0) == 1
+            return (await gw.store.outbox.delivery_counts()).get("sent", 0) == 1
 
         await wait_for(marked_sent, message="the receipt")
 
         async def feedback() -> int | None:
-            session = await gw.store.find_session(k)
+            session = await gw.store.sessions.find_session(k)
             assert session is not None
             rows = await messages_of(gw, k)
             reply_seq = next(m.seq_no for m in rows if m.role == "assistant")
-            return (await gw.store.feedback_by_seq(session.id)).get(reply_seq)
+            return (await gw.store.sessions.feedback_by_seq(session.id)).get(reply_seq)
 
         def reaction(kind: str, name: str, ts: str) -> dict[str, Any]:
             return fake.wrap(

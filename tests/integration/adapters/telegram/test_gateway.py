@@ -131,7 +131,7 @@ async def test_same_message_delivered_twice_is_answered_once(
         await fake.wait_until(lambda: again in fake.confirmed, within=10, what="the duplicate")
 
         async def settled() -> bool:
-            counts = await gw.store.delivery_counts()
+            counts = await gw.store.outbox.delivery_counts()
             return counts.get("pending", 0) == 0 and counts.get("sending", 0) == 0
 
         await wait_for(settled, timeout=10)
@@ -218,7 +218,7 @@ async def test_deleted_topic_is_a_visible_failed_delivery(
         assert session is not None
 
         async def failed() -> Any:
-            rows = await gw.store.deliveries_for_session(session)
+            rows = await gw.store.outbox.deliveries_for_session(session)
             return rows if rows and rows[0].status == "failed" else None
 
         [row] = await wait_for(failed, timeout=10)
@@ -236,7 +236,7 @@ async def _session_of(gw: Gateway, chat: Chat, topic: int | None) -> int | None:
         chat_id=str(chat.id),
         thread_id=None if topic is None else str(topic),
     )
-    record = await gw.store.find_session(key)
+    record = await gw.store.sessions.find_session(key)
     return record.id if record is not None else None
 
 
@@ -367,7 +367,7 @@ async def test_thumbs_reactions_on_a_reply_are_its_feedback(
         async def marked_sent() -> bool:
             # the receipt (platform message id) is stored just after the send returns; a
             # reaction can only be matched to the reply once it is
-            return (await gw.store.delivery_counts()).get("sent", 0) == 1
+            return (await gw.store.outbox.delivery_counts()).get("sent", 0) == 1
 
         await wait_for(marked_sent, message="the receipt")
 
@@ -386,11 +386,11 @@ async def test_thumbs_reactions_on_a_reply_are_its_feedback(
             )
 
         async def feedback() -> int | None:
-            session = await gw.store.find_session(
+            session = await gw.store.sessions.find_session(
                 SessionKey(platform="telegram", scope="bot", chat_id=str(chat.id))
             )
             assert session is not None
-            return (await gw.store.feedback_by_seq(session.id)).get(2)
+            return (await gw.store.sessions.feedback_by_seq(session.id)).get(2)
 
         async def becomes(value: int) -> bool:
             return await feedback() == value

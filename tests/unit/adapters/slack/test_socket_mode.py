@@ -99,7 +99,7 @@ async def test_non_event_envelopes_are_acked_and_recorded(
 
 class SupervisedIntake(RecordingIntake):
     """``Intake.supervise`` as the gateway's core runs it: the receive loop under a
-    Supervisor (``gateway.inbound.intake.CoreIntake.supervise``)."""
+    Supervisor (``gateway.inbound.intake.IngressLifecycle.supervise``)."""
 
     def __init__(self, supervisor: Supervisor) -> None:
         super().__init__()

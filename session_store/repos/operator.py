@@ -89,7 +89,7 @@ class OperatorStore:
     # --- sessions ------------------------------------------------------------------------
 
     async def get_session(self, session_id: int) -> SessionRecord:
-        return await self.store.get_session(session_id)
+        return await self.store.sessions.get_session(session_id)
 
     async def session_detail(self, session_id: int) -> SessionDetail:
         async with self._db.connection() as conn:
@@ -188,7 +188,7 @@ class OperatorStore:
     async def retry_delivery(self, delivery_id: int) -> DeliveryRecord:
         """Put a failed delivery back in the outbox (same row, same stored target)."""
         current = await self.get_delivery(delivery_id)
-        if not await self.store.retry_failed_delivery(delivery_id):
+        if not await self.store.outbox.retry_failed_delivery(delivery_id):
             raise RequestError(
                 f"delivery {delivery_id} is {current.status}; only failed deliveries can be "
                 "retried",
@@ -376,7 +376,7 @@ class OperatorStore:
     async def close_session(self, session_id: int) -> bool:
         """Close an active session; False if it was already closed."""
         await self.get_session(session_id)
-        return await self.store.close_session(session_id)
+        return await self.store.sessions.close_session(session_id)
 
     # --- MCP additions --------------------------------------------------------
 

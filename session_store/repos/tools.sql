@@ -1,7 +1,7 @@
 -- The tools area: the built-in read tools (which sessions a person takes part in) and tool
 -- approvals, with the turns parked on them. The approval card's delivery row is written by the
--- outbox's SQL (tool_queries.INSERT_CARD_DELIVERY), which moves with the outbox. Includes from
--- elsewhere: session_columns (repos/sessions.sql).
+-- outbox's SQL (insert_card_delivery in outbox.sql). Includes from elsewhere: session_columns
+-- (repos/sessions.sql).
 
 -- name: my_accounts
 -- The accounts of the person ($1 $2 $3 is one of them: platform, scope, user id), each

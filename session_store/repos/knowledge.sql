@@ -340,3 +340,13 @@ FROM unnest($1::bigint[], $2::bigint[]) AS x(id, n) WHERE c.id = x.id
 SELECT message_id, ordinal, document_id, chunk_id, document_name, page, section, passage,
        score, created_at
 FROM answer_citations WHERE message_id = $1 ORDER BY ordinal
+
+-- name: document_passages
+-- whole documents for a turn: every passage of a document, in order
+SELECT c.id AS chunk_id, c.document_id, c.page, c.section, c.content, c.ordinal, c.tokens,
+       d.name AS document_name, b.name AS kb_name
+FROM kb_chunks c
+JOIN kb_documents d ON d.id = c.document_id
+JOIN kb_bases b ON b.id = c.kb_id
+WHERE c.document_id = ANY($1::bigint[]) AND d.state = 'ready'
+ORDER BY array_position($1::bigint[], c.document_id), c.ordinal

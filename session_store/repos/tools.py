@@ -1,23 +1,60 @@
 """The store's tools area: reads the built-in tools make on behalf of the asker, and tool
-approvals with the turns parked on them. Its SQL is ``tool_store.sql`` beside it."""
+approvals (``ApprovalRecord``) with the turns parked on them. Its SQL is ``tools.sql`` beside
+it; the approval card's delivery row is written with the outbox's statement."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar, Literal
 
 import asyncpg
 
-from session_store import tool_queries as outbox_q
 from session_store.records import SessionRecord
+from session_store.repos.outbox import SQL as OUTBOX_SQL
 from session_store.repos.sessions import SQL as SESSIONS_SQL
-from session_store.rows import reader
+from session_store.rows import Column, or_empty, reader
 from session_store.sql import load
 from session_store.store import Store
-from session_store.tool_records import ApprovalRecord
 from session_store.values import ApprovalStatus, ReplyTarget
 
-SQL = load(__package__, "tool_store.sql", session_columns=SESSIONS_SQL.session_columns)
+SQL = load(__package__, "tools.sql", session_columns=SESSIONS_SQL.session_columns)
+
+
+def _approvers(value: list[str] | None) -> tuple[str, ...]:
+    return tuple(value or ())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRecord:
+    id: str
+    version: int
+    session_id: int
+    idempotency_key: str
+    tool_name: str
+    arguments: Mapping[str, Any]
+    #: ``platform:user`` of the person who asked
+    owner: str
+    approvers: tuple[str, ...]
+    status: ApprovalStatus
+    target: ReplyTarget
+    card_message_id: int | None
+    card_platform_message_id: str | None
+    card_retired: bool
+    decided_by: str | None
+    decided_at: datetime | None
+    created_at: datetime
+    expires_at: datetime
+    #: pending, but past ``expires_at`` (by the database's clock)
+    overdue: bool
+
+    row_columns: ClassVar[Mapping[str, Column]] = {
+        "arguments": Column(convert=or_empty),
+        "approvers": Column(convert=_approvers),
+        "target": Column(convert=ReplyTarget.from_json),
+    }
+
 
 #: what ``ToolStore.park_turn`` did
 ParkOutcome = Literal["parked", "decided", "lost"]
@@ -111,7 +148,7 @@ class ToolStore:
 
     @staticmethod
     async def _unpark(conn: asyncpg.Connection, approval_id: str) -> None:
-        # a statement of its own (see ``unpark_turn`` in ``tool_store.sql``): its snapshot sees a
+        # a statement of its own (see ``unpark_turn`` in ``tools.sql``): its snapshot sees a
         # park that committed while the decision waited for the request's row lock
         session_id = await conn.fetchval(SQL.approval_session, approval_id)
         await conn.execute(SQL.unpark_turn, session_id, approval_id)
@@ -181,7 +218,7 @@ class ToolStore:
             )
             await conn.execute(SQL.set_card_message, approval_id, message_id)
             await conn.execute(
-                outbox_q.INSERT_CARD_DELIVERY,
+                OUTBOX_SQL.insert_card_delivery,
                 message_id,
                 session_id,
                 seq,

@@ -1,6 +1,7 @@
 """The knowledge base's store: knowledge bases, files by content hash, documents
 with their durable ingest jobs, passages with full text and (where the server has pgvector)
-embeddings, hybrid search, access counters and frozen citations.
+embeddings, hybrid search, access counters, frozen citations and whole documents' passages
+(``WholeDocuments``; documents' summaries are ``document_summaries``).
 
 Runs on the ``Store``'s ``Database`` (its one error boundary); callers get frozen records."""
 
@@ -14,12 +15,11 @@ from datetime import datetime
 from typing import Any, ClassVar, Literal
 
 from session_store.db import Database
-from session_store.document_summaries import DocumentSummaries
 from session_store.errors import LeaseLost
+from session_store.repos.document_summaries import DocumentSummaries
 from session_store.rows import Column, reader
 from session_store.sql import load
 from session_store.values import ReplyTarget
-from session_store.whole_documents import WholeDocuments
 
 SQL = load(__package__, "knowledge.sql")
 
@@ -205,6 +205,21 @@ def fuse(
 
 def _vector_text(vector: Sequence[float]) -> str:
     return "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
+
+
+class WholeDocuments:
+    """Whole documents for a turn: every passage of a document, in order."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def passages(self, document_ids: Sequence[int]) -> list[Mapping[str, Any]]:
+        """Every passage of the documents (ready ones), in the given order of documents and
+        in reading order within each: ``chunk_id, document_id, page, section, content,
+        ordinal, tokens, document_name, kb_name``."""
+        async with self._db.connection() as conn:
+            rows = await conn.fetch(SQL.document_passages, list(document_ids))
+        return [dict(r) for r in rows]
 
 
 class KnowledgeStore:
