@@ -36,6 +36,7 @@ from gateway.http.access import MCP_PATH, PROBLEM_JSON, GuardedASGI
 from gateway.http.access import AccessPolicy as AccessPolicy
 from gateway.http.access import install_problem_handlers as install_problem_handlers
 from gateway.http.operator import MAX_PAGE, OperatorService, Page, paginate
+from gateway.http.opsauth import OpsSignIn
 from session_store.records import (
     Counts,
     DeliveryRecord,
@@ -67,7 +68,20 @@ SessionRef = Annotated[
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="page size")]
 Cursor = Annotated[
     str | None,
-    Query(max_length=500, pattern=params.CURSOR, description="next_cursor of the previous page"),
+    Query(
+        max_length=19,
+        pattern=params.CURSOR,
+        description="next_cursor of the previous page: the rows before that id",
+    ),
+]
+SessionCursor = Annotated[
+    str | None,
+    Query(
+        max_length=40,
+        pattern=params.SESSION_CURSOR,
+        description="next_cursor of the previous page: the sessions after that last activity "
+        "(microseconds since 1970, UTC; empty: none) and id",
+    ),
 ]
 SearchText = Annotated[
     str,
@@ -138,11 +152,7 @@ def admin_api_router(policy: AccessPolicy, *, prefix: str, tag: str) -> APIRoute
         request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)],
     ) -> None:
-        policy.check(
-            client=request.client.host if request.client else None,
-            host=request.headers.get("host"),
-            authorization=request.headers.get("authorization"),
-        )
+        await policy.admit_request(request)
 
     return APIRouter(prefix=prefix, dependencies=[Depends(guard)], tags=[tag], responses=PROBLEMS)
 
@@ -169,7 +179,7 @@ def _session_routes(
     @router.get("/sessions", response_model=Page[SessionRecord], summary="List sessions")
     async def list_sessions(
         limit: Limit = 50,
-        cursor: Cursor = None,
+        cursor: SessionCursor = None,
         platform: Annotated[str | None, Query(max_length=64, pattern=params.TEXT)] = None,
         chat: Annotated[
             str | None, Query(max_length=256, pattern=params.TEXT, description="chat id")
@@ -363,9 +373,10 @@ class OperatorSurface:
         transports: Mapping[str, Transport],
         admin_token: str | None,
         delivery_wake: Signal,
+        signed_in: OpsSignIn | None = None,
     ) -> None:
         self.ops = OperatorStore(store)
-        self.policy = AccessPolicy(admin_token)
+        self.policy = AccessPolicy(admin_token, signed_in=signed_in)
         self._wake = delivery_wake
         self.service = OperatorService(
             self.ops, transports=transports, outbox_written=delivery_wake.set
@@ -411,6 +422,8 @@ class OperatorSurface:
         app.router.routes.append(Route(MCP_PATH, endpoint=endpoint))
         app.router.routes.extend(ops_routes())
         app.router.routes.extend(audit_pages())
+        if self.policy.signed_in is not None:  # GATEWAY_OPS_AUTH=oidc: /ops/login ...
+            app.router.routes.extend(self.policy.signed_in.routes())
 
     async def start(self) -> None:
         if self._mcp_manager is None or self._mcp_task is not None:

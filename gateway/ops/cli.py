@@ -402,7 +402,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 #: commands whose changes are recorded in the audit log as done by hand
-_BY_HAND = frozenset({"users", "kb", "schedule"})
+_BY_HAND = frozenset({"users", "kb", "reload", "schedule"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -436,10 +436,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gateway.ops.kb import run as run_kb
 
             coro = run_kb(settings, args)
-        elif args.command in ("profiles", "reload"):  # no database, no event loop
+        elif args.command == "profiles":  # no database, no event loop
             from gateway.profiles.cli import run as run_profiles
 
             return run_profiles(settings, args)
+        elif args.command == "reload":
+            from gateway.profiles.cli import reload
+
+            coro = reload(settings, args)
         elif args.command == "people":
             from gateway.people.cli import run as run_people
 

@@ -14,7 +14,6 @@ from session_store.errors import SessionNotFound
 from session_store.repos.breakers import Breakers
 
 if TYPE_CHECKING:
-    from gateway.core.config_watch import ReloadResult
     from gateway.core.ports import PlatformAdapter
     from gateway.core.settings import Settings
     from gateway.http.admin import OperatorSurface
@@ -23,6 +22,7 @@ if TYPE_CHECKING:
     from gateway.profiles.service import Profiles
     from gateway.schedules.room import ScheduleRoom
     from gateway.usage.service import UsageService
+    from session_store.repos.reloads import Reloads
     from session_store.store import Store
 
 #: the admin API's knowledge-base upload (the body is the file)
@@ -41,8 +41,7 @@ class Wired(Protocol):
     usage: UsageService
     schedule_room: ScheduleRoom
     adapters: list[PlatformAdapter]
-
-    def reload_config(self) -> ReloadResult: ...
+    reloads: Reloads
 
 
 def extend_operator(gw: Wired) -> None:
@@ -94,7 +93,7 @@ def extension_routes(gw: Wired) -> Sequence[Any]:
     # profiles: /api/v1/profiles, /api/v1/reload
     from gateway.profiles.api import profiles_router
 
-    routes.extend(profiles_router(gw.profiles, policy, gw.reload_config).routes)
+    routes.extend(profiles_router(gw.profiles, policy, gw.reloads).routes)
     # knowledge base: /api/v1/kb, behind the admin API's access policy
     from gateway.knowledge.admin_api import kb_pages, knowledge_router
 
