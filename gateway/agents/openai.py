@@ -11,7 +11,7 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -38,6 +38,7 @@ from gateway.agents.completions import (
 from gateway.agents.health import ModelHealth, NoHealth
 from gateway.agents.prompt import render_prompt
 from gateway.agents.retry import (
+    HAND_OVER_AFTER,
     Budget,
     ProviderFailure,
     RetryPolicy,
@@ -55,6 +56,23 @@ from gateway.core.settings import Settings
 log = structlog.get_logger(__name__)
 
 WHAT = "the model server"
+
+
+class _Unannounced:
+    """A model's progress while another is left to ask: only the start of an answer is
+    told (the status line waits until no other model is left)."""
+
+    def __init__(self, progress: ProviderProgress) -> None:
+        self._progress = progress
+
+    def asking(self, model: str) -> None:
+        return None
+
+    def waiting(self, cause: str, seconds: float) -> None:
+        return None
+
+    def answering(self) -> None:
+        self._progress.answering()
 
 
 class OpenAIAgent:
@@ -226,6 +244,7 @@ class OpenAIAgent:
                     limit=limit,
                     offer=offer,
                     single=not available,
+                    fallback_left=left > 1,
                 )
             except ProviderFailure as exc:
                 exc.model = model
@@ -250,10 +269,13 @@ class OpenAIAgent:
         limit: int,
         offer: Sequence[Mapping[str, Any]],
         single: bool = False,
+        fallback_left: bool = False,
     ) -> Mapping[str, Any]:
-        """One completion from ``model``, retried until ``until`` (monotonic); ``single``:
-        one attempt."""
+        """One completion from ``model``, retried until ``until`` (monotonic); ``single``: one
+        attempt. ``fallback_left``: this one hands over early (``_hand_over``) and the thread
+        hears nothing of its waits (the status line is for when no model can answer)."""
         progress: ProviderProgress = route.turn.progress or Waiting()
+        progress = _Unannounced(progress) if fallback_left else progress
         sink = route.turn.stream
         user = route.turn.user
         messages = route.messages(model)
@@ -316,7 +338,20 @@ class OpenAIAgent:
             on_failure=failed,
             on_wait=waiting,
             once=single,
+            hand_over=self._hand_over(model) if fallback_left else None,
         )
+
+    def _hand_over(self, model: str) -> Callable[[ProviderFailure, int], Awaitable[bool]]:
+        """Whether ``model`` gives up after a failure, while a fallback is left: after
+        ``HAND_OVER_AFTER`` failures, or once its breaker is open."""
+
+        async def hand_over(f: ProviderFailure, n: int) -> bool:
+            if n >= HAND_OVER_AFTER or not await self.health.available(model):
+                log.info("model_handed_over", model=model, attempts=n, cause=f.cause)
+                return True
+            return False
+
+        return hand_over
 
     async def summarize(self, request: SummaryRequest) -> SummaryResult | None:
         return await self._summary(

@@ -34,6 +34,9 @@ Cause = Literal["rate_limited", "unavailable", "timed_out", "refused"]
 #: side effect a retry could double)
 RETRYABLE = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
+#: failed requests after which a model hands over to the next one, while another is left
+HAND_OVER_AFTER = 2
+
 
 class ProviderFailure(AgentError):
     """A request to the model server failed. ``cause`` says why in the thread's terms;
@@ -166,10 +169,13 @@ async def retried(
     on_failure: Callable[[ProviderFailure, int], Awaitable[None]] | None = None,
     on_wait: Callable[[ProviderFailure, float], None] | None = None,
     once: bool = False,
+    hand_over: Callable[[ProviderFailure, int], Awaitable[bool]] | None = None,
 ) -> T:
     """``attempt(timeout)`` until it succeeds, a failure that will not pass, or ``until``
     (monotonic) leaves no room for the next wait; then its last ``ProviderFailure``.
-    ``once``: a single attempt (a model whose breaker is open and no other left)."""
+    ``once``: a single attempt (a model whose breaker is open and no other left).
+    ``hand_over(failure, attempts)``: true when the caller moves on after this failure (to
+    another model) instead of waiting for another try."""
     n = 0
     while True:
         n += 1
@@ -180,6 +186,8 @@ async def retried(
             if on_failure is not None:
                 await on_failure(failure, n)
             if once or not failure.retryable:
+                raise
+            if hand_over is not None and await hand_over(failure, n):
                 raise
             wait = policy.backoff(n, failure.retry_after, rng)
             if time.monotonic() + wait >= until - 0.5:

@@ -13,13 +13,16 @@ that needs a place's reply target (``target_of_place``: schedules, the MCP tools
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
+import json
 import tomllib
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
 from pydantic_settings import BaseSettings
 
 from gateway.core.domain import ReplyTarget, SessionKey
@@ -86,6 +89,27 @@ def surface_plugins() -> tuple[Plugin, ...]:
 
 def find_plugin(name: str) -> Plugin | None:
     return next((p for p in surface_plugins() if p.name == name), None)
+
+
+def settings_fingerprint(settings: Settings) -> dict[str, str]:
+    """Each setting's environment name with a hash of its value (the core's and every
+    installed surface's): what ``gateway doctor`` compares with the running gateway's to say
+    which settings a restart would change. Values, secrets included, never leave as text."""
+    found: dict[str, str] = {}
+    for model in (settings, *(settings.surface(p.settings_class) for p in surface_plugins())):
+        for name, field in type(model).model_fields.items():
+            value = getattr(model, name)
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            alias = field.alias or name.upper()
+            text = json.dumps(value, default=str, sort_keys=True)
+            found[alias] = hashlib.sha256(f"{alias}\0{text}".encode()).hexdigest()[:16]
+    return found
+
+
+def known_platforms() -> frozenset[str]:
+    """The platforms of the installed surfaces (``gateway.core.places``)."""
+    return frozenset(p.name for p in surface_plugins())
 
 
 def target_of_place(key: SessionKey) -> ReplyTarget:

@@ -252,7 +252,7 @@ class Settings(BaseSettings):
     #: messages arriving during a run: ``queue`` them for the next run, or ``interrupt`` it
     agent_busy_mode: Literal["queue", "interrupt"] = Field(default="queue", alias="AGENT_BUSY_MODE")
     #: models tried in order, on the same server, when the chosen one keeps failing (429, 5xx,
-    #: timeout) after its retries
+    #: timeout): after two failed requests, or at once while its breaker is open
     agent_fallback_models: CsvList = Field(default_factory=list, alias="AGENT_FALLBACK_MODELS")
     #: seconds one turn may spend on a struggling provider (retries after Retry-After or a
     #: backoff, and the fallbacks) before it apologises

@@ -20,7 +20,7 @@ from gateway.core.domain import SessionKey
 from gateway.core.errors import ConfigError, GatewayError
 from gateway.core.lifecycle.database import database
 from gateway.core.logs import configure_logging
-from gateway.core.registry import load_checked_settings
+from gateway.core.registry import known_platforms, load_checked_settings
 from gateway.core.settings import Settings, settings_source
 from gateway.core.text import counted
 
@@ -399,11 +399,15 @@ def _parser() -> argparse.ArgumentParser:
     from gateway.retention.cli import add_parser as add_retention_parser
 
     add_retention_parser(sub)
+    # the database: gateway backup FILE, gateway restore FILE
+    from gateway.ops.backup import add_parser as add_backup_parser
+
+    add_backup_parser(sub)
     return parser
 
 
 #: commands whose changes are recorded in the audit log as done by hand
-_BY_HAND = frozenset({"users", "kb", "reload"})
+_BY_HAND = frozenset({"users", "kb", "reload", "schedule"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -448,7 +452,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "people":
             from gateway.people.cli import run as run_people
 
-            coro = run_people(settings, args)
+            coro = run_people(settings, args, platforms=known_platforms())
         elif args.command == "usage":
             from gateway.usage.cli import run as run_usage
 
@@ -456,11 +460,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "schedule":
             from gateway.schedules.cli import run as run_schedule
 
-            coro = run_schedule(settings, args)
+            coro = run_schedule(settings, args, platforms=known_platforms())
         elif args.command == "audit":
             from gateway.audit.cli import run as run_audit
 
             coro = run_audit(settings, args)
+        elif args.command in ("backup", "restore"):
+            from gateway.ops.backup import run as run_backup
+
+            coro = run_backup(settings, args)
         elif args.command == "retention":
             from gateway.retention.cli import run as run_retention
 

@@ -19,7 +19,13 @@ from gateway.core.conversations import Conversations
 from gateway.core.errors import ConfigError
 from gateway.core.hub import Broadcast
 from gateway.core.ports import AdapterContext, Check
-from gateway.core.registry import build_adapters, enabled_plugins, find_plugin, surface_plugins
+from gateway.core.registry import (
+    build_adapters,
+    enabled_plugins,
+    find_plugin,
+    settings_fingerprint,
+    surface_plugins,
+)
 from gateway.core.settings import Settings, settings_source
 from gateway.http.webauth import WebIdentity
 
@@ -40,6 +46,7 @@ async def collect_checks(settings: Settings) -> list[Check]:
     checks.append(await _check_database(settings))
     # off the loop: the probe of a busy port asks it /healthz (blocking, a 2 s timeout)
     checks.append(await asyncio.to_thread(check_http_port, settings))
+    checks.extend(await asyncio.to_thread(check_running_settings, settings))
     checks.append(check_allowed_hosts(settings))
     checks.extend(await check_agent(settings))
     checks.extend(await check_surfaces(settings))
@@ -177,6 +184,48 @@ def check_allowed_hosts(settings: Settings) -> Check:
         fix="behind a reverse proxy that passes on the public name, list it, e.g. "
         "GATEWAY_ALLOWED_HOSTS=bot.example.com; until then webhooks get 403 'Host not allowed'",
     )
+
+
+def check_running_settings(settings: Settings) -> list[Check]:
+    """Whether the gateway running at GATEWAY_HTTP_HOST:PORT uses these settings: it reads
+    its ``.env`` once, at start, so a changed one needs a restart (it answered ``echo:``
+    while ``.env`` said AGENT=openai, and nothing told). Nothing when no gateway answers."""
+    host, port = settings.gateway_http_host, settings.gateway_http_port
+    connect = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    netloc = f"[{connect}]:{port}" if ":" in connect else f"{connect}:{port}"
+    token = settings.gateway_admin_token
+    headers = {"Authorization": f"Bearer {token.get_secret_value()}"} if token else {}
+    try:
+        response = httpx.get(
+            f"http://{netloc}/api/v1/settings/fingerprint",
+            headers=headers,
+            timeout=2.0,
+            trust_env=False,
+        )
+        running = response.json().get("settings") if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return []  # no gateway there (or not one that tells)
+    if not isinstance(running, dict):
+        return []
+    mine = settings_fingerprint(settings)
+    differ = sorted(n for n in mine.keys() | running.keys() if mine.get(n) != running.get(n))
+    if not differ:
+        return [
+            Check(
+                name="running gateway",
+                ok=True,
+                detail=f"the gateway on {netloc} runs with these settings",
+            )
+        ]
+    return [
+        Check(
+            name="running gateway",
+            ok=False,
+            detail=f"the gateway on {netloc} runs with other settings than "
+            f"{settings_source()}: {', '.join(differ)}",
+            fix="restart it (stop it, then `gateway run`): settings are read at start",
+        )
+    ]
 
 
 def answers_as_gateway(host: str, port: int) -> bool:

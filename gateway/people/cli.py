@@ -2,21 +2,25 @@
 export PERSON [--out DIR] | forget PERSON [--yes]``.
 
 A person is written ``person:ID`` or as any of its accounts (``platform:scope:user_id``,
-web ``web:local:NAME``)."""
+web ``web:local:NAME``). ``link`` refuses an account on a platform no surface serves (exit 2,
+naming it)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import sys
+from collections.abc import Collection
 from pathlib import Path
 
 from gateway import audit
+from gateway.core.places import KnownPlaces, UnknownPlatform
 from gateway.core.settings import Settings
 from gateway.knowledge.files import S3Files, build_files
 from gateway.people.erasure import DEFAULT_BATCH, forget, resume_of, start
 from gateway.people.export import EXPORT_FILE, export
 from session_store.repos.erasure import ErasureStore
+from session_store.repos.places import PlacesSeen
 from session_store.store import Store
 
 
@@ -109,7 +113,9 @@ async def _forget(store: Store, args: argparse.Namespace, files: S3Files | None)
     return 0
 
 
-async def _command(store: Store, args: argparse.Namespace, settings: Settings) -> int:
+async def _command(
+    store: Store, args: argparse.Namespace, settings: Settings, known: KnownPlaces
+) -> int:
     people = store.people
     if args.people_command == "export":
         return await _export(store, args, build_files(settings))
@@ -130,7 +136,9 @@ async def _command(store: Store, args: argparse.Namespace, settings: Settings) -
             print(f"  {account}")
         return 0 if accounts else 1
     if args.people_command == "link":
-        person = await people.link(_account(args.first), _account(args.second))
+        for account in (_account(args.first), _account(args.second)):
+            await known.check_account(account)
+        person = await people.link(args.first, args.second)
         await audit.record(
             store,
             "people.link",
@@ -147,16 +155,24 @@ async def _command(store: Store, args: argparse.Namespace, settings: Settings) -
     return 0
 
 
-async def run(settings: Settings, args: argparse.Namespace) -> int:
+async def run(
+    settings: Settings, args: argparse.Namespace, *, platforms: Collection[str] = ()
+) -> int:
+    """``platforms``: the installed surfaces' (an account on another platform the gateway
+    never saw is refused with exit 2)."""
     from gateway.core.lifecycle.database import database
     from session_store.migrator import migrate
 
     async with database(settings) as dsn:
         await migrate(dsn)
         store = await Store.connect(dsn, min_size=1, max_size=2)
+        known = KnownPlaces(lambda: platforms, PlacesSeen(store.db))
         try:
             with audit.acting(audit.cli_actor(), surface="cli"):
-                return await _command(store, args, settings)
+                return await _command(store, args, settings, known)
+        except UnknownPlatform as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

@@ -23,7 +23,12 @@ from gateway.core.hub import WorkSignal
 from gateway.core.lifecycle.supervisor import Supervisor
 from gateway.core.metrics import Metrics
 from gateway.core.ports import AdapterContext, PlatformAdapter, Transport
-from gateway.core.registry import build_adapters, streaming_overrides, webhook_prefixes
+from gateway.core.registry import (
+    build_adapters,
+    known_platforms,
+    streaming_overrides,
+    webhook_prefixes,
+)
 from gateway.core.settings import Settings, is_loopback_bind
 from gateway.files.voice import build_voice_jobs
 from gateway.http.admin import OperatorSurface
@@ -218,6 +223,8 @@ class Gateway:
             metrics=self.metrics,
             turn_wake=self.turn_wake,
             poll_seconds=settings.gateway_poll_seconds,
+            # an operator's schedule goes to a platform this gateway serves
+            platforms=lambda: known_platforms() | self.transports.keys(),
         )
         self.schedules = self.schedule_room.service
         # retention on one replica (the inbox's and the audit log's months too): the cold path

@@ -114,6 +114,11 @@ def extension_routes(gw: Wired) -> Sequence[Any]:
     routes.extend(models_router(Breakers(gw.store.db), policy).routes)
     # schedules: /api/v1/schedules, /ops/schedules
     routes.extend(gw.schedule_room.routes(policy))
+    # the settings in force, hashed, for gateway doctor
+    from gateway.core.registry import settings_fingerprint
+    from gateway.http.settings_api import settings_router
+
+    routes.extend(settings_router(settings_fingerprint(gw.settings), policy).routes)
     for adapter in gw.adapters:
         routes.extend(adapter.http_routes())
     return routes

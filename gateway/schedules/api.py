@@ -20,7 +20,7 @@ from gateway.http.admin import API_PREFIX, MAX_ID, AccessPolicy, admin_api_route
 from gateway.http.ui import room_page
 from gateway.schedules.places import parse_place
 from gateway.schedules.service import OPERATOR, ScheduleService
-from gateway.schedules.shape import ScheduleOut
+from gateway.schedules.shape import ScheduleMade, ScheduleOut
 
 SCHEDULE_TOOLS = ("schedule_create", "schedule_list", "schedule_delete")
 Place = Annotated[
@@ -48,6 +48,10 @@ class ScheduleIn(BaseModel):
     owner: str | None = Field(
         default=None, max_length=300, description="platform:scope:user_id (default: operator)"
     )
+    strict: bool = Field(
+        default=False,
+        description="refuse a place the gateway has never seen (else: made, with a warning)",
+    )
 
     @model_validator(mode="after")
     def _one_kind(self) -> ScheduleIn:
@@ -68,9 +72,16 @@ def schedules_router(service: ScheduleService, policy: AccessPolicy) -> APIRoute
         key = None if place is None else parse_place(place)
         return [ScheduleOut.of(s) for s in await service.listing(place=key)]
 
-    @router.post("", response_model=ScheduleOut, status_code=201, summary="Create a schedule")
-    async def create(body: ScheduleIn) -> ScheduleOut:
-        made = await service.create(
+    @router.post(
+        "",
+        response_model=ScheduleMade,
+        status_code=201,
+        summary="Create a schedule",
+        description="A platform no surface serves is refused (422); a place the gateway has "
+        "never seen is made with a warning in `warnings`, or refused (422) with `strict`.",
+    )
+    async def create(body: ScheduleIn) -> ScheduleMade:
+        made, warnings = await service.create_checked(
             body.place,
             prompt=body.prompt,
             owner=body.owner or OPERATOR,
@@ -78,8 +89,9 @@ def schedules_router(service: ScheduleService, policy: AccessPolicy) -> APIRoute
             cron=body.cron,
             tz=body.tz,
             name=body.name,
+            strict=body.strict,
         )
-        return ScheduleOut.of(made)
+        return ScheduleMade.made(made, warnings)
 
     @router.get("/{schedule_id}", response_model=ScheduleOut)
     async def one(schedule_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> ScheduleOut:
@@ -120,14 +132,23 @@ def add_schedule_tools(server: MCPServer, service: ScheduleService) -> None:
         tz: Annotated[str, Field(max_length=64)] = "UTC",
         name: Annotated[str | None, Field(max_length=200)] = None,
         owner: Annotated[str | None, Field(max_length=300)] = None,
+        strict: bool = False,
     ) -> dict[str, Any]:
         """Ask the assistant PROMPT in PLACE at a time (at: "2026-12-04 09:00" in tz) or on
-        a cron expression ("0 9 * * 1-5" in tz); its answer is posted in that place."""
+        a cron expression ("0 9 * * 1-5" in tz); its answer is posted in that place. A place
+        the gateway has never seen is made with a warning (refused with strict)."""
         with _as_tool_error():
-            made = await service.create(
-                place, prompt=prompt, owner=owner or OPERATOR, at=at, cron=cron, tz=tz, name=name
+            made, warnings = await service.create_checked(
+                place,
+                prompt=prompt,
+                owner=owner or OPERATOR,
+                at=at,
+                cron=cron,
+                tz=tz,
+                name=name,
+                strict=strict,
             )
-        return ScheduleOut.of(made).model_dump(mode="json")
+        return ScheduleMade.made(made, warnings).model_dump(mode="json")
 
     @server.tool()
     async def schedule_list(place: Place | None = None) -> dict[str, Any]:

@@ -1,5 +1,7 @@
 """``gateway schedule add|list|remove|run``: schedules from the command line, as an operator
-(``remove`` takes any schedule). ``run`` fires one now; a running ``gateway run`` answers it
+(``remove`` takes any schedule). ``add`` refuses a platform no surface serves (exit 2) and
+warns about a place the gateway has never seen (``--strict``: refuses it, exit 2). ``run``
+fires one now; a running ``gateway run`` answers it
 (its turn workers poll the sessions)."""
 
 from __future__ import annotations
@@ -7,8 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Collection
 from typing import Any
 
+from gateway.core.errors import RequestError
+from gateway.core.places import UNKNOWN_PLACE, KnownPlaces, UnknownPlatform
 from gateway.core.settings import Settings
 from gateway.schedules.command import describe
 from gateway.schedules.service import OPERATOR, ScheduleService
@@ -27,6 +32,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add.add_argument("--prompt", required=True, metavar="TEXT")
     add.add_argument("--name", metavar="N")
     add.add_argument("--owner", default=OPERATOR, help="platform:scope:user_id (default operator)")
+    add.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse a place the gateway has never seen (default: a warning)",
+    )
     lst = ssub.add_parser("list", help="schedules with their next and last firing")
     lst.add_argument("--json", action="store_true")
     rm = ssub.add_parser("remove", help="remove a schedule (any: this is an operator's)")
@@ -35,10 +45,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     run.add_argument("schedule_id", metavar="ID", type=int)
 
 
-async def run(settings: Settings, args: argparse.Namespace) -> int:
+async def run(
+    settings: Settings, args: argparse.Namespace, *, platforms: Collection[str] = ()
+) -> int:
+    """``platforms``: the installed surfaces' (a place on another platform the gateway never
+    saw is refused with exit 2)."""
     from gateway.core.lifecycle.database import database
     from gateway.core.registry import target_of_place
     from session_store.migrator import migrate
+    from session_store.repos.places import PlacesSeen
     from session_store.repos.schedules import Schedules
     from session_store.store import Store
 
@@ -46,7 +61,11 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
         await migrate(dsn)
         store = await Store.connect(dsn, min_size=1, max_size=2)
         try:
-            service = ScheduleService(Schedules(store.db), targets=target_of_place)
+            service = ScheduleService(
+                Schedules(store.db),
+                targets=target_of_place,
+                known=KnownPlaces(lambda: platforms, PlacesSeen(store.db)),
+            )
             return await _command(service, args)
         finally:
             await store.close()
@@ -55,15 +74,27 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
 async def _command(service: ScheduleService, args: argparse.Namespace) -> int:
     command = args.schedule_command
     if command == "add":
-        made = await service.create(
-            args.place,
-            prompt=args.prompt,
-            owner=args.owner,
-            at=args.at,
-            cron=args.cron,
-            tz=args.tz,
-            name=args.name,
-        )
+        try:
+            made, warnings = await service.create_checked(
+                args.place,
+                prompt=args.prompt,
+                owner=args.owner,
+                at=args.at,
+                cron=args.cron,
+                tz=args.tz,
+                name=args.name,
+                strict=args.strict,
+            )
+        except UnknownPlatform as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except RequestError as exc:
+            if exc.title != UNKNOWN_PLACE:
+                raise
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        for warning in warnings:
+            print(f"warning: {warning}", file=sys.stderr)
         print(f"{made.place} {describe(made)}")
         return 0
     if command == "list":

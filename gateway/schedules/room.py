@@ -5,16 +5,18 @@ tools are registered with all the others by ``gateway.runtime.mcp``). The compos
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 from gateway.core.hub import Signal
 from gateway.core.metrics import Metrics
+from gateway.core.places import KnownPlaces
 from gateway.core.registry import target_of_place
 from gateway.http.admin import AccessPolicy
 from gateway.schedules.command import ScheduleCommand
 from gateway.schedules.service import ScheduleService
 from gateway.schedules.worker import ScheduleMetrics, ScheduleWorker
+from session_store.repos.places import PlacesSeen
 from session_store.repos.schedules import ScheduleRecord, Schedules
 from session_store.store import Store
 
@@ -24,9 +26,19 @@ Append = Callable[..., Awaitable[Any]]
 
 class ScheduleRoom:
     def __init__(
-        self, store: Store, *, metrics: Metrics, turn_wake: Signal, poll_seconds: float
+        self,
+        store: Store,
+        *,
+        metrics: Metrics,
+        turn_wake: Signal,
+        poll_seconds: float,
+        platforms: Callable[[], Collection[str]],
     ) -> None:
-        self.service = ScheduleService(Schedules(store.db), targets=target_of_place)
+        self.service = ScheduleService(
+            Schedules(store.db),
+            targets=target_of_place,
+            known=KnownPlaces(platforms, PlacesSeen(store.db)),
+        )
         self.worker = ScheduleWorker(
             self.service,
             metrics=ScheduleMetrics(metrics.registry),

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from gateway import audit
 from gateway.core.domain import ReplyTarget, SessionKey
 from gateway.core.errors import RequestError
+from gateway.core.places import KnownPlaces
 from gateway.schedules.places import parse_place
 from gateway.schedules.timing import check_cron, first_firing, parse_at, plan, zone
 from session_store.repos.schedules import Decision, Fired, ScheduleRecord, Schedules
@@ -29,10 +30,46 @@ def utc_now() -> datetime:
 
 
 class ScheduleService:
-    def __init__(self, repo: Schedules, *, targets: Targets, clock: Clock = utc_now) -> None:
+    def __init__(
+        self,
+        repo: Schedules,
+        *,
+        targets: Targets,
+        clock: Clock = utc_now,
+        known: KnownPlaces | None = None,
+    ) -> None:
         self.repo = repo
         self._targets = targets
         self.clock = clock
+        #: checks an operator's place (None: taken as given)
+        self.known = known
+
+    async def create_checked(
+        self,
+        place: str,
+        *,
+        prompt: str,
+        owner: str = OPERATOR,
+        at: str | None = None,
+        cron: str | None = None,
+        tz: str | None = None,
+        name: str | None = None,
+        strict: bool = False,
+    ) -> tuple[ScheduleRecord, list[str]]:
+        """A schedule an operator typed the place of (``gateway schedule add``, the admin API,
+        MCP): a platform no surface serves is refused (``UnknownPlatform``, 422); a place the
+        gateway has never seen is made with a warning, or refused when ``strict``. The
+        schedule and the warnings."""
+        if "\x00" in place:
+            raise RequestError("a schedule's text cannot contain NUL characters")
+        key = parse_place(place)
+        warnings: list[str] = []
+        if self.known is not None:
+            warnings = await self.known.check_place(key, place, strict=strict)
+        made = await self.create(
+            key, prompt=prompt, owner=owner, at=at, cron=cron, tz=tz, name=name
+        )
+        return made, warnings
 
     async def create(
         self,

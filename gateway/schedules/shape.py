@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from session_store.repos.schedules import ScheduleRecord
 
-__all__ = ["ScheduleOut"]
+__all__ = ["ScheduleMade", "ScheduleOut"]
 
 
 class ScheduleOut(BaseModel):
@@ -47,3 +47,14 @@ class ScheduleOut(BaseModel):
             last_outcome=s.last_outcome,
             failures=s.failures,
         )
+
+
+class ScheduleMade(ScheduleOut):
+    """A schedule just made, with what its maker should check (a place the gateway has
+    never seen)."""
+
+    warnings: list[str]
+
+    @classmethod
+    def made(cls, s: ScheduleRecord, warnings: list[str]) -> ScheduleMade:
+        return cls(**ScheduleOut.of(s).model_dump(), warnings=warnings)

@@ -391,8 +391,11 @@ class ContextAssembler:
         tool_tokens: int = 0,
         prefetched: PrefetchedContext | None = None,
         policy: ContextPolicy | None = None,
+        heard: Mapping[int, str] | None = None,
     ) -> Assembled:
-        """``policy``: the place's profile's (default: the settings')."""
+        """``policy``: the place's profile's (default: the settings'). ``heard``: the text of
+        messages by seq as the turn reads them now (a voice note's transcript may be stored
+        after the claim read its message, empty, with the first context page)."""
         policy = policy or self.policy
         # read with the claim when it is for this very question and range
         if prefetched is not None and (prefetched.question_seq, prefetched.upto_seq) != (
@@ -433,7 +436,7 @@ class ContextAssembler:
             raw_budget=history_budget,
             first_page=first,
         )
-        ordered = [to_context(r) for r in prompt_order(records)]
+        ordered = _as_heard([to_context(r) for r in prompt_order(records)], heard or {})
         fit = fit_turns(ordered, budget=history_budget, cost=self.cost)
         rendered = render_prompt(system_prompt, fit.messages)
         raw = self.counter.prompt(rendered)
@@ -536,6 +539,14 @@ class ContextAssembler:
                 return rows, False
             cursor = page[-1].seq_no - 1
             limit = min(limit * 2, self._page_size)
+
+
+def _as_heard(ordered: list[ContextMessage], heard: Mapping[int, str]) -> list[ContextMessage]:
+    """The user messages with the text the turn heard (a transcript stored after the claim)."""
+    return [
+        replace(m, content=heard[m.seq_no]) if m.role == "user" and m.seq_no in heard else m
+        for m in ordered
+    ]
 
 
 def _as_summary(record: SummaryRecord) -> ContextSummary:

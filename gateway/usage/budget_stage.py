@@ -1,6 +1,8 @@
 """Budgets: before the model is asked, every budget that applies is checked against the
 usage ledger (``gateway.usage.budgets``). Over budget the question stays stored, the model
-is not asked, and the asker is told once per limit, person, place and period. A ledger that
+is not asked, and the asker gets a short notice in the thread they asked in: once per limit,
+person (or place) and period in each thread, so a question in another thread (a new web chat
+question is a thread of its own) gets its own notice, never silence. A ledger that
 cannot be read fails closed: the model is not asked and the asker is told the assistant is
 unavailable. After: nothing (the usage stage charges)."""
 
@@ -57,8 +59,10 @@ class BudgetStage(Stage):
             return None
         self._usage.metrics.budget_refusals.labels(refusal.label).inc()
         subject = f"person:{state.person_id}" if state.person_id is not None else account or "-"
+        # the notice is per thread: the place the question was asked in, thread included
+        where = place if key.thread_id is None else f"{place}:{key.thread_id}"
         first = await self._usage.store.usage.notice_once(
-            limit=refusal.limit, subject=subject, place=place, period_start=refusal.period_start
+            limit=refusal.limit, subject=subject, place=where, period_start=refusal.period_start
         )
         log.info("budget_refused", limit=refusal.limit, noticed=first)
         replies = [Reply(text=refusal.notice, model=COMMAND_MODEL)] if first else []

@@ -61,7 +61,8 @@ SELECT (SELECT pid FROM me) AS person_id,
 FROM pd, pm, lm, tm
 
 -- name: notice_once
--- true the first time this limit is noticed for this subject, place and period
+-- true the first time this limit is noticed for this subject, thread (the place column holds
+-- platform:scope:chat[:thread]) and period
 INSERT INTO budget_notices (limit_name, subject, place, period_start)
 VALUES ($1, $2, $3, $4)
 ON CONFLICT DO NOTHING

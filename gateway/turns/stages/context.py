@@ -30,6 +30,16 @@ log = structlog.get_logger(__name__)
 _ASSEMBLED: Slot[Assembled] = Slot("context")
 
 
+def _heard(turn: TurnRun) -> dict[int, str]:
+    """The transcribed messages' text as this turn has it: whichever came first, the
+    transcript or the claim that read the message, the model reads what was heard."""
+    return {
+        m.seq_no: m.content
+        for m in turn.pending
+        if m.role == "user" and m.metadata.get("transcribed")
+    }
+
+
 class SummaryRequests(Protocol):
     """Where a summary is asked for (``gateway.turns.summaries.SummaryWorker``)."""
 
@@ -70,6 +80,7 @@ class ContextStage(Stage):
                 ),
                 prefetched=turn.claim.context,
                 policy=turn.policy,
+                heard=_heard(turn),
             )
         except ContextTooSmall as exc:
             log.warning("context_too_small", error=str(exc))

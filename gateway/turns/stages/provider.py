@@ -1,10 +1,12 @@
 """Provider waits in the open: a turn that waits on a struggling model says so in its thread.
 
 Before the agent: gives it a ``ProviderProgress`` (``Turn.progress``) to report its requests,
-retries and the first token. Around the agent call: once the call has run
-``AGENT_STATUS_AFTER_SECONDS`` while the provider keeps it waiting (a request with nothing back
-yet, or a wait before a retry), the thread gets ONE status line, "the model is busy, retrying
-in 20 s": in the streamed preview where the turn streams (the answer then replaces it), else as
+retries and the first token. Around the agent call: once the provider has kept the turn
+waiting ``AGENT_STATUS_AFTER_SECONDS`` (a request with nothing back yet, or a wait before a
+retry), the thread gets ONE status line, "the model is busy, retrying in 20 s". The wait is
+counted from the first request the agent tells of: a model asked while a fallback is left is
+not told, so the line comes only when no model could answer soon. It shows in the streamed
+preview where the turn streams (the answer then replaces it), else as
 a short message of its own (the answer follows it). The typing indicator
 (``gateway.turns.stages.typing``) is held meanwhile. An answer that is streaming is never
 interrupted by a status line.
@@ -58,13 +60,22 @@ class StatusNotice:
         self.cause: str | None = None
         self.retry_at: float | None = None
         self.shown: str | None = None
+        #: when the provider began to keep the turn waiting (the first request the agent
+        #: told of: a model asked while another is left to ask is not told)
+        self.since: float | None = None
         self._changed = asyncio.Event()
 
+    def _begun(self) -> None:
+        if self.since is None:
+            self.since = time.monotonic()
+
     def asking(self, model: str) -> None:
+        self._begun()
         self.state = "asking"
         self._changed.set()
 
     def waiting(self, cause: str, seconds: float) -> None:
+        self._begun()
         self.state, self.cause = "waiting", cause
         self.retry_at = time.monotonic() + seconds
         self._changed.set()
@@ -119,8 +130,15 @@ class ProviderStatusStage(Stage):
             await asyncio.gather(task, return_exceptions=True)
 
     async def _watch(self, turn: TurnRun, notice: StatusNotice) -> None:
-        await asyncio.sleep(self._after)
-        while (line := notice.line()) is None:
+        while True:
+            line = notice.line()
+            if line is not None and notice.since is not None:
+                due = notice.since + self._after - time.monotonic()
+                if due <= 0:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(notice.next_change(), due)
+                continue
             await notice.next_change()
         notice.shown = line
         log.info("provider_status_shown", line=line)

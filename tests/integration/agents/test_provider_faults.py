@@ -102,6 +102,52 @@ async def test_a_failing_model_hands_over_to_the_fallback_sized_for_its_window(
     assert tiny.true_prompt_tokens <= 1800 - 256
 
 
+async def test_the_fallback_answers_after_two_failures_with_no_status_line(
+    database_url: str, fake: FakeOpenAI, sink: SinkServer
+) -> None:
+    """The chosen model answers 503 every time: after its second failure the fallback is
+    asked (not after its share of a 90 s deadline), and the thread hears only the answer, no
+    "retrying in 3 s", though the status line is due after 0.2 s."""
+    fake.model_faults["small"] = Step(status=503)
+    adapter = SinkAdapter(sink.url)
+    agent = agent_for(fake, fallbacks=["big"], policy=RetryPolicy(deadline=90.0))
+    async with running_gateway(
+        database_url,
+        adapters=[adapter],
+        agent=agent,
+        web_chat=False,
+        AGENT_MODEL="small",
+        AGENT_STATUS_AFTER_SECONDS=0.2,
+        AGENT_BREAKER_FAILURES=5,
+    ):
+        await adapter.submit({"chat": "c", "thread": "B", "id": "1", "text": "hello"})
+        await wait_for(lambda: sink.accepted, timeout=15, message="the answer")
+    assert [p["text"] for p in sink.accepted] == ["re: hello"]
+    assert [r.body["model"] for r in fake.turn_requests] == ["small", "small", "big"]
+
+
+async def test_an_open_breaker_hands_over_at_once(
+    database_url: str, fake: FakeOpenAI, sink: SinkServer
+) -> None:
+    """The chosen model's first failure opens its breaker (one failure is the threshold
+    here): the turn moves to the fallback without trying it again."""
+    fake.model_faults["small"] = Step(status=503)
+    adapter = SinkAdapter(sink.url)
+    agent = agent_for(fake, fallbacks=["big"], policy=RetryPolicy(deadline=90.0))
+    async with running_gateway(
+        database_url,
+        adapters=[adapter],
+        agent=agent,
+        web_chat=False,
+        AGENT_MODEL="small",
+        AGENT_BREAKER_FAILURES=1,
+    ):
+        await adapter.submit({"chat": "c", "thread": "O", "id": "1", "text": "hello"})
+        await wait_for(lambda: sink.accepted, timeout=15, message="the answer")
+    assert [p["text"] for p in sink.accepted] == ["re: hello"]
+    assert [r.body["model"] for r in fake.turn_requests] == ["small", "big"]
+
+
 async def test_one_status_line_after_a_long_wait_then_the_answer(
     database_url: str, fake: FakeOpenAI, sink: SinkServer
 ) -> None:

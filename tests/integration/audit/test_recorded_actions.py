@@ -244,6 +244,21 @@ async def _cli_kb_remove(gw: Gateway, c: httpx.AsyncClient) -> None:
     await _cli("kb", "remove", str(doc))(gw, c)
 
 
+async def _schedule(gw: Gateway) -> int:
+    made = await gw.schedule_room.service.create(
+        "web:local:general", prompt="the weekly notes", at="2099-01-04 09:00"
+    )
+    return made.id
+
+
+async def _cli_schedule_remove(gw: Gateway, c: httpx.AsyncClient) -> None:
+    await _cli("schedule", "remove", str(await _schedule(gw)))(gw, c)
+
+
+async def _cli_schedule_run(gw: Gateway, c: httpx.AsyncClient) -> None:
+    await _cli("schedule", "run", str(await _schedule(gw)))(gw, c)
+
+
 _TOKEN = {"GATEWAY_ADMIN_TOKEN": TOKEN}
 _ACCOUNTS = {"GATEWAY_WEB_AUTH": "accounts"}
 _LOCAL: dict[str, Any] = {"actor": "admin:local", "surface": "mcp", "object_type": "session"}
@@ -304,6 +319,17 @@ CASES = {
         "web.account.add", _cli("users", "add", "bob", stdin=_PW), actor="cli:", surface="cli"
     ),
     "cli-user-remove": Case("web.account.remove", _cli_remove, actor="cli:", surface="cli"),
+    # schedules from the command line are the operating-system user's, like the others
+    "cli-schedule-add": Case(
+        "schedule.create",
+        _cli("schedule", "add", "web:local:general", "--at", "2099-01-04 09:00", "--prompt", "x"),
+        actor="cli:",
+        surface="cli",
+    ),
+    "cli-schedule-remove": Case(
+        "schedule.delete", _cli_schedule_remove, actor="cli:", surface="cli"
+    ),
+    "cli-schedule-run": Case("schedule.run", _cli_schedule_run, actor="cli:", surface="cli"),
     "cli-kb-remove": Case(
         "kb.document.delete", _cli_kb_remove, actor="cli:", surface="cli", settings=_TOKEN
     ),

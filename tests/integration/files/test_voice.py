@@ -10,6 +10,7 @@ from typing import Any
 
 from adapters.telegram.adapter import TelegramAdapter
 from gateway.agents.base import Turn
+from gateway.agents.openai import OpenAIAgent
 from gateway.core.domain import Reply
 from gateway.turns.stages.files import LISTENING, NOT_SET_UP
 from testsupport.fakes.openai import FakeOpenAI
@@ -130,3 +131,38 @@ async def test_a_long_voice_note_is_answered_once_when_heard(
         "you said: book the big room for friday",
     ]
     assert len(speech.transcriptions) == 1 and len(agent.turns) == 1
+
+
+async def test_a_voice_reply_to_the_answer_reaches_the_model_as_its_transcript(
+    database_url: str,
+    fake: FakeTelegram,
+    speech: FakeOpenAI,
+) -> None:
+    """A voice note sent in a topic as a reply to the bot's answer: the model's request ends
+    with the transcript (the model reads the context, prefetched with the turn's claim while
+    the note was still empty)."""
+    forum = fake.forum("Team")
+    topic = fake.create_topic(forum, "Plans")
+    speech.transcript = "and who is bringing the projector"
+    model = await FakeOpenAI().start()
+    try:
+        async with running_gateway(
+            database_url,
+            adapters=[adapter_for(fake, forum.id)],
+            agent=OpenAIAgent(base_url=model.base_url, api_key="k", model="small"),
+            web_chat=False,
+            TRANSCRIPTION_BASE_URL=speech.base_url,
+            GATEWAY_STREAMING=False,
+        ):
+            fake.user_says(forum, "when is the standup", topic=topic)
+            await wait_for(lambda: fake.sent_to(forum, topic), timeout=20, message="answer 1")
+            (first,) = fake.sent_to(forum, topic)
+            fake.user_says(forum, "", topic=topic, reply_to=first, extra=voice_note(fake, OGG))
+            await wait_for(
+                lambda: len(fake.sent_to(forum, topic)) == 2, timeout=20, message="answer 2"
+            )
+    finally:
+        await model.stop()
+    last = model.turn_requests[-1].contents("user")[-1]
+    assert last == "and who is bringing the projector"
+    assert fake.sent_to(forum, topic)[-1].text == "re: and who is bringing the projector"

@@ -3,11 +3,13 @@ fake OpenAI-compatible server, and the sink surface."""
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from gateway.agents.openai import OpenAIAgent
@@ -180,10 +182,14 @@ async def test_each_budget_refuses_before_the_model_is_asked_with_one_notice(
         await wait_for(lambda: len(sink.accepted) == 1)
         [notice] = sink.texts_in("c", "T")
         assert limit in notice and "resets at" in notice
-        # once per person, place and period: the next question is refused silently
-        out = await adapter.submit({"chat": "c", "thread": "T2", "id": "2", "text": "q2"})
+        # once per thread and period: the next question there is refused without another
+        out = await adapter.submit({"chat": "c", "thread": "T", "id": "2", "text": "q2"})
         await wait_for(lambda: handled(gw, out.session_id, out.seq_no))
         assert len(sink.accepted) == 1
+        # a question in another thread gets its own notice, never silence
+        await adapter.submit({"chat": "c", "thread": "T2", "id": "3", "text": "q3"})
+        await wait_for(lambda: len(sink.accepted) == 2, message="the notice in T2")
+        assert sink.texts_in("c", "T2") == [notice]
     assert fake.requests == []
 
 
@@ -248,3 +254,40 @@ async def test_link_and_usage_commands_in_a_chat(
     answer = sink.texts_in("dm2", None)[-1]
     assert "Today: 0.0014 spent, 1200 tokens." in answer
     assert "Your daily limit: 1.0" in answer
+
+
+async def test_over_budget_every_web_chat_question_gets_its_notice(
+    database_url: str, fake: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Each question typed in the web chat's channel opens a thread of its own: over budget,
+    each gets the notice in its thread (it did once per person and place, so the second
+    question hung with no answer)."""
+    path = config(tmp_path, "[budgets]\ntotal_per_month = 0.001\n")
+    async with (
+        running_gateway(
+            database_url,
+            agent=OpenAIAgent(base_url=fake.base_url, api_key="sk-test", model="small"),
+            AGENT_MODEL="small",
+            GATEWAY_STREAMING=False,
+            GATEWAY_CONFIG_FILE=str(path),
+        ) as gw,
+        httpx.AsyncClient(base_url=gw.url, timeout=30) as web,
+    ):
+        await seed(gw, account=None, place="other:x:y", cost="0.002", tokens=0)
+        threads = []
+        for n in (1, 2):
+            posted = await web.post(
+                "/web/api/channels/general/messages",
+                json={"text": f"question {n}", "client_msg_id": f"q{n}"},
+            )
+            assert posted.status_code == 200, posted.text
+            threads.append(posted.json()["thread_id"])
+
+        async def answers(thread: str) -> list[str]:
+            got = await web.get(f"/web/api/channels/general/threads/{thread}/messages")
+            return [m["content"] for m in got.json()["messages"] if m["role"] == "assistant"]
+
+        for thread in threads:
+            [notice] = await wait_for(functools.partial(answers, thread), message=thread)
+            assert "total_per_month" in notice and "resets at" in notice
+    assert len(set(threads)) == 2 and fake.requests == []

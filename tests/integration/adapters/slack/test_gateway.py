@@ -426,3 +426,25 @@ async def test_thumbs_reactions_on_a_reply_are_its_feedback(
 
 async def _eq(value: Any, expected: Any) -> bool:
     return bool(await value == expected)
+
+
+async def test_a_command_typed_as_text_in_a_thread_is_a_command(
+    database_url: str, fake: FakeSlack
+) -> None:
+    """Slack offers no slash commands in threads, so people type ``/schedule ...`` as text
+    there: it is scheduled (and answered as a command), not asked to the model."""
+    agent = RecordingEcho()
+    async with slack_gateway(database_url, fake, agent=agent) as gw:
+        root = await fake.user_posts("C0GENERAL", "<@U0BOT> one")
+        await wait_for(lambda: len(fake.bot_posts()) == 1, message="first reply")
+        await fake.user_posts(
+            "C0GENERAL", "/schedule at 2099-12-04 09:00 stand-up notes", thread_ts=root.ts
+        )
+        await wait_for(lambda: len(fake.bot_posts()) == 2, message="the command's answer")
+        (made,) = await gw.schedule_room.service.listing()
+    answer = fake.bot_posts()[1]
+    assert answer.thread_ts == root.ts
+    assert answer.text.startswith("Scheduled"), answer.text
+    assert made.prompt == "stand-up notes"
+    assert made.key == key(fake, "C0GENERAL", root.ts)
+    assert len(agent.turns) == 1, "the model was asked only the first question"

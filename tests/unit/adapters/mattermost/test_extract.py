@@ -513,6 +513,15 @@ def test_command_after_mention_in_a_channel() -> None:
     assert env.command == "help" and env.trigger is Trigger.ALWAYS
 
 
+def test_command_typed_in_a_thread_is_a_command() -> None:
+    """A thread follow-up (answered when the thread is engaged) carries its command: typed as
+    text in a thread, ``/schedule ...`` is scheduled, not asked to the model."""
+    env = envelope(
+        extract_event(posted(post={"message": "/schedule list", "root_id": "r" * 26}), ctx=CTX)
+    )
+    assert env.command == "schedule" and env.trigger is Trigger.IF_FOLLOWING
+
+
 def test_stray_command_in_a_channel_is_not_ours() -> None:
     env = envelope(extract_event(posted(post={"message": "/new"}), ctx=CTX))
     assert env.command is None and env.trigger is Trigger.NEVER
