@@ -10,7 +10,6 @@ Nothing is read at import: ``load_settings()`` is called by the CLI (and by test
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode
 from pydantic_settings.exceptions import SettingsError
 
+from gateway.core.access_settings import check_access
 from gateway.core.errors import ConfigError
 from gateway.core.ops_settings import OpsAccessSettings
 from gateway.core.settings_groups import SETTINGS_SOURCES, RetentionSettings, read_groups
@@ -461,7 +461,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _contradictions(self) -> Settings:
-        self._check_access()
+        check_access(self)
         unknown = sorted(set(self.agent_inline_files) - {"images", "text"})
         if unknown:
             raise ConfigError("AGENT_INLINE_FILES", f"unknown kinds {unknown}: use images, text")
@@ -495,65 +495,6 @@ class Settings(BaseSettings):
                 )
         return self
 
-    def _check_access(self) -> None:
-        """Who may reach the HTTP server: a long admin token, identity off only on loopback."""
-        if (token := self.gateway_admin_token) is not None and len(token.get_secret_value()) < 32:
-            raise ConfigError(
-                "GATEWAY_ADMIN_TOKEN",
-                "must be at least 32 characters (for example `openssl rand -hex 32`)",
-            )
-        if (
-            self.gateway_web_chat
-            and self.gateway_web_auth == "none"
-            and not is_loopback_bind(self.gateway_http_host)
-        ):
-            raise ConfigError(
-                "GATEWAY_WEB_AUTH",
-                f"is none (one local user, no sign-in), which is allowed only on a loopback "
-                f"bind, but GATEWAY_HTTP_HOST={self.gateway_http_host}; set "
-                "GATEWAY_WEB_AUTH=accounts, proxy or oidc, or GATEWAY_WEB_CHAT=false",
-            )
-        for cidr in self.gateway_trusted_proxies:
-            try:
-                ipaddress.ip_network(cidr, strict=False)
-            except ValueError:
-                raise ConfigError(
-                    "GATEWAY_TRUSTED_PROXIES", f"{cidr!r} is not an address or CIDR"
-                ) from None
-        if self.gateway_web_auth == "proxy" and not self.gateway_trusted_proxies:
-            raise ConfigError(
-                "GATEWAY_TRUSTED_PROXIES",
-                "required when GATEWAY_WEB_AUTH=proxy (the addresses of the reverse proxy)",
-            )
-        if self.gateway_web_auth == "oidc":
-            self._check_oidc()
-        self.ops.check_provider(self)
-
-    def _check_oidc(self) -> None:
-        """Single sign-on needs a provider, a client, an address, and who may use the chat."""
-        url_why = "the address people open the chat at (the redirect URI is built from it)"
-        for name, value, what in (
-            ("GATEWAY_OIDC_ISSUER", self.gateway_oidc_issuer, "the provider's issuer URL"),
-            ("GATEWAY_OIDC_CLIENT_ID", self.gateway_oidc_client_id, "the client id"),
-            ("GATEWAY_PUBLIC_URL", self.gateway_public_url, url_why),
-        ):
-            if not value:
-                raise ConfigError(name, f"required when GATEWAY_WEB_AUTH=oidc ({what})")
-        if not self.gateway_oidc_allowed_domains and not self.gateway_oidc_allowed_groups:
-            raise ConfigError(
-                "GATEWAY_OIDC_ALLOWED_DOMAINS",
-                "GATEWAY_WEB_AUTH=oidc needs GATEWAY_OIDC_ALLOWED_DOMAINS or "
-                "GATEWAY_OIDC_ALLOWED_GROUPS (who may use the chat; `*` for any verified "
-                "e-mail)",
-            )
-        if "openid" not in self.gateway_oidc_scopes.split():
-            raise ConfigError("GATEWAY_OIDC_SCOPES", "must include openid")
-        for domain in self.gateway_oidc_allowed_domains:
-            if domain != "*" and ("@" in domain.lstrip("@") or "." not in domain):
-                raise ConfigError(
-                    "GATEWAY_OIDC_ALLOWED_DOMAINS", f"{domain!r} is not an e-mail domain"
-                )
-
     def context_windows(self) -> dict[str, int]:
         """``AGENT_CONTEXT_WINDOWS`` as {lower-case model name: tokens}."""
         windows: dict[str, int] = {}
@@ -568,18 +509,6 @@ class Settings(BaseSettings):
                 raise ConfigError("AGENT_CONTEXT_WINDOWS", f"{pair!r} is not model=tokens")
             windows[name.strip().lower()] = int(value)
         return windows
-
-
-def is_loopback_bind(host: str) -> bool:
-    """Whether binding ``host`` serves only this machine (``127.0.0.1``, ``::1``,
-    ``localhost``)."""
-    name = host.strip().strip("[]").lower()
-    if name in ("localhost", "localhost."):
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -173,6 +173,7 @@ def admin_router(
     router = admin_api_router(policy, prefix=API_PREFIX, tag="admin")
 
     _session_routes(router, service, wake_delivery)
+    _link_routes(router, service)
     _search_routes(router, service)
     _outbox_routes(router, service, wake_delivery)
     _inbox_routes(router, service, wake_delivery)
@@ -220,28 +221,6 @@ def _session_routes(
         found = await service.resolve(session)
         return await ops.session_detail(found.id)
 
-    @router.post(
-        "/sessions/{session}/links",
-        response_model=Link,
-        status_code=201,
-        summary="Link a session",
-        responses={404: {"description": "no such session"}},
-    )
-    async def add_link(session: SessionRef, body: NewLink) -> Link:
-        """Link the session to a law, document, task, collection, issue, report or artifact
-        (`target_ref`: its id, path or URL) as its input, evidence or output, as related, or
-        as what it supersedes. The links are listed by `GET /sessions/{session}`."""
-        found = await service.resolve(session)
-        async with audit.attempt(
-            ops.store, "session.link.add", ("session", found.id), details=body.model_dump()
-        ):
-            return await ops.add_link(
-                found.id,
-                link_type=body.link_type,
-                target_ref=body.target_ref,
-                relation=body.relation,
-            )
-
     @router.get(
         "/sessions/{session}/messages", response_model=MessagesPage, summary="Transcript page"
     )
@@ -268,6 +247,33 @@ def _session_routes(
             prev_before_seq=items[0].seq_no if items and items[0].seq_no > 1 else None,
             has_more_after=last < found.last_seq_no,
         )
+
+
+def _link_routes(router: APIRouter, service: OperatorService) -> None:
+    """A session's links: what it relates to, written here or by MCP `link_session`."""
+    ops = service.ops
+
+    @router.post(
+        "/sessions/{session}/links",
+        response_model=Link,
+        status_code=201,
+        summary="Link a session",
+        responses={404: {"description": "no such session"}},
+    )
+    async def add_link(session: SessionRef, body: NewLink) -> Link:
+        """Link the session to a law, document, task, collection, issue, report or artifact
+        (`target_ref`: its id, path or URL) as its input, evidence or output, as related, or
+        as what it supersedes. The links are listed by `GET /sessions/{session}`."""
+        found = await service.resolve(session)
+        async with audit.attempt(
+            ops.store, "session.link.add", ("session", found.id), details=body.model_dump()
+        ):
+            return await ops.add_link(
+                found.id,
+                link_type=body.link_type,
+                target_ref=body.target_ref,
+                relation=body.relation,
+            )
 
 
 def _search_routes(router: APIRouter, service: OperatorService) -> None:

@@ -41,7 +41,8 @@ import structlog
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.core.settings import Settings, is_loopback_bind
+from gateway.core.access_settings import is_loopback_bind
+from gateway.core.settings import Settings
 
 log = structlog.get_logger(__name__)
 

@@ -120,6 +120,7 @@ def add_session_tools(server: MCPServer, service: OperatorService) -> None:
     _posting_tools(server, service)
     _writing_tools(server, service)
     _record_tools(server, service)
+    _link_tools(server, service)
 
 
 def _reading_tools(server: MCPServer, service: OperatorService) -> None:
@@ -462,6 +463,11 @@ def _record_tools(server: MCPServer, service: OperatorService) -> None:
             details={"kind": kind, "name": name, "uri": uri},
         )
         return {"artifact": _json(artifact)}
+
+
+def _link_tools(server: MCPServer, service: OperatorService) -> None:
+    """A session's links, each write recorded in the audit log."""
+    ops = service.ops
 
     @server.tool()
     async def link_session(

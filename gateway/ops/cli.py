@@ -427,56 +427,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     _logging_for(args.command, settings)
     try:
-        if args.command == "run":
-            coro = _run(settings)
-        elif args.command == "migrate":
-            coro = _migrate(settings)
-        elif args.command == "doctor":
-            coro = _doctor(settings)
-        elif args.command == "mcp":
-            coro = _mcp(settings)
-        elif args.command == "users":
-            coro = _users(settings, args.users_command, getattr(args, "name", None))
-        elif args.command == "kb":  # knowledge base
-            from gateway.ops.kb import run as run_kb
-
-            coro = run_kb(settings, args)
-        elif args.command == "profiles":  # no database, no event loop
-            from gateway.profiles.cli import run as run_profiles
-
-            return run_profiles(settings, args)
-        elif args.command == "reload":
-            from gateway.profiles.cli import reload
-
-            coro = reload(settings, args)
-        elif args.command == "people":
-            from gateway.people.cli import run as run_people
-
-            coro = run_people(settings, args, platforms=known_platforms())
-        elif args.command == "usage":
-            from gateway.usage.cli import run as run_usage
-
-            coro = run_usage(settings, args)
-        elif args.command == "schedule":
-            from gateway.schedules.cli import run as run_schedule
-
-            coro = run_schedule(settings, args, platforms=known_platforms())
-        elif args.command == "audit":
-            from gateway.audit.cli import run as run_audit
-
-            coro = run_audit(settings, args)
-        elif args.command in ("backup", "restore"):
-            from gateway.ops.backup import run as run_backup
-
-            coro = run_backup(settings, args)
-        elif args.command == "retention":
-            from gateway.retention.cli import run as run_retention
-
-            coro = run_retention(settings, args)
-        elif args.sessions_command == "list":
-            coro = _sessions_list(settings, args.platform, args.active, args.limit, args.json)
-        else:
-            coro = _sessions_show(settings, args.ident, args.after, args.limit)
+        coro = _command(settings, args)
+        if isinstance(coro, int):  # answered without an event loop
+            return coro
         if args.command in _BY_HAND:
             # changes made from the command line are recorded as the operating-system user
             from gateway import audit
@@ -493,6 +446,60 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+
+
+def _command(settings: Settings, args: argparse.Namespace) -> Coroutine[Any, Any, int] | int:
+    """The command's work: a coroutine for the event loop, or its exit code when it needs
+    none."""
+    if args.command == "run":
+        return _run(settings)
+    elif args.command == "migrate":
+        return _migrate(settings)
+    elif args.command == "doctor":
+        return _doctor(settings)
+    elif args.command == "mcp":
+        return _mcp(settings)
+    elif args.command == "users":
+        return _users(settings, args.users_command, getattr(args, "name", None))
+    elif args.command == "kb":  # knowledge base
+        from gateway.ops.kb import run as run_kb
+
+        return run_kb(settings, args)
+    elif args.command == "profiles":  # no database, no event loop
+        from gateway.profiles.cli import run as run_profiles
+
+        return run_profiles(settings, args)
+    elif args.command == "reload":
+        from gateway.profiles.cli import reload
+
+        return reload(settings, args)
+    elif args.command == "people":
+        from gateway.people.cli import run as run_people
+
+        return run_people(settings, args, platforms=known_platforms())
+    elif args.command == "usage":
+        from gateway.usage.cli import run as run_usage
+
+        return run_usage(settings, args)
+    elif args.command == "schedule":
+        from gateway.schedules.cli import run as run_schedule
+
+        return run_schedule(settings, args, platforms=known_platforms())
+    elif args.command == "audit":
+        from gateway.audit.cli import run as run_audit
+
+        return run_audit(settings, args)
+    elif args.command in ("backup", "restore"):
+        from gateway.ops.backup import run as run_backup
+
+        return run_backup(settings, args)
+    elif args.command == "retention":
+        from gateway.retention.cli import run as run_retention
+
+        return run_retention(settings, args)
+    elif args.sessions_command == "list":
+        return _sessions_list(settings, args.platform, args.active, args.limit, args.json)
+    return _sessions_show(settings, args.ident, args.after, args.limit)
 
 
 #: commands that serve until stopped: they log as configured (JSON off a terminal)

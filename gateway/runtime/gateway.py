@@ -14,9 +14,10 @@ from collections.abc import Sequence
 import structlog
 
 from gateway import audit
-from gateway.agents.base import Agent, Closeable, QuickAsker
+from gateway.agents.base import Agent, Closeable
 from gateway.agents.breakers import guard_agent
 from gateway.agents.prompt import TokenCounter
+from gateway.core.access_settings import is_loopback_bind
 from gateway.core.config_watch import ConfigWatch, ReloadResult
 from gateway.core.conversations import Conversations
 from gateway.core.hub import WorkSignal
@@ -29,7 +30,7 @@ from gateway.core.registry import (
     streaming_overrides,
     webhook_prefixes,
 )
-from gateway.core.settings import Settings, is_loopback_bind
+from gateway.core.settings import Settings
 from gateway.files.voice import build_voice_jobs
 from gateway.http.admin import OperatorSurface
 from gateway.http.app import HttpServer, build_app
@@ -53,11 +54,11 @@ from gateway.runtime import memory, upkeep
 from gateway.runtime.live import ReplicatedBroadcast
 from gateway.runtime.loops import LoopBody, beating, cancel, drain, supervised
 from gateway.runtime.routes import extend_operator, extension_routes
+from gateway.runtime.routing import routing_asker
 from gateway.runtime.stages import turn_stages
 from gateway.runtime.upkeep import LivenessLoop, knowledge_loops
 from gateway.schedules.room import ScheduleRoom
 from gateway.tools.approvals import ApprovalService
-from gateway.tools.asking import FamilyAsker
 from gateway.tools.catalog import tools_file_for
 from gateway.tools.service import ToolService
 from gateway.turns.context import ContextAssembler, ContextPolicy
@@ -275,32 +276,9 @@ class Gateway:
                 knowledge=self.knowledge.retrieval,
             )
             self.tools.approvals = self.approvals
-            self.tools.asker = self._routing_asker(settings, agent)
+            self.tools.asker = routing_asker(settings, agent, self.usage)
             if self.approvals is not None:
                 self.approvals.transports = self.transports
-
-    def _routing_asker(self, settings: Settings, agent: Agent) -> FamilyAsker | None:
-        """Tool routing's side query, when keyword confidence is low: the cheapest of the
-        place's models by the price list in force, charged to the place."""
-        if settings.gateway_routing_ask_below <= 0 or not isinstance(agent, QuickAsker):
-            return None
-
-        def cheapest(models: Sequence[str]) -> str:
-            prices = self.usage.config.prices
-
-            def price(model: str) -> tuple[bool, float]:
-                cost = prices.cost(model, 1000, 1000)
-                return (cost is None, float(cost or 0))
-
-            return min(models, key=price)
-
-        return FamilyAsker(
-            agent=agent,
-            below=settings.gateway_routing_ask_below,
-            timeout=settings.gateway_routing_ask_seconds,
-            cheapest=cheapest,
-            charge=self.usage.charge_place,
-        )
 
     def _build_work(self, settings: Settings, store: Store, agent: Agent) -> None:
         """Streaming, pacing, the turn scheduler and the delivery worker."""
