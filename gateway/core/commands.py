@@ -32,6 +32,9 @@ COMMANDS: Mapping[str, Command] = {
         Command("usage", "Your spend and tokens today and this month, and your limits"),
         Command("link", "Join your accounts on other platforms: /link, then /link CODE there"),
         Command("schedule", "Questions asked here on a schedule: /schedule at|cron|list|cancel"),
+        Command("pause", "Pause this session: messages are kept, nothing is answered"),
+        Command("resume", "Resume a paused session and answer what arrived meanwhile"),
+        Command("decision", "Record a decision of this session: /decision TEXT"),
         Command("help", "Show what this bot can do"),
     )
 }
