@@ -15,10 +15,9 @@ is off) gets a short answer saying so. After: nothing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Protocol
-
-import re
 
 import structlog
 
