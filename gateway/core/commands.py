@@ -12,7 +12,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["COMMANDS", "Command", "ParsedCommand", "command_name", "parse_command"]
+__all__ = [
+    "COMMANDS",
+    "Command",
+    "ParsedCommand",
+    "command_name",
+    "decision_text",
+    "parse_command",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,3 +81,13 @@ def command_name(text: str, *, bot_username: str | None = None) -> str | None:
     if parsed.addressee and bot_username and parsed.addressee.lower() != bot_username.lower():
         return None
     return parsed.name
+
+
+_DECISION = re.compile(r"/decision(?:@\S*)?\s+", re.IGNORECASE)
+
+
+def decision_text(content: str) -> str:
+    """The decision of a ``/decision TEXT`` message (its content as typed, a mention
+    included); other content as it is."""
+    match = _DECISION.search(content)
+    return content[match.end() :].strip() if match else content.strip()

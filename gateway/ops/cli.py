@@ -25,6 +25,7 @@ from gateway.core.settings import Settings, load_settings, settings_source
 if TYPE_CHECKING:
     from gateway.agents.base import Agent
     from session_store.records import SessionRecord
+    from session_store.values import SessionStatus
 
 log = structlog.get_logger("gateway")
 
@@ -134,31 +135,102 @@ async def _migrate(settings: Settings) -> int:
     return 0
 
 
-async def _sessions_list(
-    settings: Settings, platform: str | None, active: bool, limit: int, as_json: bool = False
-) -> int:
+async def _sessions_list(settings: Settings, args: argparse.Namespace) -> int:
     from session_store.migrator import migrate
     from session_store.store import Store
 
+    status: SessionStatus | None = "active" if args.active else args.status
     async with database(settings) as dsn:
         await migrate(dsn)
         store = await Store.connect(dsn, min_size=1, max_size=2)
         try:
             sessions = await store.sessions.list_sessions(
-                platform=platform, status="active" if active else None, limit=limit
+                platform=args.platform,
+                status=status,
+                topic_contains=args.topic,
+                min_priority=args.min_priority,
+                tags=args.tag,
+                limit=args.limit,
             )
         finally:
             await store.close()
-    if as_json:
+    if args.json:
         # one JSON array, newest activity first, for scripts (`jq`)
         print(json.dumps([_session_json(s) for s in sessions], indent=2))
         return 0
     for s in sessions:
         last = s.last_message_at.isoformat(timespec="seconds") if s.last_message_at else "-"
-        print(f"{s.id}\t{s.key}\t{s.status}\t{s.message_count} messages\t{last}")
+        about = "".join(
+            [
+                f"\ttopic: {s.topic}" if s.topic else "",
+                f"\tpriority {s.priority}" if s.priority else "",
+                f"\ttags: {','.join(s.tags)}" if s.tags else "",
+            ]
+        )
+        print(f"{s.id}\t{s.key}\t{s.status}\t{s.message_count} messages\t{last}{about}")
     if not sessions:
         print("no sessions", file=sys.stderr)
     return 0
+
+
+async def _sessions_change(settings: Settings, args: argparse.Namespace) -> int:
+    """``gateway sessions pause|resume|close|archive|set SESSION``: one lifecycle step, or
+    the topic, priority and tags; a step the status does not allow exits 1 saying why."""
+    from gateway import audit
+    from session_store.errors import RequestError
+    from session_store.migrator import migrate
+    from session_store.store import Store
+
+    step = args.sessions_command
+    async with database(settings) as dsn:
+        await migrate(dsn)
+        store = await Store.connect(dsn, min_size=1, max_size=2)
+        try:
+            found = await _find_session(store, args.ident)
+            if found is None:
+                return 1
+            try:
+                if step == "set":
+                    tags = None if args.tags is None else args.tags.split(",")
+                    details = {"topic": args.topic, "priority": args.priority, "tags": tags}
+                    async with audit.attempt(
+                        store, "session.update", ("session", found.id), details=details
+                    ):
+                        session = await store.sessions.set_attributes(
+                            found.id, topic=args.topic, priority=args.priority, tags=tags
+                        )
+                else:
+                    async with audit.attempt(store, f"session.{step}", ("session", found.id)):
+                        session = await store.sessions.transition(found.id, step)
+            except RequestError as exc:
+                print(str(exc), file=sys.stderr)
+                return 1
+        finally:
+            await store.close()
+    about = f"topic {session.topic!r}, priority {session.priority}, tags {list(session.tags)}"
+    print(f"session {session.id} {session.key}: {session.status}; {about}")
+    return 0
+
+
+async def _find_session(store: Any, ident: str) -> SessionRecord | None:
+    """A session by id or key, or None after saying why on stderr."""
+    from session_store.errors import SessionNotFound
+
+    if ident.isascii() and ident.isdigit():
+        try:
+            return await store.sessions.get_session(int(ident))  # type: ignore[no-any-return]
+        except SessionNotFound:
+            print(f"no session {ident}", file=sys.stderr)
+            return None
+    try:
+        key = SessionKey.parse(ident)
+    except ValueError as exc:
+        print(str(exc), file=sys.stderr)
+        return None
+    found = await store.sessions.find_session(key)
+    if found is None:
+        print(f"no session for key {ident}", file=sys.stderr)
+    return found  # type: ignore[no-any-return]
 
 
 def _session_json(s: SessionRecord) -> dict[str, Any]:
@@ -174,6 +246,9 @@ def _session_json(s: SessionRecord) -> dict[str, Any]:
         "thread_id": s.key.thread_id,
         "status": s.status,
         "title": s.title,
+        "topic": s.topic,
+        "priority": s.priority,
+        "tags": list(s.tags),
         "message_count": s.message_count,
         "created_at": when(s.created_at),
         "last_message_at": when(s.last_message_at),
@@ -308,6 +383,9 @@ def _positive(value: str) -> int:
     return number
 
 
+_SESSION_HELP = "session id or platform:scope:chat:thread"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gateway", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -317,13 +395,34 @@ def _parser() -> argparse.ArgumentParser:
     ssub = sessions.add_subparsers(dest="sessions_command", required=True)
     lst = ssub.add_parser("list", help="one line per session")
     lst.add_argument("--platform")
-    lst.add_argument("--active", action="store_true")
+    lst.add_argument("--active", action="store_true", help="only active sessions")
+    lst.add_argument("--status", choices=["active", "paused", "closed", "archived"])
+    lst.add_argument("--topic", help="text in the topic (case-insensitive)")
+    lst.add_argument("--min-priority", type=int, help="priority at least N")
+    lst.add_argument(
+        "--tag", action="append", help="sessions carrying this tag (repeat: all of them)"
+    )
     lst.add_argument("--limit", type=_positive, default=100, help="at most N sessions")
     lst.add_argument("--json", action="store_true", help="a JSON array instead of lines")
     show = ssub.add_parser("show", help="a session's transcript in seq order")
     show.add_argument("ident", metavar="ID-or-KEY", help="session id or platform:scope:chat:thread")
     show.add_argument("--after", type=int, default=0)
     show.add_argument("--limit", type=int, default=1000)
+    for step, text in (
+        ("pause", "pause an active session: messages are kept, nothing is answered"),
+        ("resume", "resume a paused session: what arrived meanwhile is answered"),
+        ("close", "close an active or paused session (its thread's next message opens a new one)"),
+        ("archive", "archive a closed session: read-only"),
+    ):
+        move = ssub.add_parser(step, help=text)
+        move.add_argument(
+            "ident", metavar="SESSION", help="session id or platform:scope:chat:thread"
+        )
+    change = ssub.add_parser("set", help="set a session's topic, priority or tags")
+    change.add_argument("ident", metavar="SESSION", help=_SESSION_HELP)
+    change.add_argument("--topic")
+    change.add_argument("--priority", type=int)
+    change.add_argument("--tags", help="comma-separated; replaces the session's tags ('' clears)")
     users = sub.add_parser("users", help="web chat accounts (GATEWAY_WEB_AUTH=accounts)")
     usub = users.add_subparsers(dest="users_command", required=True)
     add = usub.add_parser("add", help="add an account, or set its password (stdin if piped)")
@@ -367,7 +466,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 #: commands whose changes are recorded in the audit log as done by hand
-_BY_HAND = frozenset({"users", "kb"})
+_BY_HAND = frozenset({"users", "kb", "sessions"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -426,7 +525,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             coro = run_retention(settings, args)
         elif args.sessions_command == "list":
-            coro = _sessions_list(settings, args.platform, args.active, args.limit, args.json)
+            coro = _sessions_list(settings, args)
+        elif args.sessions_command in ("pause", "resume", "close", "archive", "set"):
+            coro = _sessions_change(settings, args)
         else:
             coro = _sessions_show(settings, args.ident, args.after, args.limit)
         if args.command in _BY_HAND:

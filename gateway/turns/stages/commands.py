@@ -15,13 +15,12 @@ is off) gets a short answer saying so. After: nothing.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Protocol
 
 import structlog
 
-from gateway.core.commands import COMMANDS
+from gateway.core.commands import COMMANDS, decision_text
 from gateway.core.domain import Reply
 from gateway.turns.context import ContextPolicy
 from gateway.turns.stage import COMMAND_MODEL, Answer, Stage, TurnRun
@@ -216,16 +215,6 @@ class ResumeCommand:
 
     async def answer(self, turn: TurnRun, ask: MessageRecord) -> Reply:
         return Reply(text=RESUME_TEXT, model=COMMAND_MODEL)
-
-
-_DECISION = re.compile(r"/decision(?:@\S*)?\s+", re.IGNORECASE)
-
-
-def decision_text(content: str) -> str:
-    """The decision of a ``/decision TEXT`` message (its content as typed); other content
-    as it is."""
-    match = _DECISION.search(content)
-    return content[match.end() :].strip() if match else content.strip()
 
 
 class DecisionCommand:

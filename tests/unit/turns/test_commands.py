@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import cast
 
+from gateway.core.commands import decision_text
 from gateway.core.domain import Reply
 from gateway.turns.context import ContextPolicy
 from gateway.turns.stage import COMMAND_MODEL, TurnRun
@@ -15,7 +16,6 @@ from gateway.turns.stages.commands import (
     RESUME_TEXT,
     CommandsStage,
     command_argument,
-    decision_text,
     help_text,
 )
 from session_store.errors import RequestError
