@@ -146,7 +146,7 @@ async def latency_figures(
     try:
         ks = KnowledgeStore(store.db)
         k = Knowledge(ks, embedder, KnowledgeSettings())
-        base = await k.kb("bench")
+        base = await k.catalog.kb("bench")
         loaded = 0
         batch = 2000
         for size in sizes:
@@ -182,7 +182,7 @@ async def latency_figures(
                 await conn.close()
             qs = [" ".join(rng.choices(words, k=rng.randint(4, 10))) for _ in range(queries)]
             for q in qs[:5]:  # warm the cache
-                await k.search(q, kbs=["bench"])
+                await k.retrieval.search(q, kbs=["bench"])
             sql_ms: list[float] = []
             total_ms: list[float] = []
             lexical_ms: list[float] = []
@@ -204,7 +204,7 @@ async def latency_figures(
                 )
                 lexical_ms.append((time.perf_counter() - t) * 1000)
                 t = time.perf_counter()
-                await k.search(q, kbs=["bench"], limit=5)
+                await k.retrieval.search(q, kbs=["bench"], limit=5)
                 total_ms.append((time.perf_counter() - t) * 1000)
             out[str(size)] = {
                 "hybrid_sql_ms": {
@@ -242,7 +242,7 @@ async def recall_figures(dsn: str, embedder: LocalEmbedder) -> dict[str, Any]:
         found = {"lexical": 0, "vector": 0, "fused": 0}
         misses: dict[str, list[str]] = {m: [] for m in found}
         for question, phrase in QUESTIONS:
-            hits = (await k.search(question, kbs=["recall"], limit=80)).hits
+            hits = (await k.retrieval.search(question, kbs=["recall"], limit=80)).hits
             ranked = {
                 "lexical": sorted(
                     (h for h in hits if h.lexical_rank), key=lambda h: h.lexical_rank or 0

@@ -78,7 +78,7 @@ async def citation_figures(dsn: str, embedder: LocalEmbedder) -> dict[str, Any]:
 async def _recall(k: Knowledge, questions: list[dict[str, Any]]) -> dict[str, float]:
     found = {"lexical": 0, "vector": 0, "fused": 0}
     for q in questions:
-        hits = (await k.search(q["question"], kbs=["default"], limit=80)).hits
+        hits = (await k.retrieval.search(q["question"], kbs=["default"], limit=80)).hits
         ranked = {
             "lexical": sorted(
                 (h for h in hits if h.lexical_rank), key=lambda h: h.lexical_rank or 0
@@ -102,12 +102,14 @@ def _cite_first(turn: list[int], searched: list[int]) -> list[int]:
 async def _citations(k: Knowledge, questions: list[dict[str, Any]], script: Any) -> dict[str, Any]:
     cited = supporting = answered = wrong = invented = 0
     for q in questions:
-        found = await k.for_turn(KEY, q["question"], token_budget=4000)
+        found = await k.turns.for_turn(KEY, q["question"], token_budget=4000)
         numbers = found.numbered() if found is not None else PassageNumbers()
         given = {n: p.content for n, p in enumerate(found.passages if found else (), start=1)}
         # the model's own search: its result shows each passage's number
         shown = json.loads(
-            knowledge_result((await k.search_in(KEY, q["question"], limit=5)).hits, numbers)
+            knowledge_result(
+                (await k.retrieval.search_in(KEY, q["question"], limit=5)).hits, numbers
+            )
         )
         for row in shown:
             given.setdefault(row["n"], row["text"])

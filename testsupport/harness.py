@@ -31,6 +31,8 @@ from gateway.agents.base import Agent, EchoAgent
 from gateway.core.domain import Envelope, Extracted, Ignored, Rejected, SessionKey
 from gateway.core.ports import ApprovalClick, ClickOutcome, IngestOutcome, PlatformAdapter
 from gateway.core.settings import Settings
+from gateway.inbound.ingress import admit
+from gateway.inbound.policy import AnswerRules
 from gateway.runtime.gateway import Gateway
 from session_store.store import Store
 
@@ -150,7 +152,9 @@ class Submitted:
 
 class RecordingIntake:
     """The ``Intake`` port for adapter tests: records what the adapter hands the core, stores
-    nothing, dedupes nothing.
+    nothing, dedupes nothing. Like the core's door it applies the answer policy first
+    (``gateway.inbound.ingress.admit``) with ``rules`` (by default: no lists, no wording of a
+    platform), so what it records is what the core would store.
 
     Failure and timing knobs, each off by default: ``fail_next`` makes the next N submits
     raise (a database outage; pass it at construction for "the first N"), ``fail`` makes
@@ -165,7 +169,9 @@ class RecordingIntake:
         fail_next: int = 0,
         fail: Callable[[Extracted], bool] | None = None,
         cursors: Mapping[str, str] | None = None,
+        rules: AnswerRules | None = None,
     ) -> None:
+        self.rules = rules if rules is not None else AnswerRules()
         self.submitted: list[Submitted] = []
         self.feedback: list[dict[str, Any]] = []
         self.clicks: list[ApprovalClick] = []
@@ -184,7 +190,11 @@ class RecordingIntake:
         self.failures = 0
         self.in_submit = 0
 
+    def admit(self, extracted: Extracted) -> Extracted:
+        return admit(extracted, self.rules)
+
     async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
+        extracted = admit(extracted, self.rules)
         self.attempts += 1
         self.in_submit += 1
         try:

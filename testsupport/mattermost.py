@@ -80,7 +80,7 @@ async def connected(adapter: MattermostAdapter, count: int = 1) -> None:
             adapter.stream is not None
             and adapter.stream.connected
             and adapter.stream.connections >= count
-            and adapter.reconciliations >= count
+            and adapter.reconciler.reconciliations >= count
         ),
         message=f"{count} reconciled websocket connection(s)",
     )

@@ -20,15 +20,15 @@ up/down reactions go to ``intake.record_feedback``. Presence and protocol events
 ``typing``, ``status_change``, ``channel_viewed``...) are dropped here: they would fill the
 inbox and carry nothing for a conversation.
 
-This module is the lifecycle, the approval buttons' route and the websocket events;
-``reconcile.py`` the cursors and the reconciliation, ``config.py`` the configuration.
+This module is the lifecycle, the approval buttons' route and the websocket events; the
+adapter holds a ``Reconciler`` (``reconcile.py``) for the identity, the cursors and the
+reconciliation, ``config.py`` the configuration.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -47,7 +47,6 @@ from adapters.mattermost.extract import (
     POST_EVENTS,
     REACTION_EVENTS,
     BotIdentity,
-    ExtractContext,
     approval_reaction_of,
     extract_event,
     post_of,
@@ -58,7 +57,7 @@ from adapters.mattermost.transport import MattermostTransport
 from adapters.mattermost.urls import ServerUrls, server_urls
 from adapters.mattermost.websocket import EventStream
 from gateway.core.domain import Rejected
-from gateway.core.errors import ConfigError
+from gateway.core.errors import ConfigError, GatewayError
 from gateway.core.ports import ApprovalClick, Check, Intake
 from gateway.inbound.ingress import ingest, record_reaction
 
@@ -67,7 +66,11 @@ __all__ = ["MattermostAdapter", "MattermostConfig"]
 log = structlog.get_logger(__name__)
 
 
-class MattermostAdapter(Reconciler):
+class MattermostAdapter:
+    """``PlatformAdapter`` for one Mattermost server: the websocket, the approval buttons'
+    route and the lifecycle here; the identity, cursors and reconciliation in the
+    ``Reconciler`` it holds."""
+
     platform = PLATFORM
 
     def __init__(self, config: MattermostConfig) -> None:
@@ -90,21 +93,11 @@ class MattermostAdapter(Reconciler):
             actions_url=config.actions_url,
             actions_key=self._actions_key,
         )
-        self._intake: Intake | None = None
-        self._ctx: ExtractContext | None = None
+        #: the identity, channel cursors, held posts and reconciliation
+        self.reconciler = Reconciler(config=config, api=self._api, scope=self._urls.scope)
         self._stream: EventStream | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
-        # channel id -> last seen create_at (ms); bounded by the channels we are in
-        self._cursors: dict[str, int] = {}
-        # channel id -> {post id: create_at} of posts whose handling failed
-        self._held: dict[str, dict[str, int]] = {}
-        self._first_start_checked = False
-        #: completed reconciliations (one per connection); for observability and tests
-        self.reconciliations = 0
-        self._resync_at = 0.0
-        self._resync_failures = 0
-        self._channel_types: OrderedDict[str, str] = OrderedDict()
 
     # --- PlatformAdapter --------------------------------------------------------------------
 
@@ -118,7 +111,8 @@ class MattermostAdapter(Reconciler):
 
     @property
     def identity(self) -> BotIdentity | None:
-        return self._ctx.bot if self._ctx else None
+        ctx = self.reconciler.ctx
+        return ctx.bot if ctx else None
 
     def http_routes(self) -> Sequence[Any]:
         # the websocket is outbound; the one route is where approval buttons post back
@@ -131,8 +125,9 @@ class MattermostAdapter(Reconciler):
         context must carry our signature (``actions.press_of``); the presser is the server's
         ``user_id``; the core checks the place, the card and the person. The answer's
         ``ephemeral_text`` is shown only to the presser."""
-        intake = self._intake
-        if intake is None or self._ctx is None:
+        try:
+            intake, _ = self.reconciler.require()
+        except GatewayError:
             return JSONResponse({"ephemeral_text": "Not ready, try again."}, status_code=503)
         try:
             payload = json.loads(await request.body())
@@ -170,10 +165,10 @@ class MattermostAdapter(Reconciler):
         return await check_server(api, url=self._config.url)
 
     async def start(self, intake: Intake) -> None:
-        self._intake = intake
+        self.reconciler.bind(intake)
         self._stopping.clear()
         try:
-            await self._resolve_identity()
+            await self.reconciler.resolve_identity()
         except MattermostApiError as exc:
             if exc.status in (401, 403):
                 raise ConfigError(
@@ -188,10 +183,10 @@ class MattermostAdapter(Reconciler):
             url=self._urls.websocket_url,
             token=self._config.token,
             on_event=self._on_event,
-            on_error=self._record_failure,
-            on_connected=self._on_connected,
-            on_connecting=self._on_connecting,
-            on_tick=self._on_tick,
+            on_error=self.reconciler.record_failure,
+            on_connected=self.reconciler.on_connected,
+            on_connecting=self.reconciler.on_connecting,
+            on_tick=self.reconciler.on_tick,
             tick_interval=self._config.tick_interval,
             ssl_context=self._config.ssl_context,
             backoff=self._config.backoff,
@@ -231,7 +226,7 @@ class MattermostAdapter(Reconciler):
 
     async def _on_event(self, frame: dict[str, Any]) -> None:
         if "raw_frame" in frame:
-            intake, _ = self._require()
+            intake, _ = self.reconciler.require()
             await intake.submit(
                 Rejected(platform=PLATFORM, reason="websocket frame is not a JSON object"),
                 raw=frame,
@@ -239,7 +234,7 @@ class MattermostAdapter(Reconciler):
             return
         name = frame.get("event")
         if not isinstance(name, str):  # fuzzing found a list name, which was unhashable
-            intake, _ = self._require()
+            intake, _ = self.reconciler.require()
             await intake.submit(
                 Rejected(platform=PLATFORM, reason="websocket event name is not a string"),
                 raw=frame,
@@ -250,16 +245,16 @@ class MattermostAdapter(Reconciler):
             return
         if name not in POST_EVENTS:
             return  # presence/protocol noise, see the module doc
-        intake, ctx = self._require()
+        intake, ctx = self.reconciler.require()
         post = post_of(frame)
         hint: str | None = None
         if post is not None:
             data = frame.get("data")
             raw_type = data.get("channel_type") if isinstance(data, Mapping) else None
             if isinstance(raw_type, str) and raw_type:
-                self._remember_type(post["channel_id"], raw_type)
+                self.reconciler.remember_type(post["channel_id"], raw_type)
             else:
-                hint = await self._channel_type(post["channel_id"])
+                hint = await self.reconciler.channel_type(post["channel_id"])
         await ingest(
             intake,
             platform=PLATFORM,
@@ -267,12 +262,12 @@ class MattermostAdapter(Reconciler):
             extract=lambda: extract_event(frame, ctx=ctx, channel_type_hint=hint),
         )
         if name == "posted" and post is not None:
-            await self._seen(post)
+            await self.reconciler.seen(post)
 
     async def _on_reaction(self, frame: dict[str, Any]) -> None:
         """A thumbs up/down on one of the bot's replies is that reply's feedback; the core
         answers False for reactions on other posts. Not submitted: it is not a message."""
-        intake, ctx = self._require()
+        intake, ctx = self.reconciler.require()
         approval = approval_reaction_of(frame, ctx=ctx)
         if approval is not None:
             # ✅/❌ on an approval card; the core finds the card by its post id

@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 
+from gateway.core.attachments import download
 from gateway.core.errors import GatewayError
-from gateway.knowledge.attachments import download
 
 #: most posts a since-query answers (server ``GetPostsSince``: ``LIMIT 1000``)
 SINCE_LIMIT = 1000

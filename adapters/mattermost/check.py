@@ -1,5 +1,5 @@
 """``MattermostAdapter.check``: the token (users/me), and the teams and channels the bot is a
-member of (it hears and answers only there), each with its fix (docs/mattermost.md)."""
+member of (it hears and answers only there), each with its fix (docs/how-to/mattermost.md)."""
 
 from __future__ import annotations
 

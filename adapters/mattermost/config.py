@@ -1,4 +1,4 @@
-"""How a Mattermost adapter is configured: the server, the token, who is answered, and the
+"""How a Mattermost adapter is configured: the server, the token, and the
 timings and limits of its event stream and reconciliation."""
 
 from __future__ import annotations
@@ -7,20 +7,15 @@ import ssl
 from dataclasses import dataclass, field
 
 from adapters.mattermost.api import PER_PAGE_MAX, SINCE_LIMIT
-from adapters.mattermost.extract import answer_rules
 from adapters.mattermost.settings import MattermostSettings
 from adapters.mattermost.websocket import Backoff
 from gateway.core.errors import ConfigError
-from gateway.core.settings import Settings
-from gateway.inbound.policy import AnswerRules, PlaceAnswerRule
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MattermostConfig:
     url: str
     token: str = field(repr=False)
-    #: who is answered (``gateway.inbound.policy``; ``answer_rules`` maps the settings)
-    rules: AnswerRules = field(default_factory=AnswerRules)
     #: trust store for https:// servers; None = the system's (honours SSL_CERT_FILE)
     ssl_context: ssl.SSLContext | None = None
     backoff: Backoff = field(default_factory=Backoff)
@@ -49,10 +44,6 @@ class MattermostConfig:
     def from_settings(
         cls,
         settings: MattermostSettings,
-        *,
-        answer_bots: bool | None = None,
-        core: Settings | None = None,
-        place_answers_all: PlaceAnswerRule | None = None,
     ) -> MattermostConfig:
         if not settings.mattermost_url or settings.mattermost_token is None:
             raise ConfigError(
@@ -61,8 +52,5 @@ class MattermostConfig:
         return cls(
             url=settings.mattermost_url,
             token=settings.mattermost_token.get_secret_value(),
-            rules=answer_rules(
-                settings, core, answer_bots=answer_bots, place_answers_all=place_answers_all
-            ),
             actions_url=settings.mattermost_actions_url,
         )

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from gateway.inbound.policy import AnswerRules
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -20,5 +18,3 @@ class BotIdentity:
 class ExtractContext:
     scope: str
     bot: BotIdentity
-    #: who is answered (``answer_rules`` maps the settings into them)
-    rules: AnswerRules = field(default_factory=AnswerRules)

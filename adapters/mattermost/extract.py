@@ -13,8 +13,8 @@ No I/O here. The rules (platforms.md §0, §3):
   the receiving user's id (server ``web_broadcast_hooks.go``: "the client expects this field to
   be stringified").
 
-Who is answered is not decided here: ``facts_of`` reports what the post is and
-``gateway.inbound.policy`` decides, for every platform alike.
+Who is answered is not decided here: ``facts_of`` reports what the post is and the core's
+ingress decides (``gateway.inbound.ingress.admit``), for every platform alike.
 """
 
 from __future__ import annotations
@@ -49,15 +49,7 @@ from gateway.core.domain import (
     SessionKey,
     Trigger,
 )
-from gateway.core.settings import Settings
-from gateway.inbound.policy import (
-    AnswerRules,
-    Decision,
-    PlaceAnswerRule,
-    Shorthand,
-    decide,
-    rules_for,
-)
+from gateway.core.plugins import Shorthand
 
 PLATFORM = "mattermost"
 
@@ -68,29 +60,20 @@ POST_EVENTS = frozenset({"posted", "post_edited", "post_deleted"})
 _CHANNEL_TYPES = frozenset({"O", "P", "D", "G"})
 
 
-def answer_rules(
-    settings: MattermostSettings,
-    core: Settings | None = None,
-    *,
-    answer_bots: bool | None = None,
-    place_answers_all: PlaceAnswerRule | None = None,
-) -> AnswerRules:
-    """The answer policy's rules for Mattermost: the ``GATEWAY_*`` lists, with
-    ``MATTERMOST_*`` ones as their shorthand (``gateway.inbound.policy``)."""
-    return rules_for(
-        core,
-        Shorthand(
-            platform=PLATFORM,
-            chat_word="channel",
-            allowed_chats=settings.mattermost_allowed_channels,
-            allowed_chats_name="MATTERMOST_ALLOWED_CHANNELS",
-            allowed_users=settings.mattermost_allowed_users,
-            allowed_users_name="MATTERMOST_ALLOWED_USERS",
-            answer_all_chats=settings.mattermost_answer_all_channels,
-            require_mention=settings.mattermost_require_mention,
-        ),
-        answer_bots=answer_bots,
-        place_answers_all=place_answers_all,
+def answer_settings(settings: MattermostSettings) -> Shorthand:
+    """Mattermost's own answer settings (``MATTERMOST_*``), as shorthands of the one
+    vocabulary: the plugin declares them, the core's ingress applies them
+    (``gateway.inbound.policy``)."""
+    return Shorthand(
+        platform=PLATFORM,
+        chat_word="channel",
+        own_word="post",
+        allowed_chats=settings.mattermost_allowed_channels,
+        allowed_chats_name="MATTERMOST_ALLOWED_CHANNELS",
+        allowed_users=settings.mattermost_allowed_users,
+        allowed_users_name="MATTERMOST_ALLOWED_USERS",
+        answer_all_chats=settings.mattermost_answer_all_channels,
+        require_mention=settings.mattermost_require_mention,
     )
 
 
@@ -309,13 +292,17 @@ def extract_post(
         from_bot=from_bot,
         bot=ctx.bot,
     )
-    decision = decide(facts, ctx.rules)
-    ignored = _ignored(post, facts, decision)
-    if ignored is not None:
-        return ignored
-    # A command only counts when the post is for us: a stray "/new" in a channel (or another
-    # bot's) must not reset a session.
-    for_us = kind is EventKind.MESSAGE and decision.trigger is not Trigger.NEVER
+    post_type = _str(post, "type")
+    if post_type.startswith("system_"):
+        # joins, header changes, ... are server notices, not conversation (the answer
+        # policy's refusal, if any, is still the reason kept)
+        return Ignored(
+            platform=PLATFORM,
+            reason=f"system post {post_type}",
+            event_id=f"post:{post_id}",
+            facts=facts,
+            kind=kind,
+        )
     envelope = Envelope(
         key=key,
         target=reply_target(**where),
@@ -324,8 +311,9 @@ def extract_post(
         sender=_sender(user_id, sender_name, props, from_bot=from_bot),
         event_id=f"post:{post_id}",
         kind=EventKind.MESSAGE,
-        trigger=decision.trigger,
-        command=parse_command(text, ctx.bot) if for_us else None,
+        # the core's ingress decides the trigger, and drops the command of a post that is not
+        # for us (a stray "/new" in a channel, or another bot's, must not reset a session)
+        command=parse_command(text, ctx.bot) if kind is EventKind.MESSAGE else None,
         reply_to_id=root_id or None,
         attachments=_attachments(post),
         sent_at=_millis(post.get("create_at")),
@@ -335,20 +323,6 @@ def extract_post(
         facts=facts,
     )
     return _as_kind(envelope, post, kind)
-
-
-def _ignored(post: Mapping[str, Any], facts: Facts, decision: Decision) -> Ignored | None:
-    """Why a post is not conversation for us (the answer policy's reason, or a system
-    post), else ``None``."""
-    event_id = f"post:{_str(post, 'id')}"
-    if decision.ignored:
-        reason = "own post" if facts.from_self else decision.reason
-        return Ignored(platform=PLATFORM, reason=reason, event_id=event_id)
-    post_type = _str(post, "type")
-    if post_type.startswith("system_"):
-        # joins, header changes, ... are server notices, not conversation
-        return Ignored(platform=PLATFORM, reason=f"system post {post_type}", event_id=event_id)
-    return None
 
 
 def _sender(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from adapters.mattermost.extract import answer_settings
 from adapters.mattermost.settings import MattermostSettings
 from gateway.core.domain import ReplyTarget, SessionKey
-from gateway.core.plugins import Prompter, SetupFlag, SetupSpec, SurfacePlugin
+from gateway.core.plugins import Prompter, SetupFlag, SetupSpec, Shorthand, SurfacePlugin
 from gateway.core.ports import AdapterContext, PlatformAdapter
 from gateway.core.settings import Settings
 
@@ -43,7 +44,7 @@ class MattermostPlugin(SurfacePlugin[MattermostSettings]):
         ),
         collect=collect,
         enabling=("MATTERMOST_URL", "MATTERMOST_TOKEN"),
-        guide="docs/mattermost.md",
+        guide="docs/how-to/mattermost.md",
     )
 
     def enabled(self, settings: MattermostSettings, core: Settings) -> bool:
@@ -55,10 +56,10 @@ class MattermostPlugin(SurfacePlugin[MattermostSettings]):
         # the platform's client library only when a gateway builds the adapter
         from adapters.mattermost.adapter import MattermostAdapter, MattermostConfig
 
-        config = MattermostConfig.from_settings(
-            settings, core=core, place_answers_all=context.place_answers_all
-        )
-        return MattermostAdapter(config)
+        return MattermostAdapter(MattermostConfig.from_settings(settings))
+
+    def answer_settings(self, settings: MattermostSettings) -> Shorthand:
+        return answer_settings(settings)
 
     def place_target(self, key: SessionKey) -> ReplyTarget:
         """A channel: a root post, or a reply under the root post (``root_id``) that is the

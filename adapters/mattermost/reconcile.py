@@ -27,7 +27,6 @@ from adapters.mattermost.extract import (
     post_of,
     post_order,
 )
-from adapters.mattermost.urls import ServerUrls
 from gateway.core.domain import Envelope, Rejected
 from gateway.core.errors import GatewayError
 from gateway.core.lifecycle.supervisor import persist
@@ -50,53 +49,62 @@ _TRANSIENT_RETRY_SECONDS = 1.3
 
 
 class Reconciler:
-    """The identity, cursors, holds and reconciliation of ``MattermostAdapter`` (which sets
-    the attributes below in its ``__init__``)."""
+    """The identity, cursors, holds and reconciliation of one Mattermost server's bot: what
+    ``MattermostAdapter`` holds to make "nothing missed" true. It reads through the REST
+    client it is given and stores through the intake it is bound to at start."""
 
-    _config: MattermostConfig
-    _urls: ServerUrls
-    _api: MattermostApi
-    _intake: Intake | None
-    _ctx: ExtractContext | None
-    _cursors: dict[str, int]
-    _held: dict[str, dict[str, int]]
-    _first_start_checked: bool
-    reconciliations: int
-    _resync_at: float
-    _resync_failures: int
-    _channel_types: OrderedDict[str, str]
+    def __init__(self, *, config: MattermostConfig, api: MattermostApi, scope: str) -> None:
+        self._config = config
+        self._api = api
+        self._scope = scope
+        self._intake: Intake | None = None
+        #: who the bot is, once ``users/me`` answered (``None`` before)
+        self.ctx: ExtractContext | None = None
+        # channel id -> last seen create_at (ms); bounded by the channels we are in
+        self._cursors: dict[str, int] = {}
+        # channel id -> {post id: create_at} of posts whose handling failed
+        self._held: dict[str, dict[str, int]] = {}
+        self._first_start_checked = False
+        #: completed reconciliations (one per connection); for observability and tests
+        self.reconciliations = 0
+        self._resync_at = 0.0
+        self._resync_failures = 0
+        self._channel_types: OrderedDict[str, str] = OrderedDict()
+
+    def bind(self, intake: Intake) -> None:
+        """Store through ``intake`` from now on (the adapter's start)."""
+        self._intake = intake
 
     # --- identity and dead letters ------------------------------------------------------------
 
-    async def _resolve_identity(self) -> None:
+    async def resolve_identity(self) -> None:
         me = await self._api.get_me()
         user_id, username = me.get("id"), me.get("username")
         if not isinstance(user_id, str) or not user_id or not isinstance(username, str):
             raise GatewayError("users/me returned no id/username")
-        self._ctx = ExtractContext(
-            scope=self._urls.scope,
+        self.ctx = ExtractContext(
+            scope=self._scope,
             bot=BotIdentity(user_id=user_id, username=username),
-            rules=self._config.rules,
         )
         log.info(
             "mattermost_identity",
             user_id=user_id,
             username=username,
             is_bot=bool(me.get("is_bot")),
-            scope=self._urls.scope,
+            scope=self._scope,
         )
 
-    def _require(self) -> tuple[Intake, ExtractContext]:
-        if self._intake is None or self._ctx is None:
+    def require(self) -> tuple[Intake, ExtractContext]:
+        if self._intake is None or self.ctx is None:
             raise GatewayError("mattermost adapter not started (identity unknown)")
-        return self._intake, self._ctx
+        return self._intake, self.ctx
 
-    async def _record_failure(self, frame: dict[str, Any], exc: BaseException) -> None:
+    async def record_failure(self, frame: dict[str, Any], exc: BaseException) -> None:
         """Handling ``frame`` raised: hold its post for a retry and leave a dead letter."""
         post = post_of(frame)
         if post is not None and frame.get("event") == "posted":
             self._hold(post)
-        intake, _ = self._require()
+        intake, _ = self.require()
         try:
             await intake.submit(
                 Rejected(
@@ -110,12 +118,12 @@ class Reconciler:
     # --- cursors ------------------------------------------------------------------------------
 
     def _cursor_name(self, channel_id: str) -> str:
-        return f"{PLATFORM}:{self._urls.scope}:channel:{channel_id}"
+        return f"{PLATFORM}:{self._scope}:channel:{channel_id}"
 
     async def _cursor(self, channel_id: str) -> int | None:
         if channel_id in self._cursors:
             return self._cursors[channel_id]
-        intake, _ = self._require()
+        intake, _ = self.require()
         value = await persist(
             lambda: intake.load_cursor(self._cursor_name(channel_id)),
             what="mattermost_load_cursor",
@@ -139,7 +147,7 @@ class Reconciler:
         if self._cursors.get(channel_id) == value:
             return
         self._cursors[channel_id] = value
-        intake, _ = self._require()
+        intake, _ = self.require()
         name = self._cursor_name(channel_id)
         await persist(
             lambda: intake.save_cursor(name, str(value)),
@@ -147,14 +155,14 @@ class Reconciler:
             deadline=_TRANSIENT_RETRY_SECONDS,
         )
 
-    async def _seen(self, post: Mapping[str, Any]) -> None:
+    async def seen(self, post: Mapping[str, Any]) -> None:
         """A post was durably handled: advance its channel's cursor and release a hold."""
         await self._seen_all(post["channel_id"], [post])
 
     async def _seen_all(
         self, channel_id: str, posts: Sequence[Mapping[str, Any]], *, cap: int | None = None
     ) -> None:
-        """Like ``_seen`` for many posts of one channel, with one cursor write: every post
+        """Like ``seen`` for many posts of one channel, with one cursor write: every post
         in ``posts`` was durably handled (held posts, and ``cap``, still cap the cursor)."""
         newest: int | None = None
         held = self._held.get(channel_id)
@@ -187,13 +195,13 @@ class Reconciler:
 
     # --- channel types (post_edited/post_deleted carry none) ----------------------------------
 
-    def _remember_type(self, channel_id: str, channel_type: str) -> None:
+    def remember_type(self, channel_id: str, channel_type: str) -> None:
         self._channel_types[channel_id] = channel_type
         self._channel_types.move_to_end(channel_id)
         while len(self._channel_types) > _CHANNEL_TYPE_CACHE:
             self._channel_types.popitem(last=False)
 
-    async def _channel_type(self, channel_id: str) -> str | None:
+    async def channel_type(self, channel_id: str) -> str | None:
         known = self._channel_types.get(channel_id)
         if known is not None:
             return known
@@ -204,21 +212,21 @@ class Reconciler:
             return None
         kind = channel.get("type")
         if isinstance(kind, str) and kind:
-            self._remember_type(channel_id, kind)
+            self.remember_type(channel_id, kind)
             return kind
         return None
 
     # --- reconciliation -----------------------------------------------------------------------
 
-    async def _on_connecting(self) -> None:
+    async def on_connecting(self) -> None:
         """Before each websocket attempt: know who we are, and on the very first start (no
         cursor saved for any of our channels) mark everything posted so far as history.
 
         That mark must be taken *before* the websocket opens: every later post then reaches
         us either as an event or through reconciliation, even if this first connection
         drops before its buffered events were read."""
-        if self._ctx is None:
-            await self._resolve_identity()
+        if self.ctx is None:
+            await self.resolve_identity()
         if self._first_start_checked:
             return
         channels = await self._list_channels()
@@ -230,9 +238,9 @@ class Reconciler:
             log.info("mattermost_first_start", channels=len(channels))
         self._first_start_checked = True
 
-    async def _on_connected(self) -> None:
-        if self._ctx is None:
-            await self._resolve_identity()
+    async def on_connected(self) -> None:
+        if self.ctx is None:
+            await self.resolve_identity()
         started = time.monotonic()
         channels = await self._list_channels()
         # one semaphore for the whole reconciliation: at most this many store/REST calls at
@@ -301,7 +309,7 @@ class Reconciler:
                     continue  # archived: nothing new can be posted there
                 channels[cid] = channel
                 if isinstance(channel.get("type"), str):
-                    self._remember_type(cid, channel["type"])
+                    self.remember_type(cid, channel["type"])
         return channels
 
     async def _reconcile_channel(
@@ -331,7 +339,7 @@ class Reconciler:
             cursor = baseline
         if last is not None and last < cursor and cid not in self._held:
             return 0  # nothing was created since; skip the request
-        intake, ctx = self._require()
+        intake, ctx = self.require()
         channel_type = channel.get("type") if isinstance(channel.get("type"), str) else None
         channel_type = channel_type or self._channel_types.get(cid) or ""
         team_id = channel.get("team_id") if isinstance(channel.get("team_id"), str) else None
@@ -427,13 +435,13 @@ class Reconciler:
                     post_id=post["id"],
                 )
                 if missed.new and not failed:
-                    await self._record_failure({"event": "posted", "data": {"post": post}}, exc)
+                    await self.record_failure({"event": "posted", "data": {"post": post}}, exc)
                 failed = True
                 continue
             stored += 1
         return stored, not failed
 
-    async def _on_tick(self) -> None:
+    async def on_tick(self) -> None:
         """Idle tick of the read loop: retry held posts (their handling failed) with backoff."""
         if not self._held or time.monotonic() < self._resync_at:
             return

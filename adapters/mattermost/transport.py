@@ -18,11 +18,11 @@ import structlog
 from adapters.mattermost.actions import card_attachments
 from adapters.mattermost.api import MattermostApi, MattermostApiError
 from adapters.mattermost.extract import APPROVE_EMOJI_TEXT, DENY_EMOJI_TEXT, PLATFORM
+from gateway.core.attachments import FileFetchError
 from gateway.core.domain import Attachment, OutgoingFile, ReplyTarget
 from gateway.core.errors import DeliveryError
 from gateway.core.ports import PaceRule, SendResult
 from gateway.core.text import format_parts
-from gateway.knowledge.attachments import FileFetchError
 
 log = structlog.get_logger(__name__)
 

@@ -23,14 +23,15 @@ Ingress rules (architecture invariants 2, 3, 7; platforms.md §2.2-§2.7):
 * First contact inside an existing thread: the thread's earlier messages are fetched with
   ``conversations.replies`` and submitted first as backfill rows (context, never answered).
 
-This module is the lifecycle (identity, start, stop, checks); the HTTP ingress and the bolt
-listeners are ``bolt_app.py``, Socket Mode ``socket_mode.py``, the ingest both share
-``ingest.py``.
+This module is the lifecycle (identity, start, stop, checks). The adapter holds its parts, each
+an object with the state it owns: the ingest both paths share (``ingest.py``: the intake and
+identity bound at start, extraction into the inbox, backfill, approval presses), the bolt app
+built around it (``bolt_app.py``: the listeners that decide each ack), and around those the
+Events API ingress (``events_api.py``) and the Socket Mode ingress (``socket_mode.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,22 +40,16 @@ import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
 
-from adapters.slack.bolt_app import BoltIngress
+from adapters.slack.bolt_app import build_app
 from adapters.slack.check import check_tokens
-from adapters.slack.extract import PLATFORM, BotIdentity, answer_rules
+from adapters.slack.events_api import EventsApiIngress
+from adapters.slack.extract import PLATFORM, BotIdentity
+from adapters.slack.ingest import SlackIngest
 from adapters.slack.settings import SlackSettings
-from adapters.slack.socket_mode import (
-    DRAIN_SECONDS,
-    SOCKET_DOWN_SECONDS,
-    GatewaySocketModeHandler,
-    SocketModeIngress,
-)
+from adapters.slack.socket_mode import SocketModeIngress
 from adapters.slack.transport import SlackTransport, make_web_client
 from gateway.core.errors import ConfigError, GatewayError
-from gateway.core.hub import KeyedLock
 from gateway.core.ports import Check, Intake
-from gateway.core.settings import Settings
-from gateway.inbound.policy import PlaceAnswerRule
 
 log = structlog.get_logger(__name__)
 
@@ -62,7 +57,7 @@ log = structlog.get_logger(__name__)
 WEB_TIMEOUT_SECONDS = 10
 
 
-class SlackAdapter(BoltIngress, SocketModeIngress):
+class SlackAdapter:
     """``PlatformAdapter`` for Slack: one bot token (one workspace), HTTP and/or Socket Mode."""
 
     platform = PLATFORM
@@ -70,14 +65,9 @@ class SlackAdapter(BoltIngress, SocketModeIngress):
     def __init__(
         self,
         settings: SlackSettings,
-        *,
-        answer_bots: bool | None = None,
-        core: Settings | None = None,
-        place_answers_all: PlaceAnswerRule | None = None,
     ) -> None:
         if settings.slack_bot_token is None:
             raise ConfigError("SLACK_BOT_TOKEN", "required to enable Slack")
-        self._backfill_locks = KeyedLock()
         self._base_url = settings.slack_api_base_url
         self._client = make_web_client(
             token=settings.slack_bot_token.get_secret_value(),
@@ -85,28 +75,38 @@ class SlackAdapter(BoltIngress, SocketModeIngress):
             timeout=WEB_TIMEOUT_SECONDS,
         )
         self.transport = SlackTransport(self._client)
+        self._session: aiohttp.ClientSession | None = None
+        #: the shared ingest of Slack events (both ingress paths store through it)
+        self.ingest = SlackIngest(self._client, self.transport)
         secret = settings.slack_signing_secret
-        self._verifier = SignatureVerifier(secret.get_secret_value()) if secret else None
+        app = build_app(
+            self.ingest,
+            base_url=self._base_url,
+            secret=secret.get_secret_value() if secret else None,
+        )
+        #: ``POST /slack/events`` and ``/slack/interactions``, when a signing secret is set
+        self.events_api = (
+            EventsApiIngress(self.ingest, app, SignatureVerifier(secret.get_secret_value()))
+            if secret
+            else None
+        )
         app_token = settings.slack_app_token
         self._app_token = app_token.get_secret_value() if app_token else None
-        self._rules = answer_rules(
-            settings, core, answer_bots=answer_bots, place_answers_all=place_answers_all
+        #: the Socket Mode connection, when an app-level token is set
+        self.socket_mode = (
+            SocketModeIngress(self.ingest, app, app_token=self._app_token, web_client=self._client)
+            if self._app_token is not None
+            else None
         )
-        self._intake: Intake | None = None
-        self._me: BotIdentity | None = None
-        self._session: aiohttp.ClientSession | None = None
-        self._app = self._build_app(secret.get_secret_value() if secret else None)
-        self._socket: GatewaySocketModeHandler | None = None
-        self._socket_task: asyncio.Task[None] | None = None
-        self._stopping = asyncio.Event()
-        #: seconds without a Socket Mode connection before the client is replaced
-        self.socket_down_after = SOCKET_DOWN_SECONDS
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._inflight: set[asyncio.Task[Any]] = set()
 
     @property
     def identity(self) -> BotIdentity | None:
-        return self._me
+        return self.ingest.me
+
+    def http_routes(self) -> Sequence[Any]:
+        if self.events_api is None:
+            return []  # Socket Mode only: no public endpoint to protect
+        return self.events_api.http_routes()
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -118,48 +118,27 @@ class SlackAdapter(BoltIngress, SocketModeIngress):
         )
         self._client.session = self._session
         try:
-            self._me = await self._resolve_identity()
+            me = await self._resolve_identity()
         except BaseException:
             # the gateway does not stop an adapter whose start failed: close what we opened
             await self._session.close()
             self._client.session = self._session = None
             raise
-        self._intake = intake
+        self.ingest.bind(intake, me)
         log.info(
             "slack_started",
-            team_id=self._me.team_id,
-            bot_user_id=self._me.user_id,
-            http=self._verifier is not None,
-            socket_mode=self._app_token is not None,
+            team_id=me.team_id,
+            bot_user_id=me.user_id,
+            http=self.events_api is not None,
+            socket_mode=self.socket_mode is not None,
         )
-        if self._app_token is not None:
-            self._stopping.clear()
-            # every replica holds its own connection (Slack spreads an app's events over up
-            # to 10; the inbox dedupes), supervised like every receive loop
-            self._socket_task = asyncio.create_task(
-                intake.supervise(
-                    f"slack-socket:{self._me.team_id or 'default'}",
-                    self._run_socket,
-                    stopping=self._stopping,
-                ),
-                name="slack-socket-mode",
-            )
+        if self.socket_mode is not None:
+            self.socket_mode.start(intake, me.team_id)
 
     async def stop(self) -> None:
-        self._intake = None  # handlers answer 503 / do not ack from now on; Slack retries
-        if self._inflight:
-            await asyncio.wait(set(self._inflight), timeout=DRAIN_SECONDS)
-        self._stopping.set()
-        task, self._socket_task = self._socket_task, None
-        if task is not None:
-            done, _ = await asyncio.wait({task}, timeout=DRAIN_SECONDS)
-            if not done:
-                task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-        for spawned in list(self._tasks):
-            spawned.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.ingest.unbind()  # handlers answer 503 / do not ack from now on; Slack retries
+        if self.socket_mode is not None:
+            await self.socket_mode.stop()
         if self._session is not None:
             await self._session.close()
             self._client.session = None
@@ -193,5 +172,5 @@ class SlackAdapter(BoltIngress, SocketModeIngress):
             self._client,
             base_url=self._base_url,
             app_token=self._app_token,
-            events_api=self._verifier is not None,
+            events_api=self.events_api is not None,
         )

@@ -1,7 +1,7 @@
 """``SlackAdapter.check``: the bot token (auth.test), its granted scopes (the
 ``x-oauth-scopes`` response header) against ``scopes.BOT_SCOPES``, and the ingress settings
 (Events API Request URL, or the Socket Mode app-level token), each with its fix
-(docs/slack.md)."""
+(docs/how-to/slack.md)."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ No I/O here. Facts this module encodes (``shared/spec/platforms.md`` §0, §2):
   (§2.6); both produce the same ``message_id`` (the ``ts``) so the core's inbox stores it once.
 
 Who is answered is not decided here: ``facts_of`` reports what the message is (direct,
-mentioned, a thread reply, from a bot, from the bot itself) and ``gateway.inbound.policy``
-decides, for every platform alike.
+mentioned, a thread reply, from a bot, from the bot itself) and the core's ingress decides
+(``gateway.inbound.ingress.admit``), for every platform alike.
 """
 
 from __future__ import annotations
@@ -44,8 +44,7 @@ from gateway.core.domain import (
     SessionKey,
     Trigger,
 )
-from gateway.core.settings import Settings
-from gateway.inbound.policy import AnswerRules, PlaceAnswerRule, Shorthand, decide, rules_for
+from gateway.core.plugins import Shorthand
 
 PLATFORM = "slack"
 
@@ -65,29 +64,18 @@ class BotIdentity:
     team_id: str | None = None
 
 
-def answer_rules(
-    settings: SlackSettings,
-    core: Settings | None = None,
-    *,
-    answer_bots: bool | None = None,
-    place_answers_all: PlaceAnswerRule | None = None,
-) -> AnswerRules:
-    """The answer policy's rules for Slack: the ``GATEWAY_*`` lists, with ``SLACK_*`` ones as
-    their shorthand (``gateway.inbound.policy``)."""
-    return rules_for(
-        core,
-        Shorthand(
-            platform=PLATFORM,
-            chat_word="channel",
-            allowed_chats=settings.slack_allowed_channels,
-            allowed_chats_name="SLACK_ALLOWED_CHANNELS",
-            allowed_users=settings.slack_allowed_users,
-            allowed_users_name="SLACK_ALLOWED_USERS",
-            answer_all_chats=settings.slack_answer_all_channels,
-            require_mention=settings.slack_require_mention,
-        ),
-        answer_bots=answer_bots,
-        place_answers_all=place_answers_all,
+def answer_settings(settings: SlackSettings) -> Shorthand:
+    """Slack's own answer settings (``SLACK_*``), as shorthands of the one vocabulary: the
+    plugin declares them, the core's ingress applies them (``gateway.inbound.policy``)."""
+    return Shorthand(
+        platform=PLATFORM,
+        chat_word="channel",
+        allowed_chats=settings.slack_allowed_channels,
+        allowed_chats_name="SLACK_ALLOWED_CHANNELS",
+        allowed_users=settings.slack_allowed_users,
+        allowed_users_name="SLACK_ALLOWED_USERS",
+        answer_all_chats=settings.slack_answer_all_channels,
+        require_mention=settings.slack_require_mention,
     )
 
 
@@ -288,7 +276,7 @@ def _attachments(message: Mapping[str, Any]) -> tuple[Attachment, ...]:
 # --- extraction ----------------------------------------------------------------------------
 
 
-def extract_event(payload: object, *, me: BotIdentity, rules: AnswerRules) -> Extracted:
+def extract_event(payload: object, *, me: BotIdentity) -> Extracted:
     """One Events API body (HTTP) or Socket Mode ``events_api`` payload -> domain value."""
     if not isinstance(payload, Mapping):
         return Rejected(platform=PLATFORM, reason="payload is not a JSON object")
@@ -308,11 +296,9 @@ def extract_event(payload: object, *, me: BotIdentity, rules: AnswerRules) -> Ex
         return Rejected(platform=PLATFORM, reason="event without team_id", event_id=event_id)
     event_type = event.get("type")
     if event_type == "app_mention":
-        return _message(
-            event, team_id=team_id, event_id=event_id, me=me, rules=rules, is_app_mention=True
-        )
+        return _message(event, team_id=team_id, event_id=event_id, me=me, is_app_mention=True)
     if event_type == "message":
-        return _message_event(event, team_id=team_id, event_id=event_id, me=me, rules=rules)
+        return _message_event(event, team_id=team_id, event_id=event_id, me=me)
     return Ignored(platform=PLATFORM, reason=f"event type {event_type}", event_id=event_id)
 
 
@@ -322,7 +308,6 @@ def _message_event(
     team_id: str,
     event_id: str | None,
     me: BotIdentity,
-    rules: AnswerRules,
 ) -> Extracted:
     subtype = event.get("subtype")
     if subtype is not None and not isinstance(subtype, str):
@@ -331,9 +316,9 @@ def _message_event(
     # message_changed / message_deleted are themselves ``hidden``: handle them before the
     # hidden check.
     if subtype == "message_changed":
-        return _edit(event, team_id=team_id, event_id=event_id, me=me, rules=rules)
+        return _edit(event, team_id=team_id, event_id=event_id, me=me)
     if subtype == "message_deleted":
-        return _delete(event, team_id=team_id, event_id=event_id, me=me, rules=rules)
+        return _delete(event, team_id=team_id, event_id=event_id, me=me)
     if event.get("hidden") is True or subtype == "message_replied":
         # message_replied arrives WITHOUT subtype over the Events API (platforms.md §2.5).
         return Ignored(platform=PLATFORM, reason="hidden notification", event_id=event_id)
@@ -342,9 +327,7 @@ def _message_event(
     if _str(event.get("user")) is None and _str(event.get("bot_id")) is None:
         # A notification shape without an author (same trap as message_replied): never route it.
         return Ignored(platform=PLATFORM, reason="message without author", event_id=event_id)
-    return _message(
-        event, team_id=team_id, event_id=event_id, me=me, rules=rules, is_app_mention=False
-    )
+    return _message(event, team_id=team_id, event_id=event_id, me=me, is_app_mention=False)
 
 
 def _message(
@@ -353,7 +336,6 @@ def _message(
     team_id: str,
     event_id: str | None,
     me: BotIdentity,
-    rules: AnswerRules,
     is_app_mention: bool,
 ) -> Extracted:
     channel = _str(event.get("channel"))
@@ -369,12 +351,8 @@ def _message(
     raw_text = event.get("text")
     text = raw_text if isinstance(raw_text, str) else ""
     facts = facts_of(event, key=key, me=me, is_app_mention=is_app_mention)
-    decision = decide(facts, rules)
-    if decision.ignored:
-        return Ignored(platform=PLATFORM, reason=decision.reason, event_id=event_id)
-    trigger, mentioned, is_reply = decision.trigger, facts.mentioned, facts.thread_reply
+    mentioned, is_reply = facts.mentioned, facts.thread_reply
     body = strip_leading_mention(text, me) if mentioned else text
-    command = command_of(body) if trigger is Trigger.ALWAYS else None
     metadata: dict[str, Any] = {"channel_type": "im" if is_dm else _str(event.get("channel_type"))}
     if _str(event.get("subtype")):
         metadata["subtype"] = event["subtype"]
@@ -387,8 +365,8 @@ def _message(
         text=body,
         sender=sender,
         event_id=event_id,
-        trigger=trigger,
-        command=command,
+        # the core's ingress decides the trigger, and whether the command counts
+        command=command_of(body),
         reply_to_id=thread_ts if is_reply else None,
         attachments=_attachments(event),
         sent_at=_sent_at(ts),
@@ -404,7 +382,6 @@ def _edit(
     team_id: str,
     event_id: str | None,
     me: BotIdentity,
-    rules: AnswerRules,
 ) -> Extracted:
     inner = event.get("message")
     channel = _str(event.get("channel"))
@@ -420,16 +397,16 @@ def _edit(
         team_id=team_id, channel=channel, ts=ts, thread_ts=_str(inner.get("thread_ts")), is_dm=is_dm
     )
     facts = facts_of(inner, key=key, me=me)
-    decision = decide(facts, rules)
-    if decision.ignored:  # an edit is never answered: only whether it is ours to keep counts
-        reason = "own message edited" if decision.reason == "own message" else decision.reason
-        return Ignored(platform=PLATFORM, reason=reason, event_id=event_id)
     previous = event.get("previous_message")
     text = inner.get("text") if isinstance(inner.get("text"), str) else ""
     if isinstance(previous, Mapping) and previous.get("text") == text:
         # Unfurls and reply-count updates re-send the message unchanged: not an edit.
         return Ignored(
-            platform=PLATFORM, reason="message_changed without text change", event_id=event_id
+            platform=PLATFORM,
+            reason="message_changed without text change",
+            event_id=event_id,
+            facts=facts,
+            kind=EventKind.EDIT,
         )
     return Envelope(
         key=key,
@@ -452,7 +429,6 @@ def _delete(
     team_id: str,
     event_id: str | None,
     me: BotIdentity,
-    rules: AnswerRules,
 ) -> Extracted:
     channel = _str(event.get("channel"))
     previous = event.get("previous_message")
@@ -472,10 +448,6 @@ def _delete(
     )
     # the deleted message's author may be unknown; the place is enough to refuse it
     facts = Facts(place=key, person=None, from_self=_is_own(previous, me))
-    decision = decide(facts, rules)
-    if decision.ignored:
-        reason = "own message deleted" if decision.reason == "own message" else decision.reason
-        return Ignored(platform=PLATFORM, reason=reason, event_id=event_id)
     return Envelope(
         key=key,
         target=target,
@@ -535,6 +507,8 @@ def extract_history(
         backfill=True,
         place=Place(direct=is_dm),
         metadata={"backfill": True},
+        # context of the thread it came from: only the place counts, not who wrote it
+        facts=Facts(place=key, person=None, from_bot=_sender(message).is_bot),
     )
 
 

@@ -1,6 +1,8 @@
-"""What both Slack ingress paths share: one event through extraction into the inbox, and the
-first contact inside an existing thread, whose earlier messages are fetched with
-``conversations.replies`` and submitted first as backfill rows (context, never answered)."""
+"""What both Slack ingress paths share, as one object they are given: the intake and the bot's
+identity bound at start, one event through extraction into the inbox, an approval press
+decided by the core, and the first contact inside an existing thread, whose earlier messages
+are fetched with ``conversations.replies`` and submitted first as backfill rows (context,
+never answered)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from adapters.slack.extract import (
     PLATFORM,
     BotIdentity,
+    approval_action_of,
     backfill_root,
     extract_event,
     extract_history,
@@ -23,12 +26,11 @@ from adapters.slack.extract import (
     reaction_of,
     ts_key,
 )
-from adapters.slack.transport import SlackTransport
-from gateway.core.domain import Envelope, Extracted
+from adapters.slack.transport import APPROVE_ACTION, DENY_ACTION, SlackTransport
+from gateway.core.domain import Envelope, Extracted, ReplyTarget
 from gateway.core.hub import KeyedLock
-from gateway.core.ports import IngestOutcome, Intake
+from gateway.core.ports import ApprovalClick, IngestOutcome, Intake
 from gateway.inbound.ingress import ingest
-from gateway.inbound.policy import AnswerRules
 
 log = structlog.get_logger(__name__)
 
@@ -44,25 +46,44 @@ _BACKFILL_PAGE = 200
 _BACKFILL_MAX_PAGES = 10
 
 
-class SlackIngress:
-    """The shared ingest of ``SlackAdapter`` (its HTTP and Socket Mode ingress build on it):
-    the attributes below are set by ``SlackAdapter.__init__``."""
+class SlackIngest:
+    """The shared ingest of Slack events: the Events API ingress (``events_api.py``), the
+    Socket Mode ingress (``socket_mode.py``) and the bolt listeners both dispatch into
+    (``bolt_app.py``) are built around it and take it."""
 
-    transport: SlackTransport
-    _client: AsyncWebClient
-    _intake: Intake | None
-    _me: BotIdentity | None
-    _rules: AnswerRules
-    _backfill_locks: KeyedLock
-    _tasks: set[asyncio.Task[Any]]
-    _inflight: set[asyncio.Task[Any]]
+    def __init__(self, client: AsyncWebClient, transport: SlackTransport) -> None:
+        self._client = client
+        self._transport = transport
+        self._backfill_locks = KeyedLock()
+        self._intake: Intake | None = None
+        self._me: BotIdentity | None = None
 
-    def _spawn(self, coro: Any, *, name: str) -> None:
-        task = asyncio.create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    @property
+    def me(self) -> BotIdentity | None:
+        """The bot's identity (``auth.test``), once started."""
+        return self._me
 
-    async def _ingest(
+    def bind(self, intake: Intake, me: BotIdentity) -> None:
+        """Store through ``intake`` as ``me`` (the adapter's start)."""
+        self._me = me
+        self._intake = intake
+
+    def unbind(self) -> None:
+        """Nothing is stored from now on: handlers answer 503 / do not ack, so Slack retries
+        (the adapter's stop)."""
+        self._intake = None
+
+    def ready(self) -> tuple[Intake, BotIdentity] | None:
+        """The intake and the identity, or ``None`` before start and after stop."""
+        if self._intake is None or self._me is None:
+            return None
+        return self._intake, self._me
+
+    @property
+    def intake(self) -> Intake | None:
+        return self._intake
+
+    async def ingest(
         self, payload: object, intake: Intake, me: BotIdentity
     ) -> tuple[Extracted, IngestOutcome]:
         raw: Mapping[str, Any] = payload if isinstance(payload, Mapping) else {"body": payload}
@@ -86,11 +107,42 @@ class SlackIngress:
             intake,
             platform=PLATFORM,
             raw=raw,
-            extract=lambda: extract_event(payload, me=me, rules=self._rules),
+            extract=lambda: extract_event(payload, me=me),
             reaction=lambda: reaction_of(payload),
             event_id=event_id if isinstance(event_id, str) else None,
             submit=submit,
         )
+
+    async def approval_press(self, payload: Mapping[str, Any], intake: Intake) -> bool:
+        """Decide an approval press (HTTP or Socket Mode ``interactive``); tell only the
+        presser when it was not theirs to decide. ``False``: not an approval press."""
+        press = approval_action_of(payload, approve_action=APPROVE_ACTION, deny_action=DENY_ACTION)
+        if press is None:
+            return False
+        outcome = await intake.approval_click(
+            ApprovalClick(
+                platform=PLATFORM,
+                approval_id=press.approval_id,
+                user_id=press.user_id,
+                approve=press.approve,
+                chat_id=press.channel_id,
+                thread_id=press.thread_ts,
+                message_id=press.message_ts,
+            )
+        )
+        log.info("slack_approval_press", outcome=outcome.outcome)
+        if outcome.outcome not in ("approved", "denied"):
+            await self._transport.notify(
+                ReplyTarget(
+                    platform=PLATFORM,
+                    scope=(self._me.team_id if self._me else None) or "",
+                    chat_id=press.channel_id,
+                    thread_id=press.thread_ts,
+                ),
+                press.user_id,
+                outcome.message,
+            )
+        return True
 
     async def _backfill(
         self, mention: Envelope, root: str, intake: Intake, me: BotIdentity

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from adapters.slack.extract import answer_settings
 from adapters.slack.settings import SlackSettings
 from gateway.core.domain import ReplyTarget, SessionKey
 from gateway.core.errors import ConfigError
-from gateway.core.plugins import Prompter, SetupFlag, SetupSpec, SurfacePlugin
+from gateway.core.plugins import Prompter, SetupFlag, SetupSpec, Shorthand, SurfacePlugin
 from gateway.core.ports import AdapterContext, PlatformAdapter
 from gateway.core.settings import Settings
 
@@ -64,7 +65,7 @@ class SlackPlugin(SurfacePlugin[SlackSettings]):
         ),
         collect=collect,
         enabling=("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"),
-        guide="docs/slack.md",
+        guide="docs/how-to/slack.md",
     )
 
     def enabled(self, settings: SlackSettings, core: Settings) -> bool:
@@ -76,7 +77,10 @@ class SlackPlugin(SurfacePlugin[SlackSettings]):
         # the platform's client library only when a gateway builds the adapter
         from adapters.slack.adapter import SlackAdapter
 
-        return SlackAdapter(settings, core=core, place_answers_all=context.place_answers_all)
+        return SlackAdapter(settings)
+
+    def answer_settings(self, settings: SlackSettings) -> Shorthand:
+        return answer_settings(settings)
 
     def place_target(self, key: SessionKey) -> ReplyTarget:
         """A channel: a root post (no ``thread_ts``), or a reply in the thread whose root

@@ -1,7 +1,9 @@
 """Slack Socket Mode (when ``SLACK_APP_TOKEN`` is set): bolt's ``AsyncSocketModeHandler`` on
 slack_sdk's aiohttp client, run through ``Intake.supervise`` (every replica, restarted with
 backoff, replaced when it stays disconnected); an envelope bolt cannot read is a dead letter
-and acked, a frame that is not JSON is a dead letter (it cannot be acked)."""
+and acked, a frame that is not JSON is a dead letter (it cannot be acked). An object built
+around the shared ingest (``SlackIngest``) and the bolt app, which it takes, as bolt's own
+Socket Mode handler takes the app."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import asyncio
 import json
 import time
 from collections.abc import Mapping
+from typing import Any
 
 import aiohttp
 import structlog
@@ -23,10 +26,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.slack.bolt_app import ENVELOPE_ID_KEY, ENVELOPE_KEY, UNREADABLE
 from adapters.slack.extract import PLATFORM
-from adapters.slack.ingest import SlackIngress
+from adapters.slack.ingest import SlackIngest
 from gateway.core.domain import Rejected
 from gateway.core.errors import GatewayError
 from gateway.core.lifecycle.supervisor import pause
+from gateway.core.ports import Intake
 from gateway.inbound.ingress import BODY_KEPT
 
 log = structlog.get_logger(__name__)
@@ -45,32 +49,76 @@ class GatewaySocketModeHandler(AsyncSocketModeHandler):
     neither stored nor acked) and is not tracked for a graceful stop."""
 
     def __init__(
-        self, adapter: SocketModeIngress, app: AsyncApp, app_token: str, web_client: AsyncWebClient
+        self, ingress: SocketModeIngress, app: AsyncApp, app_token: str, web_client: AsyncWebClient
     ) -> None:
         super().__init__(app, app_token, web_client=web_client, logger=app.logger)
-        self._adapter = adapter
-        self.client.on_message_listeners.append(adapter.on_socket_frame)
+        self._ingress = ingress
+        self.client.on_message_listeners.append(ingress.on_socket_frame)
 
     async def handle(self, client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
-        await self._adapter.on_socket_request(client, req)
+        await self._ingress.on_socket_request(client, req)
 
 
-class SocketModeIngress(SlackIngress):
-    """``SlackAdapter``'s Socket Mode receive loop and its envelope handling."""
+class SocketModeIngress:
+    """``SlackAdapter``'s Socket Mode receive loop and its envelope handling (when
+    ``SLACK_APP_TOKEN`` is set)."""
 
-    _app: AsyncApp
-    _app_token: str | None
-    _stopping: asyncio.Event
-    _socket: GatewaySocketModeHandler | None
-    socket_down_after: float
+    def __init__(
+        self, ingest: SlackIngest, app: AsyncApp, *, app_token: str, web_client: AsyncWebClient
+    ) -> None:
+        self._ingest = ingest
+        self._app = app
+        self._app_token = app_token
+        self._web_client = web_client
+        self._socket: GatewaySocketModeHandler | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+        #: seconds without a Socket Mode connection before the client is replaced
+        self.socket_down_after = SOCKET_DOWN_SECONDS
+        #: dead letters stored off the sdk's frame callback
+        self._tasks: set[asyncio.Task[Any]] = set()
+        #: envelope handlers still storing (the sdk runs each in an untracked future)
+        self._inflight: set[asyncio.Task[Any]] = set()
+
+    def start(self, intake: Intake, team_id: str | None) -> None:
+        """Every replica holds its own connection (Slack spreads an app's events over up to
+        10; the inbox dedupes), supervised like every receive loop."""
+        self._stopping.clear()
+        self._task = asyncio.create_task(
+            intake.supervise(
+                f"slack-socket:{team_id or 'default'}", self._run_socket, stopping=self._stopping
+            ),
+            name="slack-socket-mode",
+        )
+
+    async def stop(self) -> None:
+        """Let envelopes in hand store and ack, close the connection, drop the rest (after
+        the ingest was unbound: nothing new is acked)."""
+        if self._inflight:
+            await asyncio.wait(set(self._inflight), timeout=DRAIN_SECONDS)
+        self._stopping.set()
+        task, self._task = self._task, None
+        if task is not None:
+            done, _ = await asyncio.wait({task}, timeout=DRAIN_SECONDS)
+            if not done:
+                task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        for spawned in list(self._tasks):
+            spawned.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _spawn(self, coro: Any, *, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _run_socket(self) -> None:
         """The Socket Mode receive loop, run through ``Intake.supervise`` (on every replica:
         ``gateway_worker_up{worker="ingress:slack-socket:…"}``). slack_sdk's client
         reconnects by itself; when it has not been connected for ``socket_down_after``
         seconds, this raises so the supervisor counts a restart and builds a fresh client."""
-        assert self._app_token is not None
-        handler = GatewaySocketModeHandler(self, self._app, self._app_token, self._client)
+        handler = GatewaySocketModeHandler(self, self._app, self._app_token, self._web_client)
         self._socket = handler
         connect = asyncio.create_task(
             handler.connect_async(),  # type: ignore[no-untyped-call]  # bolt lacks annotations
@@ -114,7 +162,7 @@ class SocketModeIngress(SlackIngress):
             pass
         else:
             return
-        intake = self._intake
+        intake = self._ingest.intake
         if intake is not None:
             self._spawn(
                 intake.submit(
@@ -136,8 +184,8 @@ class SocketModeIngress(SlackIngress):
             self._inflight.add(current)
         started = time.time()
         try:
-            intake = self._intake
-            if intake is None or self._me is None:
+            ready = self._ingest.ready()
+            if ready is None:
                 return  # not acked: Slack redelivers to a live connection
             try:
                 bolt_request = AsyncBoltRequest(
@@ -149,7 +197,7 @@ class SocketModeIngress(SlackIngress):
                 response = await self._app.async_dispatch(bolt_request)
             except UNREADABLE:
                 payload = request.payload
-                await intake.submit(
+                await ready[0].submit(
                     Rejected(platform=PLATFORM, reason=f"socket mode {request.type}: unreadable"),
                     raw=payload if isinstance(payload, Mapping) else {"body": payload},
                 )

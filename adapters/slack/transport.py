@@ -19,11 +19,11 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from adapters.slack.blocks import code_blocks
 from adapters.slack.mrkdwn import markdown_to_mrkdwn
+from gateway.core.attachments import FileFetchError, download
 from gateway.core.domain import Attachment, OutgoingFile, ReplyTarget
 from gateway.core.errors import DeliveryError
 from gateway.core.ports import PaceRule, SendResult
 from gateway.core.text import format_parts
-from gateway.knowledge.attachments import FileFetchError, download
 
 log = structlog.get_logger(__name__)
 

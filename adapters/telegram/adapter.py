@@ -20,7 +20,6 @@ from adapters.telegram.check import check_bot
 from adapters.telegram.extract import (
     PLATFORM,
     BotIdentity,
-    answer_rules,
     callback_of,
     extract_update,
     reaction_of,
@@ -38,9 +37,7 @@ from gateway.core.commands import COMMANDS
 from gateway.core.domain import Extracted
 from gateway.core.errors import ConfigError, GatewayError
 from gateway.core.ports import ApprovalClick, Check, IngestOutcome, Intake, Transport
-from gateway.core.settings import Settings
 from gateway.inbound.ingress import ingest, json_body
-from gateway.inbound.policy import PlaceAnswerRule
 
 log = structlog.get_logger(__name__)
 
@@ -73,9 +70,6 @@ class TelegramAdapter:
         self,
         settings: TelegramSettings,
         *,
-        answer_bots: bool | None = None,
-        core: Settings | None = None,
-        place_answers_all: PlaceAnswerRule | None = None,
         bot: TelegramBot | None = None,
         poll_timeout: int = 30,
         backoff_initial: float = 1.0,
@@ -96,9 +90,6 @@ class TelegramAdapter:
             self._bot, chat_interval=pace[0], group_interval=pace[1]
         )
         self.transport: Transport = self._transport
-        self._rules = answer_rules(
-            settings, core, answer_bots=answer_bots, place_answers_all=place_answers_all
-        )
         self._poll_timeout = poll_timeout
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
@@ -261,13 +252,13 @@ class TelegramAdapter:
         (and the query answered); the update itself is then recorded like any other."""
         await self._callback(update)
         assert self._identity is not None
-        me, rules = self._identity, self._rules
+        me = self._identity
         update_id = update.get("update_id") if isinstance(update, Mapping) else None
         return await ingest(
             intake,
             platform=PLATFORM,
             raw=update,
-            extract=lambda: extract_update(update, bot=me, rules=rules),
+            extract=lambda: extract_update(update, bot=me),
             reaction=lambda: reaction_of(update),
             event_id=str(update_id) if isinstance(update_id, int) else None,
         )

@@ -1,5 +1,5 @@
 """``TelegramAdapter.check``: the token (getMe), what the bot sees in groups (privacy mode),
-and the webhook-mode settings, each as a ``Check`` with the fix (docs/telegram.md)."""
+and the webhook-mode settings, each as a ``Check`` with the fix (docs/how-to/telegram.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ PRIVACY_ON = (
 PRIVACY_FIX = (
     "to answer in forum topics without an @mention: BotFather -> /setprivacy -> choose the "
     "bot -> Disable, then remove the bot from each group and add it again; or make the bot "
-    "an admin of the group (docs/telegram.md step 3)"
+    "an admin of the group (docs/how-to/telegram.md step 3)"
 )
 
 

@@ -5,8 +5,8 @@ sent it, so an update PTB cannot parse (new fields, a missing ``chat``) still be
 ``Rejected`` dead letter instead of wedging the polling loop (platforms.md §1.7).
 
 The routing rule (platforms.md §0) lives in ``session_key`` and ``reply_target``, once. Who is
-answered is not decided here: ``facts_of`` reports what a message is and
-``gateway.inbound.policy`` decides, for every platform alike.
+answered is not decided here: ``facts_of`` reports what a message is and the core's ingress
+decides (``gateway.inbound.ingress.admit``), for every platform alike.
 """
 
 from __future__ import annotations
@@ -42,8 +42,7 @@ from gateway.core.domain import (
     SessionKey,
     Trigger,
 )
-from gateway.core.settings import Settings
-from gateway.inbound.policy import AnswerRules, PlaceAnswerRule, Shorthand, decide, rules_for
+from gateway.core.plugins import Shorthand
 
 PLATFORM = "telegram"
 #: scope for chats of the bot itself; a business connection id replaces it (platforms.md §1.5)
@@ -72,27 +71,16 @@ class BotIdentity:
     username: str
 
 
-def answer_rules(
-    settings: TelegramSettings,
-    core: Settings | None = None,
-    *,
-    answer_bots: bool | None = None,
-    place_answers_all: PlaceAnswerRule | None = None,
-) -> AnswerRules:
-    """The answer policy's rules for Telegram: the ``GATEWAY_*`` lists, with ``TELEGRAM_*``
-    ones as their shorthand (``gateway.inbound.policy``)."""
-    return rules_for(
-        core,
-        Shorthand(
-            platform=PLATFORM,
-            allowed_chats=settings.telegram_allowed_chats,
-            allowed_chats_name="TELEGRAM_ALLOWED_CHATS",
-            allowed_users=settings.telegram_allowed_users,
-            allowed_users_name="TELEGRAM_ALLOWED_USERS",
-            answer_all_chats=settings.telegram_answer_all_chats,
-        ),
-        answer_bots=answer_bots,
-        place_answers_all=place_answers_all,
+def answer_settings(settings: TelegramSettings) -> Shorthand:
+    """Telegram's own answer settings (``TELEGRAM_*``), as shorthands of the one vocabulary:
+    the plugin declares them, the core's ingress applies them (``gateway.inbound.policy``)."""
+    return Shorthand(
+        platform=PLATFORM,
+        allowed_chats=settings.telegram_allowed_chats,
+        allowed_chats_name="TELEGRAM_ALLOWED_CHATS",
+        allowed_users=settings.telegram_allowed_users,
+        allowed_users_name="TELEGRAM_ALLOWED_USERS",
+        answer_all_chats=settings.telegram_answer_all_chats,
     )
 
 
@@ -161,7 +149,7 @@ def reply_target(message: Mapping[str, Any]) -> ReplyTarget:
 # --- the entry point ------------------------------------------------------------------------
 
 
-def extract_update(update: Mapping[str, Any], *, bot: BotIdentity, rules: AnswerRules) -> Extracted:
+def extract_update(update: Mapping[str, Any], *, bot: BotIdentity) -> Extracted:
     """Normalize one raw Update. Never raises: anything unexpected becomes ``Rejected``."""
     if not isinstance(update, Mapping):
         return Rejected(platform=PLATFORM, reason="update is not a JSON object")
@@ -170,7 +158,7 @@ def extract_update(update: Mapping[str, Any], *, bot: BotIdentity, rules: Answer
     if event_id is None:
         return Rejected(platform=PLATFORM, reason="update without an integer update_id")
     try:
-        return _extract(update, event_id=event_id, bot=bot, rules=rules)
+        return _extract(update, event_id=event_id, bot=bot)
     except _Reject as exc:
         return Rejected(platform=PLATFORM, reason=str(exc), event_id=event_id)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
@@ -183,9 +171,7 @@ def extract_update(update: Mapping[str, Any], *, bot: BotIdentity, rules: Answer
         )
 
 
-def _extract(
-    update: Mapping[str, Any], *, event_id: str, bot: BotIdentity, rules: AnswerRules
-) -> Extracted:
+def _extract(update: Mapping[str, Any], *, event_id: str, bot: BotIdentity) -> Extracted:
     kinds = [k for k in update if k != "update_id"]
     if not kinds:
         return Rejected(platform=PLATFORM, reason="update without content", event_id=event_id)
@@ -193,14 +179,14 @@ def _extract(
     if kind in _CHANNEL_UPDATES:
         return _ignored(f"{kind}: channel posts are not conversations", event_id)
     if kind == "deleted_business_messages":
-        return _deleted_business(update[kind], event_id=event_id, rules=rules)
+        return _deleted_business(update[kind], event_id=event_id)
     if kind not in _MESSAGE_UPDATES:
         return _ignored(f"unsupported update type: {kind}", event_id)
     message = update[kind]
     if not isinstance(message, Mapping):
         raise _Reject(f"{kind} is not an object")
     edited = _MESSAGE_UPDATES[kind]
-    return _message(message, event_id=event_id, edited=edited, bot=bot, rules=rules)
+    return _message(message, event_id=event_id, edited=edited, bot=bot)
 
 
 def _message(
@@ -209,7 +195,6 @@ def _message(
     event_id: str,
     edited: bool,
     bot: BotIdentity,
-    rules: AnswerRules,
 ) -> Extracted:
     chat = _chat(message)
     if not is_int(message.get("message_id")):
@@ -238,19 +223,21 @@ def _message(
         content=bool(text) or bool(attachments),
         bot=bot,
     )
-    decision = decide(facts, rules)
-    if decision.ignored:
-        return _ignored(decision.reason, event_id)
     content_kind = kind_of_content(message, has_text=bool(text))
     if content_kind is None:
         service = next((f for f in SERVICE_FIELDS if f in message), None)
         if service is not None:
-            return _ignored(f"service message: {service}", event_id)
+            # the answer policy's refusal, if any, is still the reason kept
+            return Ignored(
+                platform=PLATFORM,
+                reason=f"service message: {service}",
+                event_id=event_id,
+                facts=facts,
+                kind=EventKind.EDIT if edited else EventKind.MESSAGE,
+            )
         content_kind = "unknown"
 
     reply_to_id = _genuine_reply_to(message)
-    # An edit annotates the stored message; it is never answered again (platforms.md §1.6).
-    trigger = Trigger.NEVER if edited else decision.trigger
 
     metadata: dict[str, Any] = {"chat_type": chat_type, "content": content_kind}
     if isinstance(chat.get("title"), str):
@@ -265,8 +252,9 @@ def _message(
         text=text,
         sender=sender,
         event_id=event_id,
+        # an edit annotates the stored message, never answered again (platforms.md §1.6); the
+        # core's ingress decides the trigger of a message from its facts
         kind=EventKind.EDIT if edited else EventKind.MESSAGE,
-        trigger=trigger,
         command=command[0] if command and command[1] and command[0] in COMMANDS else None,
         reply_to_id=reply_to_id,
         attachments=attachments,
@@ -280,7 +268,7 @@ def _message(
     )
 
 
-def _deleted_business(payload: Any, *, event_id: str, rules: AnswerRules) -> Extracted:
+def _deleted_business(payload: Any, *, event_id: str) -> Extracted:
     if not isinstance(payload, Mapping):
         raise _Reject("deleted_business_messages is not an object")
     ids = payload.get("message_ids")
@@ -295,9 +283,6 @@ def _deleted_business(payload: Any, *, event_id: str, rules: AnswerRules) -> Ext
     key = SessionKey(platform=PLATFORM, scope=business, chat_id=chat_id)
     # who deleted it is not said; the place is enough to refuse it
     facts = Facts(place=key, person=None)
-    decision = decide(facts, rules)
-    if decision.ignored:
-        return _ignored(decision.reason, event_id)
     return Envelope(
         key=key,
         target=ReplyTarget(

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import secrets
 
+from adapters.telegram.extract import answer_settings
 from adapters.telegram.settings import TelegramSettings
 from gateway.core.domain import ReplyTarget, SessionKey
 from gateway.core.errors import ConfigError
-from gateway.core.plugins import Prompter, SetupFlag, SetupSpec, SurfacePlugin
+from gateway.core.plugins import Prompter, SetupFlag, SetupSpec, Shorthand, SurfacePlugin
 from gateway.core.ports import AdapterContext, PlatformAdapter
 from gateway.core.settings import Settings
 
@@ -59,7 +60,7 @@ class TelegramPlugin(SurfacePlugin[TelegramSettings]):
         ),
         collect=collect,
         enabling=("TELEGRAM_BOT_TOKEN",),
-        guide="docs/telegram.md",
+        guide="docs/how-to/telegram.md",
     )
 
     def enabled(self, settings: TelegramSettings, core: Settings) -> bool:
@@ -71,7 +72,10 @@ class TelegramPlugin(SurfacePlugin[TelegramSettings]):
         # the platform's client library only when a gateway builds the adapter
         from adapters.telegram.adapter import TelegramAdapter
 
-        return TelegramAdapter(settings, core=core, place_answers_all=context.place_answers_all)
+        return TelegramAdapter(settings)
+
+    def answer_settings(self, settings: TelegramSettings) -> Shorthand:
+        return answer_settings(settings)
 
     def place_target(self, key: SessionKey) -> ReplyTarget:
         """A chat, or a forum topic (``message_thread_id``); the General topic (id 1) is

@@ -32,11 +32,11 @@ from telegram.warnings import PTBDeprecationWarning
 
 from adapters.telegram import markdown
 from adapters.telegram.extract import APPROVAL_PREFIX
+from gateway.core.attachments import FileFetchError, download, too_large
 from gateway.core.domain import Attachment, OutgoingFile, ReplyTarget
 from gateway.core.errors import DeliveryError
 from gateway.core.ports import PaceRule, SendResult
 from gateway.core.text import utf16_len
-from gateway.knowledge.attachments import FileFetchError, download, too_large
 
 #: the Bot API lets bots download files of at most 20 MB (getFile)
 DOWNLOAD_LIMIT = 20 * 1024 * 1024

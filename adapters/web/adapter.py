@@ -27,6 +27,7 @@ from starlette.routing import Route
 
 from adapters.web.extract import CHANNEL, PLATFORM, SCOPE, THREAD, extract, voice_note
 from adapters.web.transport import WebTransport
+from gateway.core.attachments import FileShare
 from gateway.core.conversations import Conversations, TranscriptEntry
 from gateway.core.domain import Attachment, Rejected, ReplyTarget, SessionKey
 from gateway.core.hub import Broadcast
@@ -35,7 +36,6 @@ from gateway.files.transcribe import is_audio
 from gateway.http.guard import page_headers
 from gateway.http.webauth import private_channel
 from gateway.inbound.intake import live_topic
-from gateway.knowledge.attachments import FileShare
 
 KEEPALIVE_SECONDS = 15.0
 MAX_SEQ = 2**63 - 1

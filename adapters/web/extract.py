@@ -4,8 +4,8 @@ The web chat is platform ``web``: a channel is the chat, a thread is the thread.
 without a thread starts one whose id is the message's own id (as a Slack root ts does).
 
 Every post in the web chat is written to the assistant: it is reported as a mention, in a
-person's private channel (``~name``) as a direct message, and ``gateway.inbound.policy``
-decides (it answers them all)."""
+person's private channel (``~name``) as a direct message, and the core's ingress decides (it
+answers them all)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from gateway.core.domain import (
     Sender,
     SessionKey,
 )
-from gateway.inbound.policy import AnswerRules, decide
 
 PLATFORM = "web"
 SCOPE = "local"
@@ -34,8 +33,6 @@ CHANNEL = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}|~[A-Za-z0-9][A-Za-z0-
 THREAD = _NAME
 #: what a post may carry; the sender is the signed-in person, never a field of the body
 _KEYS = frozenset({"text", "client_msg_id", "thread_id"})
-#: the web chat has no allow-lists of its own: who may post is ``gateway.http.webauth``'s
-_RULES = AnswerRules()
 
 
 def extract(channel: str, body: Mapping[str, Any], *, sender: str) -> Envelope | Rejected:
@@ -82,7 +79,6 @@ def extract(channel: str, body: Mapping[str, Any], *, sender: str) -> Envelope |
         event_id=None,
         text=text,
         sender=Sender(id=sender, name=sender),
-        trigger=decide(facts, _RULES).trigger,
         command=command_name(text),
         facts=facts,
     )
@@ -112,7 +108,6 @@ def voice_note(
         event_id=None,
         text="",
         sender=Sender(id=sender, name=sender),
-        trigger=decide(facts, _RULES).trigger,
         attachments=(
             Attachment(
                 kind="audio",

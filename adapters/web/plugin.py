@@ -21,6 +21,8 @@ class WebPlugin(SurfacePlugin[WebSettings]):
     settings_class = WebSettings
     enabling_setting = "GATEWAY_WEB_CHAT"
     always = True
+    #: no allow-lists: who may post is the web chat's sign-in's (``gateway.http.webauth``)
+    core_answer_settings = False
 
     def enabled(self, settings: WebSettings, core: Settings) -> bool:
         return core.gateway_web_chat

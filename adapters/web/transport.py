@@ -7,12 +7,12 @@ import uuid
 from collections.abc import Sequence
 
 from adapters.web.extract import HELD_PREFIX, PLATFORM
+from gateway.core.attachments import FileFetchError, too_large
 from gateway.core.domain import Attachment, OutgoingFile, ReplyTarget, SessionKey
 from gateway.core.hub import Broadcast
 from gateway.core.ports import HeldFiles, PaceRule, SendResult
 from gateway.core.text import format_parts
 from gateway.inbound.intake import live_topic
-from gateway.knowledge.attachments import FileFetchError, too_large
 
 
 class WebTransport:

@@ -39,7 +39,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     audit.add_argument("--actor", help="exactly: admin:token, web:ann, cli:root…")
     audit.add_argument("--action", help="an action or a dotted prefix: kb, web.sign_in")
     audit.add_argument("--limit", type=int, default=100, help="at most N events")
-    audit.add_argument("--json", action="store_true", help="one JSON object per line")
+    audit.add_argument(
+        "--json", action="store_true", help="a JSON array instead of lines ([] when none match)"
+    )
 
 
 def as_json(e: AuditEvent) -> dict[str, Any]:
@@ -83,8 +85,13 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
             )
         finally:
             await store.close()
+    if args.json:
+        # one JSON array, newest first, as `gateway sessions list --json`: `[]` when nothing
+        # matched, so a script's `jq` reads the same shape either way
+        print(json.dumps([as_json(e) for e in events], indent=2))
+        return 0
     for e in events:
-        print(json.dumps(as_json(e)) if args.json else line(e))
+        print(line(e))
     if not events:
         print("no audit events", file=sys.stderr)
     return 0

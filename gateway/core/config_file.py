@@ -55,12 +55,17 @@ def parse_config_text(text: str, path: Path | None = None) -> ConfigFile:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(SETTING, f"not valid TOML: {exc}") from exc
-    unknown = sorted(set(data) - SECTIONS)
-    if unknown:
-        raise ConfigFile.error(f"[{unknown[0]}]", f"unknown table; known: {sorted(SECTIONS)}")
-    for name, value in data.items():
-        if not isinstance(value, Mapping):
-            raise ConfigFile.error(name, "must be a table")
+    found = [
+        ConfigFile.error(f"[{name}]", f"unknown table; known: {sorted(SECTIONS)}")
+        for name in sorted(set(data) - SECTIONS)
+    ]
+    found += [
+        ConfigFile.error(name, "must be a table")
+        for name, value in data.items()
+        if name in SECTIONS and not isinstance(value, Mapping)
+    ]
+    if found:
+        raise ConfigError.of(found)
     return ConfigFile(path=path, tables=data)
 
 

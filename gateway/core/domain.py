@@ -163,17 +163,26 @@ class Envelope:
     backfill: bool = False
     place: Place = Place()
     metadata: Mapping[str, Any] = field(default_factory=dict)
-    #: what the adapter saw, that ``trigger`` was decided from (``None``: not reported)
+    #: what the adapter saw; the core's ingress decides ``trigger`` (and whether ``command``
+    #: counts) from it, whatever the adapter set (``None``: only what the envelope itself
+    #: says: the sender, and whether the place is direct)
     facts: Facts | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Ignored:
-    """An inbound event that is valid but not a conversational message (joins, bot posts...)."""
+    """An inbound event that is valid but not a conversational message (joins, bot posts...).
+
+    ``facts``: what the adapter saw of a message it set aside for its shape (a system post,
+    an edit that changed nothing): the answer policy still reads them, and its refusal (the
+    bot's own message, a place outside the allow-list) is the reason kept. ``kind``: what the
+    event was (an edit, a deletion)."""
 
     platform: str
     reason: str
     event_id: str | None = None
+    facts: Facts | None = None
+    kind: EventKind = EventKind.MESSAGE
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 # the root of the tree and the store's own errors live in the store, the lowest layer; they
 # are re-exported here so the core and the adapters import every error from one place
 from session_store.errors import (
@@ -16,6 +18,7 @@ from session_store.errors import (
 __all__ = [
     "AgentError",
     "ConfigError",
+    "ConfigErrors",
     "ContextTooSmall",
     "DeliveryError",
     "GatewayError",
@@ -33,6 +36,32 @@ class ConfigError(GatewayError):
     def __init__(self, setting: str, message: str) -> None:
         super().__init__(f"{setting}: {message}")
         self.setting = setting
+
+    @property
+    def each(self) -> list[ConfigError]:
+        """The problems this error names: itself, or each of ``ConfigErrors``."""
+        return [self]
+
+    @staticmethod
+    def of(found: Sequence[ConfigError]) -> ConfigError:
+        """One error for all of ``found`` (at least one): itself when alone."""
+        problems = [one for error in found for one in error.each]
+        return problems[0] if len(problems) == 1 else ConfigErrors(problems)
+
+
+class ConfigErrors(ConfigError):
+    """Several bad settings or config file entries, named in one message, so that one run
+    shows everything to fix; ``setting`` is the first. Start-up exits with code 2."""
+
+    def __init__(self, errors: Sequence[ConfigError]) -> None:
+        lines = "\n".join(f"  {error}" for error in errors)
+        GatewayError.__init__(self, f"{len(errors)} problems:\n{lines}")
+        self.setting = errors[0].setting
+        self.errors = list(errors)
+
+    @property
+    def each(self) -> list[ConfigError]:
+        return list(self.errors)
 
 
 class DeliveryError(GatewayError):

@@ -17,8 +17,14 @@ group (``[project.entry-points."chat_gateway.surfaces"]`` in its ``pyproject.tom
 - the reply target of a place nobody wrote in yet (``place_target``: a first post, a
   scheduled answer), built from the place alone;
 - its answer settings, as shorthands of the one answer policy's vocabulary
-  (``gateway.inbound.policy.rules_for``, called from its extract),
-  and its streaming override (``SurfaceSettings.streaming``).
+  (``answer_settings``: a ``Shorthand``), and its streaming override
+  (``SurfaceSettings.streaming``).
+
+Who is answered is not the surface's to decide: its extract reports ``Facts`` on each
+``Envelope`` (direct, mentioned, a reply to the bot, from a bot, the place, the person) and
+the core's ingress, the one door every adapter's ``Intake`` passes through, applies the answer
+policy with the rules declared here and the place's profile. A surface that reports nothing
+is answered nowhere: its messages are kept as context.
 
 Only this module, ``gateway.core.ports``, ``gateway.core.settings`` and
 ``gateway.core.errors`` are needed to write one; the core never names a platform.
@@ -29,7 +35,7 @@ from __future__ import annotations
 import argparse
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -96,6 +102,24 @@ class SetupSpec:
     guide: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Shorthand:
+    """A surface's own older answer settings (ids of that platform), each a shorthand for the
+    one vocabulary of the answer policy (``gateway.inbound.policy``): ``allowed_chats`` for
+    allowed places ``platform:*:ID``, and so on. The names are what an ignored message's reason
+    cites (``chat_word`` names a place, ``own_word`` the bot's own message)."""
+
+    platform: str
+    chat_word: str = "chat"
+    own_word: str = "message"
+    allowed_chats: Collection[str] = ()
+    allowed_chats_name: str = ""
+    allowed_users: Collection[str] = ()
+    allowed_users_name: str = ""
+    answer_all_chats: Collection[str] = ()
+    require_mention: bool = False
+
+
 S = TypeVar("S", bound=SurfaceSettings)
 
 
@@ -117,6 +141,9 @@ class SurfacePlugin(ABC, Generic[S]):
     always: ClassVar[bool] = False
     #: the setting named when the surface cannot be built (a ConfigError without one)
     enabling_setting: ClassVar[str] = ""
+    #: the core's answer settings (``GATEWAY_ALLOWED_PLACES``...) apply to it; False for a
+    #: surface whose sign-in decides who may post (the web chat)
+    core_answer_settings: ClassVar[bool] = True
 
     @abstractmethod
     def enabled(self, settings: S, core: Settings) -> bool:
@@ -134,6 +161,12 @@ class SurfacePlugin(ABC, Generic[S]):
     def http_routes(self, adapter: PlatformAdapter) -> Sequence[Any]:
         """Starlette routes the HTTP app serves for this surface: the adapter's own."""
         return adapter.http_routes()
+
+    def answer_settings(self, settings: S) -> Shorthand:
+        """Its own answer settings, as shorthands of the one vocabulary, that the core's
+        ingress applies with the ``GATEWAY_*`` ones to every message of this surface: by
+        default none (the ``GATEWAY_*`` settings alone)."""
+        return Shorthand(platform=self.name)
 
     def place_target(self, key: SessionKey) -> ReplyTarget:
         """Where a post into ``key``'s place goes when nobody wrote there yet (a first post

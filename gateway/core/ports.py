@@ -8,10 +8,10 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
+from gateway.core.attachments import FileShare
 from gateway.core.conversations import Conversations
 from gateway.core.domain import Extracted, OutgoingFile, ReplyTarget, SessionKey
 from gateway.core.hub import Broadcast
-from gateway.knowledge.attachments import FileShare
 from session_store.values import IngestStatus
 
 if TYPE_CHECKING:
@@ -57,25 +57,41 @@ class IngestOutcome:
     reason: str | None = None
 
 
-class Intake(Protocol):
-    """The core's entry point for adapters."""
+class Ingest(Protocol):
+    """The one door of inbound messages (``gateway.inbound.ingress.Door``): every event an
+    adapter extracts passes it, and it applies the answer policy (who is answered, kept as
+    context or ignored) from the ``Facts`` the envelope reports, with the rules the surface's
+    plugin declares and the place's profile. An adapter has no other way in."""
+
+    def admit(self, extracted: Extracted) -> Extracted:
+        """The answer policy's verdict on ``extracted``, nothing stored: the envelope with
+        its trigger (and command) decided, or ``Ignored`` with the reason. ``submit`` applies
+        it again (it is idempotent); an adapter asks first only when it acts on the verdict
+        before the store (Slack fetches a thread's history for an answered message)."""
+        ...
 
     async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
-        """Store one inbound event (inbox dedupe, session, message) and schedule its turn.
-        Returns only after the transaction committed, so the adapter may ack the platform
-        as soon as it returns (ack after durable ingest). Never raises for bad input: a
-        ``Rejected`` is stored as a dead letter and reported as ``rejected``."""
+        """Decide (``admit``), then store one inbound event (inbox dedupe, session, message)
+        and schedule its turn. Returns only after the transaction committed, so the adapter
+        may ack the platform as soon as it returns (ack after durable ingest). Never raises for
+        bad input: a ``Rejected`` is stored as a dead letter and reported as ``rejected``."""
         ...
 
     async def knows(self, key: SessionKey) -> bool:
         """True if an active session exists for ``key`` (e.g. to decide on a backfill)."""
         ...
 
-    async def load_cursor(self, name: str) -> str | None:
-        """A durable per-adapter cursor (Mattermost last-seen post time per channel...)."""
-        ...
+
+class Cursors(Protocol):
+    """Durable per-adapter cursors (Mattermost's last-seen post time per channel...)."""
+
+    async def load_cursor(self, name: str) -> str | None: ...
 
     async def save_cursor(self, name: str, value: str) -> None: ...
+
+
+class Interactions(Protocol):
+    """What people do to the bot's messages besides writing: feedback and approval clicks."""
 
     async def record_feedback(
         self, *, platform: str, chat_id: str, message_id: str, user_id: str, value: int
@@ -89,6 +105,11 @@ class Intake(Protocol):
         """Someone pressed an approval card's button or reacted ✅/❌ to it: the
         core checks the place, the card and the person, and decides the request once."""
         ...
+
+
+class Lifecycle(Protocol):
+    """How an adapter runs its receive loops: on the leader, or on every replica, supervised
+    (also offered before start, as ``AdapterContext.lifecycle``)."""
 
     async def lead(
         self,
@@ -114,6 +135,11 @@ class Intake(Protocol):
         under the core's supervisor: restarted with backoff when it raises, counted and
         shown in ``/readyz`` as ``ingress:NAME``. Returns when ``body`` returns."""
         ...
+
+
+class Intake(Ingest, Cursors, Interactions, Lifecycle, Protocol):
+    """What an adapter gets at ``start``: the door (``Ingest``), its cursors, the interactions
+    and the lifecycle of its receive loops. Code inside an adapter takes the part it uses."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -223,8 +249,9 @@ class PlatformAdapter(Protocol):
     """One surface: receives events into ``Intake`` and owns the ``Transport`` for replies.
 
     An adapter whose ingress must run on exactly one replica (long polling, a websocket)
-    runs that receive loop through ``Intake.lead``; its transport keeps
-    sending on every replica.
+    runs that receive loop through ``Lifecycle.lead``; its transport keeps
+    sending on every replica. What it extracts goes through ``Ingest``, the core's one door,
+    which decides who is answered: the adapter only reports facts.
     """
 
     # read-only in the protocol so an adapter may narrow it to its own transport class
@@ -397,8 +424,10 @@ class AdapterContext:
     #: files a surface keeps itself (the web chat's voice notes)
     held_files: HeldFiles | None = None
     #: the places' own answer rule, from their profiles (``True`` answer every message,
-    #: ``False`` mentions only, ``None`` not set): the adapters' ``AnswerRules`` take it
+    #: ``False`` mentions only, ``None`` not set): the core's ingress applies it
     place_answers_all: Callable[[SessionKey], bool | None] | None = None
+    #: leadership and supervision of receive loops (the same as the ``Intake``'s at start)
+    lifecycle: Lifecycle | None = None
 
 
 #: how every surface package is built: ``create_adapter(settings, context)``

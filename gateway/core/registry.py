@@ -26,7 +26,8 @@ from gateway.core.domain import ReplyTarget, SessionKey
 from gateway.core.errors import ConfigError
 from gateway.core.plugins import ENTRY_POINT_GROUP, SurfacePlugin, place_target
 from gateway.core.ports import AdapterContext, AdapterFactory, PlatformAdapter
-from gateway.core.settings import Settings
+from gateway.core.settings import Settings, env_file_path, load_settings, parsed
+from gateway.core.settings_groups import settings_groups
 
 #: our own distribution: its surfaces come first, in the order ``pyproject.toml`` lists them
 DISTRIBUTION = "chat-gateway"
@@ -96,17 +97,48 @@ def target_of_place(key: SessionKey) -> ReplyTarget:
 
 
 def all_settings_classes() -> list[type[BaseSettings]]:
-    """The core ``Settings`` and each installed surface's own settings class (for a reference
-    of every setting)."""
-    return [Settings, *(p.settings_class for p in surface_plugins())]
+    """The core ``Settings``, the settings groups it holds, and each installed surface's own
+    settings class (for a reference of every setting)."""
+    return [
+        Settings,
+        *settings_groups(Settings).values(),
+        *(p.settings_class for p in surface_plugins()),
+    ]
 
 
 def check_settings(settings: Settings) -> Settings:
-    """Read every installed surface's own settings from the sources of ``settings``: a bad
-    one raises ``ConfigError`` naming it (start-up exits with 2), as a core one does."""
+    """Read every installed surface's own settings from the sources of ``settings``: bad ones
+    raise one ``ConfigError`` naming each (start-up exits with 2), as core ones do."""
+    found: list[ConfigError] = []
     for plugin in surface_plugins():
-        settings.surface(plugin.settings_class)
+        try:
+            settings.surface(plugin.settings_class)
+        except ConfigError as exc:
+            found.append(exc)
+    if found:
+        raise ConfigError.of(found)
     return settings
+
+
+def load_checked_settings() -> Settings:
+    """The settings of a command (``load_settings``) with every surface's own checked: one
+    ``ConfigError`` names every bad setting, core and surfaces alike, so one run shows all
+    there is to fix."""
+    try:
+        settings = load_settings()
+    except ConfigError as core:
+        found = [core]
+    else:
+        return check_settings(settings)
+    # the core settings are bad: the surfaces' own are still read from the same file
+    source: dict[str, Any] = {"_env_file": env_file_path()}
+    for plugin in surface_plugins():
+        cls: type[BaseSettings] = plugin.settings_class
+        try:
+            parsed(functools.partial(cls, **source))
+        except ConfigError as exc:
+            found.append(exc)
+    raise ConfigError.of(found)
 
 
 def enabled_plugins(settings: Settings) -> list[Plugin]:

@@ -27,11 +27,11 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode
 from pydantic_settings.exceptions import SettingsError
 
 from gateway.core.errors import ConfigError
-from gateway.core.retention_settings import RetentionSettings
+from gateway.core.settings_groups import SETTINGS_SOURCES, RetentionSettings, read_groups
 
 
 def _default_data_dir() -> Path:
@@ -57,9 +57,13 @@ def env_file_path() -> Path:
 
 
 def settings_source() -> str:
-    """Where the settings come from, in words (``gateway run`` and ``gateway doctor`` say)."""
+    """The settings file read, or every place looked for one (``gateway run``, ``doctor``)."""
     path = env_file_path().absolute()
-    return str(path) if path.is_file() else f"the environment only (no {path})"
+    if path.is_file():
+        return str(path)
+    if os.environ.get("GATEWAY_ENV_FILE", "").strip():
+        return f"the environment only (no {path}, named by GATEWAY_ENV_FILE)"
+    return f"the environment only (no {Path('.env').absolute()}, no {path})"
 
 
 CsvList = Annotated[list[str], NoDecode]
@@ -74,14 +78,8 @@ def split_csv(value: Any) -> Any:
     return value
 
 
-class Settings(RetentionSettings):
-    model_config = SettingsConfigDict(
-        env_file=".env",
-        env_file_encoding="utf-8",
-        extra="ignore",
-        case_sensitive=False,
-        populate_by_name=True,
-    )
+class Settings(BaseSettings):
+    model_config = SETTINGS_SOURCES
     #: what these settings were built from (explicit values, ``_env_file``): each surface's
     #: own settings are read from the same (``surface``)
     _sources: dict[str, Any] = PrivateAttr(default_factory=dict)
@@ -90,9 +88,9 @@ class Settings(RetentionSettings):
     if not TYPE_CHECKING:  # mypy keeps the signature pydantic's plugin gives the fields
 
         def __init__(self, **values: Any) -> None:
-            super().__init__(**values)
-            self._sources = dict(values)
-            self._sources.setdefault("_env_file", type(self).model_config.get("env_file"))
+            sources = {"_env_file": type(self).model_config.get("env_file"), **values}
+            super().__init__(**values, **read_groups(type(self), sources))
+            self._sources = sources
 
     def surface(self, cls: type[SettingsT]) -> SettingsT:
         """A surface's own settings (a ``SurfaceSettings`` subclass), read from the same
@@ -356,6 +354,9 @@ class Settings(RetentionSettings):
     gateway_files_s3_prefix: str = Field(
         default="kb/", max_length=200, alias="GATEWAY_FILES_S3_PREFIX"
     )
+    #: how long stored data is kept: a settings group (``gateway.core.settings_groups``), read
+    #: from these same sources under its own names (``GATEWAY_RETENTION_*``)
+    retention: Annotated[RetentionSettings, NoDecode] = Field(default_factory=RetentionSettings)
 
     @field_validator("gateway_allowed_places", "gateway_answer_all_places")
     @classmethod
@@ -571,14 +572,13 @@ def is_loopback_bind(host: str) -> bool:
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Read settings from the environment (and ``.env``), translating validation errors into
-    one ``ConfigError`` that names the first bad setting."""
+    """Settings from the environment (and ``.env``); one ``ConfigError`` names every bad one."""
     return parsed(lambda: Settings(**{"_env_file": env_file_path(), **overrides}))
 
 
 def parsed(build: Callable[[], SettingsT]) -> SettingsT:
-    """``build()``, its validation errors translated into one ``ConfigError`` that names the
-    first bad setting (by its environment name)."""
+    """``build()``, its validation errors translated into one ``ConfigError`` that names
+    every bad setting (by its environment name)."""
     try:
         return build()
     except ConfigError:
@@ -588,10 +588,12 @@ def parsed(build: Callable[[], SettingsT]) -> SettingsT:
         name = match.group(1).upper() if match else "settings"
         raise ConfigError(name, "cannot parse the value") from exc
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = first.get("loc") or ("settings",)
-        name = str(loc[0]).upper()
-        ctx_error = (first.get("ctx") or {}).get("error")
-        if isinstance(ctx_error, ConfigError):
-            raise ctx_error from exc
-        raise ConfigError(name, first.get("msg", "invalid value")) from exc
+        found: list[ConfigError] = []
+        for error in exc.errors():
+            loc = error.get("loc") or ("settings",)
+            ctx_error = (error.get("ctx") or {}).get("error")
+            if isinstance(ctx_error, ConfigError):
+                found.append(ctx_error)
+            else:
+                found.append(ConfigError(str(loc[0]).upper(), error.get("msg", "invalid value")))
+        raise ConfigError.of(found) from exc

@@ -102,3 +102,8 @@ def _cut(text: str, budget: int, measure: Measure) -> str:
     if lo < len(text) and 0xD800 <= ord(text[lo - 1]) <= 0xDBFF:
         lo -= 1  # never split a surrogate pair (only possible with odd inputs)
     return window[:lo]
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and the noun in the number it needs: ``1 passage``, ``2 passages``, ``0 pages``."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"

@@ -10,14 +10,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.core.attachments import FileFetchError, FileSource, image_type, inline_kind
 from gateway.core.domain import Attachment
 from gateway.files import ocr
-from gateway.knowledge.attachments import FileFetchError, FileSource
-from gateway.knowledge.inline import _inline_kind, image_type
 
 
 def is_image(a: Attachment) -> bool:
-    return _inline_kind(a) == "images"
+    return inline_kind(a) == "images"
 
 
 def accepts_images(model: str | None, patterns: Sequence[str]) -> bool:

@@ -1,7 +1,7 @@
 """Text read from images by OCR: RapidOCR on onnxruntime, whose detection and recognition
 weights ship inside its wheel (nothing is downloaded at run time).
 
-Optional: the ``ocr`` extra (``pip install 'chat-gateway[ocr]'``, about 500 MB with onnxruntime
+Optional: the ``ocr`` extra (``pip install 'chat-gateway[ocr]'``, 419 MB with onnxruntime
 and OpenCV). Without it ``available()`` is false, images reach only models that accept images,
 and ``gateway doctor`` recommends the extra. The engine loads once per process, on first use;
 calls are serialised (one engine, and OCR is CPU-bound: callers run it in a thread)."""

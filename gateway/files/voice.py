@@ -17,10 +17,10 @@ from typing import Any, Protocol
 
 import structlog
 
+from gateway.core.attachments import FileFetchError, FileSource
 from gateway.core.domain import Attachment
 from gateway.core.settings import Settings
 from gateway.files.transcribe import Transcriber, TranscriptionFailed
-from gateway.knowledge.attachments import FileFetchError, FileSource
 from session_store.records import InboundMessage, MessageRecord
 from session_store.repos.sessions import TranscriptStore
 from session_store.store import Store

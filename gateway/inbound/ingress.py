@@ -1,5 +1,13 @@
-"""The ingress steps every surface shares, written once; each adapter keeps only its own
-transport (where events come from, how the platform is told "received" or "try again").
+"""The core's ingress: the one door every adapter's inbound events pass through, and the
+steps every surface shares, written once; each adapter keeps only its own transport (where
+events come from, how the platform is told "received" or "try again").
+
+The door (``Door``, the ``Ingest`` an adapter gets at start) applies the answer policy
+(``gateway.inbound.policy``) to every event before it is stored: the envelope reports facts,
+the rules are the ones the surface's plugin declares (``SurfacePlugin.answer_settings``) with
+the place's profile, and ``admit`` turns them into the stored trigger, or an ``Ignored`` with
+the reason. What the adapter set as trigger does not count, so a surface cannot forget the
+policy nor get around it; one that reports no facts is kept as context.
 
 One inbound event: extract safely (a bug in extraction becomes a ``Rejected`` dead letter
 with the reason, never a stuck queue: architecture invariant 7), record the reaction it
@@ -10,21 +18,196 @@ no Socket Mode ack, the offset not moved, the post held for a resync).
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 import structlog
 from starlette.responses import JSONResponse, Response
 
-from gateway.core.domain import Extracted, Reaction, Rejected
-from gateway.core.ports import IngestOutcome, Intake
+from gateway.core.domain import (
+    Envelope,
+    EventKind,
+    Extracted,
+    Facts,
+    Ignored,
+    Reaction,
+    Rejected,
+    SessionKey,
+    Trigger,
+)
+from gateway.core.ports import (
+    ApprovalClick,
+    ClickOutcome,
+    Cursors,
+    Ingest,
+    IngestOutcome,
+    Interactions,
+    Lifecycle,
+)
+from gateway.inbound.policy import Action, AnswerRules, Decision, decide
 
 log = structlog.get_logger(__name__)
 
 #: how much of an unreadable request body the dead letter keeps (characters)
 BODY_KEPT = 65536
+
+
+# --- the door -----------------------------------------------------------------------------
+
+_SUFFIX = {EventKind.MESSAGE: "", EventKind.EDIT: " edited", EventKind.DELETE: " deleted"}
+#: a command counts when the message is for the bot: answered, or answered if engaged
+_FOR_US = frozenset({Action.ANSWER, Action.IF_ENGAGED})
+
+
+def facts_of(envelope: Envelope) -> Facts:
+    """What the envelope reports for the policy; without facts, what it says itself (the
+    sender, a direct place): nothing addressed, so kept as context unless the place answers
+    every message."""
+    if envelope.facts is not None:
+        return envelope.facts
+    return Facts(
+        place=envelope.key,
+        person=envelope.sender.id,
+        direct=envelope.place.direct,
+        from_bot=envelope.sender.is_bot,
+    )
+
+
+def _refused(decision: Decision, facts: Facts, kind: EventKind) -> str:
+    """An ignored event's reason: the bot's own edit or deletion says which."""
+    return decision.reason + _SUFFIX[kind] if facts.from_self else decision.reason
+
+
+def admit(extracted: Extracted, rules: AnswerRules) -> Extracted:
+    """The answer policy applied to one extracted event, the door's whole decision:
+
+    - a message: its trigger decided from its facts (``decide``); its command counts only when
+      the message is for the bot (answered, answered if the thread is engaged, or a command
+      addressed to it), so a stray ``/new`` in a channel resets nothing;
+    - an edit, a deletion or a history row: never answered; only whether it is ours to keep;
+    - refused by the policy (the bot's own, outside the allow-lists): ``Ignored`` with the
+      reason, also for an event the adapter set aside for its shape but reported facts of;
+    - a rejected one, or an ignored one without facts: as it is.
+
+    Idempotent: admitting an admitted event changes nothing."""
+    if isinstance(extracted, Rejected):
+        return extracted
+    if isinstance(extracted, Ignored):
+        if extracted.facts is None:
+            return extracted
+        decision = decide(extracted.facts, rules)
+        if not decision.ignored:
+            return extracted
+        return replace(extracted, reason=_refused(decision, extracted.facts, extracted.kind))
+    facts = facts_of(extracted)
+    decision = decide(facts, rules)
+    if decision.ignored:
+        return Ignored(
+            platform=extracted.key.platform,
+            reason=_refused(decision, facts, extracted.kind),
+            event_id=extracted.event_id,
+            facts=facts,
+            kind=extracted.kind,
+        )
+    if extracted.kind is not EventKind.MESSAGE or extracted.backfill:
+        return replace(extracted, trigger=Trigger.NEVER, facts=facts)
+    for_us = decision.action in _FOR_US or facts.command
+    return replace(
+        extracted,
+        trigger=decision.trigger,
+        command=extracted.command if for_us else None,
+        facts=facts,
+    )
+
+
+class Inbox(Protocol):
+    """The store step behind the door (``gateway.inbound.intake.CoreIntake``): stores what
+    it is given, deciding nothing."""
+
+    async def submit(
+        self, extracted: Extracted, *, raw: Mapping[str, Any] | None
+    ) -> IngestOutcome: ...
+
+    async def knows(self, key: SessionKey) -> bool: ...
+
+
+class Door:
+    """The ``Ingest`` of one surface: ``admit`` with the rules its plugin declares, then the
+    inbox. The composition root builds one per adapter; the adapter holds nothing else that
+    stores a message."""
+
+    def __init__(self, inbox: Inbox, rules: AnswerRules) -> None:
+        self._inbox = inbox
+        self.rules = rules
+
+    def admit(self, extracted: Extracted) -> Extracted:
+        return admit(extracted, self.rules)
+
+    async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
+        return await self._inbox.submit(admit(extracted, self.rules), raw=raw)
+
+    async def knows(self, key: SessionKey) -> bool:
+        return await self._inbox.knows(key)
+
+
+@dataclass(frozen=True, slots=True)
+class SurfaceIntake:
+    """The ``Intake`` one adapter gets at start: its door, and the core's cursors,
+    interactions and lifecycle, each answering for its own part."""
+
+    ingest: Ingest
+    cursors: Cursors
+    interactions: Interactions
+    lifecycle: Lifecycle
+
+    def admit(self, extracted: Extracted) -> Extracted:
+        return self.ingest.admit(extracted)
+
+    async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
+        return await self.ingest.submit(extracted, raw=raw)
+
+    async def knows(self, key: SessionKey) -> bool:
+        return await self.ingest.knows(key)
+
+    async def load_cursor(self, name: str) -> str | None:
+        return await self.cursors.load_cursor(name)
+
+    async def save_cursor(self, name: str, value: str) -> None:
+        await self.cursors.save_cursor(name, value)
+
+    async def record_feedback(
+        self, *, platform: str, chat_id: str, message_id: str, user_id: str, value: int
+    ) -> bool:
+        return await self.interactions.record_feedback(
+            platform=platform, chat_id=chat_id, message_id=message_id, user_id=user_id, value=value
+        )
+
+    async def approval_click(self, click: ApprovalClick) -> ClickOutcome:
+        return await self.interactions.approval_click(click)
+
+    async def lead(
+        self,
+        name: str,
+        body: Callable[[], Coroutine[Any, Any, None]],
+        *,
+        stopping: asyncio.Event | None = None,
+    ) -> None:
+        await self.lifecycle.lead(name, body, stopping=stopping)
+
+    async def supervise(
+        self,
+        name: str,
+        body: Callable[[], Coroutine[Any, Any, None]],
+        *,
+        stopping: asyncio.Event | None = None,
+    ) -> None:
+        await self.lifecycle.supervise(name, body, stopping=stopping)
+
+
+# --- the steps every surface shares ----------------------------------------------------------
 
 
 def extract_safely(
@@ -44,7 +227,7 @@ def extract_safely(
 
 
 async def record_reaction(
-    intake: Intake, *, platform: str, reaction: Callable[[], Reaction | None]
+    intake: Interactions, *, platform: str, reaction: Callable[[], Reaction | None]
 ) -> None:
     """A thumbs up/down on one of the bot's messages is that message's feedback (the core
     ignores reactions on other messages). ``reaction()`` reads it from the payload; a bug in
@@ -65,8 +248,12 @@ async def record_reaction(
     )
 
 
+class _IngestWithFeedback(Ingest, Interactions, Protocol):
+    """What ``ingest`` uses: the door, and the feedback a reaction carries."""
+
+
 async def ingest(
-    intake: Intake,
+    intake: _IngestWithFeedback,
     *,
     platform: str,
     raw: Mapping[str, Any],
@@ -75,13 +262,15 @@ async def ingest(
     event_id: str | None = None,
     submit: Callable[[Extracted], Awaitable[IngestOutcome]] | None = None,
 ) -> tuple[Extracted, IngestOutcome]:
-    """Extract safely, record the feedback ``reaction()`` finds, then submit, storing ``raw``.
+    """Extract safely, let the door decide (``Ingest.admit``), record the feedback
+    ``reaction()`` finds, then submit, storing ``raw``. Returns the event as decided.
 
     ``event_id`` names the dead letter if extraction fails. ``submit`` replaces the plain
     ``intake.submit(extracted, raw=raw)`` for an adapter that must do more around it (Slack
-    stores a thread's history before its first message). Raises when the event could not be
-    stored: the caller answers with the platform's retry."""
-    extracted = extract_safely(extract, platform=platform, event_id=event_id)
+    stores a thread's history before an answered message), and gets the decided event.
+    Raises when the event could not be stored: the caller answers with the platform's
+    retry."""
+    extracted = intake.admit(extract_safely(extract, platform=platform, event_id=event_id))
     if reaction is not None:
         await record_reaction(intake, platform=platform, reaction=reaction)
     if submit is None:
@@ -99,7 +288,7 @@ class JsonBody:
 
 
 async def json_body(
-    intake: Intake,
+    intake: Ingest,
     body: bytes,
     *,
     platform: str,

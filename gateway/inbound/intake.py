@@ -1,4 +1,8 @@
-"""The core's ``Intake``: what every adapter calls with an extracted event."""
+"""The core's side of an adapter's ``Intake``, one class per part: ``CoreIntake`` stores what
+the door (``gateway.inbound.ingress.Door``) admitted, ``CoreCursors`` keeps adapters'
+cursors, ``CoreInteractions`` takes feedback and approval clicks, ``IngressLifecycle`` runs
+receive loops on the leader or supervised. The composition root hands each adapter these
+behind its own door (``gateway.inbound.ingress.SurfaceIntake``)."""
 
 from __future__ import annotations
 
@@ -255,6 +259,10 @@ def trace_ids(extracted: Extracted) -> dict[str, Any]:
 
 
 class CoreIntake:
+    """The inbox step behind every door: stores one admitted event (inbox dedupe, session,
+    message) and wakes its turn. It decides nothing; adapters never hold it, only their
+    ``Door``."""
+
     def __init__(
         self,
         store: Store,
@@ -262,18 +270,11 @@ class CoreIntake:
         metrics: Metrics,
         turn_wake: Signal,
         live: Broadcast,
-        leader_interval: float = 5.0,
-        supervisor: Supervisor | None = None,
     ) -> None:
-        #: leader election for single-connection ingress (see ``gateway.core.lifecycle.leadership``)
-        self.election = LeaderElection(store.dsn, interval=leader_interval)
         self._store = store
         self._metrics = metrics
         self._turn_wake = turn_wake
         self._live = live
-        #: approvals in the thread, set by the composition root
-        self.approvals: ApprovalDecider | None = None
-        self._supervisor = supervisor
 
     async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
         if not tracing.enabled():
@@ -370,6 +371,62 @@ class CoreIntake:
             raw={"unstorable": True, "sqlstate": exc.sqlstate},
         )
 
+    async def knows(self, key: SessionKey) -> bool:
+        return await self._store.sessions.has_active_session(key)
+
+
+class CoreCursors:
+    """Adapters' durable cursors, in the store."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def load_cursor(self, name: str) -> str | None:
+        return await self._store.inbox.load_cursor(name)
+
+    async def save_cursor(self, name: str, value: str) -> None:
+        await self._store.inbox.save_cursor(name, value)
+
+
+class CoreInteractions:
+    """Feedback on the bot's messages and approval clicks, from every surface."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        #: approvals in the thread, set by the composition root
+        self.approvals: ApprovalDecider | None = None
+
+    async def approval_click(self, click: ApprovalClick) -> ClickOutcome:
+        if self.approvals is None:
+            return ClickOutcome(outcome="unknown", message="Approvals are off here.")
+        return await self.approvals.click(click)
+
+    async def record_feedback(
+        self, *, platform: str, chat_id: str, message_id: str, user_id: str, value: int
+    ) -> bool:
+        found = await self._store.sessions.find_bot_message(
+            platform, chat_id=chat_id, platform_message_id=message_id
+        )
+        if found is None:
+            return False
+        result = await self._store.sessions.set_feedback(found, user_id=user_id, value=value)
+        log.info(
+            "feedback_recorded", platform=platform, chat_id=chat_id, value=value, feedback=result
+        )
+        return True
+
+
+class IngressLifecycle:
+    """Receive loops on the leader (``lead``) or on every replica (``supervise``), under the
+    core's supervisor: offered to adapters in their context and their ``Intake``."""
+
+    def __init__(
+        self, dsn: str, *, leader_interval: float = 5.0, supervisor: Supervisor | None = None
+    ) -> None:
+        #: leader election for single-connection ingress (see ``gateway.core.lifecycle.leadership``)
+        self.election = LeaderElection(dsn, interval=leader_interval)
+        self._supervisor = supervisor
+
     async def lead(self, name: str, body: Body, *, stopping: asyncio.Event | None = None) -> None:
         """Run an adapter's receive loop ``body`` on the leader, supervised: if it raises,
         it is logged, counted (``gateway_worker_restarts_total{worker="ingress:NAME"}``)
@@ -401,31 +458,3 @@ class CoreIntake:
         await self._supervisor.supervise(
             f"ingress:{name}", run, stopping=stopping, restart_on_return=False
         )
-
-    async def knows(self, key: SessionKey) -> bool:
-        return await self._store.sessions.has_active_session(key)
-
-    async def load_cursor(self, name: str) -> str | None:
-        return await self._store.inbox.load_cursor(name)
-
-    async def save_cursor(self, name: str, value: str) -> None:
-        await self._store.inbox.save_cursor(name, value)
-
-    async def approval_click(self, click: ApprovalClick) -> ClickOutcome:
-        if self.approvals is None:
-            return ClickOutcome(outcome="unknown", message="Approvals are off here.")
-        return await self.approvals.click(click)
-
-    async def record_feedback(
-        self, *, platform: str, chat_id: str, message_id: str, user_id: str, value: int
-    ) -> bool:
-        found = await self._store.sessions.find_bot_message(
-            platform, chat_id=chat_id, platform_message_id=message_id
-        )
-        if found is None:
-            return False
-        result = await self._store.sessions.set_feedback(found, user_id=user_id, value=value)
-        log.info(
-            "feedback_recorded", platform=platform, chat_id=chat_id, value=value, feedback=result
-        )
-        return True

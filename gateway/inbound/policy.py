@@ -53,10 +53,13 @@ says, the answer-all places decide.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from gateway.core.domain import Facts, SessionKey, Trigger
+from gateway.core.plugins import Shorthand, SurfacePlugin, SurfaceSettings
+from gateway.core.registry import find_plugin
 from gateway.core.settings import Settings
 
 __all__ = [
@@ -67,8 +70,10 @@ __all__ = [
     "PlaceAnswerRule",
     "PlacePattern",
     "Shorthand",
+    "answer_rules_of",
     "decide",
     "rules_for",
+    "surface_rules",
 ]
 
 
@@ -153,8 +158,10 @@ class AnswerRules:
     answer_all_places: tuple[PlacePattern, ...] = ()
     require_mention: bool = False
     answer_bots: bool = False
-    #: how an ignored message's reason names the place and the settings that refused it
+    #: how an ignored message's reason names the place, the bot's own message and the
+    #: settings that refused it
     chat_word: str = "chat"
+    own_word: str = "message"
     places_named: str = "GATEWAY_ALLOWED_PLACES"
     people_named: str = "GATEWAY_ALLOWED_PEOPLE"
     #: a place's own answer rule (its profile's ``answer``): ``True`` every message, ``False``
@@ -182,7 +189,7 @@ def decide(facts: Facts, rules: AnswerRules, *, answer_all: bool | None = None) 
     docstring. ``answer_all``: the place's own answer rule (a profile's ``answer = "all"``),
     resolved by the caller; ``None`` leaves it to ``rules.answer_all_places``."""
     if facts.from_self:
-        return Decision(Action.IGNORE, "own message")
+        return Decision(Action.IGNORE, f"own {rules.own_word}")
     refused = rules.refuses(facts)
     if refused is not None:
         return Decision(Action.IGNORE, refused)
@@ -210,22 +217,6 @@ def decide(facts: Facts, rules: AnswerRules, *, answer_all: bool | None = None) 
 
 
 # --- the settings, in one vocabulary ------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Shorthand:
-    """A platform's own older settings (ids of that platform), each a shorthand for the one
-    vocabulary: ``allowed_chats`` for allowed places ``platform:*:ID``, and so on. The names
-    are what an ignored message's reason cites."""
-
-    platform: str
-    chat_word: str = "chat"
-    allowed_chats: Collection[str] = ()
-    allowed_chats_name: str = ""
-    allowed_users: Collection[str] = ()
-    allowed_users_name: str = ""
-    answer_all_chats: Collection[str] = ()
-    require_mention: bool = False
 
 
 def _concerning(platform: str, patterns: Iterable[PlacePattern]) -> tuple[PlacePattern, ...]:
@@ -282,10 +273,49 @@ def rules_for(
         answer_bots=core.gateway_answer_bots if answer_bots is None else answer_bots,
         place_answers_all=place_answers_all,
         chat_word=shorthand.chat_word,
+        own_word=shorthand.own_word,
         places_named=_named(
             ("GATEWAY_ALLOWED_PLACES", bool(places)), (shorthand.allowed_chats_name, bool(chats))
         ),
         people_named=_named(
             ("GATEWAY_ALLOWED_PEOPLE", bool(people)), (shorthand.allowed_users_name, bool(users))
         ),
+    )
+
+
+def surface_rules(
+    plugin: SurfacePlugin[Any],
+    settings: SurfaceSettings,
+    core: Settings | None,
+    *,
+    answer_bots: bool | None = None,
+    place_answers_all: PlaceAnswerRule | None = None,
+) -> AnswerRules:
+    """The rules a surface plugin declares (``SurfacePlugin.answer_settings`` over its
+    ``settings``), with the core's ``GATEWAY_*`` ones unless the plugin opts out
+    (``core_answer_settings``): what the core's ingress decides that surface's messages by."""
+    return rules_for(
+        core if plugin.core_answer_settings else None,
+        plugin.answer_settings(settings),
+        answer_bots=answer_bots,
+        place_answers_all=place_answers_all,
+    )
+
+
+def answer_rules_of(
+    platform: str, settings: Settings, *, place_answers_all: PlaceAnswerRule | None = None
+) -> AnswerRules:
+    """The rules the core's ingress decides ``platform``'s messages by: what its plugin
+    declares over its settings, with the ``GATEWAY_*`` ones and the places' profiles; a
+    surface without a plugin (``GATEWAY_ADAPTERS``) gets the ``GATEWAY_*`` ones alone."""
+    plugin = find_plugin(platform)
+    if plugin is None:
+        return rules_for(
+            settings, Shorthand(platform=platform), place_answers_all=place_answers_all
+        )
+    return surface_rules(
+        plugin,
+        settings.surface(plugin.settings_class),
+        settings,
+        place_answers_all=place_answers_all,
     )

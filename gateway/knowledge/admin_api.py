@@ -173,7 +173,7 @@ def _one_document_routes(router: APIRouter, knowledge: Knowledge) -> None:
         async with audit.attempt(
             knowledge.store, "kb.document.delete", ("kb.document", document_id)
         ):
-            if not await knowledge.remove(document_id):
+            if not await knowledge.intake.remove(document_id):
                 raise RequestError(f"no document {document_id}", status=404, title="Not found")
 
     @router.get("/search", response_model=list[PassageHit], summary="Search passages")
@@ -183,7 +183,7 @@ def _one_document_routes(router: APIRouter, knowledge: Knowledge) -> None:
         limit: Annotated[int, Query(ge=1, le=50)] = 5,
     ) -> list[PassageHit]:
         """The passages retrieval would give the model, best first."""
-        return list((await knowledge.search(q, kbs=[kb], limit=limit)).hits)
+        return list((await knowledge.retrieval.search(q, kbs=[kb], limit=limit)).hits)
 
     @router.get("/citations/{message_id}", response_model=list[CitationRecord], summary="Citations")
     async def citations(
@@ -208,7 +208,7 @@ def _assignment_routes(router: APIRouter, knowledge: Knowledge) -> None:
         async with audit.attempt(
             knowledge.store, "kb.assign", ("kb", body.kb), details={"chat": str(chat)}
         ) as seen:
-            created = await knowledge.assign(body.kb, chat)
+            created = await knowledge.catalog.assign(body.kb, chat)
             seen["new"] = created
         return AssignmentOut(kb=body.kb, chat=str(chat), created=created)
 
@@ -218,7 +218,7 @@ def _assignment_routes(router: APIRouter, knowledge: Knowledge) -> None:
         async with audit.attempt(
             knowledge.store, "kb.unassign", ("kb", kb), details={"chat": str(where)}
         ):
-            if not await knowledge.unassign(kb, where):
+            if not await knowledge.catalog.unassign(kb, where):
                 raise RequestError(
                     f"{kb} is not assigned to {where}", status=404, title="Not found"
                 )

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gateway.core.domain import Reply
+from gateway.core.text import counted
 from gateway.knowledge.numbering import PassageNumbers
 from session_store.repos.knowledge import (
     DocumentRecord,
@@ -83,8 +84,9 @@ def cite_answer(
 
 def document_note(doc: DocumentRecord) -> str:
     if doc.state == "ready":
-        pages = f"{doc.pages} pages, " if doc.pages else ""
-        return f"📄 {doc.name} is ready ({pages}{doc.chunk_count} passages): ask me about it."
+        pages = f"{counted(doc.pages, 'page')}, " if doc.pages else ""
+        passages = counted(doc.chunk_count, "passage")
+        return f"📄 {doc.name} is ready ({pages}{passages}): ask me about it."
     return f"⚠️ I could not read {doc.name}: {doc.error}"
 
 

@@ -30,6 +30,14 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 
+class _Models(Protocol):
+    async def switch_model(self, name: str) -> None: ...
+
+
+class _Counts(Protocol):
+    async def flush_access(self) -> None: ...
+
+
 class IngestHost(Protocol):
     """What the worker uses of ``gateway.knowledge.service.Knowledge``."""
 
@@ -43,9 +51,11 @@ class IngestHost(Protocol):
     #: wakes the summary worker (``gateway.knowledge.summaries``) when a document is ready
     summary_wake: Signal
 
-    async def switch_model(self, name: str) -> None: ...
+    @property
+    def catalog(self) -> _Models: ...
 
-    async def flush_access(self) -> None: ...
+    @property
+    def turns(self) -> _Counts: ...
 
     async def add(
         self, name: str, data: bytes, *, kb: str = ..., media_type: str | None = None
@@ -74,7 +84,7 @@ class IngestWorker:
             if time.monotonic() - last_flush >= self.k.settings.flush_seconds:
                 last_flush = time.monotonic()
                 try:
-                    await self.k.flush_access()
+                    await self.k.turns.flush_access()
                 except StoreError as exc:
                     log.warning("kb_access_flush_failed", error=str(exc))
             if not busy:
@@ -99,7 +109,7 @@ class IngestWorker:
             if job.embedding_model != self.k.embedder.model:
                 # the base was built with another model: switch it (every document is queued
                 # again, this one included) rather than mix two models in one index
-                await self.k.switch_model(doc.kb_name)
+                await self.k.catalog.switch_model(doc.kb_name)
                 log.info("kb_model_switched", kb=doc.kb_name, model=self.k.embedder.model)
                 return True
             await self._ingest(job)

@@ -37,34 +37,3 @@ def shared_files(messages: Sequence[MessageRecord]) -> list[Attachment]:
 
 #: the largest text file that goes straight to the model (``AGENT_INLINE_FILES=text``)
 INLINE_TEXT_BYTES = 32 * 1024
-
-
-_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
-
-
-_TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".csv")
-
-
-def _inline_kind(a: Attachment) -> str | None:
-    """``images`` or ``text`` for a file that could go straight to the model, by its
-    declared type or name (the bytes are checked once fetched)."""
-    mime = (a.mime_type or "").split(";", 1)[0].strip().lower()
-    name = (a.name or "").lower()
-    if a.kind in ("photo", "image") or mime.startswith("image/") or name.endswith(_IMAGE_SUFFIXES):
-        return "images"
-    if mime in ("text/plain", "text/markdown", "text/csv") or name.endswith(_TEXT_SUFFIXES):
-        return "text"
-    return None
-
-
-def image_type(data: bytes) -> str | None:
-    """The media type of a PNG, JPEG, GIF or WebP image, from its first bytes."""
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if data.startswith((b"GIF87a", b"GIF89a")):
-        return "image/gif"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return None

@@ -81,7 +81,7 @@ def _document_tools(server: MCPServer, knowledge: Knowledge) -> None:
     ) -> dict[str, Any]:
         """The passages retrieval would give the model for ``query``, best first, with
         their document and page or section."""
-        result = await knowledge.search(query, kbs=[kb], limit=limit)
+        result = await knowledge.retrieval.search(query, kbs=[kb], limit=limit)
         return {
             "mode": result.mode,
             "passages": [
@@ -151,7 +151,7 @@ def _document_change_tools(server: MCPServer, knowledge: Knowledge) -> None:
     @server.tool()
     async def kb_delete(document_id: DocId) -> dict[str, Any]:
         """Delete a document and its passages; answers that cited it keep their citations."""
-        if not await knowledge.remove(document_id):
+        if not await knowledge.intake.remove(document_id):
             raise ToolError(f"no document {document_id}")
         await audit.record(store, "kb.document.delete", ("kb.document", document_id))
         return {"id": document_id, "deleted": True}
@@ -185,7 +185,7 @@ def _assignment_tools(server: MCPServer, knowledge: Knowledge) -> None:
             check_name(kb)
         except ValueError as exc:
             raise ToolError(str(exc)) from exc
-        created = await knowledge.assign(kb, where)
+        created = await knowledge.catalog.assign(kb, where)
         await audit.record(
             store, "kb.assign", ("kb", kb), details={"chat": str(where), "new": created}
         )
@@ -195,7 +195,7 @@ def _assignment_tools(server: MCPServer, knowledge: Knowledge) -> None:
     async def kb_unassign(kb: KbName, chat: ChatName) -> dict[str, Any]:
         """Stop searching the knowledge base ``kb`` in ``chat``."""
         where = _chat(chat)
-        if not await knowledge.unassign(kb, where):
+        if not await knowledge.catalog.unassign(kb, where):
             raise ToolError(f"{kb} is not assigned to {where}")
         await audit.record(store, "kb.unassign", ("kb", kb), details={"chat": str(where)})
         return {"kb": kb, "chat": str(where), "assigned": False}

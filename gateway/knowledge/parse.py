@@ -35,7 +35,8 @@ MEDIA_TYPES: dict[Format, str] = {
     "ods": "application/vnd.oasis.opendocument.spreadsheet",
     "eml": "message/rfc822",
 }
-_BY_SUFFIX: dict[str, Format] = {
+#: the formats read, by file name suffix (``gateway kb add`` takes a folder's files by these)
+FORMAT_BY_SUFFIX: dict[str, Format] = {
     ".pdf": "pdf",
     ".docx": "docx",
     ".html": "html",
@@ -97,8 +98,8 @@ def detect_format(name: str, data: bytes, media_type: str | None = None) -> Form
         found = _BY_MEDIA.get(media_type.split(";")[0].strip().lower())
         if found is not None:
             return found
-    if suffix in _BY_SUFFIX:
-        return _BY_SUFFIX[suffix]
+    if suffix in FORMAT_BY_SUFFIX:
+        return FORMAT_BY_SUFFIX[suffix]
     head = data[:512].lstrip().lower()
     if head.startswith((b"<!doctype html", b"<html")):
         return "html"

@@ -1,7 +1,7 @@
-"""Files into the knowledge base: one added (stored, its ingest queued), and files shared in a
-thread: an upload joins the thread's documents, a question's attachments are read (waiting a
-bounded time) or go straight to the model (``AGENT_INLINE_FILES``). A part of ``Knowledge``
-(``gateway.knowledge.service``)."""
+"""File intake, a part of ``Knowledge`` (``gateway.knowledge.service``): one file added
+(stored, its ingest queued) or removed, and files shared in a thread: an upload joins the
+thread's documents, a question's attachments are read (waiting a bounded time) or go straight
+to the model (``AGENT_INLINE_FILES``)."""
 
 from __future__ import annotations
 
@@ -9,26 +9,29 @@ import asyncio
 import base64
 import hashlib
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import structlog
 
+from gateway.core.attachments import (
+    FileFetchError,
+    FileSource,
+    FileTooLarge,
+    image_type,
+    inline_kind,
+    too_large,
+)
 from gateway.core.domain import Attachment, ReplyTarget, SessionKey
 from gateway.core.hub import Signal
-from gateway.knowledge.attachments import FileFetchError, FileSource, FileTooLarge, too_large
+from gateway.knowledge.catalog import Catalog
 from gateway.knowledge.citations import document_note
 from gateway.knowledge.config import FileRejected, KnowledgeSettings
 from gateway.knowledge.files import FileStorageError, S3Files
-from gateway.knowledge.inline import INLINE_TEXT_BYTES, _inline_kind, image_type
+from gateway.knowledge.inline import INLINE_TEXT_BYTES
 from gateway.knowledge.parse import MEDIA_TYPES, ParseError, detect_format
 from gateway.knowledge.places import DEFAULT_KB, thread_kb
-from session_store.repos.knowledge import (
-    AddedDocument,
-    DocumentRecord,
-    KnowledgeBase,
-    KnowledgeStore,
-)
+from session_store.repos.knowledge import AddedDocument, DocumentRecord, KnowledgeStore
 
 log = structlog.get_logger(__name__)
 
@@ -36,16 +39,24 @@ log = structlog.get_logger(__name__)
 BUSY = ("queued", "parsing", "embedding")
 
 
-class SharedFiles:
-    """``Knowledge``'s intake of files: one added to a knowledge base, and files shared in a
-    thread. The attributes below are ``Knowledge``'s."""
+class FileIntake:
+    """Files into the knowledge bases, and out again; it holds no state of its own (the
+    bytes are in the store or the S3 bucket it is given)."""
 
-    settings: KnowledgeSettings
-    store: KnowledgeStore
-    wake: Signal
-    files: S3Files | None
-    #: the knowledge base by name, built with this gateway's embedding model
-    kb: Callable[[str], Awaitable[KnowledgeBase]]
+    def __init__(
+        self,
+        store: KnowledgeStore,
+        settings: KnowledgeSettings,
+        *,
+        catalog: Catalog,
+        wake: Signal,
+        files: S3Files | None,
+    ) -> None:
+        self._store = store
+        self._settings = settings
+        self._catalog = catalog
+        self._wake = wake
+        self._files = files
 
     async def add(
         self,
@@ -58,27 +69,27 @@ class SharedFiles:
     ) -> AddedDocument:
         """Store a file and queue its ingest; raises ``FileRejected`` for a file too big or
         of a type that cannot be read."""
-        if len(data) > self.settings.max_file_bytes:
+        if len(data) > self._settings.max_file_bytes:
             raise FileRejected(
                 f"{name} is {len(data):,} bytes; the limit is "
-                f"{self.settings.max_file_bytes:,} (GATEWAY_MAX_FILE_BYTES)"
+                f"{self._settings.max_file_bytes:,} (GATEWAY_MAX_FILE_BYTES)"
             )
         try:
             fmt = detect_format(name, data, media_type)
         except ParseError as exc:
             raise FileRejected(str(exc)) from exc
-        base = await self.kb(kb)
-        if self.files is not None:  # the object first: a job never finds its file missing
-            await self.files.put(hashlib.sha256(data).hexdigest(), data)
-        added = await self.store.add_document(
+        base = await self._catalog.kb(kb)
+        if self._files is not None:  # the object first: a job never finds its file missing
+            await self._files.put(hashlib.sha256(data).hexdigest(), data)
+        added = await self._store.add_document(
             base,
             name=name,
             content=data,
             media_type=MEDIA_TYPES[fmt],
             notify_target=notify_target,
-            storage="postgres" if self.files is None else "s3",
+            storage="postgres" if self._files is None else "s3",
         )
-        self.wake.set()
+        self._wake.set()
         log.info(
             "kb_document_added",
             document_id=added.document.id,
@@ -121,10 +132,10 @@ class SharedFiles:
         parts: list[dict[str, Any]] = []
         notes: list[str] = []
         rest: list[Attachment] = []
-        limit = self.settings.max_file_bytes
+        limit = self._settings.max_file_bytes
         for a in attachments:
-            kind = _inline_kind(a) if source is not None else None
-            if kind not in self.settings.inline_files or source is None:
+            kind = inline_kind(a) if source is not None else None
+            if kind not in self._settings.inline_files or source is None:
                 rest.append(a)
                 continue
             name = a.name or a.file_id or a.kind
@@ -170,7 +181,7 @@ class SharedFiles:
         too big, unsupported, or still being read (then the job worker tells it later)."""
         notes: list[str] = []
         added: list[int] = []
-        limit = self.settings.max_file_bytes
+        limit = self._settings.max_file_bytes
         for a in attachments:
             name = a.name or a.file_id or a.kind
             if a.size is not None and a.size > limit:
@@ -199,21 +210,34 @@ class SharedFiles:
         deadline = time.monotonic() + wait_seconds
         docs: list[DocumentRecord] = []
         while added:
-            docs = [d for d in [await self.store.get_document(i) for i in added] if d]
+            docs = [d for d in [await self._store.get_document(i) for i in added] if d]
             if all(d.state not in BUSY for d in docs) or time.monotonic() >= deadline:
                 break
-            self.wake.set()
+            self._wake.set()
             await asyncio.sleep(0.1)
         for doc in docs:
             if doc.state in BUSY:
                 # hand the news to the job worker; if it finished meanwhile, tell it here
-                await self.store.set_notify(doc.id, target)
-                now = await self.store.get_document(doc.id)
+                await self._store.set_notify(doc.id, target)
+                now = await self._store.get_document(doc.id)
                 if now is not None and now.state not in BUSY:
-                    if await self.store.take_notify(doc.id) is not None:
+                    if await self._store.take_notify(doc.id) is not None:
                         notes.append(document_note(now))
                     continue
                 notes.append(f"⏳ {doc.name} is still being read; I will say here when it is.")
             else:
                 notes.append(document_note(doc))
         return notes
+
+    async def remove(self, document_id: int) -> bool:
+        """Delete a document and its passages (citations stay frozen); its file's bytes go
+        too once no document uses them (from the bucket as well). ``False``: no such one."""
+        removed = await self._store.remove_document(document_id)
+        if removed is None:
+            return False
+        if removed.file_removed == "s3" and self._files is not None:
+            try:
+                await self._files.delete(removed.sha256)
+            except FileStorageError as exc:  # an orphan object, by hash: harmless, logged
+                log.warning("kb_file_delete_failed", sha256=removed.sha256, error=str(exc))
+        return True

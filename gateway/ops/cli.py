@@ -11,7 +11,8 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from importlib import metadata
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import structlog
 
@@ -19,8 +20,9 @@ from gateway.core.domain import SessionKey
 from gateway.core.errors import ConfigError, GatewayError
 from gateway.core.lifecycle.database import database
 from gateway.core.logs import configure_logging
-from gateway.core.registry import check_settings
-from gateway.core.settings import Settings, load_settings, settings_source
+from gateway.core.registry import load_checked_settings
+from gateway.core.settings import Settings, settings_source
+from gateway.core.text import counted
 
 if TYPE_CHECKING:
     from gateway.agents.base import Agent
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
     from session_store.values import SessionStatus
 
 log = structlog.get_logger("gateway")
+#: what ``gateway --help`` says first (plain text: help shows no reStructuredText)
+DESCRIPTION = "The gateway command. Exit codes: 0 success, 2 bad configuration, 1 anything else."
 
 
 async def _run(settings: Settings) -> int:
@@ -167,7 +171,8 @@ async def _sessions_list(settings: Settings, args: argparse.Namespace) -> int:
                 f"\ttags: {','.join(s.tags)}" if s.tags else "",
             ]
         )
-        print(f"{s.id}\t{s.key}\t{s.status}\t{s.message_count} messages\t{last}{about}")
+        count = counted(s.message_count, "message")
+        print(f"{s.id}\t{s.key}\t{s.status}\t{count}\t{last}{about}")
     if not sessions:
         print("no sessions", file=sys.stderr)
     return 0
@@ -280,9 +285,8 @@ async def _sessions_show(settings: Settings, ident: str, after: int, limit: int)
             messages = await store.sessions.delta(session.id, after, limit)
         finally:
             await store.close()
-    print(
-        f"session {session.id} {session.key} ({session.status}, {session.message_count} messages)"
-    )
+    count = counted(session.message_count, "message")
+    print(f"session {session.id} {session.key} ({session.status}, {count})")
     for m in messages:
         who = m.sender_name or m.sender_id or m.role
         label = f"{m.role}:{who}" if m.role == "user" else m.role
@@ -386,8 +390,34 @@ def _positive(value: str) -> int:
 _SESSION_HELP = "session id or platform:scope:chat:thread"
 
 
+class _Parser(argparse.ArgumentParser):
+    """A command group run without its subcommand (``gateway profiles``) prints its help, not
+    argparse's "the following arguments are required: profiles_command" (exit 2 as before).
+    Every subparser is of this class too (argparse makes them of the parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        groups = [
+            a.dest
+            for a in self._actions
+            if isinstance(a, argparse._SubParsersAction) and a.required and a.dest
+        ]
+        if any(message == f"the following arguments are required: {g}" for g in groups):
+            self.print_help(sys.stderr)
+            self.exit(2)
+        super().error(message)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("chat-gateway")
+    except metadata.PackageNotFoundError:  # a checkout on PYTHONPATH, never installed
+        return "unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gateway", description=__doc__)
+    # typed as the base class: the subcommand modules add theirs to ArgumentParser groups
+    parser: argparse.ArgumentParser = _Parser(prog="gateway", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"gateway {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("run", help="migrate, then serve every configured surface until stopped")
     sub.add_parser("migrate", help="apply pending migrations and exit")
@@ -476,7 +506,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _setup(args)
     try:
         # each surface's own settings too: a bad one is named like a core one (exit 2)
-        settings = check_settings(load_settings())
+        settings = load_checked_settings()
     except ConfigError as exc:
         if args.command == "doctor":  # doctor reports it like every other finding, with a fix
             from gateway.ops.doctor import config_failure, render
@@ -484,7 +514,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             render([config_failure(exc)])
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
-    configure_logging(settings.gateway_log_format, settings.gateway_log_level)
+    _logging_for(args.command, settings)
     try:
         if args.command == "run":
             coro = _run(settings)
@@ -546,6 +576,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+
+
+#: commands that serve until stopped: they log as configured (JSON off a terminal)
+_SERVERS = frozenset({"run", "mcp"})
+
+
+def _logging_for(command: str, settings: Settings) -> None:
+    """A server logs as configured. Any other command is run by a person (or a script that
+    reads its output): its stderr carries warnings and errors in words, and no JSON lines,
+    unless GATEWAY_LOG_FORMAT or GATEWAY_LOG_LEVEL asks for them."""
+    if command in _SERVERS:
+        configure_logging(settings.gateway_log_format, settings.gateway_log_level)
+        return
+    chosen = settings.model_fields_set
+    configure_logging(
+        settings.gateway_log_format if "gateway_log_format" in chosen else "console",
+        settings.gateway_log_level if "gateway_log_level" in chosen else "warning",
+    )
 
 
 def _setup(args: argparse.Namespace) -> int:

@@ -23,6 +23,8 @@ from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 
+from gateway.core.settings_groups import settings_groups
+
 CONFIGURATION_PAGE = Path("docs/reference/configuration.md")
 CLI_PAGE = Path("docs/reference/cli.md")
 METRICS_PAGE = Path("docs/reference/metrics.md")
@@ -144,18 +146,12 @@ def _default(field: FieldInfo) -> str:
 def settings(classes: Sequence[type[BaseSettings]] | None = None) -> Iterator[Setting]:
     """Every documented setting, in the order the classes declare them."""
     for cls in settings_classes() if classes is None else classes:
-        comments: dict[str, str] = {}
-        sections: dict[str, str] = {}
-        # a class's own fields first, then those of the gateway's settings classes it
-        # inherits (the retention settings), each with the comments of the class declaring it
-        bases = [b for b in cls.__mro__ if b is cls or _documented(b)]
-        for base in reversed(bases):
-            found, titles = _comments(base)
-            comments.update(found)
-            sections.update(titles)
-        own = set(cls.__annotations__)
-        ordered = sorted(cls.model_fields.items(), key=lambda item: item[0] not in own)
-        for name, field in ordered:
+        comments, sections = _comments(cls)
+        # a settings group held as a field is a class of its own in the list
+        groups = settings_groups(cls)
+        for name, field in cls.model_fields.items():
+            if name in groups:
+                continue
             meaning = (field.description or comments.get(name, "")).replace("``", "`")
             yield Setting(
                 section=sections.get(name, _class_title(cls)),
@@ -164,15 +160,6 @@ def settings(classes: Sequence[type[BaseSettings]] | None = None) -> Iterator[Se
                 default=_default(field),
                 meaning=meaning,
             )
-
-
-def _documented(cls: type) -> bool:
-    return (
-        isinstance(cls, type)
-        and issubclass(cls, BaseSettings)
-        and cls is not BaseSettings
-        and cls.__module__.startswith("gateway")
-    )
 
 
 def _cell(text: str) -> str:

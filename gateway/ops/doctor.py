@@ -376,6 +376,5 @@ async def check_tools(settings: Settings) -> list[Check]:
 
 def config_failure(exc: ConfigError) -> Check:
     """A setting that does not even parse, as doctor reports it."""
-    return Check(
-        name="configuration", ok=False, detail=str(exc), fix=f"correct or unset {exc.setting}"
-    )
+    names = ", ".join(dict.fromkeys(one.setting for one in exc.each))
+    return Check(name="configuration", ok=False, detail=str(exc), fix=f"correct or unset {names}")

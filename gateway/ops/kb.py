@@ -15,12 +15,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from gateway import audit
-from gateway.core.logs import configure_logging
 from gateway.core.settings import Settings
+from gateway.core.text import counted
 from gateway.knowledge.citations import source_label
 from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.files import FileStorageError, build_files
-from gateway.knowledge.parse import _BY_SUFFIX
+from gateway.knowledge.parse import FORMAT_BY_SUFFIX
 from gateway.knowledge.places import DEFAULT_KB, Chat, check_name
 from gateway.knowledge.service import FileRejected, Knowledge, build_embedder
 from session_store.repos.knowledge import DocumentRecord, KnowledgeStore
@@ -76,7 +76,7 @@ def expand(paths: Sequence[str]) -> Iterator[Path]:
         path = Path(raw)
         if path.is_dir():
             for found in sorted(path.rglob("*")):
-                if found.is_file() and found.suffix.lower() in _BY_SUFFIX:
+                if found.is_file() and found.suffix.lower() in FORMAT_BY_SUFFIX:
                     yield found
         else:
             yield path
@@ -110,10 +110,6 @@ async def _knowledge(settings: Settings) -> AsyncIterator[Knowledge]:
 
 
 async def run(settings: Settings, args: argparse.Namespace) -> int:
-    if settings.gateway_log_level == "info":
-        # a command's output is its point: the gateway's info events stay quiet (their level
-        # filter is fixed when logging is configured, so it is configured again)
-        configure_logging(settings.gateway_log_format, "warning")
     async with _knowledge(settings) as k:
         if args.kb_command == "add":
             return await _add(k, args.paths, kb=args.kb, wait=not args.no_wait)
@@ -125,14 +121,14 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
                 print("no documents", file=sys.stderr)
             return 0
         if args.kb_command == "assign":
-            new = await k.assign(args.kb, args.chat)
+            new = await k.catalog.assign(args.kb, args.chat)
             await audit.record(
                 k.store, "kb.assign", ("kb", args.kb), details={"chat": str(args.chat), "new": new}
             )
             print(f"{args.kb} {'assigned to' if new else 'was already assigned to'} {args.chat}")
             return 0
         if args.kb_command == "unassign":
-            gone = await k.unassign(args.kb, args.chat)
+            gone = await k.catalog.unassign(args.kb, args.chat)
             await audit.record(
                 k.store,
                 "kb.unassign",
@@ -154,7 +150,7 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
                 print("no assignments", file=sys.stderr)
             return 0
         if args.kb_command == "remove":
-            removed = await k.remove(args.document_id)
+            removed = await k.intake.remove(args.document_id)
             await audit.record(
                 k.store,
                 "kb.document.delete",
@@ -167,7 +163,7 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
                 return 0
             print(f"no document {args.document_id}", file=sys.stderr)
             return 1
-        result = await k.search(args.query, kbs=[args.kb], limit=args.limit)
+        result = await k.retrieval.search(args.query, kbs=[args.kb], limit=args.limit)
         for n, hit in enumerate(result.hits, start=1):
             label = source_label(
                 {"document_name": hit.document_name, "page": hit.page, "section": hit.section}
@@ -184,7 +180,7 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _line(d: DocumentRecord) -> str:
-    return f"{d.id}\t{d.state_text}\t{d.kb_name}\t{d.chunk_count} passages\t{d.name}"
+    return f"{d.id}\t{d.state_text}\t{d.kb_name}\t{counted(d.chunk_count, 'passage')}\t{d.name}"
 
 
 async def _add(k: Knowledge, paths: Sequence[str], *, kb: str, wait: bool) -> int:

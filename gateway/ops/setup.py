@@ -191,12 +191,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     setup = sub.add_parser(
         "setup",
         help="connect a platform: check its tokens live and write them to .env",
-        description=__doc__,
+        description=(
+            "Ask for a platform's tokens, check them live, say what the bot can see, and write "
+            "or update the .env file, never echoing a secret. On a terminal it asks (nothing "
+            "shown while typing a secret); without one it takes the flags and reads each secret "
+            "not given as a flag from stdin, one line each, in the order the prompts would ask."
+        ),
     )
     setup.add_argument("platform", choices=list(setups()))
     setup.add_argument(
         "--env-file",
-        help="the dotenv file to write (default: the one `gateway run` reads: GATEWAY_ENV_FILE, "
+        help="the dotenv file to write (default: the one 'gateway run' reads: GATEWAY_ENV_FILE, "
         "else ./.env if there is one, else ~/.config/chat-gateway/.env)",
     )
     for flag, helps in _flags().items():

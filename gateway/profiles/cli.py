@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     show.add_argument("place", metavar="PLACE", help="platform:scope:chat[:thread]")
     show.add_argument("--json", action="store_true", help="one JSON object")
-    psub.add_parser("check", help="check the config file; exit 2 naming the first bad entry")
+    psub.add_parser("check", help="check the config file; exit 2 naming every bad entry")
     sub.add_parser("reload", help="make the running gateway read the config file again")
 
 

@@ -13,6 +13,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from gateway.core.config_file import ConfigFile
+from gateway.core.errors import ConfigError
 from gateway.inbound.policy import PlacePattern
 from gateway.profiles.model import DEFAULT, AnswerRule, Place, Profile, ProfileBook
 
@@ -53,21 +54,32 @@ def parse_profiles(
     """The profiles and places of ``config``. ``models`` are the models profiles may name
     (AGENT_MODELS, or AGENT_MODEL alone)."""
     profiles = {DEFAULT: Profile(name=DEFAULT)}
+    # every bad entry is named at once (one ConfigError): one run shows all there is to fix
+    found: list[ConfigError] = []
+    defined = set(profiles) | set(config.section("profiles"))
     for name, table in config.section("profiles").items():
-        profiles[name] = _profile(name, table, models=models, tools=tools)
+        try:
+            profiles[name] = _profile(name, table, models=models, tools=tools)
+        except ConfigError as exc:
+            found.append(exc)
     places: list[Place] = []
     for order, (text, profile) in enumerate(config.section("places").items()):
         entry = f'[places]."{text}"'
         try:
             pattern = parse_place(text)
         except ValueError as exc:
-            raise ConfigFile.error(entry, str(exc)) from exc
+            found.append(ConfigFile.error(entry, str(exc)))
+            continue
         if not isinstance(profile, str):
-            raise ConfigFile.error(entry, "must be a profile's name (a string)")
-        if profile not in profiles:
-            known = ", ".join(sorted(profiles))
-            raise ConfigFile.error(entry, f"unknown profile {profile!r}; known: {known}")
+            found.append(ConfigFile.error(entry, "must be a profile's name (a string)"))
+            continue
+        if profile not in defined:
+            known = ", ".join(sorted(defined))
+            found.append(ConfigFile.error(entry, f"unknown profile {profile!r}; known: {known}"))
+            continue
         places.append(Place(text, pattern, profile, order))
+    if found:
+        raise ConfigError.of(found)
     return ProfileBook(profiles=profiles, places=places)
 
 
@@ -75,9 +87,10 @@ def _profile(name: str, table: Any, *, models: Collection[str], tools: KnownTool
     entry = f"[profiles.{name}]"
     if not isinstance(table, Mapping):
         raise ConfigFile.error(entry, "must be a table")
-    unknown = sorted(set(table) - _KEYS)
-    if unknown:
-        raise ConfigFile.error(f"{entry}.{unknown[0]}", f"unknown key; known: {sorted(_KEYS)}")
+    found = [
+        ConfigFile.error(f"{entry}.{key}", f"unknown key; known: {sorted(_KEYS)}")
+        for key in sorted(set(table) - _KEYS)
+    ]
 
     def field(key: str, check: Callable[[Any], Any]) -> Any:
         if key not in table:
@@ -85,19 +98,20 @@ def _profile(name: str, table: Any, *, models: Collection[str], tools: KnownTool
         try:
             return check(table[key])
         except (TypeError, ValueError) as exc:
-            raise ConfigFile.error(f"{entry}.{key}", str(exc)) from exc
+            found.append(ConfigFile.error(f"{entry}.{key}", str(exc)))
+            return None
 
     model = field("model", lambda v: _model(_text(v), models))
     chosen = field("models", lambda v: tuple(_model(m, models) for m in _texts(v)))
     if chosen is not None and not chosen:
-        raise ConfigFile.error(f"{entry}.models", "must name at least one model")
-    if model is not None and chosen is not None and model not in chosen:
-        raise ConfigFile.error(f"{entry}.model", f"{model!r} is not one of its models")
-    if model is None and chosen is not None:
+        found.append(ConfigFile.error(f"{entry}.models", "must name at least one model"))
+    elif model is not None and chosen is not None and model not in chosen:
+        found.append(ConfigFile.error(f"{entry}.model", f"{model!r} is not one of its models"))
+    if model is None and chosen:
         model = chosen[0]
     if model is not None and chosen is None:
         chosen = (model,)
-    return Profile(
+    profile = Profile(
         name=name,
         system_prompt=field("system_prompt", _text),
         model=model,
@@ -107,6 +121,9 @@ def _profile(name: str, table: Any, *, models: Collection[str], tools: KnownTool
         answer=field("answer", _answer),
         streaming=field("streaming", _flag),
     )
+    if found:
+        raise ConfigError.of(found)
+    return profile
 
 
 def _text(value: Any) -> str:

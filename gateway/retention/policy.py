@@ -76,16 +76,17 @@ _DAYS = {
 
 def retention_policy(settings: Settings, file: ConfigFile) -> RetentionPolicy:
     """The settings' policy with the config file's ``[retention]`` entries over it."""
+    kept = settings.retention
     policy = RetentionPolicy(
-        payload_days=settings.gateway_retention_payload_days,
-        dead_letter_days=settings.gateway_retention_dead_letter_days,
-        dedupe_days=settings.gateway_retention_dedupe_days,
-        closed_session_months=settings.gateway_retention_closed_session_months,
-        usage_days=settings.gateway_retention_usage_days,
-        audit_days=settings.gateway_audit_retention_days,
-        export_dir=settings.gateway_retention_export_dir
+        payload_days=kept.gateway_retention_payload_days,
+        dead_letter_days=kept.gateway_retention_dead_letter_days,
+        dedupe_days=kept.gateway_retention_dedupe_days,
+        closed_session_months=kept.gateway_retention_closed_session_months,
+        usage_days=kept.gateway_retention_usage_days,
+        audit_days=kept.gateway_audit_retention_days,
+        export_dir=kept.gateway_retention_export_dir
         or settings.gateway_data_dir / "retention-exports",
-        interval=settings.gateway_retention_interval_seconds,
+        interval=kept.gateway_retention_interval_seconds,
     )
     _check_minimums(policy, lambda field, setting, message: ConfigError(setting, message))
     policy = replace(policy, **_overrides(file.section("retention")))

@@ -30,7 +30,9 @@ from gateway.http.admin import OperatorSurface
 from gateway.http.app import HttpServer, build_app
 from gateway.http.guard import HttpPolicy
 from gateway.http.webauth import WebIdentity
-from gateway.inbound.intake import CoreIntake
+from gateway.inbound.ingress import Door, SurfaceIntake
+from gateway.inbound.intake import CoreCursors, CoreIntake, CoreInteractions, IngressLifecycle
+from gateway.inbound.policy import answer_rules_of
 from gateway.knowledge.config import KnowledgeSettings
 from gateway.knowledge.files import build_files
 from gateway.knowledge.service import Knowledge, build_embedder
@@ -148,14 +150,28 @@ class Gateway:
         self.identity = WebIdentity.from_settings(settings, store)
         self.http_policy = HttpPolicy.from_settings(settings)
         self.http_policy.webhook_prefixes = webhook_prefixes()
+        # the core's side of the adapters' intake: the inbox behind every door, cursors,
+        # interactions (feedback, approval clicks) and the receive loops' lifecycle
+        self.intake = CoreIntake(
+            store, metrics=self.metrics, turn_wake=self.turn_wake, live=self.live
+        )
+        self.cursors = CoreCursors(store)
+        self.interactions = CoreInteractions(store)
+        self.interactions.approvals = self.approvals  # approval clicks from the adapters
+        self.lifecycle = IngressLifecycle(
+            store.dsn,
+            leader_interval=max(settings.gateway_poll_seconds * 5, 1.0),
+            supervisor=self.supervisor,
+        )
         self.adapter_context = AdapterContext(
             live=self.live,
             conversations=Conversations(store),
             identity=self.identity,
             http_policy=self.http_policy,
-            files=self.knowledge,
+            files=self.knowledge.intake,
             held_files=HeldFileStore(store.db),
             place_answers_all=self.profiles.answers_all,
+            lifecycle=self.lifecycle,
         )
         # surfaces given by the caller (tests) replace the configured platforms; the web chat
         # still follows GATEWAY_WEB_CHAT
@@ -164,15 +180,14 @@ class Gateway:
             *build_adapters(settings, self.adapter_context, platforms=adapters is None),
         ]
         self.transports: dict[str, Transport] = {a.platform: a.transport for a in self.adapters}
-        self.intake = CoreIntake(
-            store,
-            metrics=self.metrics,
-            turn_wake=self.turn_wake,
-            live=self.live,
-            leader_interval=max(settings.gateway_poll_seconds * 5, 1.0),
-            supervisor=self.supervisor,
-        )
-        self.intake.approvals = self.approvals  # approval clicks from the adapters
+        # each surface's one door: the answer policy with the rules its plugin declares
+        self.doors: dict[str, Door] = {
+            a.platform: Door(
+                self.intake,
+                answer_rules_of(a.platform, settings, place_answers_all=self.profiles.answers_all),
+            )
+            for a in self.adapters
+        }
 
     def _build_cold_path(self, settings: Settings, store: Store, agent: Agent) -> None:
         """Summaries' charges, documents' summaries, schedules and the audit log's upkeep."""
@@ -236,7 +251,7 @@ class Gateway:
                 store,
                 tools_file=tools_file_for(settings.gateway_tools_file, self.config.config),
                 metrics=self.metrics,
-                knowledge=self.knowledge,
+                knowledge=self.knowledge.retrieval,
             )
             self.tools.approvals = self.approvals
             if self.approvals is not None:
@@ -325,6 +340,15 @@ class Gateway:
     ) -> asyncio.Task[None]:
         return supervised(self.supervisor, name, bodies, stopping)
 
+    def intake_of(self, platform: str) -> SurfaceIntake:
+        """What the adapter of ``platform`` gets at start: its door and the core's parts."""
+        return SurfaceIntake(
+            ingest=self.doors[platform],
+            cursors=self.cursors,
+            interactions=self.interactions,
+            lifecycle=self.lifecycle,
+        )
+
     async def start(self) -> None:
         """HTTP first (webhooks answer 503 until intake is set), this process's liveness,
         interrupted sends recovered, the surfaces, then the workers."""
@@ -336,7 +360,7 @@ class Gateway:
         await self._start_liveness()
         await self.delivery.recover()
         for adapter in self.adapters:
-            await adapter.start(self.intake)
+            await adapter.start(self.intake_of(adapter.platform))
             self._started_adapters.append(adapter)
             log.info("adapter_started", platform=adapter.platform)
         self._start_workers()

@@ -8,7 +8,9 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from gateway.core.domain import SessionKey
 from gateway.http.models_api import models_router
+from session_store.errors import SessionNotFound
 from session_store.repos.breakers import Breakers
 
 if TYPE_CHECKING:
@@ -59,9 +61,22 @@ def extend_operator(gw: Wired) -> None:
         add_profile_tools(server, gw.profiles)
 
     async def announce_file(session_key: str, text: str) -> None:
-        await operator.service.append(
-            session_key, participant="knowledge", content=text, deliver=True
-        )
+        try:
+            await operator.service.append(
+                session_key, participant="knowledge", content=text, deliver=True
+            )
+        except SessionNotFound:
+            # a file shared into a thread nobody has written in yet (the web chat's upload
+            # into a new thread): its session opens with the note, posted into that thread
+            from gateway.core.registry import target_of_place
+
+            key = SessionKey.parse(session_key)
+            await operator.service.ops.create_session(
+                key, participant="knowledge", reply_target=target_of_place(key)
+            )
+            await operator.service.append(
+                session_key, participant="knowledge", content=text, deliver=True
+            )
 
     # knowledge base: files shared in a thread are announced there when read
     gw.knowledge.announce = announce_file

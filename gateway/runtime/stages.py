@@ -84,7 +84,7 @@ def turn_stages(gw: Wired) -> list[Stage]:
     stages += [
         ContextStage(gw.context, summaries=gw.summaries, metrics=gw.metrics, agent=gw.agent),
         KnowledgeStage(
-            gw.knowledge,
+            gw.knowledge.turns,
             gw.transports,
             wait_seconds=settings.gateway_lease_seconds / 2,
         ),

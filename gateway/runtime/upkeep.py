@@ -64,12 +64,12 @@ async def knowledge_loops(
                 "`gateway migrate` on a fresh database to add embeddings",
             )
         # EMBEDDING_MODEL changed since a base was built: re-embed it through the jobs
-        await knowledge.adopt_model()
+        await knowledge.catalog.adopt_model()
     except (StoreError, EmbeddingError) as exc:
         log.warning("kb_check_failed", error=str(exc))
     # supervised like every long-lived loop; ingest jobs are not needed to
     # answer, so the worker is not required for readiness
-    loops: list[LoopBody] = [("kb-jobs", beating(knowledge.run), None, False)]
+    loops: list[LoopBody] = [("kb-jobs", beating(knowledge.worker.run), None, False)]
     if doc_summaries is not None:
         loops.append(("kb-summaries", doc_summaries.run, None, False))
     return loops

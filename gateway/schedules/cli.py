@@ -9,7 +9,6 @@ import json
 import sys
 from typing import Any
 
-from gateway.core.logs import configure_logging
 from gateway.core.settings import Settings
 from gateway.schedules.command import describe
 from gateway.schedules.service import OPERATOR, ScheduleService
@@ -43,8 +42,6 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
     from session_store.repos.schedules import Schedules
     from session_store.store import Store
 
-    if settings.gateway_log_level == "info":
-        configure_logging(settings.gateway_log_format, "warning")
     async with database(settings) as dsn:
         await migrate(dsn)
         store = await Store.connect(dsn, min_size=1, max_size=2)

@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.core.domain import SessionKey
 from gateway.knowledge.numbering import PassageNumbers
-from gateway.knowledge.service import KnowledgeSearch
+from gateway.knowledge.retrieval import KnowledgeSearch
 from gateway.tools.catalog import Tool, ToolCaller, ToolHandler, ToolPolicy, ToolSpec
 from session_store.repos.knowledge import PassageHit
 from session_store.repos.operator import OperatorStore

@@ -14,7 +14,7 @@ import structlog
 from gateway.core.config_file import load_config_file
 from gateway.core.metrics import Metrics
 from gateway.core.settings import Settings
-from gateway.knowledge.service import KnowledgeSearch
+from gateway.knowledge.retrieval import KnowledgeSearch
 from gateway.tools.approvals import ApprovalService
 from gateway.tools.builtin import BUILTIN_SPECS, DEFAULT_POLICIES, builtin_tools
 from gateway.tools.catalog import (

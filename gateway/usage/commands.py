@@ -9,19 +9,20 @@ from gateway.core.domain import Reply
 from gateway.turns.stage import COMMAND_MODEL, TurnRun
 from gateway.usage.budgets import periods
 from gateway.usage.config import Limit
+from gateway.usage.report import amount
 from gateway.usage.service import UsageService, account_of
 from session_store.records import MessageRecord
 from session_store.repos.usage import place_of
 
 
 def money(value: Decimal | None) -> str:
-    return "-" if value is None else f"{value:.4f}"
+    return amount(value)
 
 
 def limit_text(limit: Limit) -> str:
     parts = []
     if limit.cost is not None:
-        parts.append(f"{limit.cost:f}")
+        parts.append(amount(limit.cost))
     if limit.tokens is not None:
         parts.append(f"{limit.tokens} tokens")
     return " / ".join(parts) if parts else "no limit"

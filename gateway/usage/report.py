@@ -134,7 +134,7 @@ def render_text(report: Report) -> str:
     head = (report.by.upper(), "COST", "PROMPT", "COMPLETION", "CALLS")
     lines = [(*head, "ACCOUNTS") if people else head]
     for r in report.rows:
-        money = "-" if r.cost is None else f"{r.cost:.4f}"
+        money = amount(r.cost)
         row = (r.key, money, str(r.prompt_tokens), str(r.completion_tokens), str(r.calls))
         lines.append((*row, ",".join(r.accounts)) if people else row)
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
@@ -148,19 +148,34 @@ def render_text(report: Report) -> str:
     text.append("")
     text.append("budgets:" if report.budgets else "budgets: none set")
     for b in report.budgets:
-        amount = " / ".join(
+        limit = " / ".join(
             x for x in (_fmt(b["cost"]), f"{b['tokens']} tokens" if b["tokens"] else "") if x
         )
         left = ""
         if "spent_cost" in b:
-            left = f"; spent {b['spent_cost']:.4f} / {b['spent_tokens']} tokens"
+            left = f"; spent {amount(b['spent_cost'])} / {b['spent_tokens']} tokens"
             if "left_cost" in b:
-                left += f", left {b['left_cost']:.4f}"
+                left += f", left {amount(b['left_cost'])}"
             if "left_tokens" in b:
                 left += f", left {b['left_tokens']} tokens"
-        text.append(f"  {b['limit']}: {amount} ({b['per']}){left}")
+        text.append(f"  {b['limit']}: {limit} ({b['per']}){left}")
     return "\n".join(text)
 
 
 def _fmt(value: float | None) -> str:
-    return "" if value is None else f"{value:.2f}"
+    return "" if value is None else amount(value)
+
+
+def amount(value: Decimal | float | None) -> str:
+    """A sum of money in as many digits as it needs, never rounded away: at least two
+    decimals (``5.00``, ``0.15``), a limit or price exactly as set (``0.00005``, not
+    ``0.00``), and a computed spend to six decimals, or to three significant digits when it
+    is smaller (``0.000000123``). ``-`` for none."""
+    if value is None:
+        return "-"
+    d = Decimal(str(value))
+    if not d.is_finite() or d == 0:
+        return "0.00" if d == 0 else str(d)
+    exact = max(0, -int(d.normalize().as_tuple().exponent))
+    places = max(2, min(exact, max(6, 2 - d.adjusted())))
+    return f"{d.quantize(Decimal(1).scaleb(-places)):f}"

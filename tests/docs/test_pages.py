@@ -119,3 +119,42 @@ def test_contributing_names_the_test_folders_that_exist() -> None:
     assert named == present
     for folder in re.findall(r"`(tests/[a-z0-9_]+/[a-z0-9_]+)/`", text):
         assert (ROOT / folder).is_dir(), folder
+
+
+def test_every_page_the_code_names_exists() -> None:
+    """What the gateway prints (doctor's fixes, setup's guide, check messages) names pages by
+    their path in the repository: each is a real page."""
+    named = 0
+    for source in [*(ROOT / "gateway").rglob("*.py"), *(ROOT / "adapters").rglob("*.py")]:
+        for page in re.findall(r"docs/[\w/-]+\.md", source.read_text(encoding="utf-8")):
+            named += 1
+            assert (ROOT / page).is_file(), f"{source.relative_to(ROOT)} names {page}"
+    assert named > 5
+
+
+INCLUDE = re.compile(r'^ *--8<-- "([^"]+)"\s*$', re.M)
+
+
+def _linked(page: Path) -> set[Path]:
+    text = page.read_text(encoding="utf-8")
+    return {
+        (page.parent / target).resolve()
+        for target in re.findall(r"\]\(([^)\s#]+)\)", text)
+        if "://" not in target
+    }
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_included_file_is_also_linked(page: Path) -> None:
+    """A page read as a plain file (on a forge, in an editor) shows an include line, not the
+    example: each ``--8<--`` include has a link to the same file in the same page."""
+    linked = _linked(page)
+    for included in INCLUDE.findall(page.read_text(encoding="utf-8")):
+        assert (ROOT / included).is_file(), included
+        assert (ROOT / included).resolve() in linked, (
+            f"{page.relative_to(ROOT)} includes {included} without a link to it"
+        )
+
+
+def test_the_pages_include_examples() -> None:
+    assert sum(len(INCLUDE.findall(p.read_text(encoding="utf-8"))) for p in PAGES) > 20

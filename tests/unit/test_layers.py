@@ -180,25 +180,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 #: Imports that still run against the floors, each removed by a change under way elsewhere:
 #: ``(importing module, imported module)``. Each entry must still be found (a test says so),
 #: so the list only shrinks.
-ALLOWED_BACK: dict[tuple[str, str], str] = {
-    # FileShare moves into the ground floor (core) with the composed Knowledge
-    ("gateway.core.ports", "gateway.knowledge.attachments"): "FileShare moves into core",
-    # the files <-> knowledge loop is cut when the composed Knowledge lands: the file sources
-    # and the inline image kinds move down to where files can reach them
-    ("gateway.files.images", "gateway.knowledge.attachments"): "file sources move below files",
-    ("gateway.files.images", "gateway.knowledge.inline"): "inline image kinds move below files",
-    ("gateway.files.voice", "gateway.knowledge.attachments"): "file sources move below files",
-}
+ALLOWED_BACK: dict[tuple[str, str], str] = {}
 
 #: private names still imported across rooms, ``(importing module, "module.name")``, each
 #: with the change that removes it
-ALLOWED_PRIVATE: dict[tuple[str, str], str] = {
-    # both go public (or stay home) with the composed Knowledge
-    ("gateway.ops.kb", "gateway.knowledge.parse._BY_SUFFIX"): "made public by composed Knowledge",
-    ("gateway.files.images", "gateway.knowledge.inline._inline_kind"): (
-        "made public by composed Knowledge"
-    ),
-}
+ALLOWED_PRIVATE: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,12 +19,12 @@ from starlette.routing import Route
 
 from gateway.core.domain import (
     Envelope,
+    Facts,
     OutgoingFile,
     Place,
     ReplyTarget,
     Sender,
     SessionKey,
-    Trigger,
 )
 from gateway.core.errors import DeliveryError
 from gateway.core.ports import AdapterContext, Check, Intake, PaceRule, SendResult
@@ -119,13 +119,23 @@ class SinkTransport:
             self._client = None
 
 
+#: what a test's ``trigger`` asks for, as the facts the sink reports (the core's door decides)
+_ADDRESSED = {"always": {"mentioned": True}, "if_following": {"thread_reply": True}, "never": {}}
+
+
 def sink_envelope(body: dict[str, Any]) -> Envelope:
+    """The sink's message: the test's ``trigger`` (``always``, ``if_following``, ``never``)
+    is reported as facts (a mention, a thread reply, neither), for the core's door to decide."""
     chat = str(body["chat"])
     thread = body.get("thread")
     thread = None if thread is None else str(thread)
     message_id = str(body["id"])
+    key = SessionKey(platform=PLATFORM, scope="test", chat_id=chat, thread_id=thread)
+    user = str(body.get("user", "tester"))
+    direct = body.get("direct") is True
+    addressed = _ADDRESSED[str(body.get("trigger", "always"))]
     return Envelope(
-        key=SessionKey(platform=PLATFORM, scope="test", chat_id=chat, thread_id=thread),
+        key=key,
         target=ReplyTarget(
             platform=PLATFORM,
             scope="test",
@@ -136,11 +146,11 @@ def sink_envelope(body: dict[str, Any]) -> Envelope:
         message_id=message_id,
         event_id=body.get("event_id"),
         text=str(body["text"]),
-        sender=Sender(id=str(body.get("user", "tester")), name=str(body.get("user", "tester"))),
-        trigger=Trigger(body.get("trigger", "always")),
+        sender=Sender(id=user, name=user),
         command={"/new": "new", "/help": "help"}.get(str(body["text"]).strip())
         or _with_argument(str(body["text"])),
-        place=Place(direct=body.get("direct") is True),
+        place=Place(direct=direct),
+        facts=Facts(place=key, person=user, direct=direct, **addressed),
     )
 
 

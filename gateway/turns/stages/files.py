@@ -26,12 +26,12 @@ from typing import Protocol
 import structlog
 
 from gateway.agents.prompt import estimate_text
+from gateway.core.attachments import FileSource
 from gateway.core.domain import Attachment, Reply
 from gateway.core.ports import Transport
 from gateway.files.images import accepts_images, is_image, read_images
 from gateway.files.transcribe import is_audio
 from gateway.files.voice import VoiceJobs
-from gateway.knowledge.attachments import FileSource
 from gateway.knowledge.inline import shared_files
 from gateway.turns.stage import COMMAND_MODEL, Answer, Slot, Stage, TurnRun, as_context
 from session_store.records import MessageRecord, TurnClaim

@@ -38,9 +38,9 @@ def passage_numbers(turn: TurnRun) -> PassageNumbers:
 
 
 class TurnRetrieval(Protocol):
-    """The knowledge base's one call per turn (``gateway.knowledge.service.Knowledge``)."""
+    """The knowledge base's part for turns (``gateway.knowledge.turn.TurnKnowledgeBuilder``)."""
 
-    async def prepare_turn(
+    async def prepare(
         self,
         key: SessionKey,
         target: ReplyTarget,
@@ -75,7 +75,7 @@ class KnowledgeStage(Stage):
         question = turn.question
         assert question is not None  # the pipeline runs stages only while one is open
         key = turn.claim.key
-        found = await self._knowledge.prepare_turn(
+        found = await self._knowledge.prepare(
             key,
             turn.target,
             question,

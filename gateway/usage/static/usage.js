@@ -11,7 +11,26 @@ function svg(tag, attrs) {
   return e;
 }
 
-function money(v) { return v === null || v === undefined ? "-" : Number(v).toFixed(4); }
+// A sum in as many digits as it needs (as gateway.usage.report.amount): at least two
+// decimals, up to six, or three significant digits when smaller; never rounded to 0.00.
+function money(v) {
+  if (v === null || v === undefined) return "-";
+  const n = Number(v);
+  if (!isFinite(n) || n === 0) return n === 0 ? "0.00" : String(v);
+  const first = Math.floor(Math.log10(Math.abs(n)));
+  const places = Math.min(Math.max(2, 6, 2 - first), 20);
+  let text = n.toFixed(places);
+  // trailing zeros past the second decimal say nothing
+  while (/\.\d{3,}$/.test(text) && text.endsWith("0")) text = text.slice(0, -1);
+  return text;
+}
+
+// a bar's label, in the room a bar has: two decimals, or one significant digit below a cent
+// (never 0.00 for a day that spent something); its title has the whole sum
+function short(v) {
+  const n = Number(v);
+  return n === 0 || Math.abs(n) >= 0.01 ? n.toFixed(2) : String(Number(n.toPrecision(1)));
+}
 
 function chart(rows) {
   const box = $("chart");
@@ -38,7 +57,7 @@ function chart(rows) {
     s.appendChild(label);
     const amount = svg("text", { x: x + bar / 2, y: top + height - h - 4, "text-anchor": "middle",
       "font-size": 9 });
-    amount.textContent = byCost ? Number(r.cost || 0).toFixed(2) : String(r.tokens);
+    amount.textContent = byCost ? short(r.cost || 0) : String(r.tokens);
     s.appendChild(amount);
   });
   box.appendChild(s);

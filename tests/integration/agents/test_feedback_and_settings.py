@@ -41,7 +41,7 @@ async def test_feedback_is_per_person_changeable_and_found_by_the_platform_messa
             is None
         )
         # what an adapter calls for a reaction (it only has the Intake)
-        react = gw.intake.record_feedback
+        react = gw.interactions.record_feedback
         assert await react(
             platform="sink", chat_id="c", message_id=delivered, user_id="cy", value=1
         )

@@ -160,7 +160,9 @@ async def test_an_adapter_receive_loop_that_crashes_is_restarted_on_the_leader(
                 raise RuntimeError("socket handler bug")
             await stopping.wait()
 
-        led = asyncio.create_task(gw.intake.lead("probe-ingress", receive_loop, stopping=stopping))
+        led = asyncio.create_task(
+            gw.lifecycle.lead("probe-ingress", receive_loop, stopping=stopping)
+        )
         await wait_for(lambda: len(runs) == 3, timeout=10)
         metrics = gw.metrics.render().decode()
         assert 'gateway_worker_restarts_total{worker="ingress:probe-ingress"} 2.0' in metrics

@@ -14,19 +14,20 @@ import pytest
 
 from adapters.mattermost.extract import BotIdentity as MattermostBot
 from adapters.mattermost.extract import ExtractContext, extract_post
-from adapters.mattermost.extract import answer_rules as mattermost_answer_rules
 from adapters.mattermost.settings import MattermostSettings
 from adapters.slack.extract import BotIdentity as SlackBot
-from adapters.slack.extract import answer_rules as slack_answer_rules
 from adapters.slack.extract import extract_event
 from adapters.slack.settings import SlackSettings
 from adapters.telegram.extract import BotIdentity as TelegramBot
-from adapters.telegram.extract import answer_rules as telegram_answer_rules
 from adapters.telegram.extract import extract_update
 from adapters.telegram.settings import TelegramSettings
 from gateway.core.domain import Envelope, Extracted, Ignored
 from gateway.core.settings import Settings
+from gateway.inbound.ingress import admit
 from gateway.inbound.policy import AnswerRules
+from testsupport.answering import mattermost_rules as mattermost_answer_rules
+from testsupport.answering import slack_rules as slack_answer_rules
+from testsupport.answering import telegram_rules as telegram_answer_rules
 from testsupport.paths import PAYLOADS
 
 #: (chat list, user list, expected: None = accepted, else the setting named in the reason)
@@ -65,10 +66,12 @@ def _telegram(chats: list[str], users: list[str]) -> Extracted:
     update = json.loads((PAYLOADS / "telegram_update_forum_topic_message.json").read_text())
     update["update_id"] = 1
     chat, user = str(update["message"]["chat"]["id"]), str(update["message"]["from"]["id"])
-    return extract_update(
-        update,
-        bot=TelegramBot(id=1, username="GatewayTestBot"),
-        rules=telegram_rules(
+    return admit(
+        extract_update(
+            update,
+            bot=TelegramBot(id=1, username="GatewayTestBot"),
+        ),
+        telegram_rules(
             settings(
                 TELEGRAM_ALLOWED_CHATS=[chat if c == "CHAT" else c for c in chats],
                 TELEGRAM_ALLOWED_USERS=[user if u == "USER" else u for u in users],
@@ -80,10 +83,12 @@ def _telegram(chats: list[str], users: list[str]) -> Extracted:
 def _slack(chats: list[str], users: list[str]) -> Extracted:
     payload = json.loads((PAYLOADS / "slack_event_app_mention.docs.json").read_text())
     chat, user = payload["event"]["channel"], payload["event"]["user"]
-    return extract_event(
-        payload,
-        me=SlackBot(user_id="U0LAN0Z89"),
-        rules=slack_rules(
+    return admit(
+        extract_event(
+            payload,
+            me=SlackBot(user_id="U0LAN0Z89"),
+        ),
+        slack_rules(
             settings(
                 SLACK_ALLOWED_CHANNELS=[chat if c == "CHAT" else c for c in chats],
                 SLACK_ALLOWED_USERS=[user if u == "USER" else u for u in users],
@@ -94,17 +99,14 @@ def _slack(chats: list[str], users: list[str]) -> Extracted:
 
 def _mattermost(chats: list[str], users: list[str]) -> Extracted:
     post = {"id": "p1", "channel_id": "ch1", "user_id": "alice1", "message": "@bot hi"}
-    ctx = ExtractContext(
-        scope="mm.example.com",
-        bot=MattermostBot(user_id="bot1", username="bot"),
-        rules=mattermost_rules(
-            settings(
-                MATTERMOST_ALLOWED_CHANNELS=["ch1" if c == "CHAT" else c for c in chats],
-                MATTERMOST_ALLOWED_USERS=["alice1" if u == "USER" else u for u in users],
-            )
-        ),
+    ctx = ExtractContext(scope="mm.example.com", bot=MattermostBot(user_id="bot1", username="bot"))
+    rules = mattermost_rules(
+        settings(
+            MATTERMOST_ALLOWED_CHANNELS=["ch1" if c == "CHAT" else c for c in chats],
+            MATTERMOST_ALLOWED_USERS=["alice1" if u == "USER" else u for u in users],
+        )
     )
-    return extract_post(post, ctx=ctx, channel_type="O", mentions=["bot1"])
+    return admit(extract_post(post, ctx=ctx, channel_type="O", mentions=["bot1"]), rules)
 
 
 PLATFORMS: dict[str, tuple[Extractor, str, str]] = {
@@ -143,8 +145,9 @@ def test_slack_edit_outside_the_channel_list_is_ignored() -> None:
         "message": {"user": "U061F7AUR", "text": "new", "ts": "1515449522.000016"},
         "previous_message": {"user": "U061F7AUR", "text": "old", "ts": "1515449522.000016"},
     }
-    result = extract_event(
-        edit, me=SlackBot(user_id="U0BOT"), rules=slack_rules(settings(SLACK_ALLOWED_CHANNELS="C9"))
+    result = admit(
+        extract_event(edit, me=SlackBot(user_id="U0BOT")),
+        slack_rules(settings(SLACK_ALLOWED_CHANNELS="C9")),
     )
     assert isinstance(result, Ignored)
     assert result.reason == "channel C123ABC456 is not in SLACK_ALLOWED_CHANNELS"
@@ -185,7 +188,10 @@ async def test_slack_gateway_answers_only_inside_its_allow_lists(database_url: s
             "SLACK_ALLOWED_USERS": "U0HUMAN",
         }
         adapter = SlackAdapter(SlackSettings(_env_file=None, **values))  # type: ignore[call-arg]
-        async with running_gateway(database_url, adapters=[adapter], web_chat=False) as gw:
+        # the adapter's settings, and the gateway's, whose door applies the lists
+        async with running_gateway(
+            database_url, adapters=[adapter], web_chat=False, **values
+        ) as gw:
             fake.events_url = f"{gw.url}slack/events"
             await fake.user_posts("C0CLOSED", "<@U0BOT> hello")
             await fake.user_posts("C0OPEN", "<@U0BOT> from a stranger", user="U0STRANGER")
@@ -208,33 +214,32 @@ def _telegram_plain(answer_all: bool) -> Extracted:
     update = json.loads((PAYLOADS / "telegram_update_forum_topic_message.json").read_text())
     update["update_id"] = 1
     chat = str(update["message"]["chat"]["id"])
-    return extract_update(
-        update,
-        bot=TelegramBot(id=1, username="GatewayTestBot"),
-        rules=telegram_rules(settings(TELEGRAM_ANSWER_ALL_CHATS=[chat] if answer_all else [])),
+    return admit(
+        extract_update(
+            update,
+            bot=TelegramBot(id=1, username="GatewayTestBot"),
+        ),
+        telegram_rules(settings(TELEGRAM_ANSWER_ALL_CHATS=[chat] if answer_all else [])),
     )
 
 
 def _slack_plain(answer_all: bool) -> Extracted:
     payload = json.loads((PAYLOADS / "slack_event_app_mention.docs.json").read_text())
     payload["event"].update(type="message", channel_type="channel", text="no mention here")
-    return extract_event(
-        payload,
-        me=SlackBot(user_id="U0LAN0Z89"),
-        rules=slack_rules(settings(SLACK_ANSWER_ALL_CHANNELS="C123ABC456" if answer_all else "")),
+    return admit(
+        extract_event(
+            payload,
+            me=SlackBot(user_id="U0LAN0Z89"),
+        ),
+        slack_rules(settings(SLACK_ANSWER_ALL_CHANNELS="C123ABC456" if answer_all else "")),
     )
 
 
 def _mattermost_plain(answer_all: bool) -> Extracted:
     post = {"id": "p1", "channel_id": "ch1", "user_id": "alice1", "message": "no mention here"}
-    ctx = ExtractContext(
-        scope="mm.example.com",
-        bot=MattermostBot(user_id="bot1", username="bot"),
-        rules=mattermost_rules(
-            settings(MATTERMOST_ANSWER_ALL_CHANNELS="ch1" if answer_all else "")
-        ),
-    )
-    return extract_post(post, ctx=ctx, channel_type="O")
+    ctx = ExtractContext(scope="mm.example.com", bot=MattermostBot(user_id="bot1", username="bot"))
+    rules = mattermost_rules(settings(MATTERMOST_ANSWER_ALL_CHANNELS="ch1" if answer_all else ""))
+    return admit(extract_post(post, ctx=ctx, channel_type="O"), rules)
 
 
 @pytest.mark.parametrize("extract", [_telegram_plain, _slack_plain, _mattermost_plain])

@@ -134,21 +134,21 @@ async def test_default_applies_everywhere_unless_it_must_be_assigned(
     await k.add("faq.md", b"# FAQ\n\nThe cafeteria serves soup on Fridays.")
     await k.add("notes.md", b"# Notes\n\nThe printer code is 2468.", kb=thread_kb(here))
     await drain(k)
-    assert [b.name for b in await k.scope(here)] == ["default", thread_kb(here)]
-    assert "soup" in (await k.search_in(there, "what soup on fridays?")).hits[0].content
-    elsewhere = (await k.search_in(there, "printer code")).hits
+    assert [b.name for b in await k.catalog.scope(here)] == ["default", thread_kb(here)]
+    assert "soup" in (await k.retrieval.search_in(there, "what soup on fridays?")).hits[0].content
+    elsewhere = (await k.retrieval.search_in(there, "printer code")).hits
     assert all("2468" not in h.content for h in elsewhere)
 
     strict = knowledge(everywhere=False)
-    assert [b.name for b in await strict.scope(here)] == [thread_kb(here)]
-    assert not (await strict.search_in(there, "what soup on fridays?")).hits
-    assert await strict.assign("default", Chat.of(there)) is True
-    assert [b.name for b in await strict.scope(there)] == ["default"]
-    assert "soup" in (await strict.search_in(there, "soup on fridays")).hits[0].content
-    assert [b.name for b in await strict.scope(here)] == [thread_kb(here)]
-    assert await strict.unassign("default", Chat.of(there)) is True
-    assert await strict.unassign("default", Chat.of(there)) is False
-    assert await strict.scope(there) == []
+    assert [b.name for b in await strict.catalog.scope(here)] == [thread_kb(here)]
+    assert not (await strict.retrieval.search_in(there, "what soup on fridays?")).hits
+    assert await strict.catalog.assign("default", Chat.of(there)) is True
+    assert [b.name for b in await strict.catalog.scope(there)] == ["default"]
+    assert "soup" in (await strict.retrieval.search_in(there, "soup on fridays")).hits[0].content
+    assert [b.name for b in await strict.catalog.scope(here)] == [thread_kb(here)]
+    assert await strict.catalog.unassign("default", Chat.of(there)) is True
+    assert await strict.catalog.unassign("default", Chat.of(there)) is False
+    assert await strict.catalog.scope(there) == []
     await k.aclose()
     await strict.aclose()
 

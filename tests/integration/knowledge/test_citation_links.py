@@ -65,7 +65,7 @@ async def test_a_citation_links_to_its_frozen_passage_for_its_reader_only(
         # read counts: the passage the answer cited (not every passage it was offered), and
         # one more for each opening of its link (an unknown [n] counts nothing)
         async def accessed() -> int:
-            await gw.knowledge.flush_access()
+            await gw.knowledge.turns.flush_access()
             doc = await gw.knowledge.store.get_document(added.document.id)
             assert doc is not None
             return doc.access_count

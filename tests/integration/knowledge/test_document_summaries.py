@@ -183,11 +183,11 @@ async def test_a_whole_document_question_that_does_not_fit_gets_the_stored_summa
     added = await knowledge.add("travel.md", HANDBOOK.encode())
     await drain(knowledge)
     # without a summary: the openings and the best passages
-    before = await knowledge.for_turn(KEY, "Summarise the travel policy", token_budget=400)
+    before = await knowledge.turns.for_turn(KEY, "Summarise the travel policy", token_budget=400)
     assert before is not None and "Summary of" not in before.prompt
     due = await knowledge.store.summaries.claim(lease_seconds=30)
     assert due is not None and await knowledge.store.summaries.save(due.id, WRITTEN, "small")
-    found = await knowledge.for_turn(KEY, "Summarise the travel policy", token_budget=400)
+    found = await knowledge.turns.for_turn(KEY, "Summarise the travel policy", token_budget=400)
     assert found is not None
     assert found.trace["whole"]["mode"] == "partial"
     assert found.trace["whole"]["summaries"] == ["travel.md"]
@@ -197,7 +197,7 @@ async def test_a_whole_document_question_that_does_not_fit_gets_the_stored_summa
     assert all(p.document_id == added.document.id for p in found.passages)
     assert "[1] travel.md" in found.prompt or not found.passages
     # one that fits whole still gets the whole text, not the summary
-    whole = await knowledge.for_turn(KEY, "Summarise the travel policy", token_budget=20_000)
+    whole = await knowledge.turns.for_turn(KEY, "Summarise the travel policy", token_budget=20_000)
     assert whole is not None and whole.trace["whole"]["mode"] == "whole"
     assert "Summary of" not in whole.prompt
 

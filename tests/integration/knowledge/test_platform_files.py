@@ -113,13 +113,13 @@ async def test_a_file_not_read_in_time_is_announced_once_by_the_job_worker(
     target = ReplyTarget(platform="slack", scope="T", chat_id="C", thread_id="1.2")
     files = _Files({"notes.md": b"# Notes\n\nThe office opens at nine."})
     shared = [Attachment(kind="file", name="notes.md", mime_type="text/markdown")]
-    notes = await knowledge.take_attachments(key, target, shared, files, wait_seconds=0)
+    notes = await knowledge.intake.take_attachments(key, target, shared, files, wait_seconds=0)
     assert notes == ["⏳ notes.md is still being read; I will say here when it is."]
     await drain(knowledge)
-    assert told == [(str(key), "📄 notes.md is ready (1 passages): ask me about it.")]
+    assert told == [(str(key), "📄 notes.md is ready (1 passage): ask me about it.")]
     # shared again: already read, said at once, and the worker has nothing more to say
-    again = await knowledge.take_attachments(key, target, shared, files, wait_seconds=0)
-    assert again == ["📄 notes.md is ready (1 passages): ask me about it."]
+    again = await knowledge.intake.take_attachments(key, target, shared, files, wait_seconds=0)
+    assert again == ["📄 notes.md is ready (1 passage): ask me about it."]
     await drain(knowledge)
     assert len(told) == 1
 

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from gateway.agents.base import EchoAgent
+from gateway.core.domain import SessionKey
 from gateway.core.errors import ConfigError
 from gateway.core.registry import (
     all_settings_classes,
@@ -115,7 +116,13 @@ async def test_a_message_goes_in_gets_its_turn_and_comes_back_through_the_surfac
         await gateway.start()
         try:
             async with httpx.AsyncClient(base_url=gateway.url, timeout=10) as client:
-                message = {"id": "1", "place": "kitchen", "thread": "t1", "person": "ann"}
+                message = {
+                    "id": "1",
+                    "place": "kitchen",
+                    "thread": "t1",
+                    "person": "ann",
+                    "mention": True,
+                }
                 refused = await client.post(
                     "/memo/inbound", json={**message, "text": "hello"}, headers={}
                 )
@@ -130,6 +137,66 @@ async def test_a_message_goes_in_gets_its_turn_and_comes_back_through_the_surfac
                 assert answered.json()["status"] == "accepted"
             await wait_for(lambda: transport.sent, timeout=20, message="no reply delivered")
             assert transport.sent == [("kitchen", "t1", "echo: hello")]
+        finally:
+            await gateway.stop()
+    finally:
+        await store.close()
+
+
+@pytest.mark.usefixtures("memo_installed")
+async def test_the_core_decides_who_is_answered_for_a_surface_that_does_nothing_about_it(
+    database_url: str,
+) -> None:
+    """The memo surface asks for every memo to be answered and only reports facts: the
+    core's door applies the answer rules to it all the same, with the allow-list its plugin
+    declares. Were the door to skip the policy, every memo below would be answered."""
+    settings = make_settings(
+        database_url, GATEWAY_WEB_CHAT=False, MEMO_TOKEN=TOKEN, MEMO_ALLOWED_PLACES=["kitchen"]
+    )
+    store = await Store.connect(database_url, min_size=1, max_size=10)
+    try:
+        gateway = Gateway(settings, store=store, agent=EchoAgent())
+        transport = gateway.transports["memo"]
+        assert isinstance(transport, MemoTransport)
+        await gateway.start()
+        try:
+            async with httpx.AsyncClient(
+                base_url=gateway.url, timeout=10, headers={"X-Memo-Token": TOKEN}
+            ) as client:
+
+                async def memo(n: int, place: str, text: str, **facts: bool) -> str:
+                    body = {"id": str(n), "place": place, "thread": f"t{n}", "person": "ann"}
+                    answer = await client.post(
+                        "/memo/inbound", json={**body, **facts, "text": text}
+                    )
+                    assert answer.status_code == 200, answer.text
+                    return str(answer.json()["status"])
+
+                statuses = [
+                    await memo(1, "kitchen", "beep", bot=True, mention=True),
+                    await memo(2, "kitchen", "chatter"),
+                    await memo(3, "cellar", "anyone?", mention=True),
+                    await memo(4, "kitchen", "lunch?", mention=True),
+                ]
+            assert statuses == ["accepted", "accepted", "ignored", "accepted"]
+            await wait_for(lambda: transport.sent, timeout=20, message="no reply delivered")
+            stored = {}
+            for n in (1, 2, 4):
+                key = SessionKey(
+                    platform="memo", scope="main", chat_id="kitchen", thread_id=f"t{n}"
+                )
+                session = await store.sessions.find_session(key)
+                assert session is not None, key
+                stored[n] = [
+                    (m.content, m.trigger) for m in await store.sessions.recent(session.id, 10)
+                ]
+            # a bot's memo, even naming the bot, and an unaddressed one: context, never answered
+            assert stored[1] == [("beep", "context")]
+            assert stored[2] == [("chatter", "context")]
+            assert stored[4][0] == ("lunch?", "answer")
+            assert transport.sent == [("kitchen", "t4", "echo: lunch?")]
+            ignored = await gateway.operator.ops.inbound_events(status="ignored", platform="memo")
+            assert [e.reason for e in ignored] == ["place cellar is not in MEMO_ALLOWED_PLACES"]
         finally:
             await gateway.stop()
     finally:

@@ -160,7 +160,7 @@ async def test_an_approval_wait_is_a_span_of_the_message_trace_from_request_to_d
 
         approval_id = await wait_for(requested, timeout=20)
         assert approval_id is not None
-        outcome = await gw.intake.approval_click(
+        outcome = await gw.interactions.approval_click(
             ApprovalClick(
                 platform="sink",
                 approval_id=approval_id,

@@ -22,6 +22,7 @@ from adapters.telegram.extract import BotIdentity as TgBot
 from adapters.telegram.extract import extract_update
 from adapters.web.extract import extract as web_extract
 from gateway.core.domain import Envelope, Ignored, Rejected
+from gateway.inbound.ingress import admit
 from gateway.inbound.intake import clean_raw, to_inbound
 from gateway.inbound.policy import AnswerRules
 from testsupport.paths import PAYLOADS
@@ -111,14 +112,14 @@ FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[Hea
 @given(mutated("telegram_update"))
 def test_telegram_extract_never_raises(update: dict[str, Any]) -> None:
     bot = TgBot(id=5550001, username="GatewayTestBot")
-    _check(extract_update(update, bot=bot, rules=AnswerRules()), update)
+    _check(admit(extract_update(update, bot=bot), AnswerRules()), update)
 
 
 @FUZZ
 @given(mutated("slack_"))
 def test_slack_extract_never_raises(payload: dict[str, Any]) -> None:
     me = SlackBot(user_id="UBOT", bot_id="BBOT", team_id="T1")
-    _check(slack_extract(payload, me=me, rules=AnswerRules()), payload)
+    _check(admit(slack_extract(payload, me=me), AnswerRules()), payload)
 
 
 @FUZZ

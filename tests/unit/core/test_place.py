@@ -20,6 +20,7 @@ from adapters.slack.extract import extract_event as slack_extract
 from adapters.telegram.extract import BotIdentity as TelegramBot
 from adapters.telegram.extract import extract_update
 from gateway.core.domain import PLACE_KEY, Envelope, Place
+from gateway.inbound.ingress import admit
 from gateway.inbound.intake import to_inbound
 from gateway.inbound.policy import AnswerRules
 from gateway.turns.context import describe_place, stored_place
@@ -31,14 +32,14 @@ from testsupport.telegram import load_payload as telegram_payload
 
 def _telegram(update: dict[str, Any]) -> Envelope:
     bot = TelegramBot(id=5550001, username="GatewayTestBot")
-    extracted = extract_update(update, bot=bot, rules=AnswerRules())
+    extracted = admit(extract_update(update, bot=bot), AnswerRules())
     assert isinstance(extracted, Envelope)
     return extracted
 
 
 def _slack(payload: dict[str, Any]) -> Envelope:
     me = SlackBot(user_id="UBOT", bot_id="BBOT", team_id="T1")
-    extracted = slack_extract(payload, me=me, rules=AnswerRules())
+    extracted = admit(slack_extract(payload, me=me), AnswerRules())
     assert isinstance(extracted, Envelope)
     return extracted
 

@@ -19,6 +19,7 @@ from adapters.telegram.extract import BotIdentity as TelegramBot
 from adapters.telegram.extract import extract_update
 from adapters.web.extract import extract as web_extract
 from gateway.core.domain import Envelope, Extracted, Facts, SessionKey, Trigger
+from gateway.inbound.ingress import admit
 from gateway.inbound.policy import AnswerRules
 from testsupport.paths import PAYLOADS
 
@@ -45,7 +46,7 @@ SLACK_ME = SlackBot(user_id="U0LAN0Z89", bot_id="B0ME")
 def slack(name: str, **event: Any) -> Extracted:
     payload = copy.deepcopy(load(name))
     payload["event"].update(event)
-    return slack_extract(payload, me=SLACK_ME, rules=RULES)
+    return admit(slack_extract(payload, me=SLACK_ME), RULES)
 
 
 SLACK_MENTION = "slack_event_app_mention.docs.json"
@@ -115,7 +116,7 @@ def test_slack_reports_the_person_and_the_place() -> None:
 # --- Mattermost ----------------------------------------------------------------------------
 
 MM_BOT = MattermostBot(user_id="botuserid00000000000000000", username="gatewaybot")
-MM_CTX = ExtractContext(scope="mm.example.com", bot=MM_BOT, rules=RULES)
+MM_CTX = ExtractContext(scope="mm.example.com", bot=MM_BOT)
 MM_ROOT = "mattermost_ws_posted_root_post.capture.json"
 MM_REPLY = "mattermost_ws_posted_thread_reply.FILLED.json"
 
@@ -126,7 +127,7 @@ def mattermost(name: str, data: dict[str, Any] | None = None, **post: Any) -> Ex
     decoded.update(post)
     frame["data"]["post"] = json.dumps(decoded)
     frame["data"].update(data or {})
-    return mattermost_extract(frame, ctx=MM_CTX)
+    return admit(mattermost_extract(frame, ctx=MM_CTX), RULES)
 
 
 MENTIONS = {"mentions": json.dumps([MM_BOT.user_id])}
@@ -189,7 +190,7 @@ def telegram(name: str, **message: Any) -> Extracted:
     update = copy.deepcopy(load(name))
     update["update_id"] = 1  # the captures leave it out
     update["message"].update(message)
-    return extract_update(update, bot=TG_BOT, rules=RULES)
+    return admit(extract_update(update, bot=TG_BOT), RULES)
 
 
 TOPIC = "telegram_update_forum_topic_message.json"

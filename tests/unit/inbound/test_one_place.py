@@ -61,3 +61,37 @@ def test_no_adapter_decides_who_is_answered() -> None:
         if (hits := answering_triggers(path.read_text("utf-8")))
     }
     assert found == {}
+
+
+def asks_the_policy(source: str) -> bool:
+    """An import of the answer policy, or a call of ``decide``."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module == "gateway.inbound.policy":
+            return True
+        if isinstance(node, ast.Import) and any(
+            a.name == "gateway.inbound.policy" for a in node.names
+        ):
+            return True
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            if name == "decide":
+                return True
+    return False
+
+
+def test_the_policy_scanner_catches_an_adapter_asking() -> None:
+    assert asks_the_policy("from gateway.inbound.policy import decide\n")
+    assert asks_the_policy("x = policy.decide(facts, rules)\n")
+    assert not asks_the_policy('"""decided by ``gateway.inbound.policy``"""\n')
+
+
+def test_no_adapter_asks_the_answer_policy() -> None:
+    """The core's door applies the policy (``gateway.inbound.ingress.Door``): an adapter's
+    extract reports facts, and no adapter module imports the policy or calls ``decide``."""
+    found = {
+        path.relative_to(ROOT).as_posix()
+        for path in sorted((ROOT / "adapters").rglob("*.py"))
+        if asks_the_policy(path.read_text("utf-8"))
+    }
+    assert found == set()

@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
-from adapters.mattermost.extract import answer_rules as mattermost_answer_rules
 from adapters.mattermost.settings import MattermostSettings
-from adapters.slack.extract import answer_rules as slack_answer_rules
 from adapters.slack.settings import SlackSettings
-from adapters.telegram.extract import answer_rules as telegram_answer_rules
 from adapters.telegram.settings import TelegramSettings
 from gateway.core.domain import Facts, SessionKey, Trigger
 from gateway.core.errors import ConfigError
 from gateway.core.settings import Settings, load_settings
 from gateway.inbound.policy import Action, AnswerRules, PlacePattern, decide
+from testsupport.answering import mattermost_rules as mattermost_answer_rules
+from testsupport.answering import slack_rules as slack_answer_rules
+from testsupport.answering import telegram_rules as telegram_answer_rules
 
 THREAD = SessionKey(platform="slack", scope="T1", chat_id="C1", thread_id="100.1")
 PLAIN = Facts(place=THREAD, person="U1")

@@ -45,9 +45,9 @@ async def test_a_job_goes_queued_to_ready_with_pages_and_sections(
     ready = await kstore.get_document(pdf.document.id)
     assert ready is not None and ready.state == "ready" and ready.pages == 2
     assert ready.chunk_count == 2 and ready.attempts == 1
-    hits = (await knowledge.search("refunds thirty days", kbs=["default"])).hits
+    hits = (await knowledge.retrieval.search("refunds thirty days", kbs=["default"])).hits
     assert (hits[0].document_name, hits[0].page) == ("policy.pdf", 2)
-    hits = (await knowledge.search("paid leave", kbs=["default"])).hits
+    hits = (await knowledge.retrieval.search("paid leave", kbs=["default"])).hits
     assert (hits[0].document_id, hits[0].section) == (docx.document.id, "Leave")
 
 

@@ -11,10 +11,10 @@ import pytest
 
 from gateway.agents.base import ContextMessage, Turn
 from gateway.agents.openai import OpenAIAgent
+from gateway.core.attachments import FileTooLarge, image_type
 from gateway.core.domain import Attachment, ReplyTarget, SessionKey
-from gateway.knowledge.attachments import FileTooLarge
 from gateway.knowledge.config import KnowledgeSettings
-from gateway.knowledge.inline import INLINE_TEXT_BYTES, image_type
+from gateway.knowledge.inline import INLINE_TEXT_BYTES
 from gateway.knowledge.service import Knowledge
 from session_store.repos.knowledge import KnowledgeStore
 from testsupport.documents import make_pdf
@@ -70,7 +70,7 @@ async def test_images_and_small_text_files_become_content_parts(kstore: Knowledg
     k = Knowledge(
         kstore, SharedLocalEmbedder(), KnowledgeSettings(inline_files=frozenset({"images", "text"}))
     )
-    parts, notes, rest = await k.inline_files(shared, files)
+    parts, notes, rest = await k.intake.inline_files(shared, files)
     assert parts == [
         {
             "type": "image_url",
@@ -84,7 +84,7 @@ async def test_images_and_small_text_files_become_content_parts(kstore: Knowledg
     only_images = Knowledge(
         kstore, SharedLocalEmbedder(), KnowledgeSettings(inline_files=frozenset({"images"}))
     )
-    parts, _, rest = await only_images.inline_files(shared, files)
+    parts, _, rest = await only_images.intake.inline_files(shared, files)
     assert [p["type"] for p in parts] == ["image_url"]
     assert [a.name for a in rest] == ["notes.md", "big.txt", "policy.pdf"]
     await k.aclose()

@@ -65,7 +65,7 @@ async def concepts(kstore: KnowledgeStore) -> Knowledge:
 
 async def test_vector_and_full_text_are_fused_by_reciprocal_rank(concepts: Knowledge) -> None:
     assert await concepts.store.vector_enabled(), "the embedded PostgreSQL ships pgvector"
-    result = await concepts.search("cat", kbs=["default"], limit=3)
+    result = await concepts.retrieval.search("cat", kbs=["default"], limit=3)
     assert result.mode == "hybrid"
     names = [h.document_name for h in result.hits]
     # found by both rankings first; the synonym only the vectors know second
@@ -83,7 +83,7 @@ async def test_lexical_only_when_the_base_has_another_model(
 ) -> None:
     # a reader with another model must not compare its vectors with this index
     other = Knowledge(kstore, _OtherModel(), KnowledgeSettings())
-    result = await other.search("cat", kbs=["default"], limit=3)
+    result = await other.retrieval.search("cat", kbs=["default"], limit=3)
     assert result.mode == "lexical"
     assert [h.document_name for h in result.hits] == ["food.md"]
 
@@ -93,7 +93,7 @@ class _OtherModel(ConceptEmbedder):
 
 
 async def test_full_text_matches_any_word_of_a_question(concepts: Knowledge) -> None:
-    result = await concepts.search("how long does canine training take?", kbs=["default"])
+    result = await concepts.retrieval.search("how long does canine training take?", kbs=["default"])
     assert result.hits[0].document_name == "dogs.md"
     assert result.hits[0].lexical_rank == 1
 
@@ -103,9 +103,9 @@ async def test_search_is_scoped_to_the_named_bases(kstore: KnowledgeStore) -> No
     await k.add("a.md", b"Zebras are striped.", kb="thread:x")
     await k.add("b.md", b"Zebras graze.", kb="other")
     await drain(k)
-    hits = (await k.search("zebras", kbs=["thread:x", "default"])).hits
+    hits = (await k.retrieval.search("zebras", kbs=["thread:x", "default"])).hits
     assert [h.document_name for h in hits] == ["a.md"]
-    assert (await k.search("zebras", kbs=["nothing"])).hits == ()
+    assert (await k.retrieval.search("zebras", kbs=["nothing"])).hits == ()
 
 
 async def test_a_changed_model_reembeds_through_jobs(kstore: KnowledgeStore) -> None:
@@ -113,14 +113,14 @@ async def test_a_changed_model_reembeds_through_jobs(kstore: KnowledgeStore) -> 
     added = await k.add("felines.md", b"The feline sleeps.")
     await drain(k)
     other = Knowledge(kstore, _OtherModel(), KnowledgeSettings())
-    assert await other.adopt_model() == ["default"]  # what the gateway does at start
-    assert await other.adopt_model() == []
+    assert await other.catalog.adopt_model() == ["default"]  # what the gateway does at start
+    assert await other.catalog.adopt_model() == []
     (base,) = await kstore.kbs(["default"])
     assert base.embedding_model == "test/another-model"
     doc = await kstore.get_document(added.document.id)
     assert doc is not None and doc.state == "queued"
     await drain(other)
-    result = await other.search("cat", kbs=["default"])
+    result = await other.retrieval.search("cat", kbs=["default"])
     assert result.mode == "hybrid" and result.hits[0].document_name == "felines.md"
 
 
@@ -128,7 +128,9 @@ async def test_removed_documents_leave_retrieval(concepts: Knowledge) -> None:
     food = next(d for d in await concepts.store.list_documents() if d.name == "food.md")
     assert await concepts.store.remove_document(food.id)
     assert not await concepts.store.remove_document(food.id)
-    names = [h.document_name for h in (await concepts.search("cat food", kbs=["default"])).hits]
+    names = [
+        h.document_name for h in (await concepts.retrieval.search("cat food", kbs=["default"])).hits
+    ]
     assert "food.md" not in names
 
 
@@ -219,8 +221,8 @@ async def test_kb_cli_add_list_search_remove_assign(tmp_path: Path, database_url
 
 async def test_turn_passages_fit_the_token_budget(concepts: Knowledge) -> None:
     key = SessionKey(platform="p", scope="s", chat_id="c", thread_id="t")
-    assert await concepts.for_turn(key, "cat food prices", token_budget=20) is None
-    found = await concepts.for_turn(key, "cat food prices", token_budget=4000)
+    assert await concepts.turns.for_turn(key, "cat food prices", token_budget=20) is None
+    found = await concepts.turns.for_turn(key, "cat food prices", token_budget=4000)
     assert found is not None
     assert found.passages[0].document_name == "food.md"
     assert found.prompt.splitlines()[2] == "[1] food.md — Prices"
@@ -262,7 +264,7 @@ async def test_without_pgvector_ingest_and_search_are_full_text_only(store: Stor
     await k.add("food.md", b"Cat food prices rose.")
     await k.add("felines.md", b"The feline sleeps.")
     await drain(k)
-    result = await k.search("cat", kbs=["default"])
+    result = await k.retrieval.search("cat", kbs=["default"])
     assert result.mode == "lexical"
     assert [h.document_name for h in result.hits] == ["food.md"]
     assert result.hits[0].vector_rank is None
@@ -282,7 +284,7 @@ async def test_an_older_pgvector_without_halfvec_searches_the_full_precision_ind
             "USING hnsw ((embedding::vector(256)) vector_cosine_ops) WHERE dims = 256"
         )
     older = Knowledge(KnowledgeStore(store.db), knowledge.embedder, KnowledgeSettings())
-    found = await older.search("feline sunbathing spot", kbs=["default"])
+    found = await older.retrieval.search("feline sunbathing spot", kbs=["default"])
     assert found.mode == "hybrid"
     assert [h.vector_rank for h in found.hits] == [1]
 
@@ -306,9 +308,9 @@ async def test_turns_skip_the_scope_lookup_while_no_knowledge_base_exists(store:
     k = Knowledge(counting, ConceptEmbedder(), KnowledgeSettings())
     key = SessionKey(platform="p", scope="s", chat_id="c", thread_id="t")
     for _ in range(5):
-        assert await k.for_turn(key, "cat food prices", token_budget=4000) is None
+        assert await k.turns.for_turn(key, "cat food prices", token_budget=4000) is None
     assert counting.scope_lookups == 1
     await k.add("food.md", b"# Prices\n\nCat food prices rose this spring.")
     await drain(k)
-    assert await k.for_turn(key, "cat food prices", token_budget=4000) is not None
+    assert await k.turns.for_turn(key, "cat food prices", token_budget=4000) is not None
     assert counting.scope_lookups == 2

@@ -42,7 +42,7 @@ async def test_a_summary_request_gets_the_whole_document_in_reading_order(
     knowledge: Knowledge,
 ) -> None:
     await handbook(knowledge)
-    found = await knowledge.for_turn(KEY, "Summarise the travel policy", token_budget=20_000)
+    found = await knowledge.turns.for_turn(KEY, "Summarise the travel policy", token_budget=20_000)
     assert found is not None
     assert found.trace["whole"]["mode"] == "whole"
     assert {p.document_name for p in found.passages} == {"travel.md"}
@@ -58,7 +58,7 @@ async def test_a_document_too_big_for_the_budget_gets_its_opening_and_best_passa
     knowledge: Knowledge,
 ) -> None:
     await handbook(knowledge)
-    found = await knowledge.for_turn(
+    found = await knowledge.turns.for_turn(
         KEY, "Give me an overview of the travel policy on meals", token_budget=700
     )
     assert found is not None and found.trace["whole"]["mode"] == "partial"
@@ -69,6 +69,6 @@ async def test_a_document_too_big_for_the_budget_gets_its_opening_and_best_passa
 
 async def test_an_ordinary_question_gets_the_best_passages_only(knowledge: Knowledge) -> None:
     await handbook(knowledge)
-    found = await knowledge.for_turn(KEY, "when is soup served?", token_budget=20_000)
+    found = await knowledge.turns.for_turn(KEY, "when is soup served?", token_budget=20_000)
     assert found is not None and "whole" not in found.trace
     assert found.passages[0].document_name == "menu.md"

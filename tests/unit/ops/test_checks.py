@@ -392,3 +392,17 @@ def test_the_doctor_speaks_of_voice_and_recommends_the_ocr_extra_when_missing(
     voice, missing = health.files_checks(settings(AGENT="echo"))
     assert "TRANSCRIPTION_BASE_URL not set" in voice.detail
     assert missing.ok and missing.fix is not None and "chat-gateway[ocr]" in missing.fix
+    # what the extra costs, in megabytes and seconds of install
+    assert re.search(r"\d+ MB and \d+ s", missing.fix), missing.fix
+
+
+async def test_every_page_the_doctor_points_at_exists(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # no platform connected: the doctor names `gateway setup` and each platform's guide
+    await run_doctor(settings(DATABASE_URL=database_url, GATEWAY_HTTP_PORT=0))
+    out = capsys.readouterr().out
+    pages = re.findall(r"docs/[\w./-]+\.md", out)
+    assert len(pages) >= 3, out
+    for page in pages:
+        assert (REPO / page).is_file(), f"the doctor points at {page}, which does not exist"

@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic_settings import BaseSettings
 
 from gateway.core.settings import Settings
+from gateway.core.settings_groups import settings_groups
 from testsupport.paths import REPO
 
 CHART = REPO / "deploy" / "helm" / "chat-gateway"
@@ -52,7 +54,8 @@ def test_every_value_a_template_reads_is_declared() -> None:
 
 
 def test_its_settings_are_real_ones() -> None:
-    known = {f.alias for f in Settings.model_fields.values() if f.alias}
+    classes: list[type[BaseSettings]] = [Settings, *settings_groups(Settings).values()]
+    known = {f.alias for cls in classes for f in cls.model_fields.values() if f.alias}
     for name in _values()["config"]:
         assert name in known, name
 

@@ -355,7 +355,7 @@ async def test_slack_setup_reports_missing_scopes_but_saves_working_tokens(
     )
     assert code == 0
     assert "BAD slack scopes: missing bot scopes: app_mentions:read" in out
-    assert "Fix the BAD lines above next (docs/slack.md)" in out
+    assert "Fix the BAD lines above next (docs/how-to/slack.md)" in out
 
 
 # --- Mattermost -------------------------------------------------------------------------------
@@ -480,3 +480,25 @@ def test_the_settings_file_search_order(tmp_path: Path, monkeypatch: pytest.Monk
     assert env_file_path() == Path(".env")
     monkeypatch.setenv("GATEWAY_ENV_FILE", "~/gw.env")
     assert env_file_path() == Path("~/gw.env").expanduser()
+
+
+def test_the_start_up_line_names_the_file_read_or_where_it_looked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gateway.core.settings import settings_source
+
+    monkeypatch.delenv("GATEWAY_ENV_FILE", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.chdir(tmp_path)
+    user = tmp_path / "config" / "chat-gateway" / ".env"
+    # none yet: both places the gateway looks, the working directory first
+    assert settings_source() == f"the environment only (no {tmp_path / '.env'}, no {user})"
+    user.parent.mkdir(parents=True)
+    user.write_text("AGENT=echo\n")
+    assert settings_source() == str(user)
+    (tmp_path / ".env").write_text("AGENT=echo\n")
+    assert settings_source() == str(tmp_path / ".env")
+    monkeypatch.setenv("GATEWAY_ENV_FILE", str(tmp_path / "etc" / "gw.env"))
+    assert settings_source() == (
+        f"the environment only (no {tmp_path / 'etc' / 'gw.env'}, named by GATEWAY_ENV_FILE)"
+    )

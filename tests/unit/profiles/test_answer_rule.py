@@ -11,23 +11,24 @@ import pytest
 
 from adapters.mattermost.extract import BotIdentity as MattermostBot
 from adapters.mattermost.extract import ExtractContext
-from adapters.mattermost.extract import answer_rules as mattermost_rules
 from adapters.mattermost.extract import extract_event as mattermost_extract
 from adapters.mattermost.settings import MattermostSettings
 from adapters.slack.extract import BotIdentity as SlackBot
-from adapters.slack.extract import answer_rules as slack_rules
 from adapters.slack.extract import extract_event as slack_extract
 from adapters.slack.settings import SlackSettings
 from adapters.telegram.extract import BotIdentity as TelegramBot
-from adapters.telegram.extract import answer_rules as telegram_rules
 from adapters.telegram.extract import extract_update
 from adapters.telegram.settings import TelegramSettings
 from adapters.web.extract import extract as web_extract
 from gateway.core.config_file import parse_config_text
 from gateway.core.domain import Envelope, Trigger
 from gateway.core.settings import Settings
+from gateway.inbound.ingress import admit
 from gateway.profiles.model import ProfileBook
 from gateway.profiles.parse import KnownTools, parse_profiles
+from testsupport.answering import mattermost_rules as mattermost_rules
+from testsupport.answering import slack_rules as slack_rules
+from testsupport.answering import telegram_rules as telegram_rules
 from testsupport.mattermost import load_payload as mattermost_payload
 from testsupport.telegram import load_payload as telegram_payload
 
@@ -51,7 +52,7 @@ def telegram(profiles: ProfileBook, **settings: Any) -> Envelope:
     s = core(**settings)
     rules = telegram_rules(s.surface(TelegramSettings), s, place_answers_all=profiles.answers_all)
     update = telegram_payload("telegram_update_forum_topic_message.json", update_id=5)
-    result = extract_update(update, bot=TelegramBot(id=1, username="GatewayTestBot"), rules=rules)
+    result = admit(extract_update(update, bot=TelegramBot(id=1, username="GatewayTestBot")), rules)
     assert isinstance(result, Envelope), result
     return result
 
@@ -68,7 +69,7 @@ def slack(profiles: ProfileBook, **settings: Any) -> Envelope:
         "ts": "1700000000.000100",
     }
     payload = {"type": "event_callback", "team_id": "T1", "event_id": "Ev1", "event": event}
-    result = slack_extract(payload, me=SlackBot(user_id="UBOT", team_id="T1"), rules=rules)
+    result = admit(slack_extract(payload, me=SlackBot(user_id="UBOT", team_id="T1")), rules)
     assert isinstance(result, Envelope), result
     return result
 
@@ -79,9 +80,12 @@ def mattermost(profiles: ProfileBook, **settings: Any) -> Envelope:
         s.surface(MattermostSettings), s, place_answers_all=profiles.answers_all
     )
     bot = MattermostBot(user_id="b0tb0tb0tb0tb0tb0tb0tb0tb0", username="gatewaybot")
-    ctx = ExtractContext(scope=MM_SCOPE, bot=bot, rules=rules)
-    result = mattermost_extract(
-        mattermost_payload("mattermost_ws_posted_root_post.capture.json"), ctx=ctx
+    ctx = ExtractContext(scope=MM_SCOPE, bot=bot)
+    result = admit(
+        mattermost_extract(
+            mattermost_payload("mattermost_ws_posted_root_post.capture.json"), ctx=ctx
+        ),
+        rules,
     )
     assert isinstance(result, Envelope), result
     return result

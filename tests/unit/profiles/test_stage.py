@@ -164,7 +164,7 @@ class Bases:
     def __init__(self) -> None:
         self.bases: list[tuple[str, ...]] = []
 
-    async def prepare_turn(self, *args: object, bases: Sequence[str] = (), **kw: object) -> None:
+    async def prepare(self, *args: object, bases: Sequence[str] = (), **kw: object) -> None:
         self.bases.append(tuple(bases))
 
     def count_access(self, hits: object) -> None:

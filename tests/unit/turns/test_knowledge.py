@@ -38,7 +38,7 @@ class Retrieval:
         self.asked: list[tuple[str, int, float, object]] = []
         self.counted: list[int] = []
 
-    async def prepare_turn(
+    async def prepare(
         self,
         key: SessionKey,
         target: ReplyTarget,

@@ -41,6 +41,17 @@ class RecordingEcho:
         return [Reply(text=self.reply or f"echo: {turn.new_messages[-1].content}")]
 
 
+#: the Slack settings the core's door reads (the plugin's answer settings)
+ANSWER_SETTINGS = frozenset(
+    {
+        "SLACK_ALLOWED_CHANNELS",
+        "SLACK_ALLOWED_USERS",
+        "SLACK_ANSWER_ALL_CHANNELS",
+        "SLACK_REQUIRE_MENTION",
+    }
+)
+
+
 @asynccontextmanager
 async def slack_gateway(
     database_url: str,
@@ -55,7 +66,11 @@ async def slack_gateway(
         overrides.setdefault("SLACK_SIGNING_SECRET", None)
         fake.mode = "socket"
     adapter = SlackAdapter(slack_settings(fake, **overrides))
-    async with running_gateway(database_url, adapters=[adapter], agent=agent, web_chat=False) as gw:
+    # the answer settings reach the core's door through the gateway's settings
+    answers = {k: v for k, v in overrides.items() if k in ANSWER_SETTINGS}
+    async with running_gateway(
+        database_url, adapters=[adapter], agent=agent, web_chat=False, **answers
+    ) as gw:
         fake.events_url = f"{gw.url}slack/events"
         yield gw
 

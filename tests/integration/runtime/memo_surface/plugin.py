@@ -1,6 +1,11 @@
 """The "memo" surface: people post to ``POST /memo/inbound`` (``X-Memo-Token`` checked), and
 replies are kept in the transport's ``sent`` list, in order, with their place.
 
+It reports what a memo is (``mention``, ``bot``, ``direct`` in the body) as ``Facts`` and
+does nothing about who is answered: it even asks for every memo to be answered
+(``trigger="always"``). The core's door decides, with the rules the plugin declares
+(``MEMO_ALLOWED_BOARDS`` as its shorthand for allowed places).
+
 Written only against the public plugin API (``gateway.core.plugins``) and the ports and values
 it names; registered through a real entry point by the test that uses it, never by the core.
 """
@@ -12,18 +17,29 @@ import hmac
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import Field, SecretStr, model_validator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway.core.domain import Envelope, OutgoingFile, ReplyTarget, Sender, SessionKey, Trigger
+from gateway.core.domain import (
+    Envelope,
+    Facts,
+    OutgoingFile,
+    Place,
+    ReplyTarget,
+    Sender,
+    SessionKey,
+    Trigger,
+)
 from gateway.core.errors import ConfigError
 from gateway.core.plugins import (
     Prompter,
     SetupFlag,
     SetupSpec,
+    Shorthand,
     SurfacePlugin,
     SurfaceSettings,
 )
@@ -37,6 +53,8 @@ class MemoSettings(SurfaceSettings):
     memo_token: SecretStr | None = Field(default=None, alias="MEMO_TOKEN")
     memo_board: str = Field(default="main", alias="MEMO_BOARD")
     memo_streaming: bool | None = Field(default=None, alias="MEMO_STREAMING")
+    #: places (``kitchen``...) whose memos are taken; empty: every place
+    memo_allowed_places: list[str] = Field(default_factory=list, alias="MEMO_ALLOWED_PLACES")
 
     @model_validator(mode="after")
     def _long_token(self) -> MemoSettings:
@@ -120,10 +138,12 @@ class MemoAdapter:
         outcome = await self._intake.submit(self._envelope(body), raw=body)
         return JSONResponse({"status": outcome.status})
 
-    def _envelope(self, body: dict[str, str]) -> Envelope:
+    def _envelope(self, body: dict[str, Any]) -> Envelope:
         place, thread, message_id = body["place"], body.get("thread"), body["id"]
+        key = SessionKey(platform=PLATFORM, scope=self._board, chat_id=place, thread_id=thread)
+        person, bot, direct = body["person"], body.get("bot") is True, body.get("direct") is True
         return Envelope(
-            key=SessionKey(platform=PLATFORM, scope=self._board, chat_id=place, thread_id=thread),
+            key=key,
             target=ReplyTarget(
                 platform=PLATFORM,
                 scope=self._board,
@@ -134,8 +154,17 @@ class MemoAdapter:
             message_id=message_id,
             event_id=message_id,
             text=body["text"],
-            sender=Sender(id=body["person"], name=body["person"]),
+            sender=Sender(id=person, name=person, is_bot=bot),
+            # asks for an answer to everything: the core's door does not listen
             trigger=Trigger("always"),
+            place=Place(direct=direct),
+            facts=Facts(
+                place=key,
+                person=person,
+                direct=direct,
+                mentioned=body.get("mention") is True,
+                from_bot=bot,
+            ),
         )
 
 
@@ -165,6 +194,14 @@ class MemoPlugin(SurfacePlugin[MemoSettings]):
         self, settings: MemoSettings, core: Settings, context: AdapterContext
     ) -> PlatformAdapter:
         return MemoAdapter(settings)
+
+    def answer_settings(self, settings: MemoSettings) -> Shorthand:
+        return Shorthand(
+            platform=PLATFORM,
+            chat_word="place",
+            allowed_chats=settings.memo_allowed_places,
+            allowed_chats_name="MEMO_ALLOWED_PLACES",
+        )
 
 
 plugin = MemoPlugin()

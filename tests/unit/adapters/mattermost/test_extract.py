@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,20 +16,22 @@ from adapters.mattermost.extract import (
     BotIdentity,
     ExtractContext,
     decode_mentions,
-    extract_event,
     extract_post,
     parse_command,
     reaction_of,
 )
+from adapters.mattermost.extract import extract_event as extract_only
 from gateway.core.domain import (
     Envelope,
     EventKind,
+    Extracted,
     Ignored,
     Reaction,
     Rejected,
     SessionKey,
     Trigger,
 )
+from gateway.inbound.ingress import admit
 from gateway.inbound.policy import AnswerRules
 from testsupport.mattermost import load_payload
 from testsupport.paths import PAYLOADS
@@ -36,6 +39,17 @@ from testsupport.paths import PAYLOADS
 SCOPE = "chat.example.com"
 BOT = BotIdentity(user_id="b0tb0tb0tb0tb0tb0tb0tb0tb0", username="gatewaybot")
 CTX = ExtractContext(scope=SCOPE, bot=BOT)
+#: Mattermost's rules with no lists (the words its reasons use)
+MM_RULES = AnswerRules(chat_word="channel", own_word="post")
+
+
+def extract_event(
+    frame: Any, *, ctx: ExtractContext, rules: AnswerRules = MM_RULES, **kwargs: Any
+) -> Extracted:
+    """The extraction, then the core's door (``admit``): what the core stores."""
+    return admit(extract_only(frame, ctx=ctx, **kwargs), rules)
+
+
 CHANNEL = "1waumyyd6jyczrxntuiopybygy"  # from the capture
 POST = "5greg5b4w3rojmqc188znn8s7c"
 ROOT = "ap8doms33tn1pj3ihjk3gmf4jy"
@@ -131,16 +145,16 @@ def test_docs_authentication_challenge_is_not_a_server_event() -> None:
 MENTION = {"mentions": json.dumps([BOT.user_id])}
 
 CASES: list[
-    tuple[str, dict[str, Any], dict[str, Any], ExtractContext, str | None, str | None, Trigger]
+    tuple[str, dict[str, Any], dict[str, Any], AnswerRules, str | None, str | None, Trigger]
 ] = [
     # id, post patch, data patch, ctx, key thread, target thread, trigger
-    ("channel root, no mention", {}, {}, CTX, POST, POST, Trigger.NEVER),
-    ("channel root, mentions field", {}, MENTION, CTX, POST, POST, Trigger.ALWAYS),
+    ("channel root, no mention", {}, {}, MM_RULES, POST, POST, Trigger.NEVER),
+    ("channel root, mentions field", {}, MENTION, MM_RULES, POST, POST, Trigger.ALWAYS),
     (
         "channel root, @name in text",
         {"message": "hey @GatewayBot, help"},
         {},
-        CTX,
+        MM_RULES,
         POST,
         POST,
         Trigger.ALWAYS,
@@ -149,7 +163,7 @@ CASES: list[
         "channel root, @name. at sentence end",
         {"message": "ask @gatewaybot."},
         {},
-        CTX,
+        MM_RULES,
         POST,
         POST,
         Trigger.ALWAYS,
@@ -158,7 +172,7 @@ CASES: list[
         "channel root, other user's mention",
         {},
         {"mentions": json.dumps(["someoneelse"])},
-        CTX,
+        MM_RULES,
         POST,
         POST,
         Trigger.NEVER,
@@ -167,7 +181,7 @@ CASES: list[
         "channel root, @gatewaybot-2 is someone else",
         {"message": "@gatewaybot-2 hi"},
         {},
-        CTX,
+        MM_RULES,
         POST,
         POST,
         Trigger.NEVER,
@@ -176,7 +190,7 @@ CASES: list[
         "channel root, e-mail is no mention",
         {"message": "mail x@gatewaybot.com"},
         {},
-        CTX,
+        MM_RULES,
         POST,
         POST,
         Trigger.NEVER,
@@ -185,17 +199,17 @@ CASES: list[
         "private channel root with mention",
         {},
         {"channel_type": "P", **MENTION},
-        CTX,
+        MM_RULES,
         POST,
         POST,
         Trigger.ALWAYS,
     ),
-    ("thread reply follows", {"root_id": ROOT}, {}, CTX, ROOT, ROOT, Trigger.IF_FOLLOWING),
+    ("thread reply follows", {"root_id": ROOT}, {}, MM_RULES, ROOT, ROOT, Trigger.IF_FOLLOWING),
     (
         "thread reply, require_mention",
         {"root_id": ROOT},
         {},
-        ExtractContext(scope=SCOPE, bot=BOT, rules=AnswerRules(require_mention=True)),
+        replace(MM_RULES, require_mention=True),
         ROOT,
         ROOT,
         Trigger.NEVER,
@@ -204,7 +218,7 @@ CASES: list[
         "thread reply with mention, require_mention",
         {"root_id": ROOT},
         MENTION,
-        ExtractContext(scope=SCOPE, bot=BOT, rules=AnswerRules(require_mention=True)),
+        replace(MM_RULES, require_mention=True),
         ROOT,
         ROOT,
         Trigger.ALWAYS,
@@ -213,7 +227,7 @@ CASES: list[
         "DM top level: one session per DM, answer at top level",
         {},
         {"channel_type": "D", "team_id": ""},
-        CTX,
+        MM_RULES,
         None,
         None,
         Trigger.ALWAYS,
@@ -222,17 +236,25 @@ CASES: list[
         "DM threaded reply: the thread",
         {"root_id": ROOT},
         {"channel_type": "D"},
-        CTX,
+        MM_RULES,
         ROOT,
         ROOT,
         Trigger.ALWAYS,
     ),
-    ("GM top level without mention", {}, {"channel_type": "G"}, CTX, None, None, Trigger.NEVER),
+    (
+        "GM top level without mention",
+        {},
+        {"channel_type": "G"},
+        MM_RULES,
+        None,
+        None,
+        Trigger.NEVER,
+    ),
     (
         "GM top level with mention",
         {},
         {"channel_type": "G", **MENTION},
-        CTX,
+        MM_RULES,
         None,
         None,
         Trigger.ALWAYS,
@@ -241,7 +263,7 @@ CASES: list[
         "GM thread reply follows",
         {"root_id": ROOT},
         {"channel_type": "G"},
-        CTX,
+        MM_RULES,
         ROOT,
         ROOT,
         Trigger.IF_FOLLOWING,
@@ -250,7 +272,7 @@ CASES: list[
         "other bot, mentioned: context only",
         {"props": {"from_bot": "true"}},
         MENTION,
-        CTX,
+        MM_RULES,
         POST,
         POST,
         Trigger.NEVER,
@@ -259,7 +281,7 @@ CASES: list[
         "other bot in a DM: context only",
         {"props": {"from_bot": "true"}},
         {"channel_type": "D"},
-        CTX,
+        MM_RULES,
         None,
         None,
         Trigger.NEVER,
@@ -268,7 +290,7 @@ CASES: list[
         "other bot, answer_bots",
         {"props": {"from_bot": "true"}},
         MENTION,
-        ExtractContext(scope=SCOPE, bot=BOT, rules=AnswerRules(answer_bots=True)),
+        replace(MM_RULES, answer_bots=True),
         POST,
         POST,
         Trigger.ALWAYS,
@@ -277,7 +299,7 @@ CASES: list[
         "incoming webhook counts as a bot",
         {"props": {"from_webhook": "true"}},
         MENTION,
-        CTX,
+        MM_RULES,
         POST,
         POST,
         Trigger.NEVER,
@@ -286,19 +308,19 @@ CASES: list[
 
 
 @pytest.mark.parametrize(
-    ("patch", "data", "ctx", "thread", "target_thread", "trigger"),
+    ("patch", "data", "rules", "thread", "target_thread", "trigger"),
     [c[1:] for c in CASES],
     ids=[c[0] for c in CASES],
 )
 def test_routing_and_trigger(
     patch: dict[str, Any],
     data: dict[str, Any],
-    ctx: ExtractContext,
+    rules: AnswerRules,
     thread: str | None,
     target_thread: str | None,
     trigger: Trigger,
 ) -> None:
-    env = envelope(extract_event(posted(post=patch, data=data), ctx=ctx))
+    env = envelope(extract_event(posted(post=patch, data=data), ctx=CTX, rules=rules))
     assert env.key == key(thread)
     assert env.target.thread_id == target_thread
     assert env.target.chat_id == CHANNEL and env.target.scope == SCOPE
@@ -513,12 +535,15 @@ def test_rest_post_matches_websocket_envelope() -> None:
     ws_env = envelope(extract_event(frame, ctx=CTX))
     rest_post = json.loads(frame["data"]["post"])
     rest_env = envelope(
-        extract_post(
-            copy.deepcopy(rest_post),
-            ctx=CTX,
-            channel_type="O",
-            source="reconcile",
-            mentions=[BOT.user_id],
+        admit(
+            extract_post(
+                copy.deepcopy(rest_post),
+                ctx=CTX,
+                channel_type="O",
+                source="reconcile",
+                mentions=[BOT.user_id],
+            ),
+            MM_RULES,
         )
     )
     assert (

@@ -14,6 +14,7 @@ from adapters.mattermost.adapter import MattermostAdapter
 from adapters.mattermost.websocket import AuthenticationFailed, Backoff, EventStream
 from gateway.core.domain import Envelope, EventKind, Extracted, ReplyTarget, Trigger
 from gateway.core.errors import ConfigError
+from gateway.inbound.policy import AnswerRules
 from testsupport.fakes.mattermost import FakeMattermost
 from testsupport.harness import RecordingIntake
 from testsupport.mattermost import FAST_BACKOFF, connected, load_payload, make_config, wait_until
@@ -22,7 +23,8 @@ from testsupport.mattermost import FAST_BACKOFF, connected, load_payload, make_c
 async def start(
     fake: FakeMattermost, running: Any, intake: RecordingIntake | None = None, **overrides: Any
 ) -> tuple[MattermostAdapter, RecordingIntake]:
-    intake = intake or RecordingIntake()
+    # the core's door with Mattermost's words ("own post")
+    intake = intake or RecordingIntake(rules=AnswerRules(chat_word="channel", own_word="post"))
     adapter = MattermostAdapter(make_config(fake, **overrides))
     await running(adapter, intake)
     await connected(adapter)
@@ -303,7 +305,7 @@ async def test_edit_in_an_unknown_channel_looks_the_type_up(
     other = fake.add_dm(fake.bob)  # created after the listing: type unknown to the adapter
     post = await fake.user_posts(other, "hey", user=fake.bob)
     await wait_until(lambda: bool(intake.by_message(post["id"])), message="the post")
-    adapter._channel_types.clear()  # as if evicted from the bounded cache
+    adapter.reconciler._channel_types.clear()  # as if evicted from the bounded cache
     await fake.edit_post(post["id"], "hey!")
     await wait_until(lambda: len(intake.by_message(post["id"])) == 2, message="edit")
     assert intake.by_message(post["id"])[1].key.thread_id is None

@@ -120,12 +120,10 @@ def test_adapter_from_settings() -> None:
     settings = _settings(
         MATTERMOST_URL="https://chat.example.com/mm/",
         MATTERMOST_TOKEN="secret-token",
-        MATTERMOST_REQUIRE_MENTION="true",
     )
     adapter = MattermostAdapter(MattermostConfig.from_settings(settings))
     assert adapter.platform == "mattermost"
     assert adapter.scope == "chat.example.com/mm"
     assert adapter.transport.max_message_length == 16383
     assert adapter.transport.idempotent is True
-    assert adapter._config.rules.require_mention is True
     assert "secret-token" not in repr(adapter._config)

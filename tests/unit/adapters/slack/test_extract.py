@@ -25,6 +25,7 @@ from gateway.core.domain import (
     SessionKey,
     Trigger,
 )
+from gateway.inbound.ingress import admit
 from gateway.inbound.policy import AnswerRules
 from testsupport.slack import load_payload
 
@@ -135,7 +136,7 @@ REAL_PAYLOADS = [
 def test_real_payloads_normalize_to_expected_keys(
     name: str, me: BotIdentity, expect: Expect
 ) -> None:
-    result = extract_event(load_payload(name), me=me, rules=DEFAULT)
+    result = admit(extract_event(load_payload(name), me=me), DEFAULT)
     assert isinstance(result, expect.kind), result
     if expect.event_id is not None:
         assert result.event_id == expect.event_id
@@ -154,7 +155,7 @@ def test_real_payloads_normalize_to_expected_keys(
 
 def test_socket_mode_envelope_payload_is_the_same_event_callback() -> None:
     envelope = load_payload("slack_socket_mode_envelope_app_mention.sdk_test.json")
-    result = extract_event(envelope["payload"], me=BotIdentity(user_id="U111"), rules=DEFAULT)
+    result = admit(extract_event(envelope["payload"], me=BotIdentity(user_id="U111")), DEFAULT)
     assert isinstance(result, Envelope)
     assert result.key == key("1610241741.000200", chat="C111", scope="T111")
     assert result.event_id == "Ev111"
@@ -166,11 +167,11 @@ def test_message_replied_without_subtype_is_not_routed_to_its_own_ts() -> None:
     """Over the Events API message_replied arrives WITHOUT subtype (platforms.md §2.5)."""
     payload = load_payload("slack_event_message_replied.docs.json")
     del payload["event"]["subtype"]
-    result = extract_event(payload, me=ME, rules=DEFAULT)
+    result = admit(extract_event(payload, me=ME), DEFAULT)
     assert isinstance(result, Ignored)
     # and even without the hidden flag, a message with no author is never a conversation
     del payload["event"]["hidden"]
-    assert isinstance(extract_event(payload, me=ME, rules=DEFAULT), Ignored)
+    assert isinstance(admit(extract_event(payload, me=ME), DEFAULT), Ignored)
 
 
 def test_app_mention_and_message_of_one_post_have_the_same_dedupe_ids() -> None:
@@ -186,8 +187,8 @@ def test_app_mention_and_message_of_one_post_have_the_same_dedupe_ids() -> None:
         event_id="EvA",
     )
     as_message = wrap(msg(text=text, user="U2", ts="1700000000.000200"), event_id="EvB")
-    a = extract_event(as_mention, me=ME, rules=DEFAULT)
-    b = extract_event(as_message, me=ME, rules=DEFAULT)
+    a = admit(extract_event(as_mention, me=ME), DEFAULT)
+    b = admit(extract_event(as_message, me=ME), DEFAULT)
     assert isinstance(a, Envelope) and isinstance(b, Envelope)
     assert (a.key, a.message_id, a.target) == (b.key, b.message_id, b.target)
     assert a.event_id != b.event_id
@@ -424,14 +425,15 @@ VARIANTS: list[Any] = [
         {"command": None},
     ),
     (
-        "command-in-unaddressed-follow-up-is-text",
+        # answered if the thread is engaged: the command counts, as on every surface
+        "command-in-unaddressed-follow-up",
         msg(thread_ts=ROOT, text="/new"),
         DEFAULT,
         Envelope,
         key(ROOT),
         ROOT,
         Trigger.IF_FOLLOWING,
-        {"command": None},
+        {"command": "new"},
     ),
     (
         "other-bot-by-bot_id",
@@ -534,7 +536,7 @@ def test_message_variants(
     trigger: Trigger | None,
     checks: dict[str, Any],
 ) -> None:
-    result = extract_event(wrap(event), me=ME, rules=policy)
+    result = admit(extract_event(wrap(event), me=ME), policy)
     assert isinstance(result, kind), result
     assert result.event_id == "Ev1"
     if not isinstance(result, Envelope):
@@ -555,7 +557,7 @@ def test_message_variants(
 
 def test_file_share_keeps_attachment_metadata() -> None:
     event = VARIANTS[[v[0] for v in VARIANTS].index("file_share")][1]
-    result = extract_event(wrap(event), me=ME, rules=DEFAULT)
+    result = admit(extract_event(wrap(event), me=ME), DEFAULT)
     assert isinstance(result, Envelope)
     (attachment,) = result.attachments
     assert (attachment.kind, attachment.name, attachment.mime_type, attachment.size) == (
@@ -589,7 +591,7 @@ def test_message_changed_is_an_edit_of_the_inner_message() -> None:
             "thread_ts": ROOT,
         },
     }
-    result = extract_event(wrap(event), me=ME, rules=DEFAULT)
+    result = admit(extract_event(wrap(event), me=ME), DEFAULT)
     assert isinstance(result, Envelope)
     assert result.kind is EventKind.EDIT
     assert result.message_id == TS  # the edited message, not the notification's ts
@@ -599,11 +601,11 @@ def test_message_changed_is_an_edit_of_the_inner_message() -> None:
 
     unchanged = copy.deepcopy(event)
     unchanged["message"]["text"] = "old words"  # an unfurl or reply-count update
-    assert isinstance(extract_event(wrap(unchanged), me=ME, rules=DEFAULT), Ignored)
+    assert isinstance(admit(extract_event(wrap(unchanged), me=ME), DEFAULT), Ignored)
 
     own = copy.deepcopy(event)
     own["message"]["user"] = "UBOT"
-    assert isinstance(extract_event(wrap(own), me=ME, rules=DEFAULT), Ignored)
+    assert isinstance(admit(extract_event(wrap(own), me=ME), DEFAULT), Ignored)
 
 
 def test_message_deleted_is_a_delete_of_deleted_ts() -> None:
@@ -617,7 +619,7 @@ def test_message_deleted_is_a_delete_of_deleted_ts() -> None:
         "deleted_ts": TS,
         "previous_message": {"type": "message", "user": "U2", "text": "oops", "ts": TS},
     }
-    result = extract_event(wrap(event), me=ME, rules=DEFAULT)
+    result = admit(extract_event(wrap(event), me=ME), DEFAULT)
     assert isinstance(result, Envelope)
     assert result.kind is EventKind.DELETE
     assert result.message_id == TS
@@ -638,11 +640,11 @@ def test_message_deleted_is_a_delete_of_deleted_ts() -> None:
     ],
 )
 def test_unusable_payloads_are_rejected(payload: object) -> None:
-    assert isinstance(extract_event(payload, me=ME, rules=DEFAULT), Rejected)
+    assert isinstance(admit(extract_event(payload, me=ME), DEFAULT), Rejected)
 
 
 def test_other_envelope_types_are_ignored() -> None:
-    result = extract_event({"type": "app_rate_limited", "team_id": "T1"}, me=ME, rules=DEFAULT)
+    result = admit(extract_event({"type": "app_rate_limited", "team_id": "T1"}, me=ME), DEFAULT)
     assert isinstance(result, Ignored)
 
 
@@ -658,8 +660,8 @@ def test_route_is_the_one_rule() -> None:
 
 
 def test_same_channel_id_in_two_workspaces_is_two_sessions() -> None:
-    a = extract_event(wrap(msg(text="<@UBOT> a"), team_id="TA"), me=ME, rules=DEFAULT)
-    b = extract_event(wrap(msg(text="<@UBOT> a"), team_id="TB"), me=ME, rules=DEFAULT)
+    a = admit(extract_event(wrap(msg(text="<@UBOT> a"), team_id="TA"), me=ME), DEFAULT)
+    b = admit(extract_event(wrap(msg(text="<@UBOT> a"), team_id="TB"), me=ME), DEFAULT)
     assert isinstance(a, Envelope) and isinstance(b, Envelope)
     assert a.key != b.key
     assert (a.target.scope, b.target.scope) == ("TA", "TB")
@@ -669,12 +671,12 @@ def test_same_channel_id_in_two_workspaces_is_two_sessions() -> None:
 
 
 def test_backfill_root_only_for_an_addressed_reply() -> None:
-    mention_in_thread = extract_event(
-        wrap(msg(thread_ts=ROOT, text="<@UBOT> catch up")), me=ME, rules=DEFAULT
+    mention_in_thread = admit(
+        extract_event(wrap(msg(thread_ts=ROOT, text="<@UBOT> catch up")), me=ME), DEFAULT
     )
-    top_mention = extract_event(wrap(msg(text="<@UBOT> hi")), me=ME, rules=DEFAULT)
-    follow_up = extract_event(wrap(msg(thread_ts=ROOT)), me=ME, rules=DEFAULT)
-    dm_top = extract_event(wrap(msg(channel="D1", channel_type="im")), me=ME, rules=DEFAULT)
+    top_mention = admit(extract_event(wrap(msg(text="<@UBOT> hi")), me=ME), DEFAULT)
+    follow_up = admit(extract_event(wrap(msg(thread_ts=ROOT)), me=ME), DEFAULT)
+    dm_top = admit(extract_event(wrap(msg(channel="D1", channel_type="im")), me=ME), DEFAULT)
     assert isinstance(mention_in_thread, Envelope)
     assert backfill_root(mention_in_thread) == ROOT
     for env in (top_mention, follow_up, dm_top):
@@ -711,5 +713,5 @@ def test_history_messages_become_backfill_context() -> None:
 
 def test_a_subtype_that_is_not_a_string_is_ignored_not_a_crash() -> None:
     # found by the fuzzer: a list subtype was unhashable in the subtype lookup
-    result = extract_event(wrap(msg(subtype=["message_changed"])), me=ME, rules=DEFAULT)
+    result = admit(extract_event(wrap(msg(subtype=["message_changed"])), me=ME), DEFAULT)
     assert isinstance(result, Ignored) and "subtype" in result.reason

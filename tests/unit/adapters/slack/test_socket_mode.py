@@ -99,7 +99,7 @@ async def test_non_event_envelopes_are_acked_and_recorded(
 
 class SupervisedIntake(RecordingIntake):
     """``Intake.supervise`` as the gateway's core runs it: the receive loop under a
-    Supervisor (``gateway.inbound.intake.CoreIntake.supervise``)."""
+    Supervisor (``gateway.inbound.intake.IngressLifecycle.supervise``)."""
 
     def __init__(self, supervisor: Supervisor) -> None:
         super().__init__()
@@ -129,7 +129,8 @@ async def test_socket_mode_loop_is_supervised_and_replaced_when_it_stays_down(
     worker = f"ingress:slack-socket:{fake.team_id}"
     fake.mode = "socket"
     adapter = SlackAdapter(slack_settings(fake, SLACK_APP_TOKEN=APP_TOKEN))
-    adapter.socket_down_after = 0.3
+    assert adapter.socket_mode is not None
+    adapter.socket_mode.socket_down_after = 0.3
     await adapter.start(intake)
     try:
         await wait_until(lambda: fake.socket_connections == 1, what="the first connection")

@@ -12,13 +12,14 @@ import pytest
 
 from adapters.telegram.extract import (
     BotIdentity,
-    answer_rules,
     extract_update,
 )
 from adapters.telegram.settings import TelegramSettings
 from gateway.core.domain import Envelope, EventKind, Ignored, Rejected, SessionKey, Trigger
 from gateway.core.settings import Settings
+from gateway.inbound.ingress import admit
 from gateway.inbound.policy import AnswerRules
+from testsupport.answering import telegram_rules
 from testsupport.paths import PAYLOADS
 from testsupport.telegram import load_payload
 
@@ -29,7 +30,7 @@ POLICY = AnswerRules()
 def rules(**settings: Any) -> AnswerRules:
     """The answer rules the adapter builds from these settings (the TELEGRAM_* shorthands)."""
     core = Settings(_env_file=None, **settings)  # type: ignore[call-arg]
-    return answer_rules(core.surface(TelegramSettings), core)
+    return telegram_rules(core.surface(TelegramSettings), core)
 
 
 FORUM_ID = -1001812257489
@@ -37,7 +38,7 @@ NONFORUM_ID = -1002222000284
 
 
 def extract(update: dict[str, Any], *, bot: BotIdentity = BOT, policy: AnswerRules = POLICY) -> Any:
-    return extract_update(update, bot=bot, rules=policy)
+    return admit(extract_update(update, bot=bot), policy)
 
 
 def envelope(update: dict[str, Any], **kwargs: Any) -> Envelope:
@@ -373,7 +374,7 @@ def test_unparseable_updates_are_rejected_with_a_reason(update: Any, reason: str
 
 
 def test_non_object_update_is_rejected() -> None:
-    result = extract_update([1, 2], bot=BOT, rules=POLICY)  # type: ignore[arg-type]
+    result = admit(extract_update([1, 2], bot=BOT), POLICY)  # type: ignore[arg-type]
     assert isinstance(result, Rejected)
 
 

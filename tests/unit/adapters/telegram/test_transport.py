@@ -27,6 +27,7 @@ from adapters.telegram.transport import (
 from gateway.core.domain import Envelope, ReplyTarget
 from gateway.core.errors import DeliveryError
 from gateway.core.ports import PaceRule
+from gateway.inbound.ingress import admit
 from gateway.inbound.policy import AnswerRules
 from testsupport.fakes.telegram import FakeTelegram
 from testsupport.telegram import AdapterFactory
@@ -43,7 +44,7 @@ def target_of(fake: FakeTelegram, message: dict[str, Any]) -> ReplyTarget:
     """The stored target exactly as ingest computes it from the update the fake emitted."""
     identity = BotIdentity(id=fake.bot.id, username=fake.bot.username or "")
     kind = "business_message" if "business_connection_id" in message else "message"
-    result = extract_update({"update_id": 1, kind: message}, bot=identity, rules=AnswerRules())
+    result = admit(extract_update({"update_id": 1, kind: message}, bot=identity), AnswerRules())
     assert isinstance(result, Envelope), result
     return result.target
 

@@ -1,5 +1,9 @@
-"""Files shared in a thread: the port an adapter's transport implements to fetch them, and a
-bounded download helper. The core never sees a platform's URL rules or tokens."""
+"""Files shared in a thread: the port an adapter's transport implements to fetch them, the
+port a surface that uploads files itself calls (``FileShare``), what kind of file one is (an
+image or short text could go straight to the model), and a bounded download helper. The core
+never sees a platform's URL rules or tokens. The ground floor holds them because the rooms
+that read files (``files``: images and voice; ``knowledge``: documents) and every adapter
+share them."""
 
 from __future__ import annotations
 
@@ -43,6 +47,37 @@ class FileShare(Protocol):
     ) -> tuple[bool, str]:
         """``(accepted, note)``; not accepted: too big or a type that cannot be read."""
         ...
+
+
+_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
+
+
+_TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".csv")
+
+
+def inline_kind(a: Attachment) -> str | None:
+    """``images`` or ``text`` for a file that could go straight to the model, by its
+    declared type or name (the bytes are checked once fetched)."""
+    mime = (a.mime_type or "").split(";", 1)[0].strip().lower()
+    name = (a.name or "").lower()
+    if a.kind in ("photo", "image") or mime.startswith("image/") or name.endswith(_IMAGE_SUFFIXES):
+        return "images"
+    if mime in ("text/plain", "text/markdown", "text/csv") or name.endswith(_TEXT_SUFFIXES):
+        return "text"
+    return None
+
+
+def image_type(data: bytes) -> str | None:
+    """The media type of a PNG, JPEG, GIF or WebP image, from its first bytes."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
 
 
 def too_large(name: str | None, size: int, max_bytes: int) -> FileTooLarge:
