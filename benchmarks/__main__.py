@@ -258,30 +258,58 @@ async def run_e2e(
         out["scale_out"] = await bench.scale_out(runs)
     raw["e2e"] = out
     latency = {rate: summarize_runs(rs) for rate, rs in out["latency_runs"].items()}
-    result = {"latency": latency, "sustained": out["sustained"], "scale_out": out["scale_out"]}
+    result = {
+        "latency": latency,
+        "sustained": out["sustained"],
+        "scale_out": out["scale_out"],
+        "tails": out["tails"],
+    }
     if baseline is not None:
-        # the same phases against another checkout's gateway, in this run (the
-        # machine is shared, so old and new are compared within one run). Its own code
-        # migrates the database at start.
-        async with scratch_database(srv, migrated=False) as dsn:
-            bench = E2E(
-                dsn,
-                rates=sizes.e2e_rates,
-                seconds=sizes.e2e_seconds,
-                sessions=sizes.e2e_sessions,
-                concurrency=sizes.e2e_concurrency,
-                max_seconds=sizes.e2e_max_seconds,
-                repo=baseline,
-                stats_settle=sizes.e2e_stats_settle,
-            )
-            base = await bench.run(runs)
-        raw["e2e_baseline"] = base
-        result["baseline"] = {
-            "repo": str(baseline),
-            "latency": {r: summarize_runs(rs) for r, rs in base["latency_runs"].items()},
-            "sustained": base["sustained"],
-        }
+        result["baseline"] = await _baseline_e2e(srv, sizes, runs, raw, baseline)
     return result
+
+
+async def run_e2e_paired(
+    srv: Any, sizes: Sizes, runs: int, raw: dict[str, Any], *, profile: bool, baseline: Path
+) -> dict[str, Any]:
+    """``--baseline-first``: the baseline's phases before this code's, in the same run (the
+    other order of ``--baseline``; two runs in both orders cancel the order effect)."""
+    first = await _baseline_e2e(srv, sizes, runs, raw, baseline)
+    result = await run_e2e(srv, sizes, runs, raw, profile=profile)
+    result["baseline"] = first
+    result["baseline_first"] = True
+    return result
+
+
+async def _baseline_e2e(
+    srv: Any, sizes: Sizes, runs: int, raw: dict[str, Any], baseline: Path
+) -> dict[str, Any]:
+    # the same phases against another checkout's gateway, in this run (the machine is
+    # shared, so old and new are compared within one run). Its own code migrates the
+    # database at start.
+    async with scratch_database(srv, migrated=False) as dsn:
+        bench = E2E(
+            dsn,
+            rates=sizes.e2e_rates,
+            seconds=sizes.e2e_seconds,
+            sessions=sizes.e2e_sessions,
+            concurrency=sizes.e2e_concurrency,
+            max_seconds=sizes.e2e_max_seconds,
+            repo=baseline,
+            scale_seconds=min(sizes.e2e_max_seconds, 20.0),
+            stats_settle=sizes.e2e_stats_settle,
+        )
+        base = await bench.run(runs)
+        # its replicas on one database too, measured the same way
+        base["scale_out"] = await bench.scale_out(runs)
+    raw["e2e_baseline"] = base
+    return {
+        "repo": str(baseline),
+        "latency": {r: summarize_runs(rs) for r, rs in base["latency_runs"].items()},
+        "sustained": base["sustained"],
+        "scale_out": base["scale_out"],
+        "tails": base["tails"],
+    }
 
 
 async def kb(srv: Any, args: argparse.Namespace) -> Any:
@@ -353,8 +381,14 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             ("length", lambda: run_length(srv, sizes, args.runs, raw)),
             (
                 "e2e",
-                lambda: run_e2e(
-                    srv, sizes, args.runs, raw, profile=args.profile, baseline=args.baseline
+                lambda: (
+                    run_e2e_paired(
+                        srv, sizes, args.runs, raw, profile=args.profile, baseline=args.baseline
+                    )
+                    if args.baseline is not None and args.baseline_first
+                    else run_e2e(
+                        srv, sizes, args.runs, raw, profile=args.profile, baseline=args.baseline
+                    )
                 ),
             ),
             ("kb", lambda: kb(srv, args)),
@@ -432,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"comma-separated sections to run (default all: {','.join(SECTIONS)}); "
         "or 'faults' alone: the fault campaign (--minutes, --seed, --platforms); "
         "or 'fuzz' alone: ingress fuzzing (--count, --seed); "
+        "or 'routing' alone: tool routing's precision and recall on a labelled set (--seed); "
         "or 'soak' alone: steady load on a real gateway (--minutes, --slack)",
     )
     parser.add_argument(
@@ -445,6 +480,11 @@ def main(argv: list[str] | None = None) -> int:
         "--baseline",
         type=Path,
         help="e2e: also run another checkout's gateway (e.g. the main branch) in this run",
+    )
+    parser.add_argument(
+        "--baseline-first",
+        action="store_true",
+        help="e2e with --baseline: measure the baseline before this code (the other order)",
     )
     parser.add_argument(
         "--minutes", type=float, default=1.0, help="faults: campaign length; soak: its length"
@@ -466,6 +506,11 @@ def main(argv: list[str] | None = None) -> int:
         "--count", type=int, default=10_000, help="fuzz: generated events per platform"
     )
     args = parser.parse_args(argv)
+    if args.only == "routing":
+        from benchmarks import routing
+
+        configure_logging("console", "warning")
+        return routing.main(args.seed)
     if args.only == "fuzz":
         from campaigns import fuzz
 

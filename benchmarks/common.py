@@ -27,6 +27,7 @@ from gateway.core.domain import Envelope, ReplyTarget, Sender, SessionKey, Trigg
 from gateway.inbound.intake import to_inbound
 from session_store.migrator import migrate
 from session_store.records import InboundItem
+from testsupport.write_budget import KINDS, kind_of
 
 Stat = dict[str, float]  # {"median", "min", "max"}
 
@@ -134,6 +135,10 @@ class DbCost:
     exec_ms: float | None
     #: the busiest statements: (calls, total ms, rows, WAL bytes, first line of the query)
     statements: list[tuple[int, float, int, int, str]]
+    #: transactions by kind of the write budget (``testsupport.write_budget``: a statement of
+    #: a kind runs alone, so its calls are the kind's transactions; what the database
+    #: committed beyond them is "other"). None without pg_stat_statements
+    kinds: dict[str, int] | None = None
 
 
 async def db_snapshot(dsn: str, *, settle: float = 1.2) -> dict[str, Any]:
@@ -177,21 +182,29 @@ async def db_snapshot(dsn: str, *, settle: float = 1.2) -> dict[str, Any]:
 def db_cost(before: dict[str, Any], after: dict[str, Any], top: int = 12) -> DbCost:
     stmts: list[tuple[int, float, int, int, str]] = []
     exec_ms = None
+    transactions = after["xacts"] - before["xacts"]
+    kinds: dict[str, int] | None = None
     if before["stmts"] is not None and after["stmts"] is not None:
         exec_ms = 0.0
+        kinds = dict.fromkeys(KINDS, 0)
         for qid, (calls, ms, rows, wal, query) in after["stmts"].items():
             c0, ms0, r0, w0, _ = before["stmts"].get(qid, (0, 0.0, 0, 0, ""))
             if calls - c0 <= 0:
                 continue
             exec_ms += ms - ms0
+            kind = kind_of(query)
+            if kind is not None:
+                kinds[kind] += calls - c0
             line = " ".join(query.split())[:110]
             stmts.append((calls - c0, ms - ms0, rows - r0, wal - w0, line))
         stmts.sort(key=lambda s: -s[0])
+        kinds["other"] = max(0, transactions - sum(kinds.values()))
     return DbCost(
-        transactions=after["xacts"] - before["xacts"],
+        transactions=transactions,
         wal_bytes=after["wal"] - before["wal"],
         exec_ms=exec_ms,
         statements=stmts[:top],
+        kinds=kinds,
     )
 
 

@@ -34,6 +34,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -59,15 +60,23 @@ class Waiters:
     latencies: list[float] = field(default_factory=list)
     by_surface: dict[str, list[float]] = field(default_factory=dict)
     stray: int = 0
+    #: sink messages in new threads, by thread: (wall clock sent, wall clock arrived,
+    #: latency) once answered; matched against the gateway's log (``tail_breakdown``)
+    sink_threads: dict[str, list[float]] = field(default_factory=dict)
+    _thread_of: dict[int, str] = field(default_factory=dict)
 
-    def expect(self, token: int, surface: str) -> asyncio.Event:
+    def expect(self, token: int, surface: str, thread: str | None = None) -> asyncio.Event:
         self.sent[token] = (time.perf_counter(), surface)
+        if thread is not None:
+            self._thread_of[token] = thread
+            self.sink_threads[thread] = [time.time()]
         event = self.events[token] = asyncio.Event()
         return event
 
     def clear(self) -> None:
         self.latencies.clear()
         self.by_surface.clear()
+        self.sink_threads.clear()
 
     def arrived(self, text: str) -> None:
         now = time.perf_counter()
@@ -78,6 +87,9 @@ class Waiters:
             self.stray += 1
             return
         started, surface = found
+        thread = self._thread_of.pop(token, None)
+        if thread is not None and thread in self.sink_threads:
+            self.sink_threads[thread] += [time.time(), now - started]
         self.latencies.append(now - started)
         self.by_surface.setdefault(surface, []).append(now - started)
         self.events.pop(token).set()
@@ -464,7 +476,7 @@ class Driver:
         """Send one message; the returned event is set when its reply lands."""
         token = next(self._tokens)
         text = f"benchmark message zq{token}qz lorem ipsum dolor sit amet"
-        done = self.waiters.expect(token, surface)
+        done = self.waiters.expect(token, surface, thread if surface == "sink" else None)
         if surface in self.fakes.platforms:
             await self.fakes.send(surface, token, text)
             return done
@@ -542,6 +554,93 @@ async def fixed_rate(driver: Driver, *, rate: float, seconds: float) -> dict[str
     return out
 
 
+#: the stages of one message, as the gateway's log and the driver see it
+TAIL_STAGES = (
+    ("ingest", "sent -> stored (HTTP, intake, the ingest transaction)"),
+    ("queue", "stored -> its turn claimed (waiting for a turn worker)"),
+    ("turn", "claim, context, agent, finish transaction"),
+    ("delivery", "finished -> at the platform (handoff, pacing, send)"),
+)
+
+
+def tail_breakdown(log_path: Path, threads: dict[str, list[float]]) -> dict[str, Any]:
+    """Where the time of the slowest 1% of sink messages goes, against the median message:
+    each answered message's stages (``TAIL_STAGES``) from the gateway's own log lines
+    (``inbound_stored``, ``turn_finished`` with its duration) and the driver's clocks."""
+    seen: dict[str, dict[str, Any]] = {}
+    try:
+        lines = log_path.read_text(errors="replace").splitlines()
+    except OSError:
+        return {}
+    for line in lines:
+        if not line.startswith("{") or '"thread_id"' not in line:
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        thread = record.get("thread_id")
+        if thread not in threads or record.get("event") not in ("inbound_stored", "turn_finished"):
+            continue
+        stamp = record.get("timestamp")
+        if not isinstance(stamp, str):
+            continue
+        at = datetime.fromisoformat(stamp).timestamp()
+        seen.setdefault(thread, {})[record["event"]] = (at, record.get("duration_ms"))
+    rows = []
+    for thread, clocks in threads.items():
+        found = seen.get(thread, {})
+        if len(clocks) < 3 or "inbound_stored" not in found or "turn_finished" not in found:
+            continue
+        sent, arrived, latency = clocks
+        stored = found["inbound_stored"][0]
+        finished, duration_ms = found["turn_finished"]
+        turn = (duration_ms or 0.0) / 1000
+        rows.append(
+            (
+                latency,
+                {
+                    "ingest": stored - sent,
+                    "queue": finished - turn - stored,
+                    "turn": turn,
+                    "delivery": arrived - finished,
+                },
+            )
+        )
+    if not rows:
+        return {}
+    rows.sort(key=lambda r: r[0])
+    slowest = rows[-max(1, len(rows) // 100) :]
+    middle = rows[len(rows) // 2 - max(1, len(rows) // 100) // 2 :][: max(1, len(rows) // 100)]
+
+    def mean_ms(group: list[tuple[float, dict[str, float]]]) -> dict[str, float]:
+        out = {s: sum(r[1][s] for r in group) / len(group) * 1000 for s, _ in TAIL_STAGES}
+        out["total"] = sum(r[0] for r in group) / len(group) * 1000
+        return out
+
+    return {"messages": len(rows), "slowest": mean_ms(slowest), "median": mean_ms(middle)}
+
+
+async def drained(dsn: str, *, within: float = 120.0) -> float:
+    """Wait until the gateway has no turn waiting and no delivery open (an overloaded fixed
+    rate leaves a backlog: replies given up on are still owed): the sustained phase then
+    measures its own messages, not the drain of earlier ones. Returns the seconds waited."""
+    started = time.perf_counter()
+    conn = await asyncpg.connect(dsn)
+    try:
+        while time.perf_counter() - started < within:
+            busy = await conn.fetchval(
+                "SELECT (SELECT count(*) FROM sessions WHERE turn_requested_seq > turn_done_seq)"
+                " + (SELECT count(*) FROM deliveries WHERE status IN ('pending', 'sending'))"
+            )
+            if not busy:
+                break
+            await asyncio.sleep(0.5)
+    finally:
+        await conn.close()
+    return time.perf_counter() - started
+
+
 def _diff(before: float | None, after: float | None) -> float | None:
     return None if before is None or after is None else after - before
 
@@ -554,6 +653,9 @@ def database_cost(
     n = max(1, messages)
     return {
         "db_transactions_per_msg": cost.transactions / n,
+        "db_transactions_by_kind": None
+        if cost.kinds is None
+        else {kind: count / n for kind, count in cost.kinds.items()},
         "db_wal_bytes_per_msg": cost.wal_bytes / n,
         "db_exec_ms_per_msg": None if cost.exec_ms is None else cost.exec_ms / n,
         "db_cpu_ms_per_msg": None if pg_cpu is None else pg_cpu / n * 1000,
@@ -675,7 +777,13 @@ class E2E:
                 up = await enter_side_by_side(
                     stack,
                     (
-                        gateway_process(self.dsn, receiver.url, logs / f"replica-{n}-{i}.log", {})
+                        gateway_process(
+                            self.dsn,
+                            receiver.url,
+                            logs / f"replica-{n}-{i}.log",
+                            {},
+                            repo=self.repo,
+                        )
                         for i in range(n)
                     ),
                 )
@@ -710,6 +818,7 @@ class E2E:
                     )
                 )
                 load["replicas"] = n
+                load["rate_per_replica"] = load["rate"] / n
         finally:
             await receiver.stop()
         shutil.rmtree(logs, ignore_errors=True)  # kept only when something failed
@@ -745,12 +854,19 @@ class E2E:
                     warm = min(2.0, self.seconds)
                     await fixed_rate(driver, rate=min(self.rates), seconds=warm)
                     latency: dict[float, list[dict[str, float]]] = {}
+                    tails: dict[float, list[dict[str, Any]]] = {}
                     for _ in range(runs):
                         for rate in self.rates:
                             figure = await fixed_rate(driver, rate=rate, seconds=self.seconds)
+                            # where the slowest 1% spent their time (the gateway's log)
+                            await asyncio.sleep(0.2)
+                            tails.setdefault(rate, []).append(
+                                tail_breakdown(self.log_path, dict(waiters.sink_threads))
+                            )
                             latency.setdefault(rate, []).append(figure)
                             # let a backlog of an overloaded rate drain before the next one
                             await asyncio.sleep(0.5)
+                    drain_seconds = await drained(self.dsn)
                     postmaster = await postmaster_pid(self.dsn)
                     before = await db_snapshot(self.dsn, settle=self.stats_settle)
                     pg_cpu = postgres_cpu_seconds(postmaster)
@@ -783,6 +899,7 @@ class E2E:
                             # py-spy's raw stacks, for a closer look than the categories
                             shutil.copy(self.log_path.parent / "prof", keep)
                     load["rss_mb_at_start"] = round(rss_start / 2**20, 1)
+                    load["backlog_drain_seconds"] = round(drain_seconds, 1)
                     load["stray_replies"] = waiters.stray
                 finally:
                     await driver.close()
@@ -793,4 +910,4 @@ class E2E:
         shutil.rmtree(self.log_path.parent, ignore_errors=True)
         load["surfaces"] = ["web", "sink", *fakes.platforms]
         load["skipped_surfaces"] = fakes.skipped
-        return {"latency_runs": latency, "sustained": load}
+        return {"latency_runs": latency, "sustained": load, "tails": tails}

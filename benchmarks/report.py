@@ -93,6 +93,7 @@ def per_message_table(results: dict[str, Any]) -> list[str]:
         "| per message (sustained phase) | value |",
         "|---|---|",
         f"| **database transactions per message** | **{load['db_transactions_per_msg']:.2f}** |",
+        f"| ... by kind | {_kinds(load.get('db_transactions_by_kind'))} |",
         f"| **gateway CPU per message** | **{load['gateway_cpu_ms_per_msg']:.2f} ms** |",
         f"| PostgreSQL CPU per message (all its processes) "
         f"| {_opt(load.get('db_cpu_ms_per_msg'), 2, ' ms')} |",
@@ -141,6 +142,13 @@ def per_message_table(results: dict[str, Any]) -> list[str]:
             ours, theirs = load.get(key), b.get(key)
             ratio = f"{ours / theirs:.2f}" if ours is not None and theirs else "-"
             rows.append(f"| {label} | {_opt(ours, digits)} | {_opt(theirs, digits)} | {ratio} |")
+            if key == "db_transactions_per_msg":
+                mine, other = load.get("db_transactions_by_kind"), b.get("db_transactions_by_kind")
+                for kind in mine or other or {}:
+                    o = (mine or {}).get(kind)
+                    t = (other or {}).get(kind)
+                    r = f"{o / t:.2f}" if o is not None and t else "-"
+                    rows.append(f"| ... {kind} | {_opt(o, 2)} | {_opt(t, 2)} | {r} |")
         for rate, lat in e2e["latency"].items():
             blat = base["latency"].get(rate)
             if blat is None:
@@ -151,26 +159,73 @@ def per_message_table(results: dict[str, Any]) -> list[str]:
                     f"| offered {float(rate):.0f} msgs/s, {q[:3]} ms | {ours:,.1f} "
                     f"| {theirs:,.1f} | {ours / theirs:.2f} |"
                 )
-    scale = e2e.get("scale_out")
-    if scale:
+    tail = tail_table(e2e)
+    if tail:
+        rows += ["", *tail]
+    for whose, scale in (
+        ("", e2e.get("scale_out")),
+        (" (baseline)", (base or {}).get("scale_out")),
+    ):
+        if not scale:
+            continue
         rows += [
             "",
-            "| replicas on one database (sink surface, closed loop) | msgs/s | p50 ms "
-            "| gateway CPU/msg (all replicas) | transactions/msg | PostgreSQL CPU/msg "
-            "| ÷ 1 replica, same run |",
-            "|---|---|---|---|---|---|---|",
+            f"| replicas on one database{whose} (sink, closed loop) | msgs/s | per replica "
+            "| p50 ms | gateway CPU/msg (all replicas) | transactions/msg | by kind "
+            "| PostgreSQL CPU/msg | ÷ 1 replica, same run |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for n, figs in scale["runs"].items():
             scale_ratio = _stat(scale["ratio"][int(n) if int(n) in scale["ratio"] else n])
+            kinds = figs[len(figs) // 2].get("db_transactions_by_kind")
             rows.append(
                 f"| {n} | {_f(_stat([f['rate'] for f in figs]))} "
+                f"| {_f(_stat([f['rate'] / int(n) for f in figs]))} "
                 f"| {_f(_stat([f['p50_ms'] for f in figs]), 1)} "
                 f"| {_f(_stat([f['gateway_cpu_ms_per_msg'] for f in figs]), 2)} ms "
                 f"| {_f(_stat([f['db_transactions_per_msg'] for f in figs]), 2)} "
+                f"| {_kinds(kinds)} "
                 f"| {_opt(_median([f.get('db_cpu_ms_per_msg') for f in figs]), 2, ' ms')} "
                 f"| {_f(scale_ratio, 2)} |"
             )
     return rows
+
+
+def tail_table(e2e: dict[str, Any]) -> list[str]:
+    """Where the time of the slowest 1% of sink messages goes at each offered rate, against
+    the median message (``benchmarks.e2e.tail_breakdown``; the last run's figures)."""
+    from benchmarks.e2e import TAIL_STAGES
+
+    rows: list[str] = []
+    theirs = (e2e.get("baseline") or {}).get("tails")
+    for whose, tails in (("", e2e.get("tails")), (" (baseline)", theirs)):
+        for rate, runs in (tails or {}).items():
+            found = [t for t in runs if t]
+            if not found:
+                continue
+            t = found[-1]
+            if not rows:
+                rows = [
+                    "| where the time goes (sink messages) | median message, ms | slowest 1%, ms |",
+                    "|---|---|---|",
+                ]
+            rows.append(
+                f"| **offered {float(rate):.0f} msgs/s{whose}** ({t['messages']} messages) "
+                f"| {t['median']['total']:,.1f} | {t['slowest']['total']:,.1f} |"
+            )
+            for stage, what in TAIL_STAGES:
+                rows.append(
+                    f"| ... {stage}: {what} | {t['median'][stage]:,.1f} "
+                    f"| {t['slowest'][stage]:,.1f} |"
+                )
+    return rows
+
+
+def _kinds(kinds: dict[str, float] | None) -> str:
+    """Transactions per message by kind (the write budget: ingest, claim, finish, delivery)."""
+    if not kinds:
+        return "n/a (no pg_stat_statements)"
+    return ", ".join(f"{kind} {per:.2f}" for kind, per in kinds.items())
 
 
 def _stat(values: list[float]) -> Stat:

@@ -903,3 +903,27 @@ CREATE TABLE erasure_jobs (
     finished_at timestamptz
 );
 CREATE UNIQUE INDEX erasure_jobs_open ON erasure_jobs (person_id) WHERE finished_at IS NULL;
+
+-- One reload for every replica (migration 0033): a request names the replicas live when it was
+-- made; each reads its config file again and reports what it loaded, or why it kept its own.
+CREATE TABLE config_reloads (
+    id           bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    requested_at timestamptz NOT NULL DEFAULT now(),
+    actor        text        NOT NULL,
+    path         text,
+    replicas     integer[]   NOT NULL
+);
+CREATE INDEX config_reloads_requested ON config_reloads (requested_at);
+
+CREATE TABLE config_reload_reports (
+    reload_id   bigint      NOT NULL REFERENCES config_reloads (id) ON DELETE CASCADE,
+    process_id  integer     NOT NULL,
+    host        text        NOT NULL,
+    pid         integer     NOT NULL,
+    outcome     text        NOT NULL CHECK (outcome IN ('reloaded', 'failed')),
+    path        text,
+    sha256      text,
+    error       text,
+    reported_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (reload_id, process_id)
+);

@@ -196,6 +196,16 @@ class Summarizer(Protocol):
         ...
 
 
+@runtime_checkable
+class QuickAsker(Protocol):
+    """Optional: an agent that answers one short side query with a model, without retries
+    (tool routing asks which tool families a message needs)."""
+
+    async def ask_once(
+        self, model: str, instructions: str, text: str, *, max_output_tokens: int, timeout: float
+    ) -> SummaryResult: ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DocumentSummaryRequest:
     """Ask an agent to summarise a document, or one part of a long one (``part`` of

@@ -328,6 +328,23 @@ class OpenAIAgent:
             request.model, request.instructions, request.text, request.max_output_tokens
         )
 
+    async def ask_once(
+        self, model: str, instructions: str, text: str, *, max_output_tokens: int, timeout: float
+    ) -> SummaryResult:
+        """One short completion, not retried (a side query: the caller falls back)."""
+        messages = [
+            {"role": "system", "content": instructions},
+            {"role": "user", "content": text},
+        ]
+        data = await self._complete(model, messages, max_output_tokens, timeout=timeout)
+        answer, usage, _ = read_completion(data)
+        return SummaryResult(
+            text=answer,
+            model=str(data.get("model") or model),
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+        )
+
     async def _summary(
         self, model: str, instructions: str, text: str, max_output_tokens: int
     ) -> SummaryResult:

@@ -31,6 +31,7 @@ from pydantic_settings import BaseSettings, NoDecode
 from pydantic_settings.exceptions import SettingsError
 
 from gateway.core.errors import ConfigError
+from gateway.core.ops_settings import OpsAccessSettings
 from gateway.core.settings_groups import SETTINGS_SOURCES, RetentionSettings, read_groups
 
 
@@ -280,6 +281,16 @@ class Settings(BaseSettings):
     )
     #: offer tools to the agent at all (``false``: the agent only talks)
     gateway_tools: bool = Field(default=True, alias="GATEWAY_TOOLS")
+    #: when keyword routing's confidence in a message is below this (0 to 1), one short side
+    #: query asks the profile's cheapest model which tool families it needs; 0 never asks
+    gateway_routing_ask_below: float = Field(
+        default=0.5, ge=0, le=1, alias="GATEWAY_ROUTING_ASK_BELOW"
+    )
+    #: the routing side query's time limit; past it (or on an error) the read-only bundle
+    #: is offered
+    gateway_routing_ask_seconds: float = Field(
+        default=3.0, gt=0, le=60, alias="GATEWAY_ROUTING_ASK_SECONDS"
+    )
 
     # --- streaming -----------------------------------------------------------
     # each surface may override GATEWAY_STREAMING with a setting of its own
@@ -357,6 +368,7 @@ class Settings(BaseSettings):
     #: how long stored data is kept: a settings group (``gateway.core.settings_groups``), read
     #: from these same sources under its own names (``GATEWAY_RETENTION_*``)
     retention: Annotated[RetentionSettings, NoDecode] = Field(default_factory=RetentionSettings)
+    ops: Annotated[OpsAccessSettings, NoDecode] = Field(default_factory=OpsAccessSettings)
 
     @field_validator("gateway_allowed_places", "gateway_answer_all_places")
     @classmethod
@@ -485,8 +497,7 @@ class Settings(BaseSettings):
 
     def _check_access(self) -> None:
         """Who may reach the HTTP server: a long admin token, identity off only on loopback."""
-        token = self.gateway_admin_token
-        if token is not None and len(token.get_secret_value()) < 32:
+        if (token := self.gateway_admin_token) is not None and len(token.get_secret_value()) < 32:
             raise ConfigError(
                 "GATEWAY_ADMIN_TOKEN",
                 "must be at least 32 characters (for example `openssl rand -hex 32`)",
@@ -516,10 +527,10 @@ class Settings(BaseSettings):
             )
         if self.gateway_web_auth == "oidc":
             self._check_oidc()
+        self.ops.check_provider(self)
 
     def _check_oidc(self) -> None:
-        """Single sign-on needs a provider, a client, an address to come back to, and a rule
-        for who may use the chat (a provider like Google signs in anyone on earth)."""
+        """Single sign-on needs a provider, a client, an address, and who may use the chat."""
         url_why = "the address people open the chat at (the redirect URI is built from it)"
         for name, value, what in (
             ("GATEWAY_OIDC_ISSUER", self.gateway_oidc_issuer, "the provider's issuer URL"),

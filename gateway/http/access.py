@@ -1,7 +1,8 @@
 """Access and errors of the operator surface: who may call ``/api/v1`` and ``/mcp``
-(``AccessPolicy``: the admin token, else loopback clients addressing a loopback name), the
-guard in front of the MCP endpoint, and RFC 9457 problem documents for every error of those
-routes."""
+(``AccessPolicy``: the admin token, else loopback clients addressing a loopback name; with
+``GATEWAY_OPS_AUTH=oidc`` a signed-in person with a role enough for the request, or the admin
+token), the guard in front of the MCP endpoint, and RFC 9457 problem documents for every
+error of those routes."""
 
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gateway.audit.context import Who, current, set_for_request
 from gateway.core.errors import RequestError, SessionNotFound, StoreError
 from gateway.http.guard import client_ip, host_name
+from gateway.http.opsauth import COOKIE, LOGIN, OpsSignIn, Principal, allows, required_role
 
 log = structlog.get_logger(__name__)
 
@@ -142,17 +145,83 @@ def _is_loopback_ip(host: str | None) -> bool:
 class AccessPolicy:
     """Who may use the admin API and /mcp (see the module docstring)."""
 
-    def __init__(self, token: str | None) -> None:
+    def __init__(self, token: str | None, *, signed_in: OpsSignIn | None = None) -> None:
         self._token = token.encode() if token else None
+        #: the operator sign-in (GATEWAY_OPS_AUTH=oidc), or None (the token alone)
+        self.signed_in = signed_in
 
     def check(self, *, client: str | None, host: str | None, authorization: str | None) -> None:
-        """Raise ``RequestError`` (401/403) unless the caller may go on."""
+        """Raise ``RequestError`` (401/403) unless the caller may go on (the token, or
+        loopback without one: for what needs no person, such as ``/metrics``)."""
         try:
             self._check(client=client, host=host, authorization=authorization)
         except RequestError as exc:
             # who knocked, never what they sent as a token
             log.info("operator_access_refused", status=exc.status, client=client, host=host)
             raise
+
+    async def admit(
+        self,
+        *,
+        method: str,
+        path: str,
+        client: str | None,
+        host: str | None,
+        authorization: str | None,
+        cookie: str | None,
+    ) -> Principal:
+        """Who makes this request, if they may make it; else ``RequestError`` (401: who is
+        unknown, 403: not allowed). The audit log names the principal from here on."""
+        try:
+            principal = await self._principal(
+                client=client, host=host, authorization=authorization, cookie=cookie
+            )
+            # known from here on: a refusal below is recorded as theirs too
+            now = current()
+            set_for_request(Who(principal.actor, now.surface, now.remote_addr))
+            needed = required_role(method, path)
+            if not allows(principal.role, needed):
+                raise RequestError(
+                    f"{principal.actor} has "
+                    + (f"the role {principal.role}" if principal.role else "no operator role")
+                    + f"; {method} {path} needs the role {needed}",
+                    status=403,
+                    title="Forbidden",
+                )
+        except RequestError as exc:
+            log.info("operator_access_refused", status=exc.status, client=client, host=host)
+            raise
+        return principal
+
+    async def _principal(
+        self,
+        *,
+        client: str | None,
+        host: str | None,
+        authorization: str | None,
+        cookie: str | None,
+    ) -> Principal:
+        if self.signed_in is None:
+            self._check(client=client, host=host, authorization=authorization)
+            return Principal("admin:token" if self._token else "admin:local", "admin")
+        if authorization:
+            # scripts: the admin token, a role of its own
+            if self._token is None:
+                raise RequestError(
+                    f"GATEWAY_ADMIN_TOKEN is not set: sign in at {LOGIN}",
+                    status=401,
+                    title="Unauthorized",
+                )
+            self._check(client=client, host=host, authorization=authorization)
+            return Principal("admin:token", "admin")
+        person = await self.signed_in.principal(cookie)
+        if person is None:
+            raise RequestError(
+                f"sign in at {LOGIN}, or send Authorization: Bearer <GATEWAY_ADMIN_TOKEN>",
+                status=401,
+                title="Unauthorized",
+            )
+        return person
 
     def _check(self, *, client: str | None, host: str | None, authorization: str | None) -> None:
         if self._token is not None:
@@ -184,6 +253,16 @@ class AccessPolicy:
                 title="Forbidden",
             )
 
+    async def admit_request(self, request: Request) -> Principal:
+        return await self.admit(
+            method=request.method,
+            path=request.url.path,
+            client=request.client.host if request.client else None,
+            host=request.headers.get("host"),
+            authorization=request.headers.get("authorization"),
+            cookie=request.cookies.get(COOKIE),
+        )
+
 
 class GuardedASGI:
     """An ASGI app behind the access policy, answering refusals as problem documents."""
@@ -194,14 +273,8 @@ class GuardedASGI:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-            client = scope.get("client")
             try:
-                self._policy.check(
-                    client=client[0] if client else None,
-                    host=headers.get("host"),
-                    authorization=headers.get("authorization"),
-                )
+                await self._policy.admit_request(Request(scope))
             except RequestError as exc:
                 extra = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
                 response = problem(exc.status, exc.title, str(exc), headers=extra)

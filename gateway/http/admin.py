@@ -36,6 +36,7 @@ from gateway.http.access import MCP_PATH, PROBLEM_JSON, GuardedASGI
 from gateway.http.access import AccessPolicy as AccessPolicy
 from gateway.http.access import install_problem_handlers as install_problem_handlers
 from gateway.http.operator import MAX_PAGE, OperatorService, Page, paginate
+from gateway.http.opsauth import OpsSignIn
 from session_store.records import (
     Checkpoint,
     Counts,
@@ -69,7 +70,20 @@ SessionRef = Annotated[
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="page size")]
 Cursor = Annotated[
     str | None,
-    Query(max_length=500, pattern=params.CURSOR, description="next_cursor of the previous page"),
+    Query(
+        max_length=19,
+        pattern=params.CURSOR,
+        description="next_cursor of the previous page: the rows before that id",
+    ),
+]
+SessionCursor = Annotated[
+    str | None,
+    Query(
+        max_length=40,
+        pattern=params.SESSION_CURSOR,
+        description="next_cursor of the previous page: the sessions after that last activity "
+        "(microseconds since 1970, UTC; empty: none) and id",
+    ),
 ]
 SearchText = Annotated[
     str,
@@ -163,11 +177,7 @@ def admin_api_router(policy: AccessPolicy, *, prefix: str, tag: str) -> APIRoute
         request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)],
     ) -> None:
-        policy.check(
-            client=request.client.host if request.client else None,
-            host=request.headers.get("host"),
-            authorization=request.headers.get("authorization"),
-        )
+        await policy.admit_request(request)
 
     return APIRouter(prefix=prefix, dependencies=[Depends(guard)], tags=[tag], responses=PROBLEMS)
 
@@ -194,7 +204,7 @@ def _session_routes(
     @router.get("/sessions", response_model=Page[SessionRecord], summary="List sessions")
     async def list_sessions(
         limit: Limit = 50,
-        cursor: Cursor = None,
+        cursor: SessionCursor = None,
         platform: Annotated[str | None, Query(max_length=64, pattern=params.TEXT)] = None,
         chat: Annotated[
             str | None, Query(max_length=256, pattern=params.TEXT, description="chat id")
@@ -461,15 +471,17 @@ class OperatorSurface:
         transports: Mapping[str, Transport],
         admin_token: str | None,
         delivery_wake: Signal,
+        signed_in: OpsSignIn | None = None,
     ) -> None:
         self.ops = OperatorStore(store)
-        self.policy = AccessPolicy(admin_token)
+        self.policy = AccessPolicy(admin_token, signed_in=signed_in)
         self._wake = delivery_wake
         self.service = OperatorService(
             self.ops, transports=transports, outbox_written=delivery_wake.set
         )
-        #: more MCP tools registered on the server at mount (the knowledge base's)
-        self.mcp_extensions: list[Callable[[MCPServer], None]] = []
+        #: registers the MCP tools on the server at mount: the session tools alone unless the
+        #: composition root hands the whole list (``gateway.runtime.mcp.register_tools``)
+        self.register_mcp_tools: Callable[[MCPServer], None] | None = None
         self._mcp_stop = asyncio.Event()
         self._mcp_task: asyncio.Task[None] | None = None
         self._mcp_manager: StreamableHTTPSessionManager | None = None
@@ -480,7 +492,7 @@ class OperatorSurface:
         from mcp.server.transport_security import TransportSecuritySettings
 
         from gateway.http.audit_log import add_audit_routes, audit_pages
-        from gateway.http.mcp import build_mcp_server
+        from gateway.http.mcp import add_session_tools, new_mcp_server
         from gateway.http.ui import ops_routes
 
         install_problem_handlers(app)
@@ -489,9 +501,11 @@ class OperatorSurface:
         audit_api = admin_api_router(self.policy, prefix=f"{API_PREFIX}/audit", tag="audit")
         add_audit_routes(audit_api, self.ops.store.db)
         app.include_router(audit_api)
-        server = build_mcp_server(self.service)
-        for extend in self.mcp_extensions:
-            extend(server)
+        server = new_mcp_server()
+        if self.register_mcp_tools is None:
+            add_session_tools(server, self.service)
+        else:
+            self.register_mcp_tools(server)
         # builds the session manager; the Starlette app it returns is not used: the endpoint
         # is mounted on our app behind our access policy, which also covers DNS rebinding.
         # Stateless: the tools keep no per-connection state (everything is in PostgreSQL), so
@@ -506,6 +520,8 @@ class OperatorSurface:
         app.router.routes.append(Route(MCP_PATH, endpoint=endpoint))
         app.router.routes.extend(ops_routes())
         app.router.routes.extend(audit_pages())
+        if self.policy.signed_in is not None:  # GATEWAY_OPS_AUTH=oidc: /ops/login ...
+            app.router.routes.extend(self.policy.signed_in.routes())
 
     async def start(self) -> None:
         if self._mcp_manager is None or self._mcp_task is not None:

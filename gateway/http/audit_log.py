@@ -13,23 +13,10 @@ from starlette.routing import Route
 
 from gateway.core.errors import RequestError
 from gateway.http import params
-from gateway.http.operator import MAX_PAGE, Page, bad_cursor, paginate
+from gateway.http.operator import MAX_PAGE, Page, micros_of, paginate, time_position
 from gateway.http.ui import room_page
 from session_store.db import Database
 from session_store.repos.audit import AuditEvent, AuditStore
-
-
-def _position(values: list[Any]) -> tuple[datetime, int]:
-    """The (at, id) of the last event of the previous page."""
-    if len(values) != 2 or not isinstance(values[1], int) or isinstance(values[1], bool):
-        raise bad_cursor()
-    try:
-        at = datetime.fromisoformat(str(values[0]))
-    except ValueError as exc:
-        raise bad_cursor() from exc
-    if at.tzinfo is None or not 0 < values[1] < 2**63:
-        raise bad_cursor()
-    return at, values[1]
 
 
 def _aware(value: datetime | None, name: str) -> datetime | None:
@@ -62,7 +49,10 @@ def add_audit_routes(router: APIRouter, db: Database) -> None:
             ),
         ] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-        cursor: Annotated[str | None, Query(max_length=500, pattern=params.CURSOR)] = None,
+        cursor: Annotated[
+            str | None,
+            Query(max_length=40, pattern=params.AUDIT_CURSOR, description="next_cursor"),
+        ] = None,
     ) -> Page[AuditEvent]:
         """Who did what to which object, from where, and how it ended; newest first. Pass
         ``next_cursor`` as ``cursor`` (with the same filters) for the next page."""
@@ -75,7 +65,7 @@ def add_audit_routes(router: APIRouter, db: Database) -> None:
             )
 
         return await paginate(
-            "audit", cursor, limit, fetch, lambda e: [e.at.isoformat(), e.id], parse=_position
+            "audit", cursor, limit, fetch, lambda e: [micros_of(e.at), e.id], parse=time_position
         )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
 import structlog
@@ -24,12 +24,9 @@ from gateway import audit
 from gateway.core.commands import decision_text
 from gateway.core.domain import SessionKey
 from gateway.core.errors import GatewayError
-from gateway.core.ports import PlatformAdapter, Transport
 from gateway.core.registry import target_of_place
-from gateway.core.settings import Settings
 from gateway.http.operator import OperatorService
 from session_store.records import MessageRecord, SessionRecord
-from session_store.repos.operator import OperatorStore
 from session_store.values import MessageKind, SessionStatus
 
 log = structlog.get_logger(__name__)
@@ -123,7 +120,9 @@ def _session(s: SessionRecord) -> dict[str, Any]:
     }
 
 
-def build_mcp_server(service: OperatorService) -> MCPServer:
+def new_mcp_server() -> MCPServer:
+    """An MCP server with no tools yet (``gateway.runtime.mcp.register_tools`` adds them all,
+    the same list on ``/mcp`` and over stdio)."""
     # MCPServer's constructor calls logging.basicConfig(); keep whatever logging the gateway
     # (or the test run) configured instead of gaining a second root handler
     root = logging.getLogger()
@@ -131,13 +130,16 @@ def build_mcp_server(service: OperatorService) -> MCPServer:
     server: MCPServer = MCPServer("chat-gateway", instructions=INSTRUCTIONS, version="0.1.0")
     root.handlers[:] = handlers
     root.setLevel(level)
+    return server
+
+
+def add_session_tools(server: MCPServer, service: OperatorService) -> None:
+    """The session tools: read, search, post, write and record."""
     _reading_tools(server, service)
     _searching_tools(server, service)
     _posting_tools(server, service)
     _writing_tools(server, service)
     _record_tools(server, service)
-
-    return server
 
 
 def _reading_tools(server: MCPServer, service: OperatorService) -> None:
@@ -548,50 +550,3 @@ def _record_tools(server: MCPServer, service: OperatorService) -> None:
             details={"kind": kind, "name": name, "uri": uri},
         )
         return {"artifact": _json(artifact)}
-
-
-async def serve_stdio(settings: Settings, dsn: str) -> int:
-    """``gateway mcp``: the same tools over stdin/stdout, against the configured database.
-
-    Messages appended with ``deliver`` go into the outbox; a running ``gateway run`` sends
-    them (its delivery workers poll the outbox). The platforms' transports are built here
-    only to split and format them exactly as that process would; nothing is started."""
-    from gateway.core.conversations import Conversations
-    from gateway.core.hub import Broadcast
-    from gateway.core.ports import AdapterContext
-    from gateway.core.registry import build_adapters
-    from gateway.http.webauth import WebIdentity
-    from session_store.migrator import migrate
-    from session_store.store import Store
-
-    await migrate(dsn)
-    store = await Store.connect(dsn, min_size=1, max_size=4)
-    try:
-        context = AdapterContext(
-            live=Broadcast(),
-            conversations=Conversations(store),
-            identity=WebIdentity.from_settings(settings, store),
-        )
-        adapters = build_adapters(settings, context)
-        transports: dict[str, Transport] = {a.platform: a.transport for a in adapters}
-        service = OperatorService(OperatorStore(store), transports=transports)
-        server = build_mcp_server(service)
-        log.info("mcp_stdio_started", platforms=sorted(transports))
-        try:
-            # writes over stdio are recorded as the user who started `gateway mcp`
-            with audit.acting(audit.cli_actor(), surface="mcp"):
-                await server.run_stdio_async()
-        finally:
-            await _stop_all(adapters)
-    finally:
-        await store.close()
-    return 0
-
-
-async def _stop_all(adapters: Sequence[PlatformAdapter]) -> None:
-    for adapter in adapters:
-        try:
-            await adapter.stop()
-        except Exception:
-            # never started here; a stop that trips over that must not hide the real exit
-            log.debug("adapter_stop_failed", platform=adapter.platform, exc_info=True)

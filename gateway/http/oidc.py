@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
@@ -76,6 +77,8 @@ class Identity:
     email_verified: bool
     preferred_username: str | None
     groups: tuple[str, ...]
+    #: every verified claim of the ID token (the operator sign-in reads its roles claim)
+    claims: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +262,7 @@ def _identity(issuer: str, claims: dict[str, Any]) -> Identity:
         email_verified=claims.get("email_verified") in (True, "true"),
         preferred_username=username if isinstance(username, str) and username else None,
         groups=tuple(g for g in groups if isinstance(g, str)) if isinstance(groups, list) else (),
+        claims=claims,
     )
 
 

@@ -1,4 +1,4 @@
-"""What the admin API and the MCP session tools share: opaque pagination cursors, finding a
+"""What the admin API and the MCP session tools share: keyset pagination cursors, finding a
 session by id or key, and appending a participant's message through the normal outbox.
 
 Both surfaces call this one layer, so a rule (a closed session takes no new messages, a
@@ -7,12 +7,9 @@ the same way for an operator and for an agent."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 from gateway.core.domain import SessionKey
@@ -33,22 +30,35 @@ class Page(Generic[T]):
     next_cursor: str | None
 
 
+#: every id and seq is below this (PostgreSQL bigint)
+_MAX_ID = 2**63 - 1
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: the times a position can name (Python's datetime range)
+_MIN_US = (datetime.min.replace(tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)
+_MAX_US = (datetime.max.replace(tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)
+
+
 def encode_cursor(kind: str, values: Sequence[Any]) -> str:
-    raw = json.dumps({"k": kind, "v": list(values)}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    """A keyset position written plainly: its values (ids, or microseconds since 1970 for a
+    time; empty for none) joined by ``_`` (``kind`` names the listing, for the reader)."""
+    return "_".join("" if v is None else str(int(v)) for v in values)
 
 
 def decode_cursor(kind: str, text: str) -> list[Any]:
-    """The values of a cursor made by ``encode_cursor(kind, ...)``; 400 for anything else
-    (garbage, a cursor of another listing, a hand-edited one)."""
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        data = json.loads(raw)
-    except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
-        raise bad_cursor() from exc
-    if not isinstance(data, dict) or data.get("k") != kind or not isinstance(data.get("v"), list):
+    """The values of a position (``encode_cursor``): integers, or None where a part is empty;
+    400 for anything that is not digits joined by ``_`` (what the schema's patterns already
+    refuse on the admin API; an MCP client may send anything)."""
+    if not isinstance(text, str) or len(text) > 80:
         raise bad_cursor()
-    return list(data["v"])
+    values: list[Any] = []
+    for part in text.split("_"):
+        if part == "":
+            values.append(None)
+        elif part.lstrip("-").isascii() and part.lstrip("-").isdigit() and part.count("-") <= 1:
+            values.append(int(part))
+        else:
+            raise bad_cursor()
+    return values
 
 
 def bad_cursor() -> RequestError:
@@ -59,28 +69,45 @@ def bad_cursor() -> RequestError:
     )
 
 
-def _is_id(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63
+def _clamped_id(value: Any) -> int:
+    """An id or seq as a position: any integer, kept within what a row can have (a position
+    past every row is the start of the listing, one at 0 its end)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise bad_cursor()
+    return max(0, min(int(value), _MAX_ID))
 
 
 def _one_id(values: list[Any]) -> int:
     """The position of a listing ordered by one id (or seq) descending."""
-    if len(values) != 1 or not _is_id(values[0]):
+    if len(values) != 1:
         raise bad_cursor()
-    return int(values[0])
+    return _clamped_id(values[0])
+
+
+def time_of(micros: Any) -> datetime:
+    """A position's time: microseconds since 1970 (UTC), kept within the datetime range."""
+    if not isinstance(micros, int) or isinstance(micros, bool):
+        raise bad_cursor()
+    return _EPOCH + timedelta(microseconds=max(_MIN_US, min(micros, _MAX_US)))
+
+
+def micros_of(when: datetime) -> int:
+    """``when`` as microseconds since 1970 (a position's time)."""
+    return (when - _EPOCH) // timedelta(microseconds=1)
+
+
+def time_position(values: list[Any]) -> tuple[datetime, int]:
+    """The position of a listing ordered by (time, id) descending, such as the audit log."""
+    if len(values) != 2 or values[0] is None:
+        raise bad_cursor()
+    return time_of(values[0]), _clamped_id(values[1])
 
 
 def _session_position(values: list[Any]) -> tuple[datetime | None, int]:
-    """The position of the sessions listing: (last activity, id) of the last row seen."""
-    if len(values) != 2 or not _is_id(values[1]):
+    """The position of the sessions listing: (last activity or None, id) of the last row."""
+    if len(values) != 2:
         raise bad_cursor()
-    try:
-        when = None if values[0] is None else datetime.fromisoformat(values[0])
-    except (TypeError, ValueError) as exc:
-        raise bad_cursor() from exc
-    if when is not None and when.tzinfo is None:
-        raise bad_cursor()
-    return when, int(values[1])
+    return (None if values[0] is None else time_of(values[0])), _clamped_id(values[1])
 
 
 async def paginate(
@@ -108,8 +135,8 @@ async def paginate(
 
 
 def session_position(session: SessionRecord) -> list[Any]:
-    stamp = None if session.last_message_at is None else session.last_message_at.isoformat()
-    return [stamp, session.id]
+    when = session.last_message_at
+    return [None if when is None else micros_of(when), session.id]
 
 
 class OperatorService:

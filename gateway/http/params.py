@@ -25,8 +25,13 @@ SESSION_KEY = rf"^{_PART}+:{_C}+:{_PART}+:{_PART}*$"
 #: a session key in printable ASCII (what every platform's ids are): a page asks for up to 50
 #: at once in one URL, which stays within what the server reads of a request line
 ASCII_KEY = r"^[!-9;-~]+:[!-~]+:[!-9;-~]+:[!-9;-~]*$"
+#: in a URL path a key has no ``%`` either: a client that sends it without percent-encoding
+#: it (schemathesis does) would have the server decode ``%0E`` as a control character; a
+#: session whose key holds one is addressed by its id
+_PATH_C = r"[^%\u0000-\u001f\u007f]"
+_PATH_PART = r"[^%:\s\u0000-\u001f\u007f]"
 #: a session's id, or its key
-SESSION_REF = rf"^([0-9]{{1,19}}|{_PART}+:{_C}+:{_PART}+:{_PART}*)$"
+SESSION_REF = rf"^([0-9]{{1,19}}|{_PATH_PART}+:{_PATH_C}+:{_PATH_PART}+:{_PATH_PART}*)$"
 #: ``platform:scope:chat[:thread]`` with no ``*``, as ``[places]`` writes a place
 PLACE = r"^[^:*\s\u0000-\u001f\u007f]+(:[^:*\s\u0000-\u001f\u007f]+){2,3}$"
 #: a schedule's place: ``platform:scope:chat[:thread]``, a scope may hold ':'
@@ -35,8 +40,15 @@ SCHEDULE_PLACE = r"^[^:*\s\u0000-\u001f\u007f]+(:[^:*\s\u0000-\u001f\u007f]+){2,
 TEXT = r"^[^\u0000]*$"
 #: search words: at least one word character, no NUL
 SEARCH = r"^[^\u0000]*\w[^\u0000]*$"
-#: a listing's ``next_cursor`` (base64url)
-CURSOR = r"^[A-Za-z0-9_-]+$"
+#: a listing's ``next_cursor``: a keyset position, the last row's sort key written plainly,
+#: so every value of the shape is a position (``gateway.http.operator``). By one id (or seq),
+#: newest first: the rows before that id
+CURSOR = r"^[0-9]{1,19}$"
+#: the sessions' position: the last activity (microseconds since 1970, UTC; empty for none)
+#: and the id, joined by ``_``
+SESSION_CURSOR = r"^(-?[0-9]{1,18})?_[0-9]{1,19}$"
+#: the audit log's position: the time (microseconds since 1970, UTC) and the id
+AUDIT_CURSOR = r"^-?[0-9]{1,18}_[0-9]{1,19}$"
 
 
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")

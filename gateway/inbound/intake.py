@@ -23,6 +23,7 @@ from gateway.core.domain import (
     Envelope,
     EventKind,
     Extracted,
+    Ignored,
     Rejected,
     SessionKey,
     Trigger,
@@ -108,15 +109,38 @@ def clean_value(value: T, notes: set[str]) -> T:
         notes.add("number_as_text")
         out = f"<integer of {value.bit_length()} bits>"
     elif isinstance(value, Mapping):
-        out = {clean_text(str(k), notes): clean_value(v, notes) for k, v in value.items()}
+        cleaned = {clean_text(str(k), notes): clean_value(v, notes) for k, v in value.items()}
+        # nothing to clean (the rule): the value itself, not a copy per message
+        same = (
+            isinstance(value, dict)
+            and len(cleaned) == len(value)
+            and all(k in value and value[k] is v for k, v in cleaned.items())
+        )
+        out = value if same else cleaned
     elif isinstance(value, list | tuple):
-        out = type(value)(clean_value(v, notes) for v in value)
+        items = [clean_value(v, notes) for v in value]
+        same = all(a is b for a, b in zip(items, value, strict=True))
+        out = value if same else type(value)(items)
     elif is_dataclass(value) and not isinstance(value, type):
-        changes = {
-            f.name: clean_value(getattr(value, f.name), notes) for f in fields(value) if f.init
-        }
-        out = replace(value, **changes)
+        changes = {}
+        for name in _init_fields(type(value)):
+            old = getattr(value, name)
+            new = clean_value(old, notes)
+            if new is not old:
+                changes[name] = new
+        out = replace(value, **changes) if changes else value
     return out  # type: ignore[no-any-return]
+
+
+_INIT_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _init_fields(cls: type) -> tuple[str, ...]:
+    """The fields of dataclass ``cls`` its ``__init__`` takes (looked up once per class)."""
+    names = _INIT_FIELDS.get(cls)
+    if names is None:
+        names = _INIT_FIELDS[cls] = tuple(f.name for f in fields(cls) if f.init)
+    return names
 
 
 def clean_raw(raw: Mapping[str, Any] | None, notes: set[str]) -> Mapping[str, Any] | None:
@@ -136,6 +160,12 @@ def clean_raw(raw: Mapping[str, Any] | None, notes: set[str]) -> Mapping[str, An
         head = json.dumps(cleaned, default=str)[:RAW_HEAD_BYTES]
         return {"truncated": True, "bytes": size, "head": head}
     return cleaned
+
+
+#: the reasons the surfaces give for the bot's own posts, which Slack, Mattermost and
+#: Telegram send back as events (one per reply): acknowledged and counted in
+#: ``gateway_inbound_events_total``, not kept in the inbox
+OWN_ECHOES = frozenset({"own message", "own post", "own message edited", "own message deleted"})
 
 
 def _without_secrets(value: Any) -> Any:
@@ -286,6 +316,11 @@ class CoreIntake:
     async def _submit(
         self, extracted: Extracted, *, raw: Mapping[str, Any] | None
     ) -> IngestOutcome:
+        if isinstance(extracted, Ignored) and extracted.reason in OWN_ECHOES:
+            # counted, never stored: a row per reply would be a transaction per message
+            # for nothing (a redelivery is ignored again just the same)
+            self._metrics.inbound.labels(extracted.platform, "ignored").inc()
+            return IngestOutcome(status="ignored", reason=extracted.reason)
         platform = extracted.key.platform if isinstance(extracted, Envelope) else extracted.platform
         started = time.perf_counter()
         notes: set[str] = set()

@@ -374,7 +374,7 @@ async def _doctor(settings: Settings) -> int:
 
 
 async def _mcp(settings: Settings) -> int:
-    from gateway.http.mcp import serve_stdio
+    from gateway.runtime.mcp import serve_stdio
 
     async with database(settings) as dsn:
         return await serve_stdio(settings, dsn)
@@ -461,7 +461,9 @@ def _parser() -> argparse.ArgumentParser:
     remove = usub.add_parser("remove", help="remove an account (signs it out)")
     remove.add_argument("name")
     sub.add_parser("doctor", help="check configuration, database and platform credentials")
-    sub.add_parser("mcp", help="serve the MCP session tools over stdio (logs go to stderr)")
+    sub.add_parser(
+        "mcp", help="serve the MCP tools over stdio, the same as /mcp (logs go to stderr)"
+    )
     from gateway.ops.setup import add_parser as add_setup_parser
 
     add_setup_parser(sub)  # gateway setup <surface>: each surface plugin brings its own
@@ -496,7 +498,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 #: commands whose changes are recorded in the audit log as done by hand
-_BY_HAND = frozenset({"users", "kb", "sessions"})
+_BY_HAND = frozenset({"users", "kb", "reload", "sessions"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -530,10 +532,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gateway.ops.kb import run as run_kb
 
             coro = run_kb(settings, args)
-        elif args.command in ("profiles", "reload"):  # no database, no event loop
+        elif args.command == "profiles":  # no database, no event loop
             from gateway.profiles.cli import run as run_profiles
 
             return run_profiles(settings, args)
+        elif args.command == "reload":
+            from gateway.profiles.cli import reload
+
+            coro = reload(settings, args)
         elif args.command == "people":
             from gateway.people.cli import run as run_people
 

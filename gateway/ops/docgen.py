@@ -280,19 +280,22 @@ def render_metrics() -> str:
 
 
 def mcp_tools() -> list[tuple[str, str, list[str]]]:
-    """(name, description, argument names) of every MCP tool ``/mcp`` offers. The tools are
-    only registered here, never called, so nothing behind them is needed."""
+    """(name, description, argument names) of every MCP tool ``/mcp`` and ``gateway mcp``
+    offer (one list: ``gateway.runtime.mcp.register_tools``). The tools are only registered
+    here, never called, so nothing behind them is needed."""
     from types import SimpleNamespace
 
-    from gateway.http.mcp import build_mcp_server
-    from gateway.knowledge.mcp import add_knowledge_tools
-    from gateway.profiles.api import add_profile_tools
-    from gateway.schedules.api import add_schedule_tools
+    from gateway.http.mcp import new_mcp_server
+    from gateway.runtime.mcp import register_tools
 
-    server = build_mcp_server(SimpleNamespace(ops=None))  # type: ignore[arg-type]
-    add_knowledge_tools(server, SimpleNamespace(store=None))  # type: ignore[arg-type]
-    add_profile_tools(server, SimpleNamespace())  # type: ignore[arg-type]
-    add_schedule_tools(server, SimpleNamespace())  # type: ignore[arg-type]
+    server = new_mcp_server()
+    register_tools(
+        server,
+        sessions=SimpleNamespace(ops=None),  # type: ignore[arg-type]
+        knowledge=SimpleNamespace(store=None),  # type: ignore[arg-type]
+        profiles=SimpleNamespace(),  # type: ignore[arg-type]
+        schedules=SimpleNamespace(),  # type: ignore[arg-type]
+    )
     found = []
     for tool in server._tool_manager.list_tools():
         required = set(tool.parameters.get("required", ()))

@@ -36,6 +36,7 @@ import math
 import time
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
+from typing import cast
 
 import structlog
 
@@ -354,18 +355,29 @@ class Streams:
         self._store = store
         self._transports = transports
         self._settings = settings
+        #: (id of an agent or transport, protocol): (it, whether it implements the protocol)
+        self._kinds: dict[tuple[int, type], tuple[object, bool]] = {}
 
     @property
     def store(self) -> PreviewStore:
         return self._store
 
     def wanted(self, agent: Agent, platform: str) -> bool:
-        if not (isinstance(agent, Streaming) and agent.streams):
+        if not (self._is(agent, Streaming) and cast(Streaming, agent).streams):
             return False
         if not self._settings.on_for(platform):
             return False
         transport = self._transports.get(platform)
-        return isinstance(transport, Previewing | Drafting)
+        return self._is(transport, Previewing) or self._is(transport, Drafting)
+
+    def _is(self, thing: object, protocol: type) -> bool:
+        """``isinstance(thing, protocol)``, asked once per agent or transport (a runtime
+        protocol check walks every member: it was a percent of the CPU per message)."""
+        key = (id(thing), protocol)
+        found = self._kinds.get(key)
+        if found is None or found[0] is not thing:
+            found = self._kinds[key] = (thing, isinstance(thing, protocol))
+        return found[1]
 
     async def open(
         self, agent: Agent, *, session_id: int, after_seq: int, target: ReplyTarget

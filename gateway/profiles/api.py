@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
@@ -11,13 +10,14 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, StringConstraints
 
-from gateway.core.config_watch import ReloadResult
 from gateway.core.domain import SessionKey
 from gateway.core.errors import RequestError
 from gateway.http import params
 from gateway.http.admin import API_PREFIX, AccessPolicy, admin_api_router
 from gateway.profiles.model import place_key, resolved_json
+from gateway.profiles.reload import request_reload
 from gateway.profiles.service import Profiles
+from session_store.repos.reloads import Reloads
 
 __all__ = ["add_profile_tools", "profiles_router"]
 
@@ -36,9 +36,7 @@ def _resolve(profiles: Profiles, place: str) -> dict[str, Any]:
     return resolved_json(place, profiles.resolve(place_key(place)))
 
 
-def profiles_router(
-    profiles: Profiles, policy: AccessPolicy, reload: Callable[[], ReloadResult]
-) -> APIRouter:
+def profiles_router(profiles: Profiles, policy: AccessPolicy, reloads: Reloads) -> APIRouter:
     router = admin_api_router(policy, prefix=API_PREFIX, tag="profiles")
 
     @router.get("/profiles", summary="Profiles and places")
@@ -77,11 +75,12 @@ def profiles_router(
                 raise RequestError(str(exc), title="Invalid session key") from exc
         return {"profiles": found}
 
-    @router.post("/reload", summary="Read the config file again")
+    @router.post("/reload", summary="Every replica reads its config file again")
     async def reload_config() -> dict[str, object]:
-        """Profiles and places (and every section that subscribes) from the file as it is
-        now; a broken file keeps what is in force and says why."""
-        return reload().to_json()
+        """Every live replica reads its config file again (profiles, places and every section
+        that subscribes) and reports the file and its SHA-256; one that cannot keeps what is
+        in force and says why (`reloaded` is true only when every replica reloaded)."""
+        return (await request_reload(reloads, path=None)).to_json()
 
     return router
 

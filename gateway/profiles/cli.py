@@ -1,8 +1,11 @@
 """``gateway profiles show PLACE`` / ``gateway profiles check``, and ``gateway reload``.
 
 ``check`` and ``show`` read the config file themselves (no database, no running gateway);
-``reload`` asks the running gateway to read it again (``POST /api/v1/reload`` on its HTTP
-server, with ``GATEWAY_ADMIN_TOKEN`` when one is set).
+``reload`` asks every running replica to read it again, through the database they share
+(``gateway.profiles.reload``), and prints each one's report: the file and its SHA-256, or why
+it kept its previous config. Exit 2 when a replica runs without a config file, with another
+file than this command's ``GATEWAY_CONFIG_FILE``, or could not load it; 1 when no replica
+answered.
 """
 
 from __future__ import annotations
@@ -10,8 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import urllib.error
-import urllib.request
 from typing import Any
 
 from gateway.core.config_file import load_config_file
@@ -32,13 +33,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     show.add_argument("place", metavar="PLACE", help="platform:scope:chat[:thread]")
     show.add_argument("--json", action="store_true", help="one JSON object")
     psub.add_parser("check", help="check the config file; exit 2 naming every bad entry")
-    sub.add_parser("reload", help="make the running gateway read the config file again")
+    reload = sub.add_parser("reload", help="make every running replica read the config file again")
+    reload.add_argument("--json", action="store_true", help="one JSON object")
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
     """Raises ``ConfigError`` (exit 2) for a bad file."""
-    if args.command == "reload":
-        return _reload(settings)
     config = load_config_file(settings.gateway_config_file)
     book = load_book(settings, config)
     if args.profiles_command == "check":
@@ -90,30 +90,36 @@ def show_text(place: str, resolved: Resolved, policy: ContextPolicy, settings: S
     return "\n".join(lines)
 
 
-def _reload(settings: Settings) -> int:
-    host = settings.gateway_http_host
-    host = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
-    host = f"[{host}]" if ":" in host else host
-    url = f"http://{host}:{settings.gateway_http_port}/api/v1/reload"
-    request = urllib.request.Request(
-        url, method="POST", data=b"{}", headers={"Content-Type": "application/json"}
-    )
-    token = settings.gateway_admin_token
-    if token is not None:
-        request.add_header("Authorization", f"Bearer {token.get_secret_value()}")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            result = json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        print(f"error: {url} answered {exc.code}", file=sys.stderr)
+async def reload(settings: Settings, args: argparse.Namespace) -> int:
+    """``gateway reload``: every live replica, through the database."""
+    from gateway.core.lifecycle.database import database
+    from gateway.profiles.reload import NO_REPLICA, describe, request_reload, status
+    from session_store.migrator import migrate
+    from session_store.repos.reloads import Reloads
+    from session_store.store import Store
+
+    path = settings.gateway_config_file
+    meant = str(path.absolute()) if path is not None else None
+    async with database(settings) as dsn:
+        await migrate(dsn)
+        store = await Store.connect(dsn, min_size=1, max_size=2)
+        try:
+            outcome = await request_reload(Reloads(store.db), path=meant)
+        finally:
+            await store.close()
+    if args.json:
+        print(json.dumps(outcome.to_json(), indent=2))
+    else:
+        for r in outcome.reports:
+            where = f"{r.host}:{r.pid}" if r.host else "?"
+            print(f"replica {r.process_id} ({where})\t{status(r)}\t{describe(r)}")
+    if not outcome.reports:
+        print(f"error: {NO_REPLICA} (nothing to reload)", file=sys.stderr)
         return 1
-    except OSError as exc:
-        print(f"error: no gateway answered at {url}: {exc}", file=sys.stderr)
-        return 1
-    if not result.get("reloaded"):
-        print(
-            f"configuration error: {result.get('error')} (the previous one stays)", file=sys.stderr
-        )
-        return 2
-    print("reloaded")
+    if not outcome.ok:
+        failed = [r for r in outcome.reports if r.outcome == "failed"]
+        for line in outcome.failures():
+            print(f"error: {line}", file=sys.stderr)
+        # a file the replicas cannot use (or none) is a configuration error
+        return 2 if failed else 1
     return 0

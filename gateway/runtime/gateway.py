@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import structlog
 
 from gateway import audit
-from gateway.agents.base import Agent, Closeable
+from gateway.agents.base import Agent, Closeable, QuickAsker
 from gateway.agents.breakers import guard_agent
 from gateway.agents.prompt import TokenCounter
 from gateway.core.config_watch import ConfigWatch, ReloadResult
@@ -29,6 +29,7 @@ from gateway.files.voice import build_voice_jobs
 from gateway.http.admin import OperatorSurface
 from gateway.http.app import HttpServer, build_app
 from gateway.http.guard import HttpPolicy
+from gateway.http.opsauth import OpsSignIn
 from gateway.http.webauth import WebIdentity
 from gateway.inbound.ingress import Door, SurfaceIntake
 from gateway.inbound.intake import CoreCursors, CoreIntake, CoreInteractions, IngressLifecycle
@@ -40,6 +41,7 @@ from gateway.knowledge.summaries import build_summary_worker
 from gateway.outbox.delivery import DeliverySettings, DeliveryWorker
 from gateway.outbox.pacing import Pacing, SharedBudget
 from gateway.outbox.streaming import Streams, StreamSettings
+from gateway.profiles.reload import ReloadAnswers
 from gateway.profiles.service import Profiles
 from gateway.retention.service import build_retention
 from gateway.runtime import memory, upkeep
@@ -50,6 +52,7 @@ from gateway.runtime.stages import turn_stages
 from gateway.runtime.upkeep import LivenessLoop, knowledge_loops
 from gateway.schedules.room import ScheduleRoom
 from gateway.tools.approvals import ApprovalService
+from gateway.tools.asking import FamilyAsker
 from gateway.tools.catalog import tools_file_for
 from gateway.tools.service import ToolService
 from gateway.turns.context import ContextAssembler, ContextPolicy
@@ -64,6 +67,7 @@ from session_store.repos.knowledge import KnowledgeStore
 from session_store.repos.live import LiveChannel
 from session_store.repos.liveness import ProcessLiveness
 from session_store.repos.previews import PreviewStore
+from session_store.repos.reloads import Reloads
 from session_store.store import Store
 
 log = structlog.get_logger(__name__)
@@ -145,6 +149,14 @@ class Gateway:
         # now and again on each reload (``reload_config``); a bad file stops start-up here
         self.config = ConfigWatch(settings.gateway_config_file)
         self.profiles = Profiles.watching(self.config, settings)
+        # `gateway reload` reaches every replica through the database: this one answers
+        self.reloads = Reloads(store.db)
+        self.reload_answers = ReloadAnswers(
+            self.reloads,
+            process_id=lambda: self.store.process_id,
+            reload=self.config.reload,
+            path=self.config.path,
+        )
         # security: web chat sign-in, and what the HTTP guard enforces (routes needing larger
         # bodies declare them through the context's http_policy.allow_larger)
         self.identity = WebIdentity.from_settings(settings, store)
@@ -234,6 +246,8 @@ class Gateway:
         self._liveness_task: asyncio.Task[None] | None = None
         self._audit_stopping = asyncio.Event()
         self._audit_task: asyncio.Task[None] | None = None
+        self._reload_stopping = asyncio.Event()
+        self._reload_task: asyncio.Task[None] | None = None
 
     def _build_agent_side(self, settings: Settings, store: Store, agent: Agent) -> None:
         """The agent's context, its summaries and its tools."""
@@ -254,8 +268,32 @@ class Gateway:
                 knowledge=self.knowledge.retrieval,
             )
             self.tools.approvals = self.approvals
+            self.tools.asker = self._routing_asker(settings, agent)
             if self.approvals is not None:
                 self.approvals.transports = self.transports
+
+    def _routing_asker(self, settings: Settings, agent: Agent) -> FamilyAsker | None:
+        """Tool routing's side query, when keyword confidence is low: the cheapest of the
+        place's models by the price list in force, charged to the place."""
+        if settings.gateway_routing_ask_below <= 0 or not isinstance(agent, QuickAsker):
+            return None
+
+        def cheapest(models: Sequence[str]) -> str:
+            prices = self.usage.config.prices
+
+            def price(model: str) -> tuple[bool, float]:
+                cost = prices.cost(model, 1000, 1000)
+                return (cost is None, float(cost or 0))
+
+            return min(models, key=price)
+
+        return FamilyAsker(
+            agent=agent,
+            below=settings.gateway_routing_ask_below,
+            timeout=settings.gateway_routing_ask_seconds,
+            cheapest=cheapest,
+            charge=self.usage.charge_place,
+        )
 
     def _build_work(self, settings: Settings, store: Store, agent: Agent) -> None:
         """Streaming, pacing, the turn scheduler and the delivery worker."""
@@ -317,6 +355,8 @@ class Gateway:
             transports=self.transports,
             admin_token=token.get_secret_value() if token else None,
             delivery_wake=self.delivery_wake,
+            # GATEWAY_OPS_AUTH=oidc: operators sign in as themselves, each with a role
+            signed_in=OpsSignIn.from_settings(settings, store.db),
         )
         extend_operator(self)
         self.app = build_app(self, extension_routes(self))
@@ -462,6 +502,11 @@ class Gateway:
             [("retention", beating(self.retention.run), None, False)],
             self._audit_stopping,
         )
+        self._reload_task = self._supervised(
+            "config-reload",
+            [("config-reload", self.reload_answers.run, None, False)],
+            self._reload_stopping,
+        )
 
     async def stop(self) -> None:
         """Stop in order. Never raises because a loop died earlier: each step is logged
@@ -477,9 +522,12 @@ class Gateway:
 
     async def _stop(self) -> None:
         self.ready = False
-        # 0. schedules: a firing is one transaction, so cancelling loses nothing
+        # 0. schedules: a firing is one transaction, so cancelling loses nothing; reload
+        # requests are answered by the replicas still running
         self._schedules_stopping.set()
         await cancel(self._schedules_task)
+        self._reload_stopping.set()
+        await cancel(self._reload_task)
         # 1. turns: cancel running agent calls; each hands its session back (release_turn)
         self._turns_stopping.set()
         self.turn_wake.wake_all()

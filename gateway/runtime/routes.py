@@ -14,7 +14,6 @@ from session_store.errors import SessionNotFound
 from session_store.repos.breakers import Breakers
 
 if TYPE_CHECKING:
-    from gateway.core.config_watch import ReloadResult
     from gateway.core.ports import PlatformAdapter
     from gateway.core.settings import Settings
     from gateway.http.admin import OperatorSurface
@@ -23,6 +22,7 @@ if TYPE_CHECKING:
     from gateway.profiles.service import Profiles
     from gateway.schedules.room import ScheduleRoom
     from gateway.usage.service import UsageService
+    from session_store.repos.reloads import Reloads
     from session_store.store import Store
 
 #: the admin API's knowledge-base upload (the body is the file)
@@ -41,24 +41,26 @@ class Wired(Protocol):
     usage: UsageService
     schedule_room: ScheduleRoom
     adapters: list[PlatformAdapter]
-
-    def reload_config(self) -> ReloadResult: ...
+    reloads: Reloads
 
 
 def extend_operator(gw: Wired) -> None:
-    """The rooms' MCP tools on /mcp, and the threads they post into through the operator
-    service."""
+    """The MCP tools on /mcp (the one list ``gateway mcp`` serves too), and the threads the
+    rooms post into through the operator service."""
+    from gateway.runtime.mcp import register_tools
+
     operator = gw.operator
 
-    def knowledge_tools(server: Any) -> None:
-        from gateway.knowledge.mcp import add_knowledge_tools
+    def all_tools(server: Any) -> None:
+        register_tools(
+            server,
+            sessions=operator.service,
+            knowledge=gw.knowledge,
+            profiles=gw.profiles,
+            schedules=gw.schedule_room.service,
+        )
 
-        add_knowledge_tools(server, gw.knowledge)
-
-    def profile_tools(server: Any) -> None:
-        from gateway.profiles.api import add_profile_tools
-
-        add_profile_tools(server, gw.profiles)
+    operator.register_mcp_tools = all_tools
 
     async def announce_file(session_key: str, text: str) -> None:
         try:
@@ -80,10 +82,7 @@ def extend_operator(gw: Wired) -> None:
 
     # knowledge base: files shared in a thread are announced there when read
     gw.knowledge.announce = announce_file
-    operator.mcp_extensions.append(knowledge_tools)
-    operator.mcp_extensions.append(profile_tools)
-    # schedules: the schedule_* MCP tools; owners told in their threads
-    operator.mcp_extensions.append(gw.schedule_room.add_mcp_tools)
+    # schedules: owners told in their threads
     gw.schedule_room.tell_owners_with(operator.service.append)
 
 
@@ -94,7 +93,7 @@ def extension_routes(gw: Wired) -> Sequence[Any]:
     # profiles: /api/v1/profiles, /api/v1/reload
     from gateway.profiles.api import profiles_router
 
-    routes.extend(profiles_router(gw.profiles, policy, gw.reload_config).routes)
+    routes.extend(profiles_router(gw.profiles, policy, gw.reloads).routes)
     # knowledge base: /api/v1/kb, behind the admin API's access policy
     from gateway.knowledge.admin_api import kb_pages, knowledge_router
 

@@ -1,7 +1,7 @@
 """Schedules wired into one gateway: the service every way of making one shares, the
-firing loop, the ``/schedule`` command, the admin API routes and operator page, the MCP
-tools. The composition root (``gateway.runtime.gateway``) holds one and registers each part
-with one line."""
+firing loop, the ``/schedule`` command, the admin API routes and operator page (the MCP
+tools are registered with all the others by ``gateway.runtime.mcp``). The composition root
+(``gateway.runtime.gateway``) holds one and registers each part with one line."""
 
 from __future__ import annotations
 
@@ -48,8 +48,3 @@ class ScheduleRoom:
         from gateway.schedules.api import schedule_pages, schedules_router
 
         return [*schedules_router(self.service, policy).routes, *schedule_pages()]
-
-    def add_mcp_tools(self, server: Any) -> None:
-        from gateway.schedules.api import add_schedule_tools
-
-        add_schedule_tools(server, self.service)

@@ -108,6 +108,39 @@ def route(text: str, policies: Sequence[ToolPolicy]) -> RoutingDecision:
     )
 
 
+def with_asked(
+    decision: RoutingDecision, asked: Sequence[str], policies: Sequence[ToolPolicy]
+) -> RoutingDecision:
+    """The keyword decision with the families the model named; none named (or the query
+    failed) is ``explore``: the read-only bundle."""
+    if not asked:
+        return RoutingDecision(
+            domains=decision.domains, confidence=decision.confidence, phase="explore"
+        )
+    domains = tuple(sorted({*asked, *(decision.domains if decision.phase != "explore" else ())}))
+    acting = any(p.operation != "read" and set(p.domains) & set(domains) for p in policies)
+    return RoutingDecision(
+        domains=domains,
+        confidence=decision.confidence,
+        phase="act" if acting and decision.phase == "act" else "lookup",
+        matched=(*decision.matched, *(f"asked:{d}" for d in asked)),
+    )
+
+
+def allowed_policies(catalog: ToolPolicyCatalog, caller: ToolCaller) -> list[ToolPolicy]:
+    return [p for n in catalog.available(caller) if (p := catalog.policy(n)) is not None]
+
+
+def families_of(policies: Sequence[ToolPolicy]) -> dict[str, list[str]]:
+    """Each domain with the aliases of its tools (what the side query shows the model)."""
+    out: dict[str, list[str]] = {}
+    for policy in policies:
+        for domain in policy.domains:
+            words = out.setdefault(domain, [])
+            words.extend(a for a in policy.aliases if a not in words)
+    return out
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Bundle:
     decision: RoutingDecision
@@ -131,12 +164,16 @@ def select_bundle(
     *,
     max_tokens: int,
     count: Callable[[str], int],
+    asked: Sequence[str] | None = None,
 ) -> Bundle:
     """The tools to offer for this turn: allowed for ``caller``, routed by ``text``, sized
-    to ``max_tokens`` of schema (``count`` measures text in tokens)."""
-    available = catalog.available(caller)
-    policies = [p for n in available if (p := catalog.policy(n)) is not None]
+    to ``max_tokens`` of schema (``count`` measures text in tokens). ``asked`` are the
+    families the model named in the side query (``gateway.tools.asking``): they join the
+    keyword match; ``()`` (the query failed) offers the read-only bundle."""
+    policies = allowed_policies(catalog, caller)
     decision = route(text, policies)
+    if asked is not None:
+        decision = with_asked(decision, asked, policies)
     if decision.phase == "explore":
         chosen = [p for p in policies if p.operation == "read"]
         chosen.sort(key=lambda p: _rank(p, decision))

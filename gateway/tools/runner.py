@@ -23,6 +23,7 @@ from gateway.core.errors import GatewayError
 from gateway.core.metrics import Metrics
 from gateway.tools.builtin import ToolInputError
 from gateway.tools.catalog import Tool, ToolCaller, ToolPolicy, ToolPolicyCatalog, wire_name
+from gateway.tools.truncate import cap_output
 
 log = structlog.get_logger(__name__)
 
@@ -71,12 +72,6 @@ class Exchanged:
     tool_name: str | None = None
     outcome: str | None = None
     duration_ms: float | None = None
-
-
-def cap_output(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"\n[... output cut at {limit} of {len(text)} characters ...]"
 
 
 @dataclass(kw_only=True)

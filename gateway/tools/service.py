@@ -16,6 +16,7 @@ from gateway.core.metrics import Metrics
 from gateway.core.settings import Settings
 from gateway.knowledge.retrieval import KnowledgeSearch
 from gateway.tools.approvals import ApprovalService
+from gateway.tools.asking import FamilyAsker
 from gateway.tools.builtin import BUILTIN_SPECS, DEFAULT_POLICIES, builtin_tools
 from gateway.tools.catalog import (
     Tool,
@@ -26,7 +27,13 @@ from gateway.tools.catalog import (
     tools_file_for,
 )
 from gateway.tools.mcp_client import McpServerConnection
-from gateway.tools.routing import Bundle, select_bundle
+from gateway.tools.routing import (
+    Bundle,
+    RoutingDecision,
+    allowed_policies,
+    families_of,
+    select_bundle,
+)
 from gateway.tools.runner import Approvals, ToolFailed, TurnToolbox
 from session_store.store import Store
 
@@ -57,6 +64,8 @@ class ToolService:
             tools_file=tools_file,
         )
         self.approvals: Approvals | None = None
+        #: the routing side query (``gateway.tools.asking``); None: keywords alone
+        self.asker: FamilyAsker | None = None
         self.servers = [McpServerConnection(c, register=self._register) for c in tools_file.servers]
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
@@ -115,9 +124,12 @@ class ToolService:
         *,
         count: Callable[[str], int],
         max_tokens: int | None = None,
+        asked: Sequence[str] | None = None,
     ) -> Prepared:
         limit = self.file.max_schema_tokens if max_tokens is None else max_tokens
-        bundle = select_bundle(self.catalog, caller, text, max_tokens=limit, count=count)
+        bundle = select_bundle(
+            self.catalog, caller, text, max_tokens=limit, count=count, asked=asked
+        )
         self.metrics.routing_decisions.labels(bundle.decision.phase).inc()
         log.info(
             "tool_routing",
@@ -127,6 +139,31 @@ class ToolService:
         )
         if not bundle.names:
             return Prepared(bundle=bundle, toolbox=None)
+        return self._toolbox(bundle, caller)
+
+    async def ask_families(
+        self,
+        decision: RoutingDecision,
+        caller: ToolCaller,
+        text: str,
+        *,
+        models: Sequence[str],
+        place: str,
+    ) -> tuple[str, ...] | None:
+        """The families the model names for a message keyword routing was not sure of:
+        ``None`` when no side query is made (confident, or not configured), ``()`` when it
+        failed or named none (the read-only bundle)."""
+        asker = self.asker
+        if asker is None or not asker.wanted(decision.confidence):
+            return None
+        families = families_of(allowed_policies(self.catalog, caller))
+        if not families:
+            return None
+        found = await asker.ask(text, families, models=models, place=place)
+        log.info("tool_routing_asked", families=list(found or ()), failed=found is None)
+        return found or ()
+
+    def _toolbox(self, bundle: Bundle, caller: ToolCaller) -> Prepared:
         toolbox = TurnToolbox(
             catalog=self.catalog,
             caller=caller,

@@ -3,6 +3,8 @@ of one, or a note of why it was not (ignored, rejected); and each adapter's curs
 
 from __future__ import annotations
 
+import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,9 +21,36 @@ from session_store.sql import load
 SQL = load(__package__, "inbox.sql")
 
 
+#: dedupe keys this process stored lately, answered ``duplicate`` without a round trip
+RECENT_KEYS = 8192
+#: seconds a remembered key is believed: far inside the inbox's dedupe window (two days at
+#: the least), so the database would answer the same
+RECENT_SECONDS = 3600.0
+
+
 class Inbox:
     def __init__(self, db: Database) -> None:
         self.db = db
+        #: (platform, "event" | "message", key) -> when this process stored it: a platform
+        #: that sends one post twice (Slack's app_mention and message) costs one transaction
+        #: for it, not two. Another replica's keys are not here: the database dedupes those
+        self._recent: OrderedDict[tuple[str, str, str], float] = OrderedDict()
+
+    def _seen(self, msg: InboundMessage) -> bool:
+        now = time.monotonic()
+        for key in _keys(msg):
+            at = self._recent.get(key)
+            if at is not None and now - at < RECENT_SECONDS:
+                return True
+        return False
+
+    def _remember(self, msg: InboundMessage) -> None:
+        now = time.monotonic()
+        for key in _keys(msg):
+            self._recent[key] = now
+            self._recent.move_to_end(key)
+        while len(self._recent) > RECENT_KEYS:
+            self._recent.popitem(last=False)
 
     async def ingest(self, item: InboundItem, *, raw: Mapping[str, Any] | None) -> IngestResult:
         """Store one inbound event in one transaction; see ``inbox.sql``, ``ingest_message``."""
@@ -29,10 +58,13 @@ class Inbox:
             return await self._note(item, raw)
         if isinstance(item, InboundAnnotation):
             return await self._annotation(item, raw)
+        if self._seen(item):
+            return IngestResult(status="duplicate")
         async with self.db.connection() as conn:
             row = await conn.fetchrow(SQL.ingest_message, *_ingest_args(item, raw))
         if row is None:
             return IngestResult(status="duplicate")
+        self._remember(item)
         return IngestResult(
             status="accepted",
             session_id=row["session_id"],
@@ -123,6 +155,17 @@ def _ingest_args(msg: InboundMessage, raw: Mapping[str, Any] | None) -> tuple[An
         dict(msg.metadata),
         msg.traceparent,
     )
+
+
+def _keys(msg: InboundMessage) -> list[tuple[str, str, str]]:
+    """The message's two dedupe keys (those it has), as the inbox's unique indexes hold them."""
+    platform = msg.key.platform
+    keys = []
+    if msg.event_id is not None:
+        keys.append((platform, "event", msg.event_id))
+    if msg.message_key is not None:
+        keys.append((platform, "message", msg.message_key))
+    return keys
 
 
 def _title(text: str) -> str:

@@ -4,14 +4,16 @@ as paced, on the wire, sent, retried or failed; recovery finds sends whose worke
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 
 from session_store.db import Database
-from session_store.errors import LeaseLost
+from session_store.errors import LeaseLost, StoreError
 from session_store.estimates import capped_count
 from session_store.records import DeliveryRecord, FinishedTurn, OutgoingReply, TurnClaim
 from session_store.repos.liveness import dead_process
@@ -35,11 +37,119 @@ _AMBIGUOUS = (
 )
 
 
+#: fenced writes per statement at most (a batch beyond waits for the next one)
+BATCH_LIMIT = 256
+
+
+@dataclass(slots=True)
+class _Write:
+    op: str
+    id: int
+    token: uuid.UUID
+    pmid: str | None
+    wait: float
+    lease: float
+    done: asyncio.Future[bool]
+
+
+class FencedWrites:
+    """The fenced single-row writes of claimed parts (receipt, pacing mark, its clearing,
+    lease renewal), group-committed: a write made while another batch is on its way to the
+    database joins the next one, and each batch is one statement (``fenced_writes``). Idle,
+    a write goes out at once, alone; under load eight workers' receipts and marks cost one
+    transaction, not eight. Each caller still learns its own row's outcome (``LeaseLost``
+    when its claim was taken over), after the commit."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._queue: list[_Write] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def write(
+        self,
+        op: str,
+        delivery: DeliveryRecord,
+        *,
+        pmid: str | None = None,
+        wait: float = 0.0,
+        lease: float = 0.0,
+    ) -> bool:
+        """One fenced write (``op`` as in ``fenced_writes``); True for a receipt whose
+        session has parts waiting behind it."""
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Write(op, delivery.id, _token(delivery), pmid, wait, lease, done))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush(), name="delivery-fenced-writes")
+        return await done
+
+    async def _flush(self) -> None:
+        batch: list[_Write] = []
+        try:
+            while self._queue:
+                batch = []
+                seen: set[int] = set()
+                later: list[_Write] = []
+                for w in self._queue:
+                    # one write per row and statement: a second one (a renewal beside a
+                    # receipt) goes in the next batch, after the first is committed
+                    if w.id in seen or len(batch) >= BATCH_LIMIT:
+                        later.append(w)
+                    else:
+                        seen.add(w.id)
+                        batch.append(w)
+                self._queue = later
+                await self._run(batch)
+        except BaseException:
+            # cancelled (the loop is closing): the writes not made are cancelled for their
+            # callers, none left waiting for a flush that will not come
+            for w in [*batch, *self._queue]:
+                w.done.cancel()
+            self._queue = []
+            raise
+
+    async def _run(self, batch: list[_Write]) -> None:
+        try:
+            async with self._db.connection() as conn:
+                rows = await conn.fetch(
+                    SQL.fenced_writes,
+                    [w.op for w in batch],
+                    [w.id for w in batch],
+                    [w.token for w in batch],
+                    [w.pmid for w in batch],
+                    [w.wait for w in batch],
+                    [w.lease for w in batch],
+                )
+        except StoreError as exc:
+            if len(batch) > 1 and not exc.transient:
+                # one row's bad value must not fail the others' writes: each alone
+                for w in batch:
+                    await self._run([w])
+                return
+            for w in batch:
+                if not w.done.done():
+                    w.done.set_exception(exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - a bug: each caller gets it, the next go on
+            for w in batch:
+                if not w.done.done():
+                    w.done.set_exception(exc)
+            return
+        written = {r["id"]: bool(r["more"]) for r in rows}
+        for w in batch:
+            if w.done.done():
+                continue
+            if w.id in written:
+                w.done.set_result(written[w.id])
+            else:
+                w.done.set_exception(LeaseLost(f"delivery {w.id} is no longer held by this claim"))
+
+
 class Outbox:
     def __init__(self, db: Database) -> None:
         self.db = db
         #: recorded on the deliveries this process claims (``Store.process_id``)
         self.process_id: int | None = None
+        self._writes = FencedWrites(db)
 
     async def finish_turn_outbox(
         self,
@@ -139,7 +249,7 @@ class Outbox:
             raise LeaseLost(f"delivery {delivery.id} is no longer held by this claim")
 
     async def renew_delivery(self, delivery: DeliveryRecord, *, lease_seconds: float) -> None:
-        await self._fenced(SQL.renew_delivery, delivery, lease_seconds)
+        await self._writes.write("r", delivery, lease=lease_seconds)
 
     async def mark_pacing(
         self, delivery: DeliveryRecord, *, wait: float, lease_seconds: float = 0.0
@@ -147,22 +257,17 @@ class Outbox:
         """The claim waits ``wait`` seconds (for its chat's pacer or a free worker), nothing
         of it on the wire: recovery may resend it anywhere should its process die now
         (migration 0014). Its lease is kept at least ``lease_seconds`` past the wait."""
-        await self._fenced(SQL.mark_pacing, delivery, wait, lease_seconds)
+        await self._writes.write("p", delivery, wait=wait, lease=lease_seconds)
 
     async def mark_on_wire(self, delivery: DeliveryRecord) -> None:
         """The wait is over and the request goes out next: from here the send may reach the
         platform, so recovery treats it as in flight again."""
-        await self._fenced(SQL.mark_on_wire, delivery)
+        await self._writes.write("w", delivery)
 
     async def mark_sent(self, delivery: DeliveryRecord, platform_message_id: str | None) -> bool:
-        """Fenced like the others; True when parts of the session wait behind this one."""
-        async with self.db.connection() as conn:
-            row = await conn.fetchrow(
-                SQL.mark_sent, delivery.id, _token(delivery), platform_message_id
-            )
-        if row is None:
-            raise LeaseLost(f"delivery {delivery.id} is no longer held by this claim")
-        return bool(row["more"])
+        """Fenced like the others; True when parts of the session wait behind this one.
+        Group-committed with the other workers' receipts and marks (``FencedWrites``)."""
+        return await self._writes.write("s", delivery, pmid=platform_message_id)
 
     async def mark_retry(self, delivery: DeliveryRecord, *, delay: float, error: str) -> None:
         await self._fenced(SQL.mark_retry, delivery, delay, error)

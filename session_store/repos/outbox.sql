@@ -125,20 +125,9 @@ WHERE d.id IN (
 )
 RETURNING {{delivery_columns}}
 
--- name: mark_sent
--- mark_sent / mark_retry / mark_failed / renew_delivery / mark_pacing / mark_on_wire are
--- fenced by the claim's token ($2): a worker whose claim was taken over (recovered, requeued,
+-- mark_retry / mark_failed and the batched fenced_writes (receipts, renewals, pacing marks)
+-- are fenced by the claim's token: a worker whose claim was taken over (recovered, requeued,
 -- claimed again) writes nothing, and learns it from the empty RETURNING.
--- ``more``: the session has parts waiting behind this one (a worker should claim now).
-UPDATE deliveries d
-SET status = 'sent', platform_message_id = $3, sent_at = now(), lease_until = NULL,
-    claim_process = NULL, pacing_until = NULL
-WHERE d.id = $1 AND d.status = 'sending' AND d.claim_token = $2
-RETURNING d.id, EXISTS (
-    SELECT 1 FROM deliveries e
-    WHERE e.session_id = d.session_id AND e.status = 'pending' AND e.id <> d.id
-) AS more
-
 -- name: mark_retry
 UPDATE deliveries
 SET status = 'pending', next_attempt_at = now() + make_interval(secs => $3), last_error = $4,
@@ -152,30 +141,43 @@ UPDATE deliveries SET status = 'failed', last_error = $3, lease_until = NULL, am
 WHERE id = $1 AND status = 'sending' AND claim_token = $2
 RETURNING id
 
--- name: renew_delivery
-UPDATE deliveries SET lease_until = now() + make_interval(secs => $3)
-WHERE id = $1 AND status = 'sending' AND claim_token = $2
-RETURNING id
-
--- name: mark_pacing
--- --- pacing -------------------------------------------------------------------------
--- migration 0014: a claim that has to wait for its chat's pacer says so (only then: a send
--- with no wait writes nothing more), and clears it right before the request goes out
--- (mark_on_wire). While it is set nothing of this claim is on the wire, so recovery may resend
--- it on any platform. A part held off the workers keeps its lease for the whole wait (nothing
--- renews it there): a live process's claim is never taken over while it waits; a dead one's is
--- found by its process's liveness.
-UPDATE deliveries SET pacing_until = now() + make_interval(secs => $3),
-    lease_until = greatest(lease_until, now() + make_interval(secs => $3 + $4))
-WHERE id = $1 AND status = 'sending' AND claim_token = $2
-RETURNING id
-
--- name: mark_on_wire
--- also moves claimed_at up: the send begins after it, so a platform's idempotency window
--- (Mattermost) is counted from the send, not from the start of the wait
-UPDATE deliveries SET pacing_until = NULL, claimed_at = now()
-WHERE id = $1 AND status = 'sending' AND claim_token = $2
-RETURNING id
+-- name: fenced_writes
+-- Several fenced writes to claimed parts in one statement (one transaction, one WAL flush):
+-- the marks, clears, renewals and receipts that a process's delivery workers make at about
+-- the same moment (``repos/outbox.py``, ``FencedWrites``). Each row is one of the single
+-- writes above, by ``op``: 's' mark_sent (with ``pmid``), 'p' mark_pacing (``wait``,
+-- ``lease``), 'w' mark_on_wire, 'r' renew_delivery (``lease``). Every id appears once per
+-- statement; a row whose claim was taken over is left alone and missing from RETURNING.
+-- Pacing (migration 0014): a claim that has to wait for its chat's pacer or a free worker says
+-- so ('p'; only then: a send with no wait writes nothing more), and clears it right before the
+-- request goes out ('w', which also moves claimed_at up: a platform's idempotency window, as
+-- Mattermost's, counts from the send). While it is set nothing of this claim is on the wire,
+-- so recovery may resend it on any platform. A part held off the workers keeps its lease for
+-- the whole wait (nothing renews it there): a live process's claim is never taken over while
+-- it waits; a dead one's is found by its process's liveness.
+-- ``more``: a receipt whose session has parts waiting behind it (a worker should claim now).
+UPDATE deliveries d
+SET status = CASE WHEN u.op = 's' THEN 'sent' ELSE d.status END,
+    platform_message_id = CASE WHEN u.op = 's' THEN u.pmid ELSE d.platform_message_id END,
+    sent_at = CASE WHEN u.op = 's' THEN now() ELSE d.sent_at END,
+    lease_until = CASE u.op
+        WHEN 's' THEN NULL
+        WHEN 'p' THEN greatest(d.lease_until, now() + make_interval(secs => u.wait + u.lease))
+        WHEN 'r' THEN now() + make_interval(secs => u.lease)
+        ELSE d.lease_until END,
+    claim_process = CASE WHEN u.op = 's' THEN NULL ELSE d.claim_process END,
+    pacing_until = CASE u.op
+        WHEN 'p' THEN now() + make_interval(secs => u.wait)
+        WHEN 'r' THEN d.pacing_until
+        ELSE NULL END,
+    claimed_at = CASE WHEN u.op = 'w' THEN now() ELSE d.claimed_at END
+FROM unnest($1::text[], $2::bigint[], $3::uuid[], $4::text[], $5::float8[], $6::float8[])
+    AS u(op, id, token, pmid, wait, lease)
+WHERE d.id = u.id AND d.status = 'sending' AND d.claim_token = u.token
+RETURNING d.id, u.op = 's' AND EXISTS (
+    SELECT 1 FROM deliveries e
+    WHERE e.session_id = d.session_id AND e.status = 'pending' AND e.id <> d.id
+) AS more
 
 -- name: expired_sending
 -- --- recovery -----------------------------------------------------------------------

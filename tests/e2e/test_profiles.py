@@ -6,6 +6,7 @@ again with ``gateway reload``, and the admin API resolves a place."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import signal
 import urllib.request
@@ -160,12 +161,26 @@ async def _run(
         # a changed file is read again without a restart; a broken one keeps it
         port = gw.url.rsplit(":", 1)[1]
         config.write_text(text.replace("You talk about releases.", "You ship releases."))
-        # the reload command asks the running process (no interpreter of its own needed)
+        # the reload command asks the running process through the database, and prints the
+        # file and the hash of the bytes it loaded
         code, out, err = await run_cli_in_process(["reload"], {**env, "GATEWAY_HTTP_PORT": port})
-        assert (code, out) == (0, "reloaded\n"), err
+        digest = hashlib.sha256(config.read_bytes()).hexdigest()
+        assert code == 0, err
+        [line] = out.splitlines()
+        assert "\treloaded\t" in line and f"{config.absolute()} sha256={digest}" in line
         config.write_text(text.replace('= "releases"', '= "nobody"'))
         code, out, err = await run_cli_in_process(["reload"], {**env, "GATEWAY_HTTP_PORT": port})
-        assert code == 2 and "unknown profile 'nobody'" in err
+        assert code == 2 and "unknown profile 'nobody'" in err and "\tfailed\t" in out
+        # a command pointed at another file than the running gateway's reloads nothing
+        other = config.with_name("other.toml")
+        other.write_text(text)
+        code, out, err = await run_cli_in_process(
+            ["reload"], {**env, "GATEWAY_HTTP_PORT": port, "GATEWAY_CONFIG_FILE": str(other)}
+        )
+        assert code == 2 and f"started with GATEWAY_CONFIG_FILE={config.absolute()}" in err
+        config.write_text(text.replace("You talk about releases.", "You ship releases."))
+        code, out, err = await run_cli_in_process(["reload"], {**env, "GATEWAY_HTTP_PORT": port})
+        assert code == 0, err
         telegram.user_says(forum, f"{TG_BOT} and the one after", topic=releases)
         await telegram.wait_until(
             lambda: len(model.turn_requests) >= 5, within=30, what="the question after reload"

@@ -10,13 +10,14 @@ Only in the list when tools are configured and the agent calls them (``offers_to
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
 from gateway.agents.base import Agent, ToolAware
 from gateway.core.domain import Reply
 from gateway.tools.catalog import ToolCaller
+from gateway.tools.routing import RoutingDecision
 from gateway.tools.runner import TurnToolbox
 from gateway.tools.service import Prepared
 from gateway.turns.stage import Answer, Slot, Stage, TurnRun
@@ -35,7 +36,27 @@ class ToolRouting(Protocol):
         *,
         count: Callable[[str], int],
         max_tokens: int | None = None,
+        asked: Sequence[str] | None = None,
     ) -> Prepared: ...
+
+    async def ask_families(
+        self,
+        decision: RoutingDecision,
+        caller: ToolCaller,
+        text: str,
+        *,
+        models: Sequence[str],
+        place: str,
+    ) -> tuple[str, ...] | None: ...
+
+
+def _models(turn: TurnRun) -> tuple[str, ...]:
+    """The models this turn's place may use (its profile's, else the turn's own)."""
+    profile = turn.profile
+    if profile is not None and profile.models:
+        return profile.models
+    chosen = (profile.model if profile is not None else None) or turn.request.model
+    return (chosen,) if chosen else ()
 
 
 def offers_tools(agent: Agent) -> bool:
@@ -70,6 +91,17 @@ class ToolsStage(Stage):
         )
         asked = "\n".join(m.content for m in turn.pending if m.role == "user" and not m.command)
         prepared = self._tools.prepare(caller, asked, count=self._count)
+        # keyword routing unsure: one short side query asks the model (off the hot path of
+        # confident turns); a failure or late answer offers the read-only bundle
+        families = await self._tools.ask_families(
+            prepared.bundle.decision,
+            caller,
+            asked,
+            models=_models(turn),
+            place=f"{key.platform}:{key.scope}:{key.chat_id}",
+        )
+        if families is not None:
+            prepared = self._tools.prepare(caller, asked, count=self._count, asked=families)
         turn.put(_PREPARED, prepared)
         turn.request.reserved_tokens += prepared.bundle.schema_tokens
         turn.request.tools = prepared.bundle.schemas

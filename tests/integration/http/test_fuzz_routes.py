@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import threading
+import tomllib
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -351,3 +352,14 @@ def _check_operation(operation: Any, base: str, mode: Any, session: Any) -> list
     except BaseExceptionGroup as group:  # schemathesis' FailureGroup: the checks that failed
         found.append(f"{operation.label} ({mode.value}): {str(group)[:600]}")
     return found
+
+
+def test_no_schema_valid_request_is_excused_a_400() -> None:
+    """A 400 ("Invalid cursor" and the like) for a request the OpenAPI document calls valid is
+    a disagreement between the server and its schema (schemathesis' positive_data_acceptance
+    check: "Schema-valid request rejected"): the schema must say exactly what is accepted,
+    never have schemathesis.toml excuse it."""
+    config = tomllib.loads((REPO / "schemathesis.toml").read_text(encoding="utf-8"))
+    for operation in config.get("operations", []):
+        checks = operation.get("checks", {}).get("positive_data_acceptance", {})
+        assert "400" not in checks.get("expected-statuses", []), operation["include-name"]

@@ -6,28 +6,23 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from gateway.core.config_watch import ReloadResult
 from gateway.http.admin import AccessPolicy, install_problem_handlers
 from gateway.profiles.api import profiles_router
 from gateway.profiles.service import Profiles
 from gateway.turns.context import ContextPolicy
+from session_store.repos.reloads import Reloads
+from session_store.store import Store
 from tests.unit.profiles.test_resolution import book
 
 TOKEN = "t" * 32
 
 
 @pytest.fixture
-async def client() -> httpx.AsyncClient:
+async def client(store: Store) -> httpx.AsyncClient:
     app = FastAPI()
     install_problem_handlers(app)
     profiles = Profiles(book(), ContextPolicy())
-    reloads: list[int] = []
-
-    def reload() -> ReloadResult:
-        reloads.append(1)
-        return ReloadResult(ok=False, error="GATEWAY_CONFIG_FILE: not valid TOML")
-
-    app.include_router(profiles_router(profiles, AccessPolicy(TOKEN), reload))
+    app.include_router(profiles_router(profiles, AccessPolicy(TOKEN), Reloads(store.db)))
     transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 1234))
     headers = {"Authorization": f"Bearer {TOKEN}"}
     return httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", headers=headers)
@@ -66,8 +61,10 @@ async def test_bad_input_is_a_4xx_and_a_refused_reload_says_why(
             "/api/v1/profiles/resolve",
         ):
             assert 400 <= (await client.get(path)).status_code < 500, path
-        answer = await client.post("/api/v1/reload", json={})
-        assert answer.json() == {"reloaded": False, "error": "GATEWAY_CONFIG_FILE: not valid TOML"}
+        # no gateway runs on this database: nothing was reloaded, and the answer says so
+        answer = (await client.post("/api/v1/reload", json={})).json()
+        assert (answer["reloaded"], answer["replicas"]) == (False, [])
+        assert answer["error"] == "no gateway is running on this database"
         assert (
             await client.get("/api/v1/profiles", headers={"Authorization": "x"})
         ).status_code == 401

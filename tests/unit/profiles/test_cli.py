@@ -75,8 +75,11 @@ def test_show_prints_the_effective_profile_and_the_entry(
 
 
 def test_reload_without_a_running_gateway_says_so(
-    config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    config: Path,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setenv("GATEWAY_HTTP_PORT", "9")
+    monkeypatch.setenv("DATABASE_URL", database_url)
     assert main(["reload"]) == 1
-    assert "no gateway answered at http://127.0.0.1:9/api/v1/reload" in capsys.readouterr().err
+    assert "no gateway is running on this database" in capsys.readouterr().err

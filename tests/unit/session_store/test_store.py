@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
+from dataclasses import replace
+from typing import Any
+
+import asyncpg
+import pytest
 
 from gateway.core.domain import (
     Envelope,
@@ -13,7 +19,8 @@ from gateway.core.domain import (
     Trigger,
 )
 from gateway.inbound.intake import to_inbound
-from session_store.records import InboundItem, InboundNote, OutgoingReply
+from session_store.errors import LeaseLost
+from session_store.records import DeliveryRecord, InboundItem, InboundNote, OutgoingReply
 from session_store.store import Store
 
 
@@ -256,3 +263,58 @@ async def test_a_finished_turn_says_when_messages_arrived_during_the_run(store: 
     again = await store.turns.claim_turn(lease_seconds=30, with_pending=10)
     assert again is not None and again.pending is not None
     assert [m.seq_no for m in again.pending] == [2, 3]  # the question and our answer
+
+
+async def test_fenced_writes_made_at_once_are_one_statement_each_told_its_own_outcome(
+    store: Store,
+) -> None:
+    """Receipts, pacing marks and renewals that delivery workers make at the same moment are
+    group-committed (one statement); each caller learns its own row's outcome, and a claim
+    taken over meanwhile writes nothing and raises ``LeaseLost`` without failing the rest."""
+    target = ReplyTarget(platform="web", scope="local", chat_id="general", thread_id="t1")
+    for n in range(5):
+        await store.inbox.ingest(envelope(f"q{n}", message_id=f"m{n}", thread=f"t{n}"), raw=None)
+    handed: list[DeliveryRecord] = []
+    for _ in range(5):
+        claim = await store.turns.claim_turn(lease_seconds=30, with_pending=10, context_page=64)
+        assert claim is not None
+        finished = await store.outbox.finish_turn_outbox(
+            claim,
+            handled_seq=claim.done_seq + 1,
+            replies=[OutgoingReply(content="a", parts=["a"])],
+            target=target,
+            hand_over=True,
+        )
+        handed += finished.handed
+    assert len(handed) == 5
+    stale = replace(handed[4], claim_token=str(uuid.uuid4()))  # taken over by another claim
+    calls = []
+    conn_fetch = asyncpg.connection.Connection.fetch
+
+    async def fetch(self: Any, query: str, *args: Any, **kw: Any) -> Any:
+        calls.append(query)
+        return await conn_fetch(self, query, *args, **kw)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(asyncpg.connection.Connection, "fetch", fetch)
+        results = await asyncio.gather(
+            store.outbox.mark_sent(handed[0], "p0"),
+            store.outbox.mark_sent(handed[1], "p1"),
+            store.outbox.mark_pacing(handed[2], wait=2.0, lease_seconds=30),
+            store.outbox.renew_delivery(handed[3], lease_seconds=30),
+            store.outbox.mark_sent(stale, "p4"),
+            return_exceptions=True,
+        )
+    assert list(results[:4]) == [False, False, None, None]
+    assert isinstance(results[4], LeaseLost)
+    assert len(calls) == 1  # all five in one statement
+    by_id = {
+        d.id: d for h in handed for d in await store.outbox.deliveries_for_session(h.session_id)
+    }
+    assert [by_id[h.id].status for h in handed] == ["sent", "sent", "sending", "sending", "sending"]
+    assert by_id[handed[1].id].platform_message_id == "p1"
+    assert by_id[handed[4].id].platform_message_id is None
+    assert by_id[handed[2].id].pacing_until is not None  # marked off the wire
+    # the pacing mark is cleared by the next write, alone now: the clearing lands
+    await store.outbox.mark_on_wire(handed[2])
+    assert await store.outbox.mark_sent(handed[2], "p2") is False

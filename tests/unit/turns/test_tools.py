@@ -3,7 +3,7 @@ for an approval; a real catalog and toolbox, no database."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gateway.agents.base import ToolCall
@@ -27,7 +27,19 @@ SCHEMA = {"type": "function", "function": {"name": "ops__status"}}
 
 
 class Routing:
-    """Offers ``ops.status`` (or nothing) and remembers what it was asked."""
+    """Offers ``ops.status`` (or nothing) and remembers what it was asked; never asks the
+    model (keywords alone)."""
+
+    async def ask_families(
+        self,
+        decision: RoutingDecision,
+        caller: ToolCaller,
+        text: str,
+        *,
+        models: Sequence[str],
+        place: str,
+    ) -> tuple[str, ...] | None:
+        return None
 
     def __init__(self, *, offer: bool = True) -> None:
         self.offer = offer
@@ -40,6 +52,7 @@ class Routing:
         *,
         count: Callable[[str], int],
         max_tokens: int | None = None,
+        asked: Sequence[str] | None = None,
     ) -> Prepared:
         self.asked.append((caller, text))
         if not self.offer:

@@ -1,7 +1,7 @@
 "use strict";
 // What every operator page shares: the admin token kept for this tab, an element builder, the
-// admin API call (401 shows the token form), and the notice line. Loaded before each page's
-// own script. API content is only ever inserted with textContent, never innerHTML.
+// admin API call (401 shows the token form, or goes to the sign-in), and the notice line.
+// Loaded before each page's own script. API content is only ever inserted with textContent, never innerHTML.
 
 const TOKEN_KEY = "chat-gateway-admin-token";
 const $ = (id) => document.getElementById(id);
@@ -27,6 +27,10 @@ async function api(path, opts) {
   let body = null;
   try { body = await res.json(); } catch (e) { body = null; }
   if (res.status === 401) {
+    // operators sign in as themselves (GATEWAY_OPS_AUTH=oidc): off to the sign-in, and back
+    if (!token && body && String(body.detail || "").indexOf("/ops/login") >= 0) {
+      location.href = "/ops/login";
+    }
     $("auth").style.display = "block";
     throw new ApiError((body && body.detail) || "an admin token is required", 401);
   }
