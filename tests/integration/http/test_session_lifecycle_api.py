@@ -128,6 +128,7 @@ async def test_lifecycle_and_decisions_over_mcp_and_the_admin_api(
 
         # /pause typed in a thread is listed by /help
         await adapter.submit({"chat": "c1", "thread": "T2", "id": "5", "text": "/help"})
+        await wait_for(lambda: any(t.startswith("I answer") for t in sink.texts_in("c1", "T2")))
         await adapter.submit({"chat": "c1", "thread": "T2", "id": "6", "text": "/pause"})
         await wait_for(lambda: PAUSE_TEXT in sink.texts_in("c1", "T2"))
         help_text: Any = next(t for t in sink.texts_in("c1", "T2") if t.startswith("I answer"))
