@@ -15,6 +15,7 @@ from session_store.values import (
     DeliveryStatus,
     InboundStatus,
     IngestStatus,
+    MessageKind,
     ReplyTarget,
     Role,
     SessionKey,
@@ -31,6 +32,18 @@ def _traceparent(row: Mapping[str, Any]) -> str | None:
     """The row's ``traceparent`` column (migration 0026), None where the read has none."""
     value = row.get("traceparent")
     return None if value is None else str(value)
+
+
+def _column_or(name: str, default: Any, convert: Any = None) -> Column:
+    """A column added by a later migration (0034): its default where the read has none."""
+
+    def read(row: Mapping[str, Any]) -> Any:
+        value = row.get(name)
+        if value is None:
+            return default
+        return value if convert is None else convert(value)
+
+    return Column(convert=read, whole_row=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,9 +139,16 @@ class SessionRecord:
     last_message_at: datetime | None
     closed_at: datetime | None
     metadata: Mapping[str, Any]
+    #: what the session is about, how much it matters, labels to find it by
+    topic: str | None = None
+    priority: int = 0
+    tags: tuple[str, ...] = ()
 
     row_columns: ClassVar[Mapping[str, Column]] = {
         "key": Column(convert=key_from_row, whole_row=True),
+        "topic": _column_or("topic", None),
+        "priority": _column_or("priority", 0),
+        "tags": _column_or("tags", (), tuple),
         "metadata": Column(convert=or_empty),
     }
 
@@ -206,6 +226,9 @@ class MessageRecord:
     deliveries: tuple[DeliveryRecord, ...] = ()
     #: the trace context of the message's ingest while tracing is on (migration 0026)
     traceparent: str | None = None
+    #: what the message is (``chat``, ``answer``, ``decision``, ...) and its weight
+    kind: MessageKind = "chat"
+    importance: int = 0
 
     row_columns: ClassVar[Mapping[str, Column]] = {
         "reply_target": Column(convert=ReplyTarget.from_json, if_null=None),
@@ -213,6 +236,8 @@ class MessageRecord:
         "deliveries": SKIP,
         # a row of a read that does not select it (an older column list) has none
         "traceparent": Column(convert=_traceparent, whole_row=True),
+        "kind": _column_or("kind", "chat"),
+        "importance": _column_or("importance", 0),
     }
 
 

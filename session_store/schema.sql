@@ -10,7 +10,7 @@ CREATE TABLE sessions (
     scope             text        NOT NULL,
     chat_id           text        NOT NULL,
     thread_id         text,
-    status            text        NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'closed')),
+    status            text        NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'paused', 'closed', 'archived')),
     title             text,
     kind              text        NOT NULL DEFAULT 'chat',
     selected_model    text,
@@ -36,13 +36,19 @@ CREATE TABLE sessions (
     metadata          jsonb       NOT NULL DEFAULT '{}'::jsonb,
     -- 0018: the reply target of a place nobody wrote in (a first post), built by its surface
     -- from the place alone; a user message's own target comes first
-    reply_target      jsonb
+    reply_target      jsonb,
+    -- 0034: what the session is about, how much it matters, and labels to find it by
+    topic             text,
+    priority          smallint    NOT NULL DEFAULT 0,
+    tags              text[]      NOT NULL DEFAULT '{}'
 );
 
--- exactly one active session per key; NULL thread ids compare equal through coalesce
+-- exactly one open (active or paused) session per key; NULL thread ids compare equal through
+-- coalesce
 CREATE UNIQUE INDEX sessions_active_key
     ON sessions (platform, scope, chat_id, (coalesce(thread_id, '')))
-    WHERE status = 'active';
+    WHERE status IN ('active', 'paused');
+CREATE INDEX sessions_tags ON sessions USING gin (tags);
 CREATE INDEX sessions_key ON sessions (platform, scope, chat_id, thread_id);
 CREATE INDEX sessions_turn_due ON sessions (last_message_at NULLS FIRST, id)
     WHERE turn_requested_seq > turn_done_seq AND turn_parked_on IS NULL;
@@ -77,8 +83,15 @@ CREATE TABLE messages (
     content_tsv         tsvector GENERATED ALWAYS AS (to_tsvector('simple', content)) STORED,
     -- 0026: the inbound message's trace context while tracing is on (gateway/core/tracing.py)
     traceparent         text,
-    CONSTRAINT messages_session_seq UNIQUE (session_id, seq_no)
+    CONSTRAINT messages_session_seq UNIQUE (session_id, seq_no),
+    -- 0034: what the message is (answers are answer, tool results tool_result), and weight
+    kind                text        NOT NULL DEFAULT 'chat' CHECK (kind IN (
+        'chat', 'proposal', 'review', 'decision', 'summary', 'question', 'answer', 'warning',
+        'tool_result')),
+    importance          smallint    NOT NULL DEFAULT 0
 );
+-- a session's decisions, read on the warm path without scanning its messages
+CREATE INDEX messages_decisions ON messages (session_id, seq_no) WHERE kind = 'decision';
 CREATE UNIQUE INDEX messages_external ON messages (session_id, external_id)
     WHERE external_id IS NOT NULL;
 CREATE INDEX messages_inbound_event ON messages (inbound_event_id)
@@ -278,6 +291,9 @@ CREATE TABLE session_checkpoints (
     updated_at  timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT session_checkpoints_name UNIQUE (session_id, name)
 );
+-- 0034: the unresolved checkpoints of a session, read with its decisions
+CREATE INDEX session_checkpoints_open ON session_checkpoints (session_id, id)
+    WHERE status NOT IN ('done', 'cancelled');
 
 CREATE TABLE session_links (
     id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -11,12 +11,26 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 from session_store.rows import reader
 
 #: a session: open for new messages, or closed by ``/new`` (or an operator)
-SessionStatus = Literal["active", "closed"]
+SessionStatus = Literal["active", "paused", "closed", "archived"]
+#: what a message is; a person's text is ``chat``, the bot's answers ``answer``, tool results
+#: ``tool_result``
+MessageKind = Literal[
+    "chat",
+    "proposal",
+    "review",
+    "decision",
+    "summary",
+    "question",
+    "answer",
+    "warning",
+    "tool_result",
+]
+MESSAGE_KINDS: tuple[MessageKind, ...] = get_args(MessageKind)
 #: who wrote a message
 Role = Literal["user", "assistant", "system", "tool"]
 #: an outbox row: waiting, claimed by a sender, delivered, or given up (visibly)

@@ -12,7 +12,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["COMMANDS", "Command", "ParsedCommand", "command_name", "parse_command"]
+__all__ = [
+    "COMMANDS",
+    "Command",
+    "ParsedCommand",
+    "command_name",
+    "decision_text",
+    "parse_command",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +39,9 @@ COMMANDS: Mapping[str, Command] = {
         Command("usage", "Your spend and tokens today and this month, and your limits"),
         Command("link", "Join your accounts on other platforms: /link, then /link CODE there"),
         Command("schedule", "Questions asked here on a schedule: /schedule at|cron|list|cancel"),
+        Command("pause", "Pause this session: messages are kept, nothing is answered"),
+        Command("resume", "Resume a paused session and answer what arrived meanwhile"),
+        Command("decision", "Record a decision of this session: /decision TEXT"),
         Command("help", "Show what this bot can do"),
     )
 }
@@ -71,3 +81,13 @@ def command_name(text: str, *, bot_username: str | None = None) -> str | None:
     if parsed.addressee and bot_username and parsed.addressee.lower() != bot_username.lower():
         return None
     return parsed.name
+
+
+_DECISION = re.compile(r"/decision(?:@\S*)?\s+", re.IGNORECASE)
+
+
+def decision_text(content: str) -> str:
+    """The decision of a ``/decision TEXT`` message (its content as typed, a mention
+    included); other content as it is."""
+    match = _DECISION.search(content)
+    return content[match.end() :].strip() if match else content.strip()

@@ -38,6 +38,7 @@ from gateway.http.access import install_problem_handlers as install_problem_hand
 from gateway.http.operator import MAX_PAGE, OperatorService, Page, paginate
 from gateway.http.opsauth import OpsSignIn
 from session_store.records import (
+    Checkpoint,
     Counts,
     DeliveryRecord,
     InboundEvent,
@@ -49,6 +50,7 @@ from session_store.records import (
 )
 from session_store.repos.operator import OperatorStore
 from session_store.store import Store
+from session_store.values import SessionStatus
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -143,6 +145,29 @@ class NewLink(BaseModel):
     relation: Literal["input", "evidence", "output", "related", "supersedes"]
 
 
+TAG = r"^[^\s,\u0000]{1,64}$"
+
+
+class SessionChange(BaseModel):
+    """What ``PATCH /sessions/{session}`` sets; what is left out is kept."""
+
+    topic: Annotated[str | None, Field(max_length=200, pattern=params.TEXT)] = None
+    priority: Annotated[int | None, Field(ge=-32768, le=32767)] = None
+    #: replaces the session's tags
+    tags: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=64, pattern=TAG)]] | None,
+        Field(max_length=20),
+    ] = None
+
+
+class Decisions(BaseModel):
+    """A session's decisions, oldest first, and its unresolved checkpoints."""
+
+    session_id: int
+    decisions: list[MessageRecord]
+    open_checkpoints: list[Checkpoint]
+
+
 class MessagesPage(BaseModel):
     session_id: int
     last_seq_no: int
@@ -173,6 +198,7 @@ def admin_router(
     router = admin_api_router(policy, prefix=API_PREFIX, tag="admin")
 
     _session_routes(router, service, wake_delivery)
+    _lifecycle_routes(router, service)
     _link_routes(router, service)
     _search_routes(router, service)
     _outbox_routes(router, service, wake_delivery)
@@ -198,18 +224,32 @@ def _session_routes(
         thread: Annotated[
             str | None, Query(max_length=256, pattern=params.TEXT, description="thread id")
         ] = None,
-        status: Literal["active", "closed"] | None = None,
+        status: SessionStatus | None = None,
         q: Annotated[
             str | None, Query(max_length=200, pattern=params.TEXT, description="text in the title")
         ] = None,
+        topic: Annotated[
+            str | None, Query(max_length=200, pattern=params.TEXT, description="text in the topic")
+        ] = None,
+        min_priority: Annotated[int | None, Query(ge=-32768, le=32767)] = None,
+        tag: Annotated[
+            list[str] | None,
+            Query(max_length=20, description="sessions carrying every tag given"),
+        ] = None,
     ) -> Page[SessionRecord]:
-        """Newest activity first; filter by platform, chat, thread, status, title text."""
+        """Newest activity first; filter by platform, chat, thread, status, title or topic
+        text, minimum priority, tags."""
+        if tag and not all(re.match(TAG, t) for t in tag):
+            raise RequestError("a tag is 1 to 64 characters, without spaces or commas")
         return await service.list_sessions(
             platform=platform,
             chat_id=chat,
             thread_id=thread,
             status=status,
             title_contains=q,
+            topic_contains=topic,
+            min_priority=min_priority,
+            tags=tag,
             cursor=cursor,
             limit=limit,
         )
@@ -247,6 +287,48 @@ def _session_routes(
             prev_before_seq=items[0].seq_no if items and items[0].seq_no > 1 else None,
             has_more_after=last < found.last_seq_no,
         )
+
+
+def _lifecycle_routes(router: APIRouter, service: OperatorService) -> None:
+    """A session's lifecycle and what it carries: topic, priority and tags; pause, resume,
+    archive; its decisions."""
+    ops = service.ops
+
+    @router.patch(
+        "/sessions/{session}",
+        response_model=SessionRecord,
+        summary="Set a session's topic, priority or tags",
+        responses={409: {"description": "the session is archived (read-only)"}},
+    )
+    async def update_session(session: SessionRef, change: SessionChange) -> SessionRecord:
+        """Fields left out are kept; `tags` replaces the set. Archived sessions are read-only."""
+        found = await service.resolve(session)
+        async with audit.attempt(ops.store, "session.update", ("session", found.id)) as seen:
+            updated = await service.set_attributes(
+                found.id, topic=change.topic, priority=change.priority, tags=change.tags
+            )
+            seen.update(change.model_dump(exclude_none=True))
+        return updated
+
+    for step, to, doc in (
+        ("pause", "paused", "what arrives is stored, nothing is answered until resumed"),
+        ("resume", "active", "what arrived while paused is answered (one turn)"),
+        ("archive", "archived", "a closed session becomes read-only"),
+    ):
+        _lifecycle_route(router, service, step, to, doc)
+
+    @router.get(
+        "/sessions/{session}/decisions",
+        response_model=Decisions,
+        summary="A session's decisions and unresolved checkpoints",
+    )
+    async def decisions(
+        session: SessionRef, limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 200
+    ) -> Decisions:
+        """Messages of kind `decision`, oldest first, and checkpoints neither done nor
+        cancelled; both read from partial indexes."""
+        found, rows, checkpoints = await service.decisions(session, limit=limit)
+        return Decisions(session_id=found.id, decisions=rows, open_checkpoints=checkpoints)
 
 
 def _link_routes(router: APIRouter, service: OperatorService) -> None:
@@ -305,6 +387,29 @@ def _search_routes(router: APIRouter, service: OperatorService) -> None:
     ) -> Page[SearchHit]:
         """Full-text search across sessions, newest first; each hit names its session."""
         return await service.search(search_words(q), platform=platform, cursor=cursor, limit=limit)
+
+
+def _lifecycle_route(
+    router: APIRouter, service: OperatorService, step: str, to: str, doc: str
+) -> None:
+    """``POST /sessions/{session}/<step>``: one lifecycle step, 409 when the session's status
+    does not allow it."""
+
+    async def move(session: SessionRef) -> SessionRecord:
+        found = await service.resolve(session)
+        async with audit.attempt(service.ops.store, f"session.{step}", ("session", found.id)):
+            moved = await service.move(found.id, step)
+        log.info("session_moved", session_id=moved.id, status=moved.status)
+        return moved
+
+    move.__doc__ = f"The session becomes {to}: {doc}. 409 if its status does not allow it."
+    router.post(
+        f"/sessions/{{session}}/{step}",
+        response_model=SessionRecord,
+        summary=f"{step.capitalize()} a session",
+        responses={409: {"description": f"the session's status does not allow {step}"}},
+        name=f"{step}_session",
+    )(move)
 
 
 def _outbox_routes(

@@ -21,11 +21,13 @@ from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
 
 from gateway import audit
+from gateway.core.commands import decision_text
 from gateway.core.domain import SessionKey
 from gateway.core.errors import GatewayError
 from gateway.core.registry import target_of_place
 from gateway.http.operator import OperatorService
-from session_store.records import MessageRecord
+from session_store.records import MessageRecord, SessionRecord
+from session_store.values import MessageKind, SessionStatus
 
 log = structlog.get_logger(__name__)
 
@@ -47,6 +49,7 @@ Seq = Annotated[int, Field(ge=1, lt=2**63)]
 CheckpointStatus = Literal["open", "in_progress", "blocked", "done", "cancelled"]
 LinkType = Literal["law", "doc", "task", "collection", "issue", "report", "artifact"]
 LinkRelation = Literal["input", "evidence", "output", "related", "supersedes"]
+Tag = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[^\s,]+$")]
 
 
 class BatchItem(BaseModel):
@@ -89,6 +92,10 @@ def _message(m: MessageRecord) -> dict[str, Any]:
         "content": m.content,
         "created_at": m.created_at.isoformat(),
     }
+    if m.kind != "chat":
+        out["kind"] = m.kind
+    if m.importance:
+        out["importance"] = m.importance
     if m.model:
         out["model"] = m.model
     if m.command:
@@ -98,6 +105,21 @@ def _message(m: MessageRecord) -> dict[str, Any]:
             {"part": d.part_no, "status": d.status, "error": d.last_error} for d in m.deliveries
         ]
     return out
+
+
+def _session(s: SessionRecord) -> dict[str, Any]:
+    return {
+        "id": s.id,
+        "key": str(s.key),
+        "status": s.status,
+        "title": s.title,
+        "topic": s.topic,
+        "priority": s.priority,
+        "tags": list(s.tags),
+        "message_count": s.message_count,
+        "last_seq_no": s.last_seq_no,
+        "last_message_at": _json(s.last_message_at),
+    }
 
 
 def new_mcp_server() -> MCPServer:
@@ -119,6 +141,7 @@ def add_session_tools(server: MCPServer, service: OperatorService) -> None:
     _searching_tools(server, service)
     _posting_tools(server, service)
     _writing_tools(server, service)
+    _lifecycle_tools(server, service)
     _record_tools(server, service)
     _link_tools(server, service)
 
@@ -131,37 +154,30 @@ def _reading_tools(server: MCPServer, service: OperatorService) -> None:
     async def list_sessions(
         platform: Annotated[str | None, Field(max_length=64)] = None,
         chat: Annotated[str | None, Field(max_length=256)] = None,
-        status: Literal["active", "closed"] | None = None,
+        status: SessionStatus | None = None,
         title_contains: Annotated[str | None, Field(max_length=200)] = None,
+        topic_contains: Annotated[str | None, Field(max_length=200)] = None,
+        min_priority: Annotated[int | None, Field(ge=-32768, le=32767)] = None,
+        tags: Annotated[list[Tag] | None, Field(max_length=20)] = None,
         limit: Annotated[int, Field(ge=1, le=200)] = 20,
         cursor: Annotated[str | None, Field(max_length=500)] = None,
     ) -> dict[str, Any]:
-        """Sessions, newest activity first, filtered by platform, chat, status or title text.
-        Pass next_cursor back as cursor for the next page."""
+        """Sessions, newest activity first, filtered by platform, chat, status (active,
+        paused, closed, archived), title or topic text, a minimum priority, or tags (sessions
+        carrying all of them). Pass next_cursor back as cursor for the next page."""
         with _as_tool_error():
             page = await service.list_sessions(
                 platform=platform,
                 chat_id=chat,
                 status=status,
                 title_contains=title_contains,
+                topic_contains=topic_contains,
+                min_priority=min_priority,
+                tags=tags,
                 cursor=cursor,
                 limit=limit,
             )
-        return {
-            "sessions": [
-                {
-                    "id": s.id,
-                    "key": str(s.key),
-                    "status": s.status,
-                    "title": s.title,
-                    "message_count": s.message_count,
-                    "last_seq_no": s.last_seq_no,
-                    "last_message_at": _json(s.last_message_at),
-                }
-                for s in page.items
-            ],
-            "next_cursor": page.next_cursor,
-        }
+        return {"sessions": [_session(s) for s in page.items], "next_cursor": page.next_cursor}
 
     @server.tool()
     async def get_session_delta(
@@ -228,6 +244,24 @@ def _searching_tools(server: MCPServer, service: OperatorService) -> None:
         return {"session_id": detail.session.id, "summaries": _json(detail.summaries)}
 
     @server.tool()
+    async def get_session_decisions(
+        session: SessionRef, limit: Annotated[int, Field(ge=1, le=500)] = 200
+    ) -> dict[str, Any]:
+        """The session's decisions (messages of kind decision: /decision TEXT typed in the
+        thread, or appended with kind=decision), oldest first, and its unresolved checkpoints
+        (not done or cancelled). Both are read from indexes, cheap to call every turn."""
+        with _as_tool_error():
+            found, decisions, checkpoints = await service.decisions(session, limit=limit)
+        return {
+            "session_id": found.id,
+            "decisions": [
+                {**_message(m), "text": decision_text(m.content) if m.command else m.content}
+                for m in decisions
+            ],
+            "open_checkpoints": _json(checkpoints),
+        }
+
+    @server.tool()
     async def get_session_checkpoints(session: SessionRef) -> dict[str, Any]:
         """The session's tracked steps and their status."""
         with _as_tool_error():
@@ -261,13 +295,24 @@ def _posting_tools(server: MCPServer, service: OperatorService) -> None:
         content: Annotated[str, Field(min_length=1, max_length=20_000)],
         deliver: bool = False,
         model: Annotated[str | None, Field(max_length=128)] = None,
+        kind: MessageKind = "chat",
+        importance: Annotated[int, Field(ge=0, le=100)] = 0,
     ) -> dict[str, Any]:
-        """Append a message to an active session as participant. With deliver=true it is
-        also sent to the session's own platform thread (the place its last user message
-        came from) through the gateway's outbox, with retries; otherwise it is only stored."""
+        """Append a message to an open (active or paused) session as participant. With
+        deliver=true it is also sent to the session's own platform thread (the place its last
+        user message came from) through the gateway's outbox, with retries; otherwise it is
+        only stored. kind says what it is (chat, proposal, review, decision, summary,
+        question, answer, warning, tool_result): decisions are read back with
+        get_session_decisions."""
         with _as_tool_error():
             message = await service.append(
-                session, participant=participant, content=content, deliver=deliver, model=model
+                session,
+                participant=participant,
+                content=content,
+                deliver=deliver,
+                model=model,
+                kind=kind,
+                importance=importance,
             )
         await audit.record(
             ops.store,
@@ -277,6 +322,7 @@ def _posting_tools(server: MCPServer, service: OperatorService) -> None:
                 "participant": participant,
                 "seq_no": message.seq_no,
                 "deliver": deliver,
+                "kind": kind,
             },
         )
         log.info(
@@ -385,6 +431,56 @@ def _writing_tools(server: MCPServer, service: OperatorService) -> None:
             "last_read_seq": cursor.last_read_seq,
             "unread": max(latest.last_seq_no - cursor.last_read_seq, 0),
         }
+
+
+def _lifecycle_tools(server: MCPServer, service: OperatorService) -> None:
+    """A session's lifecycle (pause, resume, archive) and its topic, priority and tags."""
+    ops = service.ops
+
+    async def _move(session: SessionRef, step: str, action: str) -> dict[str, Any]:
+        with _as_tool_error():
+            moved = await service.move(session, step)
+        await audit.record(ops.store, action, ("session", moved.id), details={"to": moved.status})
+        log.info("mcp_session_moved", session_id=moved.id, status=moved.status)
+        return {"session_id": moved.id, "status": moved.status}
+
+    @server.tool()
+    async def pause_session(session: SessionRef) -> dict[str, Any]:
+        """Pause an active session: what arrives in its thread is stored, nothing is answered
+        until it is resumed."""
+        return await _move(session, "pause", "session.pause")
+
+    @server.tool()
+    async def resume_session(session: SessionRef) -> dict[str, Any]:
+        """Resume a paused session: what arrived while it was paused is answered (one turn)."""
+        return await _move(session, "resume", "session.resume")
+
+    @server.tool()
+    async def archive_session(session: SessionRef) -> dict[str, Any]:
+        """Archive a closed session: read-only from then on (a message in its thread opens a
+        new session)."""
+        return await _move(session, "archive", "session.archive")
+
+    @server.tool()
+    async def update_session(
+        session: SessionRef,
+        topic: Annotated[str | None, Field(max_length=200)] = None,
+        priority: Annotated[int | None, Field(ge=-32768, le=32767)] = None,
+        tags: Annotated[list[Tag] | None, Field(max_length=20)] = None,
+    ) -> dict[str, Any]:
+        """Set the session's topic, priority or tags (tags replace the set; what is not given
+        is kept). Archived sessions are read-only."""
+        with _as_tool_error():
+            updated = await service.set_attributes(
+                session, topic=topic, priority=priority, tags=tags
+            )
+        await audit.record(
+            ops.store,
+            "session.update",
+            ("session", updated.id),
+            details={"topic": topic, "priority": priority, "tags": tags},
+        )
+        return _session(updated)
 
 
 def _record_tools(server: MCPServer, service: OperatorService) -> None:

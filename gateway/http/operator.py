@@ -15,9 +15,9 @@ from typing import Any, Generic, TypeVar
 from gateway.core.domain import SessionKey
 from gateway.core.errors import RequestError, SessionNotFound
 from gateway.core.ports import Transport
-from session_store.records import MessageRecord, SearchHit, SessionRecord
+from session_store.records import Checkpoint, MessageRecord, SearchHit, SessionRecord
 from session_store.repos.operator import OperatorStore
-from session_store.values import Role, SessionStatus
+from session_store.values import MessageKind, Role, SessionStatus
 
 T = TypeVar("T")
 
@@ -179,10 +179,13 @@ class OperatorService:
         thread_id: str | None = None,
         status: SessionStatus | None = None,
         title_contains: str | None = None,
+        topic_contains: str | None = None,
+        min_priority: int | None = None,
+        tags: Sequence[str] | None = None,
         cursor: str | None = None,
         limit: int = 50,
     ) -> Page[SessionRecord]:
-        """Newest activity first."""
+        """Newest activity first; ``tags``: sessions carrying all of them."""
 
         async def fetch(after: Any, n: int) -> list[SessionRecord]:
             return await self.ops.store.sessions.list_sessions(
@@ -191,6 +194,9 @@ class OperatorService:
                 thread_id=thread_id,
                 status=status,
                 title_contains=title_contains,
+                topic_contains=topic_contains,
+                min_priority=min_priority,
+                tags=tags,
                 after=after,
                 limit=n,
             )
@@ -229,8 +235,11 @@ class OperatorService:
         deliver: bool = False,
         role: Role = "assistant",
         model: str | None = None,
+        kind: MessageKind = "chat",
+        importance: int = 0,
     ) -> MessageRecord:
-        """Append ``content`` as ``participant``. With ``deliver`` it goes out through the
+        """Append ``content`` as ``participant``, of ``kind`` (a ``decision`` is read back by
+        ``decisions``). With ``deliver`` it goes out through the
         outbox to the session's own thread, split and formatted by that platform's
         transport exactly as an agent's reply is."""
         session = await self.resolve(ref)
@@ -258,7 +267,38 @@ class OperatorService:
             model=model,
             parts=parts,
             metadata={"via": "operator"},
+            kind=kind,
+            importance=importance,
         )
         if parts:
             self._outbox_written()
         return message
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    async def move(self, ref: int | str, step: str) -> SessionRecord:
+        """``pause``, ``resume``, ``close`` or ``archive`` the session (a step its status does
+        not allow is a 409). A resumed session's waiting turn is answered by the workers."""
+        session = await self.resolve(ref)
+        return await self.ops.store.sessions.transition(session.id, step)
+
+    async def set_attributes(
+        self,
+        ref: int | str,
+        *,
+        topic: str | None = None,
+        priority: int | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> SessionRecord:
+        session = await self.resolve(ref)
+        return await self.ops.store.sessions.set_attributes(
+            session.id, topic=topic, priority=priority, tags=tags
+        )
+
+    async def decisions(
+        self, ref: int | str, *, limit: int = 200
+    ) -> tuple[SessionRecord, list[MessageRecord], list[Checkpoint]]:
+        """The session's decisions, oldest first, and its unresolved checkpoints."""
+        session = await self.resolve(ref)
+        decisions, checkpoints = await self.ops.store.sessions.decisions(session.id, limit=limit)
+        return session, decisions, checkpoints

@@ -5,28 +5,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import json
 import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine, Sequence
-from datetime import datetime
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import structlog
 
-from gateway.core.domain import SessionKey
 from gateway.core.errors import ConfigError, GatewayError
 from gateway.core.lifecycle.database import database
 from gateway.core.logs import configure_logging
 from gateway.core.registry import known_platforms, load_checked_settings
 from gateway.core.settings import Settings, settings_source
-from gateway.core.text import counted
+from gateway.ops.sessions_cli import add_sessions_parser, sessions_command
 
 if TYPE_CHECKING:
     from gateway.agents.base import Agent
-    from session_store.records import SessionRecord
 
 log = structlog.get_logger("gateway")
 #: what ``gateway --help`` says first (plain text: help shows no reStructuredText)
@@ -138,96 +134,6 @@ async def _migrate(settings: Settings) -> int:
     return 0
 
 
-async def _sessions_list(
-    settings: Settings, platform: str | None, active: bool, limit: int, as_json: bool = False
-) -> int:
-    from session_store.migrator import migrate
-    from session_store.store import Store
-
-    async with database(settings) as dsn:
-        await migrate(dsn)
-        store = await Store.connect(dsn, min_size=1, max_size=2)
-        try:
-            sessions = await store.sessions.list_sessions(
-                platform=platform, status="active" if active else None, limit=limit
-            )
-        finally:
-            await store.close()
-    if as_json:
-        # one JSON array, newest activity first, for scripts (`jq`)
-        print(json.dumps([_session_json(s) for s in sessions], indent=2))
-        return 0
-    for s in sessions:
-        last = s.last_message_at.isoformat(timespec="seconds") if s.last_message_at else "-"
-        print(f"{s.id}\t{s.key}\t{s.status}\t{counted(s.message_count, 'message')}\t{last}")
-    if not sessions:
-        print("no sessions", file=sys.stderr)
-    return 0
-
-
-def _session_json(s: SessionRecord) -> dict[str, Any]:
-    def when(value: datetime | None) -> str | None:
-        return value.isoformat() if value else None
-
-    return {
-        "id": s.id,
-        "key": str(s.key),
-        "platform": s.key.platform,
-        "scope": s.key.scope,
-        "chat_id": s.key.chat_id,
-        "thread_id": s.key.thread_id,
-        "status": s.status,
-        "title": s.title,
-        "message_count": s.message_count,
-        "created_at": when(s.created_at),
-        "last_message_at": when(s.last_message_at),
-    }
-
-
-async def _sessions_show(settings: Settings, ident: str, after: int, limit: int) -> int:
-    from gateway.tools.display import tool_lines
-    from session_store.migrator import migrate
-    from session_store.repos.operator import OperatorStore
-    from session_store.store import Store
-
-    async with database(settings) as dsn:
-        await migrate(dsn)
-        store = await Store.connect(dsn, min_size=1, max_size=2)
-        try:
-            if ident.isascii() and ident.isdigit():
-                session = await store.sessions.get_session(int(ident))
-            else:
-                try:
-                    key = SessionKey.parse(ident)
-                except ValueError as exc:
-                    print(str(exc), file=sys.stderr)
-                    return 1
-                found = await store.sessions.find_session(key)
-                if found is None:
-                    print(f"no session for key {ident}", file=sys.stderr)
-                    return 1
-                session = found
-            messages = await store.sessions.delta(session.id, after, limit)
-            links = (await OperatorStore(store).session_detail(session.id)).links
-        finally:
-            await store.close()
-    count = counted(session.message_count, "message")
-    print(f"session {session.id} {session.key} ({session.status}, {count})")
-    for link in links:
-        target = link.target_ref or link.url or f"session {link.linked_session_id}"
-        print(f"  link: {link.relation} {link.link_type or 'session'} {target}")
-    for m in messages:
-        who = m.sender_name or m.sender_id or m.role
-        label = f"{m.role}:{who}" if m.role == "user" else m.role
-        print(f"[{m.seq_no}] {label}: {m.content}")
-        if m.role == "assistant" and m.metadata.get("profile"):
-            print(f"    profile: {m.metadata['profile']}")  # the place's profile that answered
-        # tool calls, results and routing
-        for line in tool_lines(m.role, m.metadata):
-            print(line)
-    return 0
-
-
 # --- web chat accounts -------------------------------------------------------------
 
 
@@ -309,13 +215,6 @@ async def _mcp(settings: Settings) -> int:
         return await serve_stdio(settings, dsn)
 
 
-def _positive(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError("must be 1 or more")
-    return number
-
-
 class _Parser(argparse.ArgumentParser):
     """A command group run without its subcommand (``gateway profiles``) prints its help, not
     argparse's "the following arguments are required: profiles_command" (exit 2 as before).
@@ -347,17 +246,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("run", help="migrate, then serve every configured surface until stopped")
     sub.add_parser("migrate", help="apply pending migrations and exit")
-    sessions = sub.add_parser("sessions", help="inspect sessions")
-    ssub = sessions.add_subparsers(dest="sessions_command", required=True)
-    lst = ssub.add_parser("list", help="one line per session")
-    lst.add_argument("--platform")
-    lst.add_argument("--active", action="store_true")
-    lst.add_argument("--limit", type=_positive, default=100, help="at most N sessions")
-    lst.add_argument("--json", action="store_true", help="a JSON array instead of lines")
-    show = ssub.add_parser("show", help="a session's links and transcript in seq order")
-    show.add_argument("ident", metavar="ID-or-KEY", help="session id or platform:scope:chat:thread")
-    show.add_argument("--after", type=int, default=0)
-    show.add_argument("--limit", type=int, default=1000)
+    add_sessions_parser(sub)
     users = sub.add_parser("users", help="web chat accounts (GATEWAY_WEB_AUTH=accounts)")
     usub = users.add_subparsers(dest="users_command", required=True)
     add = usub.add_parser("add", help="add an account, or set its password (stdin if piped)")
@@ -407,7 +296,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 #: commands whose changes are recorded in the audit log as done by hand
-_BY_HAND = frozenset({"users", "kb", "reload", "schedule"})
+_BY_HAND = frozenset({"users", "kb", "reload", "schedule", "sessions"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -497,9 +386,7 @@ def _command(settings: Settings, args: argparse.Namespace) -> Coroutine[Any, Any
         from gateway.retention.cli import run as run_retention
 
         return run_retention(settings, args)
-    elif args.sessions_command == "list":
-        return _sessions_list(settings, args.platform, args.active, args.limit, args.json)
-    return _sessions_show(settings, args.ident, args.after, args.limit)
+    return sessions_command(settings, args)
 
 
 #: commands that serve until stopped: they log as configured (JSON off a terminal)

@@ -71,6 +71,7 @@ def turn_stages(gw: Wired) -> list[Stage]:
                 LinkCommand(gw.usage),
                 gw.schedule_room.command,
             ],
+            lifecycle=gw.store.sessions,
         ),
         # charges every model call (its ``after`` runs last); budgets before any cost
         UsageStage(gw.usage, identify=getattr(gw.agent, "sends_user", False) is True),

@@ -22,8 +22,11 @@ WITH inbox AS (
     SELECT $1, $5, $6, $7, 1, 1, now(), CASE WHEN $8 = 'always' THEN 1 ELSE 0 END, $9,
            $8 = 'always'
     FROM inbox
-    ON CONFLICT (platform, scope, chat_id, (coalesce(thread_id, ''))) WHERE status = 'active'
+    ON CONFLICT (platform, scope, chat_id, (coalesce(thread_id, '')))
+        WHERE status IN ('active', 'paused')
     DO UPDATE SET
+        -- a paused session stores what arrives; /resume typed in it makes it active again
+        status = CASE WHEN $16 = 'resume' THEN 'active' ELSE s.status END,
         last_seq_no = s.last_seq_no + 1,
         message_count = s.message_count + 1,
         last_message_at = now(),
@@ -36,10 +39,13 @@ WITH inbox AS (
 ), msg AS (
     INSERT INTO messages (session_id, seq_no, inbound_event_id, role, sender_id, sender_name,
                           external_id, reply_to_external_id, content, reply_target, command,
-                          trigger, backfill, sent_at, metadata, traceparent)
+                          trigger, backfill, sent_at, metadata, traceparent, kind)
     SELECT sess.id, sess.last_seq_no, inbox.id, 'user', $10, $11, $12, $13, $14, $15, $16,
            CASE WHEN sess.turn_requested_seq = sess.last_seq_no THEN 'answer' ELSE 'context' END,
-           $17, $18, $19, $20
+           $17, $18, $19, $20,
+           -- /decision TEXT is stored as a decision (a bare /decision records nothing)
+           CASE WHEN $16 = 'decision' AND $14 ~* '/decision(@\S*)?\s+\S' THEN 'decision'
+                ELSE 'chat' END
     FROM sess, inbox
     RETURNING id, session_id, seq_no, trigger
 )

@@ -40,7 +40,14 @@ from session_store.repos.summaries import SQL as SUMMARIES_SQL
 from session_store.rows import reader
 from session_store.sql import load
 from session_store.store import Store
-from session_store.values import DeliveryStatus, InboundStatus, ReplyTarget, Role, SessionKey
+from session_store.values import (
+    DeliveryStatus,
+    InboundStatus,
+    MessageKind,
+    ReplyTarget,
+    Role,
+    SessionKey,
+)
 
 SQL = load(
     __package__,
@@ -232,6 +239,8 @@ class OperatorStore:
         tokens_used: int | None = None,
         parts: Sequence[str] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        kind: MessageKind = "chat",
+        importance: int = 0,
     ) -> MessageRecord:
         """Append a participant's message to an active session in one transaction. With
         ``parts`` it is also put in the outbox, one delivery row per part, carrying the target
@@ -261,6 +270,8 @@ class OperatorStore:
                 model,
                 tokens_used,
                 {**(metadata or {}), "participant": participant},
+                kind,
+                importance,
             )
             assert row is not None
             message = _message(row)
@@ -465,6 +476,8 @@ class OperatorStore:
                     model,
                     None,
                     {"participant": participant, "batch": True},
+                    "chat",
+                    0,
                 )
                 assert row is not None
                 out.append(_message(row))
@@ -478,7 +491,8 @@ class OperatorStore:
         if status is None:
             raise SessionNotFound(f"no session {session_id}")
         raise RequestError(
-            f"session {session_id} is {status}; messages can only be appended to an active session",
+            f"session {session_id} is {status}; messages can only be appended to an open "
+            "(active or paused) session",
             status=409,
             title="Conflict",
         )

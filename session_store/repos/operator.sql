@@ -129,13 +129,13 @@ SELECT coalesce(
 UPDATE sessions
 SET last_seq_no = last_seq_no + 1, message_count = message_count + 1,
     last_message_at = now(), updated_at = now()
-WHERE id = $1 AND status = 'active'
+WHERE id = $1 AND status IN ('active', 'paused')
 RETURNING last_seq_no
 
 -- name: insert_participant_message
 INSERT INTO messages (session_id, seq_no, role, sender_id, sender_name, content, model,
-                      tokens_used, metadata)
-VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8)
+                      tokens_used, metadata, kind, importance)
+VALUES ($1, $2, $3, $4, $4, $5, $6, $7, $8, $9, $10)
 RETURNING {{message_columns}}
 
 -- name: upsert_participant
@@ -181,12 +181,12 @@ UPDATE sessions SET reply_target = $2 WHERE id = $1 AND reply_target IS NULL
 -- name: active_session
 SELECT {{session_columns}} FROM sessions
 WHERE platform = $1 AND scope = $2 AND chat_id = $3
-  AND coalesce(thread_id, '') = coalesce($4, '') AND status = 'active'
+  AND coalesce(thread_id, '') = coalesce($4, '') AND status IN ('active', 'paused')
 
 -- name: allocate_seqs
--- N seq numbers at once for a batch append (only while the session is active)
+-- N seq numbers at once for a batch append (only while the session is open)
 UPDATE sessions
 SET last_seq_no = last_seq_no + $2, message_count = message_count + $2,
     last_message_at = now(), updated_at = now()
-WHERE id = $1 AND status = 'active'
+WHERE id = $1 AND status IN ('active', 'paused')
 RETURNING last_seq_no

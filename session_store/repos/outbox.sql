@@ -45,8 +45,11 @@ WITH fin AS (
         last_read_seq = greatest(session_participants.last_read_seq, excluded.last_read_seq),
         display_name = coalesce(excluded.display_name, session_participants.display_name)
 ), msg AS (
-    INSERT INTO messages (session_id, seq_no, role, content, model, tokens_used, metadata)
-    SELECT $1, fin.last_seq_no - $3 + r.ord, r.role, r.content, r.model, r.tokens, r.meta
+    INSERT INTO messages (session_id, seq_no, role, content, model, tokens_used, metadata,
+                          kind)
+    SELECT $1, fin.last_seq_no - $3 + r.ord, r.role, r.content, r.model, r.tokens, r.meta,
+           CASE r.role WHEN 'assistant' THEN 'answer' WHEN 'tool' THEN 'tool_result'
+                       ELSE 'chat' END
     FROM fin,
          unnest($8::text[], $9::text[], $10::integer[], $11::jsonb[], $12::text[])
              WITH ORDINALITY AS r(content, model, tokens, meta, role, ord)

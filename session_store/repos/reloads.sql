@@ -3,7 +3,7 @@
 -- name: request_reload
 -- a request naming every replica live now
 INSERT INTO config_reloads (actor, path, replicas)
-SELECT $1, $2, coalesce(array_agg(id ORDER BY id), '{}') FROM ({{live_processes}}) AS live (id)
+SELECT $1, $2, coalesce(array_agg(id ORDER BY id), ARRAY[]::bigint[]) FROM ({{live_processes}}) AS live (id)
 RETURNING id, replicas
 
 -- name: pending_reloads

@@ -4,12 +4,13 @@ message (``TranscriptStore``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
 from session_store.db import Database
-from session_store.errors import SessionNotFound
-from session_store.records import DeliveryRecord, MessageRecord, SessionRecord
+from session_store.errors import RequestError, SessionNotFound
+from session_store.records import Checkpoint, DeliveryRecord, MessageRecord, SessionRecord
 from session_store.repos.outbox import SQL as OUTBOX_SQL
 from session_store.repos.outbox import delivery_from_row
 from session_store.rows import reader
@@ -20,6 +21,16 @@ SQL = load(__package__, "sessions.sql")
 
 _session = reader(SessionRecord)
 _message = reader(MessageRecord)
+_checkpoint = reader(Checkpoint)
+
+#: each lifecycle step: the status it moves to, and the statuses it may start from
+#: (``active <-> paused``, ``active|paused -> closed -> archived``)
+TRANSITIONS: dict[str, tuple[SessionStatus, tuple[SessionStatus, ...]]] = {
+    "pause": ("paused", ("active",)),
+    "resume": ("active", ("paused",)),
+    "close": ("closed", ("active", "paused")),
+    "archive": ("archived", ("closed",)),
+}
 
 
 class Sessions:
@@ -56,12 +67,17 @@ class Sessions:
         thread_id: str | None = None,
         status: SessionStatus | None = None,
         title_contains: str | None = None,
+        topic_contains: str | None = None,
+        min_priority: int | None = None,
+        tags: Sequence[str] | None = None,
         after: tuple[datetime | None, int] | None = None,
         limit: int = 50,
     ) -> list[SessionRecord]:
         """Newest activity first; ``after`` is the (last_message_at, id) of the last row of
-        the previous page."""
+        the previous page. ``tags``: sessions carrying every one of them; ``min_priority``:
+        at least that priority."""
         pattern = None if not title_contains else _like_escape(title_contains)
+        topic = None if not topic_contains else _like_escape(topic_contains)
         async with self.db.connection() as conn:
             rows = await conn.fetch(
                 SQL.list_sessions,
@@ -74,6 +90,9 @@ class Sessions:
                 after[0] if after else None,
                 after[1] if after else None,
                 limit,
+                topic,
+                min_priority,
+                list(tags) if tags else None,
             )
         return [_session(r) for r in rows]
 
@@ -85,6 +104,67 @@ class Sessions:
     async def close_session(self, session_id: int) -> bool:
         async with self.db.connection() as conn:
             return await conn.fetchval(SQL.close_active_session, session_id) is not None
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def transition(self, session_id: int, step: str) -> SessionRecord:
+        """One lifecycle step (``pause``, ``resume``, ``close``, ``archive``; see
+        :data:`TRANSITIONS`). A step the session's status does not allow is refused with a
+        409 naming the status; an unknown session is :class:`SessionNotFound`."""
+        if step not in TRANSITIONS:
+            raise RequestError(f"unknown lifecycle step {step!r}; one of {', '.join(TRANSITIONS)}")
+        to, starts = TRANSITIONS[step]
+        async with self.db.connection() as conn:
+            row = await conn.fetchrow(SQL.move_status, session_id, to, list(starts))
+            if row is not None:
+                return _session(row)
+            current = await conn.fetchrow(SQL.get_session, session_id)
+        if current is None:
+            raise SessionNotFound(f"no session {session_id}")
+        raise RequestError(
+            f"session {session_id} is {current['status']}; {step} needs it " + " or ".join(starts),
+            status=409,
+            title="Conflict",
+        )
+
+    async def set_attributes(
+        self,
+        session_id: int,
+        *,
+        topic: str | None = None,
+        priority: int | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> SessionRecord:
+        """Set a session's topic, priority or tags (``None``: unchanged; ``tags``
+        replaces the set). Archived sessions are read-only (409)."""
+        if priority is not None and not -32768 <= priority <= 32767:
+            raise RequestError(f"priority {priority} is out of range")
+        clean = None if tags is None else sorted({t.strip() for t in tags if t.strip()})
+        async with self.db.connection() as conn:
+            row = await conn.fetchrow(SQL.set_attributes, session_id, topic, priority, clean)
+            if row is not None:
+                return _session(row)
+            current = await conn.fetchrow(SQL.get_session, session_id)
+        if current is None:
+            raise SessionNotFound(f"no session {session_id}")
+        raise RequestError(
+            f"session {session_id} is archived, and archived sessions are read-only",
+            status=409,
+            title="Conflict",
+        )
+
+    async def decisions(
+        self, session_id: int, *, limit: int = 200
+    ) -> tuple[list[MessageRecord], list[Checkpoint]]:
+        """A session's decisions (oldest first) and its unresolved checkpoints, each read
+        from its partial index."""
+        async with self.db.connection() as conn:
+            found = await conn.fetchval(SQL.get_session_exists, session_id)
+            if not found:
+                raise SessionNotFound(f"no session {session_id}")
+            rows = await conn.fetch(SQL.session_decisions, session_id, limit)
+            checks = await conn.fetch(SQL.open_checkpoints, session_id)
+        return [_message(r) for r in rows], [_checkpoint(r) for r in checks]
 
     # --- messages ------------------------------------------------------------------------
 

@@ -3,12 +3,13 @@
 -- name: session_columns
 -- the one column list of SessionRecord
 id, platform, scope, chat_id, thread_id, status, title, kind, selected_model, last_seq_no,
-message_count, created_at, updated_at, last_message_at, closed_at, metadata
+message_count, created_at, updated_at, last_message_at, closed_at, metadata, topic, priority, tags
 
 -- name: message_columns
 -- the one column list of MessageRecord
 id, session_id, seq_no, role, content, sender_id, sender_name, external_id, command, trigger,
-backfill, reply_target, model, tokens_used, feedback, edited_at, created_at, metadata, traceparent
+backfill, reply_target, model, tokens_used, feedback, edited_at, created_at, metadata, traceparent,
+kind, importance
 
 -- name: messages_after
 SELECT {{message_columns}} FROM messages
@@ -23,11 +24,11 @@ WHERE session_id = $1 AND seq_no < $2 AND seq_no > $4 ORDER BY seq_no DESC LIMIT
 SELECT {{session_columns}} FROM sessions WHERE id = $1
 
 -- name: find_session_by_key
--- the active session of a place, else its newest closed one
+-- the open (active or paused) session of a place, else its newest closed or archived one
 SELECT {{session_columns}} FROM sessions
 WHERE platform = $1 AND scope = $2 AND chat_id = $3
   AND coalesce(thread_id, '') = coalesce($4::text, '')
-ORDER BY (status = 'active') DESC, id DESC
+ORDER BY (status IN ('active', 'paused')) DESC, id DESC
 LIMIT 1
 
 -- name: list_sessions
@@ -40,6 +41,9 @@ WHERE ($1::text IS NULL OR platform = $1)
   AND ($3::text IS NULL OR status = $3)
   AND ($4::text IS NULL OR title ILIKE '%' || $4 || '%' ESCAPE '\')
   AND ($5::text IS NULL OR thread_id = $5)
+  AND ($10::text IS NULL OR topic ILIKE '%' || $10 || '%' ESCAPE '\')
+  AND ($11::smallint IS NULL OR priority >= $11)
+  AND ($12::text[] IS NULL OR tags @> $12)
   AND (NOT $6::boolean
        OR ($7::timestamptz IS NOT NULL AND (last_message_at < $7
                                             OR (last_message_at = $7 AND id < $8)
@@ -62,7 +66,7 @@ LIMIT $2
 
 -- name: close_active_session
 UPDATE sessions SET status = 'closed', closed_at = now(), updated_at = now()
-WHERE id = $1 AND status = 'active'
+WHERE id = $1 AND status IN ('active', 'paused')
 RETURNING id
 
 -- name: message_id_at
@@ -106,3 +110,38 @@ SET content = CASE WHEN content = '' THEN $2 ELSE content || E'\n\n' || $2 END,
     metadata = metadata || jsonb_build_object('transcribed', true, 'transcript', $2::text)
 WHERE id = $1 AND NOT (metadata ? 'transcript') AND NOT (metadata ? 'erased')
 RETURNING id
+
+-- name: move_status
+-- One lifecycle step: to $2 from one of $3 (active <-> paused, active|paused -> closed ->
+-- archived); no row when the session is not in one of them.
+UPDATE sessions
+SET status = $2, updated_at = now(),
+    closed_at = CASE WHEN $2 = 'closed' THEN now() ELSE closed_at END
+WHERE id = $1 AND status = ANY($3::text[])
+RETURNING {{session_columns}}
+
+-- name: set_attributes
+-- topic, priority and tags, each kept when its argument is NULL; archived sessions are
+-- read-only
+UPDATE sessions
+SET topic = coalesce($2, topic), priority = coalesce($3, priority),
+    tags = coalesce($4, tags), updated_at = now()
+WHERE id = $1 AND status <> 'archived'
+RETURNING {{session_columns}}
+
+-- name: session_decisions
+-- a session's decisions, oldest first, from the partial index messages_decisions
+SELECT {{message_columns}} FROM messages
+WHERE session_id = $1 AND kind = 'decision'
+ORDER BY seq_no
+LIMIT $2
+
+-- name: open_checkpoints
+-- a session's unresolved checkpoints, from the partial index session_checkpoints_open
+SELECT id, session_id, name, status, seq_no, detail, created_at, updated_at
+FROM session_checkpoints
+WHERE session_id = $1 AND status NOT IN ('done', 'cancelled')
+ORDER BY id
+
+-- name: get_session_exists
+SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $1)

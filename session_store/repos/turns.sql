@@ -13,6 +13,8 @@ SET turn_owner = $1, turn_lease_until = now() + make_interval(secs => $2), turn_
 WHERE s.id = (
     SELECT id FROM sessions
     WHERE turn_requested_seq > turn_done_seq AND turn_parked_on IS NULL
+      -- a paused session answers nothing until resumed
+      AND status <> 'paused'
       AND (turn_lease_until IS NULL OR turn_lease_until < now()
            OR (turn_process IS DISTINCT FROM $4 AND {{dead_turn_process}}))
       AND ($3::text[] IS NULL OR platform = ANY($3))

@@ -155,9 +155,11 @@ def sink_envelope(body: dict[str, Any]) -> Envelope:
 
 
 def _with_argument(text: str) -> str | None:
-    """``/model NAME``, ``/usage``, ``/link [CODE]``: the commands the sink knows."""
+    """``/model NAME``, ``/usage``, ``/link [CODE]``, ``/pause``, ``/resume``, ``/decision
+    TEXT``: the commands the sink knows."""
     first = text.split()[:1]
-    return first[0][1:] if first and first[0] in ("/model", "/usage", "/link") else None
+    known = ("/model", "/usage", "/link", "/pause", "/resume", "/decision")
+    return first[0][1:] if first and first[0] in known else None
 
 
 class SinkAdapter:

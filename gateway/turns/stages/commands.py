@@ -1,12 +1,16 @@
 """Commands: ``/new``, ``/help``, ``/model`` and every command a capability adds, answered by
 the gateway without the agent.
 
-The vocabulary is ``gateway.core.commands.COMMANDS``. Each command but ``/new`` is answered by
-a :class:`CommandHandler`; a capability adds one by passing its handler to the stage (one line
-in ``gateway.runtime.stages.turn_stages``). Before the agent: ``/new`` ends the turn at itself
-and closes the session; the others are answered in seq order (so ``/model x`` sent before a
-question applies to it) and taken out of the questions. A known command with no handler in this
-gateway (its capability is off) gets a short answer saying so. After: nothing.
+The vocabulary is ``gateway.core.commands.COMMANDS``. Each command but ``/new`` and ``/pause``
+is answered by a :class:`CommandHandler`; a capability adds one by passing its handler to the
+stage (one line in ``gateway.runtime.stages.turn_stages``). Before the agent: ``/new`` ends the
+turn at itself and closes the session, ``/pause`` ends it at itself and pauses the session (what
+arrives is stored, nothing is answered until ``/resume``); the others are answered in seq order
+(so ``/model x`` sent before a question applies to it) and taken out of the questions. ``/resume``
+reaches a turn because its ingest made the session active again, so the messages that arrived
+while it was paused are answered in the same turn; ``/decision TEXT`` was stored as a decision at
+ingest and is acknowledged here. A known command with no handler in this gateway (its capability
+is off) gets a short answer saying so. After: nothing.
 """
 
 from __future__ import annotations
@@ -16,16 +20,22 @@ from typing import Protocol
 
 import structlog
 
-from gateway.core.commands import COMMANDS
+from gateway.core.commands import COMMANDS, decision_text
 from gateway.core.domain import Reply
 from gateway.turns.context import ContextPolicy
 from gateway.turns.stage import COMMAND_MODEL, Answer, Stage, TurnRun
-from session_store.records import MessageRecord, TurnState
+from session_store.errors import RequestError
+from session_store.records import MessageRecord, SessionRecord, TurnState
 
 log = structlog.get_logger(__name__)
 
 HELP_INTRO = "I answer in this thread, with this thread's history as context."
 NEW_TEXT = "Started a new session. Earlier messages in this thread are no longer used as context."
+PAUSE_TEXT = (
+    "Paused. Messages sent here are kept, and nothing is answered until someone sends /resume."
+)
+RESUME_TEXT = "Resumed: this session is active and answered again."
+DECISION_USAGE = "Nothing recorded: write the decision after the command, /decision TEXT."
 
 
 class CommandHandler(Protocol):
@@ -62,6 +72,12 @@ class ModelChoices(Protocol):
     ) -> None: ...
 
 
+class Lifecycle(Protocol):
+    """What ``/pause`` moves (``session_store.repos.sessions.Sessions``)."""
+
+    async def transition(self, session_id: int, step: str) -> SessionRecord: ...
+
+
 class CommandsStage(Stage):
     name = "commands"
 
@@ -70,13 +86,22 @@ class CommandsStage(Stage):
         choices: ModelChoices,
         policy: ContextPolicy,
         handlers: Sequence[CommandHandler] = (),
+        *,
+        lifecycle: Lifecycle | None = None,
     ) -> None:
         answers: list[CommandHandler] = [ModelCommand(choices, policy), *handlers]
+        if lifecycle is not None:
+            answers += [ResumeCommand(), DecisionCommand()]
         self._handlers = {h.name: h for h in answers}
-        self.help_text = help_text(["new", "help", *self._handlers])
+        self._lifecycle = lifecycle
+        paused = ["pause"] if lifecycle is not None else []
+        self.help_text = help_text(["new", "help", *paused, *self._handlers])
 
     async def before(self, turn: TurnRun) -> Answer | None:
-        for ask in turn.asks:
+        # a /pause typed while the session was paused waited with the rest; the /resume that
+        # brought this turn overrides it
+        resumed = max((i for i, m in enumerate(turn.asks) if m.command == "resume"), default=-1)
+        for i, ask in enumerate(turn.asks):
             if ask.command == "new":
                 # handle up to /new; anything after it in this batch gets its own run
                 return Answer(
@@ -85,14 +110,34 @@ class CommandsStage(Stage):
                     upto=ask,
                     close_session=True,
                 )
+            if ask.command == "pause" and i > resumed and self._lifecycle is not None:
+                # handle up to /pause: what follows waits, stored, for /resume
+                return Answer(
+                    outcome="command_pause",
+                    replies=[Reply(text=await self._pause(turn), model=COMMAND_MODEL)],
+                    upto=ask,
+                )
         for ask in turn.asks:
-            if ask.command is not None:
+            if ask.command == "pause" and self._lifecycle is not None:
+                turn.replies.append(
+                    Reply(text="Overridden by a later /resume.", model=COMMAND_MODEL)
+                )
+            elif ask.command is not None:
                 turn.replies.append(await self._answer(turn, ask, ask.command))
         commands = [m for m in turn.questions if m.command is not None]
         if commands:
             turn.questions = [m for m in turn.questions if m.command is None]
             turn.outcome = f"command_{commands[-1].command}"
         return None
+
+    async def _pause(self, turn: TurnRun) -> str:
+        assert self._lifecycle is not None
+        try:
+            await self._lifecycle.transition(turn.claim.session_id, "pause")
+        except RequestError as e:
+            return f"Not paused: {e}"
+        log.info("session_paused", session_id=turn.claim.session_id)
+        return PAUSE_TEXT
 
     async def _answer(self, turn: TurnRun, ask: MessageRecord, command: str) -> Reply:
         if command == "help":
@@ -159,6 +204,29 @@ class ModelCommand:
             lines.append(f"- {model}" + (f" ({', '.join(notes)})" if notes else ""))
         lines.append("Switch this thread with /model NAME.")
         return Reply(text="\n".join(lines), model=COMMAND_MODEL)
+
+
+class ResumeCommand:
+    """``/resume``: its ingest made the paused session active again (nothing else can claim
+    a paused session's turn), so here it is only acknowledged; the messages that arrived while
+    the session was paused stay in the turn's questions and are answered with it."""
+
+    name = "resume"
+
+    async def answer(self, turn: TurnRun, ask: MessageRecord) -> Reply:
+        return Reply(text=RESUME_TEXT, model=COMMAND_MODEL)
+
+
+class DecisionCommand:
+    """``/decision TEXT``: stored with kind ``decision`` at ingest (the kind rides in the
+    message's own insert); acknowledged here, and never sent to the model as a question."""
+
+    name = "decision"
+
+    async def answer(self, turn: TurnRun, ask: MessageRecord) -> Reply:
+        if ask.kind != "decision":
+            return Reply(text=DECISION_USAGE, model=COMMAND_MODEL)
+        return Reply(text=f"Decision recorded: {decision_text(ask.content)}", model=COMMAND_MODEL)
 
 
 def command_argument(text: str, command: str) -> str | None:

@@ -45,6 +45,12 @@ TOOLS = {
     "get_session_checkpoints",
     "get_session_artifacts",
     "get_session_participants",
+    # the lifecycle, topic/priority/tags, and the decisions
+    "pause_session",
+    "resume_session",
+    "archive_session",
+    "update_session",
+    "get_session_decisions",
 }
 
 

@@ -292,7 +292,7 @@ async def test_the_offered_schemas_come_out_of_the_prompt_budget(
 async def test_sessions_show_and_the_admin_api_display_calls_results_and_routing(
     database_url: str, fake: FakeOpenAI, sink: SinkServer, capsys: Any
 ) -> None:
-    from gateway.ops.cli import _sessions_show
+    from gateway.ops.sessions_cli import _sessions_show
     from testsupport.harness import make_settings
 
     adapter = SinkAdapter(sink.url)

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import cast
+
+from gateway.core.commands import decision_text
 from gateway.core.domain import Reply
 from gateway.turns.context import ContextPolicy
 from gateway.turns.stage import COMMAND_MODEL, TurnRun
-from gateway.turns.stages.commands import NEW_TEXT, CommandsStage, command_argument, help_text
-from session_store.records import MessageRecord, TurnState
+from gateway.turns.stages.commands import (
+    DECISION_USAGE,
+    NEW_TEXT,
+    PAUSE_TEXT,
+    RESUME_TEXT,
+    CommandsStage,
+    command_argument,
+    help_text,
+)
+from session_store.errors import RequestError
+from session_store.records import MessageRecord, SessionRecord, TurnState
 from tests.unit.turns.fakes import fake_turn, message, target, texts
 
 POLICY = ContextPolicy(default_model="small", allowed_models=("small", "Large"))
@@ -122,3 +135,68 @@ async def test_a_known_command_whose_capability_is_off_says_so() -> None:
     assert await CommandsStage(Choices(), POLICY).before(turn) is None
     assert texts(turn) == ["/usage is not available here."]
     assert "/usage" not in HELP and "/model - " in HELP
+
+
+class Moves:
+    """The lifecycle in memory (``Sessions.transition``), refusing what the store refuses."""
+
+    def __init__(self, status: str = "active") -> None:
+        self.status = status
+        self.steps: list[tuple[int, str]] = []
+
+    async def transition(self, session_id: int, step: str) -> SessionRecord:
+        if step == "pause" and self.status != "active":
+            raise RequestError(f"session {session_id} is {self.status}; pause needs active")
+        self.steps.append((session_id, step))
+        self.status = "paused"
+        return cast(SessionRecord, None)
+
+
+async def test_pause_ends_the_turn_at_itself_and_pauses_the_session() -> None:
+    moves = Moves()
+    turn = fake_turn(message(1, "/pause", command="pause"), message(2, "after the pause"))
+    answer = await CommandsStage(Choices(), POLICY, lifecycle=moves).before(turn)
+    assert answer is not None and answer.outcome == "command_pause"
+    turn.end_with(answer)
+    # handled up to /pause only: what follows waits for /resume
+    assert turn.handled_seq == 1 and not turn.close_session
+    assert moves.steps == [(1, "pause")] and texts(turn) == [PAUSE_TEXT]
+
+
+async def test_a_refused_pause_says_why() -> None:
+    turn = fake_turn(message(1, "/pause", command="pause"))
+    answer = await CommandsStage(Choices(), POLICY, lifecycle=Moves("closed")).before(turn)
+    assert answer is not None
+    assert [r.text for r in answer.replies] == [
+        "Not paused: session 1 is closed; pause needs active"
+    ]
+
+
+async def test_resume_is_acknowledged_and_what_waited_is_answered_in_the_same_turn() -> None:
+    moves = Moves()
+    turn = fake_turn(
+        message(1, "while paused"),
+        message(2, "/pause", command="pause"),  # typed while paused: the later /resume wins
+        message(3, "/resume", command="resume"),
+        message(4, "and this"),
+    )
+    assert await CommandsStage(Choices(), POLICY, lifecycle=moves).before(turn) is None
+    assert moves.steps == []
+    assert texts(turn) == ["Overridden by a later /resume.", RESUME_TEXT]
+    assert [m.content for m in turn.questions] == ["while paused", "and this"]
+
+
+async def test_decision_is_acknowledged_and_not_asked() -> None:
+    decided = replace(message(1, "/decision ship on Monday", command="decision"), kind="decision")
+    bare = message(2, "/decision", command="decision")  # stored as chat at ingest
+    turn = fake_turn(decided, bare)
+    assert await CommandsStage(Choices(), POLICY, lifecycle=Moves()).before(turn) is None
+    assert texts(turn) == ["Decision recorded: ship on Monday", DECISION_USAGE]
+    assert turn.questions == []
+    assert decision_text("@bot /decision@bot  use   Postgres ") == "use   Postgres"
+
+
+def test_help_lists_the_lifecycle_commands_only_where_they_are_answered() -> None:
+    assert "/pause" not in CommandsStage(Choices(), POLICY).help_text
+    text = CommandsStage(Choices(), POLICY, lifecycle=Moves()).help_text
+    assert all(f"/{c} - " in text for c in ("pause", "resume", "decision", "new", "help"))
