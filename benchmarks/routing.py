@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 DATA = Path(__file__).parent / "data" / "routing.jsonl"
-#: the gateway's default threshold (GATEWAY_ROUTING_ASK_BELOW)
+#: the threshold the how-to suggests (GATEWAY_ROUTING_ASK_BELOW; the gateway's default 0 never asks)
 ASK_BELOW = 0.5
 
 #: the built-in tools plus two families a tools file typically adds

@@ -4,15 +4,15 @@ web chat's sign-in, trusted proxies, single sign-on), run when the settings are 
 from __future__ import annotations
 
 import ipaddress
-from typing import TYPE_CHECKING
+from typing import Any
 
 from gateway.core.errors import ConfigError
 
-if TYPE_CHECKING:
-    from gateway.core.settings import Settings
+# the settings arrive as Any: this module is imported by gateway.core.settings, and naming
+# its class here (even for typing only) would be an import cycle
 
 
-def check_access(settings: Settings) -> None:
+def check_access(settings: Any) -> None:
     """Who may reach the HTTP server: a long admin token, identity off only on loopback."""
     if (token := settings.gateway_admin_token) is not None and len(token.get_secret_value()) < 32:
         raise ConfigError(
@@ -47,7 +47,7 @@ def check_access(settings: Settings) -> None:
     settings.ops.check_provider(settings)
 
 
-def _check_oidc(settings: Settings) -> None:
+def _check_oidc(settings: Any) -> None:
     """Single sign-on needs a provider, a client, an address, and who may use the chat."""
     url_why = "the address people open the chat at (the redirect URI is built from it)"
     for name, value, what in (

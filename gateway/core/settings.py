@@ -282,9 +282,10 @@ class Settings(BaseSettings):
     #: offer tools to the agent at all (``false``: the agent only talks)
     gateway_tools: bool = Field(default=True, alias="GATEWAY_TOOLS")
     #: when keyword routing's confidence in a message is below this (0 to 1), one short side
-    #: query asks the profile's cheapest model which tool families it needs; 0 never asks
+    #: query asks the profile's cheapest model which tool families it needs; 0 (the default:
+    #: each such message costs one more model call) never asks; 0.5 is a good start
     gateway_routing_ask_below: float = Field(
-        default=0.5, ge=0, le=1, alias="GATEWAY_ROUTING_ASK_BELOW"
+        default=0, ge=0, le=1, alias="GATEWAY_ROUTING_ASK_BELOW"
     )
     #: the routing side query's time limit; past it (or on an error) the read-only bundle
     #: is offered

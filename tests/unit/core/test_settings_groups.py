@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gateway.core.errors import ConfigError
+from gateway.core.ops_settings import OpsAccessSettings
 from gateway.core.settings import Settings, load_settings
 from gateway.core.settings_groups import RetentionSettings, settings_groups
 from gateway.ops.docgen import settings as documented
@@ -47,7 +48,9 @@ def test_a_bad_group_value_is_named_by_its_variable(
 
 def test_groups_are_fields_and_listed_on_the_reference_page() -> None:
     assert RetentionSettings not in Settings.__mro__
-    assert settings_groups(Settings) == {"retention": RetentionSettings}
+    assert OpsAccessSettings not in Settings.__mro__
+    assert settings_groups(Settings) == {"retention": RetentionSettings, "ops": OpsAccessSettings}
     names = [s.name for s in documented()]
     assert "GATEWAY_RETENTION_PAYLOAD_DAYS" in names and "RETENTION" not in names
+    assert "GATEWAY_OPS_AUTH" in names and "OPS" not in names
     assert names.index("GATEWAY_RETENTION_PAYLOAD_DAYS") > names.index("GATEWAY_FILES_S3_PREFIX")
