@@ -71,12 +71,18 @@ def _ingest_script() -> str:
     # longest placeholders first so $1 does not eat $10..$20
     for name in sorted(_INGEST_PARAMS, key=len, reverse=True):
         sql = sql.replace(name, _INGEST_PARAMS[name])
-    body = " ".join(line.strip() for line in sql.strip().splitlines())
-    return f"\\set s random(1, :sessions)\n{body};\n"
+    return f"\\set s random(1, :sessions)\n{_one_line(sql)};\n"
+
+
+def _one_line(sql: str) -> str:
+    """``sql`` on one line for a pgbench script, without its comment lines (joined, a
+    ``--`` comment would swallow the rest of the statement)."""
+    lines = (line.strip() for line in sql.strip().splitlines())
+    return " ".join(line for line in lines if line and not line.startswith("--"))
 
 
 def _recent_script() -> str:
-    body = " ".join(line.strip() for line in SESSIONS_SQL.messages_before.strip().splitlines())
+    body = _one_line(SESSIONS_SQL.messages_before)
     body = body.replace("$1", ":s").replace("$2", "9223372036854775807").replace("$3", "50")
     body = body.replace("$4", "0")
     return f"\\set s random(1, :sessions)\n{body};\n"

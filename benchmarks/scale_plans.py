@@ -84,7 +84,8 @@ def _read_jobs(counts: dict[str, int]) -> list[Job]:
              (word, None, FEW_MATCHES + 1)),
             (name, which, OPERATOR_SQL[which], (word, None, None, 21)),
         ]  # fmt: skip
-    first_page = (None, None, None, None, None, False, None, None, 51)
+    # platform, chat, status, title, thread, cursor?, cursor, limit; topic, priority, tags
+    first_page = (None, None, None, None, None, False, None, None, 51, None, None, None)
     jobs.append(("ops_list", "list_sessions", SESSIONS_SQL.list_sessions, first_page))
     cap = (EXACT_UP_TO + 1,)
     for query, sql, args in (
