@@ -23,7 +23,6 @@ admin token keeps working beside the sign-in, for scripts, as the role ``admin``
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import html
@@ -44,6 +43,7 @@ from gateway import audit
 from gateway.core.settings import Settings
 from gateway.http.guard import page_headers
 from gateway.http.oidc import Identity, OidcClient, OidcDenied, OidcUnavailable, Pending
+from gateway.http.webauth import b64url, unb64url
 from session_store.db import Database
 from session_store.repos.accounts import AccountStore
 
@@ -201,14 +201,14 @@ class OpsSignIn:
     async def _signed(self, tag: bytes, payload: bytes) -> str:
         data = tag + payload
         mac = hmac.new(await self._signing_key(), data, hashlib.sha256).digest()
-        return f"{_b64(data)}.{_b64(mac)}"
+        return f"{b64url(data)}.{b64url(mac)}"
 
     async def _unsigned(self, cookie: str | None, tag: bytes) -> bytes | None:
         if not cookie or len(cookie) > 4096:
             return None
         data_b64, _, mac_b64 = cookie.partition(".")
         try:
-            data, mac = _unb64(data_b64), _unb64(mac_b64)
+            data, mac = unb64url(data_b64), unb64url(mac_b64)
         except ValueError:
             return None
         good = hmac.new(await self._signing_key(), data, hashlib.sha256).digest()
@@ -363,14 +363,3 @@ def _page(request: Request, status: int, title: str, text: str) -> Response:
     return HTMLResponse(
         body, status_code=status, headers={**page_headers(), "Cache-Control": "no-store"}
     )
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode().rstrip("=")
-
-
-def _unb64(text: str) -> bytes:
-    try:
-        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (ValueError, TypeError) as exc:
-        raise ValueError("not base64") from exc

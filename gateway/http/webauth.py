@@ -253,7 +253,7 @@ class WebIdentity:
 
     async def _signed(self, payload: bytes) -> str:
         mac = self._mac(await self._signing_key(), payload)
-        return f"{_b64(payload)}.{_b64(mac)}"
+        return f"{b64url(payload)}.{b64url(mac)}"
 
     async def _unsigned(self, cookie: str | None) -> bytes | None:
         """The payload of a cookie this gateway signed, or ``None``."""
@@ -261,8 +261,8 @@ class WebIdentity:
             return None
         payload_b64, _, mac_b64 = cookie.partition(".")
         try:
-            payload = _unb64(payload_b64)
-            mac = _unb64(mac_b64)
+            payload = unb64url(payload_b64)
+            mac = unb64url(mac_b64)
         except ValueError:
             return None
         if not hmac.compare_digest(mac, self._mac(await self._signing_key(), payload)):
@@ -565,11 +565,11 @@ def _verify(password_hash: str, password: str) -> bool:
         return False
 
 
-def _b64(data: bytes) -> str:
+def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
 
 
-def _unb64(text: str) -> bytes:
+def unb64url(text: str) -> bytes:
     try:
         return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except (ValueError, TypeError) as exc:
