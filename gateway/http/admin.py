@@ -233,14 +233,12 @@ def _session_routes(
         ] = None,
         min_priority: Annotated[int | None, Query(ge=-32768, le=32767)] = None,
         tag: Annotated[
-            list[str] | None,
+            list[Annotated[str, Field(min_length=1, max_length=64, pattern=TAG)]] | None,
             Query(max_length=20, description="sessions carrying every tag given"),
         ] = None,
     ) -> Page[SessionRecord]:
         """Newest activity first; filter by platform, chat, thread, status, title or topic
         text, minimum priority, tags."""
-        if tag and not all(re.match(TAG, t) for t in tag):
-            raise RequestError("a tag is 1 to 64 characters, without spaces or commas")
         return await service.list_sessions(
             platform=platform,
             chat_id=chat,

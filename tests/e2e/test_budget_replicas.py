@@ -1,6 +1,6 @@
 """Two ``gateway run`` replicas answering at once near a budget: the limit holds within the
 stated bound (at most one answer per turn running when it was reached), the ledger adds up to
-what the model server reported, and the asker is told once."""
+what the model server reported, and the asker is told once in each thread refused."""
 
 from __future__ import annotations
 
@@ -91,7 +91,9 @@ async def test_two_replicas_near_a_limit_overshoot_by_at_most_the_running_turns(
     finally:
         await fake.stop()
     answered = [t for t in (b.get("text", "") for b in sink.accepted) if t.startswith("re: ")]
-    notices = [t for t in (b.get("text", "") for b in sink.accepted) if "total_per_month" in t]
+    notices = [
+        b["target"]["thread_id"] for b in sink.accepted if "total_per_month" in b.get("text", "")
+    ]
     bound = LIMIT + REPLICAS * WORKERS * ANSWER
     print(f"\nanswered {len(answered)}, spent {spent} (limit {LIMIT}, bound {bound})")
     # the ledger is what the model server reported: one row per call, its cost
@@ -99,4 +101,6 @@ async def test_two_replicas_near_a_limit_overshoot_by_at_most_the_running_turns(
     assert spent == len(answered) * ANSWER
     # the limit was reached, and overshot by at most the turns running then
     assert LIMIT <= spent <= bound
-    assert len(notices) == 1  # once per person, place and period
+    # once per limit, person and period in each thread: every question here has a thread of
+    # its own, so each one refused is told, once
+    assert len(notices) == len(set(notices)) == QUESTIONS - len(answered)

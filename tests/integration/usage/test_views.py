@@ -70,7 +70,8 @@ async def test_api_page_and_cli_show_the_ledger_and_the_budgets(
     assert "sink:test:ann" in out and "0.0014" in out and "total_per_month" in out
 
     link = argparse.Namespace(people_command="link", first="sink:test:ann", second="web:local:bob")
-    assert await run_people(settings, link) == 0
+    # link checks each account's platform is served (gateway.ops.cli passes the installed ones)
+    assert await run_people(settings, link, platforms=("sink", "web")) == 0
     assert await run_people(settings, argparse.Namespace(people_command="list")) == 0
     listed = capsys.readouterr().out
     assert "sink:test:ann, web:local:bob" in listed
