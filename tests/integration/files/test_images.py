@@ -53,6 +53,8 @@ async def ask_with_screenshot(database_url: str, fake: FakeTelegram, **settings:
         agent=agent,
         web_chat=False,
         AGENT_MODEL="small",
+        # the core's door reads the answer settings from the gateway's settings
+        TELEGRAM_ANSWER_ALL_CHATS=str(forum.id),
         **settings,
     ) as gw:
         fake.user_says(forum, "", topic=topic, extra=photo(fake, SCREENSHOT))

@@ -64,6 +64,7 @@ async def test_a_voice_note_in_a_topic_is_transcribed_and_answered_there(
     async with running_gateway(
         database_url,
         adapters=[adapter_for(fake, forum.id)],
+        TELEGRAM_ANSWER_ALL_CHATS=str(forum.id),
         agent=agent,
         web_chat=False,
         TRANSCRIPTION_BASE_URL=speech.base_url,
@@ -93,7 +94,12 @@ async def test_without_transcription_a_voice_note_gets_one_short_answer(
     topic = fake.create_topic(forum, "Plans")
     agent = EchoAgent()
     async with running_gateway(
-        database_url, adapters=[adapter_for(fake, forum.id)], agent=agent, web_chat=False
+        database_url,
+        adapters=[adapter_for(fake, forum.id)],
+        agent=agent,
+        web_chat=False,
+        # the core's door reads the answer settings from the gateway's settings
+        TELEGRAM_ANSWER_ALL_CHATS=str(forum.id),
     ):
         fake.user_says(forum, "", topic=topic, extra=voice_note(fake, OGG))
         await wait_for(lambda: fake.sent_to(forum, topic), timeout=20, message="the answer")
@@ -117,6 +123,7 @@ async def test_a_long_voice_note_is_answered_once_when_heard(
     async with running_gateway(
         database_url,
         adapters=[adapter_for(fake, forum.id)],
+        TELEGRAM_ANSWER_ALL_CHATS=str(forum.id),
         agent=agent,
         web_chat=False,
         TRANSCRIPTION_BASE_URL=speech.base_url,
@@ -149,6 +156,7 @@ async def test_a_voice_reply_to_the_answer_reaches_the_model_as_its_transcript(
         async with running_gateway(
             database_url,
             adapters=[adapter_for(fake, forum.id)],
+            TELEGRAM_ANSWER_ALL_CHATS=str(forum.id),
             agent=OpenAIAgent(base_url=model.base_url, api_key="k", model="small"),
             web_chat=False,
             TRANSCRIPTION_BASE_URL=speech.base_url,
