@@ -60,11 +60,30 @@ async def test_doctor_finds_the_busy_port_and_names_the_setting(busy_port: int) 
 
 async def test_doctor_beside_a_running_gateway_calls_its_port_ok(database_url: str) -> None:
     # a gateway holds the port and answers /healthz: that is the gateway doctor is checking,
-    # not a conflict (it said "BAD http" and exited 1)
-    async with running_gateway(database_url) as gw:
-        port = gw.http.port
+    # not a conflict (it said "BAD http" and exited 1). Doctor runs with the settings that
+    # gateway was started with (its port, the harness's tuning, and the
+    # json log format every CLI run of the tests gets), as beside a real one
+    # started from the same .env: the running gateway's settings check then says ok too.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    async with running_gateway(
+        database_url, GATEWAY_HTTP_PORT=port, GATEWAY_LOG_FORMAT="json"
+    ) as gw:
+        assert gw.http.port == port
+        tuning = {
+            name: str(getattr(gw.settings, name.lower()))
+            for name in (
+                "GATEWAY_POLL_SECONDS",
+                "GATEWAY_LEASE_SECONDS",
+                "GATEWAY_TURN_WORKERS",
+                "GATEWAY_DELIVERY_WORKERS",
+            )
+        }
         code, out, _ = await run_cli(
-            ["doctor"], {"DATABASE_URL": database_url, "GATEWAY_HTTP_PORT": str(port)}
+            ["doctor"],
+            {"DATABASE_URL": database_url, "GATEWAY_HTTP_PORT": str(port), **tuning},
         )
     assert f"ok  http: port {port} on 127.0.0.1 is in use by a running gateway" in out, out
+    assert f"ok  running gateway: the gateway on 127.0.0.1:{port} runs with these" in out, out
     assert code == 0, out
