@@ -67,7 +67,7 @@ class _LineLoggerFactory:
         return _LineLogger(name, self._stream, self._lock)
 
 
-def configure_logging(fmt: str | None = None, level: str = "info") -> None:
+def configure_logging(fmt: str | None = None, level: str = "info", *, cache: bool = True) -> None:
     if fmt is None:
         fmt = "console" if sys.stderr.isatty() else "json"
     shared: list[Any] = [
@@ -106,7 +106,10 @@ def configure_logging(fmt: str | None = None, level: str = "info") -> None:
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.getLevelNamesMapping()[level.upper()]
         ),
-        cache_logger_on_first_use=True,
+        # a server caches each logger on first use (per-message cost); a one-off command
+        # does not, so loggers it touched still follow a later configuration (tests that
+        # run commands in-process and then capture a gateway's logs)
+        cache_logger_on_first_use=cache,
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]

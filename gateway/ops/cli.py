@@ -404,6 +404,7 @@ def _logging_for(command: str, settings: Settings) -> None:
     configure_logging(
         settings.gateway_log_format if "gateway_log_format" in chosen else "console",
         settings.gateway_log_level if "gateway_log_level" in chosen else "warning",
+        cache=False,
     )
 
 
