@@ -48,7 +48,7 @@ from session_store.records import (
     SessionDetail,
     SessionRecord,
 )
-from session_store.repos.operator import OperatorStore
+from session_store.repos.operator import LinkRelation, LinkType, OperatorStore
 from session_store.store import Store
 from session_store.values import SessionStatus
 
@@ -139,10 +139,10 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
 class NewLink(BaseModel):
     """A link from a session to what it used, produced or relates to."""
 
-    link_type: Literal["law", "doc", "task", "collection", "issue", "report", "artifact"]
+    link_type: LinkType
     #: the target's id, path or URL, in its type's terms
     target_ref: Annotated[str, Field(min_length=1, max_length=2000)]
-    relation: Literal["input", "evidence", "output", "related", "supersedes"]
+    relation: LinkRelation
 
 
 TAG = r"^[^\s,\u0000]{1,64}$"

@@ -27,6 +27,7 @@ from gateway.core.errors import GatewayError
 from gateway.core.registry import target_of_place
 from gateway.http.operator import OperatorService
 from session_store.records import MessageRecord, SessionRecord
+from session_store.repos.operator import LinkRelation, LinkType
 from session_store.values import MessageKind, SessionStatus
 
 log = structlog.get_logger(__name__)
@@ -47,8 +48,6 @@ ParticipantName = Annotated[
 ]
 Seq = Annotated[int, Field(ge=1, lt=2**63)]
 CheckpointStatus = Literal["open", "in_progress", "blocked", "done", "cancelled"]
-LinkType = Literal["law", "doc", "task", "collection", "issue", "report", "artifact"]
-LinkRelation = Literal["input", "evidence", "output", "related", "supersedes"]
 Tag = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[^\s,]+$")]
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn, get_args
 
 import asyncpg
 
@@ -68,8 +68,10 @@ _checkpoint = reader(Checkpoint)
 _link = reader(Link)
 
 # what a session link may point at, and how the session relates to it (the table's checks)
-LINK_TYPES = ("law", "doc", "task", "collection", "issue", "report", "artifact")
-LINK_RELATIONS = ("input", "evidence", "output", "related", "supersedes")
+LinkType = Literal["law", "doc", "task", "collection", "issue", "report", "artifact"]
+LinkRelation = Literal["input", "evidence", "output", "related", "supersedes"]
+LINK_TYPES: tuple[str, ...] = get_args(LinkType)
+LINK_RELATIONS: tuple[str, ...] = get_args(LinkRelation)
 _artifact = reader(Artifact)
 _inbound_event = reader(InboundEvent)
 _search_hit = reader(SearchHit)
