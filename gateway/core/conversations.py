@@ -204,8 +204,9 @@ class Conversations:
 
 
 def _shown(m: MessageRecord) -> bool:
-    """The tool exchange (calls and results) is the agent's working, not the chat."""
-    return m.role != "tool" and not m.metadata.get("tool_calls")
+    """The tool exchange (calls and results) is the agent's working, not the chat; nor is a
+    rolling summary (what the context was folded into)."""
+    return m.role != "tool" and not m.metadata.get("tool_calls") and m.kind != "rolling"
 
 
 def _approval_id(m: MessageRecord) -> str | None:

@@ -154,9 +154,11 @@ m.metadata->>'tool_call_id' AS tool_call_id
 
 -- name: context_rules
 -- what is conversation: commands and command answers (help, apologies) are not; deleted
--- messages are gone
+-- messages are gone; a rolling summary's message is not (the summary itself comes from
+-- session_summaries)
 AND ((m.role = 'user' AND m.command IS NULL)
      OR (m.role <> 'user' AND m.model IS DISTINCT FROM 'command'))
+AND m.kind <> 'rolling'
 AND NOT EXISTS (SELECT 1 FROM message_annotations d
                 WHERE d.message_id = m.id AND d.kind = 'delete')
 

@@ -199,10 +199,28 @@ async def test_summaries_are_written_off_the_hot_path_and_then_used(
         summarized = fake.summary_requests[0].contents("user")[0]
         assert "message 0:" in summarized and f"message {evicted_at}:" not in summarized
 
+        # the summary is kept in the transcript too, as a system message of kind rolling
+        [rolling] = [
+            m for m in await gw.store.sessions.messages(out.session_id) if m.kind == "rolling"
+        ]
+        assert rolling.role == "system" and rolling.content == summary.content
+        assert rolling.metadata["from_seq"] == 1
+        assert rolling.metadata["to_seq"] == summary.to_seq
+        assert rolling.metadata["model_written"] is True
+
         await adapter.submit({"chat": "c", "thread": "S", "id": "next", "text": "and now?"})
         await wait_for(lambda: len(sink.accepted) == evicted_at + 2)
     after = fake.turn_requests[-1]
     assert "SUMMARY-ONE: ann planned the rollout" in after.system
+    # ... which the context never reads back: the summary is in the prompt once
+    assert (
+        sum(
+            c.count("SUMMARY-ONE")
+            for r in ("system", "user", "assistant")
+            for c in after.contents(r)
+        )
+        == 1
+    )
     assert f"messages 1-{summary.to_seq}, written by a model" in after.system
     assert all(not c.startswith("message 0:") for c in after.contents("user"))
     assert after.contents("user")[-1] == "and now?"
@@ -229,7 +247,13 @@ async def test_agents_without_a_summarizer_get_extractive_summaries(
             )
             await wait_for(lambda: len(sink.accepted) == i + 1)  # noqa: B023 - awaited at once
         written = await wait_for(lambda: gw.store.summaries.summaries(out.session_id), timeout=5)
+        messages = await gw.store.sessions.messages(out.session_id, limit=200)
     assert not written[0].model_written and written[0].model is None
+    # without a model the rolling summary is extractive, and kept as a message of kind rolling
+    rolling = [m for m in messages if m.kind == "rolling"]
+    assert [m.content for m in rolling][: len(written)] == [w.content for w in written]
+    assert all(m.role == "system" and m.model is None for m in rolling)
+    assert rolling[0].metadata["model_written"] is False
     assert written[0].content.startswith("Excerpts of earlier messages")
     first = written[0]
     assert "- [1] tester: note 0:" in first.content  # excerpts, each line one message
