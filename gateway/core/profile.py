@@ -29,6 +29,8 @@ class Profile:
     knowledge: tuple[str, ...] = ()
     answer: AnswerRule | None = None
     streaming: bool | None = None
+    #: the knowledge base a closing session's minutes are written to; ``None``: no minutes
+    minutes_kb: str | None = None
 
     @property
     def answers_all(self) -> bool | None:
@@ -50,4 +52,5 @@ class Profile:
             "knowledge": list(self.knowledge),
             "answer": self.answer,
             "streaming": self.streaming,
+            "minutes_kb": self.minutes_kb,
         }

@@ -19,7 +19,18 @@ from gateway.profiles.model import DEFAULT, AnswerRule, Place, Profile, ProfileB
 
 __all__ = ["KnownTools", "parse_place", "parse_profiles"]
 
-_KEYS = frozenset({"system_prompt", "model", "models", "tools", "knowledge", "answer", "streaming"})
+_KEYS = frozenset(
+    {
+        "system_prompt",
+        "model",
+        "models",
+        "tools",
+        "knowledge",
+        "answer",
+        "streaming",
+        "minutes_kb",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +131,7 @@ def _profile(name: str, table: Any, *, models: Collection[str], tools: KnownTool
         knowledge=field("knowledge", lambda v: tuple(_texts(v))) or (),
         answer=field("answer", _answer),
         streaming=field("streaming", _flag),
+        minutes_kb=field("minutes_kb", _kb_name),
     )
     if found:
         raise ConfigError.of(found)
@@ -148,6 +160,13 @@ def _tool(pattern: str, tools: KnownTools) -> str:
     if not tools.knows(pattern):
         raise ValueError(f"tool pattern {pattern!r} matches no known tool")
     return pattern
+
+
+def _kb_name(value: Any) -> str:
+    name = _text(value)
+    if name != name.strip() or len(name) > 200:
+        raise ValueError("must be a knowledge base's name (no surrounding spaces, 200 at most)")
+    return name
 
 
 def _answer(value: Any) -> AnswerRule:

@@ -53,6 +53,7 @@ from gateway.retention.service import build_retention
 from gateway.runtime import memory, upkeep
 from gateway.runtime.live import ReplicatedBroadcast
 from gateway.runtime.loops import LoopBody, beating, cancel, drain, supervised
+from gateway.runtime.minutes import build_minutes
 from gateway.runtime.routes import extend_operator, extension_routes
 from gateway.runtime.routing import routing_asker
 from gateway.runtime.stages import turn_stages
@@ -217,6 +218,10 @@ class Gateway:
             agent,
             self.context.policy.window(settings.agent_model),
             charge=self.usage.charge_place,
+        )
+        # closed sessions' minutes into the profile's knowledge base (charged to the place)
+        self.minutes = build_minutes(
+            settings, store, self.knowledge, agent, self.profiles, self.usage, self.metrics
         )
         # schedules: fired once across replicas as turns of their places
         self.schedule_room = ScheduleRoom(
@@ -586,6 +591,7 @@ class Gateway:
 
     async def _start_knowledge(self) -> None:
         loops = await knowledge_loops(self.knowledge, self.doc_summaries)
+        loops.append(("minutes", self.minutes.run, None, False))  # cold path: not for /readyz
         self._knowledge_task = self._supervised("kb-jobs", loops, self._knowledge_stopping)
 
     async def refresh_gauges(self) -> None:

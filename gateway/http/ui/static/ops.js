@@ -346,6 +346,11 @@ function citationPanel(messageId, box) {
   if (!c) { panel.append(el("div", "muted", "[" + n + "] not found")); box.append(panel); return; }
   const where = [c.document_name, c.page !== null && c.page !== undefined ? "p. " + c.page : null].filter(Boolean).join(", ") + (c.section ? " — " + c.section : "");
   panel.append(el("div", "src", "[" + n + "] " + where + " · document " + c.document_id + " · passage " + c.chunk_id + " · score " + Number(c.score).toFixed(4)), el("blockquote", "", c.passage));
+  if (c.minutes_of) {  // the minutes of a session: the citation opens it
+    const open = el("a", "minutes-session", "open session " + c.minutes_of);
+    open.href = sessionHref(c.minutes_of);
+    panel.append(open);
+  }
   box.append(panel);
 }
 

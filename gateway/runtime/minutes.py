@@ -1,0 +1,56 @@
+"""Sessions' minutes, wired: which knowledge base a place's minutes go to (its profile's
+``minutes_kb``, read from the profiles in force at the time), the cheapest of the place's
+models for the closing summary (by the price list in force), and the charge to the place."""
+
+from __future__ import annotations
+
+from gateway.agents.base import Agent
+from gateway.core.domain import SessionKey
+from gateway.core.metrics import Metrics
+from gateway.core.settings import Settings
+from gateway.knowledge.service import Knowledge
+from gateway.profiles.service import Profiles
+from gateway.turns.minutes import MinutesSettings, MinutesWorker
+from gateway.usage.service import UsageService
+from session_store.repos.minutes import Minutes
+from session_store.store import Store
+
+
+def build_minutes(
+    settings: Settings,
+    store: Store,
+    knowledge: Knowledge,
+    agent: Agent,
+    profiles: Profiles,
+    usage: UsageService,
+    metrics: Metrics,
+) -> MinutesWorker:
+    def kb_of(key: SessionKey) -> str | None:
+        return profiles.resolve(key).profile.minutes_kb
+
+    def model_of(key: SessionKey) -> str:
+        profile = profiles.resolve(key).profile
+        models = profile.models or settings.agent_models or [settings.agent_model]
+        prices = usage.config.prices
+
+        def price(model: str) -> tuple[bool, float]:
+            cost = prices.cost(model, 1000, 1000)
+            return (cost is None, float(cost or 0))
+
+        return min(models, key=price)
+
+    return MinutesWorker(
+        store,
+        Minutes(store.db),
+        knowledge,
+        agent,
+        kb_of=kb_of,
+        model_of=model_of,
+        settings=MinutesSettings(
+            poll_seconds=max(settings.gateway_poll_seconds, 0.2),
+            summary_tokens=settings.agent_summary_tokens,
+            public_url=(settings.gateway_public_url or "").rstrip("/"),
+        ),
+        charge=usage.charge_summary,
+        metrics=metrics,
+    )
