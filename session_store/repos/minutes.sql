@@ -23,9 +23,19 @@ UPDATE session_minutes SET state = 'skipped', updated_at = now()
 WHERE session_id = ANY($1::bigint[]) AND state = 'due'
 
 -- name: minutes_written
-UPDATE session_minutes
-SET state = 'written', kb = $2, document_id = $3, error = NULL, updated_at = now()
-WHERE session_id = $1
+-- ... and the session is linked to its minutes as its output (once)
+WITH done AS (
+    UPDATE session_minutes
+    SET state = 'written', kb = $2, document_id = $3, error = NULL, updated_at = now()
+    WHERE session_id = $1
+    RETURNING session_id
+)
+INSERT INTO session_links (session_id, link_type, target_ref, relation)
+SELECT done.session_id, 'doc', 'kb-document:' || $3::bigint, 'output' FROM done
+WHERE NOT EXISTS (
+    SELECT 1 FROM session_links l
+    WHERE l.session_id = $1 AND l.link_type = 'doc' AND l.relation = 'output'
+      AND l.target_ref = 'kb-document:' || $3::bigint)
 
 -- name: minutes_failed
 -- a failed try: due again after $3 seconds, or failed for good after $4 tries

@@ -140,6 +140,11 @@ async def test_minutes_written_at_close_then_cited_from_another_place_open_the_s
         assert "tester: Release on Friday" in text  # the decision, as decided
         assert "rollback plan (pending): Bea checks it" in text  # the open checkpoint
         assert "related: issue TRACK-7" in text  # the link
+        # the session is linked to its minutes as its output
+        closed_links = (await ops.session_detail(session_id)).links
+        assert ("doc", f"kb-document:{document_id}", "output") in [
+            (x.link_type, x.target_ref, x.relation) for x in closed_links
+        ]
         # the closing summary was the model's, with the place's model, charged to the place
         assert [s.session_id for s in agent.summaries] == [session_id]
         assert "Which day do we release?" in agent.summaries[0].transcript
