@@ -46,6 +46,7 @@ def build_minutes(
         agent,
         kb_of=kb_of,
         model_of=model_of,
+        enabled=lambda: any(p.minutes_kb for p in profiles.book.profiles.values()),
         settings=MinutesSettings(
             poll_seconds=max(settings.gateway_poll_seconds, 0.2),
             summary_tokens=settings.agent_summary_tokens,

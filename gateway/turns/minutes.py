@@ -51,6 +51,11 @@ INSTRUCTIONS = (
 )
 
 
+#: while no profile keeps minutes: how often closed sessions are marked skipped, how many at once
+OFF_POLL_SECONDS = 30.0
+OFF_BATCH = 500
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MinutesSettings:
     #: sessions claimed at once
@@ -86,6 +91,7 @@ class MinutesWorker:
         *,
         kb_of: Callable[[SessionKey], str | None],
         model_of: Callable[[SessionKey], str],
+        enabled: Callable[[], bool] = lambda: True,
         settings: MinutesSettings | None = None,
         charge: SummaryCharge | None = None,
         metrics: Metrics | None = None,
@@ -99,15 +105,26 @@ class MinutesWorker:
         self._kb_of = kb_of
         #: the model a place's closing summary is written with (its cheapest)
         self._model_of = model_of
+        #: whether any profile keeps minutes now (the config file may be reloaded)
+        self._enabled = enabled
         self.settings = settings or MinutesSettings()
         self.charge = charge
         self._metrics = metrics
         self.wake = Signal()
 
     async def run(self, stopping: asyncio.Event, beat: Callable[[], None] = lambda: None) -> None:
-        """Claim and write minutes until ``stopping``; a database outage is waited out."""
+        """Claim and write minutes until ``stopping``; a database outage is waited out. It
+        looks a poll after it starts (never in the middle of start-up's first messages), and
+        seldom while no profile keeps minutes (then it only marks closed sessions skipped,
+        many at a time)."""
+        busy = 0
         while not stopping.is_set():
             beat()
+            if not busy:
+                idle = self.settings.poll_seconds
+                await self.wake.wait(idle if self._enabled() else max(idle, OFF_POLL_SECONDS))
+                if stopping.is_set():
+                    return
             try:
                 busy = await self.process_batch()
             except StoreError as exc:
@@ -116,13 +133,12 @@ class MinutesWorker:
             except Exception:
                 log.exception("minutes_crashed")
                 busy = 0
-            if not busy:
-                await self.wake.wait(self.settings.poll_seconds)
 
     async def process_batch(self) -> int:
         """One batch of due sessions; returns how many were claimed."""
         s = self.settings
-        due = await self.minutes.claim(limit=s.batch, lease_seconds=s.lease_seconds)
+        batch = s.batch if self._enabled() else OFF_BATCH
+        due = await self.minutes.claim(limit=batch, lease_seconds=s.lease_seconds)
         skipped = [d.session_id for d in due if self._kb_of(d.key) is None]
         await self.minutes.skip(skipped)
         self._count("skipped", len(skipped))
