@@ -46,7 +46,9 @@ from gateway.core.ports import (
     IngestOutcome,
     Interactions,
     Lifecycle,
+    Places,
 )
+from gateway.core.profile import Profile
 from gateway.inbound.policy import Action, AnswerRules, Decision, decide
 
 log = structlog.get_logger(__name__)
@@ -156,12 +158,13 @@ class Door:
 @dataclass(frozen=True, slots=True)
 class SurfaceIntake:
     """The ``Intake`` one adapter gets at start: its door, and the core's cursors,
-    interactions and lifecycle, each answering for its own part."""
+    interactions, lifecycle and places' profiles, each answering for its own part."""
 
     ingest: Ingest
     cursors: Cursors
     interactions: Interactions
     lifecycle: Lifecycle
+    places: Places
 
     def admit(self, extracted: Extracted) -> Extracted:
         return self.ingest.admit(extracted)
@@ -187,6 +190,9 @@ class SurfaceIntake:
 
     async def approval_click(self, click: ApprovalClick) -> ClickOutcome:
         return await self.interactions.approval_click(click)
+
+    def profile(self, key: SessionKey) -> Profile:
+        return self.places.profile(key)
 
     async def lead(
         self,
