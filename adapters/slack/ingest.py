@@ -15,17 +15,16 @@ import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.actions import approval_action_of, feedback_action_of
 from adapters.slack.assistant import AssistantThreads
 from adapters.slack.blocks import FEEDBACK_ACTION, FEEDBACK_VALUES
 from adapters.slack.extract import (
     PLATFORM,
     BotIdentity,
-    approval_action_of,
     assistant_thread_of,
     backfill_root,
     extract_event,
     extract_history,
-    feedback_action_of,
     is_dm_channel,
     reaction_of,
     ts_key,

@@ -52,7 +52,14 @@ APP_ID = "A0FAKE"
 HUMAN = "U0HUMAN"
 
 DEFAULT_SUBSCRIPTIONS = frozenset(
-    {"app_mention", "message.channels", "message.groups", "message.im", "message.mpim"}
+    {
+        "app_mention",
+        "message.channels",
+        "message.groups",
+        "message.im",
+        "message.mpim",
+        "assistant_thread_started",
+    }
 )
 #: the bot scopes an app installed from deploy/slack/manifest.*.yaml is granted; auth.test
 #: reports them in the ``x-oauth-scopes`` header, as Slack does for every Web API call
