@@ -1,5 +1,6 @@
-"""Block Kit for a reply part that holds code: prose as ``section`` blocks (mrkdwn), each code
-block as ``rich_text`` / ``rich_text_preformatted`` (monospace, copyable, no mrkdwn inside).
+"""Block Kit for a reply part: prose as ``section`` blocks (mrkdwn), each code block as
+``rich_text`` / ``rich_text_preformatted`` (monospace, copyable, no mrkdwn inside), and the
+answer's feedback buttons under it.
 
 The outbox row stays the mrkdwn ``text`` (``mrkdwn.markdown_to_mrkdwn`` at format time); the
 blocks are a pure function of that row, built at send time, so a retry sends the same
