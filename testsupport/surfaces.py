@@ -263,13 +263,17 @@ class SlackSurface(Surface):
         return [BotMessage(m.ts, m.text) for m in posts if m.thread_ts == self.root]
 
     def edited(self) -> bool:
-        return bool(self.slack.updates)
+        # an answer streamed natively grows by chat.appendStream; by edits, chat.update
+        grown = any(c[0] == "chat.appendStream" for c in self.slack.stream_calls)
+        return grown or bool(self.slack.updates)
 
     def edits_stay_in_thread(self) -> bool:
         return all(u[0] == SLACK_CHANNEL and u[2] == self.root for u in self.slack.updates)
 
     def sends(self) -> int:
-        return len(self.slack.calls_to("chat.postMessage"))
+        """Messages the bot began: posted, or streams started."""
+        started = self.slack.calls_to("chat.startStream")
+        return len(self.slack.calls_to("chat.postMessage")) + len(started)
 
     def deleted(self) -> list[str]:
         return [ts for _, ts in self.slack.deleted]
