@@ -1,0 +1,233 @@
+"""The Matrix surface against a real Synapse homeserver (testsupport.matrix): the bot and the
+people are accounts on it, the people use the client-server API as a client does, and what the
+test reads back is what the homeserver holds. The gateway runs in the test process."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from adapters.matrix.adapter import ENCRYPTED_NOTICE, MatrixAdapter, MatrixConfig
+from gateway.runtime.gateway import Gateway
+from testsupport.harness import running_gateway, wait_for
+from testsupport.matrix import Account, Person, Synapse, texts_by, thread_of
+
+
+def adapter_for(server: Synapse, bot: Account) -> MatrixAdapter:
+    return MatrixAdapter(
+        MatrixConfig(
+            homeserver_url=server.url,
+            access_token=bot.access_token,
+            sync_timeout_ms=500,
+            backoff_initial=0.05,
+            backoff_max=0.5,
+        )
+    )
+
+
+@asynccontextmanager
+async def matrix_gateway(
+    database_url: str, server: Synapse, bot: Account, **settings: Any
+) -> AsyncIterator[tuple[Gateway, MatrixAdapter]]:
+    adapter = adapter_for(server, bot)
+    async with running_gateway(database_url, adapters=[adapter], web_chat=False, **settings) as gw:
+        await wait_for(lambda: adapter.batches > 0, timeout=20, message="first sync")
+        yield gw, adapter
+
+
+async def answers(person: Person, room: str, bot: Account, count: int) -> list[dict[str, Any]]:
+    async def enough() -> list[dict[str, Any]] | None:
+        got = texts_by(await person.messages(room), bot.user_id)
+        return got if len(got) >= count else None
+
+    return await wait_for(enough, timeout=20, interval=0.1, message=f"{count} answers")
+
+
+async def joined(person: Person, room: str, user_id: str) -> None:
+    async def inside() -> bool:
+        return user_id in await person.joined(room)
+
+    await wait_for(inside, timeout=20, interval=0.1, message=f"{user_id} joined {room}")
+
+
+async def test_a_mention_in_a_room_is_answered_in_a_thread_rooted_at_it(
+    database_url: str, homeserver: Synapse
+) -> None:
+    bot = homeserver.register("bot")
+    ann = Person(homeserver, homeserver.register("ann"))
+    bob = Person(homeserver, homeserver.register("bob"))
+    async with matrix_gateway(database_url, homeserver, bot):
+        room = await ann.create_room(invite=(bot.user_id, bob.user_id))
+        await bob.join(room)
+        await joined(ann, room, bot.user_id)
+        first = await ann.say(room, "what is up?", mention=bot.user_id)
+        [answer] = await answers(ann, room, bot, 1)
+        assert thread_of(answer) == first
+        assert answer["text"] == f"echo: {bot.user_id}: what is up?"
+        assert answer["content"]["format"] == "org.matrix.custom.html"
+        # a follow-up in the thread, without a mention, is that thread's session
+        await ann.say(room, "and **then**?", thread=first)
+        [_, follow] = await answers(ann, room, bot, 2)
+        assert thread_of(follow) == first
+        assert follow["text"] == "echo: and **then**?"
+        assert "<strong>then</strong>" in follow["content"]["formatted_body"]
+        # a second mention at the top level starts a thread of its own
+        second = await bob.say(room, "another one", mention=bot.user_id)
+        got = await answers(ann, room, bot, 3)
+        assert thread_of(got[2]) == second
+        # and an unaddressed top-level message in a group room is not answered
+        await ann.say(room, "just chatting")
+        await ann.say(room, "ping", mention=bot.user_id)
+        got = await answers(ann, room, bot, 4)
+        assert [a["text"] for a in got][3] == f"echo: {bot.user_id}: ping"
+        assert all(thread_of(a) for a in got)  # nothing at the room's top level
+
+
+async def test_a_two_person_room_is_a_direct_chat_answered_in_the_room(
+    database_url: str, homeserver: Synapse
+) -> None:
+    bot = homeserver.register("bot")
+    ann = Person(homeserver, homeserver.register("ann"))
+    async with matrix_gateway(database_url, homeserver, bot):
+        room = await ann.create_room(invite=(bot.user_id,), direct=True)
+        await joined(ann, room, bot.user_id)  # the invite was joined
+        await ann.say(room, "hello there")
+        [answer] = await answers(ann, room, bot, 1)
+        assert answer["text"] == "echo: hello there"
+        assert thread_of(answer) is None
+
+
+async def test_an_invite_is_joined_only_from_an_allowed_person(
+    database_url: str, homeserver: Synapse
+) -> None:
+    bot = homeserver.register("bot")
+    ann = Person(homeserver, homeserver.register("ann"))
+    eve = Person(homeserver, homeserver.register("eve"))
+    allowed = {"GATEWAY_ALLOWED_PEOPLE": f"matrix:{ann.user_id}"}
+    async with matrix_gateway(database_url, homeserver, bot, **allowed):
+        refused = await eve.create_room(invite=(bot.user_id,))
+        welcome = await ann.create_room(invite=(bot.user_id,))
+        await joined(ann, welcome, bot.user_id)
+
+        async def declined() -> bool:
+            events = await eve.messages(refused)
+            return any(
+                e["type"] == "m.room.member"
+                and e["state_key"] == bot.user_id
+                and e["content"]["membership"] == "leave"
+                for e in events
+            )
+
+        await wait_for(declined, timeout=20, interval=0.1, message="invite declined")
+        assert bot.user_id not in await eve.joined(refused)
+
+
+async def test_a_restart_neither_misses_nor_repeats_an_event(
+    database_url: str, homeserver: Synapse
+) -> None:
+    bot = homeserver.register("bot")
+    ann = Person(homeserver, homeserver.register("ann"))
+    async with matrix_gateway(database_url, homeserver, bot):
+        room = await ann.create_room(invite=(bot.user_id,), direct=True)
+        await joined(ann, room, bot.user_id)
+        await ann.say(room, "before")
+        await answers(ann, room, bot, 1)
+    # the gateway is down: these wait on the homeserver
+    await ann.say(room, "while down 1")
+    await ann.say(room, "while down 2")
+    async with matrix_gateway(database_url, homeserver, bot) as (gw, _):
+        got = await answers(ann, room, bot, 2)
+        await ann.say(room, "after")
+        got = await answers(ann, room, bot, 3)
+
+        async def settled() -> list[str] | None:
+            texts = [a["text"] for a in texts_by(await ann.messages(room), bot.user_id)]
+            return texts if len(texts) >= 3 and texts[-1] == "echo: after" else None
+
+        texts = await wait_for(settled, timeout=20, interval=0.1)
+        async with gw.store.db.connection() as conn:
+            stored = await conn.fetch(
+                "SELECT content FROM messages WHERE role = 'user' ORDER BY id"
+            )
+    # the two messages written while it was down are one turn (the newest answered, both
+    # in its context); nothing from before the restart is answered again
+    assert [r["content"] for r in stored] == ["before", "while down 1", "while down 2", "after"]
+    assert texts.count("echo: before") == 1
+    assert texts[-1] == "echo: after"
+    assert all(t.count("echo: while down") <= 1 for t in texts)
+    assert len(got) == len(texts)
+
+
+async def test_an_edit_and_a_redaction_reach_the_core_as_edit_and_delete(
+    database_url: str, homeserver: Synapse
+) -> None:
+    bot = homeserver.register("bot")
+    ann = Person(homeserver, homeserver.register("ann"))
+    async with matrix_gateway(database_url, homeserver, bot) as (gw, _):
+        room = await ann.create_room(invite=(bot.user_id,), direct=True)
+        await joined(ann, room, bot.user_id)
+        original = await ann.say(room, "the first words")
+        await answers(ann, room, bot, 1)
+        await ann.edit(room, original, "the better words")
+        await ann.redact(room, original)
+
+        async def annotations() -> list[Any] | None:
+            async with gw.store.db.connection() as conn:
+                rows = await conn.fetch(
+                    "SELECT a.kind, a.content FROM message_annotations a"
+                    " JOIN messages m ON m.id = a.message_id"
+                    " WHERE m.external_id = $1 ORDER BY a.id",
+                    original,
+                )
+            return list(rows) if len(rows) == 2 else None
+
+        rows = await wait_for(annotations, timeout=20, interval=0.1)
+    assert [(r["kind"], r["content"]) for r in rows] == [
+        ("edit", "the better words"),
+        ("delete", ""),
+    ]
+    # neither was answered
+    assert len(texts_by(await ann.messages(room), bot.user_id)) == 1
+
+
+async def test_an_encrypted_room_gets_one_notice_and_is_never_read(
+    database_url: str, homeserver: Synapse
+) -> None:
+    bot = homeserver.register("bot")
+    ann = Person(homeserver, homeserver.register("ann"))
+    async with matrix_gateway(database_url, homeserver, bot) as (gw, adapter):
+        room = await ann.create_room(invite=(bot.user_id,), direct=True, encrypted=True)
+        await joined(ann, room, bot.user_id)
+        await ann.send(
+            room, {"algorithm": "m.megolm.v1.aes-sha2", "ciphertext": "xx"}, "m.room.encrypted"
+        )
+        # a client of a room that does not know it is encrypted could still send clear text
+        await ann.say(room, "clear words")
+        batches = adapter.batches
+        await wait_for(lambda: adapter.batches >= batches + 2, timeout=20)
+
+        async def notices() -> list[dict[str, Any]] | None:
+            sent = [
+                e
+                for e in await ann.messages(room)
+                if e["sender"] == bot.user_id and e["type"] == "m.room.message"
+            ]
+            return sent or None
+
+        sent = await wait_for(notices, timeout=20, interval=0.1)
+        async with gw.store.db.connection() as conn:
+            stored = await conn.fetchval("SELECT count(*) FROM messages WHERE role = 'user'")
+    assert [e["content"]["body"] for e in sent] == [ENCRYPTED_NOTICE]
+    assert sent[0]["content"]["msgtype"] == "m.notice"
+    assert stored == 0
+    # a restart does not say it again
+    async with matrix_gateway(database_url, homeserver, bot):
+        await ann.say(room, "more words")
+        await wait_for(lambda: True)
+    sent = [
+        e
+        for e in await ann.messages(room)
+        if e["sender"] == bot.user_id and e["type"] == "m.room.message"
+    ]
+    assert len(sent) == 1
