@@ -20,6 +20,7 @@ import fcntl
 import hashlib
 import hmac
 import itertools
+import json
 import os
 import secrets
 import shutil
@@ -83,8 +84,6 @@ _UNLIMITED = {"per_second": 1000, "burst_count": 1000}
 
 
 def _config(root: Path, port: int, shared_secret: str) -> str:
-    import json
-
     config = {
         "server_name": SERVER_NAME,
         "pid_file": str(root / "homeserver.pid"),
@@ -160,14 +159,14 @@ class Synapse:
         (self.root / "hs.yaml").write_text(_config(self.root, self.port, self._secret))
         (self.root / "log.yaml").write_text(_LOG_CONFIG.replace("LOGFILE", str(self.log_file)))
         (self.root / "signing.key").write_text(_signing_key())
-        out = open(self.root / "stdout.log", "wb")
-        self._proc = subprocess.Popen(
-            [str(python), "-m", "synapse.app.homeserver", "-c", str(self.root / "hs.yaml")],
-            cwd=self.root,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "SYNAPSE_CACHE_FACTOR": "0.5"},
-        )
+        with open(self.root / "stdout.log", "wb") as out:  # the child keeps its own copy
+            self._proc = subprocess.Popen(
+                [str(python), "-m", "synapse.app.homeserver", "-c", str(self.root / "hs.yaml")],
+                cwd=self.root,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "SYNAPSE_CACHE_FACTOR": "0.5"},
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
@@ -261,12 +260,17 @@ class Person:
         self, method: str, path: str, body: dict[str, Any] | None = None, **params: Any
     ) -> Any:
         async with httpx.AsyncClient(base_url=self.server.url, timeout=30) as client:
+            # the body as JSON with every non-ASCII character escaped, as the person's client
+            # would send it (a lone surrogate included: the homeserver judges it)
             answer = await client.request(
                 method,
                 f"/_matrix/client/v3{path}",
-                json=body,
+                content=None if body is None else json.dumps(body).encode(),
                 params=params or None,
-                headers={"Authorization": f"Bearer {self.account.access_token}"},
+                headers={
+                    "Authorization": f"Bearer {self.account.access_token}",
+                    "Content-Type": "application/json",
+                },
             )
         if answer.status_code >= 400:
             raise RuntimeError(f"{method} {path}: {answer.status_code} {answer.text}")
@@ -365,7 +369,7 @@ def texts_by(events: list[dict[str, Any]], sender: str) -> list[dict[str, Any]]:
             edits[relation["event_id"]] = e["content"]["m.new_content"].get("body", "")
     out = []
     for e in events:
-        if e["sender"] != sender or e["type"] != "m.room.message":
+        if e["sender"] != sender or e["type"] != "m.room.message" or redacted(e):
             continue
         relation = e.get("content", {}).get("m.relates_to") or {}
         if relation.get("rel_type") == "m.replace":
@@ -373,3 +377,20 @@ def texts_by(events: list[dict[str, Any]], sender: str) -> list[dict[str, Any]]:
         body = e.get("content", {}).get("body", "")
         out.append({**e, "text": edits.get(e["event_id"], body)})
     return out
+
+
+def read_room(server: Synapse, account: Account, room_id: str) -> list[dict[str, Any]]:
+    """The room's events as ``account`` sees them, oldest first (a blocking read, for drivers
+    whose reads are plain calls)."""
+    answer = httpx.get(
+        f"{server.url}/_matrix/client/v3/rooms/{_quote(room_id)}/messages",
+        params={"dir": "b", "limit": "500"},
+        headers={"Authorization": f"Bearer {account.access_token}"},
+        timeout=30,
+    )
+    answer.raise_for_status()
+    return list(reversed(answer.json()["chunk"]))
+
+
+def redacted(event: dict[str, Any]) -> bool:
+    return "redacted_because" in (event.get("unsigned") or {})
