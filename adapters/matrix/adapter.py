@@ -110,6 +110,10 @@ class Room:
             self.name = content["name"] or None
 
 
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 class MatrixAdapter:
     """``PlatformAdapter`` for one bot account on one homeserver."""
 
@@ -249,16 +253,13 @@ class MatrixAdapter:
             timeout_ms=0 if since is None else self._config.sync_timeout_ms,
             filter_json=json.dumps({"room": {"timeline": {"limit": TIMELINE_LIMIT}}}),
         )
-        rooms = batch.get("rooms") if isinstance(batch.get("rooms"), Mapping) else {}
-        invites = rooms.get("invite") if isinstance(rooms.get("invite"), Mapping) else {}
-        for room_id, invited in invites.items():
+        rooms = _mapping(batch.get("rooms"))
+        for room_id, invited in _mapping(rooms.get("invite")).items():
             await self._on_invite(str(room_id), invited)
-        joined = rooms.get("join") if isinstance(rooms.get("join"), Mapping) else {}
-        for room_id, data in joined.items():
+        for room_id, data in _mapping(rooms.get("join")).items():
             if isinstance(data, Mapping):
                 await self._on_room(str(room_id), data, history=since is None)
-        left = rooms.get("leave") if isinstance(rooms.get("leave"), Mapping) else {}
-        for room_id in left:
+        for room_id in _mapping(rooms.get("leave")):
             self.rooms.pop(str(room_id), None)
         token = batch.get("next_batch")
         if isinstance(token, str) and token:

@@ -13,8 +13,9 @@ class MatrixSettings(SurfaceSettings):
     matrix_homeserver_url: str | None = Field(default=None, alias="MATRIX_HOMESERVER_URL")
     #: the bot account's access token
     matrix_access_token: SecretStr | None = Field(default=None, alias="MATRIX_ACCESS_TOKEN")
-    #: or its user id and password, to log in at start
+    #: instead of a token: the bot's user id (``@bot:example.org``), signed in at start
     matrix_user_id: str | None = Field(default=None, alias="MATRIX_USER_ID")
+    #: instead of a token: the bot account's password, with MATRIX_USER_ID
     matrix_password: SecretStr | None = Field(default=None, alias="MATRIX_PASSWORD")
 
     @field_validator("matrix_homeserver_url")

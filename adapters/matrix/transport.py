@@ -38,7 +38,7 @@ DENY_TEXT = "❌"
 
 def html_of(markdown: str) -> str:
     """The agent's Markdown as Matrix HTML (raw HTML in it is escaped, never passed on)."""
-    return _markdown.render(markdown).strip()
+    return str(_markdown.render(markdown)).strip()
 
 
 def translate_error(exc: MatrixApiError) -> DeliveryError:

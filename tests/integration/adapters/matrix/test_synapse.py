@@ -146,6 +146,7 @@ async def test_a_restart_neither_misses_nor_repeats_an_event(
             return texts if len(texts) >= 3 and texts[-1] == "echo: after" else None
 
         texts = await wait_for(settled, timeout=20, interval=0.1)
+        assert texts is not None
         async with gw.store.db.connection() as conn:
             stored = await conn.fetch(
                 "SELECT content FROM messages WHERE role = 'user' ORDER BY id"
