@@ -111,6 +111,8 @@ def _config(root: Path, port: int, shared_secret: str) -> str:
         "presence": {"enabled": False},
         "url_preview_enabled": False,
         "enable_metrics": False,
+        # passwords hashed quickly: registering an account is most of a test's setup
+        "bcrypt_rounds": 4,
         "rc_message": _UNLIMITED,
         "rc_registration": _UNLIMITED,
         "rc_login": {k: _UNLIMITED for k in ("address", "account", "failed_attempts")},

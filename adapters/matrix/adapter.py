@@ -39,10 +39,10 @@ from adapters.matrix.extract import (
 from adapters.matrix.plugin import scope_of
 from adapters.matrix.settings import MatrixSettings
 from adapters.matrix.transport import MatrixTransport
-from gateway.core.domain import Envelope, Facts, Ignored, Reaction, ReplyTarget, Sender, SessionKey
+from gateway.core.domain import Reaction, SessionKey
 from gateway.core.errors import ConfigError
 from gateway.core.ports import ApprovalClick, Check, Intake
-from gateway.inbound.ingress import ingest, record_reaction
+from gateway.inbound.ingress import ingest, record_reaction, refusal
 
 __all__ = ["MatrixAdapter", "MatrixConfig"]
 
@@ -286,23 +286,11 @@ class MatrixAdapter:
         if not isinstance(inviter, str):
             return
         key = SessionKey(platform=PLATFORM, scope=self.scope, chat_id=room_id)
-        probe = Envelope(
-            key=key,
-            target=ReplyTarget(platform=PLATFORM, scope=self.scope, chat_id=room_id),
-            message_id=f"invite:{room_id}",
-            text="",
-            sender=Sender(id=inviter),
-            facts=Facts(place=key, person=inviter, direct=True),
-        )
-        verdict = self._intake_now().admit(probe)
+        # the door decides who is welcome: whether it would answer the inviter there
+        refused = refusal(self._intake_now(), place=key, person=inviter)
         try:
-            if isinstance(verdict, Ignored):
-                log.info(
-                    "matrix_invite_declined",
-                    room_id=room_id,
-                    inviter=inviter,
-                    reason=verdict.reason,
-                )
+            if refused is not None:
+                log.info("matrix_invite_declined", room_id=room_id, inviter=inviter, reason=refused)
                 await self._api.leave(room_id)
             else:
                 log.info("matrix_invite_joined", room_id=room_id, inviter=inviter)

@@ -8,7 +8,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
+import pytest
+
 from adapters.matrix.adapter import ENCRYPTED_NOTICE, MatrixAdapter, MatrixConfig
+from gateway.core.domain import ReplyTarget
+from gateway.core.errors import DeliveryError
 from gateway.runtime.gateway import Gateway
 from testsupport.harness import running_gateway, wait_for
 from testsupport.matrix import Account, Person, Synapse, texts_by, thread_of
@@ -230,3 +235,65 @@ async def test_an_encrypted_room_gets_one_notice_and_is_never_read(
         if e["sender"] == bot.user_id and e["type"] == "m.room.message"
     ]
     assert len(sent) == 1
+
+
+async def test_a_redelivered_batch_is_deduped_by_event_id(
+    database_url: str, homeserver: Synapse
+) -> None:
+    """A crash after the events were stored but before the sync token was saved: the next
+    start syncs the same batch again, and the inbox keeps each event id once."""
+    bot = homeserver.register("bot")
+    ann = Person(homeserver, homeserver.register("ann"))
+    async with matrix_gateway(database_url, homeserver, bot) as (gw, adapter):
+        room = await ann.create_room(invite=(bot.user_id,), direct=True)
+        await joined(ann, room, bot.user_id)
+        cursor = f"matrix:{adapter.scope}:{bot.user_id}:sync"
+        async with gw.store.db.connection() as conn:
+            before = await conn.fetchval(
+                "SELECT value FROM adapter_cursors WHERE name = $1", cursor
+            )
+        await ann.say(room, "only once")
+        await answers(ann, room, bot, 1)
+    # the crash: the token is the one from before the batch that held the message
+    async with running_gateway(database_url, web_chat=False) as plain:
+        async with plain.store.db.connection() as conn:
+            await conn.execute(
+                "UPDATE adapter_cursors SET value = $2 WHERE name = $1", cursor, before
+            )
+    async with matrix_gateway(database_url, homeserver, bot) as (gw, adapter):
+        batches = adapter.batches
+        await wait_for(lambda: adapter.batches >= batches + 3, timeout=20)
+        async with gw.store.db.connection() as conn:
+            stored = await conn.fetch("SELECT content FROM messages WHERE role = 'user'")
+    assert [r["content"] for r in stored] == ["only once"]
+    assert [a["text"] for a in texts_by(await ann.messages(room), bot.user_id)] == [
+        "echo: only once"
+    ]
+
+
+async def test_m_limit_exceeded_comes_back_with_its_retry_after(homeserver: Synapse) -> None:
+    """The homeserver's 429 (``M_LIMIT_EXCEEDED``, ``retry_after_ms``) becomes a transient
+    ``DeliveryError`` carrying that wait, which the gateway's pacing honours."""
+    bot = homeserver.register("bot")
+    admin = Person(homeserver, homeserver.register("admin", admin=True))
+    ann = Person(homeserver, homeserver.register("ann"))
+    room = await ann.create_room(invite=(bot.user_id,), direct=True)
+    await Person(homeserver, bot).join(room)
+    async with httpx.AsyncClient(base_url=homeserver.url) as client:
+        limited = await client.post(
+            f"/_synapse/admin/v1/users/{bot.user_id}/override_ratelimit",
+            json={"messages_per_second": 1, "burst_count": 1},
+            headers={"Authorization": f"Bearer {admin.account.access_token}"},
+        )
+    assert limited.status_code == 200, limited.text
+    adapter = adapter_for(homeserver, bot)
+    target = ReplyTarget(platform="matrix", scope=adapter.scope, chat_id=room)
+    try:
+        with pytest.raises(DeliveryError) as caught:
+            for n in range(5):
+                await adapter.transport.send(target, f"hello {n}", idempotency_key=f"k{n}")
+    finally:
+        await adapter.stop()
+    assert not caught.value.permanent
+    assert caught.value.retry_after is not None and 0 < caught.value.retry_after <= 2
+    assert "M_LIMIT_EXCEEDED" in str(caught.value)
