@@ -151,7 +151,7 @@ class MatrixAdapter:
                 if exc.status in (401, 403):
                     return [
                         Check(
-                            name="matrix: identity",
+                            name="matrix",
                             ok=False,
                             detail=f"the homeserver refused the credentials ({exc.errcode})",
                             fix="set MATRIX_ACCESS_TOKEN to the bot account's access token",
@@ -159,7 +159,7 @@ class MatrixAdapter:
                     ]
                 return [
                     Check(
-                        name="matrix: homeserver",
+                        name="matrix",
                         ok=False,
                         detail=f"{self._config.homeserver_url} answered: {exc}",
                         fix="check MATRIX_HOMESERVER_URL (the client-server API's base URL)",
@@ -168,10 +168,10 @@ class MatrixAdapter:
             rooms = await api.joined_rooms()
         finally:
             await api.aclose()
-        checks = [Check(name="matrix: identity", ok=True, detail=f"signed in as {user_id}")]
+        checks = [Check(name="matrix", ok=True, detail=f"signed in as {user_id}")]
         checks.append(
             Check(
-                name="matrix: rooms",
+                name="matrix rooms",
                 ok=True,
                 detail=f"in {len(rooms)} room(s)",
                 fix=None if rooms else f"invite {user_id} to a room (it joins by itself)",

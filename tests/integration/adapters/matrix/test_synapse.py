@@ -4,8 +4,11 @@ test reads back is what the homeserver holds. The gateway runs in the test proce
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,6 +20,7 @@ from gateway.core.errors import DeliveryError
 from gateway.runtime.gateway import Gateway
 from testsupport.harness import running_gateway, wait_for
 from testsupport.matrix import Account, Person, Synapse, texts_by, thread_of
+from testsupport.process import clean_env
 
 
 def adapter_for(server: Synapse, bot: Account) -> MatrixAdapter:
@@ -297,3 +301,38 @@ async def test_m_limit_exceeded_comes_back_with_its_retry_after(homeserver: Syna
     assert not caught.value.permanent
     assert caught.value.retry_after is not None and 0 < caught.value.retry_after <= 2
     assert "M_LIMIT_EXCEEDED" in str(caught.value)
+
+
+async def _setup(tmp_path: Path, args: list[str], stdin: str) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        "setup",
+        "matrix",
+        *args,
+        cwd=tmp_path,
+        env=clean_env({"XDG_CONFIG_HOME": str(tmp_path / "config")}),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(stdin.encode()), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode()
+
+
+async def test_setup_checks_the_token_live_and_writes_it(
+    tmp_path: Path, homeserver: Synapse
+) -> None:
+    bot = homeserver.register("bot")
+    code, out = await _setup(tmp_path, ["--homeserver", homeserver.url], "wrong-token\n")
+    assert code == 1, out
+    assert "BAD matrix: the homeserver refused the credentials" in out
+    code, out = await _setup(tmp_path, ["--homeserver", homeserver.url], f"{bot.access_token}\n")
+    assert code == 0, out
+    assert f"ok  matrix: signed in as {bot.user_id}" in out
+    written = (tmp_path / "config" / "chat-gateway" / ".env").read_text()
+    assert f"MATRIX_HOMESERVER_URL={homeserver.url}" in written
+    assert f"MATRIX_ACCESS_TOKEN={bot.access_token}" in written
+    assert bot.access_token not in out  # never echoed
