@@ -20,8 +20,15 @@ GROUP = RoomFacts(room_id="!room:hs.example", direct=False, name="Team")
 DIRECT = RoomFacts(room_id="!dm:hs.example", direct=True)
 
 
-def message(body: str, *, event_id: str = "$e1", sender: str = "@ann:hs.example", **extra: Any):
-    content: dict[str, Any] = {"msgtype": "m.text", "body": body, **extra}
+def message(
+    body: str,
+    *,
+    event_id: str = "$e1",
+    sender: str = "@ann:hs.example",
+    extra: dict[str, Any] | None = None,
+    **fields: Any,
+):
+    content: dict[str, Any] = {"msgtype": "m.text", "body": body, **fields, **(extra or {})}
     return {
         "type": "m.room.message",
         "event_id": event_id,
@@ -38,7 +45,7 @@ def envelope(event: dict[str, Any], room: RoomFacts = GROUP) -> Envelope:
 
 
 def test_a_top_level_message_in_a_room_roots_its_own_thread() -> None:
-    got = envelope(message(f"{BOT}: hi", **{"m.mentions": {"user_ids": [BOT]}}))
+    got = envelope(message(f"{BOT}: hi", extra={"m.mentions": {"user_ids": [BOT]}}))
     assert got.key.thread_id == "$e1" and got.target.thread_id == "$e1"
     assert got.facts is not None and got.facts.mentioned and not got.facts.direct
     assert not got.facts.thread_reply
@@ -47,7 +54,7 @@ def test_a_top_level_message_in_a_room_roots_its_own_thread() -> None:
 
 def test_a_message_in_a_thread_is_that_threads_session() -> None:
     relation = {"rel_type": "m.thread", "event_id": "$root", "is_falling_back": True}
-    got = envelope(message("more", event_id="$e2", **{"m.relates_to": relation}))
+    got = envelope(message("more", event_id="$e2", extra={"m.relates_to": relation}))
     assert got.key.thread_id == "$root" and got.target.thread_id == "$root"
     assert got.target.reply_to_message_id == "$e2"
     assert got.facts is not None and got.facts.thread_reply and not got.facts.mentioned
@@ -75,7 +82,7 @@ def test_an_edit_is_the_edit_of_its_target() -> None:
     event = message(
         "* better",
         event_id="$edit",
-        **{
+        extra={
             "m.new_content": {"msgtype": "m.text", "body": "better"},
             "m.relates_to": {"rel_type": "m.replace", "event_id": "$e1"},
         },
