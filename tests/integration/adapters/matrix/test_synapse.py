@@ -18,7 +18,7 @@ from adapters.matrix.adapter import ENCRYPTED_NOTICE, MatrixAdapter, MatrixConfi
 from gateway.core.domain import ReplyTarget
 from gateway.core.errors import DeliveryError
 from gateway.runtime.gateway import Gateway
-from testsupport.harness import running_gateway, wait_for
+from testsupport.harness import RecordingIntake, running_gateway, wait_for
 from testsupport.matrix import Account, Person, Synapse, texts_by, thread_of
 from testsupport.process import clean_env
 
@@ -336,3 +336,40 @@ async def test_setup_checks_the_token_live_and_writes_it(
     assert f"MATRIX_HOMESERVER_URL={homeserver.url}" in written
     assert f"MATRIX_ACCESS_TOKEN={bot.access_token}" in written
     assert bot.access_token not in out  # never echoed
+
+
+async def test_reactions_decide_approval_cards_and_give_feedback(homeserver: Synapse) -> None:
+    """An approval card says how to decide it; ✅/❌ on it reach the core as the card's
+    click (by its event id), 👍 on an answer as that answer's feedback."""
+    bot = homeserver.register("bot")
+    ann = Person(homeserver, homeserver.register("ann"))
+    intake = RecordingIntake()
+    adapter = adapter_for(homeserver, bot)
+    await adapter.start(intake)
+    try:
+        await wait_for(lambda: adapter.batches > 0, timeout=20)
+        room = await ann.create_room(invite=(bot.user_id,), direct=True)
+        await joined(ann, room, bot.user_id)
+        target = ReplyTarget(platform="matrix", scope=adapter.scope, chat_id=room)
+        card = await adapter.transport.send_card(
+            target, "Run `restart`?", approval_id="a1", idempotency_key="card-1"
+        )
+        answer = await adapter.transport.send(target, "Done.", idempotency_key="answer-1")
+        assert card.platform_message_id and answer.platform_message_id
+        [shown] = [e for e in await ann.messages(room) if e["event_id"] == card.platform_message_id]
+        assert "React with ✅ to approve or ❌ to deny." in shown["content"]["body"]
+        await ann.react(room, card.platform_message_id, "✅")
+        await ann.react(room, answer.platform_message_id, "👍")
+        await wait_for(lambda: intake.clicks and intake.feedback, timeout=20)
+    finally:
+        await adapter.stop()
+    click = intake.clicks[0]
+    assert (click.approve, click.user_id, click.chat_id, click.message_id, click.approval_id) == (
+        True,
+        ann.user_id,
+        room,
+        card.platform_message_id,
+        "",
+    )
+    assert intake.feedback[0]["message_id"] == answer.platform_message_id
+    assert intake.feedback[0]["value"] == 1
