@@ -18,7 +18,7 @@ from markdown_it import MarkdownIt
 
 from adapters.matrix.api import MatrixApi, MatrixApiError
 from adapters.matrix.extract import PLATFORM
-from gateway.core.attachments import FileFetchError
+from gateway.core.attachments import FileFetchError, FileTooLarge
 from gateway.core.domain import Attachment, OutgoingFile, ReplyTarget
 from gateway.core.errors import DeliveryError
 from gateway.core.ports import PaceRule, SendResult
@@ -166,7 +166,10 @@ class MatrixTransport:
         try:
             return await self._api.download(attachment.file_id, max_bytes=max_bytes)
         except MatrixApiError as exc:
-            raise FileFetchError(f"could not fetch {attachment.name or 'the file'}: {exc}") from exc
+            name = attachment.name or "the file"
+            if exc.errcode == "M_TOO_LARGE":
+                raise FileTooLarge(f"{name} is larger than {max_bytes} bytes") from exc
+            raise FileFetchError(f"could not fetch {name}: {exc}") from exc
 
     # --- streaming previews: a message, edited with m.replace ------------------------------
 

@@ -15,7 +15,9 @@ import httpx
 import pytest
 
 from adapters.matrix.adapter import ENCRYPTED_NOTICE, MatrixAdapter, MatrixConfig
-from gateway.core.domain import ReplyTarget
+from adapters.matrix.extract import Context, RoomFacts, extract_event
+from gateway.core.attachments import FileTooLarge
+from gateway.core.domain import Envelope, OutgoingFile, ReplyTarget
 from gateway.core.errors import DeliveryError
 from gateway.runtime.gateway import Gateway
 from testsupport.harness import RecordingIntake, running_gateway, wait_for
@@ -373,3 +375,42 @@ async def test_reactions_decide_approval_cards_and_give_feedback(homeserver: Syn
     )
     assert intake.feedback[0]["message_id"] == answer.platform_message_id
     assert intake.feedback[0]["value"] == 1
+
+
+async def test_a_file_goes_out_into_the_thread_and_comes_back_in(homeserver: Synapse) -> None:
+    """A file of an answer is uploaded to the homeserver's media store and posted in the
+    thread; a file a person posts is fetched back from it by its mxc:// address."""
+    bot = homeserver.register("bot")
+    ann = Person(homeserver, homeserver.register("ann"))
+    adapter = adapter_for(homeserver, bot)
+    room = await ann.create_room(invite=(bot.user_id,))
+    await Person(homeserver, bot).join(room)
+    root = await ann.say(room, "draw me something", mention=bot.user_id)
+    target = ReplyTarget(platform="matrix", scope=adapter.scope, chat_id=room, thread_id=root)
+    picture = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+    try:
+        sent = await adapter.transport.send_file(
+            target,
+            OutgoingFile(name="pic.png", mime_type="image/png", data=picture, caption="here"),
+            idempotency_key="file-1",
+        )
+        [event] = [e for e in await ann.messages(room) if e["event_id"] == sent.platform_message_id]
+        assert thread_of(event) == root
+        content = event["content"]
+        assert (content["msgtype"], content["filename"], content["body"]) == (
+            "m.image",
+            "pic.png",
+            "here",
+        )
+        extracted = extract_event(
+            {**event, "sender": ann.user_id},
+            ctx=Context(scope=adapter.scope, bot_user_id=bot.user_id),
+            room=RoomFacts(room_id=room, direct=False),
+        )
+        assert isinstance(extracted, Envelope)
+        [attachment] = extracted.attachments
+        assert await adapter.transport.fetch_file(attachment, max_bytes=10_000) == picture
+        with pytest.raises(FileTooLarge):
+            await adapter.transport.fetch_file(attachment, max_bytes=100)
+    finally:
+        await adapter.stop()
