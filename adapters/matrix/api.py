@@ -97,8 +97,10 @@ class MatrixApi:
         body: Mapping[str, Any] | None = None,
         *,
         params: Mapping[str, str] | None = None,
+        sensitive: bool = False,
     ) -> dict[str, Any]:
-        """``/_matrix/client/v3`` + ``path``; raises ``MatrixApiError``."""
+        """``/_matrix/client/v3`` + ``path``; raises ``MatrixApiError``. ``sensitive``: mautrix
+        logs the body's size only (a password)."""
         _retry_after.set(None)
         try:
             got = await self._api().request(
@@ -106,6 +108,7 @@ class MatrixApi:
                 f"/_matrix/client/v3{path}",
                 dict(body) if body is not None else None,
                 query_params=dict(params or {}),
+                sensitive=sensitive,
             )
         except MatrixRequestError as exc:
             status = int(getattr(exc, "http_status", 0) or 0)
@@ -135,6 +138,7 @@ class MatrixApi:
                 "password": password,
                 "initial_device_display_name": "chat-gateway",
             },
+            sensitive=True,
         )
         token = str(got["access_token"])
         self.set_token(token)

@@ -25,11 +25,17 @@ from testsupport.matrix import Account, Person, Synapse, texts_by, thread_of
 from testsupport.process import clean_env
 
 
-def adapter_for(server: Synapse, bot: Account) -> MatrixAdapter:
+def adapter_for(server: Synapse, bot: Account, *, password: bool = False) -> MatrixAdapter:
+    """The bot's adapter, with its token (or its user id and password: it signs in)."""
+    credentials: dict[str, Any] = (
+        {"user_id": bot.user_id, "password": bot.password}
+        if password
+        else {"access_token": bot.access_token}
+    )
     return MatrixAdapter(
         MatrixConfig(
             homeserver_url=server.url,
-            access_token=bot.access_token,
+            **credentials,
             sync_timeout_ms=500,
             backoff_initial=0.05,
             backoff_max=0.5,
@@ -39,9 +45,9 @@ def adapter_for(server: Synapse, bot: Account) -> MatrixAdapter:
 
 @asynccontextmanager
 async def matrix_gateway(
-    database_url: str, server: Synapse, bot: Account, **settings: Any
+    database_url: str, server: Synapse, bot: Account, *, password: bool = False, **settings: Any
 ) -> AsyncIterator[tuple[Gateway, MatrixAdapter]]:
-    adapter = adapter_for(server, bot)
+    adapter = adapter_for(server, bot, password=password)
     async with running_gateway(database_url, adapters=[adapter], web_chat=False, **settings) as gw:
         await wait_for(lambda: adapter.batches > 0, timeout=20, message="first sync")
         yield gw, adapter
@@ -100,7 +106,8 @@ async def test_a_two_person_room_is_a_direct_chat_answered_in_the_room(
 ) -> None:
     bot = homeserver.register("bot")
     ann = Person(homeserver, homeserver.register("ann"))
-    async with matrix_gateway(database_url, homeserver, bot):
+    # signed in with MATRIX_USER_ID and MATRIX_PASSWORD instead of a token
+    async with matrix_gateway(database_url, homeserver, bot, password=True):
         room = await ann.create_room(invite=(bot.user_id,), direct=True)
         await joined(ann, room, bot.user_id)  # the invite was joined
         await ann.say(room, "hello there")
