@@ -122,8 +122,8 @@ async def test_an_invite_is_joined_only_from_an_allowed_person(
     bot = homeserver.register("bot")
     ann = Person(homeserver, homeserver.register("ann"))
     eve = Person(homeserver, homeserver.register("eve"))
-    allowed = {"GATEWAY_ALLOWED_PEOPLE": f"matrix:{ann.user_id}"}
-    async with matrix_gateway(database_url, homeserver, bot, **allowed):
+    allowed = f"matrix:{ann.user_id}"
+    async with matrix_gateway(database_url, homeserver, bot, GATEWAY_ALLOWED_PEOPLE=allowed):
         refused = await eve.create_room(invite=(bot.user_id,))
         welcome = await ann.create_room(invite=(bot.user_id,))
         await joined(ann, welcome, bot.user_id)
