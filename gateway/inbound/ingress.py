@@ -35,6 +35,8 @@ from gateway.core.domain import (
     Ignored,
     Reaction,
     Rejected,
+    ReplyTarget,
+    Sender,
     SessionKey,
     Trigger,
 )
@@ -252,6 +254,23 @@ async def record_reaction(
         user_id=found.user_id,
         value=found.value,
     )
+
+
+def refusal(ingest: Ingest, *, place: SessionKey, person: str) -> str | None:
+    """Why the door would not answer ``person`` writing to the bot directly in ``place``, or
+    ``None`` when it would: for a surface that must decide something before any message
+    (accept a room invitation, join a server) without deciding who is welcome itself. The
+    answer policy's own verdict on such a message (allow-lists of places and people)."""
+    probe = Envelope(
+        key=place,
+        target=ReplyTarget(platform=place.platform, scope=place.scope, chat_id=place.chat_id),
+        message_id="",
+        text="",
+        sender=Sender(id=person),
+        facts=Facts(place=place, person=person, direct=True),
+    )
+    verdict = ingest.admit(probe)
+    return verdict.reason if isinstance(verdict, Ignored) else None
 
 
 class _IngestWithFeedback(Ingest, Interactions, Protocol):
