@@ -29,6 +29,8 @@ class Profile:
     knowledge: tuple[str, ...] = ()
     answer: AnswerRule | None = None
     streaming: bool | None = None
+    #: offered when a person opens an assistant thread (Slack's suggested prompts)
+    suggested_prompts: tuple[str, ...] = ()
     #: the knowledge base a closing session's minutes are written to; ``None``: no minutes
     minutes_kb: str | None = None
 
@@ -52,5 +54,6 @@ class Profile:
             "knowledge": list(self.knowledge),
             "answer": self.answer,
             "streaming": self.streaming,
+            "suggested_prompts": list(self.suggested_prompts),
             "minutes_kb": self.minutes_kb,
         }

@@ -28,6 +28,7 @@ _KEYS = frozenset(
         "knowledge",
         "answer",
         "streaming",
+        "suggested_prompts",
         "minutes_kb",
     }
 )
@@ -131,6 +132,7 @@ def _profile(name: str, table: Any, *, models: Collection[str], tools: KnownTool
         knowledge=field("knowledge", lambda v: tuple(_texts(v))) or (),
         answer=field("answer", _answer),
         streaming=field("streaming", _flag),
+        suggested_prompts=field("suggested_prompts", lambda v: tuple(_texts(v))) or (),
         minutes_kb=field("minutes_kb", _kb_name),
     )
     if found:
