@@ -115,7 +115,8 @@ async def test_an_answer_cites_the_right_document_and_page_and_keeps_it(
             await wait_for(lambda: len(sink.texts_in("c", "t")) == n, timeout=20)  # noqa: B023
         assert "[1] travel.docx" in sink.texts_in("c", "t")[3]
         refs = [
-            x.target_ref for x in (await OperatorStore(gw.store).session_detail(session.id)).links
+            x.target_ref or ""
+            for x in (await OperatorStore(gw.store).session_detail(session.id)).links
         ]
         assert sorted(refs) == sorted(
             {f"kb-document:{added.document.id}", f"kb-document:{travel.document.id}"}

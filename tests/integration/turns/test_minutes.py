@@ -116,8 +116,11 @@ async def test_minutes_written_at_close_then_cited_from_another_place_open_the_s
             found = await minutes.of_session(session_id)
             return found.document_id if found is not None and found.state == "written" else None
 
-        document_id = await wait_for(written, timeout=30)
-        assert (await minutes.of_session(session_id)).kb == "decisions"  # type: ignore[union-attr]
+        found = await wait_for(written, timeout=30)
+        assert found is not None
+        document_id: int = found
+        record = await minutes.of_session(session_id)
+        assert record is not None and record.kb == "decisions"
 
         async def ready() -> bool:
             doc = await gw.knowledge.store.get_document(document_id)
