@@ -138,23 +138,31 @@ async def test_context_never_exceeds_the_window_across_a_2000_message_session(
         assert claim is not None
         session = await store.sessions.get_session(claim.session_id)
         written = await store.summaries.summaries(claim.session_id)
+        stored_rows = await store.sessions.delta(claim.session_id, 0, limit=5000)
     finally:
         await agent.aclose()
-    assert session.message_count == 2000
+    # the 2,000 messages, and each rolling summary kept in the transcript (kind rolling)
+    rolling = [r for r in stored_rows if r.kind == "rolling"]
+    assert session.message_count == 2000 + len(rolling)
+    assert [r.content for r in rolling] == [w.content for w in written]
+    seq_of = {
+        int(found.group(1)): r.seq_no
+        for r in stored_rows
+        if r.role == "user" and (found := re.match(r"m(\d+)", r.content))
+    }
     assert len(sizes) == 101 and max(sizes) + reserved <= window
     # bounded, yet the window is used: later prompts are not starved
     assert min(sizes[20:]) > 0.25 * budget
     assert written and written[-1].model_written and written[-1].to_seq > 1500
     assert all(a.to_seq < b.to_seq for a, b in itertools.pairwise(written))
     # every late prompt is a summary + messages after it, none of them covered by it twice
-    # (user message i has seq 2i + 1)
     ends = {s.to_seq for s in written}
     for request in fake.turn_requests[-30:]:
         covered = re.search(r"messages 1-(\d+), written by a model", request.system)
         first = re.match(r"m(\d+)", request.contents("user")[0])
         assert covered is not None and first is not None
         assert int(covered.group(1)) in ends
-        assert 2 * int(first.group(1)) + 1 > int(covered.group(1))
+        assert seq_of[int(first.group(1))] > int(covered.group(1))
 
 
 async def test_summaries_are_written_off_the_hot_path_and_then_used(
