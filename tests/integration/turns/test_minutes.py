@@ -94,6 +94,7 @@ async def test_minutes_written_at_close_then_cited_from_another_place_open_the_s
         httpx.AsyncClient(base_url=gw.url) as client,
     ):
         ops = OperatorStore(gw.store)
+        headers = {"Authorization": "Bearer admin-secret-of-the-minutes-test-0123456789"}
         a = {"chat": "minutes-a", "thread": "plan"}
         first = await adapter.submit({**a, "id": "1", "text": "Which day do we release?"})
         await wait_for(lambda: sink.texts_in("minutes-a", "plan"), timeout=20)
@@ -143,6 +144,11 @@ async def test_minutes_written_at_close_then_cited_from_another_place_open_the_s
         assert "tester: Release on Friday" in text  # the decision, as decided
         assert "rollback plan (pending): Bea checks it" in text  # the open checkpoint
         assert "related: issue TRACK-7" in text  # the link
+        # a supervised loop like the others, counted on /metrics
+        assert "minutes" in gw.supervisor.loops
+        metrics = (await client.get("/metrics", headers=headers)).text
+        assert 'gateway_worker_up{worker="minutes"} 1.0' in metrics
+        assert 'gateway_minutes_total{outcome="written"} 1.0' in metrics
         # the session is linked to its minutes as its output
         closed_links = (await ops.session_detail(session_id)).links
         assert ("doc", f"kb-document:{document_id}", "output") in [
@@ -166,7 +172,6 @@ async def test_minutes_written_at_close_then_cited_from_another_place_open_the_s
             m for m in await gw.store.sessions.delta(asked.session_id, 0) if m.role == "assistant"
         )
         # the citation opens the session: the admin API names it, its page is served
-        headers = {"Authorization": "Bearer admin-secret-of-the-minutes-test-0123456789"}
         cited = await client.get(f"/api/v1/kb/citations/{reply.id}", headers=headers)
         assert cited.status_code == 200, cited.text
         [citation] = cited.json()
