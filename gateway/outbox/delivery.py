@@ -21,9 +21,18 @@ from gateway.core.errors import DeliveryError, LeaseLost, StoreError
 from gateway.core.hub import PollGate, Signal
 from gateway.core.lifecycle.supervisor import Beat, item_backoff, no_beat, pause, persist
 from gateway.core.metrics import Metrics
-from gateway.core.parts import ApprovalCardPart, FilePart, OutboxPart, TextPart, part_of
+from gateway.core.parts import (
+    ApprovalCardPart,
+    DeletePart,
+    EditPart,
+    FilePart,
+    OutboxPart,
+    TextPart,
+    part_of,
+)
 from gateway.core.ports import SendResult, Transport, send_card
 from gateway.outbox.pacing import NO_LIMIT, Budget, Pacing, Rules, pace_rules
+from gateway.outbox.retouch import retouch
 from gateway.outbox.stream_finish import finish_part
 from gateway.outbox.waiting import Held, WaitingRoom
 from session_store.records import DeliveryRecord
@@ -410,6 +419,9 @@ class DeliveryWorker:
             part = part_of(delivery)
         except (ValueError, KeyError, TypeError) as exc:
             raise DeliveryError(f"unreadable outbox part: {exc}", permanent=True) from exc
+        if isinstance(part, EditPart | DeletePart):
+            # an earlier answer written again or retracted (gateway.outbox.retouch)
+            return await retouch(self._store.outbox, transport, delivery, part)
         if (
             self._previews is not None
             and isinstance(part, TextPart | FilePart)
@@ -540,6 +552,9 @@ async def send_part(
                 approval_id=part.approval_id,
                 idempotency_key=idempotency_key,
             )
+        case EditPart() | DeletePart():
+            # they change an earlier message (gateway.outbox.retouch), never sent alone
+            raise DeliveryError(f"a {part.kind} part is not sent on its own", permanent=True)
 
 
 class _OffWire:

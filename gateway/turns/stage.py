@@ -157,6 +157,16 @@ class TurnRun:
     _holds: list[Callable[[], str | None]] = field(default_factory=list, init=False, repr=False)
 
     @property
+    def rewrites(self) -> int | None:
+        """The seq of the question whose answer this run writes again, for its edited
+        text (``on_edit = "update"``), else ``None``."""
+        for message in self.asks:
+            seq = message.metadata.get("rewrites")
+            if isinstance(seq, int) and not isinstance(seq, bool):
+                return seq
+        return None
+
+    @property
     def question(self) -> MessageRecord | None:
         """The newest question for the agent."""
         return self.questions[-1] if self.questions else None

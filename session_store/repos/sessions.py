@@ -210,6 +210,15 @@ class Sessions:
         """Up to ``limit`` messages after ``after_seq``, oldest first."""
         return await self.messages(session_id, after_seq=after_seq, limit=limit)
 
+    async def pending(
+        self, session_id: int, after_seq: int, limit: int = 100
+    ) -> list[MessageRecord]:
+        """``delta`` as a turn reads the messages it answers: an edited one with its newest
+        text (the stored row keeps its first), a deleted one marked ``deleted``."""
+        async with self.db.connection() as conn:
+            rows = await conn.fetch(SQL.pending_after, session_id, after_seq, limit)
+        return [_message(r) for r in rows]
+
     async def message_id_at(self, session_id: int, seq_no: int) -> int | None:
         async with self.db.connection() as conn:
             value = await conn.fetchval(SQL.message_id_at, session_id, seq_no)
