@@ -176,15 +176,17 @@ class Sessions:
         before_seq: int | None = None,
         limit: int = 100,
         with_deliveries: bool = False,
+        as_now: bool = False,
     ) -> list[MessageRecord]:
         """Messages in seq order: the first ``limit`` after ``after_seq``, or, with
         ``before_seq``, the last ``limit`` before it (and after ``after_seq`` when both are
-        given). With ``with_deliveries`` each assistant message carries its delivery rows."""
+        given). With ``with_deliveries`` each assistant message carries its delivery rows.
+        ``as_now`` (with ``before_seq``): as people see the thread now, edited messages with
+        their newest text and deleted ones marked (``deleted``)."""
         async with self.db.connection() as conn:
             if before_seq is not None:
-                newest = await conn.fetch(
-                    SQL.messages_before, session_id, before_seq, limit, after_seq or 0
-                )
+                query = SQL.pending_before if as_now else SQL.messages_before
+                newest = await conn.fetch(query, session_id, before_seq, limit, after_seq or 0)
                 rows = list(reversed(newest))
             else:
                 rows = await conn.fetch(SQL.messages_after, session_id, after_seq or 0, limit)

@@ -29,6 +29,11 @@ EXISTS (SELECT 1 FROM message_annotations d
 SELECT {{pending_columns}} FROM messages
 WHERE session_id = $1 AND seq_no > $2 ORDER BY seq_no LIMIT $3
 
+-- name: pending_before
+-- messages_before as the thread reads now (pending_columns): newest texts, deletions marked
+SELECT {{pending_columns}} FROM messages
+WHERE session_id = $1 AND seq_no < $2 AND seq_no > $4 ORDER BY seq_no DESC LIMIT $3
+
 -- name: messages_after
 SELECT {{message_columns}} FROM messages
 WHERE session_id = $1 AND seq_no > $2 ORDER BY seq_no LIMIT $3
