@@ -120,7 +120,7 @@ async def test_an_edit_or_deletion_before_the_answer_changes_what_is_answered(
     database_url: str, tmp_path: Path
 ) -> None:
     agent = GatedEcho()
-    async with web_gateway(database_url, tmp_path, agent) as (gw, client):
+    async with web_gateway(database_url, tmp_path, agent) as (_, client):
         t = Thread(client, "general", "q1")
         await t.say("hold on", "q1")
         await wait_for(lambda: agent.turns, message="the first turn running")
@@ -230,7 +230,7 @@ async def test_with_on_delete_retract_the_answer_is_deleted_as_well(
 
 async def test_only_the_author_changes_a_message(database_url: str, tmp_path: Path) -> None:
     agent = GatedEcho()
-    async with web_gateway(database_url, tmp_path, agent) as (gw, client):
+    async with web_gateway(database_url, tmp_path, agent) as (_, client):
         t = Thread(client, "general", "a1")
         await t.say("mine", "a1")
         await t.answered("echo: mine")
