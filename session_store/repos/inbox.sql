@@ -102,7 +102,7 @@ WITH q AS (
                     AND r.role = 'assistant' AND r.model IS DISTINCT FROM 'command')
 ), old AS (
     INSERT INTO message_annotations (message_id, kind, metadata)
-    SELECT r.id, 'delete', '{"superseded": true}'::jsonb FROM messages r, q
+    SELECT r.id, 'delete', jsonb_build_object('superseded', true) FROM messages r, q
     WHERE r.session_id = q.session_id AND r.seq_no > q.seq_no
       AND ((r.role IN ('assistant', 'tool') AND r.model IS DISTINCT FROM 'command')
            OR (r.role = 'user' AND r.metadata ? 'rewrites'))
@@ -144,7 +144,7 @@ WITH q AS (
       AND (r.metadata->>'answers_seq')::bigint < nxt.seq
 ), gone AS (
     INSERT INTO message_annotations (message_id, kind, metadata)
-    SELECT answer.id, 'delete', '{"retracted": true}'::jsonb FROM answer
+    SELECT answer.id, 'delete', jsonb_build_object('retracted', true) FROM answer
     WHERE NOT EXISTS (SELECT 1 FROM message_annotations d
                       WHERE d.message_id = answer.id AND d.kind = 'delete')
 )
