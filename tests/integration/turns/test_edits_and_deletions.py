@@ -98,9 +98,9 @@ class Thread:
     async def answered(self, *texts: str) -> list[str]:
         """Waits until the thread's answers are exactly ``texts``."""
 
-        async def now() -> list[str] | None:
+        async def now() -> list[str]:
             found = await self.answers()
-            return found if found == list(texts) else None
+            return found if found == list(texts) else []
 
         return await wait_for(now, timeout=15, message=f"answers {texts}")
 
