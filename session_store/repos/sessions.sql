@@ -13,7 +13,8 @@ kind, importance
 
 -- name: pending_columns
 -- message_columns as a turn reads the messages it answers: an edited message's newest text
--- (the stored row keeps its first), and whether it was deleted on its platform
+-- (the stored row keeps its first), and whether it was deleted on its platform (or, for a
+-- request to write an answer again, its question was)
 id, session_id, seq_no, role,
 CASE WHEN edited_at IS NULL THEN content ELSE coalesce(
     (SELECT a.content FROM message_annotations a
@@ -22,8 +23,14 @@ CASE WHEN edited_at IS NULL THEN content ELSE coalesce(
 sender_id, sender_name, external_id, command, trigger,
 backfill, reply_target, model, tokens_used, feedback, edited_at, created_at, metadata, traceparent,
 kind, importance,
-EXISTS (SELECT 1 FROM message_annotations d
-        WHERE d.message_id = messages.id AND d.kind = 'delete') AS deleted
+(EXISTS (SELECT 1 FROM message_annotations d
+         WHERE d.message_id = messages.id AND d.kind = 'delete')
+ -- a request to write an answer again goes with its question
+ OR (metadata ? 'rewrites' AND EXISTS (
+         SELECT 1 FROM messages q JOIN message_annotations d ON d.message_id = q.id
+         WHERE q.session_id = messages.session_id
+           AND q.seq_no = (messages.metadata->>'rewrites')::bigint AND d.kind = 'delete')))
+    AS deleted
 
 -- name: pending_after
 SELECT {{pending_columns}} FROM messages

@@ -51,7 +51,7 @@ class GatedEcho:
 
 @asynccontextmanager
 async def web_gateway(
-    database_url: str, tmp_path: Path, agent: GatedEcho
+    database_url: str, tmp_path: Path, agent: GatedEcho, **settings: Any
 ) -> AsyncIterator[tuple[Gateway, httpx.AsyncClient]]:
     config = tmp_path / "gateway.toml"
     config.write_text(CONFIG)
@@ -61,6 +61,7 @@ async def web_gateway(
             agent=agent,
             GATEWAY_CONFIG_FILE=str(config),
             GATEWAY_STREAMING=False,
+            **settings,
         ) as gw,
         httpx.AsyncClient(base_url=gw.url) as client,
     ):
@@ -166,6 +167,40 @@ async def test_an_edit_after_the_answer_rewrites_it_in_place_once(
     assert len(agent.turns) == 3  # the question, its rewrite, the next one
     later = seen(agent.turns[2])
     assert later == ["what color is it", "echo: what color is it", "and tomorrow"]
+
+
+async def test_a_question_deleted_before_its_answer_is_rewritten_is_not_answered_again(
+    database_url: str, tmp_path: Path
+) -> None:
+    agent = GatedEcho()
+    # one turn worker, held by another thread: the rewrite waits as a queued turn
+    async with web_gateway(database_url, tmp_path, agent, GATEWAY_TURN_WORKERS=1) as (gw, client):
+        t = Thread(client, "general", "w1")
+        asked = await t.say("first try", "w1")
+        await t.answered("echo: first try")
+        await Thread(client, "general", "w2").say("hold everything", "w2")
+        await wait_for(lambda: len(agent.turns) == 2, message="the other thread's turn running")
+        assert (await t.edit(asked, "second try")).json()["status"] == "accepted"
+        assert (await t.delete(asked)).json()["status"] == "accepted"
+        agent.release.set()
+        await Thread(client, "general", "w2").answered("echo: hold everything")
+
+        async def done() -> bool:
+            key = SessionKey(platform="web", scope="local", chat_id="general", thread_id="w1")
+            session = await gw.store.sessions.find_session(key)
+            assert session is not None
+            async with gw.store.db.connection() as conn:
+                return bool(
+                    await conn.fetchval(
+                        "SELECT turn_done_seq >= turn_requested_seq FROM sessions WHERE id = $1",
+                        session.id,
+                    )
+                )
+
+        await wait_for(done, message="the rewrite handled")
+        kinds = [d.kind for d in await deliveries(gw, "general", "w1")]
+    assert len(agent.turns) == 2  # never asked to answer the deleted question again
+    assert kinds == ["text"]
 
 
 async def test_with_on_edit_context_an_edit_after_the_answer_only_changes_the_context(
