@@ -13,7 +13,7 @@ function markdownBody(text) {
   body.innerHTML = md.render(text);
   return body;
 }
-const state = { channel: "general", thread: null, source: null, poll: null, me: null };
+const state = { channel: "general", thread: null, source: null, poll: null, me: null, editing: false };
 // deep links: #channel/thread
 (function fromHash() {
   const [c, t] = decodeURIComponent(location.hash.slice(1)).split("/");
@@ -57,6 +57,7 @@ let historyRequests = 0;
 async function loadHistory() {
   const log = $("log");
   if (!state.thread) { log.replaceChildren(el("p", "meta", "Start a new thread by sending a message.")); return; }
+  if (state.editing) return;  // the person is editing a message: the view stays until saved
   const mine = ++historyRequests;
   const data = await api(`/web/api/channels/${encodeURIComponent(state.channel)}/threads/${encodeURIComponent(state.thread)}/messages`);
   // responses can arrive out of order: an older one must not replace a newer view
@@ -230,11 +231,16 @@ function ownBar(m, body) {
   const bar = el("div", "own");
   const edit = el("button", "", "edit"); edit.type = "button"; edit.title = "Edit this message";
   edit.onclick = () => {
+    state.editing = true;  // a reload of the thread would take the box away meanwhile
     const box = el("textarea"); box.value = m.content; box.rows = 2;
     const save = el("button", "", "save"); save.type = "button";
     const cancel = el("button", "", "cancel"); cancel.type = "button";
-    save.onclick = () => { const text = box.value.trim(); if (text && text !== m.content) changeMessage(m.seq_no, "PATCH", { text }); else loadHistory(); };
-    cancel.onclick = () => loadHistory();
+    save.onclick = () => {
+      state.editing = false;
+      const text = box.value.trim();
+      if (text && text !== m.content) changeMessage(m.seq_no, "PATCH", { text }); else loadHistory();
+    };
+    cancel.onclick = () => { state.editing = false; loadHistory(); };
     body.replaceChildren(box); bar.replaceChildren(save, cancel); box.focus();
   };
   const del = el("button", "", "delete"); del.type = "button"; del.title = "Delete this message";
@@ -314,6 +320,7 @@ function subscribe() {
 }
 
 async function render() {
+  state.editing = false;
   history.replaceState(null, "", "#" + encodeURIComponent(state.channel) + (state.thread ? "/" + encodeURIComponent(state.thread) : ""));
   $("title").textContent = "#" + state.channel;
   $("subtitle").textContent = state.thread ? "thread " + state.thread.slice(0, 8) : "new thread";
