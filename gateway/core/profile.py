@@ -50,6 +50,8 @@ class Profile:
     #: ``GATEWAY_ON_DELETE``)
     on_edit: OnEdit | None = None
     on_delete: OnDelete | None = None
+    #: offered when a person opens an assistant thread (Slack's suggested prompts)
+    suggested_prompts: tuple[str, ...] = ()
 
     @property
     def answers_all(self) -> bool | None:
@@ -81,4 +83,5 @@ class Profile:
             "streaming": self.streaming,
             "on_edit": self.on_edit,
             "on_delete": self.on_delete,
+            "suggested_prompts": list(self.suggested_prompts),
         }

@@ -31,6 +31,7 @@ _KEYS = frozenset(
         "streaming",
         "on_edit",
         "on_delete",
+        "suggested_prompts",
     }
 )
 
@@ -135,6 +136,7 @@ def _profile(name: str, table: Any, *, models: Collection[str], tools: KnownTool
         streaming=field("streaming", _flag),
         on_edit=field("on_edit", lambda v: _choice(v, ON_EDIT)),
         on_delete=field("on_delete", lambda v: _choice(v, ON_DELETE)),
+        suggested_prompts=field("suggested_prompts", lambda v: tuple(_texts(v))) or (),
     )
     if found:
         raise ConfigError.of(found)
