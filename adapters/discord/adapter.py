@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +90,21 @@ def bot_id_of(token: str) -> str | None:
     except (ValueError, UnicodeDecodeError):
         return None
     return decoded if is_snowflake(decoded) else None
+
+
+def _tolerant_loads(fast: Callable[[str | bytes], Any]) -> Callable[[str | bytes], Any]:
+    """hikari's JSON decoder (orjson when installed) refuses a lone surrogate escape
+    (``"\\ud800"``), which is valid JSON: the shard dropped the connection, resumed, got
+    the same event replayed and dropped again, forever. Python's decoder takes it; the core
+    cleans the text as for every surface."""
+
+    def loads(data: str | bytes) -> Any:
+        try:
+            return fast(data)
+        except ValueError:
+            return json.loads(data)
+
+    return loads
 
 
 class DiscordAdapter:
@@ -201,6 +217,7 @@ class DiscordAdapter:
             auto_chunk_members=False,
             cache_settings=hikari.impl.CacheSettings(components=hikari.api.CacheComponents.NONE),
             http_settings=hikari.impl.HTTPSettings(enable_cleanup_closed=False),
+            loads=_tolerant_loads(hikari.internal.data_binding.default_json_loads),
         )
 
         async def on_payload(event: hikari.ShardPayloadEvent) -> None:

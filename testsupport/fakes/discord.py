@@ -332,6 +332,13 @@ class FakeDiscord:
         await self.dispatch("MESSAGE_CREATE", message)
         return thread
 
+    async def user_starts_thread(self, message: dict[str, Any], name: str) -> Channel:
+        """A person starts a public thread on ``message`` (its id is the message's)."""
+        parent = self.channels[message["channel_id"]]
+        thread = self._add(Channel(message["id"], 11, parent.guild_id, parent.id, name))
+        await self.dispatch("THREAD_CREATE", {**thread.to_json(), "newly_created": True})
+        return thread
+
     async def user_edits(self, message: dict[str, Any], text: str) -> None:
         message["content"] = text
         message["edited_timestamp"] = _now()
