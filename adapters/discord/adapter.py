@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import importlib
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -204,7 +205,10 @@ class DiscordAdapter:
     async def _run(self) -> None:
         """The leader's body: the gateway connection and the worker that handles its
         events, until stopped (or the connection ends for good)."""
-        import hikari  # the client library only when the gateway runs
+        # the client library only when the gateway runs, imported off the event loop: it
+        # takes seconds, and a loop blocked that long loses the turn leases it holds
+        await asyncio.to_thread(importlib.import_module, "hikari")
+        import hikari
 
         await self._resolve_identity()
         gateway = hikari.GatewayBot(
@@ -237,7 +241,10 @@ class DiscordAdapter:
         finally:
             self._gateway = None
             if gateway.is_alive:
-                await gateway.close()
+                try:
+                    await gateway.close()
+                except hikari.errors.ComponentStateConflictError:
+                    pass  # stop() closed it already
             worker.cancel()
             await asyncio.gather(worker, return_exceptions=True)
 
