@@ -32,9 +32,7 @@ async def session_up(adapter: DiscordAdapter, fake: FakeDiscord, sessions: int =
     next arrives live)."""
     await wait_for(
         lambda: (
-            fake.live
-            and adapter.sessions >= sessions
-            and adapter.reconciler.catch_ups >= sessions
+            fake.live and adapter.sessions >= sessions and adapter.reconciler.catch_ups >= sessions
         ),
         timeout=20,
         message=f"{sessions} Discord gateway session(s)",

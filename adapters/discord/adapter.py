@@ -78,7 +78,8 @@ class DiscordConfig:
         token = settings.discord_bot_token.get_secret_value().strip()
         if bot_id_of(token) is None:
             raise ConfigError(
-                "DISCORD_BOT_TOKEN", "not a bot token (three dot-separated parts, the first the bot's id)"
+                "DISCORD_BOT_TOKEN",
+                "not a bot token (three dot-separated parts, the first the bot's id)",
             )
         return cls(token=token, api_base_url=settings.discord_api_base_url)
 
@@ -320,7 +321,9 @@ class DiscordAdapter:
             intake,
             platform=PLATFORM,
             raw={"source": source, "kind": kind.value, "message": dict(message)},
-            extract=lambda: extract_message(message, bot=bot, channel=channel, kind=kind, source=source),
+            extract=lambda: extract_message(
+                message, bot=bot, channel=channel, kind=kind, source=source
+            ),
         )
         if kind is EventKind.MESSAGE:
             await self.reconciler.seen(channel.id, str(message.get("id")))

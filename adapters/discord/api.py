@@ -133,7 +133,9 @@ class DiscordApi:
         *,
         files: Sequence[tuple[str, tuple[str, bytes, str]]] | None = None,
     ) -> dict[str, Any]:
-        return dict(await self._call("POST", f"channels/{channel_id}/messages", body=body, files=files))
+        return dict(
+            await self._call("POST", f"channels/{channel_id}/messages", body=body, files=files)
+        )
 
     async def edit_message(
         self, channel_id: str, message_id: str, body: Mapping[str, Any]

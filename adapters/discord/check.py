@@ -87,9 +87,7 @@ async def _check(api: DiscordApi) -> list[Check]:
     application = await api.application()
     flags = application.get("flags")
     if message_content_allowed(flags):
-        checks.append(
-            Check(name="discord message content intent", ok=True, detail="turned on")
-        )
+        checks.append(Check(name="discord message content intent", ok=True, detail="turned on"))
     else:
         checks.append(
             Check(

@@ -224,7 +224,9 @@ def extract_message(
         )
     author = _author(message)
     if author is None:
-        return Rejected(platform=PLATFORM, reason="message without an author", event_id=f"message:{mid}")
+        return Rejected(
+            platform=PLATFORM, reason="message without an author", event_id=f"message:{mid}"
+        )
     user_id = str(author["id"])
     raw_text = message.get("content")
     raw_text = raw_text if isinstance(raw_text, str) else ""
@@ -308,4 +310,4 @@ def _target(key: SessionKey, message_id: str, new_thread: str | None) -> ReplyTa
 def message_order(message: Mapping[str, Any]) -> int:
     """Sort key of fetched messages: the snowflake (creation order)."""
     mid = message.get("id")
-    return int(mid) if is_snowflake(mid) else 0
+    return int(mid) if isinstance(mid, str) and is_snowflake(mid) else 0

@@ -21,7 +21,7 @@ def collect(args: argparse.Namespace, prompter: Prompter) -> dict[str, str]:
             secret=True,
         )
     }
-    api = getattr(args, "api_url", None)
+    api = getattr(args, "api_base_url", None)
     if api and api.rstrip("/") != DEFAULT_API_BASE_URL:
         values["DISCORD_API_BASE_URL"] = api
     return values
@@ -34,7 +34,7 @@ class DiscordPlugin(SurfacePlugin[DiscordSettings]):
     setup = SetupSpec(
         flags=(
             SetupFlag("--token", "Discord bot token"),
-            SetupFlag("--api-url", "Discord REST API base (a local test server)"),
+            SetupFlag("--api-base-url", "Discord REST API base (a local test server)"),
         ),
         collect=collect,
         enabling=("DISCORD_BOT_TOKEN",),

@@ -129,9 +129,7 @@ class Reconciler:
             cursors[channel_id] = int(after)
             await self._save()
 
-    async def hold(
-        self, message: Mapping[str, Any] | None, exc: BaseException, raw: Any
-    ) -> None:
+    async def hold(self, message: Mapping[str, Any] | None, exc: BaseException, raw: Any) -> None:
         """Handling an event failed: a dead letter, and for a new ``message`` its channel's
         cursor held before it."""
         cid, mid = (message.get("channel_id"), message.get("id")) if message else (None, None)

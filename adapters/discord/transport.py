@@ -62,7 +62,12 @@ def buttons(approval_id: str) -> list[dict[str, Any]]:
         {
             "type": 1,
             "components": [
-                {"type": 2, "style": 3, "label": "Approve", "custom_id": APPROVE_PREFIX + approval_id},
+                {
+                    "type": 2,
+                    "style": 3,
+                    "label": "Approve",
+                    "custom_id": APPROVE_PREFIX + approval_id,
+                },
                 {"type": 2, "style": 4, "label": "Deny", "custom_id": DENY_PREFIX + approval_id},
             ],
         }
@@ -163,7 +168,9 @@ class DiscordTransport:
             try:
                 return await self._api.create_message(channel, body, files=files)
             except DiscordApiError as exc:
-                if not (exc.status == 404 and exc.code == UNKNOWN_CHANNEL and self._startable(target)):
+                if not (
+                    exc.status == 404 and exc.code == UNKNOWN_CHANNEL and self._startable(target)
+                ):
                     raise
             assert target.thread_id is not None
             name = target.extra.get("thread_name") or "Conversation"
@@ -172,7 +179,9 @@ class DiscordTransport:
             except DiscordApiError as exc:
                 if exc.code != THREAD_ALREADY_CREATED:
                     raise
-            log.info("discord_thread_started", channel_id=target.chat_id, thread_id=target.thread_id)
+            log.info(
+                "discord_thread_started", channel_id=target.chat_id, thread_id=target.thread_id
+            )
             return await self._api.create_message(channel, body, files=files)
         except (DiscordApiError, httpx.HTTPError, ValueError) as exc:
             error = self._translate(exc)

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import BodyPartReader, WSMsgType, web
 
 EPOCH_MS = 1_420_070_400_000
 API = "/api/v10"
@@ -407,7 +407,11 @@ class FakeDiscord:
         )
 
     def sends(self) -> int:
-        return sum(1 for _, method, path in self.requests if method == "POST" and path.endswith("/messages"))
+        return sum(
+            1
+            for _, method, path in self.requests
+            if method == "POST" and path.endswith("/messages")
+        )
 
     # --- the gateway ---------------------------------------------------------------------
 
@@ -476,12 +480,15 @@ class FakeDiscord:
 
     async def _op(self, conn: Connection, payload: dict[str, Any]) -> None:
         op, data = payload.get("op"), payload.get("d")
+        if not isinstance(op, int) or (op in (2, 6) and not isinstance(data, dict)):
+            await conn.ws.close(code=4002, message=b"Error while decoding payload.")
+            return
         self.ops.append(op)
         if op == 1:
             await self._send(conn, {"op": 11})
-        elif op == 2:
+        elif op == 2 and isinstance(data, dict):
             await self._identify(conn, data)
-        elif op == 6:
+        elif op == 6 and isinstance(data, dict):
             await self._resume(conn, data)
 
     async def _identify(self, conn: Connection, data: dict[str, Any]) -> None:
@@ -596,7 +603,14 @@ class FakeDiscord:
         return _json(self.bot.to_json())
 
     async def _application(self, request: web.Request) -> web.Response:
-        return _json({"id": self.bot.id, "name": "Gateway", "flags": self._flags(), "bot": self.bot.to_json()})
+        return _json(
+            {
+                "id": self.bot.id,
+                "name": "Gateway",
+                "flags": self._flags(),
+                "bot": self.bot.to_json(),
+            }
+        )
 
     async def _gateway_bot(self, request: web.Request) -> web.Response:
         return _json(
@@ -634,12 +648,15 @@ class FakeDiscord:
         files: list[tuple[str, bytes, str]] = []
         if request.content_type.startswith("multipart/"):
             body: dict[str, Any] = {}
-            async for part in await request.multipart():  # type: ignore[union-attr]
+            reader = await request.multipart()
+            while (part := await reader.next()) is not None:
+                assert isinstance(part, BodyPartReader)
                 if part.name == "payload_json":
-                    body = json.loads(await part.text())  # type: ignore[union-attr]
+                    body = json.loads(await part.text())
                 else:
-                    data = await part.read()  # type: ignore[union-attr]
-                    files.append((part.filename or "file", data, part.headers.get("Content-Type", "")))  # type: ignore[union-attr]
+                    data = await part.read()
+                    mime = part.headers.get("Content-Type", "")
+                    files.append((part.filename or "file", bytes(data), mime))
         else:
             body = await request.json()
         content = body.get("content") or ""
@@ -672,7 +689,10 @@ class FakeDiscord:
         message = self.messages.get(request.match_info["mid"])
         for a in (message or {}).get("attachments", []):
             if a["filename"] == request.match_info["name"]:
-                return web.Response(body=base64.b64decode(a["_data"]), content_type=a["content_type"] or "application/octet-stream")
+                return web.Response(
+                    body=base64.b64decode(a["_data"]),
+                    content_type=a["content_type"] or "application/octet-stream",
+                )
         return web.Response(status=404)
 
     async def _edit(self, request: web.Request) -> web.Response:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from testsupport.fakes.discord import FakeDiscord
-from testsupport.process import run_cli
 from tests.unit.ops.test_setup import (
     answered,
     env_file,
@@ -17,6 +15,8 @@ from tests.unit.ops.test_setup import (
     setup_piped,
     user_config,
 )
+from testsupport.fakes.discord import FakeDiscord
+from testsupport.process import run_cli
 
 
 async def test_discord_setup_on_a_terminal_then_the_gateway_answers(
@@ -25,7 +25,7 @@ async def test_discord_setup_on_a_terminal_then_the_gateway_answers(
     async with FakeDiscord() as fake:
         code, output = await interact(
             tmp_path,
-            ["discord", "--api-url", fake.api_url],
+            ["discord", "--api-base-url", fake.api_url],
             [("Bot token (Developer Portal > your application > Bot; not shown): ", fake.token)],
         )
         assert code == 0, output
@@ -46,7 +46,7 @@ async def test_discord_setup_on_a_terminal_then_the_gateway_answers(
 async def test_discord_setup_refuses_a_bad_token(tmp_path: Path) -> None:
     async with FakeDiscord() as fake:
         code, out, _ = await setup_piped(
-            tmp_path, ["discord", "--api-url", fake.api_url, "--token", "MTIz.wrong.token"]
+            tmp_path, ["discord", "--api-base-url", fake.api_url, "--token", "MTIz.wrong.token"]
         )
     assert code == 1
     assert "BAD discord: Discord refused DISCORD_BOT_TOKEN (401)" in out
@@ -58,7 +58,7 @@ async def test_setup_and_doctor_explain_the_missing_message_content_intent(
 ) -> None:
     async with FakeDiscord(content_intent=False) as fake:
         code, out, _ = await setup_piped(
-            tmp_path, ["discord", "--api-url", fake.api_url, "--token", fake.token]
+            tmp_path, ["discord", "--api-base-url", fake.api_url, "--token", fake.token]
         )
         assert code == 0, out  # written: the token works, the intent is a switch away
         assert "BAD discord message content intent" in out
