@@ -7,9 +7,10 @@
   into it finds no such channel (404, code 10003) and starts the thread on the message
   (``POST /channels/{channel}/messages/{message}/threads``; the thread's id is the
   message's), then sends again.
-* A 429 is the core's: ``DeliveryError(retry_after=...)`` for the route; a global one also
-  closes every send of this bot for that long, so the outbox's retries wait it out instead of
-  hammering.
+* A 429 is the core's: ``DeliveryError(retry_after=..., hold=...)`` closes the pace key of
+  the channel (a route's limit) or of the whole bot (the global one) for that long, so the
+  outbox's pacing makes every send under it wait, in every replica; typing indicators
+  (cosmetic, not paced) pause for a global one too.
 * Approval cards carry Approve / Deny buttons (message components) whose ``custom_id`` holds
   only the request's id; presses arrive as ``INTERACTION_CREATE`` (``adapter``).
 """
@@ -51,6 +52,15 @@ DENY_PREFIX = "gw:deny:"
 NO_PINGS: dict[str, Any] = {"parse": []}
 
 
+#: the pace key of every request of the bot (Discord's global limit)
+BOT_KEY = "bot"
+
+
+def channel_key(channel_id: str) -> str:
+    """The pace key of one channel's (or thread's) sends: its routes' limits."""
+    return f"channel:{channel_id}"
+
+
 def nonce_of(idempotency_key: str) -> str:
     """Discord's nonce is at most 25 characters: a digest of the core's key."""
     return hashlib.sha256(idempotency_key.encode()).hexdigest()[:25]
@@ -87,7 +97,8 @@ class DiscordTransport:
     def __init__(self, api: DiscordApi) -> None:
         self._api = api
         self._closed = False
-        #: monotonic time until which the bot's global rate limit holds (a global 429)
+        #: monotonic time until which the bot's global rate limit holds (a global 429):
+        #: typing indicators wait it out here, sends through the outbox's pacing
         self._global_until = 0.0
         self._inflight = 0
         self._drained = asyncio.Event()
@@ -117,18 +128,20 @@ class DiscordTransport:
         # 5 messages per 5 s per channel, and about 50 requests a second for the bot: the
         # bot stays under the global limit with room for edits, typing and catch-up
         channel = target.thread_id or target.chat_id
-        return [PaceRule(f"channel:{channel}", 1.0, 5), PaceRule("bot", 0.025, 20)]
+        return [PaceRule(channel_key(channel), 1.0, 5), PaceRule(BOT_KEY, 0.025, 20)]
 
     # --- errors --------------------------------------------------------------------------
 
-    def _translate(self, exc: Exception) -> DeliveryError:
+    def _translate(self, exc: Exception, channel: str) -> DeliveryError:
         if isinstance(exc, DiscordApiError):
             detail = f"discord {exc.status} {exc.code}: {exc.message}"
             if exc.status == 429:
                 wait = exc.retry_after if exc.retry_after is not None else 1.0
                 if exc.global_limit:
                     self._global_until = max(self._global_until, time.monotonic() + wait)
-                return DeliveryError(detail, retry_after=wait)
+                    # the whole bot: every send of it waits (the outbox holds the key)
+                    return DeliveryError(detail, retry_after=wait, hold=(BOT_KEY,))
+                return DeliveryError(detail, retry_after=wait, hold=(channel_key(channel),))
             if 400 <= exc.status < 500 and exc.status != 408:
                 # 400 invalid, 401 token revoked, 403 missing access, 404 channel gone
                 return DeliveryError(detail, permanent=True)
@@ -143,11 +156,6 @@ class DiscordTransport:
     def _gate(self) -> None:
         if self._closed:
             raise DeliveryError("discord adapter stopped")
-        wait = self._global_until - time.monotonic()
-        if wait > 0:
-            # the whole bot is limited: no request until it passes (Discord counts refused
-            # requests against an invalid-request budget too)
-            raise DeliveryError("discord global rate limit", retry_after=wait)
 
     # --- sends ---------------------------------------------------------------------------
 
@@ -184,7 +192,7 @@ class DiscordTransport:
             )
             return await self._api.create_message(channel, body, files=files)
         except (DiscordApiError, httpx.HTTPError, ValueError) as exc:
-            error = self._translate(exc)
+            error = self._translate(exc, channel)
             log.warning(
                 "discord_send_failed",
                 channel_id=target.chat_id,
@@ -268,10 +276,11 @@ class DiscordTransport:
 
     async def _edit(self, target: ReplyTarget, message_id: str, body: dict[str, Any]) -> None:
         self._gate()
+        channel = target.thread_id or target.chat_id
         try:
-            await self._api.edit_message(target.thread_id or target.chat_id, message_id, body)
+            await self._api.edit_message(channel, message_id, body)
         except (DiscordApiError, httpx.HTTPError, ValueError) as exc:
-            raise self._translate(exc) from exc
+            raise self._translate(exc, channel) from exc
 
     async def edit_preview(
         self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False
@@ -280,14 +289,15 @@ class DiscordTransport:
 
     async def delete_preview(self, target: ReplyTarget, message_id: str) -> None:
         self._gate()
+        channel = target.thread_id or target.chat_id
         try:
-            await self._api.delete_message(target.thread_id or target.chat_id, message_id)
+            await self._api.delete_message(channel, message_id)
         except DiscordApiError as exc:
             if exc.status == 404 and exc.code in (UNKNOWN_MESSAGE, UNKNOWN_CHANNEL):
                 return  # gone already
-            raise self._translate(exc) from exc
+            raise self._translate(exc, channel) from exc
         except (httpx.HTTPError, ValueError) as exc:
-            raise self._translate(exc) from exc
+            raise self._translate(exc, channel) from exc
 
     async def retire_card(self, target: ReplyTarget, platform_message_id: str, text: str) -> None:
         """The card shows the decision and loses its buttons."""

@@ -103,13 +103,18 @@ async def test_429s_per_route_and_global_are_waited_out(
         await fake.user_posts(dm, "route")
         await wait_for(lambda: _answers(fake, dm.id) == ["echo: route"], timeout=20)
 
+        # a global 429 holds every send of the bot, in any channel, for its retry_after
         fake.rate_limit_next("POST", "/messages", 0.8, global_=True)
         await fake.user_posts(dm, "global")
+        await wait_for(lambda: len(fake.limited) == 2, timeout=20)
+        other = fake.dm(fake.bob)
+        await fake.user_posts(other, "meanwhile", user=fake.bob)
         await wait_for(lambda: len(_answers(fake, dm.id)) == 2, timeout=20)
+        await wait_for(lambda: _answers(fake, other.id) == ["echo: meanwhile"], timeout=20)
     assert _answers(fake, dm.id) == ["echo: route", "echo: global"]
     assert len(fake.limited) == 2
     for (limited_at, _, _), wait in zip(fake.limited, (0.6, 0.8), strict=True):
-        # the next message send came only after the wait Discord asked for
+        # the next message send, to any channel, came only after the wait Discord asked for
         later = [
             at
             for at, method, path in fake.requests
