@@ -251,6 +251,8 @@ def extract_message(
         content=bool(raw_text.strip() or attachments),
     )
     message_type = message.get("type", 0)
+    if not isinstance(message_type, int) or isinstance(message_type, bool):
+        return Rejected(platform=PLATFORM, reason="message type is not a number")
     if message_type not in CONVERSATION_TYPES:
         return Ignored(
             platform=PLATFORM,
@@ -262,7 +264,9 @@ def extract_message(
     name = author.get("global_name") or author.get("username")
     envelope = Envelope(
         key=key,
-        target=_target(key, mid, None if channel.thread or channel.direct else thread_name(text)),
+        target=_target(
+            key, mid, None if channel.thread or channel.direct else thread_name(raw_text)
+        ),
         message_id=mid,
         text=text,
         sender=Sender(

@@ -71,7 +71,7 @@ class DeliveryError(GatewayError):
     left), so a blind retry could double-post.
 
     ``hold``: the keys of the transport's own pace rules (``Transport.pace``) that the wait
-    applies to beyond this one send: a limit of the whole bot (Discord's global 429) holds
+    applies to beyond this one send: a limit of the whole bot (a global 429) holds
     its bot-wide key, a route's limit the route's key. The outbox closes them for
     ``retry_after`` in every replica, so every other send under them waits too instead of
     running into the same 429."""
