@@ -16,6 +16,7 @@ the event loop, or after the next READY.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -23,7 +24,7 @@ from typing import Any
 
 import structlog
 
-from adapters.discord.api import HISTORY_LIMIT, DiscordApi
+from adapters.discord.api import HISTORY_LIMIT, DiscordApi, DiscordApiError
 from adapters.discord.extract import PLATFORM, Channel, is_snowflake, message_order
 from gateway.core.domain import Rejected
 from gateway.core.errors import GatewayError
@@ -32,8 +33,13 @@ from gateway.core.ports import Intake
 
 log = structlog.get_logger(__name__)
 
-#: channels whose cursors are kept (the most recently active)
-MAX_CHANNELS = 2000
+#: channels whose cursors are kept (the most recently active; the map is saved after each
+#: message, so it stays small)
+MAX_CHANNELS = 500
+#: a 429 while reading history is waited out (its retry_after) this many times per page
+HISTORY_RETRIES = 3
+#: and waited out only up to this long; a longer limit leaves the channel to the next catch-up
+MAX_HISTORY_WAIT = 30.0
 #: pages of history read per channel and catch-up (100 messages each)
 MAX_PAGES = 50
 _TRANSIENT_RETRY_SECONDS = 1.3
@@ -181,7 +187,7 @@ class Reconciler:
         info: Channel | None = None
         submitted = 0
         for _ in range(MAX_PAGES):
-            page = await self._api.messages_after(cid, str(after))
+            page = await self._page(cid, after)
             page.sort(key=message_order)
             for message in page:
                 if message_order(message) <= after:
@@ -194,6 +200,22 @@ class Reconciler:
             if len(page) < HISTORY_LIMIT:
                 break
         return submitted
+
+    async def _page(self, cid: str, after: int) -> list[dict[str, Any]]:
+        """One page of history; a 429 is waited out (the catch-up runs before any new event
+        is read, so waiting here is what keeps the conversation in order)."""
+        for attempt in range(HISTORY_RETRIES + 1):
+            try:
+                return await self._api.messages_after(cid, str(after))
+            except DiscordApiError as exc:
+                wait = exc.retry_after
+                if exc.status != 429 or wait is None or wait > MAX_HISTORY_WAIT:
+                    raise
+                if attempt == HISTORY_RETRIES:
+                    raise
+                log.info("discord_history_rate_limited", channel_id=cid, retry_after=wait)
+                await asyncio.sleep(wait)
+        raise AssertionError("unreachable")
 
     def wants_retry(self) -> bool:
         return bool(self._held) and time.monotonic() >= self._retry_at

@@ -67,6 +67,8 @@ async def test_a_forgotten_session_and_a_restart_are_caught_up_from_history(
         await wait_for(lambda: _answers(fake, dm.id) and _answers(fake, thread), timeout=20)
 
         # the session is gone: what is posted now is never dispatched, only in history
+        # (whose first read is rate limited: waited out, not skipped)
+        fake.rate_limit_next("GET", "/messages", 0.3)
         fake.forget_session()
         await fake.user_posts(fake.channels[thread], "missed in the thread")
         await fake.user_posts(dm, "missed in the dm", user=fake.bob)
@@ -75,6 +77,7 @@ async def test_a_forgotten_session_and_a_restart_are_caught_up_from_history(
         await wait_for(lambda: len(_answers(fake, dm.id)) == 2, timeout=20)
         assert fake.resumes == [False] and fake.identifies == 2
         assert adapter.reconciler.caught_up >= 2
+        assert len(fake.limited) == 1 and fake.limited[0][1] == "GET"
 
     # the gateway is down while people write; a new process catches up
     await fake.user_posts(fake.channels[thread], "while down")
