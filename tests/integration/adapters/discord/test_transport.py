@@ -1,19 +1,25 @@
 """The Discord transport against the fake Discord, without a gateway: a retried send with the
 same key posts once (the enforced nonce), the first answer to a channel message starts the
 thread on it and later ones go into it, an oversized message is a permanent failure, a 429
-names the pace key it closes, and a file goes out and comes back."""
+names the pace key it closes, and a file goes out and comes back. And the adapter's receive
+loop when Discord refuses the message-content intent."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+from structlog.testing import capture_logs
 
+from adapters.discord.adapter import DiscordAdapter
 from adapters.discord.api import DiscordApi
 from adapters.discord.transport import BOT_KEY, DiscordTransport, channel_key
 from gateway.core.domain import Attachment, OutgoingFile, ReplyTarget
 from gateway.core.errors import DeliveryError
+from testsupport.discord import make_config
 from testsupport.fakes.discord import FakeDiscord
+from testsupport.harness import RecordingIntake
 
 
 @pytest.fixture
@@ -94,3 +100,20 @@ async def test_a_file_goes_out_and_comes_back(
     [shown] = message["attachments"]
     attachment = Attachment(kind="file", name="report.pdf", url=shown["url"], file_id=shown["id"])
     assert await transport.fetch_file(attachment, max_bytes=1000) == data
+
+
+async def test_a_gateway_refusing_the_message_content_intent_is_explained() -> None:
+    """Discord closes an IDENTIFY asking for the privileged intent the application may not
+    use with 4014: the receive loop ends naming the fix (doctor and setup say it too)."""
+    async with FakeDiscord(content_intent=False) as fake:
+        adapter = DiscordAdapter(make_config(fake))
+        with capture_logs() as logs:
+            await adapter.start(RecordingIntake())
+            task = adapter._task
+            assert task is not None
+            with pytest.raises(Exception, match="4014"):
+                await asyncio.wait_for(task, timeout=20)
+        await adapter.stop()
+    [event] = [e for e in logs if e["event"] == "discord_message_content_intent_missing"]
+    assert "MESSAGE CONTENT INTENT" in event["fix"]
+    assert fake.identifies == 0 and 2 in fake.ops
