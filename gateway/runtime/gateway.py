@@ -172,7 +172,11 @@ class Gateway:
         # the core's side of the adapters' intake: the inbox behind every door, cursors,
         # interactions (feedback, approval clicks) and the receive loops' lifecycle
         self.intake = CoreIntake(
-            store, metrics=self.metrics, turn_wake=self.turn_wake, live=self.live
+            store,
+            metrics=self.metrics,
+            turn_wake=self.turn_wake,
+            live=self.live,
+            delivery_wake=self.delivery_wake,
         )
         self.cursors = CoreCursors(store)
         self.interactions = CoreInteractions(store)
@@ -204,6 +208,7 @@ class Gateway:
             a.platform: Door(
                 self.intake,
                 answer_rules_of(a.platform, settings, place_answers_all=self.profiles.answers_all),
+                conversation=self.profiles.conversation,
             )
             for a in self.adapters
         }
@@ -219,10 +224,7 @@ class Gateway:
             self.context.policy.window(settings.agent_model),
             charge=self.usage.charge_place,
         )
-        # closed sessions' minutes into the profile's knowledge base (charged to the place)
-        self.minutes = build_minutes(
-            settings, store, self.knowledge, agent, self.profiles, self.usage, self.metrics
-        )
+        self.minutes = build_minutes(settings, self, agent)  # closed sessions' minutes
         # schedules: fired once across replicas as turns of their places
         self.schedule_room = ScheduleRoom(
             store,
@@ -591,8 +593,7 @@ class Gateway:
         self.turn_wake.set()
 
     async def _start_knowledge(self) -> None:
-        loops = await knowledge_loops(self.knowledge, self.doc_summaries)
-        loops.append(("minutes", self.minutes.run, None, False))  # cold path: not for /readyz
+        loops = await knowledge_loops(self.knowledge, self.doc_summaries, self.minutes)
         self._knowledge_task = self._supervised("kb-jobs", loops, self._knowledge_stopping)
 
     async def refresh_gauges(self) -> None:

@@ -4,27 +4,22 @@ models for the closing summary (by the price list in force), and the charge to t
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gateway.agents.base import Agent
 from gateway.core.domain import SessionKey
-from gateway.core.metrics import Metrics
 from gateway.core.settings import Settings
-from gateway.knowledge.service import Knowledge
-from gateway.profiles.service import Profiles
 from gateway.turns.minutes import MinutesSettings, MinutesWorker
-from gateway.usage.service import UsageService
 from session_store.repos.minutes import Minutes
-from session_store.store import Store
+
+if TYPE_CHECKING:
+    from gateway.runtime.gateway import Gateway
 
 
-def build_minutes(
-    settings: Settings,
-    store: Store,
-    knowledge: Knowledge,
-    agent: Agent,
-    profiles: Profiles,
-    usage: UsageService,
-    metrics: Metrics,
-) -> MinutesWorker:
+def build_minutes(settings: Settings, gw: Gateway, agent: Agent) -> MinutesWorker:
+    """The minutes worker of ``gw`` (its store, knowledge base, profiles, usage and metrics)."""
+    profiles, usage = gw.profiles, gw.usage
+
     def kb_of(key: SessionKey) -> str | None:
         return profiles.resolve(key).profile.minutes_kb
 
@@ -40,9 +35,9 @@ def build_minutes(
         return min(models, key=price)
 
     return MinutesWorker(
-        store,
-        Minutes(store.db),
-        knowledge,
+        gw.store,
+        Minutes(gw.store.db),
+        gw.knowledge,
         agent,
         kb_of=kb_of,
         model_of=model_of,
@@ -53,5 +48,5 @@ def build_minutes(
             public_url=(settings.gateway_public_url or "").rstrip("/"),
         ),
         charge=usage.charge_summary,
-        metrics=metrics,
+        metrics=gw.metrics,
     )
