@@ -23,24 +23,24 @@ from testsupport.fakes.sink_server import SinkServer
 from testsupport.harness import running_gateway, wait_for
 
 
-def _answer_lost_once(
-    real: Callable[..., Awaitable[Any]], *, when: Callable[[Any], bool] = lambda _: True
-) -> Callable[..., Awaitable[Any]]:
+class AnswerLostOnce:
     """``real``, whose first call matching ``when`` is committed and then answered with the
     error a dropped connection gives (transient): the database has the write, the caller
     does not know it."""
-    lost = False
 
-    async def call(*args: Any, **kwargs: Any) -> Any:
-        nonlocal lost
-        result = await real(*args, **kwargs)
-        if not lost and when(result):
-            lost = True
+    def __init__(
+        self, real: Callable[..., Awaitable[Any]], *, when: Callable[[Any], bool] = bool
+    ) -> None:
+        self._real = real
+        self._when = when
+        self.lost = False
+
+    async def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        result = await self._real(*args, **kwargs)
+        if not self.lost and self._when(result):
+            self.lost = True
             raise StoreError("database connection: connection was closed", transient=True)
         return result
-
-    call.lost = lambda: lost  # type: ignore[attr-defined]
-    return call
 
 
 async def _rows(store: Store) -> list[tuple[str, bool]]:
@@ -54,11 +54,11 @@ async def test_a_finished_turn_whose_commit_answer_was_lost_still_sends_its_answ
 ) -> None:
     adapter = SinkAdapter(sink.url)  # no idempotency keys: a send found in flight is ambiguous
     async with running_gateway(database_url, adapters=[adapter], web_chat=False) as gw:
-        finish = _answer_lost_once(gw.store.outbox.finish_turn_outbox)
+        finish = AnswerLostOnce(gw.store.outbox.finish_turn_outbox)
         gw.store.outbox.finish_turn_outbox = finish  # type: ignore[method-assign]
         await adapter.submit({"chat": "c", "thread": "t", "id": "m1", "text": "hello"})
         await wait_for(lambda: sink.texts_in("c", "t"), timeout=8, message="the answer sent")
-        assert finish.lost()  # type: ignore[attr-defined]
+        assert finish.lost
 
         async def recorded() -> bool:
             return await _rows(gw.store) == [("sent", False)]
@@ -73,7 +73,7 @@ async def test_a_claim_whose_commit_answer_was_lost_is_handed_back_and_sent_once
     # an answer in three parts: the first is handed over by the finish, the next are claimed
     adapter = SinkAdapter(sink.url, max_length=12)
     async with running_gateway(database_url, adapters=[adapter], web_chat=False) as gw:
-        claim = _answer_lost_once(gw.store.outbox.claim_deliveries, when=bool)
+        claim = AnswerLostOnce(gw.store.outbox.claim_deliveries)
         gw.store.outbox.claim_deliveries = claim  # type: ignore[method-assign]
         await adapter.submit(
             {"chat": "c", "thread": "t", "id": "m1", "text": "one two three four five six"}
@@ -84,7 +84,7 @@ async def test_a_claim_whose_commit_answer_was_lost_is_handed_back_and_sent_once
             return len(rows) > 2 and all(status == "sent" for status, _ in rows)
 
         await wait_for(all_sent, timeout=8, message="every part sent")
-        assert claim.lost()  # type: ignore[attr-defined]
+        assert claim.lost
         rows = await _rows(gw.store)
         assert all(not ambiguous for _, ambiguous in rows)
         assert len(sink.texts_in("c", "t")) == len(rows)
