@@ -3,14 +3,17 @@ turns, delivery) -> the connector client -> the fake's connector."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from adapters.teams.extract import chat_key
-from gateway.core.domain import SessionKey
+from gateway.agents.base import Turn
+from gateway.core.domain import Reply, SessionKey
 from gateway.runtime.gateway import Gateway
 from session_store.records import MessageRecord
 from testsupport.fakes.teams import BOB, TENANT, FakeTeams
-from testsupport.harness import wait_for
+from testsupport.harness import assert_paced, wait_for
 from testsupport.teams import teams_gateway
 
 
@@ -155,3 +158,22 @@ async def test_a_like_on_an_answer_is_its_feedback(
         async with gw.store.db.connection() as conn:
             rows = await conn.fetch("SELECT value FROM message_feedback")
         assert [r["value"] for r in rows] == [1]
+
+
+class SixReplies:
+    """Answers every turn with six separate replies."""
+
+    name = "six"
+
+    async def respond(self, turn: Turn) -> Sequence[Reply]:
+        return [Reply(text=f"part {n}") for n in range(6)]
+
+
+async def test_sends_to_one_conversation_are_paced(database_url: str, fake: FakeTeams) -> None:
+    async with teams_gateway(database_url, fake, agent=SixReplies()):
+        await fake.user_posts(fake.channel, "many answers please")
+        await wait_for(lambda: len(fake.bot_messages()) == 6, timeout=20, message="6 replies")
+    assert [m.text for m in fake.bot_messages()] == [f"part {n}" for n in range(6)]
+    # Bot Framework allows 7 messages a second per conversation but only 60 in 30 s:
+    # after a burst of 3, one every half second
+    assert_paced(fake.sends(), 0.5, 3)
