@@ -1,8 +1,8 @@
 """Per-surface drivers for contract tests that run the gateway in the test process
 (``running_gateway``): the web chat, Telegram (polling or webhook), Slack's Events API,
-Mattermost's websocket and Teams' Bot Framework activities. A driver builds the surface's adapter, says something as a person in
-one place, and reads what the bot answered to it (``testsupport.surfaces`` drives ``gateway
-run`` processes instead)."""
+Mattermost's websocket and Teams' Bot Framework activities. A driver builds the surface's
+adapter, says something as a person in one place, and reads what the bot answered to it
+(``testsupport.surfaces`` drives ``gateway run`` processes instead)."""
 
 from __future__ import annotations
 

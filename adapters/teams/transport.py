@@ -49,7 +49,7 @@ def translate_error(exc: BaseException) -> DeliveryError:
     if isinstance(exc, aiohttp.ClientResponseError):
         detail = f"teams connector {exc.status}"
         if exc.status == 429:
-            retry = _seconds((exc.headers or {}).get("Retry-After"))
+            retry = _seconds(exc.headers.get("Retry-After") if exc.headers is not None else None)
             return DeliveryError(detail, retry_after=retry if retry is not None else 1.0)
         if exc.status in (401, 408):
             return DeliveryError(detail)  # a token refused: the next try takes a new one

@@ -114,7 +114,10 @@ def test_a_card_press_and_feedback(fake: FakeTeams) -> None:
 
 
 def test_markdown_as_teams_renders_it() -> None:
-    text = "# Title\n\nSome **bold**.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n![logo](https://x/l.png)\n\n```\n# not a heading\n```"
+    text = (
+        "# Title\n\nSome **bold**.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+        "![logo](https://x/l.png)\n\n```\n# not a heading\n```"
+    )
     assert to_teams(text) == (
         "**Title**\n\nSome **bold**.\n\n```\n| a | b |\n|---|---|\n| 1 | 2 |\n```\n\n"
         "[logo](https://x/l.png)\n\n```\n# not a heading\n```"

@@ -9,9 +9,9 @@ import zipfile
 from pathlib import Path
 
 from adapters.teams.manifest import PACKAGE_NAME
+from tests.unit.ops.test_setup import env_file, setup_env, setup_piped
 from testsupport.fakes.teams import APP_ID, APP_PASSWORD, FakeTeams
 from testsupport.teams import teams_adapter
-from tests.unit.ops.test_setup import env_file, setup_env, setup_piped
 
 
 async def test_setup_checks_the_secret_then_writes_the_settings_and_the_app_package(
