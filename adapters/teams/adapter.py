@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from adapters.teams.auth import AuthError, BotFrameworkAuth, OpenIdKeys
+from adapters.teams.auth import AuthError, BotFrameworkAuth, KeysUnavailable, OpenIdKeys
 from adapters.teams.check import check_app
 from adapters.teams.extract import (
     PLATFORM,
@@ -97,6 +97,9 @@ class TeamsAdapter:
                 service_url=service_url if isinstance(service_url, str) else None,
                 channel_id=channel_id if isinstance(channel_id, str) else None,
             )
+        except KeysUnavailable:
+            # not the sender's fault: Bot Framework retries a 503
+            return JSONResponse({"error": "signing keys unavailable"}, status_code=503)
         except AuthError as exc:
             log.warning("teams_request_refused", reason=str(exc))
             return JSONResponse({"error": "unauthorized"}, status_code=401)

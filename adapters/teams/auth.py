@@ -42,6 +42,11 @@ class AuthError(Exception):
     says which check failed, never the token."""
 
 
+class KeysUnavailable(AuthError):
+    """The issuer's keys could not be fetched: the request may be genuine, so it is answered
+    503 (Bot Framework retries) rather than refused."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Key:
     key: Any
@@ -83,7 +88,12 @@ class OpenIdKeys:
             if found is not None and not self._stale():
                 return found  # another request fetched it meanwhile
             if self._may_fetch():
-                await self._fetch()
+                try:
+                    await self._fetch()
+                except KeysUnavailable:
+                    if found is None:
+                        raise
+                    return found  # a key we knew, past its age: still better than none
             found = self._keys.get(kid)
         if found is None:
             raise AuthError("unknown signing key")
@@ -108,12 +118,12 @@ class OpenIdKeys:
                 if not isinstance(jwks_uri, str) or not jwks_uri.startswith(
                     ("https://", "http://")
                 ):
-                    raise AuthError("the OpenID metadata has no jwks_uri")
+                    raise ValueError("the OpenID metadata has no jwks_uri")
                 jwks = await _get_json(session, jwks_uri)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             # keep the keys we have: a signing key we knew is still good
             log.warning("teams_openid_fetch_failed", error=exc.__class__.__name__)
-            raise AuthError("the signing keys could not be fetched") from exc
+            raise KeysUnavailable("the signing keys could not be fetched") from exc
         keys: dict[str, _Key] = {}
         for entry in jwks.get("keys") or []:
             if not isinstance(entry, Mapping) or entry.get("kty") != "RSA":

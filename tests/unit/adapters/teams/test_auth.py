@@ -8,7 +8,7 @@ import time
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from adapters.teams.auth import AuthError, BotFrameworkAuth, OpenIdKeys
+from adapters.teams.auth import AuthError, BotFrameworkAuth, KeysUnavailable, OpenIdKeys
 from testsupport.fakes.teams import FakeTeams
 
 
@@ -64,3 +64,11 @@ async def test_keys_are_cached_and_refetched_for_a_new_kid_at_most_so_often(
     fake.rotate_keys()
     await verify(rotating, fake, fake.token())
     assert fake.key_fetches == 3
+
+
+async def test_an_issuer_out_of_reach_is_not_a_forgery(fake: FakeTeams) -> None:
+    """The keys cannot be fetched: ``KeysUnavailable`` (answered 503, so Bot Framework
+    retries), not a refusal."""
+    a = BotFrameworkAuth(OpenIdKeys(f"{fake.url}/gone"), app_id=fake.app_id)
+    with pytest.raises(KeysUnavailable):
+        await verify(a, fake, fake.token())
