@@ -294,7 +294,7 @@ class FakeTeams:
             "locale": "en-US",
         }
 
-    async def user_posts(
+    def user_message(
         self,
         place: Place,
         text: str,
@@ -302,10 +302,10 @@ class FakeTeams:
         person: Person = ANN,
         mention: bool = True,
         thread: str | None = None,
-    ) -> Delivery:
-        """A person's message: in a channel a new post (``thread`` ``None``) or a reply in
-        ``thread``'s chain; in a chat, a message there. ``mention``: ``<at>Gateway</at>``
-        first, with its mention entity."""
+    ) -> dict[str, Any]:
+        """A person's message, as the activity Teams will send (``deliver`` sends it): in a
+        channel a new post (``thread`` ``None``) or a reply in ``thread``'s chain; in a chat,
+        a message there. ``mention``: ``<at>Gateway</at>`` first, with its mention entity."""
         activity_id = str(next(self._ids))
         root = (thread or activity_id) if place.kind == "channel" else None
         activity = self._activity(
@@ -327,7 +327,21 @@ class FakeTeams:
         self.messages[activity_id] = Message(
             id=activity_id, place=place.id, root=root, text=activity["text"], by_bot=False
         )
-        return await self.deliver(activity)
+        return activity
+
+    async def user_posts(
+        self,
+        place: Place,
+        text: str,
+        *,
+        person: Person = ANN,
+        mention: bool = True,
+        thread: str | None = None,
+    ) -> Delivery:
+        """``user_message``, delivered to the gateway."""
+        return await self.deliver(
+            self.user_message(place, text, person=person, mention=mention, thread=thread)
+        )
 
     async def edits(self, message_id: str, text: str, *, person: Person = ANN) -> Delivery:
         message = self.messages[message_id]
@@ -405,13 +419,17 @@ class FakeTeams:
         *,
         token: str | None = None,
         authorization: str | None = None,
+        url: str | None = None,
     ) -> Delivery:
-        """POST one activity to the gateway, signed (``token``: a forged one instead)."""
-        assert self.messages_url, "set messages_url to the gateway's /teams/messages"
+        """POST one activity to the gateway (``url``, else ``messages_url``), signed
+        (``token``: a forged one instead). Raises ``aiohttp.ClientError`` when the gateway
+        cannot be reached."""
+        url = url or self.messages_url
+        assert url, "set messages_url to the gateway's /teams/messages"
         header = authorization if authorization is not None else f"Bearer {token or self.token()}"
         async with aiohttp.ClientSession() as session:
             async with session.post(
-                self.messages_url, json=activity, headers={"Authorization": header}
+                url, json=activity, headers={"Authorization": header}
             ) as response:
                 delivery = Delivery(activity, response.status, await response.text())
         self.deliveries.append(delivery)
@@ -443,6 +461,9 @@ class FakeTeams:
     def fail_next(self, status: int, count: int = 1) -> None:
         for _ in range(count):
             self._faults.append((status, {}, 0.0))
+
+    def pending_faults(self) -> int:
+        return len(self._faults)
 
     def delay_next(self, seconds: float) -> None:
         self._delay = seconds
