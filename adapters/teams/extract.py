@@ -77,6 +77,9 @@ def parse_activity(payload: Mapping[str, Any]) -> Activity:
         return Activity.model_validate(_without_nulls(payload))
     except ValidationError as exc:
         raise ValueError(f"not an activity: {exc.error_count()} invalid fields") from exc
+    except Exception as exc:  # broad on purpose: the SDK's own validators raise TypeError,
+        # and more, for some malformed fields (an empty channelId): any of it is bad input
+        raise ValueError(f"not an activity: {exc.__class__.__name__}") from exc
 
 
 def _without_nulls(value: Any) -> Any:
