@@ -29,6 +29,8 @@ class Profile:
     knowledge: tuple[str, ...] = ()
     answer: AnswerRule | None = None
     streaming: bool | None = None
+    #: offered when a person opens an assistant thread (Slack's suggested prompts)
+    suggested_prompts: tuple[str, ...] = ()
 
     @property
     def answers_all(self) -> bool | None:
@@ -50,4 +52,5 @@ class Profile:
             "knowledge": list(self.knowledge),
             "answer": self.answer,
             "streaming": self.streaming,
+            "suggested_prompts": list(self.suggested_prompts),
         }

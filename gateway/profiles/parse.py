@@ -19,7 +19,18 @@ from gateway.profiles.model import DEFAULT, AnswerRule, Place, Profile, ProfileB
 
 __all__ = ["KnownTools", "parse_place", "parse_profiles"]
 
-_KEYS = frozenset({"system_prompt", "model", "models", "tools", "knowledge", "answer", "streaming"})
+_KEYS = frozenset(
+    {
+        "system_prompt",
+        "model",
+        "models",
+        "tools",
+        "knowledge",
+        "answer",
+        "streaming",
+        "suggested_prompts",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +131,7 @@ def _profile(name: str, table: Any, *, models: Collection[str], tools: KnownTool
         knowledge=field("knowledge", lambda v: tuple(_texts(v))) or (),
         answer=field("answer", _answer),
         streaming=field("streaming", _flag),
+        suggested_prompts=field("suggested_prompts", lambda v: tuple(_texts(v))) or (),
     )
     if found:
         raise ConfigError.of(found)
