@@ -176,4 +176,4 @@ async def test_sends_to_one_conversation_are_paced(database_url: str, fake: Fake
     assert [m.text for m in fake.bot_messages()] == [f"part {n}" for n in range(6)]
     # Bot Framework allows 7 messages a second per conversation but only 60 in 30 s:
     # after a burst of 3, one every half second
-    assert_paced(fake.sends(), 0.5, 3)
+    assert_paced(fake.sends(), 0.5, 3, at_least=0.8)
