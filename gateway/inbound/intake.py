@@ -13,7 +13,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, fields, is_dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import structlog
 
@@ -250,6 +250,7 @@ def _to_inbound(extracted: Extracted) -> InboundItem:
             message_key=message_key(extracted),
             content=extracted.text,
             event_id=extracted.event_id,
+            follow_up=_follow_up(extracted),
         )
     return InboundMessage(
         key=extracted.key,
@@ -267,6 +268,17 @@ def _to_inbound(extracted: Extracted) -> InboundItem:
         sent_at=extracted.sent_at,
         metadata=_message_metadata(extracted),
     )
+
+
+def _follow_up(env: Envelope) -> Literal["update", "retract"] | None:
+    """What the door's conversation rules ask of an edit's or deletion's answer
+    (``gateway.inbound.ingress.follow_up``)."""
+    wanted = env.metadata.get("follow_up")
+    if wanted == "update" and env.kind is EventKind.EDIT:
+        return "update"
+    if wanted == "retract" and env.kind is EventKind.DELETE:
+        return "retract"
+    return None
 
 
 def _message_metadata(env: Envelope) -> dict[str, Any]:
@@ -300,11 +312,14 @@ class CoreIntake:
         metrics: Metrics,
         turn_wake: Signal,
         live: Broadcast,
+        delivery_wake: Signal | None = None,
     ) -> None:
         self._store = store
         self._metrics = metrics
         self._turn_wake = turn_wake
         self._live = live
+        #: woken for the outbox rows an event wrote (an answer retracted)
+        self._delivery_wake = delivery_wake
 
     async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
         if not tracing.enabled():
@@ -381,6 +396,9 @@ class CoreIntake:
             )
         if result.turn_requested:
             self._turn_wake.set()
+        if result.deliveries_queued and self._delivery_wake is not None:
+            for _ in range(result.deliveries_queued):
+                self._delivery_wake.set()
         return IngestOutcome(
             status=result.status,
             session_id=result.session_id,
