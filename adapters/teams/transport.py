@@ -171,6 +171,14 @@ class TeamsTransport:
                 return  # gone already
             raise
 
+    # --- answers changed after the fact: an edited question, a deleted one -------------------
+
+    async def edit_message(self, target: ReplyTarget, message_id: str, text: str) -> None:
+        await self.edit_preview(target, message_id, text, final=True)
+
+    async def delete_message(self, target: ReplyTarget, message_id: str) -> None:
+        await self.delete_preview(target, message_id)
+
     async def retire_card(self, target: ReplyTarget, platform_message_id: str, text: str) -> None:
         """The card, updated in place: the decision shown, the buttons gone."""
         activity = Activity(type="message", id=platform_message_id, summary=text[:200])

@@ -354,6 +354,11 @@ class FakeTeams:
             root=message.root,
         )
         activity["text"] = text
+        at = f"<at>{BOT_NAME}</at>"
+        if at in text:  # the edited message, whole: its mentions come with it
+            activity["entities"] = [
+                {"type": "mention", "mentioned": {"id": self.bot_id, "name": BOT_NAME}, "text": at}
+            ]
         activity["channelData"]["eventType"] = "editMessage"
         return await self.deliver(activity)
 
