@@ -8,9 +8,12 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Literal
 
-__all__ = ["AnswerRule", "Profile"]
+__all__ = ["AnswerRule", "Profile", "WhileAnswering"]
 
 AnswerRule = Literal["mentions", "all"]
+#: a message that arrives while an answer is written: queued for the next, or the answer
+#: restarts to cover it
+WhileAnswering = Literal["queue", "restart"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,6 +32,9 @@ class Profile:
     knowledge: tuple[str, ...] = ()
     answer: AnswerRule | None = None
     streaming: bool | None = None
+    #: seconds the thread must be quiet before a turn starts (0..10; 0: off)
+    burst_seconds: float | None = None
+    while_answering: WhileAnswering | None = None
 
     @property
     def answers_all(self) -> bool | None:
@@ -50,4 +56,6 @@ class Profile:
             "knowledge": list(self.knowledge),
             "answer": self.answer,
             "streaming": self.streaming,
+            "burst_seconds": self.burst_seconds,
+            "while_answering": self.while_answering,
         }

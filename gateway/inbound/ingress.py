@@ -139,15 +139,38 @@ class Door:
     inbox. The composition root builds one per adapter; the adapter holds nothing else that
     stores a message."""
 
-    def __init__(self, inbox: Inbox, rules: AnswerRules) -> None:
+    def __init__(
+        self,
+        inbox: Inbox,
+        rules: AnswerRules,
+        *,
+        burst_of: Callable[[SessionKey], float] | None = None,
+    ) -> None:
         self._inbox = inbox
         self.rules = rules
+        #: the place's burst window in seconds (its profile's ``burst_seconds``, else
+        #: ``GATEWAY_BURST_SECONDS``); 0: a turn starts at once
+        self._burst_of = burst_of
 
     def admit(self, extracted: Extracted) -> Extracted:
         return admit(extracted, self.rules)
 
     async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
-        return await self._inbox.submit(admit(extracted, self.rules), raw=raw)
+        return await self._inbox.submit(self._with_burst(admit(extracted, self.rules)), raw=raw)
+
+    def _with_burst(self, extracted: Extracted) -> Extracted:
+        """A message that asks for an answer carries the place's burst window, which its
+        ingest writes as the turn's not-before time (no statement of its own). ``/stop``
+        never waits: it is for the answer being written now."""
+        if (
+            self._burst_of is None
+            or not isinstance(extracted, Envelope)
+            or extracted.kind is not EventKind.MESSAGE
+            or extracted.command == "stop"
+        ):
+            return extracted
+        seconds = self._burst_of(extracted.key)
+        return replace(extracted, burst_seconds=seconds) if seconds > 0 else extracted
 
     async def knows(self, key: SessionKey) -> bool:
         return await self._inbox.knows(key)

@@ -266,6 +266,7 @@ def _to_inbound(extracted: Extracted) -> InboundItem:
         backfill=extracted.backfill,
         sent_at=extracted.sent_at,
         metadata=_message_metadata(extracted),
+        burst_seconds=extracted.burst_seconds,
     )
 
 
@@ -286,6 +287,24 @@ def trace_ids(extracted: Extracted) -> dict[str, Any]:
     if not isinstance(extracted, Envelope):
         return {"gateway.platform": extracted.platform, "gateway.event_id": extracted.event_id}
     return tracing.place_ids(extracted.key, message_id=extracted.message_id)
+
+
+async def tell_running_turn(store: Store, kind: str, result: IngestResult) -> None:
+    """An edit or a deletion just recorded may concern the question of a turn running now
+    (on any replica): its session row says so, and the running turn starts over on the new
+    text, or stops and removes its preview (``gateway.turns.scheduler``). Best effort: the
+    annotation is stored, and a turn not told answers what it read."""
+    if result.session_id is None or result.seq_no is None or kind not in ("edit", "delete"):
+        return
+    try:
+        told = await store.turns.signal_turn(
+            result.session_id, "edit" if kind == "edit" else "delete", result.seq_no
+        )
+    except StoreError as exc:
+        log.warning("running_turn_not_told", change=kind, error=str(exc))
+        return
+    if told:
+        log.info("running_turn_told", change=kind, session_id=result.session_id)
 
 
 class CoreIntake:
@@ -338,6 +357,8 @@ class CoreIntake:
             if exc.transient:
                 raise  # the database is away: not stored, the surface retries later
             result = await self._dead_letter(platform, item.event_id, exc)
+        if isinstance(item, InboundAnnotation) and result.status == "accepted":
+            await tell_running_turn(self._store, item.kind, result)
         self._metrics.ingest_seconds.labels(platform).observe(
             time.perf_counter() - started, exemplar=tracing.exemplar()
         )

@@ -14,12 +14,25 @@ from typing import Any
 
 from gateway.core.config_file import ConfigFile
 from gateway.core.errors import ConfigError
+from gateway.core.profile import WhileAnswering
 from gateway.inbound.policy import PlacePattern
 from gateway.profiles.model import DEFAULT, AnswerRule, Place, Profile, ProfileBook
 
 __all__ = ["KnownTools", "parse_place", "parse_profiles"]
 
-_KEYS = frozenset({"system_prompt", "model", "models", "tools", "knowledge", "answer", "streaming"})
+_KEYS = frozenset(
+    {
+        "system_prompt",
+        "model",
+        "models",
+        "tools",
+        "knowledge",
+        "answer",
+        "streaming",
+        "burst_seconds",
+        "while_answering",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +133,8 @@ def _profile(name: str, table: Any, *, models: Collection[str], tools: KnownTool
         knowledge=field("knowledge", lambda v: tuple(_texts(v))) or (),
         answer=field("answer", _answer),
         streaming=field("streaming", _flag),
+        burst_seconds=field("burst_seconds", _burst),
+        while_answering=field("while_answering", _while_answering),
     )
     if found:
         raise ConfigError.of(found)
@@ -154,6 +169,18 @@ def _answer(value: Any) -> AnswerRule:
     if value == "mentions" or value == "all":
         return value  # type: ignore[no-any-return]
     raise ValueError('must be "mentions" or "all"')
+
+
+def _burst(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 10:
+        raise ValueError("must be a number of seconds from 0 to 10")
+    return float(value)
+
+
+def _while_answering(value: Any) -> WhileAnswering:
+    if value == "queue" or value == "restart":
+        return value  # type: ignore[no-any-return]
+    raise ValueError('must be "queue" or "restart"')
 
 
 def _flag(value: Any) -> bool:

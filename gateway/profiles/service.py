@@ -87,5 +87,9 @@ class Profiles:
         """The answer policy's input for ``key`` (``AnswerRules.place_answers_all``)."""
         return self._book.answers_all(key)
 
+    def burst_seconds(self, key: SessionKey) -> float | None:
+        """The burst window ``key``'s profile sets (``None``: the settings decide)."""
+        return self._book.resolve(key).profile.burst_seconds
+
     def policy_for(self, profile: Profile) -> ContextPolicy:
         return self._policies.get(profile.name) or self._policy(profile)

@@ -116,7 +116,10 @@ class Inbox:
             if item.kind == "edit":
                 await conn.execute(SQL.mark_edited, found["id"])
         return IngestResult(
-            status="accepted", session_id=found["session_id"], message_id=found["id"]
+            status="accepted",
+            session_id=found["session_id"],
+            message_id=found["id"],
+            seq_no=found["seq_no"],
         )
 
     # --- adapter cursors -----------------------------------------------------------------
@@ -154,6 +157,7 @@ def _ingest_args(msg: InboundMessage, raw: Mapping[str, Any] | None) -> tuple[An
         msg.sent_at,
         dict(msg.metadata),
         msg.traceparent,
+        msg.burst_seconds,
     )
 
 
