@@ -274,10 +274,17 @@ class TurnScheduler:
                 pending = await self._store.sessions.delta(
                     claim.session_id, claim.done_seq, limit=PENDING_LIMIT
                 )
-            deleted: frozenset[int] = frozenset()
+            revised: dict[int, str | None] = {}
             if revisions:
-                # the run starts over on its edited or deleted question
-                pending, deleted = await self._revised(claim, pending)
+                # the run starts over on its edited or deleted question, read as it is now
+                revised = await self._revised(claim)
+                pending = [
+                    dataclasses.replace(m, content=revised[m.seq_no])
+                    if revised.get(m.seq_no) is not None
+                    else m
+                    for m in pending
+                ]
+            deleted = {seq for seq, text in revised.items() if text is None}
             resumed = claim.parked_seq is not None and claim.parked_seq > claim.done_seq
             if resumed:
                 # a turn parked on an approval (gateway.tools.approvals) handles again what
@@ -298,6 +305,7 @@ class TurnScheduler:
                 handled_seq=handled_seq,
                 asks=asks,
                 questions=list(asks),
+                revised=revised,
                 request=AgentRequest(
                     new_messages=[
                         as_context(m)
@@ -336,22 +344,12 @@ class TurnScheduler:
                 outcome = "stopped"
             return outcome, await self._finish(turn)
 
-    async def _revised(
-        self, claim: TurnClaim, pending: list[MessageRecord]
-    ) -> tuple[list[MessageRecord], frozenset[int]]:
-        """``pending`` as its messages read now: edited ones with their newest text, and the
-        seqs of the deleted ones (not answered, not shown to the model)."""
+    async def _revised(self, claim: TurnClaim) -> dict[int, str | None]:
+        """The claim's messages edited (seq: their newest text) or deleted (seq: ``None``)."""
         found = await self._store.turns.revisions(claim.session_id, claim.done_seq)
-        if not found:
-            return pending, frozenset()
-        revised = [
-            dataclasses.replace(m, content=found[m.seq_no][1] or "")
-            if found.get(m.seq_no, ("", None))[0] == "edit"
-            else m
-            for m in pending
-        ]
-        gone = frozenset(seq for seq, (kind, _) in found.items() if kind == "delete")
-        return revised, gone
+        return {
+            seq: (text or "") if kind == "edit" else None for seq, (kind, text) in found.items()
+        }
 
     async def _park(self, claim: TurnClaim, approval_id: str, handled_seq: int) -> tuple[str, bool]:
         """A tool call waits for an approval: hand the session back without finishing the

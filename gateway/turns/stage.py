@@ -165,6 +165,9 @@ class TurnRun:
     discard_previews: bool = False
     #: the answer text streamed so far (set by the streaming stage)
     streamed: Callable[[], str] | None = None
+    #: messages edited (their text now) or deleted (``None``) while this turn ran: a run
+    #: that starts over reads them so (``gateway.turns.scheduler``)
+    revised: dict[int, str | None] = field(default_factory=dict)
     _slots: dict[Slot[Any], object] = field(default_factory=dict, init=False, repr=False)
     _holds: list[Callable[[], str | None]] = field(default_factory=list, init=False, repr=False)
 
