@@ -211,6 +211,13 @@ class Reaction:
     message_id: str
     user_id: str
     value: int
+    #: a stop reaction (⏹) on the bot's answer: stop it if it is being written (``/stop``),
+    #: not feedback
+    stop: bool = False
+
+
+#: the emoji name a stop reaction has on Slack and Mattermost (⏹)
+STOP_EMOJI = "black_square_for_stop"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

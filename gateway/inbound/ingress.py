@@ -211,6 +211,11 @@ class SurfaceIntake:
     async def approval_click(self, click: ApprovalClick) -> ClickOutcome:
         return await self.interactions.approval_click(click)
 
+    async def stop_answer(self, *, platform: str, chat_id: str, message_id: str) -> bool:
+        return await self.interactions.stop_answer(
+            platform=platform, chat_id=chat_id, message_id=message_id
+        )
+
     async def lead(
         self,
         name: str,
@@ -261,6 +266,11 @@ async def record_reaction(
         log.exception("reaction_extract_bug", platform=platform)
         return
     if found is None:
+        return
+    if found.stop:
+        await intake.stop_answer(
+            platform=platform, chat_id=found.chat_id, message_id=found.message_id
+        )
         return
     await intake.record_feedback(
         platform=platform,

@@ -457,6 +457,17 @@ class CoreInteractions:
             return ClickOutcome(outcome="unknown", message="Approvals are off here.")
         return await self.approvals.click(click)
 
+    async def stop_answer(self, *, platform: str, chat_id: str, message_id: str) -> bool:
+        """A stop reaction on the bot's answer (sent, or a preview while it streams): the
+        turn running in its session is told to stop through the session row, on whichever
+        replica it runs."""
+        session = await self._store.turns.session_of_answer(platform, chat_id, message_id)
+        if session is None:
+            return False
+        told = await self._store.turns.signal_turn(session, "stop")
+        log.info("stop_reaction", platform=platform, session_id=session, running=told)
+        return told
+
     async def record_feedback(
         self, *, platform: str, chat_id: str, message_id: str, user_id: str, value: int
     ) -> bool:

@@ -278,12 +278,7 @@ class TurnScheduler:
             if revisions:
                 # the run starts over on its edited or deleted question, read as it is now
                 revised = await self._revised(claim)
-                pending = [
-                    dataclasses.replace(m, content=revised[m.seq_no])
-                    if revised.get(m.seq_no) is not None
-                    else m
-                    for m in pending
-                ]
+                pending = [_as_revised(m, revised.get(m.seq_no)) for m in pending]
             deleted = {seq for seq, text in revised.items() if text is None}
             resumed = claim.parked_seq is not None and claim.parked_seq > claim.done_seq
             if resumed:
@@ -550,6 +545,11 @@ class TurnScheduler:
             self._delivery_wake.set()
         log.debug("turn_replies_recorded", reply_seqs=done.seqs, handled_seq=handled_seq)
         return done.more
+
+
+def _as_revised(message: MessageRecord, text: str | None) -> MessageRecord:
+    """``message`` with its edited text (``None``: not edited, or deleted)."""
+    return message if text is None else dataclasses.replace(message, content=text)
 
 
 def _signalled(

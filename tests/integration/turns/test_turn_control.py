@@ -7,6 +7,7 @@ slowly; each surface is its real adapter (or the web chat's HTTP API) against it
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -75,6 +76,12 @@ class Surface:
 
     async def answers(self, thread: Any) -> list[str]:
         raise NotImplementedError
+
+    async def shown(self) -> bool:
+        """An answer's preview shows in its thread (every previewing surface keeps its
+        previews' ids while the answer streams)."""
+        async with self.gw.store.db.connection() as conn:
+            return bool(await conn.fetchval("SELECT count(*) FROM stream_previews"))
 
 
 class Web(Surface):
@@ -170,6 +177,34 @@ class Telegram(Surface):
         ]
 
 
+class TelegramPrivate(Telegram):
+    """A private chat: the answer streams as a native draft (sendMessageDraft), then the final
+    text is sent once."""
+
+    def __init__(self, tg: FakeTelegram) -> None:
+        super().__init__(tg)
+        self.dm = tg.private(self.ann)
+
+    async def ask(self, text: str) -> Any:
+        return None, await self.say(None, text)
+
+    async def say(self, thread: Any, text: str) -> Any:
+        return self.tg.user_says(self.dm, text, user=self.ann)
+
+    async def edit(self, thread: Any, message: Any, text: str) -> None:
+        self.tg.user_edits(self.dm, message, text)
+
+    async def shown(self) -> bool:
+        return bool(self.tg.drafts)
+
+    async def answers(self, thread: Any) -> list[str]:
+        return [
+            str(m["text"])
+            for m in self.tg.messages_in(self.dm, None)
+            if (m.get("from") or {}).get("id") == self.tg.bot.id
+        ]
+
+
 class Mattermost(Surface):
     platform = "mattermost"
 
@@ -218,6 +253,8 @@ async def surface_gateway(
             s = Web()
         elif name == "telegram":
             s = Telegram(await stack.enter_async_context(FakeTelegram()))
+        elif name == "telegram-private":
+            s = TelegramPrivate(await stack.enter_async_context(FakeTelegram()))
         else:
             s = Mattermost(await stack.enter_async_context(FakeMattermost()))
         extra: dict[str, Any] = {"GATEWAY_TOOLS": False}
@@ -248,16 +285,10 @@ def model(fake: FakeOpenAI, database_url: str) -> FakeOpenAI:
     return fake
 
 
-async def previewing(gw: Gateway) -> None:
-    """Wait until an answer's preview shows in its thread (every previewing surface keeps
-    its previews' ids while the answer streams)."""
-
-    async def shown() -> bool:
-        async with gw.store.db.connection() as conn:
-            return bool(await conn.fetchval("SELECT count(*) FROM stream_previews"))
-
+async def previewing(s: Surface) -> None:
+    """Wait until an answer's preview (or draft) shows in its thread."""
     for _ in range(150):
-        if await shown():
+        if await s.shown():
             return
         await asyncio.sleep(0.05)
     raise AssertionError("no preview was shown")
@@ -299,14 +330,14 @@ async def turns_done(gw: Gateway) -> None:
 # --- /stop --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["web", "telegram", "mattermost"])
+@pytest.mark.parametrize("name", ["web", "telegram", "telegram-private", "mattermost"])
 async def test_stop_while_streaming_keeps_what_was_written_marked_stopped(
     name: str, model: FakeOpenAI
 ) -> None:
     model.script.append(slow())
     async with surface_gateway(name, model) as (s, gw):
         thread = await s.ask("tell me everything")
-        await previewing(gw)
+        await previewing(s)
         await asyncio.sleep(0.5)
         await s.say(thread, "/stop")
         [answer] = await settled(s, thread)
@@ -320,6 +351,10 @@ async def test_stop_while_streaming_keeps_what_was_written_marked_stopped(
     assert written and len(written) < len(ANSWER) and ANSWER.startswith(written)
     # the model request was cancelled: nothing asked after it, "Nothing to stop." not said
     assert len(model.turn_requests) == 1
+    if isinstance(s, TelegramPrivate):
+        # the draft became one final message with what was streamed
+        assert len(s.tg.sent_to(s.dm)) == 1
+        assert all(written.startswith(d[3].rstrip()) for d in s.tg.drafts)
     # the tokens used are charged
     assert [c["kind"] for c in charged] == ["answer"]
     assert charged[0]["completion_tokens"] > 0 and charged[0]["prompt_tokens"] > 0
@@ -419,13 +454,14 @@ async def test_a_burst_of_three_lines_gets_one_answer_that_sees_them_all(
         await s.say(thread, "second line")
         await asyncio.sleep(0.3)
         await s.say(thread, "third line")
+        quiet_from = time.monotonic()
         assert await settled(s, thread) == ["One answer to three lines."]
         await turns_done(gw)
     [request] = model.turn_requests
     asked = "\n".join(request.contents("user"))
     assert all(line in asked for line in ("first line", "second line", "third line"))
     # the turn waited for the thread to be quiet two seconds after the third line
-    assert request.started - model.requests[0].started >= 0 and len(model.requests) == 1
+    assert request.started - quiet_from >= 1.8
 
 
 # --- while an answer is written -----------------------------------------------------------
@@ -439,7 +475,7 @@ async def test_a_message_while_answering_restarts_or_queues(
     model.script.extend([slow(), Step(text=SECOND)])
     async with surface_gateway(name, model, GATEWAY_WHILE_ANSWERING=mode) as (s, gw):
         thread = await s.ask("first question")
-        await previewing(gw)
+        await previewing(s)
         await s.say(thread, "and a second one")
         if mode == "restart":
             assert await settled(s, thread) == [SECOND]
@@ -454,7 +490,7 @@ async def test_a_message_while_answering_restarts_or_queues(
 # --- the question edited or deleted while its answer streams ------------------------------
 
 
-@pytest.mark.parametrize("name", ["web", "telegram", "mattermost"])
+@pytest.mark.parametrize("name", ["web", "telegram", "telegram-private", "mattermost"])
 async def test_an_edit_while_streaming_restarts_on_the_new_text(
     name: str, model: FakeOpenAI
 ) -> None:
@@ -462,7 +498,7 @@ async def test_an_edit_while_streaming_restarts_on_the_new_text(
     async with surface_gateway(name, model) as (s, gw):
         thread = await s.ask("what is the capital of Frnace")
         message = thread[1] if isinstance(thread, tuple) else thread
-        await previewing(gw)
+        await previewing(s)
         await s.edit(thread, message, "what is the capital of France")
         # one final answer, to the new text; the old one never next to it
         assert await settled(s, thread) == [SECOND]
@@ -470,6 +506,10 @@ async def test_an_edit_while_streaming_restarts_on_the_new_text(
     first, second = model.turn_requests
     assert first.contents("user")[-1].endswith("Frnace")
     assert second.contents("user")[-1].endswith("what is the capital of France")
+    if isinstance(s, TelegramPrivate):
+        # the draft restarted: one draft for the turn, then one message
+        assert len({d[2] for d in s.tg.drafts}) == 1
+        assert len(s.tg.sent_to(s.dm)) == 1
 
 
 @pytest.mark.parametrize("name", ["web", "mattermost"])
@@ -477,7 +517,7 @@ async def test_a_deletion_while_streaming_removes_the_preview(name: str, model: 
     model.script.extend([slow(), Step(text="never asked")])
     async with surface_gateway(name, model) as (s, gw):
         thread = await s.ask("oops, not meant for you")
-        await previewing(gw)
+        await previewing(s)
         if isinstance(s, Mattermost):
             mm = s.mm
             await wait_for(lambda: bool(mm.bot_posts()), timeout=10)
@@ -492,3 +532,18 @@ async def test_a_deletion_while_streaming_removes_the_preview(name: str, model: 
     assert len(model.turn_requests) == 1
     if isinstance(s, Mattermost):
         assert [p for p in s.mm.bot_posts() if not p["delete_at"]] == []
+
+
+async def test_a_stop_reaction_on_the_streaming_answer_stops_it(model: FakeOpenAI) -> None:
+    """⏹ on the half-written answer (Mattermost's reaction event) does what /stop does."""
+    model.script.append(slow())
+    async with surface_gateway("mattermost", model) as (s, gw):
+        assert isinstance(s, Mattermost)
+        thread = await s.ask("tell me everything")
+        await previewing(s)
+        [preview] = await wait_for(lambda: s.mm.bot_posts(), timeout=10)
+        await s.mm.react(preview["id"], "black_square_for_stop")
+        [answer] = await settled(s, thread)
+        await turns_done(gw)
+    assert answer.endswith(STOPPED) and ANSWER.startswith(answer.removesuffix(STOPPED).strip())
+    assert len(model.turn_requests) == 1
