@@ -37,6 +37,14 @@ TRANSACTION_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
 KINDS = (*(kind for kind, _ in TRANSACTION_KINDS), "other")
 
 _BEGIN = ("BEGIN", "START TRANSACTION")
+#: what asyncpg itself asks the catalog the first time a connection meets a type (a pool that
+#: opened a connection mid-cycle, on a loaded machine): read-only and once per connection, so
+#: not a transaction of the message
+_DRIVER_INTROSPECTION = (
+    "SELECT current_setting('jit')",
+    "SELECT set_config('jit'",
+    "WITH RECURSIVE typeinfo_tree",
+)
 _END = ("COMMIT", "ROLLBACK", "END")
 
 
@@ -79,6 +87,8 @@ class TransactionLog:
     def statement(self, conn_id: int, query: str) -> None:
         text = normalized(query)
         upper = text.upper().rstrip(";")
+        if text.startswith(_DRIVER_INTROSPECTION):
+            return
         if upper.startswith(_BEGIN):
             self._open[conn_id] = [text]
         elif conn_id in self._open:

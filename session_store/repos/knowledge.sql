@@ -190,7 +190,9 @@ FROM gone g, locked l
 WHERE t.kb_id = l.kb_id AND t.lexeme = l.lexeme AND g.lexeme = t.lexeme
 
 -- name: document_kb
-SELECT kb_id FROM kb_documents WHERE id = $1
+-- A removal locks the document's row before the word statistics, the order an ingest's finish
+-- takes them in (the other order deadlocks against it).
+SELECT kb_id FROM kb_documents WHERE id = $1 FOR UPDATE
 
 -- name: insert_chunks
 INSERT INTO kb_chunks (document_id, kb_id, ordinal, page, section, content, tokens)

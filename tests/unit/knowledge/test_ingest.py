@@ -184,3 +184,35 @@ async def test_a_job_killed_mid_embedding_resumes_elsewhere(
     await wait_for(knowledge.process_one, timeout=10)
     doc = await kstore.get_document(added.document.id)
     assert doc is not None and doc.state == "ready" and doc.attempts == 2
+
+
+async def test_removing_a_document_while_its_ingest_finishes_does_not_deadlock(
+    database_url: str, knowledge: Knowledge, kstore: KnowledgeStore
+) -> None:
+    """An ingest finishes by locking its document's row, then the shared word statistics; a
+    removal of the same document must take them in the same order. The other way round, the
+    two wait on each other and PostgreSQL kills one ("deadlock detected", a 503 at the API)."""
+    import asyncpg
+
+    added = await knowledge.add("notes.md", b"# Notes\n\nThe office opens at nine.")
+    await wait_for(knowledge.process_one, timeout=10)
+    doc_id = added.document.id
+    conn = await asyncpg.connect(database_url)
+    try:
+        async with conn.transaction():
+            # what finish_job does first: the document's row
+            kb_id = await conn.fetchval(
+                "UPDATE kb_documents SET updated_at = now() WHERE id = $1 RETURNING kb_id", doc_id
+            )
+            removal = asyncio.ensure_future(kstore.remove_document(doc_id))
+            await asyncio.sleep(0.3)
+            assert not removal.done(), "the removal waits for the document's row"
+            # ...then the word statistics, in lexeme order
+            await conn.fetch(
+                "SELECT lexeme FROM kb_terms WHERE kb_id = $1 ORDER BY lexeme FOR UPDATE", kb_id
+            )
+        removed = await asyncio.wait_for(removal, timeout=10)
+    finally:
+        await conn.close()
+    assert removed is not None and removed.document_id == doc_id
+    assert await kstore.get_document(doc_id) is None
