@@ -87,6 +87,10 @@ class Surface:
 class Web(Surface):
     platform = "web"
 
+    def __init__(self, prefix: str = "m") -> None:
+        #: the messages' ids start so (two pages on two replicas write different ids)
+        self.prefix = prefix
+
     async def attached(self, gw: Gateway) -> None:
         await super().attached(gw)
         self.client = httpx.AsyncClient(base_url=gw.url)
@@ -97,7 +101,7 @@ class Web(Surface):
 
     async def _post(self, text: str, thread: str | None) -> str:
         self.count += 1
-        msg_id = f"m{self.count}"
+        msg_id = f"{self.prefix}{self.count}"
         body: dict[str, Any] = {"text": text, "client_msg_id": msg_id}
         if thread is not None:
             body["thread_id"] = thread
@@ -547,3 +551,29 @@ async def test_a_stop_reaction_on_the_streaming_answer_stops_it(model: FakeOpenA
         await turns_done(gw)
     assert answer.endswith(STOPPED) and ANSWER.startswith(answer.removesuffix(STOPPED).strip())
     assert len(model.turn_requests) == 1
+
+
+async def test_stop_reaches_the_answer_written_by_another_replica(
+    model: FakeOpenAI, database_url: str
+) -> None:
+    """Two replicas on one database: the question arrives at one, which writes the answer;
+    ``/stop`` arrives at the other and stops it through the session row."""
+    model.script.append(slow())
+    agent = OpenAIAgent(base_url=model.base_url, api_key="k", model="small")
+    settings: dict[str, Any] = {"AGENT_MODEL": "small", "GATEWAY_TOOLS": False}
+    async with (
+        running_gateway(database_url, agent=agent, **settings) as one,
+        running_gateway(database_url, agent=agent, GATEWAY_TURN_WORKERS=1, **settings) as two,
+    ):
+        first, second = Web("a"), Web("b")
+        await first.attached(one)
+        await second.attached(two)
+        try:
+            thread = await first.ask("tell me everything")
+            await previewing(first)
+            await second.say(thread, "/stop")
+            [answer] = await settled(first, thread)
+        finally:
+            await first.close()
+            await second.close()
+    assert answer.endswith(STOPPED) and len(model.turn_requests) == 1
