@@ -264,6 +264,9 @@ class TurnScheduler:
         """The turn's outcome, and whether another turn of the session is due."""
         interrupts = 0
         revisions = 0
+        #: the model calls of every run of this turn: a run that starts over is charged with
+        #: the answer that ends the turn (the agent appends to it)
+        spent: list[dict[str, Any]] = []
         # read with the claim; read again after an interrupt or when the claim's snapshot
         # missed the newest message
         prefetched = list(claim.pending) if claim.pending is not None else None
@@ -308,7 +311,8 @@ class TurnScheduler:
                         if (m.role == "user" or is_scheduled(m))
                         and m.command is None
                         and m.seq_no not in deleted
-                    ]
+                    ],
+                    spent=spent,
                 ),
             )
             call = functools.partial(
@@ -406,6 +410,8 @@ class TurnScheduler:
                 await asyncio.gather(agent_task, return_exceptions=True)
                 if change.kind == "stop":
                     return [self._stopped(turn, request, change)]
+                if request.spent is not None:
+                    request.spent.extend(_cut_short(turn, request))
                 turn.restarted_by = change.kind
                 turn.discard_previews = change.kind == "delete"
                 return None
@@ -433,16 +439,7 @@ class TurnScheduler:
             turn.handled_seq = change.upto  # the /stop is handled by this answer
         turn.stopped = True
         written = turn.streamed() if turn.streamed is not None else ""
-        calls: list[dict[str, Any]] = list(request.spent or ())
-        if written.strip():
-            calls.append(
-                {
-                    "model": request.model,
-                    "prompt_tokens": request.estimated_prompt_tokens or 0,
-                    "completion_tokens": max(1, len(written) // 4),
-                    "estimated": True,
-                }
-            )
+        calls: list[dict[str, Any]] = [*(request.spent or ()), *_cut_short(turn, request)]
         text = f"{written.rstrip()}\n\n{STOPPED_MARK}" if written.strip() else STOPPED_MARK
         log.info("turn_stopped", streamed_chars=len(written), calls=len(calls))
         used = sum(
@@ -545,6 +542,23 @@ class TurnScheduler:
             self._delivery_wake.set()
         log.debug("turn_replies_recorded", reply_seqs=done.seqs, handled_seq=handled_seq)
         return done.more
+
+
+def _cut_short(turn: TurnRun, request: Turn) -> list[dict[str, Any]]:
+    """The model call a stop or a restart cut short, estimated (its usage never came): the
+    prompt as estimated, the text streamed so far; nothing when no text was streamed (the run
+    was between calls, or the agent does not stream)."""
+    written = turn.streamed() if turn.streamed is not None else ""
+    if not written.strip():
+        return []
+    return [
+        {
+            "model": request.model,
+            "prompt_tokens": request.estimated_prompt_tokens or 0,
+            "completion_tokens": max(1, len(written) // 4),
+            "estimated": True,
+        }
+    ]
 
 
 def _as_revised(message: MessageRecord, text: str | None) -> MessageRecord:

@@ -486,6 +486,10 @@ async def test_a_message_while_answering_restarts_or_queues(
         else:
             assert await settled(s, thread, 2, seconds=30) == [ANSWER.replace("**", ""), SECOND]
         await turns_done(gw)
+        async with gw.store.db.connection() as conn:
+            charged = await conn.fetchval("SELECT count(*) FROM usage_ledger")
+    # both model requests are charged: the one a restart cut short too
+    assert charged == 2
     _, second = model.turn_requests
     assert "first question" in "\n".join(second.contents("user"))
     assert "and a second one" in second.contents("user")[-1]
