@@ -30,6 +30,7 @@ from typing import Any, TypeVar, overload
 from gateway.agents.base import Agent, EchoAgent
 from gateway.core.domain import Envelope, Extracted, Ignored, Rejected, SessionKey
 from gateway.core.ports import ApprovalClick, ClickOutcome, IngestOutcome, PlatformAdapter
+from gateway.core.profile import Profile
 from gateway.core.settings import Settings
 from gateway.inbound.ingress import admit
 from gateway.inbound.policy import AnswerRules
@@ -182,6 +183,8 @@ class RecordingIntake:
         self.knows_calls: list[SessionKey] = []
         self.fail_next = fail_next
         self.fail = fail
+        #: the profile of each place (``Places``); others have the built-in default
+        self.profiles: dict[SessionKey, Profile] = {}
         self.gate: asyncio.Event | None = None
         self.delay = 0.0
         self.delays: list[float] = []
@@ -192,6 +195,9 @@ class RecordingIntake:
 
     def admit(self, extracted: Extracted) -> Extracted:
         return admit(extracted, self.rules)
+
+    def profile(self, key: SessionKey) -> Profile:
+        return self.profiles.get(key) or Profile(name="default")
 
     async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
         extracted = admit(extracted, self.rules)

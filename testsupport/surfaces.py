@@ -27,6 +27,7 @@ from testsupport.fakes.mattermost import FakeMattermost
 from testsupport.fakes.slack import BOT_TOKEN, HUMAN, SIGNING_SECRET, FakeSlack
 from testsupport.fakes.telegram import Chat, FakeTelegram
 from testsupport.harness import wait_for
+from testsupport.matrix import Person, read_room, redacted, synapse, texts_by, thread_of
 from testsupport.process import GatewayProcess
 
 TELEGRAM_BOT = "@GatewayTestBot"
@@ -263,13 +264,17 @@ class SlackSurface(Surface):
         return [BotMessage(m.ts, m.text) for m in posts if m.thread_ts == self.root]
 
     def edited(self) -> bool:
-        return bool(self.slack.updates)
+        # an answer streamed natively grows by chat.appendStream; by edits, chat.update
+        grown = any(c[0] == "chat.appendStream" for c in self.slack.stream_calls)
+        return grown or bool(self.slack.updates)
 
     def edits_stay_in_thread(self) -> bool:
         return all(u[0] == SLACK_CHANNEL and u[2] == self.root for u in self.slack.updates)
 
     def sends(self) -> int:
-        return len(self.slack.calls_to("chat.postMessage"))
+        """Messages the bot began: posted, or streams started."""
+        started = self.slack.calls_to("chat.startStream")
+        return len(self.slack.calls_to("chat.postMessage")) + len(started)
 
     def deleted(self) -> list[str]:
         return [ts for _, ts in self.slack.deleted]
@@ -483,11 +488,100 @@ class WebSurface(Surface):
         return str(answer.json()["message"])
 
 
+class MatrixSurface(Surface):
+    """A room of three on a real Synapse homeserver (testsupport.matrix); each question
+    mentions the bot at the top level and roots the thread its answer goes to. Reads are
+    the room's events as the asker's client sees them."""
+
+    async def start(self) -> None:
+        self.server = synapse()
+        self.bot = self.server.register("bot")
+        self.ann = Person(self.server, self.server.register("ann"))
+        self.bob = Person(self.server, self.server.register("bob"))
+        self.room = await self.ann.create_room(invite=(self.bot.user_id, self.bob.user_id))
+        await self.bob.join(self.room)
+        self.root = ""
+
+    def process_env(self) -> dict[str, str]:
+        return {
+            "MATRIX_HOMESERVER_URL": self.server.url,
+            "MATRIX_ACCESS_TOKEN": self.bot.access_token,
+        }
+
+    async def attached(self, gw: GatewayProcess) -> None:
+        async def joined() -> bool:
+            return self.bot.user_id in await self.ann.joined(self.room)
+
+        await wait_for(joined, timeout=30, interval=0.1, message="the bot joined")
+
+    async def ask(self, text: str) -> None:
+        self.root = await self.ann.say(self.room, text, mention=self.bot.user_id)
+
+    def _events(self) -> list[dict[str, Any]]:
+        return read_room(self.server, self.ann.account, self.room)
+
+    def _bot(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return texts_by(events, self.bot.user_id)
+
+    def in_thread(self) -> list[BotMessage]:
+        mine = self._bot(self._events())
+        return [BotMessage(m["event_id"], m["text"]) for m in mine if thread_of(m) == self.root]
+
+    def anywhere(self) -> list[BotMessage]:
+        return [BotMessage(m["event_id"], m["text"]) for m in self._bot(self._events())]
+
+    def _edits(self, events: list[dict[str, Any]]) -> list[str]:
+        """The event ids the bot's edits replace."""
+        out = []
+        for e in events:
+            relation = e.get("content", {}).get("m.relates_to") or {}
+            if e["sender"] == self.bot.user_id and relation.get("rel_type") == "m.replace":
+                out.append(str(relation["event_id"]))
+        return out
+
+    def edited(self) -> bool:
+        return bool(self._edits(self._events()))
+
+    def edits_stay_in_thread(self) -> bool:
+        events = self._events()
+        ids = {m.id for m in self.in_thread()} | set(self.deleted())
+        return all(target in ids for target in self._edits(events))
+
+    def sends(self) -> int:
+        """The bot's messages (edits not counted), deleted ones included."""
+        events = self._events()
+        edits = set()
+        for e in events:
+            relation = e.get("content", {}).get("m.relates_to") or {}
+            if relation.get("rel_type") == "m.replace":
+                edits.add(e["event_id"])
+        return len(
+            [
+                e
+                for e in events
+                if e["sender"] == self.bot.user_id
+                and e["type"] == "m.room.message"
+                and e["event_id"] not in edits
+                and (redacted(e) or e.get("content", {}).get("body") is not None)
+                and not (e.get("content", {}).get("m.relates_to") or {}).get("rel_type")
+                == "m.replace"
+            ]
+        )
+
+    def deleted(self) -> list[str]:
+        return [
+            e["event_id"]
+            for e in self._events()
+            if e["sender"] == self.bot.user_id and e["type"] == "m.room.message" and redacted(e)
+        ]
+
+
 SURFACES: dict[str, type[Surface]] = {
     "telegram": TelegramSurface,
     "slack": SlackSurface,
     "mattermost": MattermostSurface,
     "web": WebSurface,
+    "matrix": MatrixSurface,
 }
 
 

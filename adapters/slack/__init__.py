@@ -7,15 +7,16 @@ message belongs to the DM itself. ``extract.route`` holds the one rule; the fact
 
 Deliberately not handled (platforms.md §2):
 
-* Interactivity other than the approval buttons, and slash commands (Socket Mode
-  ``interactive`` / ``slash_commands`` envelopes, other ``/slack/interactions`` payloads), are
-  acked and recorded as ignored; ``/new`` and ``/help`` are plain message text after the
-  mention (or in a DM).
-* Bolt's ``say``/``respond`` and its OAuth flow: ingress only runs on bolt; replies go
-  through ``SlackTransport`` and the outbox.
-* ``reply_broadcast`` on our own replies, ``chat.update`` (streamed edits), and Assistant
-  threads (``assistant.threads.setStatus``); ``typing`` is a no-op because bots have no typing
-  indicator over the Web API.
+* Interactivity other than the approval and feedback buttons, and slash commands (Socket
+  Mode ``interactive`` / ``slash_commands`` envelopes, other ``/slack/interactions``
+  payloads), are acked and recorded as ignored; ``/new`` and ``/help`` are plain message text
+  after the mention (or in a DM).
+* Bolt's ``say``/``respond``, its ``Assistant`` middleware and its OAuth flow: ingress only
+  runs on bolt; replies go through ``SlackTransport`` and the outbox. Assistant threads are
+  handled here (``assistant.py``: suggested prompts, title; the status is ``typing``), answers
+  stream with slack_sdk's ``chat_stream`` where Slack allows it (``streams.py``), else by
+  ``chat.update`` edits. ``assistant_thread_context_changed`` is not subscribed.
+* ``reply_broadcast`` on our own replies.
 * One bot token = one workspace identity. Events carrying another ``team_id`` (org-wide
   installs) get their own sessions, but mentions are recognised by this token's bot user only.
 * Files shared with a question are downloaded from ``url_private`` with the bot token (only

@@ -1,5 +1,6 @@
-"""Block Kit for a reply part that holds code: prose as ``section`` blocks (mrkdwn), each code
-block as ``rich_text`` / ``rich_text_preformatted`` (monospace, copyable, no mrkdwn inside).
+"""Block Kit for a reply part: prose as ``section`` blocks (mrkdwn), each code block as
+``rich_text`` / ``rich_text_preformatted`` (monospace, copyable, no mrkdwn inside), and the
+answer's feedback buttons under it.
 
 The outbox row stays the mrkdwn ``text`` (``mrkdwn.markdown_to_mrkdwn`` at format time); the
 blocks are a pure function of that row, built at send time, so a retry sends the same
@@ -73,3 +74,70 @@ def code_blocks(mrkdwn: str) -> list[dict[str, Any]] | None:
                 }
             )
     return blocks if 0 < len(blocks) <= MAX_BLOCKS else None
+
+
+#: the feedback buttons' action id; their values say which was pressed
+FEEDBACK_ACTION = "gateway_feedback"
+FEEDBACK_VALUES = {"good": 1, "bad": -1}
+
+
+def feedback_block() -> dict[str, Any]:
+    """Slack's feedback buttons (👍 / 👎) under an answer: a ``context_actions`` block with one
+    ``feedback_buttons`` element (docs.slack.dev/reference/block-kit/blocks/
+    context-actions-block). A press comes back as a ``block_actions`` interaction."""
+    return {
+        "type": "context_actions",
+        "block_id": "gateway_feedback",
+        "elements": [
+            {
+                "type": "feedback_buttons",
+                "action_id": FEEDBACK_ACTION,
+                "positive_button": {
+                    "text": {"type": "plain_text", "text": "👍"},
+                    "accessibility_label": "Good answer",
+                    "value": "good",
+                },
+                "negative_button": {
+                    "text": {"type": "plain_text", "text": "👎"},
+                    "accessibility_label": "Bad answer",
+                    "value": "bad",
+                },
+            }
+        ],
+    }
+
+
+def prose_blocks(mrkdwn: str) -> list[dict[str, Any]] | None:
+    """``mrkdwn`` as ``section`` blocks of at most 3,000 characters each, cut at line ends
+    (a longer line is cut where it must); ``None`` when it does not fit in the blocks."""
+    sections: list[str] = []
+    current = ""
+    for line in mrkdwn.strip("\n").split("\n"):
+        while len(line) > MAX_SECTION_TEXT:
+            if current:
+                sections.append(current)
+                current = ""
+            sections.append(line[:MAX_SECTION_TEXT])
+            line = line[MAX_SECTION_TEXT:]
+        candidate = f"{current}\n{line}" if current else line
+        if len(candidate) > MAX_SECTION_TEXT:
+            sections.append(current)
+            current = line
+        else:
+            current = candidate
+    if current.strip():
+        sections.append(current)
+    sections = [s for s in sections if s.strip()]
+    if not sections or len(sections) >= MAX_BLOCKS:
+        return None
+    return [{"type": "section", "text": {"type": "mrkdwn", "text": s}} for s in sections]
+
+
+def answer_blocks(mrkdwn: str) -> list[dict[str, Any]] | None:
+    """An answer's blocks: its text (code as rich text, prose as sections) and the feedback
+    buttons under it. Without buttons (the code blocks alone, or ``None``: the text carries
+    the message) when the text does not fit in Block Kit's limits."""
+    body = code_blocks(mrkdwn) or prose_blocks(mrkdwn)
+    if body is None or len(body) >= MAX_BLOCKS:
+        return code_blocks(mrkdwn)
+    return [*body, feedback_block()]

@@ -19,6 +19,7 @@ from slack_bolt.logger.messages import warning_client_prioritized_and_token_skip
 from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.blocks import FEEDBACK_ACTION
 from adapters.slack.extract import PLATFORM
 from adapters.slack.ingest import SlackIngest
 from adapters.slack.transport import APPROVE_ACTION, DENY_ACTION
@@ -103,6 +104,11 @@ def build_app(ingest: SlackIngest, *, base_url: str, secret: str | None) -> Asyn
     ) -> BoltResponse | None:
         return await _on_approval(ingest, ack, body, request)
 
+    async def on_feedback(
+        ack: AsyncAck, body: dict[str, Any], request: AsyncBoltRequest
+    ) -> BoltResponse | None:
+        return await _on_feedback(ingest, ack, body, request)
+
     async def on_error(
         error: Exception, body: dict[str, Any], request: AsyncBoltRequest
     ) -> BoltResponse:
@@ -111,6 +117,7 @@ def build_app(ingest: SlackIngest, *, base_url: str, secret: str | None) -> Asyn
     app.event(re.compile(".*"))(on_event)
     app.action(APPROVE_ACTION)(on_approval)
     app.action(DENY_ACTION)(on_approval)
+    app.action(FEEDBACK_ACTION)(on_feedback)
     app.error(on_error)
     return app
 
@@ -163,6 +170,25 @@ async def _on_approval(
             )
     except Exception:  # broad on purpose: not decided: no ack, the person may press again
         log.exception("slack_approval_failed", **_request_log(request))
+        return BoltResponse(status=503, body={"error": "not stored"})
+    await ack()
+    return None
+
+
+async def _on_feedback(
+    ingest: SlackIngest, ack: AsyncAck, body: dict[str, Any], request: AsyncBoltRequest
+) -> BoltResponse | None:
+    """An answer's feedback buttons: recorded by the core (the feedback table), then acked."""
+    intake = ingest.intake
+    if intake is None:
+        return BoltResponse(status=503, body={"error": "not ready"})
+    try:
+        if not await ingest.feedback_press(body, intake):
+            await intake.submit(
+                Ignored(platform=PLATFORM, reason="feedback press without a value"), raw=body
+            )
+    except Exception:  # broad on purpose: not recorded: no ack, the person may press again
+        log.exception("slack_feedback_failed", **_request_log(request))
         return BoltResponse(status=503, body={"error": "not stored"})
     await ack()
     return None

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -53,6 +53,9 @@ PLATFORM = "slack"
 #: None/bot_message/thread_broadcast/file_share; ``me_message`` is a ``/me`` line).
 _CONVERSATIONAL_SUBTYPES = frozenset({"thread_broadcast", "file_share", "me_message"})
 _TS_RE = re.compile(r"^\d+\.\d+$")
+#: the reply target's ``extra`` key naming the person who asked: Slack streams an answer
+#: outside a DM only to a named recipient (chat.startStream ``recipient_user_id``)
+RECIPIENT = "recipient_user_id"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -353,6 +356,8 @@ def _message(
     thread_ts = _str(event.get("thread_ts"))
     is_dm = is_dm_channel(channel, event.get("channel_type"))
     key, target = route(team_id=team_id, channel=channel, ts=ts, thread_ts=thread_ts, is_dm=is_dm)
+    if not sender.is_bot and sender.id:
+        target = replace(target, extra={RECIPIENT: sender.id})
     raw_text = event.get("text")
     text = raw_text if isinstance(raw_text, str) else ""
     facts = facts_of(event, key=key, me=me, is_app_mention=is_app_mention)
@@ -518,45 +523,28 @@ def extract_history(
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ApprovalAction:
-    """A press of an approval card's button (a ``block_actions`` interaction)."""
+class AssistantThread:
+    """A person opened the app's assistant container: ``assistant_thread_started``
+    (docs.slack.dev/reference/events/assistant_thread_started)."""
 
-    approval_id: str
-    approve: bool
-    user_id: str
-    channel_id: str
-    #: the card's thread (its root ts) and the card's own ts, as Slack reports them
-    thread_ts: str | None
-    message_ts: str | None
+    key: SessionKey
+    user_id: str | None
 
 
-def approval_action_of(
-    payload: Mapping[str, Any], *, approve_action: str, deny_action: str
-) -> ApprovalAction | None:
-    """The approval press in an interaction payload, else ``None`` (other interactions)."""
-    if payload.get("type") != "block_actions":
+def assistant_thread_of(payload: object) -> AssistantThread | None:
+    """The thread an ``assistant_thread_started`` event opened, else ``None``. The thread
+    lives in the app's DM with the person; its session is that DM thread's."""
+    if not isinstance(payload, Mapping) or payload.get("type") != "event_callback":
         return None
-    actions, user = payload.get("actions"), payload.get("user")
-    channel, container = payload.get("channel"), payload.get("container")
-    if not (isinstance(actions, list) and actions and isinstance(user, Mapping)):
+    event = payload.get("event")
+    if not isinstance(event, Mapping) or event.get("type") != "assistant_thread_started":
         return None
-    action = actions[0]
-    if not isinstance(action, Mapping) or action.get("action_id") not in (
-        approve_action,
-        deny_action,
-    ):
+    thread = event.get("assistant_thread")
+    if not isinstance(thread, Mapping):
         return None
-    value, user_id = action.get("value"), user.get("id")
-    channel_id = channel.get("id") if isinstance(channel, Mapping) else None
-    if not (isinstance(value, str) and value and isinstance(user_id, str) and channel_id):
+    team_id = _str(payload.get("team_id"))
+    channel, thread_ts = _str(thread.get("channel_id")), _str(thread.get("thread_ts"))
+    if team_id is None or channel is None or thread_ts is None or not _TS_RE.match(thread_ts):
         return None
-    box = container if isinstance(container, Mapping) else {}
-    thread, ts = box.get("thread_ts"), box.get("message_ts")
-    return ApprovalAction(
-        approval_id=value[:64],
-        approve=action.get("action_id") == approve_action,
-        user_id=user_id,
-        channel_id=str(channel_id),
-        thread_ts=thread if isinstance(thread, str) and thread else None,
-        message_ts=ts if isinstance(ts, str) and ts else None,
-    )
+    key, _ = route(team_id=team_id, channel=channel, ts=thread_ts, thread_ts=thread_ts, is_dm=True)
+    return AssistantThread(key=key, user_id=_str(thread.get("user_id")))

@@ -15,10 +15,13 @@ import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from adapters.slack.actions import approval_action_of, feedback_action_of
+from adapters.slack.assistant import AssistantThreads
+from adapters.slack.blocks import FEEDBACK_ACTION, FEEDBACK_VALUES
 from adapters.slack.extract import (
     PLATFORM,
     BotIdentity,
-    approval_action_of,
+    assistant_thread_of,
     backfill_root,
     extract_event,
     extract_history,
@@ -27,7 +30,7 @@ from adapters.slack.extract import (
     ts_key,
 )
 from adapters.slack.transport import APPROVE_ACTION, DENY_ACTION, SlackTransport
-from gateway.core.domain import Envelope, Extracted, ReplyTarget
+from gateway.core.domain import Envelope, EventKind, Extracted, ReplyTarget
 from gateway.core.hub import KeyedLock
 from gateway.core.ports import ApprovalClick, IngestOutcome, Intake
 from gateway.inbound.ingress import ingest
@@ -46,6 +49,14 @@ _BACKFILL_PAGE = 200
 _BACKFILL_MAX_PAGES = 10
 
 
+def _in_dm_thread(envelope: Envelope) -> bool:
+    return (
+        envelope.kind is EventKind.MESSAGE
+        and envelope.place.direct
+        and envelope.key.thread_id is not None
+    )
+
+
 class SlackIngest:
     """The shared ingest of Slack events: the Events API ingress (``events_api.py``), the
     Socket Mode ingress (``socket_mode.py``) and the bolt listeners both dispatch into
@@ -54,6 +65,8 @@ class SlackIngest:
     def __init__(self, client: AsyncWebClient, transport: SlackTransport) -> None:
         self._client = client
         self._transport = transport
+        #: suggested prompts and titles of assistant threads
+        self.assistant = AssistantThreads(client)
         self._backfill_locks = KeyedLock()
         self._intake: Intake | None = None
         self._me: BotIdentity | None = None
@@ -96,14 +109,19 @@ class SlackIngest:
                 # thread's history and then the mention; the second must wait for both, or
                 # it would see the session half-built and store the mention before the history
                 async with self._backfill_locks.hold(str(extracted.key)):
-                    if not await intake.knows(extracted.key):
+                    first = not await intake.knows(extracted.key)
+                    if first:
                         await self._backfill(extracted, root, intake, me)
-                    return await intake.submit(extracted, raw=raw)
+                    outcome = await intake.submit(extracted, raw=raw)
+                if first and outcome.status == "accepted" and _in_dm_thread(extracted):
+                    # the first question of a DM thread (an assistant thread) names it
+                    await self.assistant.first_question(extracted.key, extracted.text)
+                return outcome
             return await intake.submit(extracted, raw=raw)
 
         # +1/-1 on the bot's reply is that reply's feedback (the reaction event itself is
         # still recorded as ignored: it is not a message)
-        return await ingest(
+        decided, outcome = await ingest(
             intake,
             platform=PLATFORM,
             raw=raw,
@@ -112,6 +130,42 @@ class SlackIngest:
             event_id=event_id if isinstance(event_id, str) else None,
             submit=submit,
         )
+        opened = assistant_thread_of(payload)
+        if opened is not None and outcome.status != "duplicate":
+            # recorded like any event we do not answer; the thread opens with the place's
+            # suggested prompts (a retried delivery offers them once)
+            await self.assistant.started(opened.key, intake.profile(opened.key).suggested_prompts)
+        return decided, outcome
+
+    async def feedback_press(self, payload: Mapping[str, Any], intake: Intake) -> bool:
+        """Record a press of an answer's feedback buttons as that person's feedback on the
+        answer (the table the web chat's thumbs fill); tell only the presser when the message
+        is not one of our answers in that channel. ``False``: not a feedback press."""
+        press = feedback_action_of(payload, action_id=FEEDBACK_ACTION, values=FEEDBACK_VALUES)
+        if press is None:
+            return False
+        recorded = await intake.record_feedback(
+            platform=PLATFORM,
+            chat_id=press.channel_id,
+            message_id=press.message_ts,
+            user_id=press.user_id,
+            value=press.value,
+        )
+        log.info("slack_feedback_press", recorded=recorded, value=press.value)
+        if not recorded:
+            container = payload.get("container")
+            thread = container.get("thread_ts") if isinstance(container, Mapping) else None
+            await self._transport.notify(
+                ReplyTarget(
+                    platform=PLATFORM,
+                    scope=(self._me.team_id if self._me else None) or "",
+                    chat_id=press.channel_id,
+                    thread_id=thread if isinstance(thread, str) and thread else None,
+                ),
+                press.user_id,
+                "That is not one of my answers here, so I could not record your feedback.",
+            )
+        return True
 
     async def approval_press(self, payload: Mapping[str, Any], intake: Intake) -> bool:
         """Decide an approval press (HTTP or Socket Mode ``interactive``); tell only the

@@ -23,6 +23,13 @@ WEB_API_SCOPES: dict[str, tuple[str, ...]] = {
     "files.upload.v2": ("files:write",),
     # the typing indicator of an assistant thread (optional: without the scope, none is shown)
     "assistant.threads.setStatus": ("assistant:write",),
+    # an assistant thread's suggested prompts and its title (optional, like the status)
+    "assistant.threads.setSuggestedPrompts": ("assistant:write",),
+    "assistant.threads.setTitle": ("assistant:write",),
+    # answers streamed natively: slack_sdk's chat_stream helper (chat.startStream and
+    # chat.appendStream), and chat.stopStream for a stream a dead run left
+    "chat.stream": ("chat:write",),
+    "chat.stopStream": ("chat:write",),
 }
 
 #: event subscription -> the event ``type`` extraction sees, and the bot scope it needs
@@ -35,6 +42,8 @@ EVENT_SUBSCRIPTIONS: dict[str, tuple[str, str]] = {
     # 👍/👎 on the bot's answers are their feedback
     "reaction_added": ("reaction_added", "reactions:read"),
     "reaction_removed": ("reaction_removed", "reactions:read"),
+    # a person opened the app's assistant container: the thread's suggested prompts
+    "assistant_thread_started": ("assistant_thread_started", "assistant:write"),
 }
 
 #: scopes for what is not a Web API method: a shared file's ``url_private`` download (files

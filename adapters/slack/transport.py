@@ -17,8 +17,9 @@ from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from adapters.slack.blocks import code_blocks
+from adapters.slack.blocks import answer_blocks, code_blocks
 from adapters.slack.mrkdwn import markdown_to_mrkdwn
+from adapters.slack.streams import NativeStreams
 from gateway.core.attachments import FileFetchError, download
 from gateway.core.domain import Attachment, OutgoingFile, ReplyTarget
 from gateway.core.errors import DeliveryError
@@ -186,6 +187,8 @@ class SlackTransport:
 
     def __init__(self, client: AsyncWebClient) -> None:
         self.client = client
+        #: answers streamed with Slack's own streaming methods, where Slack allows them
+        self.streams = NativeStreams(client, translate_error)
         self._status_available = True
         self._status_shown: set[tuple[str, str]] = set()
 
@@ -205,8 +208,9 @@ class SlackTransport:
         return [PaceRule(f"channel:{target.scope}:{target.chat_id}", 1.0, 3)]
 
     async def send(self, target: ReplyTarget, text: str, *, idempotency_key: str) -> SendResult:
-        # code fences become rich-text preformatted blocks; ``text`` stays the fallback
-        return await self._send_blocks(target, text, code_blocks(text), idempotency_key)
+        # code fences become rich-text preformatted blocks, the feedback buttons go under the
+        # text; ``text`` stays the fallback
+        return await self._send_blocks(target, text, answer_blocks(text), idempotency_key)
 
     async def send_card(
         self, target: ReplyTarget, text: str, *, approval_id: str, idempotency_key: str
@@ -295,13 +299,18 @@ class SlackTransport:
             raise translate_error(exc) from exc
 
     # --- streaming previews ---------------------------------------------------
-    # A posted message edited with chat.update (about one edit a second per message), then
-    # edited into the final answer by its delivery. Slack's chat.startStream family needs an
-    # assistant thread and is refused in places (Slack Connect); edits work everywhere.
+    # Where Slack allows it, a preview is a native stream (chat.startStream, grown with
+    # chat.appendStream; ``streams.py``); elsewhere, or when Slack refuses, a posted message
+    # edited with chat.update (about one edit a second per message). Either way the delivery
+    # of the answer edits that one message into the final text, with the feedback buttons.
 
     preview_interval = 1.0
 
     async def send_preview(self, target: ReplyTarget, text: str) -> str:
+        if self.streams.allowed(target):
+            ts = await self.streams.start(target, text)
+            if ts is not None:
+                return ts
         blocks = code_blocks(text)
         extra: dict[str, Any] = {} if blocks is None else {"blocks": blocks}
         try:
@@ -313,12 +322,20 @@ class SlackTransport:
         ts = response.get("ts")
         if not isinstance(ts, str):
             raise DeliveryError("slack: chat.postMessage gave no ts", ambiguous=True)
+        self.streams.posted(ts)
         return ts
 
     async def edit_preview(
         self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False
     ) -> None:
-        blocks = code_blocks(text)
+        if not final and await self.streams.append(message_id, text):
+            return
+        # the final text, a rewritten one, or a preview by edits: a stream (ours, or one a
+        # dead run left) is stopped first, then the message is edited
+        await self.streams.stop(
+            message_id, target.chat_id if self.streams.allowed(target) else None
+        )
+        blocks = answer_blocks(text) if final else code_blocks(text)
         try:
             await self.client.chat_update(
                 channel=target.chat_id,
@@ -330,6 +347,7 @@ class SlackTransport:
             raise translate_error(exc) from exc
 
     async def delete_preview(self, target: ReplyTarget, message_id: str) -> None:
+        await self.streams.stop(message_id)
         try:
             await self.client.chat_delete(channel=target.chat_id, ts=message_id)
         except SlackApiError as exc:

@@ -12,6 +12,7 @@ from gateway.core.attachments import FileShare
 from gateway.core.conversations import Conversations
 from gateway.core.domain import Extracted, OutgoingFile, ReplyTarget, SessionKey
 from gateway.core.hub import Broadcast
+from gateway.core.profile import Profile
 from session_store.values import IngestStatus
 
 if TYPE_CHECKING:
@@ -142,9 +143,19 @@ class Lifecycle(Protocol):
         ...
 
 
-class Intake(Ingest, Cursors, Interactions, Lifecycle, Protocol):
-    """What an adapter gets at ``start``: the door (``Ingest``), its cursors, the interactions
-    and the lifecycle of its receive loops. Code inside an adapter takes the part it uses."""
+class Places(Protocol):
+    """What the assistant is in a place, for what a surface offers there itself (Slack's
+    suggested prompts when an assistant thread opens)."""
+
+    def profile(self, key: SessionKey) -> Profile:
+        """The profile in force at ``key`` (``[places]`` of the config file, as reloaded)."""
+        ...
+
+
+class Intake(Ingest, Cursors, Interactions, Lifecycle, Places, Protocol):
+    """What an adapter gets at ``start``: the door (``Ingest``), its cursors, the interactions,
+    the lifecycle of its receive loops and the places' profiles. Code inside an adapter takes
+    the part it uses."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

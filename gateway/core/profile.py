@@ -35,6 +35,8 @@ class Profile:
     #: seconds the thread must be quiet before a turn starts (0..10; 0: off)
     burst_seconds: float | None = None
     while_answering: WhileAnswering | None = None
+    #: offered when a person opens an assistant thread (Slack's suggested prompts)
+    suggested_prompts: tuple[str, ...] = ()
 
     @property
     def answers_all(self) -> bool | None:
@@ -58,4 +60,5 @@ class Profile:
             "streaming": self.streaming,
             "burst_seconds": self.burst_seconds,
             "while_answering": self.while_answering,
+            "suggested_prompts": list(self.suggested_prompts),
         }

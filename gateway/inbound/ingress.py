@@ -35,6 +35,8 @@ from gateway.core.domain import (
     Ignored,
     Reaction,
     Rejected,
+    ReplyTarget,
+    Sender,
     SessionKey,
     Trigger,
 )
@@ -46,7 +48,9 @@ from gateway.core.ports import (
     IngestOutcome,
     Interactions,
     Lifecycle,
+    Places,
 )
+from gateway.core.profile import Profile
 from gateway.inbound.policy import Action, AnswerRules, Decision, decide
 
 log = structlog.get_logger(__name__)
@@ -179,12 +183,13 @@ class Door:
 @dataclass(frozen=True, slots=True)
 class SurfaceIntake:
     """The ``Intake`` one adapter gets at start: its door, and the core's cursors,
-    interactions and lifecycle, each answering for its own part."""
+    interactions, lifecycle and places' profiles, each answering for its own part."""
 
     ingest: Ingest
     cursors: Cursors
     interactions: Interactions
     lifecycle: Lifecycle
+    places: Places
 
     def admit(self, extracted: Extracted) -> Extracted:
         return self.ingest.admit(extracted)
@@ -215,6 +220,9 @@ class SurfaceIntake:
         return await self.interactions.stop_answer(
             platform=platform, chat_id=chat_id, message_id=message_id
         )
+
+    def profile(self, key: SessionKey) -> Profile:
+        return self.places.profile(key)
 
     async def lead(
         self,
@@ -279,6 +287,23 @@ async def record_reaction(
         user_id=found.user_id,
         value=found.value,
     )
+
+
+def refusal(ingest: Ingest, *, place: SessionKey, person: str) -> str | None:
+    """Why the door would not answer ``person`` writing to the bot directly in ``place``, or
+    ``None`` when it would: for a surface that must decide something before any message
+    (accept a room invitation, join a server) without deciding who is welcome itself. The
+    answer policy's own verdict on such a message (allow-lists of places and people)."""
+    probe = Envelope(
+        key=place,
+        target=ReplyTarget(platform=place.platform, scope=place.scope, chat_id=place.chat_id),
+        message_id="",
+        text="",
+        sender=Sender(id=person),
+        facts=Facts(place=place, person=person, direct=True),
+    )
+    verdict = ingest.admit(probe)
+    return verdict.reason if isinstance(verdict, Ignored) else None
 
 
 class _IngestWithFeedback(Ingest, Interactions, Protocol):

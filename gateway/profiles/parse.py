@@ -31,6 +31,7 @@ _KEYS = frozenset(
         "streaming",
         "burst_seconds",
         "while_answering",
+        "suggested_prompts",
     }
 )
 
@@ -135,6 +136,7 @@ def _profile(name: str, table: Any, *, models: Collection[str], tools: KnownTool
         streaming=field("streaming", _flag),
         burst_seconds=field("burst_seconds", _burst),
         while_answering=field("while_answering", _while_answering),
+        suggested_prompts=field("suggested_prompts", lambda v: tuple(_texts(v))) or (),
     )
     if found:
         raise ConfigError.of(found)

@@ -83,6 +83,10 @@ class Profiles:
     def resolve(self, key: SessionKey) -> Resolved:
         return self._book.resolve(key)
 
+    def profile(self, key: SessionKey) -> Profile:
+        """The profile in force at ``key`` (an adapter's ``Places``)."""
+        return self._book.resolve(key).profile
+
     def answers_all(self, key: SessionKey) -> bool | None:
         """The answer policy's input for ``key`` (``AnswerRules.place_answers_all``)."""
         return self._book.answers_all(key)

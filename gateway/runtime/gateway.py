@@ -378,6 +378,7 @@ class Gateway:
             cursors=self.cursors,
             interactions=self.interactions,
             lifecycle=self.lifecycle,
+            places=self.profiles,
         )
 
     async def start(self) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from testsupport.fakes.openai import FakeOpenAI, Step
 from testsupport.process import gateway_process
-from testsupport.surfaces import model_env, surface
+from testsupport.surfaces import SlackSurface, model_env, surface
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +40,7 @@ async def _previews_stored(database_url: str, count: int) -> None:
         await conn.close()
 
 
-@pytest.mark.parametrize("name", ["telegram", "slack", "mattermost"])
+@pytest.mark.parametrize("name", ["telegram", "slack", "mattermost", "matrix"])
 async def test_sigkill_mid_stream_the_thread_ends_with_exactly_one_answer(
     name: str, database_url: str, fake: FakeOpenAI, tmp_path: Path
 ) -> None:
@@ -83,3 +83,8 @@ async def test_sigkill_mid_stream_the_thread_ends_with_exactly_one_answer(
         assert s.anywhere() == [final]  # nothing outside the thread
         assert s.edits_stay_in_thread()
         assert len(fake.turn_requests) == 2
+        if isinstance(s, SlackSurface):
+            # Slack streamed natively: the dead run's stream was stopped by the takeover
+            # (chat.stopStream), then edited; nothing was ever posted
+            assert s.slack.calls_to("chat.postMessage") == []
+            assert [c[0] for c in s.slack.stream_calls].count("chat.stopStream") >= 1

@@ -13,6 +13,10 @@
 * Socket Mode: ``apps.connections.open`` hands out ``ws://127.0.0.1:<port>/link/?ticket=…``;
   the socket gets ``hello``, then envelopes with ``retry_attempt``; acks are tracked by
   ``envelope_id`` and an unacked envelope is redelivered; ``disconnect`` on demand.
+* Slack's AI surface: ``chat.startStream`` / ``appendStream`` / ``stopStream`` (refused on
+  demand with ``refuse_streaming``), ``assistant.threads.setSuggestedPrompts`` / ``setTitle``,
+  ``assistant_thread_started`` (``user_opens_assistant_thread``) and feedback buttons
+  (``click_feedback``).
 * Fault injection (``fail_next``) and a request recorder (``calls``).
 
 The "user side" (``user_posts``, ``user_edits``…) creates messages in the state model and
@@ -48,7 +52,14 @@ APP_ID = "A0FAKE"
 HUMAN = "U0HUMAN"
 
 DEFAULT_SUBSCRIPTIONS = frozenset(
-    {"app_mention", "message.channels", "message.groups", "message.im", "message.mpim"}
+    {
+        "app_mention",
+        "message.channels",
+        "message.groups",
+        "message.im",
+        "message.mpim",
+        "assistant_thread_started",
+    }
 )
 #: the bot scopes an app installed from deploy/slack/manifest.*.yaml is granted; auth.test
 #: reports them in the ``x-oauth-scopes`` header, as Slack does for every Web API call
@@ -99,6 +110,8 @@ class Message:
     files: list[dict[str, Any]] | None = None
     blocks: list[dict[str, Any]] | None = None
     edited: bool = False
+    #: a message begun with chat.startStream and not stopped yet (appendStream grows it)
+    streaming: bool = False
 
     @property
     def is_reply(self) -> bool:
@@ -259,6 +272,15 @@ class FakeSlack:
         self.uploads: dict[str, Upload] = {}
         #: the error ``assistant.threads.setStatus`` answers with (None = it works)
         self.set_status_error: str | None = None
+        #: the error chat.startStream / appendStream / stopStream answer with (None = they
+        #: work): ``unknown_method`` for a workspace without them, ``not_allowed_token_type``...
+        self.refuse_streaming: str | None = None
+        #: the streaming calls that changed a message: (method, channel, ts, text added)
+        self.stream_calls: list[tuple[str, str, str, str]] = []
+        #: ``assistant.threads.setSuggestedPrompts``: (channel, thread_ts, prompts, title)
+        self.suggested_prompts: list[tuple[str, str, list[dict[str, str]], str | None]] = []
+        #: ``assistant.threads.setTitle``: (channel, thread_ts, title)
+        self.titles: list[tuple[str, str, str]] = []
         self.socket_connections = 0
         self._faults: dict[str, list[Fault]] = {}
         self._ts_counter = itertools.count(1)
@@ -486,6 +508,14 @@ class FakeSlack:
             return self._update(params)
         if method == "chat.delete":
             return self._delete(params)
+        if method in ("chat.startStream", "chat.appendStream", "chat.stopStream"):
+            if self.refuse_streaming is not None:
+                return _error(self.refuse_streaming)
+            return self._stream(method, params)
+        if method == "assistant.threads.setSuggestedPrompts":
+            return self._suggest(params)
+        if method == "assistant.threads.setTitle":
+            return self._set_title(params)
         if method == "chat.postEphemeral":
             self.ephemerals.append(dict(params))
             return web.json_response({"ok": True, "message_ts": self.next_ts()})
@@ -503,6 +533,10 @@ class FakeSlack:
         if channel is None or message is None:
             return _error("message_not_found")
         if message.user != self.bot_user_id:
+            return _error("cant_update_message")
+        if message.streaming:
+            # not documented either way; the fake is strict: a stream is stopped before its
+            # message is rewritten (chat.stopStream), so code that works here works on Slack
             return _error("cant_update_message")
         message.text = str(params.get("text") or message.text)
         blocks = params.get("blocks")
@@ -524,17 +558,36 @@ class FakeSlack:
         return web.json_response({"ok": True, "channel": channel.id, "ts": message.ts})
 
     def _interaction_payload(
-        self, message: Message, action_id: str, *, user: str, value: str | None
+        self,
+        message: Message,
+        action_id: str,
+        *,
+        user: str,
+        value: str | None,
+        positive: bool = True,
+        channel: str | None = None,
     ) -> dict[str, Any]:
-        if value is None:
-            action = next(
-                a
+        found = next(
+            (
+                (b, a)
                 for b in message.blocks or []
-                if b.get("type") == "actions"
+                if b.get("type") in ("actions", "context_actions")
                 for a in b.get("elements", [])
                 if a.get("action_id") == action_id
-            )
-            value = action.get("value")
+            ),
+            None,
+        )
+        kind, block_id = "button", "approval"
+        if found is not None:
+            block, element = found
+            kind, block_id = str(element.get("type", "button")), str(block.get("block_id", ""))
+            if value is None and kind == "feedback_buttons":
+                # a feedback buttons element: the pressed button's own value
+                side = element.get("positive_button" if positive else "negative_button") or {}
+                value = side.get("value")
+            elif value is None:
+                value = element.get("value")
+        channel = channel or message.channel
         return {
             "type": "block_actions",
             "team": {"id": self.team_id},
@@ -543,11 +596,11 @@ class FakeSlack:
             "container": {
                 "type": "message",
                 "message_ts": message.ts,
-                "channel_id": message.channel,
+                "channel_id": channel,
                 "is_ephemeral": False,
                 "thread_ts": message.thread_ts,
             },
-            "channel": {"id": message.channel},
+            "channel": {"id": channel},
             "message": {
                 "type": "message",
                 "ts": message.ts,
@@ -558,9 +611,9 @@ class FakeSlack:
             "trigger_id": "1.2.3",
             "actions": [
                 {
-                    "type": "button",
+                    "type": kind,
                     "action_id": action_id,
-                    "block_id": "approval",
+                    "block_id": block_id,
                     "value": value,
                     "action_ts": self.next_ts(),
                 }
@@ -587,13 +640,19 @@ class FakeSlack:
         user: str = HUMAN,
         signed: bool = True,
         value: str | None = None,
+        positive: bool = True,
+        channel: str | None = None,
     ) -> tuple[int, bytes]:
         """A person presses a button of the bot's message: Slack POSTs a signed
         ``application/x-www-form-urlencoded`` body with ``payload`` = the ``block_actions``
         JSON to the app's interactivity URL. ``value``: press a button as it was before the
-        message was updated (a second click on a stale card)."""
+        message was updated (a second click on a stale card). A ``feedback_buttons`` element
+        is pressed on its ``positive`` or negative side; ``channel`` forges the channel the
+        click names (a click that says it came from elsewhere)."""
         assert self._session is not None
-        payload = self._interaction_payload(message, action_id, user=user, value=value)
+        payload = self._interaction_payload(
+            message, action_id, user=user, value=value, positive=positive, channel=channel
+        )
         body = urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
         headers = {"Content-Type": "application/x-www-form-urlencoded"}
         if signed:
@@ -669,6 +728,182 @@ class FakeSlack:
             return _error("invalid_arguments")
         self.statuses.append((channel.id, thread_ts, status))
         return web.json_response({"ok": True})
+
+    # --- streaming (chat.startStream / appendStream / stopStream) ------------------------------
+
+    @staticmethod
+    def _stream_text(params: Mapping[str, Any]) -> str:
+        """What a streaming call adds: ``markdown_text`` and the ``markdown_text`` chunks (the
+        sdk's helper sends chunks)."""
+        text = params.get("markdown_text")
+        added = text if isinstance(text, str) else ""
+        chunks = params.get("chunks")
+        if isinstance(chunks, str):
+            chunks = json.loads(chunks)
+        for chunk in chunks if isinstance(chunks, list) else []:
+            if isinstance(chunk, Mapping) and chunk.get("type") == "markdown_text":
+                added += str(chunk.get("text") or "")
+        return added
+
+    def _stream(self, method: str, params: Mapping[str, Any]) -> web.Response:
+        """The three streaming methods as Slack documents them: ``startStream`` needs
+        ``channel`` and ``thread_ts`` (streamed messages are replies), and outside a DM the
+        ``recipient_team_id`` and ``recipient_user_id``; it answers the new message's ``ts``.
+        ``appendStream`` / ``stopStream`` take ``channel`` and ``ts`` of a message still
+        streaming (else ``message_not_in_streaming_state``); ``stopStream`` may add blocks."""
+        channel = self.channels.get(str(params.get("channel", "")))
+        if channel is None:
+            return _error("channel_not_found")
+        if self.bot_user_id not in channel.members:
+            return _error("not_in_channel")
+        added = self._stream_text(params)
+        if method == "chat.startStream":
+            thread_ts = params.get("thread_ts")
+            if not isinstance(thread_ts, str) or not thread_ts:
+                return _error("invalid_arguments")
+            if channel.kind != "im":
+                if not params.get("recipient_team_id"):
+                    return _error("missing_recipient_team_id")
+                if not params.get("recipient_user_id"):
+                    return _error("missing_recipient_user_id")
+            parent = channel.find(thread_ts)
+            if parent is None or parent.is_reply:
+                self.thread_violations.append(
+                    ThreadViolation(channel.id, thread_ts, "stream thread_ts is not a root")
+                )
+            started = Message(
+                channel=channel.id,
+                ts=self.next_ts(),
+                text=added,
+                user=self.bot_user_id,
+                bot_id=self.bot_id,
+                thread_ts=thread_ts,
+                streaming=True,
+            )
+            channel.messages.append(started)
+            self.stream_calls.append((method, channel.id, started.ts, added))
+            return web.json_response({"ok": True, "channel": channel.id, "ts": started.ts})
+        message = channel.find(str(params.get("ts", "")))
+        if message is None:
+            return _error("message_not_found")
+        if not message.streaming:
+            return _error("message_not_in_streaming_state")
+        message.text += added
+        self.stream_calls.append((method, channel.id, message.ts, added))
+        if method == "chat.appendStream":
+            return web.json_response({"ok": True, "channel": channel.id, "ts": message.ts})
+        blocks = params.get("blocks")
+        if isinstance(blocks, str):
+            blocks = json.loads(blocks)
+        if blocks:
+            if _blocks_problem(blocks) is not None:
+                return _error("invalid_blocks")
+            message.blocks = blocks
+        message.streaming = False
+        return web.json_response(
+            {
+                "ok": True,
+                "channel": channel.id,
+                "ts": message.ts,
+                "message": self._api_message(message, channel),
+            }
+        )
+
+    # --- assistant threads --------------------------------------------------------------------
+
+    def _assistant_thread(self, params: Mapping[str, Any]) -> tuple[Channel, str] | web.Response:
+        channel = self.channels.get(str(params.get("channel_id", "")))
+        if channel is None:
+            return _error("channel_not_found")
+        thread_ts = str(params.get("thread_ts") or "")
+        if channel.find(thread_ts) is None:
+            return _error("invalid_thread_ts")
+        return channel, thread_ts
+
+    def _suggest(self, params: Mapping[str, Any]) -> web.Response:
+        """``assistant.threads.setSuggestedPrompts``: 1-4 prompts, each a ``title`` and the
+        ``message`` it sends."""
+        found = self._assistant_thread(params)
+        if isinstance(found, web.Response):
+            return found
+        prompts = params.get("prompts")
+        if isinstance(prompts, str):
+            prompts = json.loads(prompts)
+        if (
+            not isinstance(prompts, list)
+            or not 1 <= len(prompts) <= 4
+            or not all(
+                isinstance(p, Mapping) and p.get("title") and p.get("message") for p in prompts
+            )
+        ):
+            return _error("invalid_arguments")
+        title = params.get("title")
+        self.suggested_prompts.append(
+            (found[0].id, found[1], [dict(p) for p in prompts], str(title) if title else None)
+        )
+        return web.json_response({"ok": True})
+
+    def _set_title(self, params: Mapping[str, Any]) -> web.Response:
+        found = self._assistant_thread(params)
+        if isinstance(found, web.Response):
+            return found
+        title = params.get("title")
+        if not isinstance(title, str) or not title:
+            return _error("invalid_arguments")
+        self.titles.append((found[0].id, found[1], title))
+        return web.json_response({"ok": True})
+
+    async def user_opens_assistant_thread(
+        self, channel: str, *, user: str = HUMAN, context_channel: str | None = None
+    ) -> tuple[str, Delivery]:
+        """A person opens the app's assistant container: Slack starts a thread in the DM
+        (its root is the app's) and sends ``assistant_thread_started``. Returns the thread's
+        root ts and the delivery."""
+        ch = self.channels[channel]
+        root = Message(
+            channel=channel,
+            ts=self.next_ts(),
+            text="",
+            user=self.bot_user_id,
+            bot_id=self.bot_id,
+        )
+        ch.messages.append(root)
+        event = {
+            "type": "assistant_thread_started",
+            "assistant_thread": {
+                "user_id": user,
+                "context": {
+                    "channel_id": context_channel,
+                    "team_id": self.team_id,
+                    "enterprise_id": None,
+                },
+                "channel_id": channel,
+                "thread_ts": root.ts,
+            },
+            "event_ts": self.next_ts(),
+        }
+        return root.ts, await self.deliver(self.wrap(event))
+
+    async def click_feedback(
+        self,
+        url: str,
+        message: Message,
+        *,
+        positive: bool = True,
+        user: str = HUMAN,
+        channel: str | None = None,
+    ) -> tuple[int, bytes]:
+        """Press the thumbs up (``positive``) or down of the answer's feedback buttons."""
+        action = next(
+            a["action_id"]
+            for b in message.blocks or []
+            if b.get("type") == "context_actions"
+            for a in b.get("elements", [])
+            if a.get("type") == "feedback_buttons"
+        )
+        return await self.click_button(
+            url, message, action, user=user, positive=positive, channel=channel
+        )
 
     def _upload_url(self, params: Mapping[str, Any]) -> web.Response:
         filename = str(params.get("filename") or "")
@@ -1240,6 +1475,19 @@ def _blocks_problem(blocks: Any) -> str | None:
                         leaf.get("type") == "text" and not leaf.get("text")
                     ):
                         return "rich text leaf needs text"
+        elif kind == "context_actions":
+            elements = block.get("elements")
+            if not isinstance(elements, list) or not 1 <= len(elements) <= 5:
+                return "context_actions needs 1-5 elements"
+            for element in elements:
+                kind = element.get("type") if isinstance(element, Mapping) else None
+                if kind == "feedback_buttons":
+                    for side in ("positive_button", "negative_button"):
+                        button = element.get(side)
+                        if not isinstance(button, Mapping) or not button.get("value"):
+                            return f"feedback_buttons needs a {side} with a value"
+                elif kind != "icon_button":
+                    return "context_actions holds feedback_buttons and icon_button only"
         elif kind not in ("divider", "header", "context", "image", "actions"):
             return f"unsupported block type {kind!r}"
     return None

@@ -1,5 +1,6 @@
-"""Streaming on Slack (chat.postMessage + chat.update) and Mattermost (post patches): the
-preview grows in the asker's exact thread and ends as exactly one message there."""
+"""Streaming by edits on Slack (chat.postMessage + chat.update, where Slack refuses its own
+streaming methods) and Mattermost (post patches): the preview grows in the asker's exact
+thread and ends as exactly one message there."""
 
 from __future__ import annotations
 
@@ -25,12 +26,13 @@ def agent(fake: FakeOpenAI) -> OpenAIAgent:
     return OpenAIAgent(base_url=fake.base_url, api_key="k", model="small")
 
 
-async def test_slack_preview_is_updated_in_the_thread_and_ends_as_one_message(
+async def test_slack_refusing_its_streaming_falls_back_to_edits_and_ends_as_one_message(
     database_url: str, fake: FakeOpenAI
 ) -> None:
     fake.script.append(answer_step())
     async with FakeSlack() as slack:
         slack.add_channel("C0GEN", members=(HUMAN,))
+        slack.refuse_streaming = "unknown_method"  # a workspace without chat.startStream
         adapter = SlackAdapter(slack_settings(slack))
         async with running_gateway(
             database_url,
@@ -56,6 +58,9 @@ async def test_slack_preview_is_updated_in_the_thread_and_ends_as_one_message(
         assert all(u[2] == root.ts for u in updates)  # every edit in the asker's thread
         assert len(slack.calls_to("chat.postMessage")) == 1  # the preview; never sent again
         assert [m.thread_ts for m in slack.bot_posts("C0GEN")] == [root.ts]
+        # tried once, refused, then remembered: no second try for the rest of the answer
+        assert len(slack.calls_to("chat.startStream")) == 1
+        assert slack.stream_calls == []
 
 
 async def test_mattermost_post_is_patched_in_the_thread_and_ends_as_one_post(
@@ -96,6 +101,7 @@ async def test_429_on_slack_and_mattermost_edits_slows_the_preview_and_the_answe
     fake.script.extend([answer_step(), answer_step()])
     async with FakeSlack() as slack, FakeMattermost() as mm:
         slack.add_channel("C0GEN", members=(HUMAN,))
+        slack.refuse_streaming = "unknown_method"  # previews by edits
         slack.fail_next("chat.update", status=429, retry_after=1, times=2)
         mm.rate_limit_next("patch_post", retry_after=1, count=2)
         mm_adapter = MattermostAdapter(make_config(mm))

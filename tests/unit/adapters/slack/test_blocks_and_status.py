@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from adapters.slack.blocks import MAX_SECTION_TEXT, code_blocks
+from adapters.slack.blocks import MAX_SECTION_TEXT, answer_blocks, code_blocks, feedback_block
 from adapters.slack.transport import THINKING_STATUS, SlackTransport, make_web_client
 from gateway.core.domain import ReplyTarget
 from gateway.turns.typing import hold_typing
@@ -45,15 +45,40 @@ async def test_code_goes_out_as_preformatted_blocks_with_text_fallback(fake: Fak
             ],
         },
         {"type": "section", "text": {"type": "mrkdwn", "text": "Then `run` it."}},
+        feedback_block(),
     ]
 
 
-async def test_plain_reply_has_no_blocks(fake: FakeSlack) -> None:
+async def test_plain_reply_is_its_text_with_the_feedback_buttons_under_it(
+    fake: FakeSlack,
+) -> None:
     transport = transport_for(fake)
     await transport.send(target("C0GENERAL", None), "*just text*", idempotency_key="k")
     (call,) = fake.calls_to("chat.postMessage")
-    assert "blocks" not in call.params
-    assert fake.bot_posts("C0GENERAL")[0].blocks is None
+    assert call.params["text"] == "*just text*"  # the notification and fallback text
+    assert fake.bot_posts("C0GENERAL")[0].blocks == [
+        {"type": "section", "text": {"type": "mrkdwn", "text": "*just text*"}},
+        feedback_block(),
+    ]
+    buttons = feedback_block()["elements"][0]
+    assert buttons["type"] == "feedback_buttons"
+    assert {buttons["positive_button"]["value"], buttons["negative_button"]["value"]} == {
+        "good",
+        "bad",
+    }
+
+
+def test_a_long_answer_is_cut_into_sections_within_block_kit_limits() -> None:
+    line = "x" * 1000
+    text = "\n".join([line] * 7)  # two lines a section (a third would pass 3,000)
+    blocks = answer_blocks(text)
+    assert blocks is not None and blocks[-1] == feedback_block()
+    sections = [b["text"]["text"] for b in blocks[:-1]]
+    assert all(len(s) <= MAX_SECTION_TEXT for s in sections) and len(sections) == 4
+    assert "\n".join(sections) == text
+    one_line = "y" * 7000  # a line longer than a section is cut where it must be
+    blocks = answer_blocks(one_line)
+    assert blocks is not None and "".join(b["text"]["text"] for b in blocks[:-1]) == one_line
 
 
 def test_blocks_stay_within_block_kit_limits() -> None:
