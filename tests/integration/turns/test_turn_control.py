@@ -476,7 +476,9 @@ async def test_a_burst_of_three_lines_gets_one_answer_that_sees_them_all(
 async def test_a_message_while_answering_restarts_or_queues(
     name: str, mode: str, model: FakeOpenAI
 ) -> None:
-    model.script.extend([slow(), Step(text=SECOND)])
+    # queued: the first answer is written whole, in about 3 s
+    first = slow() if mode == "restart" else Step(text=ANSWER, chunk_chars=30, chunk_delay=0.1)
+    model.script.extend([first, Step(text=SECOND)])
     async with surface_gateway(name, model, GATEWAY_WHILE_ANSWERING=mode) as (s, gw):
         thread = await s.ask("first question")
         await previewing(s)
