@@ -195,6 +195,15 @@ class MatrixTransport:
                 return
             raise translate_error(exc) from exc
 
+    # --- an earlier answer changed (gateway.core.ports.MessageEditing): an edited
+    # question's answer written again in place (m.replace), a deleted one's redacted
+
+    async def edit_message(self, target: ReplyTarget, message_id: str, text: str) -> None:
+        await self.edit_preview(target, message_id, text, final=True)
+
+    async def delete_message(self, target: ReplyTarget, message_id: str) -> None:
+        await self.delete_preview(target, message_id)
+
     async def notice(self, room_id: str, text: str, *, txn_id: str) -> None:
         """A plain ``m.notice`` (the encrypted room's one notice)."""
         content = {"msgtype": "m.notice", "body": text}

@@ -50,7 +50,7 @@ from gateway.core.ports import (
     Lifecycle,
     Places,
 )
-from gateway.core.profile import Profile
+from gateway.core.profile import ConversationRules, Profile
 from gateway.inbound.policy import Action, AnswerRules, Decision, decide
 
 log = structlog.get_logger(__name__)
@@ -61,6 +61,9 @@ BODY_KEPT = 65536
 
 # --- the door -----------------------------------------------------------------------------
 
+#: edits and deletions where no rules are given: GATEWAY_ON_EDIT's and GATEWAY_ON_DELETE's
+#: defaults
+DEFAULT_RULES = ConversationRules()
 _SUFFIX = {EventKind.MESSAGE: "", EventKind.EDIT: " edited", EventKind.DELETE: " deleted"}
 #: a command counts when the message is for the bot: answered, or answered if engaged
 _FOR_US = frozenset({Action.ANSWER, Action.IF_ENGAGED})
@@ -138,10 +141,32 @@ class Inbox(Protocol):
     async def knows(self, key: SessionKey) -> bool: ...
 
 
+#: where an edit or deletion carries what it asks of the answer (``follow_up``), for the inbox
+FOLLOW_UP = "follow_up"
+
+
+def follow_up(extracted: Extracted, rules: ConversationRules) -> Extracted:
+    """An admitted edit or deletion with what the place's conversation rules ask of the
+    answer once its message was answered: ``update`` (written again for the edited text) or
+    ``retract`` (deleted with its question). ``context`` and ``keep`` ask nothing: later turns
+    read the newest text, without the deleted message, either way."""
+    if not isinstance(extracted, Envelope):
+        return extracted
+    wanted = None
+    if extracted.kind is EventKind.EDIT and rules.on_edit == "update":
+        wanted = "update"
+    elif extracted.kind is EventKind.DELETE and rules.on_delete == "retract":
+        wanted = "retract"
+    if wanted is None:
+        return extracted
+    return replace(extracted, metadata={**extracted.metadata, FOLLOW_UP: wanted})
+
+
 class Door:
     """The ``Ingest`` of one surface: ``admit`` with the rules its plugin declares, then the
     inbox. The composition root builds one per adapter; the adapter holds nothing else that
-    stores a message."""
+    stores a message. ``conversation``: a place's rules for edits and deletions (its
+    profile's, else the settings'); without it, the defaults."""
 
     def __init__(
         self,
@@ -149,18 +174,25 @@ class Door:
         rules: AnswerRules,
         *,
         burst_of: Callable[[SessionKey], float] | None = None,
+        conversation: Callable[[SessionKey], ConversationRules] | None = None,
     ) -> None:
         self._inbox = inbox
         self.rules = rules
         #: the place's burst window in seconds (its profile's ``burst_seconds``, else
         #: ``GATEWAY_BURST_SECONDS``); 0: a turn starts at once
         self._burst_of = burst_of
+        self._conversation = conversation
 
     def admit(self, extracted: Extracted) -> Extracted:
         return admit(extracted, self.rules)
 
     async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
-        return await self._inbox.submit(self._with_burst(admit(extracted, self.rules)), raw=raw)
+        admitted = admit(extracted, self.rules)
+        if isinstance(admitted, Envelope) and admitted.kind is not EventKind.MESSAGE:
+            place = admitted.key
+            rules = DEFAULT_RULES if self._conversation is None else self._conversation(place)
+            admitted = follow_up(admitted, rules)
+        return await self._inbox.submit(self._with_burst(admitted), raw=raw)
 
     def _with_burst(self, extracted: Extracted) -> Extracted:
         """A message that asks for an answer carries the place's burst window, which its

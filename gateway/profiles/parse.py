@@ -14,7 +14,7 @@ from typing import Any
 
 from gateway.core.config_file import ConfigFile
 from gateway.core.errors import ConfigError
-from gateway.core.profile import WhileAnswering
+from gateway.core.profile import ON_DELETE, ON_EDIT, WhileAnswering
 from gateway.inbound.policy import PlacePattern
 from gateway.profiles.model import DEFAULT, AnswerRule, Place, Profile, ProfileBook
 
@@ -31,6 +31,8 @@ _KEYS = frozenset(
         "streaming",
         "burst_seconds",
         "while_answering",
+        "on_edit",
+        "on_delete",
         "suggested_prompts",
     }
 )
@@ -136,6 +138,8 @@ def _profile(name: str, table: Any, *, models: Collection[str], tools: KnownTool
         streaming=field("streaming", _flag),
         burst_seconds=field("burst_seconds", _burst),
         while_answering=field("while_answering", _while_answering),
+        on_edit=field("on_edit", lambda v: _choice(v, ON_EDIT)),
+        on_delete=field("on_delete", lambda v: _choice(v, ON_DELETE)),
         suggested_prompts=field("suggested_prompts", lambda v: tuple(_texts(v))) or (),
     )
     if found:
@@ -183,6 +187,12 @@ def _while_answering(value: Any) -> WhileAnswering:
     if value == "queue" or value == "restart":
         return value  # type: ignore[no-any-return]
     raise ValueError('must be "queue" or "restart"')
+
+
+def _choice(value: Any, choices: tuple[str, ...]) -> Any:
+    if isinstance(value, str) and value in choices:
+        return value
+    raise ValueError("must be " + " or ".join(f'"{c}"' for c in choices))
 
 
 def _flag(value: Any) -> bool:

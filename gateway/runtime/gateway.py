@@ -173,7 +173,11 @@ class Gateway:
         # the core's side of the adapters' intake: the inbox behind every door, cursors,
         # interactions (feedback, approval clicks) and the receive loops' lifecycle
         self.intake = CoreIntake(
-            store, metrics=self.metrics, turn_wake=self.turn_wake, live=self.live
+            store,
+            metrics=self.metrics,
+            turn_wake=self.turn_wake,
+            live=self.live,
+            delivery_wake=self.delivery_wake,
         )
         self.cursors = CoreCursors(store)
         self.interactions = CoreInteractions(store)
@@ -208,6 +212,7 @@ class Gateway:
                 burst_of=functools.partial(
                     _burst_of, self.profiles, settings.gateway_burst_seconds
                 ),
+                conversation=self.profiles.conversation,
             )
             for a in self.adapters
         }

@@ -30,7 +30,7 @@ from gateway.core.lifecycle.supervisor import Beat, item_backoff, no_beat, pause
 from gateway.core.metrics import Metrics
 from gateway.core.ports import Transport
 from gateway.tools.runner import ApprovalPending
-from gateway.turns.outgoing import outgoing
+from gateway.turns.outgoing import outgoing, rewritten
 from gateway.turns.pipeline import Pipeline
 from gateway.turns.stage import (
     AgentRequest,
@@ -274,7 +274,7 @@ class TurnScheduler:
             if prefetched is not None:
                 pending, prefetched = prefetched, None
             else:
-                pending = await self._store.sessions.delta(
+                pending = await self._store.sessions.pending(
                     claim.session_id, claim.done_seq, limit=PENDING_LIMIT
                 )
             revised: dict[int, str | None] = {}
@@ -291,6 +291,9 @@ class TurnScheduler:
                 pending = [m for m in pending if m.seq_no <= (claim.parked_seq or 0)]
             pending, cut = one_firing_a_turn(pending)
             handled_seq = pending[-1].seq_no if pending else claim.requested_seq
+            # a message deleted before its answer is handled, never answered nor read (one
+            # deleted while this turn ran: ``deleted``)
+            pending = [m for m in pending if not m.deleted]
             asks = [m for m in pending if asks_for_answer(m) and m.seq_no not in deleted]
             if not asks:
                 done = await self._store.outbox.finish_turn_outbox(
@@ -514,6 +517,16 @@ class TurnScheduler:
             handled_seq=handled_seq,
             finishes_stream=turn.previews_after is not None,
         )
+        if turn.rewrites is not None:
+            # an edited question's answer: edits the old answer's messages in place
+            old = await persist(
+                lambda: self._store.outbox.answer_parts(
+                    claim.session_id, after_seq=turn.rewrites or 0, before_seq=handled_seq
+                ),
+                what="answer_parts",
+                session_id=claim.session_id,
+            )
+            replies = rewritten(replies, old)
         # the answer is decided: write it through a database outage rather than ask the
         # agent again (fenced: a taken-over claim raises LeaseLost). The first part goes to
         # this process's delivery worker already claimed (no claim transaction)
