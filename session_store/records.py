@@ -84,13 +84,19 @@ class InboundNote:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InboundAnnotation:
-    """An edit or deletion of a message already stored (found by its ``message_key``)."""
+    """An edit or deletion of a message already stored (found by its ``message_key``).
+
+    ``follow_up``: what the place's conversation rules make of it once the message was
+    answered (the door decides): ``update`` rewrites the answer to the thread's latest
+    question, ``retract`` deletes the answer to a deleted message; ``None`` (``context``,
+    ``keep``) only changes what later turns see."""
 
     platform: str
     kind: Literal["edit", "delete"]
     message_key: str
     content: str | None = None
     event_id: str | None = None
+    follow_up: Literal["update", "retract"] | None = None
 
 
 InboundItem = InboundMessage | InboundNote | InboundAnnotation
@@ -104,6 +110,8 @@ class IngestResult:
     seq_no: int | None = None
     turn_requested: bool = False
     reason: str | None = None
+    #: outbox rows this event wrote (an answer retracted): the delivery worker is woken
+    deliveries_queued: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -229,6 +237,9 @@ class MessageRecord:
     #: what the message is (``chat``, ``answer``, ``decision``, ...) and its weight
     kind: MessageKind = "chat"
     importance: int = 0
+    #: deleted on its platform (a turn's read of its pending messages says so; other reads
+    #: leave it False)
+    deleted: bool = False
 
     row_columns: ClassVar[Mapping[str, Column]] = {
         "reply_target": Column(convert=ReplyTarget.from_json, if_null=None),
@@ -238,6 +249,7 @@ class MessageRecord:
         "traceparent": Column(convert=_traceparent, whole_row=True),
         "kind": _column_or("kind", "chat"),
         "importance": _column_or("importance", 0),
+        "deleted": _column_or("deleted", False),
     }
 
 

@@ -247,7 +247,8 @@ CREATE TABLE deliveries (
     -- 0016: what the part is (gateway/core/parts.py): its kind, its typed fields as a
     -- versioned document, a file's bytes
     kind                text        NOT NULL DEFAULT 'text'
-                            CHECK (kind IN ('text', 'file', 'approval_card')),
+                            CHECK (kind IN ('text', 'file', 'approval_card', 'edit_message',
+                                           'delete_message')),
     part                jsonb       NOT NULL DEFAULT '{"v": 1}',
     data                bytea,
     -- 0026: the trace context of the message it answers, while tracing is on

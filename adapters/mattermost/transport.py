@@ -281,6 +281,15 @@ class MattermostTransport:
         except (httpx.HTTPError, ValueError) as exc:
             raise translate_error(exc) from exc
 
+    # --- an earlier answer changed (gateway.core.ports.MessageEditing): an edited
+    # question's answer written again in place, a deleted question's answer retracted
+
+    async def edit_message(self, target: ReplyTarget, message_id: str, text: str) -> None:
+        await self.edit_preview(target, message_id, text, final=True)
+
+    async def delete_message(self, target: ReplyTarget, message_id: str) -> None:
+        await self.delete_preview(target, message_id)
+
     async def retire_card(self, target: ReplyTarget, platform_message_id: str, text: str) -> None:
         """Edit the card to show the decision and drop its buttons (reactions cannot be taken
         away). ``props`` replaces the card's props, so the attachment with the buttons goes."""

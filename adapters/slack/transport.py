@@ -357,6 +357,15 @@ class SlackTransport:
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise translate_error(exc) from exc
 
+    # --- an earlier answer changed (gateway.core.ports.MessageEditing): an edited
+    # question's answer written again in place, a deleted question's answer retracted
+
+    async def edit_message(self, target: ReplyTarget, message_id: str, text: str) -> None:
+        await self.edit_preview(target, message_id, text, final=True)
+
+    async def delete_message(self, target: ReplyTarget, message_id: str) -> None:
+        await self.delete_preview(target, message_id)
+
     async def notify(self, target: ReplyTarget, user_id: str, text: str) -> None:
         """A notice only ``user_id`` sees, in the card's thread (chat.postEphemeral)."""
         try:

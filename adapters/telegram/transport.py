@@ -495,6 +495,15 @@ class TelegramTransport:
         except TelegramError as exc:
             raise translate_error(exc) from exc
 
+    # --- an earlier answer changed (gateway.core.ports.MessageEditing): an edited
+    # question's answer written again in place, a deleted question's answer retracted
+
+    async def edit_message(self, target: ReplyTarget, message_id: str, text: str) -> None:
+        await self.edit_preview(target, message_id, text, final=True)
+
+    async def delete_message(self, target: ReplyTarget, message_id: str) -> None:
+        await self.delete_preview(target, message_id)
+
     async def fetch_file(self, attachment: Attachment, *, max_bytes: int) -> bytes:
         """getFile, then the download (knowledge base); the Bot API's own limit
         for bots is 20 MB, whatever GATEWAY_MAX_FILE_BYTES says."""

@@ -25,7 +25,7 @@ from starlette.responses import (
 )
 from starlette.routing import Route
 
-from adapters.web.extract import CHANNEL, PLATFORM, SCOPE, THREAD, extract, voice_note
+from adapters.web.extract import CHANNEL, PLATFORM, SCOPE, THREAD, change, extract, voice_note
 from adapters.web.transport import WebTransport
 from gateway.core.attachments import FileShare
 from gateway.core.conversations import Conversations, TranscriptEntry
@@ -133,6 +133,11 @@ class WebAdapter:
                 "/web/api/channels/{channel}/threads/{thread}/files",
                 self._upload,
                 methods=["POST"],
+            ),
+            Route(
+                "/web/api/channels/{channel}/threads/{thread}/messages/{seq:int}",
+                self._change,
+                methods=["PATCH", "DELETE"],
             ),
             Route(
                 "/web/api/channels/{channel}/threads/{thread}/messages/{seq:int}/feedback",
@@ -298,6 +303,44 @@ class WebAdapter:
             },
             status_code=200,
         )
+
+    async def _change(self, request: Request) -> Response:
+        """The person edits (``PATCH {"text": ...}``) or deletes (``DELETE``) their own message
+        at ``seq``: stored as an edit or deletion of it, which the core's conversation rules
+        act on (the answer follows the new text, or goes with the message). Someone else's
+        message is refused (403)."""
+        intake = self._intake
+        if intake is None:
+            return JSONResponse({"error": "starting up"}, status_code=503)
+        try:
+            person = await self._person(request)
+            key = self._key(request, person)
+        except _Refused as refused:
+            return refused.response
+        seq = request.path_params["seq"]
+        found = None
+        if 0 < seq <= MAX_SEQ:
+            found = await self._conversations.person_message(key, seq)
+        if found is None:
+            return JSONResponse({"error": "no such message"}, status_code=404)
+        if found.sender_id != person:
+            return JSONResponse({"error": "only its author may change it"}, status_code=403)
+        text = None
+        body: Any = None
+        if request.method == "PATCH":
+            try:
+                body = json.loads(await request.body())
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                body = None
+            text = body.get("text") if isinstance(body, dict) else None
+            if not isinstance(body, dict) or set(body) - {"text"} or not isinstance(text, str):
+                return JSONResponse({"error": 'send {"text": "..."}'}, status_code=422)
+        changed = change(key, found.message_id, person, text=text)
+        if isinstance(changed, Rejected):
+            reason = changed.reason.encode("utf-8", "backslashreplace").decode("utf-8")
+            return JSONResponse({"error": reason}, status_code=422)
+        outcome = await intake.submit(changed, raw=body if isinstance(body, dict) else {})
+        return JSONResponse({"status": outcome.status, "seq_no": seq})
 
     async def _upload(self, request: Request) -> Response:
         """A file for this thread's documents (the body is the file, ``?name=`` its name);
@@ -504,6 +547,7 @@ def _message_json(m: TranscriptEntry) -> dict[str, Any]:
         "model": m.model,
         "delivery": m.delivery,
         "feedback": m.feedback,
+        "edited": m.edited,
         "approval": dict(m.approval) if m.approval else None,
         "citations": list(m.citations),
         "files": [

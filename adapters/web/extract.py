@@ -9,6 +9,7 @@ answers them all)."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -17,6 +18,7 @@ from gateway.core.commands import command_name
 from gateway.core.domain import (
     Attachment,
     Envelope,
+    EventKind,
     Facts,
     Rejected,
     ReplyTarget,
@@ -117,5 +119,44 @@ def voice_note(
                 file_id=f"{HELD_PREFIX}{file_id}",
             ),
         ),
+        facts=facts,
+    )
+
+
+def change(
+    key: SessionKey, message_id: str, sender: str, *, text: str | None
+) -> Envelope | Rejected:
+    """An edit (``text``) or a deletion (``None``) of the person's own message
+    ``message_id`` in the thread ``key``. Its event id names the change (the message, and for
+    an edit its new text), so a retried request counts once."""
+    if text is not None:
+        if not text.strip():
+            return Rejected(platform=PLATFORM, reason="text must be a non-empty string")
+        if len(text) > MAX_TEXT:
+            return Rejected(platform=PLATFORM, reason=f"text is longer than {MAX_TEXT} characters")
+        if "\x00" in text:
+            return Rejected(platform=PLATFORM, reason="text must not contain NUL characters")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return Rejected(
+                platform=PLATFORM, reason="text is not valid Unicode (a lone surrogate)"
+            )
+    facts = Facts(place=key, person=sender, direct=key.chat_id.startswith("~"), mentioned=True)
+    digest = hashlib.sha256((text or "").encode("utf-8")).hexdigest()[:16]
+    return Envelope(
+        key=key,
+        target=ReplyTarget(
+            platform=PLATFORM,
+            scope=SCOPE,
+            chat_id=key.chat_id,
+            thread_id=key.thread_id,
+            reply_to_message_id=message_id,
+        ),
+        message_id=message_id,
+        event_id=f"edit:{message_id}:{digest}" if text is not None else f"delete:{message_id}",
+        text=text or "",
+        sender=Sender(id=sender, name=sender),
+        kind=EventKind.EDIT if text is not None else EventKind.DELETE,
         facts=facts,
     )

@@ -121,6 +121,17 @@ class WebTransport:
     async def delete_preview(self, target: ReplyTarget, message_id: str) -> None:
         self._live.publish(live_topic(_key(target)), {"type": "preview_gone", "id": message_id})
 
+    # --- an earlier answer changed (gateway.core.ports.MessageEditing): the page reads the
+    # thread again on these (the stored transcript shows the answer as it is now)
+
+    async def edit_message(self, target: ReplyTarget, message_id: str, text: str) -> None:
+        self._live.publish(
+            live_topic(_key(target)), {"type": "edited", "id": message_id, "text": text}
+        )
+
+    async def delete_message(self, target: ReplyTarget, message_id: str) -> None:
+        self._live.publish(live_topic(_key(target)), {"type": "deleted", "id": message_id})
+
     async def typing(self, target: ReplyTarget) -> None:
         topic = live_topic(_key(target))
         self._typing.add(topic)

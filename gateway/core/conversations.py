@@ -52,6 +52,16 @@ class TranscriptEntry:
     citations: tuple[int, ...] = ()
     #: files the answer carried (its sent file parts), so a reload shows them too
     files: Sequence[TranscriptFile] = ()
+    #: the person edited it (``content`` is the newest text)
+    edited: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SentByPerson:
+    """A person's message of a thread: its platform id and who sent it."""
+
+    message_id: str
+    sender_id: str | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,7 +126,11 @@ class Conversations:
         if session is None:
             return None
         messages = await self._store.sessions.messages(
-            session.id, before_seq=session.last_seq_no + 1, limit=limit, with_deliveries=True
+            session.id,
+            before_seq=session.last_seq_no + 1,
+            limit=limit,
+            with_deliveries=True,
+            as_now=True,
         )
         # approval cards show their request's current state
         cards = {m.seq_no: _approval_id(m) for m in messages}
@@ -159,6 +173,20 @@ class Conversations:
                 )
             )
         return found
+
+    async def person_message(self, key: SessionKey, seq_no: int) -> SentByPerson | None:
+        """The person's message at ``seq_no`` of the place's current session, as a surface
+        names it for an edit or a deletion; ``None`` for no such message, or not a person's."""
+        session = await self._store.sessions.find_session(key)
+        if session is None or not 0 < seq_no <= session.last_seq_no:
+            return None
+        found = await self._store.sessions.messages(session.id, after_seq=seq_no - 1, limit=1)
+        if not found or found[0].seq_no != seq_no:
+            return None
+        message = found[0]
+        if message.role != "user" or message.external_id is None or message.command is not None:
+            return None
+        return SentByPerson(message_id=message.external_id, sender_id=message.sender_id)
 
     async def vote(self, key: SessionKey, seq_no: int, *, user_id: str, value: int) -> Vote:
         """One person's feedback on the answer at ``seq_no`` of the place's current session:
@@ -204,8 +232,15 @@ class Conversations:
 
 
 def _shown(m: MessageRecord) -> bool:
-    """The tool exchange (calls and results) is the agent's working, not the chat."""
-    return m.role != "tool" and not m.metadata.get("tool_calls")
+    """The tool exchange (calls and results) is the agent's working, not the chat; a deleted
+    message (or an answer retracted or written again) is gone, and an edited question's
+    request for its answer written again is no message of its own."""
+    return (
+        m.role != "tool"
+        and not m.metadata.get("tool_calls")
+        and not m.deleted
+        and "rewrites" not in m.metadata
+    )
 
 
 def _approval_id(m: MessageRecord) -> str | None:
@@ -224,6 +259,7 @@ def _entry(m: MessageRecord) -> TranscriptEntry:
         delivery=_worst({d.status for d in m.deliveries}),
         feedback=m.feedback,
         citations=_cited(m),
+        edited=m.edited_at is not None,
         files=[
             TranscriptFile(
                 id=f"gw-{d.id}",

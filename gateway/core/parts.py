@@ -10,6 +10,11 @@ with its format version ``v``) and ``data`` (a file's bytes): ``StoredPart`` in 
 * ``FilePart``: an upload into the thread, after the answer's text.
 * ``ApprovalCardPart``: the card asking to approve a tool call, with the request's id (a
   transport that can show buttons adds them).
+* ``EditPart``: an earlier part's platform message edited to a new text (an answer written
+  again for its edited question), named by that part's delivery id; where the platform
+  cannot edit, the text goes out as a new message with ``note`` before it.
+* ``DeletePart``: an earlier part's platform message deleted (an answer retracted with its
+  deleted question).
 
 ``finishes_stream`` (text and file parts): the part belongs to an answer that was streamed
 into previews; its delivery edits its preview into the final text, or deletes the previews
@@ -59,7 +64,24 @@ class ApprovalCardPart:
     kind: Literal["approval_card"] = "approval_card"
 
 
-OutboxPart = TextPart | FilePart | ApprovalCardPart
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EditPart:
+    text: str
+    #: the delivery whose platform message is edited
+    delivery_id: int
+    #: said before the text when it has to be sent as a new message instead
+    note: str = ""
+    kind: Literal["edit_message"] = "edit_message"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeletePart:
+    #: the delivery whose platform message is deleted
+    delivery_id: int
+    kind: Literal["delete_message"] = "delete_message"
+
+
+OutboxPart = TextPart | FilePart | ApprovalCardPart | EditPart | DeletePart
 
 
 def stored(part: OutboxPart | str) -> StoredPart:
@@ -82,6 +104,14 @@ def stored(part: OutboxPart | str) -> StoredPart:
         case ApprovalCardPart():
             doc["approval_id"] = part.approval_id
             return StoredPart("approval_card", part.text, doc)
+        case EditPart():
+            doc["delivery_id"] = part.delivery_id
+            if part.note:
+                doc["note"] = part.note
+            return StoredPart("edit_message", part.text, doc)
+        case DeletePart():
+            doc["delivery_id"] = part.delivery_id
+            return StoredPart("delete_message", "", doc)
 
 
 def part_of(delivery: DeliveryRecord) -> OutboxPart:
@@ -112,4 +142,13 @@ def from_stored(
         return FilePart(file=file, finishes_stream=streamed)
     if kind == "approval_card":
         return ApprovalCardPart(text=content, approval_id=str(doc["approval_id"]))
+    if kind == "edit_message":
+        note = doc.get("note")
+        return EditPart(
+            text=content,
+            delivery_id=int(doc["delivery_id"]),
+            note=note if isinstance(note, str) else "",
+        )
+    if kind == "delete_message":
+        return DeletePart(delivery_id=int(doc["delivery_id"]))
     raise ValueError(f"unknown outbox part kind {kind!r}")

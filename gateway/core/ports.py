@@ -246,6 +246,19 @@ class Previewing(Protocol):
 
 
 @runtime_checkable
+class MessageEditing(Protocol):
+    """Optional: a transport that can change a message the bot sent before: edit its text
+    (an answer written again for its edited question) or delete it (an answer retracted
+    with its deleted question). ``text`` is a part in the form ``send`` takes. Editing to
+    the same text, and deleting what is gone already, are success; failures raise
+    ``DeliveryError`` (permanent when the platform refuses for good)."""
+
+    async def edit_message(self, target: ReplyTarget, message_id: str, text: str) -> None: ...
+
+    async def delete_message(self, target: ReplyTarget, message_id: str) -> None: ...
+
+
+@runtime_checkable
 class Drafting(Protocol):
     """Optional: a transport with native drafts for some places (Telegram
     ``sendMessageDraft`` in private chats): an animated draft that is not a message, so

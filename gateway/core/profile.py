@@ -8,9 +8,26 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Literal
 
-__all__ = ["AnswerRule", "Profile"]
+__all__ = ["AnswerRule", "ConversationRules", "OnDelete", "OnEdit", "Profile"]
 
 AnswerRule = Literal["mentions", "all"]
+#: an edit of the thread's latest question after its answer: the answer is written again in
+#: place (``update``), or only later turns see the edited text (``context``)
+OnEdit = Literal["update", "context"]
+#: a deleted message's answer: kept (``keep``), or deleted as well (``retract``)
+OnDelete = Literal["keep", "retract"]
+ON_EDIT: tuple[OnEdit, ...] = ("update", "context")
+ON_DELETE: tuple[OnDelete, ...] = ("keep", "retract")
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationRules:
+    """What edits and deletions of a place's messages do once they were answered (its
+    profile's ``on_edit`` / ``on_delete``, else ``GATEWAY_ON_EDIT`` / ``GATEWAY_ON_DELETE``);
+    the core's door reads them for every edit and deletion."""
+
+    on_edit: OnEdit = "update"
+    on_delete: OnDelete = "keep"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,6 +46,10 @@ class Profile:
     knowledge: tuple[str, ...] = ()
     answer: AnswerRule | None = None
     streaming: bool | None = None
+    #: edits and deletions after the answer (``None``: ``GATEWAY_ON_EDIT`` /
+    #: ``GATEWAY_ON_DELETE``)
+    on_edit: OnEdit | None = None
+    on_delete: OnDelete | None = None
     #: offered when a person opens an assistant thread (Slack's suggested prompts)
     suggested_prompts: tuple[str, ...] = ()
 
@@ -37,6 +58,14 @@ class Profile:
         """The answer policy's input: ``True`` every message, ``False`` mentions only,
         ``None`` not set (the answer-all settings decide)."""
         return None if self.answer is None else self.answer == "all"
+
+    def conversation(self, default: ConversationRules) -> ConversationRules:
+        """This profile's rules for edits and deletions over the settings' ``default``."""
+        if self.on_edit is None and self.on_delete is None:
+            return default
+        return ConversationRules(
+            on_edit=self.on_edit or default.on_edit, on_delete=self.on_delete or default.on_delete
+        )
 
     def allows_tool(self, name: str) -> bool:
         return self.tools is None or any(fnmatchcase(name, p) for p in self.tools)
@@ -52,5 +81,7 @@ class Profile:
             "knowledge": list(self.knowledge),
             "answer": self.answer,
             "streaming": self.streaming,
+            "on_edit": self.on_edit,
+            "on_delete": self.on_delete,
             "suggested_prompts": list(self.suggested_prompts),
         }

@@ -302,6 +302,15 @@ class Settings(BaseSettings):
         default=1.0, ge=0.2, le=60, alias="GATEWAY_STREAM_EDIT_SECONDS"
     )
 
+    # --- conversations that change -----------------------------------------------
+    # a place's profile may set its own (on_edit, on_delete)
+    #: an edit of the thread's latest question after its answer: `update` writes the answer
+    #: again in place (a new reply where the platform cannot edit), `context` only changes
+    #: what later turns see
+    gateway_on_edit: Literal["update", "context"] = Field(default="update", alias="GATEWAY_ON_EDIT")
+    #: a deleted message's answer: `keep` it, or `retract` it (deleted on the platform too)
+    gateway_on_delete: Literal["keep", "retract"] = Field(default="keep", alias="GATEWAY_ON_DELETE")
+
     # --- knowledge base ------------------------------------------------------
     #: an OpenAI-compatible `/v1/embeddings` server for the knowledge base; unset: the built-in
     #: local embedder (no download)

@@ -35,6 +35,8 @@ from gateway.core.domain import (
     Ignored,
     Reaction,
     Rejected,
+    ReplyTarget,
+    Sender,
     SessionKey,
     Trigger,
 )
@@ -48,7 +50,7 @@ from gateway.core.ports import (
     Lifecycle,
     Places,
 )
-from gateway.core.profile import Profile
+from gateway.core.profile import ConversationRules, Profile
 from gateway.inbound.policy import Action, AnswerRules, Decision, decide
 
 log = structlog.get_logger(__name__)
@@ -59,6 +61,9 @@ BODY_KEPT = 65536
 
 # --- the door -----------------------------------------------------------------------------
 
+#: edits and deletions where no rules are given: GATEWAY_ON_EDIT's and GATEWAY_ON_DELETE's
+#: defaults
+DEFAULT_RULES = ConversationRules()
 _SUFFIX = {EventKind.MESSAGE: "", EventKind.EDIT: " edited", EventKind.DELETE: " deleted"}
 #: a command counts when the message is for the bot: answered, or answered if engaged
 _FOR_US = frozenset({Action.ANSWER, Action.IF_ENGAGED})
@@ -136,20 +141,54 @@ class Inbox(Protocol):
     async def knows(self, key: SessionKey) -> bool: ...
 
 
+#: where an edit or deletion carries what it asks of the answer (``follow_up``), for the inbox
+FOLLOW_UP = "follow_up"
+
+
+def follow_up(extracted: Extracted, rules: ConversationRules) -> Extracted:
+    """An admitted edit or deletion with what the place's conversation rules ask of the
+    answer once its message was answered: ``update`` (written again for the edited text) or
+    ``retract`` (deleted with its question). ``context`` and ``keep`` ask nothing: later turns
+    read the newest text, without the deleted message, either way."""
+    if not isinstance(extracted, Envelope):
+        return extracted
+    wanted = None
+    if extracted.kind is EventKind.EDIT and rules.on_edit == "update":
+        wanted = "update"
+    elif extracted.kind is EventKind.DELETE and rules.on_delete == "retract":
+        wanted = "retract"
+    if wanted is None:
+        return extracted
+    return replace(extracted, metadata={**extracted.metadata, FOLLOW_UP: wanted})
+
+
 class Door:
     """The ``Ingest`` of one surface: ``admit`` with the rules its plugin declares, then the
     inbox. The composition root builds one per adapter; the adapter holds nothing else that
-    stores a message."""
+    stores a message. ``conversation``: a place's rules for edits and deletions (its
+    profile's, else the settings'); without it, the defaults."""
 
-    def __init__(self, inbox: Inbox, rules: AnswerRules) -> None:
+    def __init__(
+        self,
+        inbox: Inbox,
+        rules: AnswerRules,
+        *,
+        conversation: Callable[[SessionKey], ConversationRules] | None = None,
+    ) -> None:
         self._inbox = inbox
         self.rules = rules
+        self._conversation = conversation
 
     def admit(self, extracted: Extracted) -> Extracted:
         return admit(extracted, self.rules)
 
     async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
-        return await self._inbox.submit(admit(extracted, self.rules), raw=raw)
+        admitted = admit(extracted, self.rules)
+        if isinstance(admitted, Envelope) and admitted.kind is not EventKind.MESSAGE:
+            place = admitted.key
+            rules = DEFAULT_RULES if self._conversation is None else self._conversation(place)
+            admitted = follow_up(admitted, rules)
+        return await self._inbox.submit(admitted, raw=raw)
 
     async def knows(self, key: SessionKey) -> bool:
         return await self._inbox.knows(key)
@@ -252,6 +291,23 @@ async def record_reaction(
         user_id=found.user_id,
         value=found.value,
     )
+
+
+def refusal(ingest: Ingest, *, place: SessionKey, person: str) -> str | None:
+    """Why the door would not answer ``person`` writing to the bot directly in ``place``, or
+    ``None`` when it would: for a surface that must decide something before any message
+    (accept a room invitation, join a server) without deciding who is welcome itself. The
+    answer policy's own verdict on such a message (allow-lists of places and people)."""
+    probe = Envelope(
+        key=place,
+        target=ReplyTarget(platform=place.platform, scope=place.scope, chat_id=place.chat_id),
+        message_id="",
+        text="",
+        sender=Sender(id=person),
+        facts=Facts(place=place, person=person, direct=True),
+    )
+    verdict = ingest.admit(probe)
+    return verdict.reason if isinstance(verdict, Ignored) else None
 
 
 class _IngestWithFeedback(Ingest, Interactions, Protocol):

@@ -13,7 +13,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, fields, is_dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeGuard, TypeVar
 
 import structlog
 
@@ -43,7 +43,7 @@ from session_store.records import (
     IngestResult,
 )
 from session_store.store import Store
-from session_store.values import TurnRequest
+from session_store.values import EncodedJson, TurnRequest
 
 log = structlog.get_logger(__name__)
 
@@ -151,21 +151,34 @@ def clean_raw(raw: Mapping[str, Any] | None, notes: set[str]) -> Mapping[str, An
         return None
     cleaned: dict[str, Any] = clean_value(_without_secrets(dict(raw)), notes)
     try:
-        size = len(json.dumps(cleaned, default=str, separators=(",", ":")))
+        text = json.dumps(cleaned, default=str, separators=(",", ":"))
     except (TypeError, ValueError):  # a value no JSON encoder takes, or nested too deep
         notes.add("raw_unencodable")
         return {"unencodable": True, "repr": repr(cleaned)[:RAW_HEAD_BYTES]}
+    size = len(text)
     if size > MAX_RAW_BYTES:
         notes.add("raw_truncated")
         head = json.dumps(cleaned, default=str)[:RAW_HEAD_BYTES]
         return {"truncated": True, "bytes": size, "head": head}
-    return cleaned
+    # the encoding just made is the one stored: the payload is encoded once per event
+    return EncodedJson(cleaned, text)
 
 
 #: the reasons the surfaces give for the bot's own posts, which Slack, Mattermost and
 #: Telegram send back as events (one per reply): acknowledged and counted in
 #: ``gateway_inbound_events_total``, not kept in the inbox
 OWN_ECHOES = frozenset({"own message", "own post", "own message edited", "own message deleted"})
+#: the platforms' notices about a conversation, no one's message: Telegram's service messages
+#: (a forum topic created, one per new topic, renamed, closed) and Mattermost's system posts (a
+#: user joined): counted and acknowledged like the echoes, not kept (a transaction each)
+NOTICES = ("service message: ", "system post ")
+
+
+def counted_only(extracted: Extracted) -> TypeGuard[Ignored]:
+    """An event the inbox does not keep: acknowledged and counted only."""
+    return isinstance(extracted, Ignored) and (
+        extracted.reason in OWN_ECHOES or extracted.reason.startswith(NOTICES)
+    )
 
 
 def _without_secrets(value: Any) -> Any:
@@ -250,6 +263,7 @@ def _to_inbound(extracted: Extracted) -> InboundItem:
             message_key=message_key(extracted),
             content=extracted.text,
             event_id=extracted.event_id,
+            follow_up=_follow_up(extracted),
         )
     return InboundMessage(
         key=extracted.key,
@@ -267,6 +281,17 @@ def _to_inbound(extracted: Extracted) -> InboundItem:
         sent_at=extracted.sent_at,
         metadata=_message_metadata(extracted),
     )
+
+
+def _follow_up(env: Envelope) -> Literal["update", "retract"] | None:
+    """What the door's conversation rules ask of an edit's or deletion's answer
+    (``gateway.inbound.ingress.follow_up``)."""
+    wanted = env.metadata.get("follow_up")
+    if wanted == "update" and env.kind is EventKind.EDIT:
+        return "update"
+    if wanted == "retract" and env.kind is EventKind.DELETE:
+        return "retract"
+    return None
 
 
 def _message_metadata(env: Envelope) -> dict[str, Any]:
@@ -300,11 +325,14 @@ class CoreIntake:
         metrics: Metrics,
         turn_wake: Signal,
         live: Broadcast,
+        delivery_wake: Signal | None = None,
     ) -> None:
         self._store = store
         self._metrics = metrics
         self._turn_wake = turn_wake
         self._live = live
+        #: woken for the outbox rows an event wrote (an answer retracted)
+        self._delivery_wake = delivery_wake
 
     async def submit(self, extracted: Extracted, *, raw: Mapping[str, Any] | None) -> IngestOutcome:
         if not tracing.enabled():
@@ -316,7 +344,7 @@ class CoreIntake:
     async def _submit(
         self, extracted: Extracted, *, raw: Mapping[str, Any] | None
     ) -> IngestOutcome:
-        if isinstance(extracted, Ignored) and extracted.reason in OWN_ECHOES:
+        if counted_only(extracted):
             # counted, never stored: a row per reply would be a transaction per message
             # for nothing (a redelivery is ignored again just the same)
             self._metrics.inbound.labels(extracted.platform, "ignored").inc()
@@ -381,6 +409,9 @@ class CoreIntake:
             )
         if result.turn_requested:
             self._turn_wake.set()
+        if result.deliveries_queued and self._delivery_wake is not None:
+            for _ in range(result.deliveries_queued):
+                self._delivery_wake.set()
         return IngestOutcome(
             status=result.status,
             session_id=result.session_id,

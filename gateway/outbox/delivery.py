@@ -21,9 +21,18 @@ from gateway.core.errors import DeliveryError, LeaseLost, StoreError
 from gateway.core.hub import PollGate, Signal
 from gateway.core.lifecycle.supervisor import Beat, item_backoff, no_beat, pause, persist
 from gateway.core.metrics import Metrics
-from gateway.core.parts import ApprovalCardPart, FilePart, OutboxPart, TextPart, part_of
+from gateway.core.parts import (
+    ApprovalCardPart,
+    DeletePart,
+    EditPart,
+    FilePart,
+    OutboxPart,
+    TextPart,
+    part_of,
+)
 from gateway.core.ports import SendResult, Transport, send_card
 from gateway.outbox.pacing import NO_LIMIT, Budget, Pacing, Rules, pace_rules
+from gateway.outbox.retouch import retouch
 from gateway.outbox.stream_finish import finish_part
 from gateway.outbox.waiting import Held, WaitingRoom
 from session_store.records import DeliveryRecord
@@ -410,6 +419,9 @@ class DeliveryWorker:
             part = part_of(delivery)
         except (ValueError, KeyError, TypeError) as exc:
             raise DeliveryError(f"unreadable outbox part: {exc}", permanent=True) from exc
+        if isinstance(part, EditPart | DeletePart):
+            # an earlier answer written again or retracted (gateway.outbox.retouch)
+            return await retouch(self._store.outbox, transport, delivery, part)
         if (
             self._previews is not None
             and isinstance(part, TextPart | FilePart)
@@ -458,6 +470,14 @@ class DeliveryWorker:
             raise
         except StoreError as exc:
             raise DeliveryError(f"not sent: the store is unreachable: {exc}") from exc
+
+    async def _hold(
+        self, transport: Transport, target: ReplyTarget, keys: tuple[str, ...], seconds: float
+    ) -> None:
+        try:
+            await _hold_keys(self._budget, transport, target, keys, seconds)
+        except StoreError as exc:  # the retry itself is still scheduled with its delay
+            log.warning("pacing_hold_failed", error=str(exc))
 
     async def _failed(
         self,
@@ -513,6 +533,8 @@ class DeliveryWorker:
             return
         if exc.retry_after is not None:
             self._metrics.retry_after_seconds.labels(delivery.platform).inc(delay)
+            if exc.hold:
+                await self._hold(transport, delivery.target, exc.hold, delay)
         await persist(
             lambda: self._store.outbox.mark_retry(delivery, delay=delay, error=reason),
             what="mark_retry",
@@ -520,6 +542,16 @@ class DeliveryWorker:
         )
         self._metrics.deliveries.labels(delivery.platform, "retry").inc()
         bound.info("delivery_retry_scheduled", error=reason, delay_s=round(delay, 2))
+
+
+async def _hold_keys(
+    budget: Budget, transport: Transport, target: ReplyTarget, keys: tuple[str, ...], seconds: float
+) -> None:
+    """Close the pace keys a platform's limit names (``DeliveryError.hold``) for ``seconds``."""
+    own = {f"{transport.platform}:{key}" for key in keys}
+    rules = [rule for rule in pace_rules(transport, target) if rule.key in own]
+    if rules:
+        await budget.hold(rules, seconds)
 
 
 async def send_part(
@@ -540,6 +572,9 @@ async def send_part(
                 approval_id=part.approval_id,
                 idempotency_key=idempotency_key,
             )
+        case EditPart() | DeletePart():
+            # they change an earlier message (gateway.outbox.retouch), never sent alone
+            raise DeliveryError(f"a {part.kind} part is not sent on its own", permanent=True)
 
 
 class _OffWire:

@@ -14,6 +14,7 @@ from typing import Any
 
 from gateway.core.config_file import ConfigFile
 from gateway.core.errors import ConfigError
+from gateway.core.profile import ON_DELETE, ON_EDIT
 from gateway.inbound.policy import PlacePattern
 from gateway.profiles.model import DEFAULT, AnswerRule, Place, Profile, ProfileBook
 
@@ -28,6 +29,8 @@ _KEYS = frozenset(
         "knowledge",
         "answer",
         "streaming",
+        "on_edit",
+        "on_delete",
         "suggested_prompts",
     }
 )
@@ -131,6 +134,8 @@ def _profile(name: str, table: Any, *, models: Collection[str], tools: KnownTool
         knowledge=field("knowledge", lambda v: tuple(_texts(v))) or (),
         answer=field("answer", _answer),
         streaming=field("streaming", _flag),
+        on_edit=field("on_edit", lambda v: _choice(v, ON_EDIT)),
+        on_delete=field("on_delete", lambda v: _choice(v, ON_DELETE)),
         suggested_prompts=field("suggested_prompts", lambda v: tuple(_texts(v))) or (),
     )
     if found:
@@ -166,6 +171,12 @@ def _answer(value: Any) -> AnswerRule:
     if value == "mentions" or value == "all":
         return value  # type: ignore[no-any-return]
     raise ValueError('must be "mentions" or "all"')
+
+
+def _choice(value: Any, choices: tuple[str, ...]) -> Any:
+    if isinstance(value, str) and value in choices:
+        return value
+    raise ValueError("must be " + " or ".join(f'"{c}"' for c in choices))
 
 
 def _flag(value: Any) -> bool:

@@ -13,6 +13,7 @@ from pathlib import Path
 from gateway.core.config_file import ConfigFile, load_config_file
 from gateway.core.config_watch import ConfigWatch
 from gateway.core.domain import SessionKey
+from gateway.core.profile import ConversationRules
 from gateway.core.settings import Settings
 from gateway.profiles.model import Profile, ProfileBook, Resolved
 from gateway.profiles.parse import KnownTools, parse_profiles
@@ -49,8 +50,15 @@ class Profiles:
     """The book in force, and each profile's context policy (the settings' one, with the
     profile's system prompt and models)."""
 
-    def __init__(self, book: ProfileBook, base: ContextPolicy) -> None:
+    def __init__(
+        self,
+        book: ProfileBook,
+        base: ContextPolicy,
+        conversation: ConversationRules | None = None,
+    ) -> None:
         self._base = base
+        #: GATEWAY_ON_EDIT / GATEWAY_ON_DELETE, for places whose profile sets neither
+        self._conversation = conversation or ConversationRules()
         self._book = book
         self._policies: dict[str, ContextPolicy] = {}
         self.apply(book)
@@ -59,7 +67,13 @@ class Profiles:
     def watching(cls, watch: ConfigWatch, settings: Settings) -> Profiles:
         """Profiles from the watched file, read again on every reload (a bad file raises
         ``ConfigError`` here at start; on a reload it is refused and these stay)."""
-        profiles = cls(ProfileBook(), ContextPolicy.from_settings(settings))
+        profiles = cls(
+            ProfileBook(),
+            ContextPolicy.from_settings(settings),
+            ConversationRules(
+                on_edit=settings.gateway_on_edit, on_delete=settings.gateway_on_delete
+            ),
+        )
         watch.subscribe("profiles", lambda config: load_book(settings, config), profiles.apply)
         return profiles
 
@@ -90,6 +104,11 @@ class Profiles:
     def answers_all(self, key: SessionKey) -> bool | None:
         """The answer policy's input for ``key`` (``AnswerRules.place_answers_all``)."""
         return self._book.answers_all(key)
+
+    def conversation(self, key: SessionKey) -> ConversationRules:
+        """What edits and deletions do in ``key`` (the core's door reads it): the place's
+        profile's ``on_edit`` / ``on_delete`` over ``GATEWAY_ON_EDIT`` / ``GATEWAY_ON_DELETE``."""
+        return self._book.resolve(key).profile.conversation(self._conversation)
 
     def policy_for(self, profile: Profile) -> ContextPolicy:
         return self._policies.get(profile.name) or self._policy(profile)

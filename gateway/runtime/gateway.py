@@ -171,7 +171,11 @@ class Gateway:
         # the core's side of the adapters' intake: the inbox behind every door, cursors,
         # interactions (feedback, approval clicks) and the receive loops' lifecycle
         self.intake = CoreIntake(
-            store, metrics=self.metrics, turn_wake=self.turn_wake, live=self.live
+            store,
+            metrics=self.metrics,
+            turn_wake=self.turn_wake,
+            live=self.live,
+            delivery_wake=self.delivery_wake,
         )
         self.cursors = CoreCursors(store)
         self.interactions = CoreInteractions(store)
@@ -203,6 +207,7 @@ class Gateway:
             a.platform: Door(
                 self.intake,
                 answer_rules_of(a.platform, settings, place_answers_all=self.profiles.answers_all),
+                conversation=self.profiles.conversation,
             )
             for a in self.adapters
         }

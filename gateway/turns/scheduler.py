@@ -29,7 +29,7 @@ from gateway.core.lifecycle.supervisor import Beat, item_backoff, no_beat, pause
 from gateway.core.metrics import Metrics
 from gateway.core.ports import Transport
 from gateway.tools.runner import ApprovalPending
-from gateway.turns.outgoing import outgoing
+from gateway.turns.outgoing import outgoing, rewritten
 from gateway.turns.pipeline import Pipeline
 from gateway.turns.stage import (
     AgentRequest,
@@ -250,7 +250,7 @@ class TurnScheduler:
             if prefetched is not None:
                 pending, prefetched = prefetched, None
             else:
-                pending = await self._store.sessions.delta(
+                pending = await self._store.sessions.pending(
                     claim.session_id, claim.done_seq, limit=PENDING_LIMIT
                 )
             resumed = claim.parked_seq is not None and claim.parked_seq > claim.done_seq
@@ -261,6 +261,8 @@ class TurnScheduler:
                 pending = [m for m in pending if m.seq_no <= (claim.parked_seq or 0)]
             pending, cut = one_firing_a_turn(pending)
             handled_seq = pending[-1].seq_no if pending else claim.requested_seq
+            # a message deleted before its answer is handled, never answered nor read
+            pending = [m for m in pending if not m.deleted]
             asks = [m for m in pending if asks_for_answer(m)]
             if not asks:
                 done = await self._store.outbox.finish_turn_outbox(
@@ -395,6 +397,16 @@ class TurnScheduler:
             handled_seq=handled_seq,
             finishes_stream=turn.previews_after is not None,
         )
+        if turn.rewrites is not None:
+            # an edited question's answer: edits the old answer's messages in place
+            old = await persist(
+                lambda: self._store.outbox.answer_parts(
+                    claim.session_id, after_seq=turn.rewrites or 0, before_seq=handled_seq
+                ),
+                what="answer_parts",
+                session_id=claim.session_id,
+            )
+            replies = rewritten(replies, old)
         # the answer is decided: write it through a database outage rather than ask the
         # agent again (fenced: a taken-over claim raises LeaseLost). The first part goes to
         # this process's delivery worker already claimed (no claim transaction)

@@ -157,6 +157,16 @@ class TurnRun:
     _holds: list[Callable[[], str | None]] = field(default_factory=list, init=False, repr=False)
 
     @property
+    def rewrites(self) -> int | None:
+        """The seq of the question whose answer this run writes again, for its edited
+        text (``on_edit = "update"``), else ``None``."""
+        for message in self.asks:
+            seq = message.metadata.get("rewrites")
+            if isinstance(seq, int) and not isinstance(seq, bool):
+                return seq
+        return None
+
+    @property
     def question(self) -> MessageRecord | None:
         """The newest question for the agent."""
         return self.questions[-1] if self.questions else None
@@ -223,12 +233,15 @@ def is_scheduled(message: MessageRecord) -> bool:
 
 
 def one_firing_a_turn(pending: Sequence[MessageRecord]) -> tuple[list[MessageRecord], bool]:
-    """What one turn handles of its pending messages: a schedule's firing is a turn of its own
-    (two firings due together get an answer each, and a person's question is not answered
-    together with one), so the messages before the first firing, or that firing alone when it
-    comes first. Also whether any were left for the next turn."""
+    """What one turn handles of its pending messages: a schedule's firing (or an answer's
+    rewrite) is a turn of its own (two firings due together get an answer each, and a
+    person's question is not answered together with one), so the messages before the first
+    firing, or that firing alone when it comes first. Also whether any were left for the next
+    turn."""
     for i, message in enumerate(pending):
-        if is_scheduled(message):
+        # an answer written again for an edited question is a turn of its own too: it edits
+        # the old answer in place, which a new question's answer must not do
+        if is_scheduled(message) or "rewrites" in message.metadata:
             end = max(i, 1)
             return list(pending[:end]), end < len(pending)
     return list(pending), False

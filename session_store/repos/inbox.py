@@ -1,5 +1,6 @@
 """The inbox: each inbound event stored once, as a message of its session, an edit or deletion
-of one, or a note of why it was not (ignored, rejected); and each adapter's cursor."""
+of one (with what it asks of the answer: written again, or retracted), or a note of why it was
+not (ignored, rejected); and each adapter's cursor."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from session_store.records import (
     IngestResult,
 )
 from session_store.sql import load
+from session_store.values import EncodedJson
 
 SQL = load(__package__, "inbox.sql")
 
@@ -115,8 +117,20 @@ class Inbox:
             )
             if item.kind == "edit":
                 await conn.execute(SQL.mark_edited, found["id"])
+            rewrite = None
+            retracted = 0
+            if item.follow_up == "update" and item.kind == "edit" and item.content is not None:
+                rewrite = await conn.fetchrow(SQL.request_rewrite, found["id"], item.content)
+            elif item.follow_up == "retract" and item.kind == "delete":
+                retracted = len(await conn.fetch(SQL.retract_answer, found["id"]))
         return IngestResult(
-            status="accepted", session_id=found["session_id"], message_id=found["id"]
+            status="accepted",
+            session_id=found["session_id"],
+            message_id=found["id"],
+            # the answer is written again: a turn is asked for, like a question's
+            turn_requested=rewrite is not None,
+            seq_no=None if rewrite is None else rewrite["seq_no"],
+            deliveries_queued=retracted,
         )
 
     # --- adapter cursors -----------------------------------------------------------------
@@ -174,4 +188,6 @@ def _title(text: str) -> str:
 
 
 def _jsonable(raw: Mapping[str, Any] | None) -> Any:
-    return None if raw is None else dict(raw)
+    if raw is None or type(raw) is EncodedJson:
+        return raw
+    return dict(raw)

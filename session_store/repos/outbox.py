@@ -314,6 +314,20 @@ class Outbox:
         async with self.db.connection() as conn:
             return await conn.fetchval(SQL.retry_failed_delivery, delivery_id) is not None
 
+    async def delivery(self, delivery_id: int) -> DeliveryRecord | None:
+        async with self.db.connection() as conn:
+            row = await conn.fetchrow(SQL.get_delivery, delivery_id)
+        return None if row is None else delivery_from_row(row)
+
+    async def answer_parts(
+        self, session_id: int, *, after_seq: int, before_seq: int
+    ) -> list[DeliveryRecord]:
+        """The text parts of the newest answer between two seqs, in order: what an answer
+        written again for an edited question edits in place."""
+        async with self.db.connection() as conn:
+            rows = await conn.fetch(SQL.answer_parts, session_id, after_seq, before_seq)
+        return [delivery_from_row(r) for r in rows]
+
     async def deliveries_for_session(self, session_id: int) -> list[DeliveryRecord]:
         async with self.db.connection() as conn:
             rows = await conn.fetch(SQL.deliveries_for_session, session_id)

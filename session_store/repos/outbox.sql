@@ -261,3 +261,21 @@ INSERT INTO deliveries (message_id, session_id, seq_no, part_no, platform, targe
                         kind, part, traceparent)
 VALUES ($1, $2, $3, 1, $4, $5, $6, 'approval_card',
         jsonb_build_object('v', 1, 'approval_id', $7::text), $8)
+
+-- name: answer_parts
+-- The text parts of the newest answer in ($2, $3) of a session, in order: the assistant
+-- messages of its newest turn that has any (an answer written again edits these in place;
+-- an earlier rewrite's edit parts name the same platform messages).
+WITH newest AS (
+    SELECT max((r.metadata->>'answers_seq')::bigint) AS seq FROM messages r
+    WHERE r.session_id = $1 AND r.seq_no > $2 AND r.seq_no < $3 AND r.role = 'assistant'
+      AND r.model IS DISTINCT FROM 'command'
+      AND EXISTS (SELECT 1 FROM deliveries x
+                  WHERE x.message_id = r.id AND x.kind IN ('text', 'edit_message'))
+)
+SELECT {{delivery_columns}} FROM deliveries
+WHERE kind IN ('text', 'edit_message') AND part_no < 10000 AND message_id IN (
+    SELECT r.id FROM messages r, newest
+    WHERE r.session_id = $1 AND r.seq_no > $2 AND r.seq_no < $3 AND r.role = 'assistant'
+      AND (r.metadata->>'answers_seq')::bigint = newest.seq)
+ORDER BY seq_no, part_no

@@ -176,15 +176,17 @@ class Sessions:
         before_seq: int | None = None,
         limit: int = 100,
         with_deliveries: bool = False,
+        as_now: bool = False,
     ) -> list[MessageRecord]:
         """Messages in seq order: the first ``limit`` after ``after_seq``, or, with
         ``before_seq``, the last ``limit`` before it (and after ``after_seq`` when both are
-        given). With ``with_deliveries`` each assistant message carries its delivery rows."""
+        given). With ``with_deliveries`` each assistant message carries its delivery rows.
+        ``as_now`` (with ``before_seq``): as people see the thread now, edited messages with
+        their newest text and deleted ones marked (``deleted``)."""
         async with self.db.connection() as conn:
             if before_seq is not None:
-                newest = await conn.fetch(
-                    SQL.messages_before, session_id, before_seq, limit, after_seq or 0
-                )
+                query = SQL.pending_before if as_now else SQL.messages_before
+                newest = await conn.fetch(query, session_id, before_seq, limit, after_seq or 0)
                 rows = list(reversed(newest))
             else:
                 rows = await conn.fetch(SQL.messages_after, session_id, after_seq or 0, limit)
@@ -209,6 +211,15 @@ class Sessions:
     async def delta(self, session_id: int, after_seq: int, limit: int = 100) -> list[MessageRecord]:
         """Up to ``limit`` messages after ``after_seq``, oldest first."""
         return await self.messages(session_id, after_seq=after_seq, limit=limit)
+
+    async def pending(
+        self, session_id: int, after_seq: int, limit: int = 100
+    ) -> list[MessageRecord]:
+        """``delta`` as a turn reads the messages it answers: an edited one with its newest
+        text (the stored row keeps its first), a deleted one marked ``deleted``."""
+        async with self.db.connection() as conn:
+            rows = await conn.fetch(SQL.pending_after, session_id, after_seq, limit)
+        return [_message(r) for r in rows]
 
     async def message_id_at(self, session_id: int, seq_no: int) -> int | None:
         async with self.db.connection() as conn:

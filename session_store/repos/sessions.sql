@@ -11,6 +11,36 @@ id, session_id, seq_no, role, content, sender_id, sender_name, external_id, comm
 backfill, reply_target, model, tokens_used, feedback, edited_at, created_at, metadata, traceparent,
 kind, importance
 
+-- name: pending_columns
+-- message_columns as a turn reads the messages it answers: an edited message's newest text
+-- (the stored row keeps its first), and whether it was deleted on its platform (or, for a
+-- request to write an answer again, its question was)
+id, session_id, seq_no, role,
+CASE WHEN edited_at IS NULL THEN content ELSE coalesce(
+    (SELECT a.content FROM message_annotations a
+     WHERE a.message_id = messages.id AND a.kind = 'edit' AND a.content IS NOT NULL
+     ORDER BY a.id DESC LIMIT 1), content) END AS content,
+sender_id, sender_name, external_id, command, trigger,
+backfill, reply_target, model, tokens_used, feedback, edited_at, created_at, metadata, traceparent,
+kind, importance,
+(EXISTS (SELECT 1 FROM message_annotations d
+         WHERE d.message_id = messages.id AND d.kind = 'delete')
+ -- a request to write an answer again goes with its question
+ OR (metadata ? 'rewrites' AND EXISTS (
+         SELECT 1 FROM messages q JOIN message_annotations d ON d.message_id = q.id
+         WHERE q.session_id = messages.session_id
+           AND q.seq_no = (messages.metadata->>'rewrites')::bigint AND d.kind = 'delete')))
+    AS deleted
+
+-- name: pending_after
+SELECT {{pending_columns}} FROM messages
+WHERE session_id = $1 AND seq_no > $2 ORDER BY seq_no LIMIT $3
+
+-- name: pending_before
+-- messages_before as the thread reads now (pending_columns): newest texts, deletions marked
+SELECT {{pending_columns}} FROM messages
+WHERE session_id = $1 AND seq_no < $2 AND seq_no > $4 ORDER BY seq_no DESC LIMIT $3
+
 -- name: messages_after
 SELECT {{message_columns}} FROM messages
 WHERE session_id = $1 AND seq_no > $2 ORDER BY seq_no LIMIT $3

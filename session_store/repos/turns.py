@@ -30,6 +30,7 @@ SQL = load(
     __package__,
     "turns.sql",
     message_columns=SESSIONS_SQL.message_columns,
+    pending_columns=SESSIONS_SQL.pending_columns,
     # the liveness rule, shared with the outbox's recovery
     dead_turn_process=dead_process("turn_process"),
 )

@@ -39,7 +39,7 @@ WITH c AS (
               s.turn_done_seq, s.turn_requested_seq, s.selected_model, s.status, s.turn_parked_seq
 )
 SELECT c.*, m.* FROM c LEFT JOIN LATERAL (
-    SELECT {{message_columns}} FROM messages
+    SELECT {{pending_columns}} FROM messages
     WHERE session_id = c.claim_session_id AND seq_no > c.turn_done_seq
     ORDER BY seq_no LIMIT $5
 ) m ON true
@@ -58,13 +58,13 @@ WITH c AS (
               s.turn_done_seq, s.turn_requested_seq, s.selected_model, s.status, s.turn_parked_seq,
               s.metadata AS session_metadata, s.title AS session_title
 ), p AS (
-    SELECT {{message_columns}} FROM messages
+    SELECT {{pending_columns}} FROM messages
     WHERE session_id = (SELECT claim_session_id FROM c)
       AND seq_no > (SELECT turn_done_seq FROM c)
     ORDER BY seq_no LIMIT $5
 ), q AS (
     SELECT seq_no, sender_id, metadata FROM p
-    WHERE role = 'user' AND trigger = 'answer' AND command IS NULL
+    WHERE role = 'user' AND trigger = 'answer' AND command IS NULL AND NOT deleted
     ORDER BY seq_no DESC LIMIT 1
 ), top AS (
     SELECT max(seq_no) AS upto FROM p
@@ -154,11 +154,14 @@ m.metadata->>'tool_call_id' AS tool_call_id
 
 -- name: context_rules
 -- what is conversation: commands and command answers (help, apologies) are not; deleted
--- messages are gone
+-- messages are gone, and so is an answer replaced by the answer to its edited question
 AND ((m.role = 'user' AND m.command IS NULL)
      OR (m.role <> 'user' AND m.model IS DISTINCT FROM 'command'))
 AND NOT EXISTS (SELECT 1 FROM message_annotations d
                 WHERE d.message_id = m.id AND d.kind = 'delete')
+-- a request to rewrite an answer (an edited question) is no message of its own: the question
+-- it rewrites reads as its newest edit
+AND NOT (m.metadata ? 'rewrites')
 
 -- name: context_newest_first
 SELECT {{context_columns}} FROM messages m

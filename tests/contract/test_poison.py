@@ -34,7 +34,9 @@ async def _dead_letters(store: Store) -> list[Any]:
         )
 
 
-@pytest.mark.parametrize("name", NAMES)
+#: Matrix is left out: a real homeserver refuses such a message itself (Synapse answers 500
+#: M_UNKNOWN to a lone surrogate), so no poison ever reaches the gateway from it
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "matrix"])
 async def test_a_poison_message_never_blocks_the_next_one(name: str, database_url: str) -> None:
     async with live_surface(name) as s:
         async with running_gateway(

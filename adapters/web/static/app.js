@@ -13,7 +13,7 @@ function markdownBody(text) {
   body.innerHTML = md.render(text);
   return body;
 }
-const state = { channel: "general", thread: null, source: null, poll: null };
+const state = { channel: "general", thread: null, source: null, poll: null, me: null, editing: false };
 // deep links: #channel/thread
 (function fromHash() {
   const [c, t] = decodeURIComponent(location.hash.slice(1)).split("/");
@@ -57,6 +57,7 @@ let historyRequests = 0;
 async function loadHistory() {
   const log = $("log");
   if (!state.thread) { log.replaceChildren(el("p", "meta", "Start a new thread by sending a message.")); return; }
+  if (state.editing) return;  // the person is editing a message: the view stays until saved
   const mine = ++historyRequests;
   const data = await api(`/web/api/channels/${encodeURIComponent(state.channel)}/threads/${encodeURIComponent(state.thread)}/messages`);
   // responses can arrive out of order: an older one must not replace a newer view
@@ -81,6 +82,8 @@ async function loadHistory() {
     if (m.role === "assistant" && (m.citations || []).length) linkCitations(body, m.citations, (n, box) => showCitation(m.seq_no, n, box));
     d.append(el("div", "who", who), body);
     if (m.role === "assistant" && m.model !== "command") d.append(feedbackBar(m));
+    if (m.role === "user" && m.edited) d.querySelector(".who").append(" · edited");
+    if (m.role === "user" && state.me && m.sender === state.me) d.append(ownBar(m, body));
     if (m.approval) d.append(approvalBar(m.approval));
     if ((m.citations || []).length) citationPanel(m.seq_no, d);
     log.append(d);
@@ -223,6 +226,36 @@ function feedbackBar(m) {
   return bar;
 }
 
+// the person's own messages: edit (the answer follows the new text) or delete
+function ownBar(m, body) {
+  const bar = el("div", "own");
+  const edit = el("button", "", "edit"); edit.type = "button"; edit.title = "Edit this message";
+  edit.onclick = () => {
+    state.editing = true;  // a reload of the thread would take the box away meanwhile
+    const box = el("textarea"); box.value = m.content; box.rows = 2;
+    const save = el("button", "", "save"); save.type = "button";
+    const cancel = el("button", "", "cancel"); cancel.type = "button";
+    save.onclick = () => {
+      state.editing = false;
+      const text = box.value.trim();
+      if (text && text !== m.content) changeMessage(m.seq_no, "PATCH", { text }); else loadHistory();
+    };
+    cancel.onclick = () => { state.editing = false; loadHistory(); };
+    body.replaceChildren(box); bar.replaceChildren(save, cancel); box.focus();
+  };
+  const del = el("button", "", "delete"); del.type = "button"; del.title = "Delete this message";
+  del.onclick = () => { if (confirm("Delete this message?")) changeMessage(m.seq_no, "DELETE"); };
+  bar.append(edit, del);
+  return bar;
+}
+async function changeMessage(seq, method, body) {
+  const url = `/web/api/channels/${encodeURIComponent(state.channel)}/threads/${encodeURIComponent(state.thread)}/messages/${seq}`;
+  const init = { method };
+  if (body) { init.headers = { "Content-Type": "application/json" }; init.body = JSON.stringify(body); }
+  await fetch(url, init);
+  await loadHistory();
+}
+
 async function sendFeedback(seq, value) {
   const url = `/web/api/channels/${encodeURIComponent(state.channel)}/threads/${encodeURIComponent(state.thread)}/messages/${seq}/feedback`;
   await fetch(url, { method: "POST", headers: { "Content-Type": "application/json" },
@@ -287,6 +320,7 @@ function subscribe() {
 }
 
 async function render() {
+  state.editing = false;
   history.replaceState(null, "", "#" + encodeURIComponent(state.channel) + (state.thread ? "/" + encodeURIComponent(state.thread) : ""));
   $("title").textContent = "#" + state.channel;
   $("subtitle").textContent = state.thread ? "thread " + state.thread.slice(0, 8) : "new thread";
@@ -331,6 +365,7 @@ $("sign-out").onclick = async () => {
 };
 api("/web/api/me").then((me) => {
   $("me").textContent = me.user;
+  state.me = me.user;
   $("sign-out").hidden = !me.can_sign_out;
   $("agent-notice").hidden = !me.echo_agent;
   render();

@@ -44,6 +44,8 @@ class StreamingStage(Stage):
     async def before(self, turn: TurnRun) -> Answer | None:
         if turn.profile is not None and turn.profile.streaming is False:
             return None  # the place's profile says no previews
+        if turn.rewrites is not None:
+            return None  # an answer written again replaces the old one in place, unstreamed
         stream = await self._streams.open(
             self._agent,
             session_id=turn.claim.session_id,

@@ -83,6 +83,8 @@ ROUTES: list[tuple[str, str]] = [
     ("POST", "/web/api/channels/{c}/messages"),
     ("GET", "/web/api/channels/{c}/threads/{t}/messages"),
     ("GET", "/web/api/channels/{c}/threads/{t}/stream"),
+    ("PATCH", "/web/api/channels/{c}/threads/{t}/messages/{n}"),
+    ("DELETE", "/web/api/channels/{c}/threads/{t}/messages/{n}"),
     ("POST", "/web/api/channels/{c}/threads/{t}/messages/{n}/feedback"),
     ("GET", "/web/api/channels/{c}/threads/{t}/messages/{n}/citations"),
     ("GET", "/healthz"),

@@ -38,6 +38,8 @@ def test_check_says_ok(config: Path, capsys: pytest.CaptureFixture[str]) -> None
         (("tools = []", 'tools = ["nothing_*"]'), "[profiles.private].tools"),
         (('"slack:T1:*"', '"slack:T1"'), '[places]."slack:T1"'),
         (("[places]", "[places"), "not valid TOML"),
+        (('model = "small"', 'model = "small"\non_edit = "rewrite"'), "[profiles.private].on_edit"),
+        (('model = "small"', 'model = "small"\non_delete = true'), "[profiles.private].on_delete"),
     ],
 )
 def test_check_and_run_exit_2_naming_the_first_bad_entry(

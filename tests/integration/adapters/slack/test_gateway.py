@@ -321,16 +321,19 @@ async def test_markdown_reply_is_sent_as_mrkdwn(database_url: str, fake: FakeSla
     assert reply.text == "*Done* — see <https://x.test/?a=1&amp;b=2|the docs>"
 
 
-async def test_edit_is_an_annotation_and_is_not_answered_again(
+async def test_an_edit_is_an_annotation_and_the_answer_is_edited_not_posted_again(
     database_url: str, fake: FakeSlack
 ) -> None:
     async with slack_gateway(database_url, fake) as gw:
         posted = await fake.user_posts("D0DM", "helo")
-        await wait_for(lambda: fake.bot_posts(), message="the reply")
+        (reply,) = await wait_for(lambda: fake.bot_posts(), message="the reply")
         (delivery,) = await fake.user_edits("D0DM", posted.ts, "hello")
         assert delivery.succeeded
+        # on_edit = "update" (the default): the answer is rewritten in place
+        await wait_for(lambda: fake.updates, message="the answer edited")
         stored = await user_messages(gw, key(fake, "D0DM", None))
-        assert len(stored) == 1 and stored[0].edited_at is not None
+        assert stored[0].content == "helo" and stored[0].edited_at is not None
+    assert [(u[1], u[3]) for u in fake.updates] == [(reply.ts, "echo: hello")]
     assert len(fake.bot_posts()) == 1
 
 

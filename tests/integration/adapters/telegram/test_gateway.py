@@ -289,7 +289,10 @@ async def test_bots_edits_and_service_messages_are_not_answered(
     forum = fake.forum()
     topic = fake.create_topic(forum, "A")
     other_bot = fake.user("Helper", username="HelperBot", is_bot=True)
-    async with running_gateway(database_url, adapters=[adapter_for(fake)], web_chat=False) as gw:
+    # the edit only changes the context (an answer rewritten in place: tests/.../test_edits.py)
+    async with running_gateway(
+        database_url, adapters=[adapter_for(fake)], web_chat=False, GATEWAY_ON_EDIT="context"
+    ) as gw:
         asked = fake.user_says(forum, f"{BOT} first", topic=topic)
         await fake.wait_until(lambda: len(fake.sent) == 1, within=10, what="the reply")
         fake.user_says(forum, f"{BOT} I am a bot", topic=topic, user=other_bot)
