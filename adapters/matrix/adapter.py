@@ -36,8 +36,7 @@ from adapters.matrix.extract import (
     extract_event,
     reaction_of,
 )
-from adapters.matrix.plugin import scope_of
-from adapters.matrix.settings import MatrixSettings
+from adapters.matrix.settings import MatrixSettings, scope_of
 from adapters.matrix.transport import MatrixTransport
 from gateway.core.domain import Reaction, SessionKey
 from gateway.core.errors import ConfigError

@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from urllib.parse import urlsplit
 
 from adapters.matrix.settings import MatrixSettings
-from gateway.core.errors import ConfigError
 from gateway.core.plugins import Prompter, SetupFlag, SetupSpec, SurfacePlugin
 from gateway.core.ports import AdapterContext, PlatformAdapter
 from gateway.core.settings import Settings
 
 PLATFORM = "matrix"
-
-
-def scope_of(url: str) -> str:
-    """The session keys' scope: the homeserver's host (and port), as Mattermost's server."""
-    parts = urlsplit(url)
-    if not parts.hostname:
-        raise ConfigError("MATRIX_HOMESERVER_URL", f"no host in {url!r}")
-    return parts.netloc.rpartition("@")[2].lower()
 
 
 def collect(args: argparse.Namespace, prompter: Prompter) -> dict[str, str]:

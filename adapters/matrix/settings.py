@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from gateway.core.errors import ConfigError
@@ -38,3 +40,11 @@ class MatrixSettings(SurfaceSettings):
         if self.matrix_user_id and not self.matrix_user_id.startswith("@"):
             raise ConfigError("MATRIX_USER_ID", "a Matrix user id starts with @ (@bot:example.org)")
         return self
+
+
+def scope_of(url: str) -> str:
+    """The session keys' scope: the homeserver's host (and port), as Mattermost's server."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        raise ConfigError("MATRIX_HOMESERVER_URL", f"no host in {url!r}")
+    return parts.netloc.rpartition("@")[2].lower()

@@ -4,7 +4,7 @@ models for the closing summary (by the price list in force), and the charge to t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from gateway.agents.base import Agent
 from gateway.core.domain import SessionKey
@@ -13,10 +13,24 @@ from gateway.turns.minutes import MinutesSettings, MinutesWorker
 from session_store.repos.minutes import Minutes
 
 if TYPE_CHECKING:
-    from gateway.runtime.gateway import Gateway
+    from gateway.core.metrics import Metrics
+    from gateway.knowledge.service import Knowledge
+    from gateway.profiles.service import Profiles
+    from gateway.usage.service import UsageService
+    from session_store.store import Store
 
 
-def build_minutes(settings: Settings, gw: Gateway, agent: Agent) -> MinutesWorker:
+class Wired(Protocol):
+    """The parts of the composition root the minutes worker is built from."""
+
+    store: Store
+    knowledge: Knowledge
+    profiles: Profiles
+    usage: UsageService
+    metrics: Metrics
+
+
+def build_minutes(settings: Settings, gw: Wired, agent: Agent) -> MinutesWorker:
     """The minutes worker of ``gw`` (its store, knowledge base, profiles, usage and metrics)."""
     profiles, usage = gw.profiles, gw.usage
 
