@@ -445,3 +445,14 @@ def client_in(client: str | None, networks: Iterable[Any]) -> bool:
 
 
 # --- stored raw payloads ----------------------------------------------------------------------
+
+
+def warn_if_exposed(settings: Settings) -> None:
+    """Logs a warning when HTTP listens beyond loopback without ``GATEWAY_ADMIN_TOKEN``."""
+    if not is_loopback_bind(settings.gateway_http_host) and not settings.gateway_admin_token:
+        # security: the admin API stays loopback-only, but say so
+        log.warning(
+            "http_exposed_without_admin_token",
+            host=settings.gateway_http_host,
+            hint="set GATEWAY_ADMIN_TOKEN to use /api/v1 and /mcp from other machines",
+        )

@@ -109,6 +109,11 @@ class Profiles:
         """The burst window ``key``'s profile sets (``None``: the settings decide)."""
         return self._book.resolve(key).profile.burst_seconds
 
+    def burst_of(self, default: float, key: SessionKey) -> float:
+        """A place's burst window: its profile's ``burst_seconds``, else ``default``."""
+        own = self.burst_seconds(key)
+        return default if own is None else own
+
     def conversation(self, key: SessionKey) -> ConversationRules:
         """What edits and deletions do in ``key`` (the core's door reads it): the place's
         profile's ``on_edit`` / ``on_delete`` over ``GATEWAY_ON_EDIT`` / ``GATEWAY_ON_DELETE``."""

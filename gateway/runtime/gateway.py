@@ -18,10 +18,8 @@ from gateway import audit
 from gateway.agents.base import Agent, Closeable
 from gateway.agents.breakers import guard_agent
 from gateway.agents.prompt import TokenCounter
-from gateway.core.access_settings import is_loopback_bind
 from gateway.core.config_watch import ConfigWatch, ReloadResult
 from gateway.core.conversations import Conversations
-from gateway.core.domain import SessionKey
 from gateway.core.hub import WorkSignal
 from gateway.core.lifecycle.supervisor import Supervisor
 from gateway.core.metrics import Metrics
@@ -36,7 +34,7 @@ from gateway.core.settings import Settings
 from gateway.files.voice import build_voice_jobs
 from gateway.http.admin import OperatorSurface
 from gateway.http.app import HttpServer, build_app
-from gateway.http.guard import HttpPolicy
+from gateway.http.guard import HttpPolicy, warn_if_exposed
 from gateway.http.opsauth import OpsSignIn
 from gateway.http.webauth import WebIdentity
 from gateway.inbound.ingress import Door, SurfaceIntake
@@ -210,9 +208,7 @@ class Gateway:
             a.platform: Door(
                 self.intake,
                 answer_rules_of(a.platform, settings, place_answers_all=self.profiles.answers_all),
-                burst_of=functools.partial(
-                    _burst_of, self.profiles, settings.gateway_burst_seconds
-                ),
+                burst_of=functools.partial(self.profiles.burst_of, settings.gateway_burst_seconds),
                 conversation=self.profiles.conversation,
             )
             for a in self.adapters
@@ -391,7 +387,7 @@ class Gateway:
     async def start(self) -> None:
         """HTTP first (webhooks answer 503 until intake is set), this process's liveness,
         interrupted sends recovered, the surfaces, then the workers."""
-        self._warn_if_exposed()
+        warn_if_exposed(self.settings)
         memory.install_dump_signal()  # heap snapshots on SIGUSR2 (GATEWAY_TRACEMALLOC_DUMP)
         if self.tools is not None:
             await self.tools.start()  # MCP servers discovered, tools left out logged
@@ -413,17 +409,6 @@ class Gateway:
             agent=self.agent.name,
             platforms=sorted(self.transports),
         )
-
-    def _warn_if_exposed(self) -> None:
-        if not is_loopback_bind(self.settings.gateway_http_host) and not (
-            self.settings.gateway_admin_token
-        ):
-            # security: the admin API stays loopback-only, but say so
-            log.warning(
-                "http_exposed_without_admin_token",
-                host=self.settings.gateway_http_host,
-                hint="set GATEWAY_ADMIN_TOKEN to use /api/v1 and /mcp from other machines",
-            )
 
     async def _start_http(self) -> None:
         await self.operator.start()
@@ -604,9 +589,3 @@ class Gateway:
 
     async def refresh_gauges(self) -> None:
         await upkeep.refresh_gauges(self.metrics, self.store, self.operator.ops)
-
-
-def _burst_of(profiles: Profiles, default: float, key: SessionKey) -> float:
-    """A place's burst window: its profile's ``burst_seconds``, else the setting's."""
-    own = profiles.burst_seconds(key)
-    return default if own is None else own
