@@ -9,7 +9,6 @@ a bounded number of attempts, and visible permanent failures. Transports only do
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 import uuid
 from collections.abc import Mapping
@@ -33,6 +32,7 @@ from gateway.core.parts import (
     part_of,
 )
 from gateway.core.ports import SendResult, Transport, send_card
+from gateway.outbox.failures import Failures, resend_safe_after
 from gateway.outbox.pacing import NO_LIMIT, Budget, Pacing, Rules, pace_rules
 from gateway.outbox.retouch import retouch
 from gateway.outbox.stream_finish import finish_part
@@ -62,12 +62,6 @@ class DeliverySettings:
     max_backoff: float = 300.0
 
 
-def backoff(attempt: int, cap: float) -> float:
-    """Exponential backoff with full jitter: 1, 2, 4, ... seconds, capped."""
-    base: float = min(cap, 2.0 ** max(attempt - 1, 0))
-    return float(base / 2 + random.random() * base / 2)
-
-
 class DeliveryWorker:
     def __init__(
         self,
@@ -90,6 +84,9 @@ class DeliveryWorker:
         #: the chats' pacing budget, shared with previews and typing (``gateway.outbox.pacing``):
         #: in memory while this process is alone, PostgreSQL's while replicas live
         self._budget: Budget = budget if budget is not None else Pacing()
+        self._failures = Failures(
+            store, metrics, self._budget, settings.max_attempts, settings.max_backoff
+        )
         self._platforms = sorted(transports)
         #: claimed parts waiting off the workers: handed over by a finished turn (in order),
         #: or parked until their chat's pacing slot
@@ -109,20 +106,11 @@ class DeliveryWorker:
             for n in range(self._settings.workers):
                 group.create_task(self._worker(stopping), name=f"delivery-worker-{n}")
 
-    def _resend_safe_after(self, transport: Transport, seconds: float) -> bool:
-        """Can a send be repeated ``seconds`` after it may have reached the platform without
-        posting twice? Only with an idempotency key the platform remembers that long
-        (``resend_window``: Mattermost keeps a pending_post_id for 30 s; None = forever)."""
-        if not transport.idempotent:
-            return False
-        window = transport.resend_window
-        return window is None or seconds < window
-
     async def recover(self) -> None:
         await self._release_lost_claims()
         # a send found expired has been in flight for at least the delivery lease
         lease = self._settings.lease_seconds
-        idempotent = [p for p, t in self._transports.items() if self._resend_safe_after(t, lease)]
+        idempotent = [p for p, t in self._transports.items() if resend_safe_after(t, lease)]
         # found through its dead process, a send may be seconds old; where the key
         # is remembered for a window, one claimed well within it is resent under that key
         # (the margin covers the requeue and the next claim)
@@ -284,26 +272,35 @@ class DeliveryWorker:
                 # come due, other replicas' rows, the start) keeps looking while it finds some
                 look = bool(claimed) and not woken
             for held in claimed:
-                delivery = held.delivery
-                try:
-                    if await self._start(held, beat):
-                        look = True  # parts of its session wait behind it
-                    failures = 0
-                except LeaseLost as exc:
-                    # taken over (recovered after our lease, or our process looked dead):
-                    # the new holder decides; we write nothing
-                    log.warning("delivery_claim_lost", delivery_id=delivery.id, error=str(exc))
-                except Exception:
-                    failures += 1
-                    log.exception(
-                        "delivery_crashed",
-                        delivery_id=delivery.id,
-                        platform=delivery.platform,
-                        session_id=delivery.session_id,
-                        seq_no=delivery.seq_no,
-                        part_no=delivery.part_no,
-                    )
-                    await pause(item_backoff(failures), stopping)
+                more, failures = await self._start_one(held, stopping, beat, failures)
+                look = look or more  # parts of its session wait behind it
+
+    async def _start_one(
+        self, held: Held, stopping: asyncio.Event, beat: Beat, failures: int
+    ) -> tuple[bool, int]:
+        """``_start`` for a worker, surviving its failure: (more parts of its session wait
+        behind it, the worker's failures in a row after it)."""
+        delivery = held.delivery
+        try:
+            more = await self._start(held, beat)
+            return more, 0
+        except LeaseLost as exc:
+            # taken over (recovered after our lease, or our process looked dead):
+            # the new holder decides; we write nothing
+            log.warning("delivery_claim_lost", delivery_id=delivery.id, error=str(exc))
+            return False, failures
+        except Exception:
+            failures += 1
+            log.exception(
+                "delivery_crashed",
+                delivery_id=delivery.id,
+                platform=delivery.platform,
+                session_id=delivery.session_id,
+                seq_no=delivery.seq_no,
+                part_no=delivery.part_no,
+            )
+            await pause(item_backoff(failures), stopping)
+            return False, failures
 
     async def _start(self, held: Held, beat: Beat) -> bool:
         """Send a claimed part now if its chat is ready, else park it until the slot it
@@ -404,13 +401,13 @@ class DeliveryWorker:
             except LeaseLost:
                 raise  # taken over before it went out (the pacing marks are fenced)
             except DeliveryError as exc:
-                await self._failed(delivery, transport, exc, bound)
+                await self._failures.record(delivery, transport, exc, bound)
                 return False
             except Exception as exc:  # noqa: BLE001 - a transport bug must not kill the
                 # worker. Whether the platform got it is unknown: for a transport without
                 # idempotency that is ambiguous (never resent blindly), else retried
                 bound.exception("delivery_transport_crashed")
-                await self._failed(
+                await self._failures.record(
                     delivery,
                     transport,
                     DeliveryError(f"{type(exc).__name__}: {exc}", ambiguous=True),
@@ -500,88 +497,6 @@ class DeliveryWorker:
             raise
         except StoreError as exc:
             raise DeliveryError(f"not sent: the store is unreachable: {exc}") from exc
-
-    async def _hold(
-        self, transport: Transport, target: ReplyTarget, keys: tuple[str, ...], seconds: float
-    ) -> None:
-        try:
-            await _hold_keys(self._budget, transport, target, keys, seconds)
-        except StoreError as exc:  # the retry itself is still scheduled with its delay
-            log.warning("pacing_hold_failed", error=str(exc))
-
-    async def _failed(
-        self,
-        delivery: DeliveryRecord,
-        transport: Transport,
-        exc: DeliveryError,
-        bound: structlog.stdlib.BoundLogger,
-    ) -> None:
-        reason = str(exc) or type(exc).__name__
-        tracing.annotate(
-            {
-                "gateway.outcome": "failed",
-                "gateway.error": reason,
-                "gateway.permanent": exc.permanent,
-                "gateway.ambiguous": exc.ambiguous,
-            }
-        )
-        if exc.permanent:
-            await persist(
-                lambda: self._store.outbox.mark_failed(delivery, reason),
-                what="mark_failed",
-                delivery_id=delivery.id,
-            )
-            self._metrics.deliveries.labels(delivery.platform, "failed").inc()
-            bound.warning("delivery_failed", error=reason, permanent=True)
-            return
-        if exc.retry_after is not None:
-            delay = float(exc.retry_after)
-        else:
-            delay = backoff(delivery.attempts, self._settings.max_backoff)
-        if exc.ambiguous and not self._resend_safe_after(transport, delay):
-            # the platform may already show it; resending could double-post
-            await persist(
-                lambda: self._store.outbox.mark_failed(
-                    delivery, f"ambiguous: {reason}", ambiguous=True
-                ),
-                what="mark_failed",
-                delivery_id=delivery.id,
-            )
-            self._metrics.deliveries.labels(delivery.platform, "failed").inc()
-            bound.warning("delivery_ambiguous", error=reason)
-            return
-        if delivery.attempts >= self._settings.max_attempts:
-            await persist(
-                lambda: self._store.outbox.mark_failed(
-                    delivery, f"gave up after {delivery.attempts} attempts: {reason}"
-                ),
-                what="mark_failed",
-                delivery_id=delivery.id,
-            )
-            self._metrics.deliveries.labels(delivery.platform, "failed").inc()
-            bound.warning("delivery_failed", error=reason, attempts=delivery.attempts)
-            return
-        if exc.retry_after is not None:
-            self._metrics.retry_after_seconds.labels(delivery.platform).inc(delay)
-            if exc.hold:
-                await self._hold(transport, delivery.target, exc.hold, delay)
-        await persist(
-            lambda: self._store.outbox.mark_retry(delivery, delay=delay, error=reason),
-            what="mark_retry",
-            delivery_id=delivery.id,
-        )
-        self._metrics.deliveries.labels(delivery.platform, "retry").inc()
-        bound.info("delivery_retry_scheduled", error=reason, delay_s=round(delay, 2))
-
-
-async def _hold_keys(
-    budget: Budget, transport: Transport, target: ReplyTarget, keys: tuple[str, ...], seconds: float
-) -> None:
-    """Close the pace keys a platform's limit names (``DeliveryError.hold``) for ``seconds``."""
-    own = {f"{transport.platform}:{key}" for key in keys}
-    rules = [rule for rule in pace_rules(transport, target) if rule.key in own]
-    if rules:
-        await budget.hold(rules, seconds)
 
 
 async def send_part(
