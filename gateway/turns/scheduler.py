@@ -42,6 +42,7 @@ from gateway.turns.stage import (
     is_scheduled,
     one_firing_a_turn,
 )
+from gateway.turns.watch import cut_short, stopped_reply, watch_turn
 from session_store.records import DeliveryRecord, MessageRecord, TurnClaim
 from session_store.repos.tools import ToolStore
 from session_store.store import Store
@@ -58,10 +59,6 @@ CONTEXT_FIRST_PAGE = 64
 #: a run starts over on its edited or deleted question at most this often (then the answer
 #: goes to what the last run saw)
 MAX_REVISIONS = 10
-#: how often a running turn looks at its session row for a stop or a changed question
-WATCH_SECONDS = 0.5
-#: the mark a stopped answer ends with
-STOPPED_MARK = "(stopped)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,15 +72,6 @@ class TurnSettings:
     #: GATEWAY_WHILE_ANSWERING, for places whose profile does not set ``while_answering``:
     #: ``restart`` is ``interrupt`` for those places
     while_answering: str = "queue"
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """What a running turn's watch saw: ``stop`` (``/stop`` at ``upto``, or a stop reaction),
-    ``edit`` or ``delete`` of a question it answers, or ``new`` messages that restart it."""
-
-    kind: str
-    upto: int | None = None
 
 
 class TurnScheduler:
@@ -301,24 +289,7 @@ class TurnScheduler:
                     claim, handled_seq=handled_seq, replies=[], target=None
                 )
                 return ("deleted" if deleted else "nothing_to_answer"), done.more
-            turn = TurnRun(
-                claim=claim,
-                pending=pending,
-                handled_seq=handled_seq,
-                asks=asks,
-                questions=list(asks),
-                revised=revised,
-                request=AgentRequest(
-                    new_messages=[
-                        as_context(m)
-                        for m in pending
-                        if (m.role == "user" or is_scheduled(m))
-                        and m.command is None
-                        and m.seq_no not in deleted
-                    ],
-                    spent=spent,
-                ),
-            )
+            turn = _turn_run(claim, pending, handled_seq, asks, revised, deleted, spent)
             call = functools.partial(
                 self._call_agent,
                 turn,
@@ -393,8 +364,11 @@ class TurnScheduler:
         renew = asyncio.create_task(self._keep_lease(claim, beat), name="turn-lease-renewal")
         agent_task = asyncio.create_task(self._agent.respond(request), name="agent-respond")
         watch = asyncio.create_task(
-            self._watch(
+            watch_turn(
+                self._store,
                 turn,
+                poll_seconds=self._settings.poll_seconds,
+                limit=PENDING_LIMIT,
                 restart_on_new=interruptible and self._restarts_on_new(turn),
                 revisable=revisable,
             ),
@@ -413,9 +387,9 @@ class TurnScheduler:
                 agent_task.cancel()  # the model request and any tool call in flight
                 await asyncio.gather(agent_task, return_exceptions=True)
                 if change.kind == "stop":
-                    return [self._stopped(turn, request, change)]
+                    return [stopped_reply(turn, request, change)]
                 if request.spent is not None:
-                    request.spent.extend(_cut_short(turn, request))
+                    request.spent.extend(cut_short(turn, request))
                 turn.restarted_by = change.kind
                 turn.discard_previews = change.kind == "delete"
                 return None
@@ -435,59 +409,6 @@ class TurnScheduler:
             return True
         own = turn.profile.while_answering if turn.profile is not None else None
         return (own or self._settings.while_answering) == "restart"
-
-    def _stopped(self, turn: TurnRun, request: Turn, change: Change) -> Reply:
-        """The answer of a stopped run: the text streamed so far, marked stopped, carrying
-        the model calls made (and an estimate of the one cut short) for the usage ledger."""
-        if change.upto is not None and change.upto > turn.handled_seq:
-            turn.handled_seq = change.upto  # the /stop is handled by this answer
-        turn.stopped = True
-        written = turn.streamed() if turn.streamed is not None else ""
-        calls: list[dict[str, Any]] = [*(request.spent or ()), *_cut_short(turn, request)]
-        text = f"{written.rstrip()}\n\n{STOPPED_MARK}" if written.strip() else STOPPED_MARK
-        log.info("turn_stopped", streamed_chars=len(written), calls=len(calls))
-        used = sum(
-            int(c.get("prompt_tokens") or 0) + int(c.get("completion_tokens") or 0) for c in calls
-        )
-        return Reply(
-            text=text,
-            model=request.model,
-            tokens_used=used or None,
-            metadata={"stopped": True, "calls": calls},
-        )
-
-    async def _watch(self, turn: TurnRun, *, restart_on_new: bool, revisable: bool) -> Change:
-        """Returns once the running turn must stop or start over: a signal on its session
-        row (a stop reaction; its question edited or deleted: ``Turns.signal_turn``, from
-        any replica) or a new message (``/stop``; any question under ``restart``). Reads the
-        row every ``WATCH_SECONDS`` while the model writes; a turn over sooner reads nothing."""
-        claim = turn.claim
-        interval = min(self._settings.poll_seconds, WATCH_SECONDS)
-        seen = turn.handled_seq
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                found = await self._store.turns.turn_watch(claim.session_id)
-                change = _signalled(turn, found.signal, found.signal_seq, revisable=revisable)
-                if change is not None and found.signal is not None:
-                    # taken once: the run that starts over must not see it again
-                    await self._store.turns.take_signal(
-                        claim.session_id, claim.owner, found.signal, found.signal_seq
-                    )
-                    return change
-                if found.requested_seq > seen:
-                    new = await self._store.sessions.delta(
-                        claim.session_id, turn.handled_seq, limit=PENDING_LIMIT
-                    )
-                    asking = [m for m in new if asks_for_answer(m)]
-                    stop = next((m for m in asking if m.command == "stop"), None)
-                    if stop is not None:
-                        return Change("stop", upto=stop.seq_no)
-                    if restart_on_new and asking:
-                        return Change("new")
-                    seen = found.requested_seq
-            except StoreError as exc:
-                log.debug("turn_watch_failed", error=str(exc))
 
     async def _keep_lease(self, claim: TurnClaim, beat: Beat = no_beat) -> None:
         """Renew the lease while the agent runs (each renewal is the worker's progress). A
@@ -586,39 +507,40 @@ class TurnScheduler:
         return True
 
 
-def _cut_short(turn: TurnRun, request: Turn) -> list[dict[str, Any]]:
-    """The model call a stop or a restart cut short, estimated (its usage never came): the
-    prompt as estimated, the text streamed so far; nothing when no text was streamed (the run
-    was between calls, or the agent does not stream)."""
-    written = turn.streamed() if turn.streamed is not None else ""
-    if not written.strip():
-        return []
-    return [
-        {
-            "model": request.model,
-            "prompt_tokens": request.estimated_prompt_tokens or 0,
-            "completion_tokens": max(1, len(written) // 4),
-            "estimated": True,
-        }
-    ]
+def _turn_run(
+    claim: TurnClaim,
+    pending: list[MessageRecord],
+    handled_seq: int,
+    asks: list[MessageRecord],
+    revised: dict[int, str | None],
+    deleted: set[int],
+    spent: list[dict[str, Any]],
+) -> TurnRun:
+    """One run of the claimed turn: the agent is asked with the people's and the schedules'
+    messages (no commands, none ``deleted`` while the turn ran)."""
+    return TurnRun(
+        claim=claim,
+        pending=pending,
+        handled_seq=handled_seq,
+        asks=asks,
+        questions=list(asks),
+        revised=revised,
+        request=AgentRequest(
+            new_messages=[
+                as_context(m)
+                for m in pending
+                if (m.role == "user" or is_scheduled(m))
+                and m.command is None
+                and m.seq_no not in deleted
+            ],
+            spent=spent,
+        ),
+    )
 
 
 def _as_revised(message: MessageRecord, text: str | None) -> MessageRecord:
     """``message`` with its edited text (``None``: not edited, or deleted)."""
     return message if text is None else dataclasses.replace(message, content=text)
-
-
-def _signalled(
-    turn: TurnRun, signal: str | None, seq: int | None, *, revisable: bool
-) -> Change | None:
-    """The signal on the session row, when it concerns a message this run answers."""
-    if signal is None or seq is None:
-        return None
-    if not turn.claim.done_seq < seq <= turn.handled_seq:
-        return None  # another turn's, or a message queued after this run
-    if signal == "stop":
-        return Change("stop")
-    return Change(signal) if revisable else None
 
 
 def _traced_message(claim: TurnClaim) -> MessageRecord | None:

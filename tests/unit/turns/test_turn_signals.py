@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.outbox.streaming import draft_id
-from gateway.turns.scheduler import Change, _signalled
 from gateway.turns.stages.commands import NOTHING_TO_STOP, STOPPED_BEFORE, StopCommand
+from gateway.turns.watch import Change, signalled
 from tests.unit.turns.fakes import fake_turn, message
 
 
@@ -31,7 +31,7 @@ def test_a_signal_counts_for_the_messages_the_run_answers(
     signal: str | None, seq: int | None, revisable: bool, expected: Change | None
 ) -> None:
     turn = fake_turn(message(5, "first"), message(6, "second"), done_seq=4)
-    assert _signalled(turn, signal, seq, revisable=revisable) == expected
+    assert signalled(turn, signal, seq, revisable=revisable) == expected
 
 
 def test_a_turns_draft_id_is_stable_non_zero_and_fits_32_bits() -> None:
