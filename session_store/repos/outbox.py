@@ -178,14 +178,7 @@ class Outbox:
         it committed the caller can hand the part back (``release_claims``)."""
         if replies and target is None:
             raise ValueError("replies need a target")
-        ords: list[int] = []
-        parts: list[int] = []
-        stored: list[StoredPart] = []
-        for n, out in enumerate(replies, start=1):
-            for part_no, part in enumerate(out.parts, start=1):
-                ords.append(n)
-                parts.append(part_no)
-                stored.append(as_stored(part))
+        ords, parts, stored = _flat_parts(replies)
         args = (
             claim.session_id,
             claim.owner,
@@ -387,3 +380,19 @@ def _token(delivery: DeliveryRecord) -> uuid.UUID:
     if delivery.claim_token is None:
         raise LeaseLost(f"delivery {delivery.id} was not claimed")
     return uuid.UUID(delivery.claim_token)
+
+
+def _flat_parts(
+    replies: Sequence[OutgoingReply],
+) -> tuple[list[int], list[int], list[StoredPart]]:
+    """The replies' delivery parts as the statement's columns: each part's reply (its
+    1-based place among ``replies``), its number within that reply, and the part itself."""
+    ords: list[int] = []
+    parts: list[int] = []
+    stored: list[StoredPart] = []
+    for n, out in enumerate(replies, start=1):
+        for part_no, part in enumerate(out.parts, start=1):
+            ords.append(n)
+            parts.append(part_no)
+            stored.append(as_stored(part))
+    return ords, parts, stored
