@@ -149,7 +149,7 @@ def test_unescaped_ids_with_colons_are_not_a_place() -> None:
 def test_a_schedule_place_and_a_chat_and_usage_place_use_the_same_form() -> None:
     assert parse_place(str(MATRIX)) == MATRIX
     assert parse_place(place_text(TEAMS)) == TEAMS
-    assert parse_place(MATRIX.chat_text.replace("8448:", "8448%3A", 1)) == MATRIX
+    assert parse_place(MATRIX.chat_text.replace("org:8448", "org%3A8448", 1)) == MATRIX
     assert (
         place_text(MATRIX)
         == "matrix:matrix.example.org:8448:!OGEhHVWSdvArJzumhm%3Amatrix.example.org%3A8448"
