@@ -106,7 +106,10 @@ def place_matches(pattern: str, place: str) -> bool:
     if pattern == "*":
         return True
     want = pattern.split(":")
-    have = place.split(":")
+    # a place is ``SessionKey.chat_text``: its chat holds no bare ':', its scope may
+    platform, _, rest = place.partition(":")
+    scope, _, chat = rest.rpartition(":")
+    have = [platform, scope, chat] if scope else place.split(":")
     if len(want) > len(have):
         return False
     return all(

@@ -163,3 +163,9 @@ def test_a_schedule_place_and_a_chat_and_usage_place_use_the_same_form() -> None
     assert place_matches("teams:*:19%3Aabc@thread.tacv2", place_of(TEAMS))
     assert place_matches("teams:*:19%3aabc@thread.tacv2", place_of(TEAMS))
     assert not place_matches("teams:*:19", place_of(TEAMS))
+    # a scope with a port keeps its ':' in a usage place; the pattern escapes it
+    assert place_matches(
+        "matrix:*:!OGEhHVWSdvArJzumhm%3Amatrix.example.org%3A8448", place_of(MATRIX)
+    )
+    assert place_matches("matrix:matrix.example.org%3A8448:*", place_of(MATRIX))
+    assert not place_matches("matrix:matrix.example.org:*", place_of(MATRIX))
