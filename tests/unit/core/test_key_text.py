@@ -14,7 +14,7 @@ from gateway.core.domain import SessionKey, escape_part, unescape_part
 from gateway.core.errors import RequestError
 from gateway.http.params import SESSION_REF
 from gateway.inbound.policy import PlacePattern
-from gateway.knowledge.places import Chat, chat_kb
+from gateway.knowledge.places import Chat, chat_kb, thread_kb
 from gateway.profiles.model import place_key
 from gateway.schedules.places import parse_place, place_text
 from gateway.usage.config import place_matches
@@ -156,6 +156,8 @@ def test_a_schedule_place_and_a_chat_and_usage_place_use_the_same_form() -> None
     )
     with pytest.raises(RequestError):
         parse_place("matrix:*:r")
+    # a file shared in a thread is announced there: its knowledge base names the key
+    assert SessionKey.parse(thread_kb(TEAMS).removeprefix("thread:")) == TEAMS
     chat = Chat.of(TEAMS)
     assert Chat.parse(str(chat)) == chat
     assert chat_kb(TEAMS) == f"chat:{chat}" == "chat:teams:tenant-1:19%3Aabc@thread.tacv2"
