@@ -77,7 +77,7 @@ async def test_sessions_show_and_pause_find_a_matrix_room_by_its_written_key(
     # the operator's lookup (the ops page, the HTTP API, MCP) reads the same form
     service = OperatorService(ops, transports={})
     assert (await service.resolve(WRITTEN)).id == session.id
-    assert (await service.resolve(f" {str(OTHER)} ")).id == other.id
+    assert (await service.resolve(f" {OTHER!s} ")).id == other.id
 
 
 async def test_a_place_in_the_config_file_names_a_room_with_colons(

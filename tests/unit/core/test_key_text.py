@@ -31,7 +31,7 @@ TEAMS = SessionKey(
 )
 
 # no ':' in the platform (it names the surface), nothing empty where a part is required
-_text = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12)
+_text = st.text(st.characters(codec="utf-8"), min_size=1, max_size=12)
 _keys = st.builds(
     SessionKey,
     platform=_text.filter(lambda t: ":" not in t),
