@@ -291,7 +291,7 @@ class Campaign:
             from campaigns.platforms import PlatformSurfaces
 
             surface = PlatformSurfaces(
-                rng=random.Random(self.seed + 1), threads_per_platform=max(self.threads // 4, 1)
+                rng=random.Random(self.seed + 1), threads_per_platform=max(self.threads // 5, 1)
             )
         else:
             surface = SinkSurface(random.Random(self.seed + 1), self.threads)
@@ -475,7 +475,9 @@ class Campaign:
                             last_drop = time.monotonic()
                             await mattermost_drop()
                         else:
-                            await send_faults(rng.choice(["telegram_429", "slack_429"]))
+                            await send_faults(
+                                rng.choice(["telegram_429", "slack_429", "teams_429"])
+                            )
                     else:
                         await send_faults(rng.choice(list(SEND_FAULTS)))
                 else:

@@ -10,6 +10,9 @@ client libraries) and the web chat, as their users would drive them:
   (``app_mention`` and ``message``);
 - Mattermost: the websocket on the leader replica; a post is the server's as soon as it is
   made, and posts made while the socket is down are found by reconciliation;
+- Microsoft Teams: activities signed by the fake Bot Framework's OpenID issuer, pushed to a
+  live replica and pushed again every 0.3 s until one answers 200, as Bot Framework retries;
+  each thread is the reply chain of a channel post that mentions the bot;
 - web chat: ``POST /web/api/channels/camp/messages`` on a live replica, retried on a 503.
 
 Each thread's first message starts it (a topic, a root post, a root ts, a web thread); the
@@ -30,11 +33,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import httpx
 
 from testsupport.fakes import slack as slack_fake
 from testsupport.fakes.mattermost import FakeMattermost
 from testsupport.fakes.slack import FakeSlack
+from testsupport.fakes.teams import FakeTeams
 from testsupport.fakes.telegram import FakeTelegram
 
 #: ``ans LABEL: id,id`` (and `` LEAK``), as ``campaigns.faults.CampaignAgent`` answers
@@ -63,6 +68,7 @@ class PlatformSurfaces:
     _tg: FakeTelegram | None = None
     _sl: FakeSlack | None = None
     _mm: FakeMattermost | None = None
+    _tm: FakeTeams | None = None
     _threads: dict[str, _Thread] = field(default_factory=dict)
     #: (platform, place, text) -> monotonic time first seen; one entry per post
     _seen_at: dict[tuple[Any, ...], float] = field(default_factory=dict)
@@ -81,6 +87,8 @@ class PlatformSurfaces:
         await self._tg.start()
         await self._sl.start()
         await self._mm.start()
+        self._tm = FakeTeams()
+        await self._tm.start()
         # Slack retries a non-2xx; here every 0.5 s for 30 s, so an outage is covered
         self._sl.http_retry_delays = (0.5,) * 60
         self._client = httpx.AsyncClient(timeout=10)
@@ -92,6 +100,7 @@ class PlatformSurfaces:
             "SLACK_API_BASE_URL": self._sl.api_url,
             "MATTERMOST_URL": self._mm.url,
             "MATTERMOST_TOKEN": str(self._mm.bot.token),
+            **self._tm.env(),
         }
         # Telegram paces replies at about 1/s per chat: two topics per private chat
         users = [self._tg.user() for _ in range(max(self.threads_per_platform // 2, 1))]
@@ -108,6 +117,8 @@ class PlatformSurfaces:
             self._threads[label] = _Thread("slack", label, chat=channel)
             label = f"mm{n}"
             self._threads[label] = _Thread("mattermost", label, chat=self._mm.town_square)
+            label = f"tm{n}"
+            self._threads[label] = _Thread("teams", label, chat=self._tm.channel)
             label = f"wb{n}"
             self._threads[label] = _Thread("web", label, chat=WEB_CHANNEL)
 
@@ -141,6 +152,8 @@ class PlatformSurfaces:
             await self._sl.stop()
         if self._mm is not None:
             await self._mm.close()
+        if self._tm is not None:
+            await self._tm.close()
 
     # --- the users ---------------------------------------------------------------------------
 
@@ -155,11 +168,15 @@ class PlatformSurfaces:
             return await self._slack(thread, text, duplicate=duplicate)
         if thread.platform == "mattermost":
             return await self._mattermost(thread, mid, text, duplicate=duplicate)
+        if thread.platform == "teams":
+            return await self._teams(thread, mid, text, duplicate=duplicate)
         return await self._web(thread, mid, text)
 
     #: Telegram update ids by message id, for redeliveries
     _updates: dict[str, int] = field(default_factory=dict)
     _mm_posts: dict[str, str] = field(default_factory=dict)
+    #: Teams activities by message id, for redeliveries
+    _tm_activities: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def _telegram(self, thread: _Thread, mid: str, text: str, *, duplicate: bool) -> bool:
         assert self._tg is not None
@@ -209,6 +226,43 @@ class PlatformSurfaces:
         self._mm_posts[mid] = post["id"]
         return True
 
+    async def _teams(self, thread: _Thread, mid: str, text: str, *, duplicate: bool) -> bool:
+        assert self._tm is not None
+        if duplicate and mid in self._tm_activities:
+            return await self._push_teams(self._tm_activities[mid])
+        if thread.root is None:
+            async with self._locks.setdefault(thread.label, asyncio.Lock()):
+                if thread.root is None:
+                    activity = self._tm.user_message(thread.chat, text)
+                    thread.root = str(activity["id"])
+                    thread.place = (thread.chat.id, thread.root)
+                    self._tm_activities[mid] = activity
+                    return await self._push_teams(activity)
+        activity = self._tm.user_message(thread.chat, text, thread=thread.root)
+        self._tm_activities[mid] = activity
+        return await self._push_teams(activity)
+
+    async def _push_teams(self, activity: dict[str, Any]) -> bool:
+        """Bot Framework pushes an activity until the bot answers 2xx (a 4xx is final)."""
+        assert self._tm is not None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            live = list(self._live())
+            if live:
+                try:
+                    answer = await self._tm.deliver(
+                        activity, url=f"{self.rng.choice(live)}/teams/messages"
+                    )
+                except (aiohttp.ClientError, TimeoutError):
+                    pass
+                else:
+                    if answer.status == 200:
+                        return True
+                    if 400 <= answer.status < 500:
+                        return False
+            await asyncio.sleep(0.3)
+        return False
+
     async def _web(self, thread: _Thread, mid: str, text: str) -> bool:
         assert self._client is not None
         body: dict[str, Any] = {"text": text, "client_msg_id": mid}
@@ -241,19 +295,23 @@ class PlatformSurfaces:
     # --- faults of their own ----------------------------------------------------------------
 
     def send_fault(self, kind: str) -> None:
-        """Rate limits on sends: Telegram's flood control (429 with retry_after) or Slack's
-        ``ratelimited`` (429 with Retry-After), on the next few sends."""
-        assert self._tg is not None and self._sl is not None
+        """Rate limits on sends: Telegram's flood control (429 with retry_after), Slack's
+        ``ratelimited`` or the Bot Connector's 429 (with Retry-After), on the next few sends."""
+        assert self._tg is not None and self._sl is not None and self._tm is not None
         if kind == "telegram_429":
             self._tg.flood_next("sendMessage", times=5, retry_after=1)
+        elif kind == "teams_429":
+            self._tm.rate_limit_next(5, retry_after=1)
         else:
             self._sl.fail_next("chat.postMessage", status=429, retry_after=1, times=5)
 
     def send_faults_pending(self) -> bool:
         """A rate-limit storm still has 429s no send has met."""
-        assert self._tg is not None and self._sl is not None
+        assert self._tg is not None and self._sl is not None and self._tm is not None
         return bool(
-            self._tg.pending_faults("sendMessage") or self._sl.pending_faults("chat.postMessage")
+            self._tg.pending_faults("sendMessage")
+            or self._sl.pending_faults("chat.postMessage")
+            or self._tm.pending_faults()
         )
 
     async def drop_mattermost_socket(self, offer: Callable[[str], Any]) -> None:
@@ -295,6 +353,7 @@ class PlatformSurfaces:
     def _posts(self) -> list[tuple[str, tuple[Any, ...], str]]:
         """(platform, place, text) of every post of the bot."""
         assert self._tg is not None and self._sl is not None and self._mm is not None
+        assert self._tm is not None
         out: list[tuple[str, tuple[Any, ...], str]] = []
         out.extend(("telegram", (s.chat_id, s.topic), s.text) for s in self._tg.sent)
         out.extend(("slack", (m.channel, m.thread_ts), m.text) for m in self._sl.bot_posts())
@@ -302,6 +361,7 @@ class PlatformSurfaces:
             ("mattermost", (p["channel_id"], p["root_id"]), p["message"])
             for p in self._mm.bot_posts()
         )
+        out.extend(("teams", (m.place, m.root), m.text) for m in self._tm.bot_messages())
         for label, answers in self._web_answers.items():
             root = self._threads[label].root
             out.extend(("web", (root,), text) for text, _ in answers)
