@@ -1,8 +1,8 @@
 """The soak: ``python -m benchmarks --only soak --minutes N [--bound MB_PER_MIN]``.
 
 One real ``gateway run`` (``AGENT=openai`` against the fake model server, streaming) takes
-steady mixed traffic on every surface of the fault campaign (Telegram topics with streamed
-previews, Slack, Mattermost, the web chat): plain questions, tool calls (the clock, the
+steady mixed traffic on every surface of the fault campaign (``campaigns.platforms.DRIVERS``:
+Telegram topics with streamed previews, Slack, Mattermost, the web chat, Matrix): plain questions, tool calls (the clock, the
 knowledge base, a file in it uploaded at the start), tool calls that ask for approval (decided
 in the web chat, left to expire elsewhere), documents and voice notes shared in web chat
 threads (read, indexed and transcribed), ``/new``, and threads that grow long enough for
