@@ -18,6 +18,7 @@ import asyncpg
 import structlog
 
 from session_store.errors import StoreError
+from session_store.values import EncodedJson
 
 log = structlog.get_logger(__name__)
 
@@ -96,6 +97,8 @@ async def _no_reset(conn: asyncpg.Connection) -> None:
 
 
 def _dumps(value: Any) -> str:
+    if type(value) is EncodedJson:
+        return value.text  # encoded once, where its size was measured
     # default=str: a payload with a stray non-JSON value (bytes, datetime) is stored as text
     # rather than failing the ingest
     return json.dumps(value, default=str, separators=(",", ":"))

@@ -15,6 +15,19 @@ from typing import Any, Literal, NamedTuple, get_args
 
 from session_store.rows import reader
 
+
+class EncodedJson(dict):  # type: ignore[type-arg]
+    """A JSON object stored as jsonb whose encoding was made already (the inbox measures a raw
+    payload's size by encoding it): the connection's codec sends ``text`` as it is instead of
+    encoding the object a second time. ``text`` must be the JSON of the object's items."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, items: Mapping[str, Any], text: str) -> None:
+        super().__init__(items)
+        self.text = text
+
+
 #: a session: open for new messages, or closed by ``/new`` (or an operator)
 SessionStatus = Literal["active", "paused", "closed", "archived"]
 #: what a message is; a person's text is ``chat``, the bot's answers ``answer``, tool results

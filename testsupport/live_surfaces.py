@@ -1,8 +1,8 @@
 """Per-surface drivers for contract tests that run the gateway in the test process
-(``running_gateway``): the web chat, Telegram (polling or webhook), Slack's Events API and
-Mattermost's websocket. A driver builds the surface's adapter, says something as a person in
-one place, and reads what the bot answered to it (``testsupport.surfaces`` drives ``gateway
-run`` processes instead)."""
+(``running_gateway``): the web chat, Telegram (polling or webhook), Slack's Events API,
+Mattermost's websocket and Discord's gateway. A driver builds the surface's adapter, says
+something as a person in one place, and reads what the bot answered to it
+(``testsupport.surfaces`` drives ``gateway run`` processes instead)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,15 @@ from typing import Any
 
 import httpx
 
+from adapters.discord.adapter import DiscordAdapter
 from adapters.matrix.adapter import MatrixAdapter, MatrixConfig
 from adapters.mattermost.adapter import MattermostAdapter
 from adapters.slack import SlackAdapter
 from adapters.telegram.adapter import TelegramAdapter
 from gateway.runtime.gateway import Gateway
+from testsupport.discord import make_config as discord_config
+from testsupport.discord import session_up
+from testsupport.fakes.discord import FakeDiscord
 from testsupport.fakes.mattermost import FakeMattermost
 from testsupport.fakes.slack import FakeSlack
 from testsupport.fakes.telegram import FakeTelegram
@@ -223,6 +227,32 @@ class MattermostSurface(LiveSurface):
         return [str(p["message"]) for p in self.mm.bot_posts()]
 
 
+class DiscordSurface(LiveSurface):
+    """A channel message mentioning the bot: answered in the thread started on it."""
+
+    async def start(self) -> None:
+        self.dc = await self.stack.enter_async_context(FakeDiscord())
+
+    def adapters(self) -> list[Any]:
+        self.adapter = DiscordAdapter(discord_config(self.dc))
+        return [self.adapter]
+
+    async def attached(self, gw: Gateway) -> None:
+        await session_up(self.adapter, self.dc)
+
+    def stored_form(self, text: str) -> str:
+        return f"@{self.dc.bot.username} {text}"
+
+    async def say(self, text: str) -> Any:
+        return await self.dc.user_posts(self.dc.general, text, mention_bot=True)
+
+    def answers(self, handle: Any) -> list[str]:
+        return [str(m["content"]) for m in self.dc.in_channel(handle["id"], by=self.dc.bot)]
+
+    def all_answers(self) -> list[str]:
+        return [str(m["content"]) for m in self.dc.bot_messages()]
+
+
 class MatrixSurface(LiveSurface):
     """A room of three on a real Synapse homeserver (testsupport.matrix): each question
     mentions the bot at the room's top level, and its answer goes to the thread it roots."""
@@ -270,7 +300,15 @@ class MatrixSurface(LiveSurface):
 
 
 #: every surface, and Telegram in both of its modes
-NAMES = ["web", "telegram-polling", "telegram-webhook", "slack", "mattermost", "matrix"]
+NAMES = [
+    "web",
+    "telegram-polling",
+    "telegram-webhook",
+    "slack",
+    "mattermost",
+    "discord",
+    "matrix",
+]
 
 
 @asynccontextmanager
@@ -283,6 +321,8 @@ async def live_surface(name: str) -> AsyncIterator[LiveSurface]:
             driver = TelegramSurface(stack, name.removeprefix("telegram-"))
         elif name == "slack":
             driver = SlackSurface(stack)
+        elif name == "discord":
+            driver = DiscordSurface(stack)
         elif name == "matrix":
             driver = MatrixSurface(stack)
         else:

@@ -23,6 +23,8 @@ import httpx
 from adapters.mattermost.actions import APPROVE as MM_APPROVE
 from adapters.mattermost.actions import DENY as MM_DENY
 from adapters.slack.transport import APPROVE_ACTION, DENY_ACTION
+from testsupport.discord import discord_env
+from testsupport.fakes.discord import FakeDiscord
 from testsupport.fakes.mattermost import FakeMattermost
 from testsupport.fakes.slack import BOT_TOKEN, HUMAN, SIGNING_SECRET, FakeSlack
 from testsupport.fakes.telegram import Chat, FakeTelegram
@@ -488,6 +490,75 @@ class WebSurface(Surface):
         return str(answer.json()["message"])
 
 
+class DiscordSurface(Surface):
+    """The thread Discord starts on a channel message that mentions the bot, over the
+    gateway WebSocket; approval buttons are message components pressed as interactions."""
+
+    #: about 1,400 characters: one Discord message while it streams
+    slow_words = 200
+
+    async def start(self) -> None:
+        self.dc = await self.stack.enter_async_context(FakeDiscord())
+        self.root = ""
+
+    def process_env(self) -> dict[str, str]:
+        return discord_env(self.dc)
+
+    async def attached(self, gw: GatewayProcess) -> None:
+        await wait_for(lambda: self.dc.live, timeout=30)
+
+    async def ask(self, text: str) -> None:
+        message = await self.dc.user_posts(self.dc.general, text, mention_bot=True)
+        self.root = str(message["id"])
+
+    def in_thread(self) -> list[BotMessage]:
+        return [
+            BotMessage(str(m["id"]), str(m["content"]))
+            for m in self.dc.in_channel(self.root, by=self.dc.bot)
+        ]
+
+    def anywhere(self) -> list[BotMessage]:
+        return [BotMessage(str(m["id"]), str(m["content"])) for m in self.dc.bot_messages()]
+
+    def edited(self) -> bool:
+        return bool(self.dc.edits)
+
+    def edits_stay_in_thread(self) -> bool:
+        return all(channel == self.root for channel, _, _ in self.dc.edits)
+
+    def sends(self) -> int:
+        return len(self.anywhere()) + len(self.dc.deleted)
+
+    def deleted(self) -> list[str]:
+        return list(self.dc.deleted)
+
+    def card(self) -> Card | None:
+        """The bot's message in the thread with buttons (components)."""
+        for m in self.dc.in_channel(self.root, by=self.dc.bot):
+            if m.get("components"):
+                return Card(str(m["id"]), copy.deepcopy(m))
+        return None
+
+    def card_open(self, card: Card) -> bool:
+        return bool(self.dc.messages[card.id].get("components"))
+
+    async def press(self, card: Card, how: Press = ASKER) -> str:
+        """An ``INTERACTION_CREATE`` for the button as it was shown; what the presser is
+        told is the interaction's answer. Another thread: the same button pressed on a
+        message in a thread a person started elsewhere in the channel."""
+        [row] = card.shown["components"]
+        custom_id = row["components"][0 if how.approve else 1]["custom_id"]
+        user = self.dc.bob if how.other_person else self.dc.alice
+        message = card.shown
+        if how.other_thread:
+            other = await self.dc.user_posts(self.dc.general, "an unrelated message")
+            thread = await self.dc.user_starts_thread(other, "elsewhere")
+            inside = await self.dc.user_posts(thread, "in another thread")
+            message = {**copy.deepcopy(inside), "components": card.shown["components"]}
+        pressed = await self.dc.press(message, custom_id, user=user)
+        return await self.dc.answered(pressed)
+
+
 class MatrixSurface(Surface):
     """A room of three on a real Synapse homeserver (testsupport.matrix); each question
     mentions the bot at the top level and roots the thread its answer goes to. Reads are
@@ -580,6 +651,7 @@ SURFACES: dict[str, type[Surface]] = {
     "telegram": TelegramSurface,
     "slack": SlackSurface,
     "mattermost": MattermostSurface,
+    "discord": DiscordSurface,
     "web": WebSurface,
     "matrix": MatrixSurface,
 }

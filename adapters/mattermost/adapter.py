@@ -57,7 +57,7 @@ from adapters.mattermost.transport import MattermostTransport
 from adapters.mattermost.urls import ServerUrls, server_urls
 from adapters.mattermost.websocket import EventStream
 from gateway.core.domain import Rejected
-from gateway.core.errors import ConfigError, GatewayError
+from gateway.core.errors import ConfigError, GatewayError, StoreError
 from gateway.core.ports import ApprovalClick, Check, Intake
 from gateway.inbound.ingress import ingest, record_reaction
 
@@ -223,6 +223,10 @@ class MattermostAdapter:
             if not done:
                 task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+        try:
+            await self.reconciler.save_cursors()  # what live posts moved since the last tick
+        except (StoreError, GatewayError) as exc:  # a lagging cursor: posts fetched again
+            log.warning("mattermost_cursor_save_failed", error=str(exc))
         self._stream = None
         await self.transport.close(timeout=self._config.http_timeout)
 

@@ -47,6 +47,11 @@ _T = TypeVar("_T")
 #: a post until the next resync
 _TRANSIENT_RETRY_SECONDS = 1.3
 
+#: a channel's cursor moved by live posts is saved at most this often (the read loop's tick
+#: saves what is left): a cursor that lags only makes the next resync fetch again posts the
+#: inbox already has, while a write per post was a transaction per message
+CURSOR_SAVE_SECONDS = 1.0
+
 
 class Reconciler:
     """The identity, cursors, holds and reconciliation of one Mattermost server's bot: what
@@ -62,6 +67,9 @@ class Reconciler:
         self.ctx: ExtractContext | None = None
         # channel id -> last seen create_at (ms); bounded by the channels we are in
         self._cursors: dict[str, int] = {}
+        # channel id -> a cursor moved in memory, not saved yet; and when each was last saved
+        self._unsaved: dict[str, int] = {}
+        self._saved_at: dict[str, float] = {}
         # channel id -> {post id: create_at} of posts whose handling failed
         self._held: dict[str, dict[str, int]] = {}
         self._first_start_checked = False
@@ -139,7 +147,9 @@ class Reconciler:
         self._cursors[channel_id] = cursor
         return cursor
 
-    async def _set_cursor(self, channel_id: str, value: int) -> None:
+    async def _set_cursor(self, channel_id: str, value: int, *, lazy: bool = False) -> None:
+        """Move a channel's cursor; ``lazy`` (a live post): saved now only when the channel's
+        last save is ``CURSOR_SAVE_SECONDS`` old, else by the next tick (``save_cursors``)."""
         held = self._held.get(channel_id)
         if held:
             # never move past a post whose handling failed: it must be fetched again
@@ -147,6 +157,15 @@ class Reconciler:
         if self._cursors.get(channel_id) == value:
             return
         self._cursors[channel_id] = value
+        saved = self._saved_at.get(channel_id)
+        if lazy and saved is not None and time.monotonic() - saved < CURSOR_SAVE_SECONDS:
+            self._unsaved[channel_id] = value
+            return
+        await self._save_cursor(channel_id, value)
+
+    async def _save_cursor(self, channel_id: str, value: int) -> None:
+        self._unsaved.pop(channel_id, None)
+        self._saved_at[channel_id] = time.monotonic()
         intake, _ = self.require()
         name = self._cursor_name(channel_id)
         await persist(
@@ -155,12 +174,23 @@ class Reconciler:
             deadline=_TRANSIENT_RETRY_SECONDS,
         )
 
+    async def save_cursors(self) -> None:
+        """Save the cursors live posts moved since their channel's last save (each tick, and
+        at stop)."""
+        for channel_id, value in list(self._unsaved.items()):
+            await self._save_cursor(channel_id, value)
+
     async def seen(self, post: Mapping[str, Any]) -> None:
         """A post was durably handled: advance its channel's cursor and release a hold."""
-        await self._seen_all(post["channel_id"], [post])
+        await self._seen_all(post["channel_id"], [post], lazy=True)
 
     async def _seen_all(
-        self, channel_id: str, posts: Sequence[Mapping[str, Any]], *, cap: int | None = None
+        self,
+        channel_id: str,
+        posts: Sequence[Mapping[str, Any]],
+        *,
+        cap: int | None = None,
+        lazy: bool = False,
     ) -> None:
         """Like ``seen`` for many posts of one channel, with one cursor write: every post
         in ``posts`` was durably handled (held posts, and ``cap``, still cap the cursor)."""
@@ -185,7 +215,9 @@ class Reconciler:
         if cap is not None:
             newest = min(newest, cap)
         current = await self._cursor(channel_id)
-        await self._set_cursor(channel_id, newest if current is None else max(current, newest))
+        await self._set_cursor(
+            channel_id, newest if current is None else max(current, newest), lazy=lazy
+        )
 
     def _hold(self, post: Mapping[str, Any]) -> None:
         create_at = post.get("create_at")
@@ -442,7 +474,10 @@ class Reconciler:
         return stored, not failed
 
     async def on_tick(self) -> None:
-        """Idle tick of the read loop: retry held posts (their handling failed) with backoff."""
+        """Idle tick of the read loop: save the cursors live posts moved, and retry held posts
+        (their handling failed) with backoff."""
+        if self._unsaved:
+            await self.save_cursors()
         if not self._held or time.monotonic() < self._resync_at:
             return
         try:

@@ -68,7 +68,13 @@ class DeliveryError(GatewayError):
     """A send failed. ``permanent`` failures are not retried; ``retry_after`` is the
     platform's own wait in seconds (Telegram ``retry_after``, HTTP ``Retry-After``).
     ``ambiguous`` means the platform may have posted it anyway (timeout after the request
-    left), so a blind retry could double-post."""
+    left), so a blind retry could double-post.
+
+    ``hold``: the keys of the transport's own pace rules (``Transport.pace``) that the wait
+    applies to beyond this one send: a limit of the whole bot (a global 429) holds
+    its bot-wide key, a route's limit the route's key. The outbox closes them for
+    ``retry_after`` in every replica, so every other send under them waits too instead of
+    running into the same 429."""
 
     def __init__(
         self,
@@ -77,11 +83,13 @@ class DeliveryError(GatewayError):
         permanent: bool = False,
         retry_after: float | None = None,
         ambiguous: bool = False,
+        hold: tuple[str, ...] = (),
     ) -> None:
         super().__init__(message)
         self.permanent = permanent
         self.retry_after = retry_after
         self.ambiguous = ambiguous
+        self.hold = hold
 
 
 class AgentError(GatewayError):

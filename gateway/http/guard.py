@@ -28,6 +28,7 @@ In order, for every request:
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import ipaddress
 import json
@@ -80,6 +81,7 @@ def page_headers(*, scripts: Iterable[str] = (), styles: Iterable[str] = ()) -> 
     return {"Content-Security-Policy": csp, "Cache-Control": "no-store"}
 
 
+@functools.lru_cache(maxsize=1024)  # per request, twice (Host and peer): parsed once each
 def _is_loopback_name(name: str) -> bool:
     return is_loopback_bind(name)
 

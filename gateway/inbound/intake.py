@@ -13,7 +13,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, fields, is_dataclass, replace
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeGuard, TypeVar
 
 import structlog
 
@@ -43,7 +43,7 @@ from session_store.records import (
     IngestResult,
 )
 from session_store.store import Store
-from session_store.values import TurnRequest
+from session_store.values import EncodedJson, TurnRequest
 
 log = structlog.get_logger(__name__)
 
@@ -151,21 +151,34 @@ def clean_raw(raw: Mapping[str, Any] | None, notes: set[str]) -> Mapping[str, An
         return None
     cleaned: dict[str, Any] = clean_value(_without_secrets(dict(raw)), notes)
     try:
-        size = len(json.dumps(cleaned, default=str, separators=(",", ":")))
+        text = json.dumps(cleaned, default=str, separators=(",", ":"))
     except (TypeError, ValueError):  # a value no JSON encoder takes, or nested too deep
         notes.add("raw_unencodable")
         return {"unencodable": True, "repr": repr(cleaned)[:RAW_HEAD_BYTES]}
+    size = len(text)
     if size > MAX_RAW_BYTES:
         notes.add("raw_truncated")
         head = json.dumps(cleaned, default=str)[:RAW_HEAD_BYTES]
         return {"truncated": True, "bytes": size, "head": head}
-    return cleaned
+    # the encoding just made is the one stored: the payload is encoded once per event
+    return EncodedJson(cleaned, text)
 
 
 #: the reasons the surfaces give for the bot's own posts, which Slack, Mattermost and
 #: Telegram send back as events (one per reply): acknowledged and counted in
 #: ``gateway_inbound_events_total``, not kept in the inbox
 OWN_ECHOES = frozenset({"own message", "own post", "own message edited", "own message deleted"})
+#: the platforms' notices about a conversation, no one's message: Telegram's service messages
+#: (a forum topic created, one per new topic, renamed, closed) and Mattermost's system posts (a
+#: user joined): counted and acknowledged like the echoes, not kept (a transaction each)
+NOTICES = ("service message: ", "system post ")
+
+
+def counted_only(extracted: Extracted) -> TypeGuard[Ignored]:
+    """An event the inbox does not keep: acknowledged and counted only."""
+    return isinstance(extracted, Ignored) and (
+        extracted.reason in OWN_ECHOES or extracted.reason.startswith(NOTICES)
+    )
 
 
 def _without_secrets(value: Any) -> Any:
@@ -331,7 +344,7 @@ class CoreIntake:
     async def _submit(
         self, extracted: Extracted, *, raw: Mapping[str, Any] | None
     ) -> IngestOutcome:
-        if isinstance(extracted, Ignored) and extracted.reason in OWN_ECHOES:
+        if counted_only(extracted):
             # counted, never stored: a row per reply would be a transaction per message
             # for nothing (a redelivery is ignored again just the same)
             self._metrics.inbound.labels(extracted.platform, "ignored").inc()

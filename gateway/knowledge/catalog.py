@@ -46,6 +46,9 @@ class Catalog:
         #: after this replica creates one (another replica's shows within that interval,
         #: sooner than its first document is read)
         self._no_bases_until = 0.0
+        #: while some base is known to exist, a turn whose chat has none does not ask again
+        #: whether any exists (that was a second transaction per such turn)
+        self._bases_until = 0.0
         #: bases by name, most recently used last: bounded (every thread that shares a file
         #: has a base of its own, ``thread:<key>``; a week of traffic must not keep them all)
         self._kbs: OrderedDict[str, KnowledgeBase] = OrderedDict()
@@ -120,6 +123,10 @@ class Catalog:
         if time.monotonic() < self._no_bases_until:
             return []
         found = await load()
-        if not found and not await self._store.any_kb():
+        if found or time.monotonic() < self._bases_until:
+            return found
+        if await self._store.any_kb():
+            self._bases_until = time.monotonic() + NO_BASES_SECONDS
+        else:
             self._no_bases_until = time.monotonic() + NO_BASES_SECONDS
         return found

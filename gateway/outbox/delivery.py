@@ -471,6 +471,14 @@ class DeliveryWorker:
         except StoreError as exc:
             raise DeliveryError(f"not sent: the store is unreachable: {exc}") from exc
 
+    async def _hold(
+        self, transport: Transport, target: ReplyTarget, keys: tuple[str, ...], seconds: float
+    ) -> None:
+        try:
+            await _hold_keys(self._budget, transport, target, keys, seconds)
+        except StoreError as exc:  # the retry itself is still scheduled with its delay
+            log.warning("pacing_hold_failed", error=str(exc))
+
     async def _failed(
         self,
         delivery: DeliveryRecord,
@@ -525,6 +533,8 @@ class DeliveryWorker:
             return
         if exc.retry_after is not None:
             self._metrics.retry_after_seconds.labels(delivery.platform).inc(delay)
+            if exc.hold:
+                await self._hold(transport, delivery.target, exc.hold, delay)
         await persist(
             lambda: self._store.outbox.mark_retry(delivery, delay=delay, error=reason),
             what="mark_retry",
@@ -532,6 +542,16 @@ class DeliveryWorker:
         )
         self._metrics.deliveries.labels(delivery.platform, "retry").inc()
         bound.info("delivery_retry_scheduled", error=reason, delay_s=round(delay, 2))
+
+
+async def _hold_keys(
+    budget: Budget, transport: Transport, target: ReplyTarget, keys: tuple[str, ...], seconds: float
+) -> None:
+    """Close the pace keys a platform's limit names (``DeliveryError.hold``) for ``seconds``."""
+    own = {f"{transport.platform}:{key}" for key in keys}
+    rules = [rule for rule in pace_rules(transport, target) if rule.key in own]
+    if rules:
+        await budget.hold(rules, seconds)
 
 
 async def send_part(

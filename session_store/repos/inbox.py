@@ -18,6 +18,7 @@ from session_store.records import (
     IngestResult,
 )
 from session_store.sql import load
+from session_store.values import EncodedJson
 
 SQL = load(__package__, "inbox.sql")
 
@@ -187,4 +188,6 @@ def _title(text: str) -> str:
 
 
 def _jsonable(raw: Mapping[str, Any] | None) -> Any:
-    return None if raw is None else dict(raw)
+    if raw is None or type(raw) is EncodedJson:
+        return raw
+    return dict(raw)

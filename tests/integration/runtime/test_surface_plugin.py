@@ -223,7 +223,14 @@ def test_the_built_in_surfaces_come_from_metadata_or_from_the_source_tree(
     from gateway.core import registry
 
     declared = registry._declared(registry.PYPROJECT)
-    assert [name for name, _ in declared] == ["telegram", "slack", "mattermost", "web", "matrix"]
+    assert [name for name, _ in declared] == [
+        "telegram",
+        "slack",
+        "mattermost",
+        "discord",
+        "web",
+        "matrix",
+    ]
     other = tmp_path / "pyproject.toml"
     other.write_text('[project]\nname = "someone-else"\n[project.entry-points."x"]\na = "b:c"\n')
     assert registry._declared(other) == []

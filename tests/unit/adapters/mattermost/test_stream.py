@@ -321,7 +321,43 @@ async def test_own_posts_are_ignored_but_advance_the_cursor(
     await wait_until(lambda: bool(intake.ignored), message="own post event")
     assert intake.ignored[0].reason == "own post" and not intake.envelopes
     name = f"mattermost:{adapter.scope}:channel:{fake.dm_alice.id}"
-    assert intake.cursors[name] == str(fake.bot_posts()[0]["create_at"])
+    # saved by the read loop's next tick at the latest
+    await wait_until(
+        lambda: intake.cursors.get(name) == str(fake.bot_posts()[0]["create_at"]),
+        message="cursor saved",
+    )
+
+
+class CountingIntake(RecordingIntake):
+    """Counts the cursor writes (each one a transaction in the store)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.saves: list[tuple[str, str]] = []
+
+    async def save_cursor(self, name: str, value: str) -> None:
+        self.saves.append((name, value))
+        await super().save_cursor(name, value)
+
+
+async def test_a_busy_channels_cursor_is_saved_once_a_tick_not_once_a_post(
+    fake: FakeMattermost, running: Any
+) -> None:
+    """A write per live post was a transaction per message: within a second a channel's
+    cursor is saved once (the first move), and the read loop's tick saves the last one."""
+    intake = CountingIntake(rules=AnswerRules(chat_word="channel", own_word="post"))
+    adapter, _ = await start(fake, running, intake, tick_interval=0.5)
+    name = f"mattermost:{adapter.scope}:channel:{fake.town_square.id}"
+    before = len(intake.saves)
+    posts = [await fake.user_posts(fake.town_square, f"busy {n}") for n in range(8)]
+    await wait_until(lambda: all(has_text(intake, p["message"]) for p in posts), message="posts")
+    await wait_until(
+        lambda: intake.cursors.get(name) == str(posts[-1]["create_at"]),
+        message="the last post's cursor saved by the tick",
+    )
+    writes = [value for saved, value in intake.saves[before:] if saved == name]
+    assert 1 <= len(writes) <= 4, writes  # not one per post (8)
+    assert writes[-1] == str(posts[-1]["create_at"])
 
 
 async def test_reactions_become_feedback(fake: FakeMattermost, running: Any) -> None:
