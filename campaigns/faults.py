@@ -450,15 +450,19 @@ class Campaign:
                 await asyncio.sleep(0.05)
             fault_ended(kind)
 
-        drops = surface.drop_kinds() if self.platforms else []
-        dropped = 0
+        #: the connection drops the surfaces can make, and when each was last made
+        last_drop = dict.fromkeys(surface.drop_kinds() if self.platforms else [], -30.0)
 
-        async def connection_drop() -> None:
+        def next_drop() -> str | None:
+            # a websocket client resets its reconnect backoff only after 30 s up: drops of one
+            # connection closer than that would measure the backoff, not us
+            due = [k for k, at in last_drop.items() if time.monotonic() - at >= 30]
+            return min(due, key=last_drop.__getitem__) if due else None
+
+        async def connection_drop(kind: str) -> None:
             # posts made while the connection is down: only reconciliation (or a resume)
-            # finds them; the surfaces that can drop one take turns, the first first
-            nonlocal dropped
-            kind = drops[dropped % len(drops)]
-            dropped += 1
+            # finds them
+            last_drop[kind] = time.monotonic()
             await surface.drop_connection(kind, lambda label: offer_new(label, poison_rate=0))
             fault_ended(kind)
 
@@ -466,7 +470,6 @@ class Campaign:
             db_at = sorted(rng.uniform(0.2, 0.7) * self.seconds for _ in range(self.db_restarts))
             next_kill = self.kill_every
             next_other = 5.0
-            last_drop = -30.0
             while not stop_load.is_set():
                 elapsed = time.monotonic() - started
                 if db_at and elapsed >= db_at[0]:
@@ -478,11 +481,9 @@ class Campaign:
                 elif elapsed >= next_other:
                     next_other += rng.uniform(4, 8)
                     if self.platforms:
-                        # a websocket client resets its reconnect backoff only after 30 s
-                        # up: drops closer than that would measure the backoff, not us
-                        if drops and time.monotonic() - last_drop >= 30:
-                            last_drop = time.monotonic()
-                            await connection_drop()
+                        drop = next_drop()
+                        if drop is not None:
+                            await connection_drop(drop)
                         else:
                             await send_faults(rng.choice(surface.send_fault_kinds()))
                     else:

@@ -39,6 +39,7 @@ from typing import Any, Protocol
 import httpx
 
 from testsupport.fakes import slack as slack_fake
+from testsupport.fakes.discord import FakeDiscord
 from testsupport.fakes.mattermost import FakeMattermost
 from testsupport.fakes.slack import FakeSlack
 from testsupport.fakes.telegram import FakeTelegram
@@ -592,6 +593,91 @@ class MatrixDriver:
             await asyncio.gather(self._reader, return_exceptions=True)
 
 
+class DiscordDriver:
+    """The fake Discord (``testsupport.fakes.discord``: REST and the gateway WebSocket,
+    driven by hikari on the leader replica). A thread is the public thread the bot starts on
+    a channel message that mentions it (its id is the message's); replies are posted in it
+    once it exists (after a minute, the person starts it, as a person can). A redelivery is
+    the same ``MESSAGE_CREATE`` dispatched again; the connection drop cuts the socket without
+    a close frame (the session stays resumable)."""
+
+    name = "discord"
+    prefix = "dc"
+    send_faults: tuple[str, ...] = ("discord_429",)
+    drop_kind: str | None = "discord_gateway_drop"
+
+    def __init__(self, reach: Reach) -> None:
+        self.reach = reach
+        self.fake = FakeDiscord()
+        self.env: dict[str, str] = {}
+        self._messages: dict[str, dict[str, Any]] = {}
+        self._limited = 0
+
+    async def start(self, threads: list[Thread]) -> None:
+        await self.fake.start()
+        self.env = {"DISCORD_BOT_TOKEN": self.fake.token, "DISCORD_API_BASE_URL": self.fake.api_url}
+        for thread in threads:
+            thread.chat = self.fake.general
+
+    def attached(self) -> None:
+        pass
+
+    async def _connected(self) -> None:
+        """Before the gateway's first session, a message reaches no one (the catch-up after a
+        gap is the adapter's; the time before it ever connected is not)."""
+        for _ in range(1200):  # two minutes
+            if self.fake.live:
+                return
+            await asyncio.sleep(0.1)
+
+    async def _thread_of(self, thread: Thread) -> Any:
+        root = str(thread.root)
+        for _ in range(600):  # a minute
+            if root in self.fake.channels:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            await self.fake.user_starts_thread(self.fake.messages[root], thread.label)
+        return self.fake.channels[root]
+
+    async def offer(self, thread: Thread, mid: str, text: str, *, duplicate: bool) -> bool:
+        if duplicate:
+            message = self._messages.get(mid)
+            if message is not None:
+                await self.fake.dispatch("MESSAGE_CREATE", dict(message))
+            return True
+        await self._connected()
+        if thread.root is None:
+            async with thread.lock:
+                if thread.root is None:
+                    message = await self.fake.user_posts(thread.chat, text, mention_bot=True)
+                    self._messages[mid] = message
+                    thread.root = str(message["id"])
+                    thread.place = (thread.root,)  # the thread's channel id is the root's
+                    return True
+        channel = await self._thread_of(thread)
+        self._messages[mid] = await self.fake.user_posts(channel, text, mention_bot=True)
+        return True
+
+    def posts(self) -> Iterable[Post]:
+        return [((m["channel_id"],), str(m["content"])) for m in self.fake.bot_messages()]
+
+    def send_fault(self, kind: str) -> None:
+        # 429s with retry_after on the next few message sends (the route's bucket)
+        for _ in range(5):
+            self.fake.rate_limit_next("POST", "/messages", 1.0)
+        self._limited = len(self.fake.limited) + 5
+
+    def send_faults_pending(self) -> bool:
+        return len(self.fake.limited) < self._limited
+
+    async def drop(self) -> None:
+        self.fake.drop()
+
+    async def stop(self) -> None:
+        await self.fake.close()
+
+
 #: every surface the campaign drives, in the order of its reports
 DRIVERS: dict[str, Callable[[Reach], Driver]] = {
     "telegram": TelegramDriver,
@@ -599,6 +685,7 @@ DRIVERS: dict[str, Callable[[Reach], Driver]] = {
     "mattermost": MattermostDriver,
     "web": WebDriver,
     "matrix": MatrixDriver,
+    "discord": DiscordDriver,
 }
 
 
