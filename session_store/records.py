@@ -15,11 +15,11 @@ from session_store.values import (
     DeliveryStatus,
     InboundStatus,
     IngestStatus,
-    MessageKind,
     ReplyTarget,
     Role,
     SessionKey,
     SessionStatus,
+    StoredKind,
     StoredPart,
     TurnRequest,
     key_from_row,
@@ -235,7 +235,7 @@ class MessageRecord:
     #: the trace context of the message's ingest while tracing is on (migration 0026)
     traceparent: str | None = None
     #: what the message is (``chat``, ``answer``, ``decision``, ...) and its weight
-    kind: MessageKind = "chat"
+    kind: StoredKind = "chat"
     importance: int = 0
     #: deleted on its platform (a turn's read of its pending messages says so; other reads
     #: leave it False)

@@ -87,7 +87,7 @@ CREATE TABLE messages (
     -- 0034: what the message is (answers are answer, tool results tool_result), and weight
     kind                text        NOT NULL DEFAULT 'chat' CHECK (kind IN (
         'chat', 'proposal', 'review', 'decision', 'summary', 'question', 'answer', 'warning',
-        'tool_result')),
+        'tool_result', 'rolling')),
     importance          smallint    NOT NULL DEFAULT 0
 );
 -- a session's decisions, read on the warm path without scanning its messages
@@ -312,6 +312,36 @@ CREATE TABLE session_links (
         CHECK (relation IN ('input', 'evidence', 'output', 'related', 'supersedes'))
 );
 CREATE INDEX session_links_session ON session_links (session_id);
+
+-- 0043: a session's minutes, due once when it closes (session_minutes_due)
+CREATE TABLE session_minutes (
+    session_id  bigint      PRIMARY KEY REFERENCES sessions (id) ON DELETE CASCADE,
+    state       text        NOT NULL DEFAULT 'due'
+                CHECK (state IN ('due', 'written', 'skipped', 'failed')),
+    tries       integer     NOT NULL DEFAULT 0,
+    -- when it is due (again); also the claim's lease
+    due_at      timestamptz NOT NULL DEFAULT now(),
+    kb          text,
+    document_id bigint,
+    error       text,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX session_minutes_due ON session_minutes (due_at) WHERE state = 'due';
+-- a cited minutes document opens its session
+CREATE INDEX session_minutes_document ON session_minutes (document_id)
+    WHERE document_id IS NOT NULL;
+
+CREATE FUNCTION session_minutes_due() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO session_minutes (session_id) VALUES (NEW.id) ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER sessions_minutes_due AFTER UPDATE OF status ON sessions
+    FOR EACH ROW WHEN (NEW.status = 'closed' AND OLD.status IN ('active', 'paused'))
+    EXECUTE FUNCTION session_minutes_due();
 
 CREATE TABLE session_summaries (
     id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -596,6 +626,14 @@ BEGIN
     FROM jsonb_to_recordset(NEW.metadata->'citations') AS c (
         ordinal integer, document_id bigint, chunk_id bigint, document_name text,
         page integer, section text, passage text, score double precision);
+    INSERT INTO session_links (session_id, link_type, target_ref, relation)
+    SELECT DISTINCT NEW.session_id, 'doc', 'kb-document:' || c.document_id, 'evidence'
+    FROM jsonb_to_recordset(NEW.metadata->'citations') AS c (document_id bigint)
+    WHERE c.document_id IS NOT NULL
+      AND NOT EXISTS (
+          SELECT 1 FROM session_links l
+          WHERE l.session_id = NEW.session_id AND l.link_type = 'doc'
+            AND l.target_ref = 'kb-document:' || c.document_id AND l.relation = 'evidence');
     RETURN NULL;
 END
 $$;

@@ -44,6 +44,9 @@ MessageKind = Literal[
     "tool_result",
 ]
 MESSAGE_KINDS: tuple[MessageKind, ...] = get_args(MessageKind)
+#: what a stored message may be besides: a rolling summary kept in the transcript, written
+#: only by the store with the summary (never by a caller)
+StoredKind = MessageKind | Literal["rolling"]
 #: who wrote a message
 Role = Literal["user", "assistant", "system", "tool"]
 #: an outbox row: waiting, claimed by a sender, delivered, or given up (visibly)

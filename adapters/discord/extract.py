@@ -209,19 +209,7 @@ def extract_message(
         channel=channel, guild_id=str(guild) if is_snowflake(guild) else None, message_id=mid
     )
     if kind is EventKind.DELETE:
-        return Envelope(
-            key=key,
-            target=_target(key, mid, None),
-            message_id=mid,
-            text="",
-            sender=Sender(id=""),
-            event_id=f"delete:{mid}",
-            kind=EventKind.DELETE,
-            trigger=Trigger.NEVER,
-            place=Place(direct=channel.type == DM, chat_name=channel.name),
-            metadata={"channel_id": cid, "source": source},
-            facts=Facts(place=key, person=None, direct=channel.type == DM),
-        )
+        return _deletion(key, mid, cid, channel=channel, source=source)
     author = _author(message)
     if author is None:
         return Rejected(
@@ -232,23 +220,11 @@ def extract_message(
     raw_text = raw_text if isinstance(raw_text, str) else ""
     text = readable(raw_text, bot)
     attachments = _attachments(message)
-    referenced = message.get("referenced_message")
-    ref_author = _author(referenced) if isinstance(referenced, Mapping) else None
-    reply_to_bot = ref_author is not None and ref_author.get("id") == bot.user_id
     reference = message.get("message_reference")
     reply_to = reference.get("message_id") if isinstance(reference, Mapping) else None
-    mentioned = mentions_bot(message, bot)
     bare = re.sub(r"^\s*(<@!?\d+>\s*)+", "", raw_text)
-    facts = Facts(
-        place=key,
-        person=user_id,
-        direct=channel.type == DM,
-        mentioned=mentioned,
-        reply_to_bot=reply_to_bot,
-        thread_reply=channel.thread,
-        from_bot=author.get("bot") is True,
-        from_self=user_id == bot.user_id,
-        content=bool(raw_text.strip() or attachments),
+    facts = _facts(
+        message, key, author, bot=bot, channel=channel, raw_text=raw_text, files=bool(attachments)
     )
     message_type = message.get("type", 0)
     if not isinstance(message_type, int) or isinstance(message_type, bool):
@@ -285,17 +261,64 @@ def extract_message(
         metadata={"channel_id": cid, "source": source},
         facts=facts,
     )
-    if kind is EventKind.EDIT:
-        edited = message.get("edited_timestamp")
-        return replace(
-            envelope,
-            event_id=f"edit:{mid}:{edited if isinstance(edited, str) else ''}",
-            kind=EventKind.EDIT,
-            trigger=Trigger.NEVER,
-            command=None,
-            sent_at=_iso(edited) or envelope.sent_at,
-        )
-    return envelope
+    return _as_edit(envelope, message) if kind is EventKind.EDIT else envelope
+
+
+def _as_edit(envelope: Envelope, message: Mapping[str, Any]) -> Envelope:
+    """A MESSAGE_UPDATE: the message's new text, one event per edit (its edited time)."""
+    edited = message.get("edited_timestamp")
+    return replace(
+        envelope,
+        event_id=f"edit:{envelope.message_id}:{edited if isinstance(edited, str) else ''}",
+        kind=EventKind.EDIT,
+        trigger=Trigger.NEVER,
+        command=None,
+        sent_at=_iso(edited) or envelope.sent_at,
+    )
+
+
+def _deletion(key: SessionKey, mid: str, cid: str, *, channel: Channel, source: str) -> Envelope:
+    """A deleted message: its ids are all Discord sends (no author, no text)."""
+    return Envelope(
+        key=key,
+        target=_target(key, mid, None),
+        message_id=mid,
+        text="",
+        sender=Sender(id=""),
+        event_id=f"delete:{mid}",
+        kind=EventKind.DELETE,
+        trigger=Trigger.NEVER,
+        place=Place(direct=channel.type == DM, chat_name=channel.name),
+        metadata={"channel_id": cid, "source": source},
+        facts=Facts(place=key, person=None, direct=channel.type == DM),
+    )
+
+
+def _facts(
+    message: Mapping[str, Any],
+    key: SessionKey,
+    author: Mapping[str, Any],
+    *,
+    bot: BotIdentity,
+    channel: Channel,
+    raw_text: str,
+    files: bool,
+) -> Facts:
+    """What the core's door needs to know about a message (the adapter decides nothing)."""
+    user_id = str(author["id"])
+    referenced = message.get("referenced_message")
+    ref_author = _author(referenced) if isinstance(referenced, Mapping) else None
+    return Facts(
+        place=key,
+        person=user_id,
+        direct=channel.type == DM,
+        mentioned=mentions_bot(message, bot),
+        reply_to_bot=ref_author is not None and ref_author.get("id") == bot.user_id,
+        thread_reply=channel.thread,
+        from_bot=author.get("bot") is True,
+        from_self=user_id == bot.user_id,
+        content=bool(raw_text.strip() or files),
+    )
 
 
 def _target(key: SessionKey, message_id: str, new_thread: str | None) -> ReplyTarget:

@@ -234,12 +234,14 @@ class Conversations:
 def _shown(m: MessageRecord) -> bool:
     """The tool exchange (calls and results) is the agent's working, not the chat; a deleted
     message (or an answer retracted or written again) is gone, and an edited question's
-    request for its answer written again is no message of its own."""
+    request for its answer written again is no message of its own; nor is a rolling summary
+    (what the context was folded into)."""
     return (
         m.role != "tool"
         and not m.metadata.get("tool_calls")
         and not m.deleted
         and "rewrites" not in m.metadata
+        and m.kind != "rolling"
     )
 
 

@@ -117,6 +117,13 @@ class Metrics:
             "Time to write one rolling summary (cold path)",
             registry=self.registry,
         )
+        self.minutes = Counter(
+            "gateway_minutes_total",
+            "Closed sessions' minutes by outcome: written to a knowledge base, skipped (the "
+            "place keeps none), retried, failed (cold path)",
+            ["outcome"],
+            registry=self.registry,
+        )
         self.sessions_active = Gauge(
             "gateway_sessions_active",
             "Sessions open for new messages (status active); exact up to 10000, past it"

@@ -52,6 +52,8 @@ class Profile:
     on_delete: OnDelete | None = None
     #: offered when a person opens an assistant thread (Slack's suggested prompts)
     suggested_prompts: tuple[str, ...] = ()
+    #: the knowledge base a closing session's minutes are written to; ``None``: no minutes
+    minutes_kb: str | None = None
 
     @property
     def answers_all(self) -> bool | None:
@@ -84,4 +86,5 @@ class Profile:
             "on_edit": self.on_edit,
             "on_delete": self.on_delete,
             "suggested_prompts": list(self.suggested_prompts),
+            "minutes_kb": self.minutes_kb,
         }

@@ -158,7 +158,8 @@ def _document_change_tools(server: MCPServer, knowledge: Knowledge) -> None:
 
     @server.tool()
     async def kb_citations(message_id: DocId) -> dict[str, Any]:
-        """What an answer (an assistant message id) cites, frozen when it was written."""
+        """What an answer (an assistant message id) cites, frozen when it was written; a cited
+        session's minutes name that session (``minutes_of``)."""
         return {
             "citations": [
                 {
@@ -168,6 +169,7 @@ def _document_change_tools(server: MCPServer, knowledge: Knowledge) -> None:
                     "section": c.section,
                     "passage": c.passage,
                     "score": c.score,
+                    "minutes_of": c.minutes_of,
                 }
                 for c in await store.citations(message_id)
             ]

@@ -223,12 +223,17 @@ async def _sessions_show(settings: Settings, ident: str, after: int, limit: int)
             await store.close()
     count = counted(session.message_count, "message")
     print(f"session {session.id} {session.key} ({session.status}, {count})")
+    if session.topic or session.priority or session.tags:
+        tags = ", ".join(session.tags) or "-"
+        print(f"  topic: {session.topic or '-'} · priority {session.priority} · tags {tags}")
     for link in links:
         target = link.target_ref or link.url or f"session {link.linked_session_id}"
         print(f"  link: {link.relation} {link.link_type or 'session'} {target}")
     for m in messages:
         who = m.sender_name or m.sender_id or m.role
         label = f"{m.role}:{who}" if m.role == "user" else m.role
+        if m.kind in ("decision", "rolling"):  # what the history says was decided or folded
+            label += f" ({m.kind})"
         print(f"[{m.seq_no}] {label}: {m.content}")
         if m.role == "assistant" and m.metadata.get("profile"):
             print(f"    profile: {m.metadata['profile']}")  # the place's profile that answered

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -46,6 +48,9 @@ HANDOFF_LIMIT = 4
 #: seconds kept from a platform's idempotency window when a send found in flight is resent:
 #: the requeue, the next claim and the send itself happen within it
 RESEND_MARGIN = 10.0
+#: seconds a failed claim's token is handed back again on every recovery round: a statement
+#: whose connection dropped may still commit a moment after the error reached us
+LOST_CLAIM_SECONDS = 10.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,6 +98,10 @@ class DeliveryWorker:
         self._polls = PollGate()
         #: wake-ups of handed-over deliveries that a sibling sent without waiting
         self._spent_wakes = 0
+        #: (token, monotonic time) of claims that failed: the database may have committed one
+        #: whose answer was lost, leaving a part claimed under a token nobody holds; recovery
+        #: hands such parts back (``release_claims``)
+        self._lost_claims: list[tuple[uuid.UUID, float]] = []
 
     async def run(self, stopping: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as group:
@@ -110,6 +119,7 @@ class DeliveryWorker:
         return window is None or seconds < window
 
     async def recover(self) -> None:
+        await self._release_lost_claims()
         # a send found expired has been in flight for at least the delivery lease
         lease = self._settings.lease_seconds
         idempotent = [p for p, t in self._transports.items() if self._resend_safe_after(t, lease)]
@@ -127,6 +137,21 @@ class DeliveryWorker:
         )
         if requeued or failed:
             log.warning("expired_sends_recovered", requeued=requeued, failed_ambiguous=failed)
+            self._wake.set()
+
+    async def _release_lost_claims(self) -> None:
+        """Hand back the parts that failed claims may have claimed after all (committed, the
+        answer lost): nothing of them was sent. Each token is tried for a while, since a
+        dropped connection's statement can still commit after its error reached us."""
+        if not self._lost_claims:
+            return
+        tried = list(self._lost_claims)
+        released = await self._store.outbox.release_claims([token for token, _ in tried])
+        cutoff = time.monotonic() - LOST_CLAIM_SECONDS
+        done = {token for token, at in tried if at < cutoff}
+        self._lost_claims = [(token, at) for token, at in self._lost_claims if token not in done]
+        if released:
+            log.warning("lost_claims_released", released=released)
             self._wake.set()
 
     @property
@@ -237,14 +262,19 @@ class DeliveryWorker:
                 self._spent_wakes -= 1
                 continue
             else:
+                token = uuid.uuid4()
                 try:
                     claimed = [
                         Held(d)
                         for d in await self._store.outbox.claim_deliveries(
-                            platforms=self._platforms, lease_seconds=self._settings.lease_seconds
+                            platforms=self._platforms,
+                            lease_seconds=self._settings.lease_seconds,
+                            token=token,
                         )
                     ]
                 except StoreError as exc:
+                    # it may have committed with its answer lost: recovery hands it back
+                    self._lost_claims.append((token, time.monotonic()))
                     failures += 1
                     log.warning("delivery_claim_failed", error=str(exc), failures=failures)
                     await pause(item_backoff(failures), stopping)

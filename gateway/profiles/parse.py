@@ -32,6 +32,7 @@ _KEYS = frozenset(
         "on_edit",
         "on_delete",
         "suggested_prompts",
+        "minutes_kb",
     }
 )
 
@@ -137,6 +138,7 @@ def _profile(name: str, table: Any, *, models: Collection[str], tools: KnownTool
         on_edit=field("on_edit", lambda v: _choice(v, ON_EDIT)),
         on_delete=field("on_delete", lambda v: _choice(v, ON_DELETE)),
         suggested_prompts=field("suggested_prompts", lambda v: tuple(_texts(v))) or (),
+        minutes_kb=field("minutes_kb", _kb_name),
     )
     if found:
         raise ConfigError.of(found)
@@ -165,6 +167,13 @@ def _tool(pattern: str, tools: KnownTools) -> str:
     if not tools.knows(pattern):
         raise ValueError(f"tool pattern {pattern!r} matches no known tool")
     return pattern
+
+
+def _kb_name(value: Any) -> str:
+    name = _text(value)
+    if name != name.strip() or len(name) > 200:
+        raise ValueError("must be a knowledge base's name (no surrounding spaces, 200 at most)")
+    return name
 
 
 def _answer(value: Any) -> AnswerRule:

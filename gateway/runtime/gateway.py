@@ -53,6 +53,7 @@ from gateway.retention.service import build_retention
 from gateway.runtime import memory, upkeep
 from gateway.runtime.live import ReplicatedBroadcast
 from gateway.runtime.loops import LoopBody, beating, cancel, drain, supervised
+from gateway.runtime.minutes import build_minutes
 from gateway.runtime.routes import extend_operator, extension_routes
 from gateway.runtime.routing import routing_asker
 from gateway.runtime.stages import turn_stages
@@ -223,6 +224,7 @@ class Gateway:
             self.context.policy.window(settings.agent_model),
             charge=self.usage.charge_place,
         )
+        self.minutes = build_minutes(settings, self, agent)  # closed sessions' minutes
         # schedules: fired once across replicas as turns of their places
         self.schedule_room = ScheduleRoom(
             store,
@@ -591,7 +593,7 @@ class Gateway:
         self.turn_wake.set()
 
     async def _start_knowledge(self) -> None:
-        loops = await knowledge_loops(self.knowledge, self.doc_summaries)
+        loops = await knowledge_loops(self.knowledge, self.doc_summaries, self.minutes)
         self._knowledge_task = self._supervised("kb-jobs", loops, self._knowledge_stopping)
 
     async def refresh_gauges(self) -> None:

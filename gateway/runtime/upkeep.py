@@ -17,6 +17,7 @@ from gateway.knowledge.summaries import DocumentSummaryWorker
 from gateway.outbox.pacing import Pacing
 from gateway.runtime import memory
 from gateway.runtime.loops import LoopBody, beating
+from gateway.turns.minutes import MinutesWorker
 from session_store.repos.liveness import ProcessLiveness
 from session_store.repos.operator import OperatorStore
 from session_store.store import Store
@@ -52,9 +53,12 @@ class LivenessLoop:
 
 
 async def knowledge_loops(
-    knowledge: Knowledge, doc_summaries: DocumentSummaryWorker | None
+    knowledge: Knowledge,
+    doc_summaries: DocumentSummaryWorker | None,
+    minutes: MinutesWorker | None = None,
 ) -> list[LoopBody]:
-    """The knowledge base's loops, after saying plainly when retrieval is full-text only."""
+    """The knowledge base's loops, after saying plainly when retrieval is full-text only;
+    with them the worker writing closed sessions' minutes into it."""
     try:
         if not await knowledge.store.vector_enabled():
             log.warning(
@@ -72,6 +76,8 @@ async def knowledge_loops(
     loops: list[LoopBody] = [("kb-jobs", beating(knowledge.worker.run), None, False)]
     if doc_summaries is not None:
         loops.append(("kb-summaries", doc_summaries.run, None, False))
+    if minutes is not None:  # cold path: not required for readiness either
+        loops.append(("minutes", minutes.run, None, False))
     return loops
 
 

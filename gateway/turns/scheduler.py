@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import functools
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -411,23 +412,33 @@ class TurnScheduler:
         # agent again (fenced: a taken-over claim raises LeaseLost). The first part goes to
         # this process's delivery worker already claimed (no claim transaction)
         handoff = self.handoff
-        done = await persist(
-            lambda: self._store.outbox.finish_turn_outbox(
-                claim,
-                handled_seq=handled_seq,
-                replies=replies,
-                target=target,
-                close_session=turn.close_session,
-                previews_after=turn.previews_after,
-                charges=turn.charges,
-                # the sends continue this turn's trace, whoever makes them
-                traceparent=tracing.inject(),
-                hand_over=handoff is not None and handoff.accepting(),
-                lease_seconds=handoff.lease_seconds if handoff is not None else 60.0,
-            ),
-            what="finish_turn",
-            session_id=claim.session_id,
-        )
+        # the handed part's claim token is ours: should a finish commit and its answer be lost
+        # (the server stopped, the connection dropped), the retry finds the turn finished
+        # (LeaseLost) and the part is handed back instead of staying claimed by nobody
+        token = uuid.uuid4()
+        try:
+            done = await persist(
+                lambda: self._store.outbox.finish_turn_outbox(
+                    claim,
+                    handled_seq=handled_seq,
+                    replies=replies,
+                    target=target,
+                    close_session=turn.close_session,
+                    previews_after=turn.previews_after,
+                    charges=turn.charges,
+                    # the sends continue this turn's trace, whoever makes them
+                    traceparent=tracing.inject(),
+                    hand_over=handoff is not None and handoff.accepting(),
+                    lease_seconds=handoff.lease_seconds if handoff is not None else 60.0,
+                    hand_token=token,
+                ),
+                what="finish_turn",
+                session_id=claim.session_id,
+            )
+        except LeaseLost:
+            if not await self._finished_by_us(token):
+                raise
+            return True  # whether more is due is unknown: look again
         if handoff is not None:
             for delivery in done.handed:
                 handoff.hand_over(delivery)
@@ -435,6 +446,24 @@ class TurnScheduler:
             self._delivery_wake.set()
         log.debug("turn_replies_recorded", reply_seqs=done.seqs, handled_seq=handled_seq)
         return done.more
+
+    async def _finished_by_us(self, token: uuid.UUID) -> bool:
+        """After a finish refused as taken over: did an earlier attempt of ours commit, its
+        answer lost? Then the part it handed over under ``token`` is handed back, pending,
+        for any delivery worker (nothing of it was sent). False when nothing was claimed
+        under it (taken over indeed, or nothing handed: the rows are pending anyway)."""
+        try:
+            released = await persist(
+                lambda: self._store.outbox.release_claims([token]), what="release_claims"
+            )
+        except StoreError as exc:
+            log.warning("turn_handed_part_release_failed", error=str(exc))
+            return False
+        if not released:
+            return False
+        self._delivery_wake.set()
+        log.warning("turn_finish_answer_lost", released=released)
+        return True
 
 
 def _traced_message(claim: TurnClaim) -> MessageRecord | None:

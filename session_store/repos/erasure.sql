@@ -71,6 +71,12 @@ WITH hit AS (
 ), summaries AS (
     DELETE FROM session_summaries WHERE session_id IN (SELECT session_id FROM hit)
     RETURNING id
+), rolled AS (
+    -- the same summaries kept in the transcript (kind 'rolling')
+    UPDATE messages
+    SET content = '', metadata = jsonb_build_object('erased', true, 'erased_at', now())
+    WHERE session_id IN (SELECT session_id FROM hit) AND kind = 'rolling' AND content <> ''
+    RETURNING id
 ), titles AS (
     UPDATE sessions SET title = NULL
     WHERE id IN (SELECT session_id FROM hit WHERE seq_no = 1) AND title IS NOT NULL
@@ -101,7 +107,8 @@ WITH hit AS (
     RETURNING id
 )
 SELECT (SELECT count(*) FROM erased) AS messages, (SELECT count(*) FROM events) AS payloads,
-       (SELECT count(*) FROM notes) AS edits, (SELECT count(*) FROM summaries) AS summaries,
+       (SELECT count(*) FROM notes) AS edits,
+       (SELECT count(*) FROM summaries) + (SELECT count(*) FROM rolled) AS summaries,
        (SELECT count(*) FROM held) AS held_files, (SELECT count(*) FROM traces) AS traces,
        (SELECT count(*) FROM job) AS job
 

@@ -167,6 +167,8 @@ class CitationRecord:
     passage: str
     score: float
     created_at: datetime
+    #: the session whose minutes the cited document is (its page: /ops/sessions/<id>)
+    minutes_of: int | None = None
 
 
 _kb = reader(KnowledgeBase)

@@ -339,9 +339,12 @@ UPDATE kb_chunks c SET access_count = c.access_count + x.n
 FROM unnest($1::bigint[], $2::bigint[]) AS x(id, n) WHERE c.id = x.id
 
 -- name: citations
-SELECT message_id, ordinal, document_id, chunk_id, document_name, page, section, passage,
-       score, created_at
-FROM answer_citations WHERE message_id = $1 ORDER BY ordinal
+-- minutes_of: a cited document that is a session's minutes opens that session
+SELECT c.message_id, c.ordinal, c.document_id, c.chunk_id, c.document_name, c.page, c.section,
+       c.passage, c.score, c.created_at, m.session_id AS minutes_of
+FROM answer_citations c
+LEFT JOIN session_minutes m ON m.document_id = c.document_id
+WHERE c.message_id = $1 ORDER BY c.ordinal
 
 -- name: document_passages
 -- whole documents for a turn: every passage of a document, in order

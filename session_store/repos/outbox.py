@@ -31,6 +31,7 @@ delivery_from_row = reader(DeliveryRecord)
 
 _REQUEUED_PACING = "requeued: the worker stopped while it waited for pacing (not sent)"
 _REQUEUED = "requeued: worker stopped during send"
+_RELEASED = "requeued: the write that claimed it lost its answer (not sent)"
 _AMBIGUOUS = (
     "ambiguous: the worker stopped during the send; the platform may or may not show it "
     "(retry from the admin API if it does not)"
@@ -165,13 +166,16 @@ class Outbox:
         charges: Sequence[UsageCharge] = (),
         place: str | None = None,
         traceparent: str | None = None,
+        hand_token: uuid.UUID | None = None,
     ) -> FinishedTurn:
         """The end of a turn in one statement (``outbox.sql``, ``finish_turn_outbox``). With
         ``hand_over`` the first delivery part comes back claimed for this process when it is
         next in its session's order; the caller must send it (or hand it back). A streamed
         turn (``previews_after``) binds its previews in the same transaction, and the turn's
         model calls (``charges``) go to the usage ledger in the same statement. ``traceparent``:
-        the trace the deliveries' sends join (tracing on)."""
+        the trace the deliveries' sends join (tracing on). ``hand_token``: the handed part's
+        claim token, the caller's own, so that if the answer to this statement is lost after
+        it committed the caller can hand the part back (``release_claims``)."""
         if replies and target is None:
             raise ValueError("replies need a target")
         ords: list[int] = []
@@ -209,6 +213,7 @@ class Outbox:
             *charge_columns(list(charges)),
             place or place_of(claim.key),
             traceparent,
+            hand_token or uuid.uuid4(),
         )
         # one statement; a streamed turn also binds its previews, in the same transaction
         opened = self.db.connection() if previews_after is None else self.db.transaction()
@@ -231,13 +236,36 @@ class Outbox:
         )
 
     async def claim_deliveries(
-        self, *, platforms: Sequence[str], lease_seconds: float, limit: int = 1
+        self,
+        *,
+        platforms: Sequence[str],
+        lease_seconds: float,
+        limit: int = 1,
+        token: uuid.UUID | None = None,
     ) -> list[DeliveryRecord]:
+        """Claim due parts under ``token`` (the caller's own, so that a claim whose answer was
+        lost after it committed can be handed back: ``release_claims``)."""
         async with self.db.connection() as conn:
             rows = await conn.fetch(
-                SQL.claim_deliveries, lease_seconds, list(platforms), limit, self.process_id
+                SQL.claim_deliveries,
+                lease_seconds,
+                list(platforms),
+                limit,
+                self.process_id,
+                token or uuid.uuid4(),
             )
         return [delivery_from_row(r) for r in rows]
+
+    async def release_claims(self, tokens: Sequence[uuid.UUID]) -> int:
+        """Hand back what writes under ``tokens`` claimed, when their caller never learned
+        it (the database committed, then the answer was lost): pending again at once, the
+        attempt not counted. Nothing of such a claim was sent, whatever the platform.
+        Returns how many parts were handed back (0 when the writes never landed)."""
+        if not tokens:
+            return 0
+        async with self.db.connection() as conn:
+            rows = await conn.fetch(SQL.release_claims, list(tokens), _RELEASED)
+        return len(rows)
 
     # The writes below are fenced by the claim: they raise ``LeaseLost`` (and change nothing)
     # when the delivery is no longer held by ``delivery``'s claim.

@@ -15,7 +15,9 @@ pacing_until, kind, part, data, traceparent
 -- assistant messages and their delivery rows. The first part is handed to this process's
 -- delivery worker already claimed (status 'sending', its token and lease) when nothing of the
 -- session is still pending or sending before it, so the send needs no claim transaction of its
--- own. ``more``: messages arrived during the run.
+-- own. ``more``: messages arrived during the run. The handed part's claim token ($34) is the
+-- caller's: should the answer to a committed finish be lost, the caller hands back what it
+-- claimed (``release_claims``) instead of leaving it claimed under a token nobody holds.
 WITH fin AS (
     UPDATE sessions
     SET last_seq_no = last_seq_no + $3,
@@ -68,7 +70,7 @@ WITH fin AS (
            CASE WHEN hand.ok AND p.i = 1 THEN 'sending' ELSE 'pending' END,
            CASE WHEN hand.ok AND p.i = 1 THEN 1 ELSE 0 END,
            CASE WHEN hand.ok AND p.i = 1 THEN now() + make_interval(secs => $18) END,
-           CASE WHEN hand.ok AND p.i = 1 THEN gen_random_uuid() END,
+           CASE WHEN hand.ok AND p.i = 1 THEN $34::uuid END,
            CASE WHEN hand.ok AND p.i = 1 THEN $19::integer END,
            CASE WHEN hand.ok AND p.i = 1 THEN now() END,
            $33::text
@@ -106,10 +108,11 @@ FROM unnest($4::bigint[], $5::bigint[], $6::integer[], $7::text[], $8::text[], $
 -- name: claim_deliveries
 -- A part is claimable only when every earlier part of the same session is sent or failed, so
 -- parts and replies reach the platform in order even with many workers.
+-- The claim token ($5) is the worker's own, so a claim whose answer was lost can be handed back.
 UPDATE deliveries d
 SET status = 'sending', attempts = d.attempts + 1,
     lease_until = now() + make_interval(secs => $1),
-    claim_token = gen_random_uuid(), claim_process = $4, claimed_at = now(), pacing_until = NULL
+    claim_token = $5::uuid, claim_process = $4, claimed_at = now(), pacing_until = NULL
 WHERE d.id IN (
     SELECT c.id FROM deliveries c
     WHERE c.status = 'pending' AND c.next_attempt_at <= now()
@@ -201,6 +204,16 @@ WHERE id = $1
 UPDATE deliveries SET status = 'pending', next_attempt_at = now(), lease_until = NULL,
     last_error = $2, claim_token = NULL, claim_process = NULL, pacing_until = NULL
 WHERE id = $1
+
+-- name: release_claims
+-- Claims made under these tokens by writes whose answer never came back (committed, then the
+-- connection dropped): nothing of them was sent, so they are pending again, at once, their
+-- attempt not counted. Found through the small set of sending rows (deliveries_sending).
+UPDATE deliveries SET status = 'pending', next_attempt_at = now(),
+    attempts = greatest(attempts - 1, 0), last_error = $2, lease_until = NULL,
+    claim_token = NULL, claim_process = NULL, pacing_until = NULL
+WHERE status = 'sending' AND claim_token = ANY($1::uuid[])
+RETURNING id
 
 -- name: retry_failed_delivery
 UPDATE deliveries SET status = 'pending', next_attempt_at = now(), attempts = 0,

@@ -154,9 +154,12 @@ m.metadata->>'tool_call_id' AS tool_call_id
 
 -- name: context_rules
 -- what is conversation: commands and command answers (help, apologies) are not; deleted
--- messages are gone, and so is an answer replaced by the answer to its edited question
+-- messages are gone, and so is an answer replaced by the answer to its edited question; a
+-- rolling summary's message is not conversation either (the summary itself comes from
+-- session_summaries)
 AND ((m.role = 'user' AND m.command IS NULL)
      OR (m.role <> 'user' AND m.model IS DISTINCT FROM 'command'))
+AND m.kind <> 'rolling'
 AND NOT EXISTS (SELECT 1 FROM message_annotations d
                 WHERE d.message_id = m.id AND d.kind = 'delete')
 -- a request to rewrite an answer (an edited question) is no message of its own: the question

@@ -138,23 +138,31 @@ async def test_context_never_exceeds_the_window_across_a_2000_message_session(
         assert claim is not None
         session = await store.sessions.get_session(claim.session_id)
         written = await store.summaries.summaries(claim.session_id)
+        stored_rows = await store.sessions.delta(claim.session_id, 0, limit=5000)
     finally:
         await agent.aclose()
-    assert session.message_count == 2000
+    # the 2,000 messages, and each rolling summary kept in the transcript (kind rolling)
+    rolling = [r for r in stored_rows if r.kind == "rolling"]
+    assert session.message_count == 2000 + len(rolling)
+    assert [r.content for r in rolling] == [w.content for w in written]
+    seq_of = {
+        int(found.group(1)): r.seq_no
+        for r in stored_rows
+        if r.role == "user" and (found := re.match(r"m(\d+)", r.content))
+    }
     assert len(sizes) == 101 and max(sizes) + reserved <= window
     # bounded, yet the window is used: later prompts are not starved
     assert min(sizes[20:]) > 0.25 * budget
     assert written and written[-1].model_written and written[-1].to_seq > 1500
     assert all(a.to_seq < b.to_seq for a, b in itertools.pairwise(written))
     # every late prompt is a summary + messages after it, none of them covered by it twice
-    # (user message i has seq 2i + 1)
     ends = {s.to_seq for s in written}
     for request in fake.turn_requests[-30:]:
         covered = re.search(r"messages 1-(\d+), written by a model", request.system)
         first = re.match(r"m(\d+)", request.contents("user")[0])
         assert covered is not None and first is not None
         assert int(covered.group(1)) in ends
-        assert 2 * int(first.group(1)) + 1 > int(covered.group(1))
+        assert seq_of[int(first.group(1))] > int(covered.group(1))
 
 
 async def test_summaries_are_written_off_the_hot_path_and_then_used(
@@ -199,10 +207,28 @@ async def test_summaries_are_written_off_the_hot_path_and_then_used(
         summarized = fake.summary_requests[0].contents("user")[0]
         assert "message 0:" in summarized and f"message {evicted_at}:" not in summarized
 
+        # the summary is kept in the transcript too, as a system message of kind rolling
+        [rolling] = [
+            m for m in await gw.store.sessions.messages(out.session_id) if m.kind == "rolling"
+        ]
+        assert rolling.role == "system" and rolling.content == summary.content
+        assert rolling.metadata["from_seq"] == 1
+        assert rolling.metadata["to_seq"] == summary.to_seq
+        assert rolling.metadata["model_written"] is True
+
         await adapter.submit({"chat": "c", "thread": "S", "id": "next", "text": "and now?"})
         await wait_for(lambda: len(sink.accepted) == evicted_at + 2)
     after = fake.turn_requests[-1]
     assert "SUMMARY-ONE: ann planned the rollout" in after.system
+    # ... which the context never reads back: the summary is in the prompt once
+    assert (
+        sum(
+            c.count("SUMMARY-ONE")
+            for r in ("system", "user", "assistant")
+            for c in after.contents(r)
+        )
+        == 1
+    )
     assert f"messages 1-{summary.to_seq}, written by a model" in after.system
     assert all(not c.startswith("message 0:") for c in after.contents("user"))
     assert after.contents("user")[-1] == "and now?"
@@ -229,7 +255,13 @@ async def test_agents_without_a_summarizer_get_extractive_summaries(
             )
             await wait_for(lambda: len(sink.accepted) == i + 1)  # noqa: B023 - awaited at once
         written = await wait_for(lambda: gw.store.summaries.summaries(out.session_id), timeout=5)
+        messages = await gw.store.sessions.messages(out.session_id, limit=200)
     assert not written[0].model_written and written[0].model is None
+    # without a model the rolling summary is extractive, and kept as a message of kind rolling
+    rolling = [m for m in messages if m.kind == "rolling"]
+    assert [m.content for m in rolling][: len(written)] == [w.content for w in written]
+    assert all(m.role == "system" and m.model is None for m in rolling)
+    assert rolling[0].metadata["model_written"] is False
     assert written[0].content.startswith("Excerpts of earlier messages")
     first = written[0]
     assert "- [1] tester: note 0:" in first.content  # excerpts, each line one message

@@ -11,6 +11,7 @@ import httpx
 from mcp import Client
 from mcp_types import CallToolResult
 
+from session_store.store import Store
 from testsupport.fakes.sink import SinkAdapter
 from testsupport.fakes.sink_server import SinkServer
 from testsupport.harness import running_gateway, wait_for
@@ -134,10 +135,16 @@ async def test_links_written_by_mcp_and_the_admin_api_are_validated_and_shown(
             ("ok", "related"),
         ]
 
+    store = await Store.connect(database_url, min_size=1, max_size=2)
+    try:  # the lifecycle's attributes are shown with the links
+        await store.sessions.set_attributes(sid, topic="Liability", priority=3, tags=["law"])
+    finally:
+        await store.close()
     code, out, err = await run_cli_in_process(
         ["sessions", "show", str(sid)], {"DATABASE_URL": database_url}
     )
     assert code == 0, err
     assert "  link: input law BGB §823" in out
+    assert "  topic: Liability · priority 3 · tags law" in out
     assert "  link: evidence doc kb:handbook/7" in out
     assert out.index("link: input law") < out.index("link: related task T-12") < out.index("[1]")

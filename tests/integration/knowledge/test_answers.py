@@ -11,6 +11,7 @@ from gateway.agents.base import Turn
 from gateway.core.domain import Reply, SessionKey
 from gateway.knowledge.places import chat_kb, thread_kb
 from session_store.repos.knowledge import KnowledgeStore
+from session_store.repos.operator import OperatorStore
 from testsupport.documents import make_docx, make_pdf
 from testsupport.fakes.sink import SinkAdapter
 from testsupport.fakes.sink_server import SinkServer
@@ -53,7 +54,7 @@ async def test_an_answer_cites_the_right_document_and_page_and_keeps_it(
     async with running_gateway(database_url, adapters=[adapter], agent=agent, web_chat=False) as gw:
         k = gw.knowledge
         added = await k.add("handbook.pdf", make_pdf(PAGES))
-        await k.add(
+        travel = await k.add(
             "travel.docx", make_docx([("h1", "Travel"), ("p", "Economy class on short trips.")])
         )
         await wait_for(lambda: _ready(k.store, added.document.id), timeout=20)
@@ -81,6 +82,11 @@ async def test_an_answer_cites_the_right_document_and_page_and_keeps_it(
         cited = await k.store.citations(reply.id)
         assert [(c.ordinal, c.document_name, c.page) for c in cited] == [(1, "handbook.pdf", 3)]
         assert "within thirty days" in cited[0].passage
+        # the cited document is linked to the session as its evidence, with the answer
+        detail = await OperatorStore(gw.store).session_detail(session.id)
+        assert [(x.link_type, x.target_ref, x.relation) for x in detail.links] == [
+            ("doc", f"kb-document:{added.document.id}", "evidence")
+        ]
 
         # access counted off the hot path, by the job worker's periodic flush
         async def counted() -> bool:
@@ -101,6 +107,20 @@ async def test_an_answer_cites_the_right_document_and_page_and_keeps_it(
         ] == [(c.document_name, c.page, c.passage) for c in cited]
         again = next(m for m in await gw.store.sessions.delta(session.id, 0) if m.id == reply.id)
         assert again.metadata["citations"] == reply.metadata["citations"]
+        # one link per document however often it is cited
+        for n in (3, 4):
+            await adapter.submit(
+                {"chat": "c", "thread": "t", "id": str(n), "text": "Economy class on short trips?"}
+            )
+            await wait_for(lambda: len(sink.texts_in("c", "t")) == n, timeout=20)  # noqa: B023
+        assert "[1] travel.docx" in sink.texts_in("c", "t")[3]
+        refs = [
+            x.target_ref or ""
+            for x in (await OperatorStore(gw.store).session_detail(session.id)).links
+        ]
+        assert sorted(refs) == sorted(
+            {f"kb-document:{added.document.id}", f"kb-document:{travel.document.id}"}
+        )
 
 
 async def test_thread_documents_stay_in_their_thread(database_url: str, sink: SinkServer) -> None:

@@ -37,6 +37,15 @@ async def _seed(store: Store) -> int:
         for sender, text in (("ann", f"{WORD} {chat}"), ("bob", f"bob in {chat}")) * 3:
             n += 1
             await _say(store, chat, sender, text, n)
+    # a rolling summary of the general chat, which holds her words: kept in the transcript
+    general = await store.sessions.find_session(
+        SessionKey(platform="web", scope="local", chat_id="general", thread_id="t")
+    )
+    assert general is not None
+    await store.summaries.add_summary(
+        general.id, from_seq=1, to_seq=2, content=f"ann said {WORD}", model=None,
+        model_written=False,
+    )  # fmt: skip
     person = await store.people.link("web:local:ann", "telegram:bot:77")
     async with store.db.connection() as conn:
         await conn.execute(
@@ -103,6 +112,7 @@ async def test_forget_stopped_after_every_batch_still_finishes(store: Store) -> 
     assert done.counts["messages"] == 6 and done.counts["accounts"] == 2
     assert done.counts["ledger_rows"] == 1 and done.counts["schedules"] == 1
     assert done.counts["web_accounts"] == 1 and done.counts["payloads"] >= 7
+    assert done.counts["summaries"] == 2  # the summary, and its message of kind rolling
     async with store.db.connection() as conn:
         costs = await conn.fetch("SELECT account, cost::text FROM usage_ledger ORDER BY id")
         seqs = await conn.fetch(

@@ -57,10 +57,13 @@ const list = { cursor: null, pages: 0 };
 
 function filters() {
   const p = new URLSearchParams({ limit: "50" });
-  for (const [id, name] of [["f-platform", "platform"], ["f-chat", "chat"], ["f-status", "status"], ["f-q", "q"]]) {
+  for (const [id, name] of [["f-platform", "platform"], ["f-chat", "chat"], ["f-status", "status"], ["f-q", "q"],
+    ["f-topic", "topic"], ["f-priority", "min_priority"]]) {
     const v = $(id).value.trim();
     if (v) p.set(name, v);
   }
+  // sessions carrying every tag given (comma or space separated)
+  for (const tag of $("f-tags").value.split(/[\s,]+/).filter(Boolean)) p.append("tag", tag);
   return p;
 }
 
@@ -108,13 +111,14 @@ async function loadSessions(more) {
     const id = el("td", "mono"); id.append(link);
     const status = el("td"); status.append(badge(s.status));
     tr.append(id, cell(s.key.platform), cell(s.key.chat_id, "mono"), cell(s.key.thread_id || "–", "mono"),
-      cell(s.title || "(untitled)"), cell("", "profile"), status, cell(s.message_count), cell(ago(s.last_message_at)));
+      cell(s.title || "(untitled)"), cell(s.topic || "–", "topic"), cell(s.priority, "priority"),
+      cell((s.tags || []).join(", "), "tags"), cell("", "profile"), status, cell(s.message_count), cell(ago(s.last_message_at)));
     tr.dataset.key = sessionKeyText(s.key);
     tr.onclick = (e) => { if (e.target.tagName !== "A") location.href = sessionHref(s.id); };
     body.append(tr);
   }
   if (!page.items.length && !more) {
-    const tr = el("tr"); const td = el("td", "muted", "no sessions match"); td.colSpan = 9; tr.append(td); body.append(tr);
+    const tr = el("tr"); const td = el("td", "muted", "no sessions match"); td.colSpan = 12; tr.append(td); body.append(tr);
   }
   await fillProfiles(body);
   list.cursor = page.next_cursor;
@@ -255,12 +259,21 @@ async function loadDetail() {
   $("session-facts").textContent = (s.title ? "“" + s.title + "” · " : "") + s.message_count + " messages · last activity " +
     ago(s.last_message_at) + " · created " + new Date(s.created_at).toLocaleString() +
     (s.selected_model ? " · model " + s.selected_model : "") + " · deliveries: " + counts;
+  // the lifecycle: status (in the title), topic, priority, tags
+  $("session-lifecycle").replaceChildren(
+    el("span", "topic", "topic " + (s.topic || "–")), el("span", "priority", "priority " + s.priority),
+    el("span", "tags", "tags " + ((s.tags || []).join(", ") || "–")));
   fillList("participants", d.participants, (p) => li(p.participant + " (" + p.role + ") · read up to #" + p.last_read_seq), "none");
   fillList("checkpoints", d.checkpoints, (c) => li(c.name + ": " + c.status + (c.detail ? " — " + c.detail : "")), "none");
   fillList("summaries", d.summaries, (m) => li("#" + m.from_seq + "–#" + m.to_seq + (m.model ? " (" + m.model + ")" : "") + ": " + m.content), "none");
-  const links = d.links.map((l) => ({ text: l.relation + ": " + (l.url || "session " + l.linked_session_id) }))
+  const links = d.links.map((l) => ({ link: true, session: l.linked_session_id, text: l.relation + ": " +
+      (l.link_type ? l.link_type + " " + l.target_ref : l.url || "session " + l.linked_session_id) }))
     .concat(d.artifacts.map((a) => ({ text: a.kind + " " + a.name + (a.uri ? " — " + a.uri : "") })));
-  fillList("artifacts", links, (x) => li(x.text), "none");
+  fillList("artifacts", links, (x) => {
+    const item = li(x.text, x.link ? "link" : "artifact");
+    if (x.session) { item.textContent = ""; const a = el("a", "", x.text); a.href = sessionHref(x.session); item.append(a); }
+    return item;
+  }, "none");
 }
 
 function renderDelivery(d) {
@@ -346,6 +359,11 @@ function citationPanel(messageId, box) {
   if (!c) { panel.append(el("div", "muted", "[" + n + "] not found")); box.append(panel); return; }
   const where = [c.document_name, c.page !== null && c.page !== undefined ? "p. " + c.page : null].filter(Boolean).join(", ") + (c.section ? " — " + c.section : "");
   panel.append(el("div", "src", "[" + n + "] " + where + " · document " + c.document_id + " · passage " + c.chunk_id + " · score " + Number(c.score).toFixed(4)), el("blockquote", "", c.passage));
+  if (c.minutes_of) {  // the minutes of a session: the citation opens it
+    const open = el("a", "minutes-session", "open session " + c.minutes_of);
+    open.href = sessionHref(c.minutes_of);
+    panel.append(open);
+  }
   box.append(panel);
 }
 
