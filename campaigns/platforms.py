@@ -15,12 +15,17 @@ users would, and reads back where every answer of the bot landed:
 - web chat: ``POST /web/api/channels/camp/messages`` on a live replica, retried on a 503;
 - Matrix: a real Synapse homeserver (``testsupport.matrix``, started once per process) synced
   by the leader replica; the bot joins the rooms it is invited to, a thread is rooted at a
-  message mentioning it (``m.thread``), and answers are read from a person's own ``/sync``.
+  message mentioning it (``m.thread``), and answers are read from a person's own ``/sync``;
+- Discord: the gateway WebSocket on the leader replica (hikari) and REST; a thread is the
+  public thread the bot starts on a channel message that mentions it;
+- Microsoft Teams: activities signed by the fake Bot Framework's OpenID issuer, pushed to a
+  live replica and pushed again every 0.3 s until one answers 200, as Bot Framework retries;
+  a thread is the reply chain of a channel post that mentions the bot.
 
-Each thread's first message starts it (a topic, a root post, a root ts, a web thread, a thread
-root event); the rest are replies in it. Where every answer landed is read back from the
-platform, so that "answered exactly once, in its own thread" is checked where a user would see
-it. Adding a surface is one driver class and one row in ``DRIVERS``."""
+Each thread's first message starts it (a topic, a root post, a root ts, a web thread, a root
+event, a Discord thread, a reply chain); the rest are replies in it. Where every answer landed
+is read back from the platform, so that "answered exactly once, in its own thread" is checked
+where a user would see it. Adding a surface is one driver class and one row in ``DRIVERS``."""
 
 from __future__ import annotations
 
@@ -36,12 +41,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import aiohttp
 import httpx
 
 from testsupport.fakes import slack as slack_fake
 from testsupport.fakes.discord import FakeDiscord
 from testsupport.fakes.mattermost import FakeMattermost
 from testsupport.fakes.slack import FakeSlack
+from testsupport.fakes.teams import FakeTeams
 from testsupport.fakes.telegram import FakeTelegram
 
 #: ``ans LABEL: id,id`` (and `` LEAK``), as ``campaigns.faults.CampaignAgent`` answers
@@ -678,6 +685,84 @@ class DiscordDriver:
         await self.fake.close()
 
 
+class TeamsDriver:
+    """The fake Bot Framework (``testsupport.fakes.teams``: connector, token endpoint and
+    an OpenID issuer signing every activity). A thread is the reply chain under a channel
+    post that mentions the bot; activities are pushed to a live replica's
+    ``/teams/messages`` and pushed again every 0.3 s until one answers 200, as Bot Framework
+    retries (a 4xx is final). A redelivery is the same activity (same id) again."""
+
+    name = "teams"
+    prefix = "tm"
+    send_faults: tuple[str, ...] = ("teams_429",)
+    drop_kind: str | None = None
+
+    def __init__(self, reach: Reach) -> None:
+        self.reach = reach
+        self.fake = FakeTeams()
+        self.env: dict[str, str] = {}
+        self._activities: dict[str, dict[str, Any]] = {}
+
+    async def start(self, threads: list[Thread]) -> None:
+        await self.fake.start()
+        self.env = self.fake.env()
+        for thread in threads:
+            thread.chat = self.fake.channel
+
+    def attached(self) -> None:
+        pass
+
+    async def _deliver(self, activity: dict[str, Any]) -> bool:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            live = list(self.reach.live())
+            if live:
+                url = f"{self.reach.rng.choice(live)}/teams/messages"
+                try:
+                    answer = await self.fake.deliver(activity, url=url)
+                except (aiohttp.ClientError, TimeoutError):
+                    pass
+                else:
+                    if answer.status == 200:
+                        return True
+                    if 400 <= answer.status < 500:
+                        return False  # refused for good
+            await asyncio.sleep(0.3)
+        return False
+
+    async def offer(self, thread: Thread, mid: str, text: str, *, duplicate: bool) -> bool:
+        if duplicate:
+            activity = self._activities.get(mid)
+            return True if activity is None else await self._deliver(activity)
+        if thread.root is None:
+            async with thread.lock:
+                if thread.root is None:
+                    activity = self.fake.user_message(thread.chat, text)
+                    self._activities[mid] = activity
+                    accepted = await self._deliver(activity)
+                    thread.root = str(activity["id"])
+                    thread.place = (thread.chat.id, thread.root)
+                    return accepted
+        activity = self.fake.user_message(thread.chat, text, thread=thread.root)
+        self._activities[mid] = activity
+        return await self._deliver(activity)
+
+    def posts(self) -> Iterable[Post]:
+        return [((m.place, m.root), m.text) for m in self.fake.bot_messages()]
+
+    def send_fault(self, kind: str) -> None:
+        self.fake.rate_limit_next(5, retry_after=1)
+
+    def send_faults_pending(self) -> bool:
+        return self.fake.pending_faults() > 0
+
+    async def drop(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        await self.fake.close()
+
+
 #: every surface the campaign drives, in the order of its reports
 DRIVERS: dict[str, Callable[[Reach], Driver]] = {
     "telegram": TelegramDriver,
@@ -686,6 +771,7 @@ DRIVERS: dict[str, Callable[[Reach], Driver]] = {
     "web": WebDriver,
     "matrix": MatrixDriver,
     "discord": DiscordDriver,
+    "teams": TeamsDriver,
 }
 
 

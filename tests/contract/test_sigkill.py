@@ -40,7 +40,7 @@ async def _previews_stored(database_url: str, count: int) -> None:
         await conn.close()
 
 
-@pytest.mark.parametrize("name", ["telegram", "slack", "mattermost", "discord", "matrix"])
+@pytest.mark.parametrize("name", ["telegram", "slack", "mattermost", "discord", "matrix", "teams"])
 async def test_sigkill_mid_stream_the_thread_ends_with_exactly_one_answer(
     name: str, database_url: str, fake: FakeOpenAI, tmp_path: Path
 ) -> None:

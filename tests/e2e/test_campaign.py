@@ -31,7 +31,8 @@ async def test_campaign_short_form_loses_duplicates_misroutes_and_leaks_nothing(
 async def test_campaign_on_the_real_platforms_loses_duplicates_misroutes_leaks_nothing() -> None:
     """The same on every real surface (``campaigns.platforms.DRIVERS``): Telegram polling,
     Slack's signed Events API and the Mattermost websocket (each a real local fake driven by
-    the real client library), the web chat, and Matrix on a real Synapse homeserver, with
+    the real client library), the web chat, Matrix on a real Synapse homeserver, Discord's
+    gateway WebSocket and Teams' signed activities (fakes driven by the real SDKs), with
     SIGKILLs, a database restart and Mattermost socket drops (1006) whose gap only
     reconciliation can cover. The 200 threads are shared among the surfaces."""
     result = await run_campaign(0.5, seed=5, kill_every=9.0, platforms=True)
