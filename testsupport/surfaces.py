@@ -169,7 +169,7 @@ class TelegramSurface(Surface):
     """A forum topic (with a second topic nothing may land in)."""
 
     slow_words = 950  # about 7,400 characters: two Telegram messages
-    slow_chunk = (150, 0.25)
+    slow_chunk = (150, 0.05)  # the stream stalls near its end until the kill (test_sigkill)
     previews = 2
 
     async def start(self) -> None:
