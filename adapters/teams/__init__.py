@@ -13,9 +13,9 @@ id), the expiry (5 minutes of skew) and the ``serviceUrl`` claim against the act
 failure is a 401 and nothing is stored. Outbound calls carry a client-credentials token from
 ``TEAMS_TOKEN_URL`` (``tokens.py``).
 
-Conversation ids contain ``:`` (``19:…``, ``a:…``), which a session key's text form keeps
-for its separators: inside the gateway a conversation's id is written with ``:`` as ``%3A``
-(``extract.chat_key``), and the transport turns it back.
+Conversation ids contain ``:`` (``19:…``, ``a:…``): a session key holds the id as Teams
+writes it, and the key's text form (``SessionKey.__str__``, places in settings) writes that
+``:`` as ``%3A``, as it does for every surface.
 
 Deliberately not handled: files shared in Teams (they need Graph permissions), proactive
 first posts into a place nobody wrote in (``place_target`` uses the last service URL seen),

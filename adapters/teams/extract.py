@@ -45,17 +45,6 @@ _AT = re.compile(r"<at>(.*?)</at>", re.IGNORECASE | re.DOTALL)
 _TAG = re.compile(r"</?(?:p|div|span|br)\b[^>]*>", re.IGNORECASE)
 
 
-def chat_key(conversation_id: str) -> str:
-    """A conversation id as the gateway keeps it: ``:`` separates a session key's parts, so it
-    is written ``%3A`` (and ``%`` itself ``%25``)."""
-    return conversation_id.replace("%", "%25").replace(":", "%3A")
-
-
-def conversation_of(chat_id: str) -> str:
-    """The inverse of ``chat_key``: the conversation id Teams knows."""
-    return chat_id.replace("%3A", ":").replace("%25", "%")
-
-
 def split_conversation(conversation_id: str) -> tuple[str, str | None]:
     """``(channel or chat id, root activity id or None)``."""
     base, sep, root = conversation_id.partition(MESSAGE_ID)
@@ -65,8 +54,7 @@ def split_conversation(conversation_id: str) -> tuple[str, str | None]:
 def thread_conversation(chat_id: str, thread_id: str | None) -> str:
     """The conversation id a reply is posted to: the reply chain of ``thread_id`` in a
     channel, the chat itself otherwise."""
-    base = conversation_of(chat_id)
-    return f"{base}{MESSAGE_ID}{thread_id}" if thread_id else base
+    return f"{chat_id}{MESSAGE_ID}{thread_id}" if thread_id else chat_id
 
 
 def parse_activity(payload: Mapping[str, Any]) -> Activity:
@@ -113,7 +101,7 @@ def where(activity: Activity) -> Where | None:
         root = activity.reply_to_id or activity.id
     thread = root if channel else None
     scope = tenant_of(activity)
-    key = SessionKey(platform=PLATFORM, scope=scope, chat_id=chat_key(base), thread_id=thread)
+    key = SessionKey(platform=PLATFORM, scope=scope, chat_id=base, thread_id=thread)
     target = ReplyTarget(
         platform=PLATFORM,
         scope=scope,

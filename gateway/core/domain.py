@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 # the keys are persisted values the store owns (``session_store.values``); every layer above
 # imports them from here
-from session_store.values import ReplyTarget, SessionKey
+from session_store.values import ReplyTarget, SessionKey, escape_part, unescape_part
 
 __all__ = [
     "PLACE_KEY",
@@ -33,6 +33,8 @@ __all__ = [
     "Sender",
     "SessionKey",
     "Trigger",
+    "escape_part",
+    "unescape_part",
 ]
 
 

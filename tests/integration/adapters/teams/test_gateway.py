@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 import pytest
 
-from adapters.teams.extract import chat_key
 from gateway.agents.base import Turn
 from gateway.core.domain import Reply, SessionKey
 from gateway.runtime.gateway import Gateway
@@ -18,7 +17,7 @@ from testsupport.teams import teams_gateway
 
 
 def key(fake: FakeTeams, place_id: str, thread: str | None) -> SessionKey:
-    return SessionKey(platform="teams", scope=TENANT, chat_id=chat_key(place_id), thread_id=thread)
+    return SessionKey(platform="teams", scope=TENANT, chat_id=place_id, thread_id=thread)
 
 
 async def messages_of(gw: Gateway, k: SessionKey) -> list[MessageRecord]:
