@@ -300,9 +300,7 @@ class MattermostSurface(LiveSurface):
         await self.mm.delete_post(handle["id"])  # post_deleted
 
     async def follow_up(self, handle: Any, text: str) -> None:
-        await self.mm.user_posts(
-            self.mm.town_square, text, root_id=handle["id"], mention_bot=True
-        )
+        await self.mm.user_posts(self.mm.town_square, text, root_id=handle["id"], mention_bot=True)
 
 
 class DiscordSurface(LiveSurface):
