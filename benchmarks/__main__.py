@@ -499,8 +499,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--platforms",
         action="store_true",
-        help="faults: drive the Telegram, Slack and Mattermost fakes and the web chat "
-        "instead of the sink platform",
+        help="faults: drive every real surface (campaigns.platforms: the platform fakes, "
+        "the web chat, Matrix on a real Synapse) instead of the sink platform",
     )
     parser.add_argument(
         "--count", type=int, default=10_000, help="fuzz: generated events per platform"

@@ -1,17 +1,17 @@
 """The soak: ``python -m benchmarks --only soak --minutes N [--bound MB_PER_MIN]``.
 
 One real ``gateway run`` (``AGENT=openai`` against the fake model server, streaming) takes
-steady mixed traffic on every surface of the fault campaign (Telegram topics with streamed
-previews, Slack, Mattermost, the web chat): plain questions, tool calls (the clock, the
-knowledge base, a file in it uploaded at the start), tool calls that ask for approval (decided
-in the web chat, left to expire elsewhere), documents and voice notes shared in web chat
-threads (read, indexed and transcribed), ``/new``, and threads that grow long enough for
-rolling summaries. Every 10 s it samples the process: RSS, open file descriptors,
-the Python heap (``PYTHONTRACEMALLOC=1``), asyncio tasks, the database connections, and the
-turn latency (p50/p99 over the interval, from ``gateway_turn_seconds``). It reports the slope of
-each over the last two thirds of the run, the heap's top growth between the first third and
-the end (tracemalloc snapshots), and fails on sustained growth: a slope over its bound that is
-also seen as a higher mean in the last third than in the middle third.
+steady mixed traffic on every surface of the fault campaign (``campaigns.platforms.DRIVERS``:
+Telegram topics with streamed previews, Slack, Mattermost, the web chat, Matrix): plain
+questions, tool calls (the clock, the knowledge base, a file in it uploaded at the start), tool
+calls that ask for approval (decided in the web chat, left to expire elsewhere), documents and
+voice notes shared in web chat threads (read, indexed and transcribed), ``/new``, and threads
+that grow long enough for rolling summaries. Every 10 s it samples the process: RSS, open file
+descriptors, the Python heap (``PYTHONTRACEMALLOC=1``), asyncio tasks, the database
+connections, and the turn latency (p50/p99 over the interval, from ``gateway_turn_seconds``).
+It reports the slope of each over the last two thirds of the run, the heap's top growth between
+the first third and the end (tracemalloc snapshots), and fails on sustained growth: a slope
+over its bound that is also seen as a higher mean in the last third than in the middle third.
 
 The long form runs 60 minutes; ``.ci/run`` runs ``--minutes 2`` with a generous bound.
 """

@@ -69,6 +69,9 @@ class InboundMessage:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     #: the W3C trace context of its ingest while tracing is on (migration 0026)
     traceparent: str | None = None
+    #: a burst window (the place's ``burst_seconds``): the turn this message asks for starts
+    #: once the thread was quiet this long (0: at once); written by the ingest itself
+    burst_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,6 +105,19 @@ class InboundAnnotation:
 InboundItem = InboundMessage | InboundNote | InboundAnnotation
 
 
+#: what a running turn is told through its session row: stop, or its question changed
+TurnSignal = Literal["stop", "edit", "delete"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnWatch:
+    """A running turn's look at its session row (``Turns.turn_watch``)."""
+
+    requested_seq: int
+    signal: TurnSignal | None = None
+    signal_seq: int | None = None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IngestResult:
     status: IngestStatus
@@ -112,6 +128,8 @@ class IngestResult:
     reason: str | None = None
     #: outbox rows this event wrote (an answer retracted): the delivery worker is woken
     deliveries_queued: int = 0
+    #: an edit or a deletion: the seq of the message it concerns (a running turn is told)
+    annotated_seq: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -40,7 +40,12 @@ CREATE TABLE sessions (
     -- 0034: what the session is about, how much it matters, and labels to find it by
     topic             text,
     priority          smallint    NOT NULL DEFAULT 0,
-    tags              text[]      NOT NULL DEFAULT '{}'
+    tags              text[]      NOT NULL DEFAULT '{}',
+    -- 0037: a burst's turn starts once the thread was quiet until then; a running turn is
+    -- told to stop or start over (its question edited or deleted) and which seq that concerns
+    turn_not_before   timestamptz,
+    turn_signal       text CONSTRAINT sessions_turn_signal CHECK (turn_signal IN ('stop', 'edit', 'delete')),
+    turn_signal_seq   bigint
 );
 
 -- exactly one open (active or paused) session per key; NULL thread ids compare equal through

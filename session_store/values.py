@@ -9,11 +9,38 @@ re-exports the keys). Each value read from a row is built by that reader or ``fr
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, get_args
 
 from session_store.rows import reader
+
+#: a written id's escapes: ``%`` first, so an escape is never escaped twice
+_ESCAPES = (("%", "%25"), (":", "%3A"))
+_DECODED = {"3A": ":", "25": "%", "2D": "-"}
+_ESCAPED = re.compile(r"%(3[Aa]|25|2[Dd])")
+
+
+def escape_part(text: str, *, colon: bool = True) -> str:
+    """``text`` as one ``:``-separated part of a written key or place: ``%`` as ``%25`` and
+    (unless ``colon`` is false: a key's scope keeps its ``:``) ``:`` as ``%3A``. Text
+    without either is written as it is, so every key of the ids that hold neither (Slack,
+    Telegram, Mattermost, the web chat) reads as it always did; Matrix room ids
+    (``!opaque:server``) and Teams conversation ids (``19:abc@thread.tacv2``) do hold ``:``."""
+    for raw, escaped in _ESCAPES:
+        if raw != ":" or colon:
+            text = text.replace(raw, escaped)
+    return text
+
+
+def unescape_part(text: str) -> str:
+    """Inverse of ``escape_part``: ``%3A`` (or ``%3a``) is ``:``, ``%25`` is ``%``, and ``%2D``
+    is ``-`` (a thread whose id is ``-``: a bare ``-`` is no thread). Nothing else is decoded
+    (``%0E`` or ``%00`` stays as written: a written key never brings a control character in)."""
+    if "%" not in text:
+        return text
+    return _ESCAPED.sub(lambda m: _DECODED[m.group(1).upper()], text)
 
 
 class EncodedJson(dict):  # type: ignore[type-arg]
@@ -79,23 +106,39 @@ class SessionKey:
     thread_id: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.platform}:{self.scope}:{self.chat_id}:{self.thread_id or '-'}"
+        if not self.thread_id:
+            thread = "-"
+        elif self.thread_id == "-":
+            # a thread whose id is ``-`` itself: a bare ``-`` is no thread
+            thread = "%2D"
+        else:
+            thread = escape_part(self.thread_id)
+        return f"{self.chat_text}:{thread}"
+
+    @property
+    def chat_text(self) -> str:
+        """``platform:scope:chat``, written as in ``str()``: the chat, every thread."""
+        platform, scope = escape_part(self.platform), escape_part(self.scope, colon=False)
+        return f"{platform}:{scope}:{escape_part(self.chat_id)}"
 
     @classmethod
     def parse(cls, text: str) -> SessionKey:
-        """Inverse of ``str()``: ``platform:scope:chat:thread`` (``-`` = no thread)."""
-        # the scope may itself contain ':' (a Mattermost server "host:8065"); platform, chat
-        # and thread never do
+        """Inverse of ``str()``: ``platform:scope:chat:thread`` (``-`` = no thread).
+
+        The platform, chat and thread are written with ``%`` as ``%25`` and ``:`` as ``%3A``
+        (``escape_part``), so only the scope may hold a bare ``:`` (a Mattermost server
+        ``host:8065``, a Matrix homeserver ``example.org:8448``); ``%3A`` in a scope is read
+        as ``:`` too. A key without ``%`` reads exactly as written."""
         platform, _, rest = text.partition(":")
         parts = rest.rsplit(":", 2)
         if not platform or len(parts) != 3 or not all(parts[:2]):
             raise ValueError(f"not a session key (platform:scope:chat:thread): {text!r}")
         scope, chat_id, thread = parts
         return cls(
-            platform=platform,
-            scope=scope,
-            chat_id=chat_id,
-            thread_id=None if thread in ("", "-") else thread,
+            platform=unescape_part(platform),
+            scope=unescape_part(scope),
+            chat_id=unescape_part(chat_id),
+            thread_id=None if thread in ("", "-") else unescape_part(thread),
         )
 
 

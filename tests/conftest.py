@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -24,6 +25,12 @@ from testsupport.coverage import (  # noqa: F401  (the coverage figure, untraced
 from testsupport.databases import dsn_for, fresh_database
 from testsupport.fakes.openai import FakeOpenAI
 from testsupport.fakes.sink_server import SinkServer
+
+# pytest caches each test module as rewritten for its asserts in __pycache__ (ignored by git),
+# unless bytecode writing is off (PYTHONDONTWRITEBYTECODE, set in some images): then every
+# worker rewrote and compiled all the test modules (over 200) on every run, about 8 s of CPU
+# each. The `gateway` subprocesses write their bytecode already (testsupport.process.clean_env).
+sys.dont_write_bytecode = False
 
 # The gateway reads its configuration from the environment: tests must not see the
 # developer's. Cleared once here; tests pass settings explicitly.

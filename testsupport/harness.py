@@ -255,6 +255,12 @@ class RecordingIntake:
         self.clicks.append(click)
         return ClickOutcome(outcome="unknown", message="no approvals in this test")
 
+    async def stop_answer(self, *, platform: str, chat_id: str, message_id: str) -> bool:
+        self.feedback.append(
+            {"platform": platform, "chat_id": chat_id, "message_id": message_id, "stop": True}
+        )
+        return True
+
     async def record_feedback(
         self, *, platform: str, chat_id: str, message_id: str, user_id: str, value: int
     ) -> bool:

@@ -1,8 +1,8 @@
 """Per-surface drivers for contract tests that run the gateway in the test process
 (``running_gateway``): the web chat, Telegram (polling or webhook), Slack's Events API,
-Mattermost's websocket and Discord's gateway. A driver builds the surface's adapter, says
-something as a person in one place, and reads what the bot answered to it
-(``testsupport.surfaces`` drives ``gateway run`` processes instead)."""
+Mattermost's websocket, Discord's gateway and Teams' Bot Framework activities. A driver
+builds the surface's adapter, says something as a person in one place, and reads what the
+bot answered to it (``testsupport.surfaces`` drives ``gateway run`` processes instead)."""
 
 from __future__ import annotations
 
@@ -25,11 +25,13 @@ from testsupport.discord import session_up
 from testsupport.fakes.discord import FakeDiscord
 from testsupport.fakes.mattermost import FakeMattermost
 from testsupport.fakes.slack import FakeSlack
+from testsupport.fakes.teams import FakeTeams
 from testsupport.fakes.telegram import FakeTelegram
 from testsupport.harness import wait_for
 from testsupport.matrix import Person, synapse, texts_by, thread_of
 from testsupport.mattermost import connected, make_config
 from testsupport.slack import slack_settings
+from testsupport.teams import teams_adapter
 from testsupport.telegram import telegram_settings
 
 
@@ -395,6 +397,39 @@ class MatrixSurface(LiveSurface):
         await self.ann.say(self.room, text, mention=self.bot.user_id, thread=handle)
 
 
+class TeamsSurface(LiveSurface):
+    """A 1:1 chat with the bot (``say``) and posts in a team channel that mention it, each the
+    root of its own reply chain (``open_thread``), over the fake Bot Framework."""
+
+    async def start(self) -> None:
+        self.teams = await self.stack.enter_async_context(FakeTeams())
+        self.chat = self.teams.personal_chat()
+
+    def adapters(self) -> list[Any]:
+        return [teams_adapter(self.teams)]
+
+    async def attached(self, gw: Gateway) -> None:
+        self.teams.messages_url = f"{gw.url}teams/messages"
+
+    async def say(self, text: str) -> Any:
+        return await self.teams.user_posts(self.chat, text, mention=False)
+
+    async def open_thread(self, text: str) -> Any:
+        return await self.teams.user_posts(self.teams.channel, text)
+
+    def answers(self, handle: Any) -> list[str]:
+        if handle.activity["conversation"]["conversationType"] == "channel":
+            root = handle.activity["id"]
+            return [m.text for m in self.teams.bot_messages(self.teams.channel, root=root)]
+        return [m.text for m in self.teams.bot_messages(self.chat)]
+
+    def all_answers(self) -> list[str]:
+        return [m.text for m in self.teams.bot_messages()]
+
+    def acknowledged(self, handle: Any) -> bool:
+        return bool(handle.status == 200)
+
+
 #: every surface, and Telegram in both of its modes
 NAMES = [
     "web",
@@ -404,6 +439,7 @@ NAMES = [
     "mattermost",
     "discord",
     "matrix",
+    "teams",
 ]
 
 
@@ -421,6 +457,8 @@ async def live_surface(name: str) -> AsyncIterator[LiveSurface]:
             driver = DiscordSurface(stack)
         elif name == "matrix":
             driver = MatrixSurface(stack)
+        elif name == "teams":
+            driver = TeamsSurface(stack)
         else:
             driver = MattermostSurface(stack)
         await driver.start()

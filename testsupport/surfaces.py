@@ -27,6 +27,7 @@ from testsupport.discord import discord_env
 from testsupport.fakes.discord import FakeDiscord
 from testsupport.fakes.mattermost import FakeMattermost
 from testsupport.fakes.slack import BOT_TOKEN, HUMAN, SIGNING_SECRET, FakeSlack
+from testsupport.fakes.teams import ANN, BOB, FakeTeams, Message
 from testsupport.fakes.telegram import Chat, FakeTelegram
 from testsupport.harness import wait_for
 from testsupport.matrix import Person, read_room, redacted, synapse, texts_by, thread_of
@@ -172,7 +173,7 @@ class TelegramSurface(Surface):
     """A forum topic (with a second topic nothing may land in)."""
 
     slow_words = 950  # about 7,400 characters: two Telegram messages
-    slow_chunk = (150, 0.25)
+    slow_chunk = (150, 0.05)  # the stream stalls near its end until the kill (test_sigkill)
     previews = 2
 
     async def start(self) -> None:
@@ -676,11 +677,82 @@ class MatrixSurface(Surface):
         ]
 
 
+class TeamsSurface(Surface):
+    """A reply chain under a channel post that mentions the bot, over the fake Bot
+    Framework (each activity signed by its OpenID issuer)."""
+
+    async def start(self) -> None:
+        self.teams = await self.stack.enter_async_context(FakeTeams())
+        self.root = ""
+
+    def process_env(self) -> dict[str, str]:
+        return self.teams.env()
+
+    async def attached(self, gw: GatewayProcess) -> None:
+        self.teams.messages_url = f"{gw.url.rstrip('/')}/teams/messages"
+
+    async def ask(self, text: str) -> None:
+        posted = await self.teams.user_posts(self.teams.channel, text)
+        assert posted.status == 200, posted.body
+        self.root = str(posted.activity["id"])
+
+    def in_thread(self) -> list[BotMessage]:
+        posts = self.teams.bot_messages(self.teams.channel, root=self.root)
+        return [BotMessage(m.id, m.text) for m in posts]
+
+    def anywhere(self) -> list[BotMessage]:
+        return [BotMessage(m.id, m.text) for m in self.teams.bot_messages()]
+
+    def edited(self) -> bool:
+        return bool(self.teams.updates)
+
+    def edits_stay_in_thread(self) -> bool:
+        return all(self.teams.messages[mid].root == self.root for mid, _ in self.teams.updates)
+
+    def sends(self) -> int:
+        return len(self.teams.sends())
+
+    def deleted(self) -> list[str]:
+        return list(self.teams.deleted)
+
+    @staticmethod
+    def _buttons(message: Message) -> bool:
+        return any(a.get("content", {}).get("actions") for a in message.attachments)
+
+    def card(self) -> Card | None:
+        """The bot's message in the reply chain with an Adaptive Card that has buttons."""
+        for m in self.teams.bot_messages(self.teams.channel, root=self.root):
+            if self._buttons(m):
+                return Card(m.id, copy.deepcopy(m))
+        return None
+
+    def card_open(self, card: Card) -> bool:
+        return self._buttons(self.teams.messages[card.id])
+
+    async def press(self, card: Card, how: Press = ASKER) -> str:
+        """An ``adaptiveCard/action`` invoke, signed like every activity; the invoke's
+        answer is the message Teams shows the presser. Another thread: the press arrives
+        from the reply chain of another post in the channel."""
+        root = None
+        if how.other_thread:
+            other = await self.teams.user_posts(self.teams.channel, "unrelated", mention=False)
+            root = str(other.activity["id"])
+        answer = await self.teams.presses(
+            card.shown,
+            "approve" if how.approve else "deny",
+            person=BOB if how.other_person else ANN,
+            root=root,
+        )
+        assert answer.status == 200, answer.body
+        return str(answer.json().get("value") or "")
+
+
 SURFACES: dict[str, type[Surface]] = {
     "telegram": TelegramSurface,
     "slack": SlackSurface,
     "mattermost": MattermostSurface,
     "discord": DiscordSurface,
+    "teams": TeamsSurface,
     "web": WebSurface,
     "matrix": MatrixSurface,
 }

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.mattermost.context import ExtractContext
-from gateway.core.domain import Reaction
+from gateway.core.domain import STOP_EMOJI, Reaction
 
 #: reactions that are feedback on a bot reply (Mattermost emoji names; skin tones stripped)
 _POSITIVE = frozenset({"+1", "thumbsup"})
@@ -79,6 +79,12 @@ def reaction_of(event: Mapping[str, Any], *, ctx: ExtractContext) -> Reaction | 
     found = _reaction_event(event, ctx=ctx)
     if found is None:
         return None
+    if found.emoji == STOP_EMOJI:
+        if not found.added:
+            return None
+        return Reaction(
+            chat_id=found.channel, message_id=found.post, user_id=found.user, value=0, stop=True
+        )
     if found.emoji in _POSITIVE:
         value = 1
     elif found.emoji in _NEGATIVE:

@@ -30,6 +30,7 @@ from typing import Any
 from adapters.slack.settings import SlackSettings
 from gateway.core.commands import command_name
 from gateway.core.domain import (
+    STOP_EMOJI,
     Attachment,
     Envelope,
     EventKind,
@@ -166,6 +167,10 @@ def reaction_of(payload: object) -> Reaction | None:
     if item.get("type") != "message" or not isinstance(channel, str) or not isinstance(ts, str):
         return None
     base = name.split("::", 1)[0]
+    if base == STOP_EMOJI:
+        if event["type"] != "reaction_added":
+            return None
+        return Reaction(chat_id=channel, message_id=ts, user_id=user, value=0, stop=True)
     if base in _POSITIVE:
         value = 1
     elif base in _NEGATIVE:

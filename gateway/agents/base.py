@@ -116,6 +116,9 @@ class Turn:
     #: ``refit(turn, model)``: the turn sized for another model's window (a fallback), by
     #: the context stage's rules on the context already read; ``None``: use it as it is
     refit: Callable[[Turn, str], Turn] | None = None
+    #: where the agent appends each model call's record (``usage.call_record``) as it
+    #: returns, so a turn stopped halfway is charged for the calls made; ``None``: not kept
+    spent: list[dict[str, Any]] | None = None
 
 
 class ProviderProgress(Protocol):

@@ -163,8 +163,9 @@ class OpenAIAgent:
         steps = 0
         first_usage: dict[str, int] | None = None
         total = 0
-        #: every request's usage, for the usage ledger (one row per model call)
-        made: list[dict[str, Any]] = []
+        #: every request's usage, for the usage ledger (one row per model call); the turn's
+        #: own list when it keeps one (a stopped turn is charged for what was made)
+        made: list[dict[str, Any]] = turn.spent if turn.spent is not None else []
         while True:
             offer = turn.tools if toolbox is not None and steps < toolbox.max_steps else ()
             data, model = await self._ask_any(route, budget, limit, offer)

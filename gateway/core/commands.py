@@ -42,6 +42,7 @@ COMMANDS: Mapping[str, Command] = {
         Command("pause", "Pause this session: messages are kept, nothing is answered"),
         Command("resume", "Resume a paused session and answer what arrived meanwhile"),
         Command("decision", "Record a decision of this session: /decision TEXT"),
+        Command("stop", "Stop the answer being written in this thread"),
         Command("help", "Show what this bot can do"),
     )
 }

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 # the keys are persisted values the store owns (``session_store.values``); every layer above
 # imports them from here
-from session_store.values import ReplyTarget, SessionKey
+from session_store.values import ReplyTarget, SessionKey, escape_part, unescape_part
 
 __all__ = [
     "PLACE_KEY",
@@ -33,6 +33,8 @@ __all__ = [
     "Sender",
     "SessionKey",
     "Trigger",
+    "escape_part",
+    "unescape_part",
 ]
 
 
@@ -167,6 +169,10 @@ class Envelope:
     #: counts) from it, whatever the adapter set (``None``: only what the envelope itself
     #: says: the sender, and whether the place is direct)
     facts: Facts | None = None
+    #: set by the core's door, never by an adapter: the place's burst window (its profile's
+    #: ``burst_seconds``); the turn this message asks for waits until the thread was quiet
+    #: that long
+    burst_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -207,6 +213,13 @@ class Reaction:
     message_id: str
     user_id: str
     value: int
+    #: a stop reaction (⏹) on the bot's answer: stop it if it is being written (``/stop``),
+    #: not feedback
+    stop: bool = False
+
+
+#: the emoji name a stop reaction has on Slack and Mattermost (⏹)
+STOP_EMOJI = "black_square_for_stop"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -64,7 +64,7 @@ class KnownPlaces:
         chat_seen, thread_seen = await self._seen.place_seen(key)
         warnings: list[str] = []
         if not chat_seen:
-            chat = f"{key.platform}:{key.scope}:{key.chat_id}"
+            chat = key.chat_text
             warnings.append(
                 f"the gateway has never seen the place {chat}: check its scope and chat id "
                 "(a message there, or a session listed by `gateway sessions list`, shows them)"

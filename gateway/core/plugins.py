@@ -9,7 +9,8 @@ group (``[project.entry-points."chat_gateway.surfaces"]`` in its ``pyproject.tom
   a bad value raises ``ConfigError`` naming the setting (``gateway run`` exits 2);
 - whether the settings switch it on (``enabled``) and the factory that builds its
   ``PlatformAdapter`` from its settings, the core settings and the ``AdapterContext``;
-- its ``gateway setup <name>`` flags, prompts and the settings they write (``SetupSpec``);
+- its ``gateway setup <name>`` flags, prompts and the settings they write, and any files
+  the platform needs besides (``SetupSpec``);
 - its live checks for ``gateway doctor`` and ``gateway setup`` (``checks``; by default the
   adapter's own ``check()``);
 - its HTTP routes (``http_routes``; by default the adapter's own), and the path prefixes of
@@ -37,6 +38,7 @@ import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -94,12 +96,16 @@ class SetupFlag:
 class SetupSpec:
     """``gateway setup <name>``: the flags it takes, how it collects the settings to write
     (flags first, then prompts), the settings that switch the surface on (cleared for the
-    other surfaces while this one is checked) and the guide to point at."""
+    other surfaces while this one is checked) and the guide to point at. ``write_files``,
+    where the platform needs more than settings (Teams: an app package to upload), writes
+    those files into the ``.env`` file's folder once the checks passed, from the settings
+    written, and returns their paths."""
 
     flags: tuple[SetupFlag, ...]
     collect: Callable[[argparse.Namespace, Prompter], dict[str, str]]
     enabling: tuple[str, ...]
     guide: str
+    write_files: Callable[[dict[str, str], Path], list[Path]] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -107,6 +107,11 @@ class Interactions(Protocol):
         core checks the place, the card and the person, and decides the request once."""
         ...
 
+    async def stop_answer(self, *, platform: str, chat_id: str, message_id: str) -> bool:
+        """A stop reaction (⏹) on one of the bot's messages: the answer being written in
+        its thread stops, as with ``/stop``. False when nothing is written there."""
+        ...
+
 
 class Lifecycle(Protocol):
     """How an adapter runs its receive loops: on the leader, or on every replica, supervised

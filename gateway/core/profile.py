@@ -8,9 +8,12 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Literal
 
-__all__ = ["AnswerRule", "ConversationRules", "OnDelete", "OnEdit", "Profile"]
+__all__ = ["AnswerRule", "ConversationRules", "OnDelete", "OnEdit", "Profile", "WhileAnswering"]
 
 AnswerRule = Literal["mentions", "all"]
+#: a message that arrives while an answer is written: queued for the next, or the answer
+#: restarts to cover it
+WhileAnswering = Literal["queue", "restart"]
 #: an edit of the thread's latest question after its answer: the answer is written again in
 #: place (``update``), or only later turns see the edited text (``context``)
 OnEdit = Literal["update", "context"]
@@ -46,6 +49,9 @@ class Profile:
     knowledge: tuple[str, ...] = ()
     answer: AnswerRule | None = None
     streaming: bool | None = None
+    #: seconds the thread must be quiet before a turn starts (0..10; 0: off)
+    burst_seconds: float | None = None
+    while_answering: WhileAnswering | None = None
     #: edits and deletions after the answer (``None``: ``GATEWAY_ON_EDIT`` /
     #: ``GATEWAY_ON_DELETE``)
     on_edit: OnEdit | None = None
@@ -83,6 +89,8 @@ class Profile:
             "knowledge": list(self.knowledge),
             "answer": self.answer,
             "streaming": self.streaming,
+            "burst_seconds": self.burst_seconds,
+            "while_answering": self.while_answering,
             "on_edit": self.on_edit,
             "on_delete": self.on_delete,
             "suggested_prompts": list(self.suggested_prompts),

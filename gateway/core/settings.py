@@ -251,6 +251,15 @@ class Settings(BaseSettings):
     agent_summary_tokens: int = Field(default=512, ge=64, alias="AGENT_SUMMARY_TOKENS")
     #: messages arriving during a run: ``queue`` them for the next run, or ``interrupt`` it
     agent_busy_mode: Literal["queue", "interrupt"] = Field(default="queue", alias="AGENT_BUSY_MODE")
+    #: a message that arrives while an answer is written: ``queue`` it for the next answer,
+    #: or ``restart``: stop the answer and write one that covers everything (a place's
+    #: profile may say otherwise)
+    gateway_while_answering: Literal["queue", "restart"] = Field(
+        default="queue", alias="GATEWAY_WHILE_ANSWERING"
+    )
+    #: a turn starts once the thread has been quiet this many seconds; the messages in
+    #: between get one answer (0: off; a place's profile may say otherwise)
+    gateway_burst_seconds: float = Field(default=0.0, ge=0, le=10, alias="GATEWAY_BURST_SECONDS")
     #: models tried in order, on the same server, when the chosen one keeps failing (429, 5xx,
     #: timeout): after two failed requests, or at once while its breaker is open
     agent_fallback_models: CsvList = Field(default_factory=list, alias="AGENT_FALLBACK_MODELS")

@@ -17,15 +17,14 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 import structlog
-from authlib.integrations.base_client import OAuthError
-from authlib.integrations.httpx_client import AsyncOAuth2Client
-from joserfc import jwt
-from joserfc.errors import JoseError
-from joserfc.jwk import KeySet
+
+if TYPE_CHECKING:
+    from authlib.integrations.httpx_client import AsyncOAuth2Client
+    from joserfc.jwk import KeySet
 
 log = structlog.get_logger(__name__)
 
@@ -108,6 +107,10 @@ class OidcClient:
         self._provider: _Provider | None = None
 
     def _oauth(self) -> AsyncOAuth2Client:
+        # Authlib and joserfc are imported where used: only a gateway signing in with OIDC
+        # pays for them (every command and `gateway run` imports this module)
+        from authlib.integrations.httpx_client import AsyncOAuth2Client
+
         return AsyncOAuth2Client(
             client_id=self._client_id,
             client_secret=self._client_secret,
@@ -133,6 +136,9 @@ class OidcClient:
         return data
 
     async def _load(self, *, fresh: bool = False) -> _Provider:
+        from joserfc.errors import JoseError
+        from joserfc.jwk import KeySet
+
         now = time.monotonic()
         if not fresh and self._provider and now - self._provider.fetched < METADATA_SECONDS:
             return self._provider
@@ -180,6 +186,8 @@ class OidcClient:
 
     async def finish(self, code: str, pending: Pending) -> Identity:
         """Exchange ``code`` and verify the ID token (the state was checked by the caller)."""
+        from authlib.integrations.base_client import OAuthError
+
         provider = await self._load()
         async with self._oauth() as oauth:
             try:
@@ -219,6 +227,9 @@ class OidcClient:
 def signed_claims(id_token: str, keys: KeySet) -> dict[str, Any]:
     """The claims of ``id_token`` if one of ``keys`` signed it (with an asymmetric algorithm);
     else ``OidcDenied``."""
+    from joserfc import jwt
+    from joserfc.errors import JoseError
+
     try:
         return dict(jwt.decode(id_token, keys, algorithms=ALGORITHMS).claims)
     except (JoseError, ValueError) as exc:
@@ -228,6 +239,9 @@ def signed_claims(id_token: str, keys: KeySet) -> dict[str, Any]:
 def check_claims(claims: dict[str, Any], *, issuer: str, client_id: str, nonce: str) -> None:
     """``OidcDenied`` unless the ID token is from ``issuer``, for ``client_id``, unexpired, of
     a subject, and answers this sign-in (``nonce``): OpenID Connect Core 1.0, 3.1.3.7."""
+    from joserfc import jwt
+    from joserfc.errors import JoseError
+
     registry = jwt.JWTClaimsRegistry(
         leeway=LEEWAY,
         iss={"essential": True, "value": issuer},

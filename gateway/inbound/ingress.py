@@ -173,10 +173,14 @@ class Door:
         inbox: Inbox,
         rules: AnswerRules,
         *,
+        burst_of: Callable[[SessionKey], float] | None = None,
         conversation: Callable[[SessionKey], ConversationRules] | None = None,
     ) -> None:
         self._inbox = inbox
         self.rules = rules
+        #: the place's burst window in seconds (its profile's ``burst_seconds``, else
+        #: ``GATEWAY_BURST_SECONDS``); 0: a turn starts at once
+        self._burst_of = burst_of
         self._conversation = conversation
 
     def admit(self, extracted: Extracted) -> Extracted:
@@ -188,7 +192,21 @@ class Door:
             place = admitted.key
             rules = DEFAULT_RULES if self._conversation is None else self._conversation(place)
             admitted = follow_up(admitted, rules)
-        return await self._inbox.submit(admitted, raw=raw)
+        return await self._inbox.submit(self._with_burst(admitted), raw=raw)
+
+    def _with_burst(self, extracted: Extracted) -> Extracted:
+        """A message that asks for an answer carries the place's burst window, which its
+        ingest writes as the turn's not-before time (no statement of its own). ``/stop``
+        never waits: it is for the answer being written now."""
+        if (
+            self._burst_of is None
+            or not isinstance(extracted, Envelope)
+            or extracted.kind is not EventKind.MESSAGE
+            or extracted.command == "stop"
+        ):
+            return extracted
+        seconds = self._burst_of(extracted.key)
+        return replace(extracted, burst_seconds=seconds) if seconds > 0 else extracted
 
     async def knows(self, key: SessionKey) -> bool:
         return await self._inbox.knows(key)
@@ -229,6 +247,11 @@ class SurfaceIntake:
 
     async def approval_click(self, click: ApprovalClick) -> ClickOutcome:
         return await self.interactions.approval_click(click)
+
+    async def stop_answer(self, *, platform: str, chat_id: str, message_id: str) -> bool:
+        return await self.interactions.stop_answer(
+            platform=platform, chat_id=chat_id, message_id=message_id
+        )
 
     def profile(self, key: SessionKey) -> Profile:
         return self.places.profile(key)
@@ -283,6 +306,11 @@ async def record_reaction(
         log.exception("reaction_extract_bug", platform=platform)
         return
     if found is None:
+        return
+    if found.stop:
+        await intake.stop_answer(
+            platform=platform, chat_id=found.chat_id, message_id=found.message_id
+        )
         return
     await intake.record_feedback(
         platform=platform,

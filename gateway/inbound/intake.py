@@ -280,6 +280,7 @@ def _to_inbound(extracted: Extracted) -> InboundItem:
         backfill=extracted.backfill,
         sent_at=extracted.sent_at,
         metadata=_message_metadata(extracted),
+        burst_seconds=extracted.burst_seconds,
     )
 
 
@@ -311,6 +312,25 @@ def trace_ids(extracted: Extracted) -> dict[str, Any]:
     if not isinstance(extracted, Envelope):
         return {"gateway.platform": extracted.platform, "gateway.event_id": extracted.event_id}
     return tracing.place_ids(extracted.key, message_id=extracted.message_id)
+
+
+async def tell_running_turn(store: Store, kind: str, result: IngestResult) -> None:
+    """An edit or a deletion just recorded may concern the question of a turn running now
+    (on any replica): its session row says so, and the running turn starts over on the new
+    text, or stops and removes its preview (``gateway.turns.scheduler``). Best effort: the
+    annotation is stored, and a turn not told answers what it read."""
+    seq = result.annotated_seq
+    if result.session_id is None or seq is None or kind not in ("edit", "delete"):
+        return
+    try:
+        told = await store.turns.signal_turn(
+            result.session_id, "edit" if kind == "edit" else "delete", seq
+        )
+    except StoreError as exc:
+        log.warning("running_turn_not_told", change=kind, error=str(exc))
+        return
+    if told:
+        log.info("running_turn_told", change=kind, session_id=result.session_id)
 
 
 class CoreIntake:
@@ -366,6 +386,8 @@ class CoreIntake:
             if exc.transient:
                 raise  # the database is away: not stored, the surface retries later
             result = await self._dead_letter(platform, item.event_id, exc)
+        if isinstance(item, InboundAnnotation) and result.status == "accepted":
+            await tell_running_turn(self._store, item.kind, result)
         self._metrics.ingest_seconds.labels(platform).observe(
             time.perf_counter() - started, exemplar=tracing.exemplar()
         )
@@ -466,6 +488,17 @@ class CoreInteractions:
         if self.approvals is None:
             return ClickOutcome(outcome="unknown", message="Approvals are off here.")
         return await self.approvals.click(click)
+
+    async def stop_answer(self, *, platform: str, chat_id: str, message_id: str) -> bool:
+        """A stop reaction on the bot's answer (sent, or a preview while it streams): the
+        turn running in its session is told to stop through the session row, on whichever
+        replica it runs."""
+        session = await self._store.turns.session_of_answer(platform, chat_id, message_id)
+        if session is None:
+            return False
+        told = await self._store.turns.signal_turn(session, "stop")
+        log.info("stop_reaction", platform=platform, session_id=session, running=told)
+        return told
 
     async def record_feedback(
         self, *, platform: str, chat_id: str, message_id: str, user_id: str, value: int

@@ -57,7 +57,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.core.domain import Facts, SessionKey, Trigger
+from gateway.core.domain import Facts, SessionKey, Trigger, escape_part, unescape_part
 from gateway.core.plugins import Shorthand, SurfacePlugin, SurfaceSettings
 from gateway.core.registry import find_plugin
 from gateway.core.settings import Settings
@@ -117,7 +117,12 @@ class Decision:
 @dataclass(frozen=True, slots=True)
 class PlacePattern:
     """``platform:scope:chat[:thread]``, each part a value or ``*``; without a thread it
-    matches the chat's every thread."""
+    matches the chat's every thread.
+
+    Each part is written as a session key writes its chat (``escape_part``): ``:`` as ``%3A``
+    and ``%`` as ``%25`` (a Matrix room ``!abc:example.org`` is ``!abc%3Aexample.org``, a scope
+    ``host:8065`` is ``host%3A8065``). The fields hold the ids themselves, decoded; a part
+    that is exactly ``*`` is the wildcard."""
 
     platform: str
     scope: str
@@ -129,7 +134,7 @@ class PlacePattern:
         parts = text.strip().split(":")
         if len(parts) not in (3, 4) or not all(parts):
             raise ValueError(f"place {text!r} is not platform:scope:chat[:thread]")
-        return cls(*parts)
+        return cls(*(unescape_part(part) for part in parts))
 
     @classmethod
     def chat_of(cls, platform: str, chat: str) -> PlacePattern:
@@ -144,7 +149,8 @@ class PlacePattern:
 
     def __str__(self) -> str:
         parts = [self.platform, self.scope, self.chat]
-        return ":".join(parts if self.thread is None else [*parts, self.thread])
+        written = parts if self.thread is None else [*parts, self.thread]
+        return ":".join(escape_part(part) for part in written)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

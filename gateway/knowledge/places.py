@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.core.domain import SessionKey
+from gateway.core.domain import SessionKey, unescape_part
 
 DEFAULT_KB = "default"
 
@@ -16,20 +16,21 @@ def thread_kb(key: SessionKey) -> str:
 
 def chat_kb(key: SessionKey) -> str:
     """The knowledge base of a chat or channel (every thread in it)."""
-    return f"chat:{key.platform}:{key.scope}:{key.chat_id}"
+    return f"chat:{key.chat_text}"
 
 
 @dataclass(frozen=True, slots=True)
 class Chat:
     """A chat or channel, as operators name it to assign knowledge bases:
-    ``platform:scope:chat`` (the scope may itself hold ``:``, platform and chat never do)."""
+    ``platform:scope:chat`` as a session key writes it (``SessionKey.chat_text``): the scope
+    may itself hold ``:``; a ``:`` or ``%`` in the chat is written ``%3A``, ``%25``."""
 
     platform: str
     scope: str
     chat_id: str
 
     def __str__(self) -> str:
-        return f"{self.platform}:{self.scope}:{self.chat_id}"
+        return SessionKey(platform=self.platform, scope=self.scope, chat_id=self.chat_id).chat_text
 
     @classmethod
     def of(cls, key: SessionKey) -> Chat:
@@ -42,7 +43,7 @@ class Chat:
         scope, _, chat_id = rest.rpartition(":")
         if not (platform and scope and chat_id) or len(text) > 600:
             raise ValueError(f"not a chat (platform:scope:chat, e.g. web:local:general): {text!r}")
-        return cls(platform, scope, chat_id)
+        return cls(unescape_part(platform), unescape_part(scope), unescape_part(chat_id))
 
 
 def check_name(text: str, what: str = "a knowledge base name") -> str:

@@ -181,6 +181,10 @@ async def run_setup(args: argparse.Namespace, prompter: Prompter | None = None) 
     path = Path(args.env_file) if args.env_file else env_file_path()
     update_env_file(path, values, comment=f"gateway setup {platform}")
     print(f"Wrote {', '.join(values)} to {path}.", flush=True)
+    write_files = setups()[platform].write_files
+    if write_files is not None:
+        for written in write_files(dict(values), path.parent):
+            print(f"Wrote {written}.", flush=True)
     if not all(c.ok for c in checks):
         print(f"Fix the BAD lines above next ({guide}).", flush=True)
     print("Next: `gateway doctor`, then `gateway run`.", flush=True)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import math
 import time
 from collections.abc import Awaitable, Mapping
@@ -60,7 +59,11 @@ log = structlog.get_logger(__name__)
 #: slot is not reserved but tried for when it comes (the next edit carries more text). Kept
 #: short: a final send arriving meanwhile waits at most this long for the slot so reserved
 MAX_PREVIEW_WAIT = 0.1
-_draft_ids = itertools.count(int(time.time()) % 1_000_000 * 1000 + 1)
+
+
+def draft_id(session_id: int, after_seq: int) -> int:
+    """A turn's Telegram draft id: non-zero, fits 32 bits, the same for every run of the turn."""
+    return (session_id * 1_000_003 + after_seq) % 2_147_483_646 + 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,7 +108,8 @@ class PreviewStreamer:
         self._draft = (
             transport if isinstance(transport, Drafting) and transport.drafts_for(target) else None
         )
-        self._draft_id = next(_draft_ids)
+        #: one draft per turn: a run that starts over (an edit) or a takeover continues it
+        self._draft_id = draft_id(session_id, after_seq)
         self._target = target
         self._session_id = session_id
         self._after_seq = after_seq
@@ -148,6 +152,29 @@ class PreviewStreamer:
     def previews_after(self) -> int | None:
         """The key to bind previews under when the answer is recorded; None: none shown."""
         return self._after_seq if self.shown else None
+
+    @property
+    def written(self) -> str:
+        """The answer text streamed so far (what a stopped answer keeps)."""
+        return self._text
+
+    async def discard(self) -> None:
+        """Remove the previews shown (after ``close``): the question they answered was
+        deleted. A draft is not a message: it is left to fade, and no final text follows."""
+        if self._preview is None or not self.shown:
+            return
+        parts = list(range(1, len(self.shown) + 1))
+        for mid, _ in self.shown:
+            try:
+                await self._preview.delete_preview(self._target, mid)
+                self._count("deleted")
+            except DeliveryError as exc:
+                log.warning("stream_preview_not_removed", error=str(exc))
+        self.shown = []
+        try:
+            await self._store.forget(self._session_id, self._after_seq, parts)
+        except StoreError as exc:
+            log.warning("stream_preview_forget_failed", error=str(exc))
 
     async def start(self) -> None:
         """Pick up previews a dead run of this same turn left (SIGKILL mid-stream)."""

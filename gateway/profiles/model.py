@@ -128,12 +128,18 @@ class ProfileBook:
 
 
 def place_key(text: str) -> SessionKey:
-    """A place as written in ``[places]`` with no ``*``: the session key it stands for."""
+    """A place as written in ``[places]`` with no ``*``: the session key it stands for (each
+    part escaped as in a pattern: ``:`` as ``%3A``, ``%`` as ``%25``)."""
     parts = text.strip().split(":")
     if len(parts) not in (3, 4) or not all(parts) or "*" in parts:
         raise ValueError(f"place {text!r} is not platform:scope:chat[:thread] (no *)")
-    thread = parts[3] if len(parts) == 4 else None
-    return SessionKey(platform=parts[0], scope=parts[1], chat_id=parts[2], thread_id=thread)
+    pattern = PlacePattern.parse(text)
+    return SessionKey(
+        platform=pattern.platform,
+        scope=pattern.scope,
+        chat_id=pattern.chat,
+        thread_id=pattern.thread,
+    )
 
 
 def resolved_json(place: str, resolved: Resolved) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from gateway.core.config_file import ConfigFile
 from gateway.core.errors import ConfigError
-from gateway.core.profile import ON_DELETE, ON_EDIT
+from gateway.core.profile import ON_DELETE, ON_EDIT, WhileAnswering
 from gateway.inbound.policy import PlacePattern
 from gateway.profiles.model import DEFAULT, AnswerRule, Place, Profile, ProfileBook
 
@@ -29,6 +29,8 @@ _KEYS = frozenset(
         "knowledge",
         "answer",
         "streaming",
+        "burst_seconds",
+        "while_answering",
         "on_edit",
         "on_delete",
         "suggested_prompts",
@@ -135,6 +137,8 @@ def _profile(name: str, table: Any, *, models: Collection[str], tools: KnownTool
         knowledge=field("knowledge", lambda v: tuple(_texts(v))) or (),
         answer=field("answer", _answer),
         streaming=field("streaming", _flag),
+        burst_seconds=field("burst_seconds", _burst),
+        while_answering=field("while_answering", _while_answering),
         on_edit=field("on_edit", lambda v: _choice(v, ON_EDIT)),
         on_delete=field("on_delete", lambda v: _choice(v, ON_DELETE)),
         suggested_prompts=field("suggested_prompts", lambda v: tuple(_texts(v))) or (),
@@ -180,6 +184,18 @@ def _answer(value: Any) -> AnswerRule:
     if value == "mentions" or value == "all":
         return value  # type: ignore[no-any-return]
     raise ValueError('must be "mentions" or "all"')
+
+
+def _burst(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 10:
+        raise ValueError("must be a number of seconds from 0 to 10")
+    return float(value)
+
+
+def _while_answering(value: Any) -> WhileAnswering:
+    if value == "queue" or value == "restart":
+        return value  # type: ignore[no-any-return]
+    raise ValueError('must be "queue" or "restart"')
 
 
 def _choice(value: Any, choices: tuple[str, ...]) -> Any:

@@ -105,6 +105,10 @@ class Profiles:
         """The answer policy's input for ``key`` (``AnswerRules.place_answers_all``)."""
         return self._book.answers_all(key)
 
+    def burst_seconds(self, key: SessionKey) -> float | None:
+        """The burst window ``key``'s profile sets (``None``: the settings decide)."""
+        return self._book.resolve(key).profile.burst_seconds
+
     def conversation(self, key: SessionKey) -> ConversationRules:
         """What edits and deletions do in ``key`` (the core's door reads it): the place's
         profile's ``on_edit`` / ``on_delete`` over ``GATEWAY_ON_EDIT`` / ``GATEWAY_ON_DELETE``."""

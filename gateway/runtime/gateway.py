@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Sequence
 
 import structlog
@@ -20,6 +21,7 @@ from gateway.agents.prompt import TokenCounter
 from gateway.core.access_settings import is_loopback_bind
 from gateway.core.config_watch import ConfigWatch, ReloadResult
 from gateway.core.conversations import Conversations
+from gateway.core.domain import SessionKey
 from gateway.core.hub import WorkSignal
 from gateway.core.lifecycle.supervisor import Supervisor
 from gateway.core.metrics import Metrics
@@ -208,6 +210,9 @@ class Gateway:
             a.platform: Door(
                 self.intake,
                 answer_rules_of(a.platform, settings, place_answers_all=self.profiles.answers_all),
+                burst_of=functools.partial(
+                    _burst_of, self.profiles, settings.gateway_burst_seconds
+                ),
                 conversation=self.profiles.conversation,
             )
             for a in self.adapters
@@ -319,6 +324,7 @@ class Gateway:
                 poll_seconds=settings.gateway_poll_seconds,
                 workers=settings.gateway_turn_workers,
                 busy_mode=settings.agent_busy_mode,
+                while_answering=settings.gateway_while_answering,
             ),
             stages=turn_stages(self),
         )
@@ -598,3 +604,9 @@ class Gateway:
 
     async def refresh_gauges(self) -> None:
         await upkeep.refresh_gauges(self.metrics, self.store, self.operator.ops)
+
+
+def _burst_of(profiles: Profiles, default: float, key: SessionKey) -> float:
+    """A place's burst window: its profile's ``burst_seconds``, else the setting's."""
+    own = profiles.burst_seconds(key)
+    return default if own is None else own

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from gateway.core.domain import SessionKey
+from gateway.core.domain import SessionKey, unescape_part
 from gateway.core.errors import RequestError
 
 
 def parse_place(text: str) -> SessionKey:
     """``slack:T1:C1``, ``slack:T1:C1:1700000000.000100``, ``telegram:bot:-1001:77``, or a
     session key (``-`` for no thread). A scope that itself holds ``:`` (a Mattermost server
-    ``host:8065``) needs the thread part written out (``-`` for none)."""
+    ``host:8065``) needs the thread part written out (``-`` for none). A chat or thread id
+    that holds ``:`` or ``%`` is written escaped, as a session key writes it (``%3A``,
+    ``%25``: a Matrix room ``matrix:example.org:!abc%3Aexample.org``)."""
     text = text.strip()
     platform, _, rest = text.partition(":")
     parts = rest.split(":") if rest else []
@@ -25,13 +27,13 @@ def parse_place(text: str) -> SessionKey:
     if not scope or not chat:
         raise RequestError(f"{text!r} is not a place: its scope and chat must not be empty")
     return SessionKey(
-        platform=platform,
-        scope=scope,
-        chat_id=chat,
-        thread_id=None if thread in ("", "-") else thread,
+        platform=unescape_part(platform),
+        scope=unescape_part(scope),
+        chat_id=unescape_part(chat),
+        thread_id=None if thread in (None, "", "-") else unescape_part(thread),
     )
 
 
 def place_text(key: SessionKey) -> str:
-    base = f"{key.platform}:{key.scope}:{key.chat_id}"
-    return base if key.thread_id is None else f"{base}:{key.thread_id}"
+    """``parse_place``'s inverse: the chat (``SessionKey.chat_text``), and its thread if any."""
+    return key.chat_text if key.thread_id is None else str(key)

@@ -19,15 +19,16 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 import structlog
-from mcp import Client, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 
 from gateway.tools.catalog import McpServerConfig, Tool, ToolCaller, ToolSpec
 from gateway.tools.runner import ToolFailed
+
+if TYPE_CHECKING:
+    from mcp import Client
 
 log = structlog.get_logger(__name__)
 
@@ -65,6 +66,11 @@ class McpServerConnection:
 
     @contextlib.asynccontextmanager
     async def _open(self) -> AsyncIterator[Client]:
+        # the SDK costs about a second of CPU to import: only a process that connects to a
+        # server pays it (``gateway doctor`` without one does not)
+        from mcp import Client, StdioServerParameters, stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+
         c = self.config
         if c.url is not None:
             async with (

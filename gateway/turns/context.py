@@ -391,11 +391,12 @@ class ContextAssembler:
         tool_tokens: int = 0,
         prefetched: PrefetchedContext | None = None,
         policy: ContextPolicy | None = None,
-        heard: Mapping[int, str] | None = None,
+        heard: Mapping[int, str | None] | None = None,
     ) -> Assembled:
         """``policy``: the place's profile's (default: the settings'). ``heard``: the text of
         messages by seq as the turn reads them now (a voice note's transcript may be stored
-        after the claim read its message, empty, with the first context page)."""
+        after the claim read its message, empty, with the first context page; a question
+        edited while its answer was written), ``None`` for one deleted meanwhile."""
         policy = policy or self.policy
         # read with the claim when it is for this very question and range
         if prefetched is not None and (prefetched.question_seq, prefetched.upto_seq) != (
@@ -541,12 +542,22 @@ class ContextAssembler:
             limit = min(limit * 2, self._page_size)
 
 
-def _as_heard(ordered: list[ContextMessage], heard: Mapping[int, str]) -> list[ContextMessage]:
-    """The user messages with the text the turn heard (a transcript stored after the claim)."""
-    return [
-        replace(m, content=heard[m.seq_no]) if m.role == "user" and m.seq_no in heard else m
-        for m in ordered
-    ]
+def _as_heard(
+    ordered: list[ContextMessage], heard: Mapping[int, str | None]
+) -> list[ContextMessage]:
+    """The user messages with the text the turn heard (a transcript stored after the claim,
+    a question edited while its answer was written); one deleted meanwhile (``None``) left out."""
+    if not heard:
+        return ordered
+    out: list[ContextMessage] = []
+    for m in ordered:
+        if m.role != "user" or m.seq_no not in heard:
+            out.append(m)
+            continue
+        text = heard[m.seq_no]
+        if text is not None:
+            out.append(replace(m, content=text))
+    return out
 
 
 def _as_summary(record: SummaryRecord) -> ContextSummary:

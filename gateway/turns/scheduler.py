@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import time
 import uuid
@@ -54,6 +55,13 @@ MAX_INTERRUPTS = 3
 PENDING_LIMIT = 1000
 #: context rows read with the claim (``ContextAssembler.fetch_newest``'s first page)
 CONTEXT_FIRST_PAGE = 64
+#: a run starts over on its edited or deleted question at most this often (then the answer
+#: goes to what the last run saw)
+MAX_REVISIONS = 10
+#: how often a running turn looks at its session row for a stop or a changed question
+WATCH_SECONDS = 0.5
+#: the mark a stopped answer ends with
+STOPPED_MARK = "(stopped)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,6 +72,18 @@ class TurnSettings:
     #: ``queue``: messages that arrive during a run get the next run; ``interrupt``: they
     #: cancel the running agent call and the run starts over with everything
     busy_mode: str = "queue"
+    #: GATEWAY_WHILE_ANSWERING, for places whose profile does not set ``while_answering``:
+    #: ``restart`` is ``interrupt`` for those places
+    while_answering: str = "queue"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What a running turn's watch saw: ``stop`` (``/stop`` at ``upto``, or a stop reaction),
+    ``edit`` or ``delete`` of a question it answers, or ``new`` messages that restart it."""
+
+    kind: str
+    upto: int | None = None
 
 
 class TurnScheduler:
@@ -244,6 +264,10 @@ class TurnScheduler:
     async def _run_turn(self, claim: TurnClaim, beat: Beat = no_beat) -> tuple[str, bool]:
         """The turn's outcome, and whether another turn of the session is due."""
         interrupts = 0
+        revisions = 0
+        #: the model calls of every run of this turn: a run that starts over is charged with
+        #: the answer that ends the turn (the agent appends to it)
+        spent: list[dict[str, Any]] = []
         # read with the claim; read again after an interrupt or when the claim's snapshot
         # missed the newest message
         prefetched = list(claim.pending) if claim.pending is not None else None
@@ -254,6 +278,12 @@ class TurnScheduler:
                 pending = await self._store.sessions.pending(
                     claim.session_id, claim.done_seq, limit=PENDING_LIMIT
                 )
+            revised: dict[int, str | None] = {}
+            if revisions:
+                # the run starts over on its edited or deleted question, read as it is now
+                revised = await self._revised(claim)
+                pending = [_as_revised(m, revised.get(m.seq_no)) for m in pending]
+            deleted = {seq for seq, text in revised.items() if text is None}
             resumed = claim.parked_seq is not None and claim.parked_seq > claim.done_seq
             if resumed:
                 # a turn parked on an approval (gateway.tools.approvals) handles again what
@@ -262,26 +292,31 @@ class TurnScheduler:
                 pending = [m for m in pending if m.seq_no <= (claim.parked_seq or 0)]
             pending, cut = one_firing_a_turn(pending)
             handled_seq = pending[-1].seq_no if pending else claim.requested_seq
-            # a message deleted before its answer is handled, never answered nor read
+            # a message deleted before its answer is handled, never answered nor read (one
+            # deleted while this turn ran: ``deleted``)
             pending = [m for m in pending if not m.deleted]
-            asks = [m for m in pending if asks_for_answer(m)]
+            asks = [m for m in pending if asks_for_answer(m) and m.seq_no not in deleted]
             if not asks:
                 done = await self._store.outbox.finish_turn_outbox(
                     claim, handled_seq=handled_seq, replies=[], target=None
                 )
-                return "nothing_to_answer", done.more
+                return ("deleted" if deleted else "nothing_to_answer"), done.more
             turn = TurnRun(
                 claim=claim,
                 pending=pending,
                 handled_seq=handled_seq,
                 asks=asks,
                 questions=list(asks),
+                revised=revised,
                 request=AgentRequest(
                     new_messages=[
                         as_context(m)
                         for m in pending
-                        if (m.role == "user" or is_scheduled(m)) and m.command is None
-                    ]
+                        if (m.role == "user" or is_scheduled(m))
+                        and m.command is None
+                        and m.seq_no not in deleted
+                    ],
+                    spent=spent,
                 ),
             )
             call = functools.partial(
@@ -289,6 +324,7 @@ class TurnScheduler:
                 turn,
                 # a turn cut short of its pending messages would see them as new asks
                 interruptible=interrupts < MAX_INTERRUPTS and not resumed and not cut,
+                revisable=revisions < MAX_REVISIONS,
                 beat=beat,
             )
             try:
@@ -296,12 +332,27 @@ class TurnScheduler:
             except ApprovalPending as waiting:
                 return await self._park(claim, waiting.approval_id, handled_seq)
             if outcome is None:
-                # AGENT_BUSY_MODE=interrupt: new messages arrived; start over with them
+                if turn.restarted_by in ("edit", "delete"):
+                    # its question was edited or deleted: start over on what it says now
+                    revisions += 1
+                    self._metrics.turns.labels(claim.key.platform, "revised").inc()
+                    log.info("turn_revised", change=turn.restarted_by, revisions=revisions)
+                    continue
+                # new messages arrived (while_answering = restart): start over with them
                 interrupts += 1
                 self._metrics.turns.labels(claim.key.platform, "interrupted").inc()
                 log.info("turn_interrupted", interrupts=interrupts)
                 continue
+            if turn.stopped:
+                outcome = "stopped"
             return outcome, await self._finish(turn)
+
+    async def _revised(self, claim: TurnClaim) -> dict[int, str | None]:
+        """The claim's messages edited (seq: their newest text) or deleted (seq: ``None``)."""
+        found = await self._store.turns.revisions(claim.session_id, claim.done_seq)
+        return {
+            seq: (text or "") if kind == "edit" else None for seq, (kind, text) in found.items()
+        }
 
     async def _park(self, claim: TurnClaim, approval_id: str, handled_seq: int) -> tuple[str, bool]:
         """A tool call waits for an approval: hand the session back without finishing the
@@ -325,21 +376,31 @@ class TurnScheduler:
         return "parked", False
 
     async def _call_agent(
-        self, turn: TurnRun, request: Turn, *, interruptible: bool, beat: Beat = no_beat
+        self,
+        turn: TurnRun,
+        request: Turn,
+        *,
+        interruptible: bool,
+        revisable: bool = True,
+        beat: Beat = no_beat,
     ) -> Sequence[Reply] | None:
-        """The agent's replies, its lease renewed meanwhile; ``None`` when the call was
-        interrupted by new messages (``AGENT_BUSY_MODE=interrupt``)."""
+        """The agent's replies, its lease renewed meanwhile; ``None`` when the run starts
+        over (new messages under ``while_answering = restart``, or its question edited or
+        deleted: ``turn.restarted_by`` says which). A stop (``/stop``, a stop reaction)
+        cancels the model request and its tool calls and returns what was written so far,
+        marked stopped, charged for the tokens used."""
         claim = turn.claim
         renew = asyncio.create_task(self._keep_lease(claim, beat), name="turn-lease-renewal")
         agent_task = asyncio.create_task(self._agent.respond(request), name="agent-respond")
-        tasks: list[asyncio.Task[Any]] = [renew, agent_task]
-        watch: asyncio.Task[None] | None = None
-        if interruptible and self._settings.busy_mode == "interrupt":
-            watch = asyncio.create_task(
-                self._watch_new_asks(claim.session_id, turn.handled_seq),
-                name="turn-interrupt-watch",
-            )
-            tasks.append(watch)
+        watch = asyncio.create_task(
+            self._watch(
+                turn,
+                restart_on_new=interruptible and self._restarts_on_new(turn),
+                revisable=revisable,
+            ),
+            name="turn-watch",
+        )
+        tasks: list[asyncio.Task[Any]] = [renew, agent_task, watch]
         started = time.perf_counter()
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -347,8 +408,17 @@ class TurnScheduler:
                 agent_task.cancel()
                 renew.result()  # raises LeaseLost
                 raise LeaseLost("lease renewal stopped")
-            if watch is not None and watch in done and agent_task not in done:
-                return None  # the finally below cancels the agent call
+            if watch in done and agent_task not in done:
+                change = watch.result()
+                agent_task.cancel()  # the model request and any tool call in flight
+                await asyncio.gather(agent_task, return_exceptions=True)
+                if change.kind == "stop":
+                    return [self._stopped(turn, request, change)]
+                if request.spent is not None:
+                    request.spent.extend(_cut_short(turn, request))
+                turn.restarted_by = change.kind
+                turn.discard_previews = change.kind == "delete"
+                return None
             return await agent_task
         finally:
             self._metrics.agent_seconds.labels(self._agent.name).observe(
@@ -358,16 +428,66 @@ class TurnScheduler:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _watch_new_asks(self, session_id: int, handled_seq: int) -> None:
-        """Returns once a message asking for an answer arrives after ``handled_seq``."""
-        interval = min(self._settings.poll_seconds, 0.5)
+    def _restarts_on_new(self, turn: TurnRun) -> bool:
+        """``while_answering = restart`` here (the place's profile, else the setting; the
+        older ``AGENT_BUSY_MODE=interrupt`` too)."""
+        if self._settings.busy_mode == "interrupt":
+            return True
+        own = turn.profile.while_answering if turn.profile is not None else None
+        return (own or self._settings.while_answering) == "restart"
+
+    def _stopped(self, turn: TurnRun, request: Turn, change: Change) -> Reply:
+        """The answer of a stopped run: the text streamed so far, marked stopped, carrying
+        the model calls made (and an estimate of the one cut short) for the usage ledger."""
+        if change.upto is not None and change.upto > turn.handled_seq:
+            turn.handled_seq = change.upto  # the /stop is handled by this answer
+        turn.stopped = True
+        written = turn.streamed() if turn.streamed is not None else ""
+        calls: list[dict[str, Any]] = [*(request.spent or ()), *_cut_short(turn, request)]
+        text = f"{written.rstrip()}\n\n{STOPPED_MARK}" if written.strip() else STOPPED_MARK
+        log.info("turn_stopped", streamed_chars=len(written), calls=len(calls))
+        used = sum(
+            int(c.get("prompt_tokens") or 0) + int(c.get("completion_tokens") or 0) for c in calls
+        )
+        return Reply(
+            text=text,
+            model=request.model,
+            tokens_used=used or None,
+            metadata={"stopped": True, "calls": calls},
+        )
+
+    async def _watch(self, turn: TurnRun, *, restart_on_new: bool, revisable: bool) -> Change:
+        """Returns once the running turn must stop or start over: a signal on its session
+        row (a stop reaction; its question edited or deleted: ``Turns.signal_turn``, from
+        any replica) or a new message (``/stop``; any question under ``restart``). Reads the
+        row every ``WATCH_SECONDS`` while the model writes; a turn over sooner reads nothing."""
+        claim = turn.claim
+        interval = min(self._settings.poll_seconds, WATCH_SECONDS)
+        seen = turn.handled_seq
         while True:
             await asyncio.sleep(interval)
             try:
-                if await self._store.turns.turn_requested_seq(session_id) > handled_seq:
-                    return
+                found = await self._store.turns.turn_watch(claim.session_id)
+                change = _signalled(turn, found.signal, found.signal_seq, revisable=revisable)
+                if change is not None and found.signal is not None:
+                    # taken once: the run that starts over must not see it again
+                    await self._store.turns.take_signal(
+                        claim.session_id, claim.owner, found.signal, found.signal_seq
+                    )
+                    return change
+                if found.requested_seq > seen:
+                    new = await self._store.sessions.delta(
+                        claim.session_id, turn.handled_seq, limit=PENDING_LIMIT
+                    )
+                    asking = [m for m in new if asks_for_answer(m)]
+                    stop = next((m for m in asking if m.command == "stop"), None)
+                    if stop is not None:
+                        return Change("stop", upto=stop.seq_no)
+                    if restart_on_new and asking:
+                        return Change("new")
+                    seen = found.requested_seq
             except StoreError as exc:
-                log.debug("interrupt_watch_failed", error=str(exc))
+                log.debug("turn_watch_failed", error=str(exc))
 
     async def _keep_lease(self, claim: TurnClaim, beat: Beat = no_beat) -> None:
         """Renew the lease while the agent runs (each renewal is the worker's progress). A
@@ -464,6 +584,41 @@ class TurnScheduler:
         self._delivery_wake.set()
         log.warning("turn_finish_answer_lost", released=released)
         return True
+
+
+def _cut_short(turn: TurnRun, request: Turn) -> list[dict[str, Any]]:
+    """The model call a stop or a restart cut short, estimated (its usage never came): the
+    prompt as estimated, the text streamed so far; nothing when no text was streamed (the run
+    was between calls, or the agent does not stream)."""
+    written = turn.streamed() if turn.streamed is not None else ""
+    if not written.strip():
+        return []
+    return [
+        {
+            "model": request.model,
+            "prompt_tokens": request.estimated_prompt_tokens or 0,
+            "completion_tokens": max(1, len(written) // 4),
+            "estimated": True,
+        }
+    ]
+
+
+def _as_revised(message: MessageRecord, text: str | None) -> MessageRecord:
+    """``message`` with its edited text (``None``: not edited, or deleted)."""
+    return message if text is None else dataclasses.replace(message, content=text)
+
+
+def _signalled(
+    turn: TurnRun, signal: str | None, seq: int | None, *, revisable: bool
+) -> Change | None:
+    """The signal on the session row, when it concerns a message this run answers."""
+    if signal is None or seq is None:
+        return None
+    if not turn.claim.done_seq < seq <= turn.handled_seq:
+        return None  # another turn's, or a message queued after this run
+    if signal == "stop":
+        return Change("stop")
+    return Change(signal) if revisable else None
 
 
 def _traced_message(claim: TurnClaim) -> MessageRecord | None:

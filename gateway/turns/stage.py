@@ -92,6 +92,9 @@ class AgentRequest:
     reserved_tokens: int = 0
     #: an opaque, stable id of the person asking, for the model provider
     user: str | None = None
+    #: the model calls the agent made so far, appended as each returns (a stopped run is
+    #: charged for them)
+    spent: list[dict[str, Any]] = field(default_factory=list)
 
     def room(self) -> int:
         """Tokens left in the prompt budget (0 until a stage sized the prompt)."""
@@ -121,6 +124,7 @@ class AgentRequest:
             user=self.user,
             progress=self.progress,
             refit=self.refit,
+            spent=self.spent,
         )
 
 
@@ -153,6 +157,17 @@ class TurnRun:
     policy: ContextPolicy | None = None
     #: the model calls to write to the usage ledger with the answer (the usage stage)
     charges: list[UsageCharge] = field(default_factory=list)
+    #: the run was stopped (``/stop``, a stop reaction): its answer is what was written so far
+    stopped: bool = False
+    #: why the run starts over (``new`` messages, its question's ``edit`` or ``delete``)
+    restarted_by: str | None = None
+    #: the streamed previews go (the question was deleted): the streaming stage removes them
+    discard_previews: bool = False
+    #: the answer text streamed so far (set by the streaming stage)
+    streamed: Callable[[], str] | None = None
+    #: messages edited (their text now) or deleted (``None``) while this turn ran: a run
+    #: that starts over reads them so (``gateway.turns.scheduler``)
+    revised: dict[int, str | None] = field(default_factory=dict)
     _slots: dict[Slot[Any], object] = field(default_factory=dict, init=False, repr=False)
     _holds: list[Callable[[], str | None]] = field(default_factory=list, init=False, repr=False)
 

@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from gateway.core.config_file import ConfigFile
+from gateway.core.domain import unescape_part
 
 MILLION = Decimal(1_000_000)
 
@@ -99,14 +100,22 @@ class Budgets:
 
 
 def place_matches(pattern: str, place: str) -> bool:
-    """``slack:*:C0SUPPORT`` matches the place ``slack:T1:C0SUPPORT``; ``*`` matches any."""
+    """``slack:*:C0SUPPORT`` matches the place ``slack:T1:C0SUPPORT``; ``*`` matches any.
+    Both are written as session keys write them (a ``:`` in a chat id as ``%3A``); parts are
+    compared decoded, so ``%3a`` and ``%3A`` are one."""
     if pattern == "*":
         return True
     want = pattern.split(":")
-    have = place.split(":")
+    # a place is ``SessionKey.chat_text``: its chat holds no bare ':', its scope may
+    platform, _, rest = place.partition(":")
+    scope, _, chat = rest.rpartition(":")
+    have = [platform, scope, chat] if scope else place.split(":")
     if len(want) > len(have):
         return False
-    return all(w == "*" or w == h for w, h in zip(want, have, strict=False))
+    return all(
+        w == "*" or w == h or unescape_part(w) == unescape_part(h)
+        for w, h in zip(want, have, strict=False)
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -131,6 +131,7 @@ class Inbox:
             turn_requested=rewrite is not None,
             seq_no=None if rewrite is None else rewrite["seq_no"],
             deliveries_queued=retracted,
+            annotated_seq=found["seq_no"],
         )
 
     # --- adapter cursors -----------------------------------------------------------------
@@ -168,6 +169,7 @@ def _ingest_args(msg: InboundMessage, raw: Mapping[str, Any] | None) -> tuple[An
         msg.sent_at,
         dict(msg.metadata),
         msg.traceparent,
+        msg.burst_seconds,
     )
 
 

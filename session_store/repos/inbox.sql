@@ -18,9 +18,11 @@ WITH inbox AS (
     RETURNING id
 ), sess AS (
     INSERT INTO sessions AS s (platform, scope, chat_id, thread_id, last_seq_no, message_count,
-                               last_message_at, turn_requested_seq, title, answered)
+                               last_message_at, turn_requested_seq, title, answered,
+                               turn_not_before)
     SELECT $1, $5, $6, $7, 1, 1, now(), CASE WHEN $8 = 'always' THEN 1 ELSE 0 END, $9,
-           $8 = 'always'
+           $8 = 'always',
+           CASE WHEN $21::float8 > 0 AND $8 = 'always' THEN now() + make_interval(secs => $21::float8) END
     FROM inbox
     ON CONFLICT (platform, scope, chat_id, (coalesce(thread_id, '')))
         WHERE status IN ('active', 'paused')
@@ -34,7 +36,13 @@ WITH inbox AS (
         turn_requested_seq = CASE
             WHEN $8 = 'always' OR ($8 = 'if_answered' AND s.answered) THEN s.last_seq_no + 1
             ELSE s.turn_requested_seq END,
-        answered = s.answered OR $8 = 'always'
+        answered = s.answered OR $8 = 'always',
+        -- a burst ($21 seconds, 0 = off): the turn waits until the thread was quiet that long;
+        -- each message that asks for a turn moves the time on
+        turn_not_before = CASE
+            WHEN $8 = 'always' OR ($8 = 'if_answered' AND s.answered) THEN
+                CASE WHEN $21::float8 > 0 THEN now() + make_interval(secs => $21::float8) END
+            ELSE s.turn_not_before END
     RETURNING s.id, s.last_seq_no, s.turn_requested_seq
 ), msg AS (
     INSERT INTO messages (session_id, seq_no, inbound_event_id, role, sender_id, sender_name,
@@ -59,7 +67,7 @@ RETURNING id
 
 -- name: find_message_by_key
 -- through the dedupe keys (unique, unpartitioned): the inbox itself is partitioned by month
-SELECT m.id, m.session_id
+SELECT m.id, m.session_id, m.seq_no
 FROM inbound_keys k JOIN messages m ON m.inbound_event_id = k.inbound_event_id
 WHERE k.platform = $1 AND k.message_key = $2
 

@@ -16,7 +16,9 @@ from session_store.records import (
     MessageRecord,
     PrefetchedContext,
     TurnClaim,
+    TurnSignal,
     TurnState,
+    TurnWatch,
     context_from_row,
     context_from_values,
 )
@@ -128,6 +130,50 @@ class Turns:
         if value is None:
             raise SessionNotFound(f"no session {session_id}")
         return int(value)
+
+    # --- a running turn told to stop or start over -------------------------------------
+
+    async def turn_watch(self, session_id: int) -> TurnWatch:
+        """What a running turn looks at while the model writes: the newest seq that asked
+        for a turn and the signal on the session (``signal_turn``)."""
+        async with self.db.connection() as conn:
+            row = await conn.fetchrow(SQL.turn_watch, session_id)
+        if row is None:
+            raise SessionNotFound(f"no session {session_id}")
+        return TurnWatch(
+            requested_seq=int(row["turn_requested_seq"]),
+            signal=row["turn_signal"],
+            signal_seq=row["turn_signal_seq"],
+        )
+
+    async def signal_turn(
+        self, session_id: int, signal: TurnSignal, seq_no: int | None = None
+    ) -> bool:
+        """Tell the session's running turn (on whichever replica) to stop, or that message
+        ``seq_no`` was edited or deleted. False: no turn runs there (nothing to tell)."""
+        async with self.db.connection() as conn:
+            found = await conn.fetchval(SQL.signal_turn, session_id, signal, seq_no)
+        return found is not None
+
+    async def take_signal(
+        self, session_id: int, owner: str, signal: TurnSignal, seq_no: int | None
+    ) -> None:
+        """The running turn took ``signal``: cleared, unless a newer one replaced it."""
+        async with self.db.connection() as conn:
+            await conn.execute(SQL.take_signal, session_id, owner, signal, seq_no)
+
+    async def revisions(self, session_id: int, after_seq: int) -> dict[int, tuple[str, str | None]]:
+        """``{seq_no: (kind, text)}``: the newest edit (``edit``, its text) or the deletion
+        (``delete``) of each message after ``after_seq``."""
+        async with self.db.connection() as conn:
+            rows = await conn.fetch(SQL.revisions, session_id, after_seq)
+        return {int(r["seq_no"]): (str(r["kind"]), r["content"]) for r in rows}
+
+    async def session_of_answer(self, platform: str, chat_id: str, message_id: str) -> int | None:
+        """The session whose answer (sent, or a preview while it streams) is ``message_id``."""
+        async with self.db.connection() as conn:
+            value = await conn.fetchval(SQL.session_of_answer, platform, chat_id, message_id)
+        return None if value is None else int(value)
 
     # --- what a turn reads besides its messages ------------------------------------------
 

@@ -15,6 +15,8 @@ WHERE s.id = (
     WHERE turn_requested_seq > turn_done_seq AND turn_parked_on IS NULL
       -- a paused session answers nothing until resumed
       AND status <> 'paused'
+      -- a burst: the thread has not been quiet long enough yet
+      AND (turn_not_before IS NULL OR turn_not_before <= now())
       AND (turn_lease_until IS NULL OR turn_lease_until < now()
            OR (turn_process IS DISTINCT FROM $4 AND {{dead_turn_process}}))
       AND ($3::text[] IS NULL OR platform = ANY($3))
@@ -192,3 +194,45 @@ ON CONFLICT (person_id) DO UPDATE SET model = excluded.model, updated_at = now()
 
 -- name: session_scope
 SELECT scope FROM sessions WHERE id = $1
+
+-- name: turn_watch
+-- What a running turn looks at while the model writes (about once a second): the newest seq
+-- that asked for a turn, and the signal its session row carries (stop, or its question edited
+-- or deleted) with the seq it concerns.
+SELECT turn_requested_seq, turn_signal, turn_signal_seq FROM sessions WHERE id = $1
+
+-- name: signal_turn
+-- Tell the session's running turn to stop, or that message $3 was edited or deleted. Only a
+-- session whose turn is running (a lease held) and only about a message not answered yet;
+-- the running turn decides whether it concerns what it handles. A stop with no seq concerns
+-- whatever runs: the first message not answered yet.
+UPDATE sessions
+SET turn_signal = $2, turn_signal_seq = coalesce($3, turn_done_seq + 1)
+WHERE id = $1 AND turn_owner IS NOT NULL AND turn_lease_until > now()
+  AND coalesce($3, turn_done_seq + 1) > turn_done_seq
+RETURNING id
+
+-- name: revisions
+-- The newest edit or the deletion of each message after $2 of session $1 (a deletion wins):
+-- what a turn that starts over on an edited or deleted question answers.
+SELECT DISTINCT ON (m.seq_no) m.seq_no, a.kind, a.content
+FROM messages m JOIN message_annotations a ON a.message_id = m.id
+WHERE m.session_id = $1 AND m.seq_no > $2 AND a.kind IN ('edit', 'delete')
+ORDER BY m.seq_no, (a.kind = 'delete') DESC, a.id DESC
+
+-- name: session_of_answer
+-- The session whose answer (a delivered part, or a preview while it streams) is platform
+-- message $3 in chat $2: where a stop reaction on the bot's message stops the turn.
+SELECT session_id FROM stream_previews p JOIN sessions s ON s.id = p.session_id
+WHERE s.platform = $1 AND s.chat_id = $2 AND p.platform_message_id = $3
+UNION ALL
+SELECT session_id FROM deliveries
+WHERE platform = $1 AND platform_message_id = $3 AND target->>'chat_id' = $2
+LIMIT 1
+
+-- name: take_signal
+-- The running turn took the signal it saw (only that one, and only while it holds the lease):
+-- a run that starts over does not see it again.
+UPDATE sessions SET turn_signal = NULL, turn_signal_seq = NULL
+WHERE id = $1 AND turn_owner = $2 AND turn_signal = $3
+  AND turn_signal_seq IS NOT DISTINCT FROM $4

@@ -89,7 +89,7 @@ class LedgerRow:
 
 def place_of(key: SessionKey) -> str:
     """The place a session's usage is charged to: its chat or channel, every thread."""
-    return f"{key.platform}:{key.scope}:{key.chat_id}"
+    return key.chat_text
 
 
 _state = reader(BudgetState)

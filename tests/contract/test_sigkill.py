@@ -40,7 +40,7 @@ async def _previews_stored(database_url: str, count: int) -> None:
         await conn.close()
 
 
-@pytest.mark.parametrize("name", ["telegram", "slack", "mattermost", "discord", "matrix"])
+@pytest.mark.parametrize("name", ["telegram", "slack", "mattermost", "discord", "matrix", "teams"])
 async def test_sigkill_mid_stream_the_thread_ends_with_exactly_one_answer(
     name: str, database_url: str, fake: FakeOpenAI, tmp_path: Path
 ) -> None:
@@ -48,7 +48,12 @@ async def test_sigkill_mid_stream_the_thread_ends_with_exactly_one_answer(
         env = {**_env(database_url, fake), **s.process_env()}
         slow = " ".join(f"slow{n}" for n in range(s.slow_words))
         chars, delay = s.slow_chunk
-        fake.script.append(Step(text=slow, chunk_chars=chars, chunk_delay=delay))
+        # near its end the stream stalls until the kill: however slow the machine, the kill
+        # lands mid-stream, and the stream can be quick up to there
+        stall_at = len(slow) * 4 // 5
+        fake.script.append(
+            Step(text=slow, chunk_chars=chars, chunk_delay=delay, stall=300, stall_at=stall_at)
+        )
         async with gateway_process(env, tmp_path / "one.log") as gw:
             await s.attached(gw)
             await s.ask("a long question")

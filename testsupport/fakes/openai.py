@@ -53,9 +53,11 @@ class Step:
     chunk_chars: int | None = None
     #: provider faults of a streamed answer: the connection closes after this many
     #: characters of text (no ``[DONE]``); the stream stalls this long after its first text
-    #: chunk; the first text comes this long after the headers (a slow first token)
+    #: chunk (after ``stall_at`` characters where given); the first text comes this long
+    #: after the headers (a slow first token)
     break_after: int | None = None
     stall: float = 0.0
+    stall_at: int | None = None
     first_delay: float = 0.0
 
 
@@ -390,11 +392,15 @@ class FakeOpenAI:
         await _event(response, {**base, "choices": [{"index": 0, "delta": first}]})
         if step.first_delay and await self._pause(step.first_delay):
             return response
+        stall_at = size if step.stall_at is None else max(1, step.stall_at)
+        stalled = False
         for n in range(0, len(text), size):
             if n and delay and await self._pause(delay):
                 return response
-            if n and n == size and step.stall and await self._pause(step.stall):
-                return response
+            if step.stall and not stalled and n >= stall_at:
+                stalled = True
+                if await self._pause(step.stall):
+                    return response
             if step.break_after is not None and n >= step.break_after:
                 assert request.transport is not None
                 request.transport.close()  # broken off mid-answer: no end, no [DONE]

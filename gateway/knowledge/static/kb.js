@@ -60,7 +60,10 @@ async function loadAssignments() {
   const rows = $("assign-rows");
   rows.replaceChildren();
   for (const a of found) {
-    const chat = a.platform + ":" + a.scope + ":" + a.chat_id;
+    // written as the gateway writes a chat (SessionKey.chat_text): "%" and ":" in the
+    // platform and chat escaped ("%25", "%3A"), the scope's ":" kept
+    const esc = (t, colon = true) => { const e = String(t).replace(/%/g, "%25"); return colon ? e.replace(/:/g, "%3A") : e; };
+    const chat = [esc(a.platform), esc(a.scope, false), esc(a.chat_id)].join(":");
     const remove = el("button", "secondary", "Unassign");
     remove.type = "button";
     remove.addEventListener("click", () =>

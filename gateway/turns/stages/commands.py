@@ -36,6 +36,10 @@ PAUSE_TEXT = (
 )
 RESUME_TEXT = "Resumed: this session is active and answered again."
 DECISION_USAGE = "Nothing recorded: write the decision after the command, /decision TEXT."
+#: ``/stop`` with no answer being written (a running answer is stopped by its turn, which
+#: sees the ``/stop`` arrive: ``gateway.turns.scheduler``)
+NOTHING_TO_STOP = "Nothing to stop."
+STOPPED_BEFORE = "Stopped: the messages before /stop are not answered."
 
 
 class CommandHandler(Protocol):
@@ -89,7 +93,7 @@ class CommandsStage(Stage):
         *,
         lifecycle: Lifecycle | None = None,
     ) -> None:
-        answers: list[CommandHandler] = [ModelCommand(choices, policy), *handlers]
+        answers: list[CommandHandler] = [ModelCommand(choices, policy), StopCommand(), *handlers]
         if lifecycle is not None:
             answers += [ResumeCommand(), DecisionCommand()]
         self._handlers = {h.name: h for h in answers}
@@ -204,6 +208,23 @@ class ModelCommand:
             lines.append(f"- {model}" + (f" ({', '.join(notes)})" if notes else ""))
         lines.append("Switch this thread with /model NAME.")
         return Reply(text="\n".join(lines), model=COMMAND_MODEL)
+
+
+class StopCommand:
+    """``/stop`` that reached a turn of its own: no answer was being written when it arrived
+    (a running one sees it and stops). Questions sent just before it, answered together with it
+    (a burst window, a queue), are not answered."""
+
+    name = "stop"
+
+    async def answer(self, turn: TurnRun, ask: MessageRecord) -> Reply:
+        earlier = [q for q in turn.questions if q.command is None and q.seq_no < ask.seq_no]
+        if not earlier:
+            return Reply(text=NOTHING_TO_STOP, model=COMMAND_MODEL)
+        turn.questions = [
+            q for q in turn.questions if q.command is not None or q.seq_no > ask.seq_no
+        ]
+        return Reply(text=STOPPED_BEFORE, model=COMMAND_MODEL)
 
 
 class ResumeCommand:

@@ -30,14 +30,17 @@ log = structlog.get_logger(__name__)
 _ASSEMBLED: Slot[Assembled] = Slot("context")
 
 
-def _heard(turn: TurnRun) -> dict[int, str]:
+def _heard(turn: TurnRun) -> dict[int, str | None]:
     """The transcribed messages' text as this turn has it: whichever came first, the
-    transcript or the claim that read the message, the model reads what was heard."""
-    return {
+    transcript or the claim that read the message, the model reads what was heard. A run that
+    started over on its question edited or deleted (``TurnRun.revised``) reads it as it is now."""
+    heard: dict[int, str | None] = {
         m.seq_no: m.content
         for m in turn.pending
         if m.role == "user" and m.metadata.get("transcribed")
     }
+    heard.update(turn.revised)
+    return heard
 
 
 class SummaryRequests(Protocol):

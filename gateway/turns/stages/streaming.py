@@ -20,7 +20,12 @@ class OpenStream(StreamSink, Protocol):
     @property
     def previews_after(self) -> int | None: ...
 
+    @property
+    def written(self) -> str: ...
+
     async def close(self) -> None: ...
+
+    async def discard(self) -> None: ...
 
 
 class StreamOpener(Protocol):
@@ -55,10 +60,14 @@ class StreamingStage(Stage):
         if stream is not None:
             turn.put(_STREAM, stream)
             turn.request.stream = stream
+            turn.streamed = lambda: stream.written
         return None
 
     async def close(self, turn: TurnRun) -> None:
         stream = turn.get(_STREAM)
         if stream is not None:
             await stream.close()
+            if turn.discard_previews:
+                # the question was deleted while its answer streamed: nothing of it stays
+                await stream.discard()
             turn.previews_after = stream.previews_after

@@ -98,7 +98,7 @@ class ToolsStage(Stage):
             caller,
             asked,
             models=_models(turn),
-            place=f"{key.platform}:{key.scope}:{key.chat_id}",
+            place=key.chat_text,
         )
         if families is not None:
             prepared = self._tools.prepare(caller, asked, count=self._count, asked=families)

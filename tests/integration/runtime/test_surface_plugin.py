@@ -228,6 +228,7 @@ def test_the_built_in_surfaces_come_from_metadata_or_from_the_source_tree(
         "slack",
         "mattermost",
         "discord",
+        "teams",
         "web",
         "matrix",
     ]

@@ -23,7 +23,7 @@ from session_store.records import MessageRecord, SessionRecord, TurnState
 from tests.unit.turns.fakes import fake_turn, message, target, texts
 
 POLICY = ContextPolicy(default_model="small", allowed_models=("small", "Large"))
-HELP = help_text(["new", "model", "help"])
+HELP = help_text(["new", "model", "stop", "help"])
 
 
 class Choices:

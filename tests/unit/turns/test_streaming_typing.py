@@ -33,8 +33,15 @@ class Stream:
     def previews_after(self) -> int | None:
         return 4 if self.shown else None
 
+    @property
+    def written(self) -> str:
+        return "".join(self.texts)
+
     async def close(self) -> None:
         self.closed = True
+
+    async def discard(self) -> None:
+        self.shown = False
 
 
 class Streams:

@@ -81,7 +81,16 @@ async function loadCounts() {
   $("count-rejected-box").classList.toggle("alert", c.inbound.rejected > 0);
 }
 
-function sessionKeyText(k) { return [k.platform, k.scope, k.chat_id, k.thread_id || "-"].join(":"); }
+// a session key as the gateway writes it (SessionKey.__str__): "%" and ":" in the platform,
+// chat and thread escaped ("%25", "%3A"; the scope keeps its ":"), "-" for no thread
+function keyPart(text, colon = true) {
+  const escaped = String(text).replace(/%/g, "%25");
+  return colon ? escaped.replace(/:/g, "%3A") : escaped;
+}
+function sessionKeyText(k) {
+  const thread = !k.thread_id ? "-" : k.thread_id === "-" ? "%2D" : keyPart(k.thread_id);
+  return [keyPart(k.platform), keyPart(k.scope, false), keyPart(k.chat_id), thread].join(":");
+}
 
 // the profile in force in each listed session's place (resolved from the gateway's memory)
 async function fillProfiles(body) {
@@ -254,7 +263,7 @@ async function loadDetail() {
   view.lastSeq = s.last_seq_no;
   document.title = "Session " + s.id + " · chat gateway";
   $("session-title").replaceChildren(el("span", "", "Session " + s.id + " "), badge(s.status));
-  $("session-key").textContent = [s.key.platform, s.key.scope, s.key.chat_id, s.key.thread_id || "-"].join(":");
+  $("session-key").textContent = sessionKeyText(s.key);
   const counts = Object.entries(d.deliveries).map(([k, v]) => v + " " + k).join(", ") || "none";
   $("session-facts").textContent = (s.title ? "“" + s.title + "” · " : "") + s.message_count + " messages · last activity " +
     ago(s.last_message_at) + " · created " + new Date(s.created_at).toLocaleString() +

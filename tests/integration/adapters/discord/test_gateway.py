@@ -84,7 +84,11 @@ async def test_a_dm_is_answered_in_the_dm_and_a_forum_post_in_its_thread(
 
 async def test_edits_and_deletions_reach_the_core(fake: FakeDiscord, database_url: str) -> None:
     adapter = DiscordAdapter(make_config(fake))
-    async with running_gateway(database_url, adapters=[adapter], web_chat=False) as gw:
+    # ``context``: the edit only changes what later turns read (``update`` would rewrite the
+    # answer, which the conversation-rules tests cover)
+    async with running_gateway(
+        database_url, adapters=[adapter], web_chat=False, GATEWAY_ON_EDIT="context"
+    ) as gw:
         await session_up(adapter, fake)
         dm = fake.dm(fake.alice)
         first = await fake.user_posts(dm, "frist")

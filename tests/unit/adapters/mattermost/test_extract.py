@@ -658,3 +658,11 @@ def test_reaction_feedback(event: str, emoji: str, value: int) -> None:
 )
 def test_reactions_that_are_not_feedback(frame: dict[str, Any]) -> None:
     assert reaction_of(frame, ctx=CTX) is None
+
+
+def test_a_stop_reaction_asks_to_stop_and_its_removal_is_nothing() -> None:
+    """⏹ on the bot's answer stops it being written (not feedback); taking it back does nothing."""
+    assert reaction_of(reaction_frame("reaction_added", "black_square_for_stop"), ctx=CTX) == (
+        Reaction(chat_id=CHANNEL, message_id=POST, user_id=HUMAN, value=0, stop=True)
+    )
+    assert reaction_of(reaction_frame("reaction_removed", "black_square_for_stop"), ctx=CTX) is None

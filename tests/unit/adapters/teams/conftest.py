@@ -1,0 +1,3 @@
+"""The Teams fixtures (testsupport/teams.py): the fake Bot Framework."""
+
+from testsupport.teams import fake  # noqa: F401
