@@ -426,6 +426,15 @@ class TeamsSurface(LiveSurface):
     def all_answers(self) -> list[str]:
         return [m.text for m in self.teams.bot_messages()]
 
+    async def edit(self, handle: Any, text: str) -> None:
+        await self.teams.edits(handle.activity["id"], text)  # messageUpdate (editMessage)
+
+    async def delete(self, handle: Any) -> None:
+        await self.teams.deletes(handle.activity["id"])  # messageDelete (softDeleteMessage)
+
+    async def follow_up(self, handle: Any, text: str) -> None:
+        await self.teams.user_posts(self.chat, text, mention=False)  # the 1:1 chat: one place
+
     def acknowledged(self, handle: Any) -> bool:
         return bool(handle.status == 200)
 

@@ -28,6 +28,7 @@ from testsupport.fakes.discord import FakeDiscord
 from testsupport.fakes.mattermost import FakeMattermost
 from testsupport.fakes.slack import BOT_TOKEN, HUMAN, SIGNING_SECRET, FakeSlack
 from testsupport.fakes.teams import ANN, BOB, FakeTeams, Message
+from testsupport.fakes.teams import BOT_NAME as TEAMS_BOT
 from testsupport.fakes.telegram import Chat, FakeTelegram
 from testsupport.harness import wait_for
 from testsupport.matrix import Person, read_room, redacted, synapse, texts_by, thread_of
@@ -695,6 +696,10 @@ class TeamsSurface(Surface):
         posted = await self.teams.user_posts(self.teams.channel, text)
         assert posted.status == 200, posted.body
         self.root = str(posted.activity["id"])
+
+    async def edit_question(self, text: str) -> None:
+        # messageUpdate: the edited message whole, its mention with it
+        await self.teams.edits(self.root, f"<at>{TEAMS_BOT}</at> {text}")
 
     def in_thread(self) -> list[BotMessage]:
         posts = self.teams.bot_messages(self.teams.channel, root=self.root)

@@ -180,7 +180,8 @@ async def test_a_question_deleted_before_its_answer_is_not_answered(
         await answered(s, holding, "echo: " + s.stored_form("hold everything"))
         await idle(gw)
         await s.refresh(mistake)
-        assert s.answers(mistake) == []
+        # nothing answers it, in its thread or anywhere (a 1:1 chat is one place)
+        assert not any("ignore this one" in a for a in s.all_answers())
     assert agent.asked() == [s.stored_form("hold everything")]
 
 

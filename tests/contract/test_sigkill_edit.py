@@ -45,7 +45,9 @@ def _asked(fake: FakeOpenAI) -> str:
     return str([m for m in messages if m["role"] == "user"][-1]["content"])
 
 
-@pytest.mark.parametrize("name", ["web", "telegram", "slack", "mattermost", "discord", "matrix"])
+@pytest.mark.parametrize(
+    "name", ["web", "telegram", "slack", "mattermost", "discord", "matrix", "teams"]
+)
 async def test_sigkill_between_an_edit_and_its_answer_leaves_one_answer_to_the_edit(
     name: str, database_url: str, fake: FakeOpenAI, tmp_path: Path
 ) -> None:
