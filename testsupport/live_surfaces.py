@@ -91,6 +91,26 @@ class LiveSurface:
     def all_answers(self) -> list[str]:
         raise NotImplementedError
 
+    # --- a person changes their mind: the question edited or deleted as the platform
+    # delivers it, and a follow-up in the same thread ---------------------------------------
+
+    #: why the person's deletions never reach the bot on this surface (None: they do)
+    deletions_unseen: str | None = None
+
+    async def edit(self, handle: Any, text: str) -> None:
+        """The person edits the question ``handle`` (from ``say``) to ``text``; the store then
+        reads ``stored_form(text)``."""
+        raise NotImplementedError
+
+    async def delete(self, handle: Any) -> None:
+        """The person deletes the question ``handle``."""
+        raise NotImplementedError
+
+    async def follow_up(self, handle: Any, text: str) -> None:
+        """The person asks ``text`` in the thread of ``handle``; ``answers(handle)`` then
+        lists its answer after the first one's."""
+        raise NotImplementedError
+
 
 class WebSurface(LiveSurface):
     refuses_unstorable_text = True
@@ -128,6 +148,25 @@ class WebSurface(LiveSurface):
     def acknowledged(self, handle: Any) -> bool:
         return bool(handle[1].status_code == 200)
 
+    def _message_url(self, handle: Any) -> str:
+        msg_id, posted = handle
+        seq = posted.json()["seq_no"]
+        return f"/web/api/channels/poison/threads/{msg_id}/messages/{seq}"
+
+    async def edit(self, handle: Any, text: str) -> None:
+        changed = await self.client.patch(self._message_url(handle), json={"text": text})
+        assert changed.status_code == 200, changed.text
+
+    async def delete(self, handle: Any) -> None:
+        gone = await self.client.delete(self._message_url(handle))
+        assert gone.status_code == 200, gone.text
+
+    async def follow_up(self, handle: Any, text: str) -> None:
+        self.count += 1
+        body = {"text": text, "client_msg_id": f"p{self.count}", "thread_id": handle[0]}
+        posted = await self.client.post("/web/api/channels/poison/messages", json=body)
+        assert posted.status_code == 200, posted.text
+
 
 class TelegramSurface(LiveSurface):
     def __init__(self, stack: AsyncExitStack, mode: str) -> None:
@@ -151,14 +190,32 @@ class TelegramSurface(LiveSurface):
         settings = telegram_settings(self.tg, **self.extra)
         return [TelegramAdapter(settings, poll_timeout=1, backoff_initial=0.05, pace=(0.01, 0.01))]
 
+    #: the Bot API has no update for a deleted message
+    deletions_unseen = "Telegram never tells a bot that a message was deleted"
+
     async def say(self, text: str) -> Any:
-        self.tg.user_says(self.chat, text)
-        return None
+        return self.tg.user_says(self.chat, text)
+
+    def _shown(self, sent: list[Any]) -> list[str]:
+        """The bot's messages as the chat shows them: the newest edit's text, none deleted."""
+        latest = {(chat, mid): text for chat, mid, text, _ in self.tg.edits}
+        gone = set(self.tg.deleted)
+        return [
+            latest.get((s.chat_id, s.message_id), s.text)
+            for s in sent
+            if (s.chat_id, s.message_id) not in gone
+        ]
 
     def answers(self, handle: Any) -> list[str]:
         if isinstance(handle, tuple):  # a topic of the forum (open_thread)
-            return [s.text for s in self.tg.sent_to(handle[0], handle[1])]
-        return [s.text for s in self.tg.sent_to(self.chat)]  # a private chat: one place
+            return self._shown(self.tg.sent_to(handle[0], handle[1]))
+        return self._shown(self.tg.sent_to(self.chat))  # a private chat: one place
+
+    async def edit(self, handle: Any, text: str) -> None:
+        self.tg.user_edits(self.chat, handle, text)  # an edited_message update
+
+    async def follow_up(self, handle: Any, text: str) -> None:
+        self.tg.user_says(self.chat, text)
 
     async def open_thread(self, text: str) -> Any:
         """A new topic of one forum, the bot mentioned (a group needs that to answer)."""
@@ -200,6 +257,16 @@ class SlackSurface(LiveSurface):
     def all_answers(self) -> list[str]:
         return [m.text for m in self.slack.bot_posts("C0GENERAL")]
 
+    async def edit(self, handle: Any, text: str) -> None:
+        # a signed message_changed event, as Slack sends it
+        await self.slack.user_edits("C0GENERAL", handle.ts, f"<@U0BOT> {text}")
+
+    async def delete(self, handle: Any) -> None:
+        await self.slack.user_deletes("C0GENERAL", handle.ts)  # message_deleted
+
+    async def follow_up(self, handle: Any, text: str) -> None:
+        await self.slack.user_posts("C0GENERAL", f"<@U0BOT> {text}", thread_ts=handle.ts)
+
     def acknowledged(self, handle: Any) -> bool:
         return all(a.status == 200 for d in handle.deliveries for a in d.attempts)
 
@@ -226,7 +293,16 @@ class MattermostSurface(LiveSurface):
         return [str(p["message"]) for p in posts]
 
     def all_answers(self) -> list[str]:
-        return [str(p["message"]) for p in self.mm.bot_posts()]
+        return [str(p["message"]) for p in self.mm.bot_posts() if not p["delete_at"]]
+
+    async def edit(self, handle: Any, text: str) -> None:
+        await self.mm.edit_post(handle["id"], f"@gatewaybot {text}")  # post_edited
+
+    async def delete(self, handle: Any) -> None:
+        await self.mm.delete_post(handle["id"])  # post_deleted
+
+    async def follow_up(self, handle: Any, text: str) -> None:
+        await self.mm.user_posts(self.mm.town_square, text, root_id=handle["id"], mention_bot=True)
 
 
 class DiscordSurface(LiveSurface):
@@ -253,6 +329,16 @@ class DiscordSurface(LiveSurface):
 
     def all_answers(self) -> list[str]:
         return [str(m["content"]) for m in self.dc.bot_messages()]
+
+    async def edit(self, handle: Any, text: str) -> None:
+        await self.dc.user_edits(handle, f"<@{self.dc.bot.id}> {text}")  # MESSAGE_UPDATE
+
+    async def delete(self, handle: Any) -> None:
+        await self.dc.user_deletes(handle)  # MESSAGE_DELETE
+
+    async def follow_up(self, handle: Any, text: str) -> None:
+        thread = self.dc.channels[handle["id"]]  # the thread started on the question
+        await self.dc.user_posts(thread, text, mention_bot=True)
 
 
 class MatrixSurface(LiveSurface):
@@ -300,6 +386,16 @@ class MatrixSurface(LiveSurface):
     def all_answers(self) -> list[str]:
         return [str(m["text"]) for m in texts_by(self.events, self.bot.user_id)]
 
+    async def edit(self, handle: Any, text: str) -> None:
+        # an m.replace event whose new content keeps the mention
+        await self.ann.edit(self.room, handle, f"{self.bot.user_id}: {text}")
+
+    async def delete(self, handle: Any) -> None:
+        await self.ann.redact(self.room, handle)
+
+    async def follow_up(self, handle: Any, text: str) -> None:
+        await self.ann.say(self.room, text, mention=self.bot.user_id, thread=handle)
+
 
 class TeamsSurface(LiveSurface):
     """A 1:1 chat with the bot (``say``) and posts in a team channel that mention it, each the
@@ -329,6 +425,15 @@ class TeamsSurface(LiveSurface):
 
     def all_answers(self) -> list[str]:
         return [m.text for m in self.teams.bot_messages()]
+
+    async def edit(self, handle: Any, text: str) -> None:
+        await self.teams.edits(handle.activity["id"], text)  # messageUpdate (editMessage)
+
+    async def delete(self, handle: Any) -> None:
+        await self.teams.deletes(handle.activity["id"])  # messageDelete (softDeleteMessage)
+
+    async def follow_up(self, handle: Any, text: str) -> None:
+        await self.teams.user_posts(self.chat, text, mention=False)  # the 1:1 chat: one place
 
     def acknowledged(self, handle: Any) -> bool:
         return bool(handle.status == 200)

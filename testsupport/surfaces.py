@@ -28,6 +28,7 @@ from testsupport.fakes.discord import FakeDiscord
 from testsupport.fakes.mattermost import FakeMattermost
 from testsupport.fakes.slack import BOT_TOKEN, HUMAN, SIGNING_SECRET, FakeSlack
 from testsupport.fakes.teams import ANN, BOB, FakeTeams, Message
+from testsupport.fakes.teams import BOT_NAME as TEAMS_BOT
 from testsupport.fakes.telegram import Chat, FakeTelegram
 from testsupport.harness import wait_for
 from testsupport.matrix import Person, read_room, redacted, synapse, texts_by, thread_of
@@ -125,6 +126,10 @@ class Surface:
         """The bot's messages in the thread of the last ``ask``, oldest first."""
         raise NotImplementedError
 
+    async def edit_question(self, text: str) -> None:
+        """The person edits the last ``ask`` to ``text``, as the platform delivers an edit."""
+        raise NotImplementedError
+
     def anywhere(self) -> list[BotMessage]:
         """Every message of the bot on the whole fake platform."""
         raise NotImplementedError
@@ -184,7 +189,12 @@ class TelegramSurface(Surface):
 
     async def ask(self, text: str) -> None:
         self.topic = self.tg.create_topic(self.forum, "Questions")
-        self.tg.user_says(self.forum, f"{TELEGRAM_BOT} {text}", topic=self.topic, user=self.asker)
+        self.question = self.tg.user_says(
+            self.forum, f"{TELEGRAM_BOT} {text}", topic=self.topic, user=self.asker
+        )
+
+    async def edit_question(self, text: str) -> None:
+        self.tg.user_edits(self.forum, self.question, f"{TELEGRAM_BOT} {text}")  # edited_message
 
     def _bot(self, topic: int | None) -> list[BotMessage]:
         return [
@@ -259,6 +269,10 @@ class SlackSurface(Surface):
         posted = await self.slack.user_posts(SLACK_CHANNEL, f"<@{self.slack.bot_user_id}> {text}")
         self.root = posted.ts
 
+    async def edit_question(self, text: str) -> None:
+        # a signed message_changed event
+        await self.slack.user_edits(SLACK_CHANNEL, self.root, f"<@{self.slack.bot_user_id}> {text}")
+
     def anywhere(self) -> list[BotMessage]:
         return [BotMessage(m.ts, m.text) for m in self.slack.bot_posts()]
 
@@ -330,6 +344,9 @@ class MattermostSurface(Surface):
     async def ask(self, text: str) -> None:
         post = await self.mm.user_posts(self.mm.town_square, text, mention_bot=True)
         self.root = str(post["id"])
+
+    async def edit_question(self, text: str) -> None:
+        await self.mm.edit_post(self.root, f"@{self.mm.bot.username} {text}")  # post_edited
 
     def in_thread(self) -> list[BotMessage]:
         posts = self.mm.posts_in(self.mm.town_square, root_id=self.root, by=self.mm.bot)
@@ -447,6 +464,12 @@ class WebSurface(Surface):
         )
         assert sent.status_code == 200, sent.text
         self.shown.setdefault(self.thread, [])
+        self.question = int(sent.json()["seq_no"])
+
+    async def edit_question(self, text: str) -> None:
+        path = f"/web/api/channels/{self.CHANNEL}/threads/{self.thread}/messages/{self.question}"
+        changed = await self._call("PATCH", path, json={"text": text})  # the edit button's API
+        assert changed.status_code == 200, changed.text
 
     async def refresh(self) -> None:
         listed = await self._call("GET", f"/web/api/channels/{self.CHANNEL}/threads")
@@ -511,6 +534,10 @@ class DiscordSurface(Surface):
     async def ask(self, text: str) -> None:
         message = await self.dc.user_posts(self.dc.general, text, mention_bot=True)
         self.root = str(message["id"])
+        self.question = message
+
+    async def edit_question(self, text: str) -> None:
+        await self.dc.user_edits(self.question, f"<@{self.dc.bot.id}> {text}")  # MESSAGE_UPDATE
 
     def in_thread(self) -> list[BotMessage]:
         return [
@@ -589,6 +616,9 @@ class MatrixSurface(Surface):
     async def ask(self, text: str) -> None:
         self.root = await self.ann.say(self.room, text, mention=self.bot.user_id)
 
+    async def edit_question(self, text: str) -> None:
+        await self.ann.edit(self.room, self.root, f"{self.bot.user_id}: {text}")  # m.replace
+
     def _events(self) -> list[dict[str, Any]]:
         return read_room(self.server, self.ann.account, self.room)
 
@@ -666,6 +696,10 @@ class TeamsSurface(Surface):
         posted = await self.teams.user_posts(self.teams.channel, text)
         assert posted.status == 200, posted.body
         self.root = str(posted.activity["id"])
+
+    async def edit_question(self, text: str) -> None:
+        # messageUpdate: the edited message whole, its mention with it
+        await self.teams.edits(self.root, f"<at>{TEAMS_BOT}</at> {text}")
 
     def in_thread(self) -> list[BotMessage]:
         posts = self.teams.bot_messages(self.teams.channel, root=self.root)

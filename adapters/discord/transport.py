@@ -299,6 +299,15 @@ class DiscordTransport:
         except (httpx.HTTPError, ValueError) as exc:
             raise self._translate(exc, channel) from exc
 
+    # --- an earlier answer changed (gateway.core.ports.MessageEditing): an edited
+    # question's answer written again in place, a deleted one's answer deleted
+
+    async def edit_message(self, target: ReplyTarget, message_id: str, text: str) -> None:
+        await self.edit_preview(target, message_id, text, final=True)
+
+    async def delete_message(self, target: ReplyTarget, message_id: str) -> None:
+        await self.delete_preview(target, message_id)
+
     async def retire_card(self, target: ReplyTarget, platform_message_id: str, text: str) -> None:
         """The card shows the decision and loses its buttons."""
         await self._edit(target, platform_message_id, {"content": text, "components": []})

@@ -418,11 +418,13 @@ def _edit(
             facts=facts,
             kind=EventKind.EDIT,
         )
+    # the edited text in the form the message was stored in: the leading mention dropped
+    body = strip_leading_mention(str(text), me) if facts.mentioned else str(text)
     return Envelope(
         key=key,
         target=target,
         message_id=ts,
-        text=str(text),
+        text=body,
         sender=_sender(inner),
         event_id=event_id,
         kind=EventKind.EDIT,
