@@ -63,6 +63,7 @@ _INGEST_PARAMS = {
     "$18": "NULL::timestamptz",
     "$19": "'{}'::jsonb",
     "$20": "NULL",  # traceparent: tracing off
+    "$21": "0",  # burst seconds: off
 }
 
 

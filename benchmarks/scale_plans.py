@@ -67,7 +67,7 @@ def _hot_jobs(bench: Bench, *, due: list[int], seq: int, event: dict[str, Any]) 
         ("ingest_new", "ingest_message", ingest, _ingest_args(new, {"update_id": 2})),
         ("turn_claim", "claim_turn_context", TURNS_SQL.claim_turn_context, claim),
         ("delivery_claim", "claim_deliveries", OUTBOX_SQL.claim_deliveries,
-         (60.0, platforms, 1, None)),
+         (60.0, platforms, 1, None, str(uuid.uuid4()))),
         ("dedupe", "ingest_message", ingest, tuple(dup)),
     ]  # fmt: skip
 
