@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from authlib.integrations.httpx_client import AsyncOAuth2Client
     from joserfc.jwk import KeySet
 
+    from gateway.core.settings import Settings
+
 log = structlog.get_logger(__name__)
 
 #: the discovery document and the keys are read again after this long (keys rotate)
@@ -105,6 +107,19 @@ class OidcClient:
         self._scopes = scopes
         self.redirect_uri = redirect_uri
         self._provider: _Provider | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, callback: str) -> OidcClient:
+        """The ``GATEWAY_OIDC_*`` provider, answering at ``callback`` under
+        ``GATEWAY_PUBLIC_URL`` (the web chat's sign-in and the operators' share the provider)."""
+        secret = settings.gateway_oidc_client_secret
+        return cls(
+            issuer=settings.gateway_oidc_issuer or "",
+            client_id=settings.gateway_oidc_client_id or "",
+            client_secret=secret.get_secret_value() if secret else None,
+            scopes=settings.gateway_oidc_scopes,
+            redirect_uri=f"{settings.gateway_public_url}{callback}",
+        )
 
     def _oauth(self) -> AsyncOAuth2Client:
         # Authlib and joserfc are imported where used: only a gateway signing in with OIDC

@@ -155,14 +155,7 @@ class OpsSignIn:
         for ``token``."""
         if settings.ops.gateway_ops_auth != "oidc":
             return None
-        secret = settings.gateway_oidc_client_secret
-        oidc = OidcClient(
-            issuer=settings.gateway_oidc_issuer or "",
-            client_id=settings.gateway_oidc_client_id or "",
-            client_secret=secret.get_secret_value() if secret else None,
-            scopes=settings.gateway_oidc_scopes,
-            redirect_uri=f"{settings.gateway_public_url}{CALLBACK}",
-        )
+        oidc = OidcClient.from_settings(settings, CALLBACK)
         rules = RoleRules(
             claim=settings.ops.gateway_ops_roles_claim,
             admins=settings.ops.gateway_ops_admins,

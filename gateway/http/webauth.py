@@ -180,14 +180,7 @@ class WebIdentity:
         which builds surfaces only to check them) nobody can sign in with an account."""
         oidc = None
         if settings.gateway_web_auth == "oidc":
-            secret = settings.gateway_oidc_client_secret
-            oidc = OidcClient(
-                issuer=settings.gateway_oidc_issuer or "",
-                client_id=settings.gateway_oidc_client_id or "",
-                client_secret=secret.get_secret_value() if secret else None,
-                scopes=settings.gateway_oidc_scopes,
-                redirect_uri=f"{settings.gateway_public_url}{OIDC_CALLBACK}",
-            )
+            oidc = OidcClient.from_settings(settings, OIDC_CALLBACK)
         return cls(
             settings.gateway_web_auth,
             accounts=None if store is None else AccountStore(store.db),
