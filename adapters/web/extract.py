@@ -37,6 +37,21 @@ THREAD = _NAME
 _KEYS = frozenset({"text", "client_msg_id", "thread_id"})
 
 
+def text_problem(text: object) -> str | None:
+    """Why ``text`` cannot be a message's text (a new one or an edit), or None."""
+    if not isinstance(text, str) or not text.strip():
+        return "text must be a non-empty string"
+    if len(text) > MAX_TEXT:
+        return f"text is longer than {MAX_TEXT} characters"
+    if "\x00" in text:
+        return "text must not contain NUL characters"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "text is not valid Unicode (a lone surrogate)"
+    return None
+
+
 def extract(channel: str, body: Mapping[str, Any], *, sender: str) -> Envelope | Rejected:
     """``sender`` is the signed-in person (from ``gateway.http.webauth``)."""
 
@@ -49,16 +64,9 @@ def extract(channel: str, body: Mapping[str, Any], *, sender: str) -> Envelope |
     if extra:
         return reject(f"unknown fields: {', '.join(sorted(str(k)[:40] for k in extra)[:5])}")
     text = body.get("text")
-    if not isinstance(text, str) or not text.strip():
-        return reject("text must be a non-empty string")
-    if len(text) > MAX_TEXT:
-        return reject(f"text is longer than {MAX_TEXT} characters")
-    if "\x00" in text:
-        return reject("text must not contain NUL characters")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return reject("text is not valid Unicode (a lone surrogate)")
+    wrong = text_problem(text)
+    if wrong is not None or not isinstance(text, str):
+        return reject(wrong or "text must be a non-empty string")
     client_id = body.get("client_msg_id")
     if not isinstance(client_id, str) or not _NAME.match(client_id):
         return reject("client_msg_id must be 1-64 letters, digits, '.', '_' or '-'")
@@ -129,19 +137,9 @@ def change(
     """An edit (``text``) or a deletion (``None``) of the person's own message
     ``message_id`` in the thread ``key``. Its event id names the change (the message, and for
     an edit its new text), so a retried request counts once."""
-    if text is not None:
-        if not text.strip():
-            return Rejected(platform=PLATFORM, reason="text must be a non-empty string")
-        if len(text) > MAX_TEXT:
-            return Rejected(platform=PLATFORM, reason=f"text is longer than {MAX_TEXT} characters")
-        if "\x00" in text:
-            return Rejected(platform=PLATFORM, reason="text must not contain NUL characters")
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            return Rejected(
-                platform=PLATFORM, reason="text is not valid Unicode (a lone surrogate)"
-            )
+    wrong = None if text is None else text_problem(text)
+    if wrong is not None:
+        return Rejected(platform=PLATFORM, reason=wrong)
     facts = Facts(place=key, person=sender, direct=key.chat_id.startswith("~"), mentioned=True)
     digest = hashlib.sha256((text or "").encode("utf-8")).hexdigest()[:16]
     return Envelope(
