@@ -12,6 +12,22 @@ def _str(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _press(
+    payload: Mapping[str, Any], action_ids: tuple[str, ...]
+) -> tuple[Mapping[str, Any], Mapping[str, Any], object, object] | None:
+    """A ``block_actions`` press of one of ``action_ids``: its first action, the user, and
+    the raw ``channel`` and ``container`` (checked by the caller); else ``None``."""
+    if payload.get("type") != "block_actions":
+        return None
+    actions, user = payload.get("actions"), payload.get("user")
+    if not (isinstance(actions, list) and actions and isinstance(user, Mapping)):
+        return None
+    action = actions[0]
+    if not isinstance(action, Mapping) or action.get("action_id") not in action_ids:
+        return None
+    return action, user, payload.get("channel"), payload.get("container")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalAction:
     """A press of an approval card's button (a ``block_actions`` interaction)."""
@@ -29,18 +45,10 @@ def approval_action_of(
     payload: Mapping[str, Any], *, approve_action: str, deny_action: str
 ) -> ApprovalAction | None:
     """The approval press in an interaction payload, else ``None`` (other interactions)."""
-    if payload.get("type") != "block_actions":
+    pressed = _press(payload, (approve_action, deny_action))
+    if pressed is None:
         return None
-    actions, user = payload.get("actions"), payload.get("user")
-    channel, container = payload.get("channel"), payload.get("container")
-    if not (isinstance(actions, list) and actions and isinstance(user, Mapping)):
-        return None
-    action = actions[0]
-    if not isinstance(action, Mapping) or action.get("action_id") not in (
-        approve_action,
-        deny_action,
-    ):
-        return None
+    action, user, channel, container = pressed
     value, user_id = action.get("value"), user.get("id")
     channel_id = channel.get("id") if isinstance(channel, Mapping) else None
     if not (isinstance(value, str) and value and isinstance(user_id, str) and channel_id):
@@ -72,15 +80,10 @@ def feedback_action_of(
     payload: Mapping[str, Any], *, action_id: str, values: Mapping[str, int]
 ) -> FeedbackAction | None:
     """The feedback press in an interaction payload, else ``None``."""
-    if payload.get("type") != "block_actions":
+    pressed = _press(payload, (action_id,))
+    if pressed is None:
         return None
-    actions, user = payload.get("actions"), payload.get("user")
-    channel, container = payload.get("channel"), payload.get("container")
-    if not (isinstance(actions, list) and actions and isinstance(user, Mapping)):
-        return None
-    action = actions[0]
-    if not isinstance(action, Mapping) or action.get("action_id") != action_id:
-        return None
+    action, user, channel, container = pressed
     value = values.get(str(action.get("value")))
     user_id = _str(user.get("id"))
     channel_id = _str(channel.get("id")) if isinstance(channel, Mapping) else None
