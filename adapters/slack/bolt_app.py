@@ -24,6 +24,7 @@ from adapters.slack.extract import PLATFORM
 from adapters.slack.ingest import SlackIngest
 from adapters.slack.transport import APPROVE_ACTION, DENY_ACTION
 from gateway.core.domain import Ignored, Rejected
+from gateway.core.ports import Intake
 
 log = structlog.get_logger(__name__)
 
@@ -102,12 +103,28 @@ def build_app(ingest: SlackIngest, *, base_url: str, secret: str | None) -> Asyn
     async def on_approval(
         ack: AsyncAck, body: dict[str, Any], request: AsyncBoltRequest
     ) -> BoltResponse | None:
-        return await _on_approval(ingest, ack, body, request)
+        return await _on_press(
+            ingest,
+            ack,
+            body,
+            request,
+            press=ingest.approval_press,
+            unusable="approval press without an approval id",
+            failed="slack_approval_failed",
+        )
 
     async def on_feedback(
         ack: AsyncAck, body: dict[str, Any], request: AsyncBoltRequest
     ) -> BoltResponse | None:
-        return await _on_feedback(ingest, ack, body, request)
+        return await _on_press(
+            ingest,
+            ack,
+            body,
+            request,
+            press=ingest.feedback_press,
+            unusable="feedback press without a value",
+            failed="slack_feedback_failed",
+        )
 
     async def on_error(
         error: Exception, body: dict[str, Any], request: AsyncBoltRequest
@@ -155,40 +172,27 @@ async def _on_event(
     return None
 
 
-async def _on_approval(
-    ingest: SlackIngest, ack: AsyncAck, body: dict[str, Any], request: AsyncBoltRequest
+async def _on_press(
+    ingest: SlackIngest,
+    ack: AsyncAck,
+    body: dict[str, Any],
+    request: AsyncBoltRequest,
+    *,
+    press: Callable[[dict[str, Any], Intake], Awaitable[bool]],
+    unusable: str,
+    failed: str,
 ) -> BoltResponse | None:
-    """An approval button: decided by the core (one row update), then acked."""
+    """A button press, handed to the core by ``press`` (an approval decided, one row update;
+    an answer's feedback recorded in the feedback table), then acked. A press ``press`` finds
+    nothing in is kept as ``unusable``. Not stored: no ack, the person may press again."""
     intake = ingest.intake
     if intake is None:
         return BoltResponse(status=503, body={"error": "not ready"})
     try:
-        if not await ingest.approval_press(body, intake):
-            await intake.submit(
-                Ignored(platform=PLATFORM, reason="approval press without an approval id"),
-                raw=body,
-            )
-    except Exception:  # broad on purpose: not decided: no ack, the person may press again
-        log.exception("slack_approval_failed", **_request_log(request))
-        return BoltResponse(status=503, body={"error": "not stored"})
-    await ack()
-    return None
-
-
-async def _on_feedback(
-    ingest: SlackIngest, ack: AsyncAck, body: dict[str, Any], request: AsyncBoltRequest
-) -> BoltResponse | None:
-    """An answer's feedback buttons: recorded by the core (the feedback table), then acked."""
-    intake = ingest.intake
-    if intake is None:
-        return BoltResponse(status=503, body={"error": "not ready"})
-    try:
-        if not await ingest.feedback_press(body, intake):
-            await intake.submit(
-                Ignored(platform=PLATFORM, reason="feedback press without a value"), raw=body
-            )
-    except Exception:  # broad on purpose: not recorded: no ack, the person may press again
-        log.exception("slack_feedback_failed", **_request_log(request))
+        if not await press(body, intake):
+            await intake.submit(Ignored(platform=PLATFORM, reason=unusable), raw=body)
+    except Exception:  # broad on purpose: not decided or recorded, so not acked
+        log.exception(failed, **_request_log(request))
         return BoltResponse(status=503, body={"error": "not stored"})
     await ack()
     return None
