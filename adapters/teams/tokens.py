@@ -81,7 +81,7 @@ class TokenSource:
                 async with session.post(self.url, data=form) as response:
                     body = await response.json(content_type=None)
                     status = response.status
-                    retry_after = _seconds(response.headers.get("Retry-After"))
+                    retry_after = seconds(response.headers.get("Retry-After"))
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             raise TokenError(f"token endpoint unreachable ({exc.__class__.__name__})") from exc
         error = body.get("error") if isinstance(body, dict) else None
@@ -97,14 +97,16 @@ class TokenSource:
         expires_in = body.get("expires_in")
         if not isinstance(value, str) or not value:
             raise TokenError("token endpoint answered no access_token", status=status)
-        lifetime = (_seconds(str(expires_in)) if expires_in is not None else None) or 3600.0
+        lifetime = (seconds(str(expires_in)) if expires_in is not None else None) or 3600.0
         # renew 5 minutes early, or at half the lifetime of a short-lived token
         early = min(RENEW_BEFORE_SECONDS, lifetime / 2)
         log.info("teams_token_fetched", expires_in=lifetime)
         return _Token(value=value, renew_at=time.monotonic() + lifetime - early)
 
 
-def _seconds(value: str | None) -> float | None:
+def seconds(value: str | None) -> float | None:
+    """A count of seconds as Bot Framework writes one (``Retry-After``, ``expires_in``); None
+    when absent or not a number."""
     if value is None:
         return None
     try:

@@ -20,7 +20,7 @@ from microsoft_agents.hosting.core.connector.client import ConnectorClient
 from adapters.teams.cards import approval_card, decided_card
 from adapters.teams.extract import PLATFORM, SERVICE_URL, thread_conversation
 from adapters.teams.markdown import to_teams
-from adapters.teams.tokens import TokenError, TokenSource
+from adapters.teams.tokens import TokenError, TokenSource, seconds
 from gateway.core.domain import OutgoingFile, ReplyTarget
 from gateway.core.errors import DeliveryError
 from gateway.core.ports import PaceRule, SendResult
@@ -49,7 +49,7 @@ def translate_error(exc: BaseException) -> DeliveryError:
     if isinstance(exc, aiohttp.ClientResponseError):
         detail = f"teams connector {exc.status}"
         if exc.status == 429:
-            retry = _seconds(exc.headers.get("Retry-After") if exc.headers is not None else None)
+            retry = seconds(exc.headers.get("Retry-After") if exc.headers is not None else None)
             return DeliveryError(detail, retry_after=retry if retry is not None else 1.0)
         if exc.status in (401, 408):
             return DeliveryError(detail)  # a token refused: the next try takes a new one
@@ -64,15 +64,6 @@ def translate_error(exc: BaseException) -> DeliveryError:
         return DeliveryError(f"teams connector unreachable: {exc.__class__.__name__}")
     # the request left: the connector may have posted it
     return DeliveryError(f"teams send failed: {exc.__class__.__name__}", ambiguous=True)
-
-
-def _seconds(value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
 
 
 _ERRORS = (aiohttp.ClientError, TimeoutError, TokenError, ValueError)
