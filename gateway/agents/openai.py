@@ -368,28 +368,16 @@ class OpenAIAgent:
         self, model: str, instructions: str, text: str, *, max_output_tokens: int, timeout: float
     ) -> SummaryResult:
         """One short completion, not retried (a side query: the caller falls back)."""
-        messages = [
-            {"role": "system", "content": instructions},
-            {"role": "user", "content": text},
-        ]
+        messages = _instructed(instructions, text)
         data = await self._complete(model, messages, max_output_tokens, timeout=timeout)
-        answer, usage, _ = read_completion(data)
-        return SummaryResult(
-            text=answer,
-            model=str(data.get("model") or model),
-            prompt_tokens=usage.get("prompt_tokens"),
-            completion_tokens=usage.get("completion_tokens"),
-        )
+        return _summary_result(data, model)
 
     async def _summary(
         self, model: str, instructions: str, text: str, max_output_tokens: int
     ) -> SummaryResult:
         """One completion of ``instructions`` (system) over ``text`` (user), retried like
         an answer."""
-        messages = [
-            {"role": "system", "content": instructions},
-            {"role": "user", "content": text},
-        ]
+        messages = _instructed(instructions, text)
 
         async def once(timeout: float) -> Mapping[str, Any]:
             return await self._complete(model, messages, max_output_tokens, timeout=timeout)
@@ -401,13 +389,7 @@ class OpenAIAgent:
             rng=self._rng,
             sleep=asyncio.sleep,
         )
-        answer, usage, _ = read_completion(data)
-        return SummaryResult(
-            text=answer,
-            model=str(data.get("model") or model),
-            prompt_tokens=usage.get("prompt_tokens"),
-            completion_tokens=usage.get("completion_tokens"),
-        )
+        return _summary_result(data, model)
 
     def _body(
         self,
@@ -546,3 +528,19 @@ def tool_status(calls: Sequence[ToolCall]) -> str:
 
 
 # --- http ------------------------------------------------------------------------------------
+
+
+def _instructed(instructions: str, text: str) -> list[dict[str, Any]]:
+    """A side query's or a summary's messages: ``instructions`` (system) over ``text`` (user)."""
+    return [{"role": "system", "content": instructions}, {"role": "user", "content": text}]
+
+
+def _summary_result(data: Mapping[str, Any], model: str) -> SummaryResult:
+    """A completion read as a summary: its text, the model that wrote it, the tokens used."""
+    answer, usage, _ = read_completion(data)
+    return SummaryResult(
+        text=answer,
+        model=str(data.get("model") or model),
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+    )
