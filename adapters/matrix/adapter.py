@@ -52,9 +52,6 @@ ENCRYPTED_NOTICE = (
     "This room is end-to-end encrypted, which this bot does not support: it cannot read "
     "messages here. Talk to it in a room without encryption."
 )
-#: pauses before asking again about a ✅/❌ the core did not place (the card's event id is
-#: recorded just after the homeserver answered its send)
-CARD_RECEIPT_WAITS = (0.05, 0.2, 0.5)
 #: events per room in one sync: a gap longer than this (a long outage) is not read back
 TIMELINE_LIMIT = 500
 
@@ -389,11 +386,6 @@ class MatrixAdapter:
                 message_id=found.event_id,
             )
             outcome = await intake.approval_click(click)
-            for delay in CARD_RECEIPT_WAITS:
-                if outcome.outcome != "unknown":
-                    break
-                await asyncio.sleep(delay)
-                outcome = await intake.approval_click(click)
             log.info("matrix_approval_reaction", outcome=outcome.outcome)
             return
         value = FEEDBACK.get(found.key)

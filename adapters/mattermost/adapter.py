@@ -65,10 +65,6 @@ __all__ = ["MattermostAdapter", "MattermostConfig"]
 
 log = structlog.get_logger(__name__)
 
-#: pauses before asking again about a ✅/❌ the core did not place: the reaction may come
-#: before the card's delivery has recorded its post id (about 0.75 s in all)
-CARD_RECEIPT_WAITS = (0.05, 0.2, 0.5)
-
 
 class MattermostAdapter:
     """``PlatformAdapter`` for one Mattermost server: the websocket, the approval buttons'
@@ -290,13 +286,6 @@ class MattermostAdapter:
                 message_id=approval.post_id,
             )
             outcome = await intake.approval_click(click)
-            for delay in CARD_RECEIPT_WAITS:
-                if outcome.outcome != "unknown":
-                    break
-                # the card is shown once posted, but the core finds it by the post id its
-                # delivery records just after: a reaction in between is asked again
-                await asyncio.sleep(delay)
-                outcome = await intake.approval_click(click)
             log.info("mattermost_approval_reaction", outcome=outcome.outcome)
             return
         await record_reaction(

@@ -476,6 +476,11 @@ class CoreCursors:
         await self._store.inbox.save_cursor(name, value)
 
 
+#: a reaction on a card the core does not know yet is asked again after these pauses: the
+#: reaction may come before the card's delivery has recorded its message id (0.75 s in all)
+CARD_RECEIPT_WAITS = (0.05, 0.2, 0.5)
+
+
 class CoreInteractions:
     """Feedback on the bot's messages and approval clicks, from every surface."""
 
@@ -485,9 +490,21 @@ class CoreInteractions:
         self.approvals: ApprovalDecider | None = None
 
     async def approval_click(self, click: ApprovalClick) -> ClickOutcome:
+        """A press of a card's button (its approval id), or a reaction on a card (no approval
+        id: the card is found by its message id). A card shows on the platform before its
+        delivery records that id, so a reaction answered "unknown" is asked again after
+        :data:`CARD_RECEIPT_WAITS`."""
         if self.approvals is None:
             return ClickOutcome(outcome="unknown", message="Approvals are off here.")
-        return await self.approvals.click(click)
+        outcome = await self.approvals.click(click)
+        if click.approval_id:
+            return outcome
+        for delay in CARD_RECEIPT_WAITS:
+            if outcome.outcome != "unknown":
+                break
+            await asyncio.sleep(delay)
+            outcome = await self.approvals.click(click)
+        return outcome
 
     async def stop_answer(self, *, platform: str, chat_id: str, message_id: str) -> bool:
         """A stop reaction on the bot's answer (sent, or a preview while it streams): the
