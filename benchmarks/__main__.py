@@ -241,29 +241,9 @@ async def run_e2e(
     profile: bool,
     baseline: Path | None = None,
 ) -> dict[str, Any]:
-    async with scratch_database(srv) as dsn:
-        bench = E2E(
-            dsn,
-            rates=sizes.e2e_rates,
-            seconds=sizes.e2e_seconds,
-            sessions=sizes.e2e_sessions,
-            concurrency=sizes.e2e_concurrency,
-            max_seconds=sizes.e2e_max_seconds,
-            profile=profile,
-            scale_seconds=min(sizes.e2e_max_seconds, 20.0),
-            stats_settle=sizes.e2e_stats_settle,
-        )
-        out = await bench.run(runs)
-        # 1 replica against 3 on this one database, in the same run
-        out["scale_out"] = await bench.scale_out(runs)
+    out = await _e2e_phases(srv, sizes, runs, migrated=True, profile=profile)
     raw["e2e"] = out
-    latency = {rate: summarize_runs(rs) for rate, rs in out["latency_runs"].items()}
-    result = {
-        "latency": latency,
-        "sustained": out["sustained"],
-        "scale_out": out["scale_out"],
-        "tails": out["tails"],
-    }
+    result = _e2e_result(out)
     if baseline is not None:
         result["baseline"] = await _baseline_e2e(srv, sizes, runs, raw, baseline)
     return result
@@ -287,7 +267,17 @@ async def _baseline_e2e(
     # the same phases against another checkout's gateway, in this run (the machine is
     # shared, so old and new are compared within one run). Its own code migrates the
     # database at start.
-    async with scratch_database(srv, migrated=False) as dsn:
+    base = await _e2e_phases(srv, sizes, runs, migrated=False, repo=baseline)
+    raw["e2e_baseline"] = base
+    return {"repo": str(baseline), **_e2e_result(base)}
+
+
+async def _e2e_phases(
+    srv: Any, sizes: Sizes, runs: int, *, migrated: bool, **options: Any
+) -> dict[str, Any]:
+    """The e2e phases on a scratch database, then 1 replica against 3 on that one database,
+    in the same run (``options``: this code's ``profile``, or a baseline's ``repo``)."""
+    async with scratch_database(srv, migrated=migrated) as dsn:
         bench = E2E(
             dsn,
             rates=sizes.e2e_rates,
@@ -295,20 +285,22 @@ async def _baseline_e2e(
             sessions=sizes.e2e_sessions,
             concurrency=sizes.e2e_concurrency,
             max_seconds=sizes.e2e_max_seconds,
-            repo=baseline,
             scale_seconds=min(sizes.e2e_max_seconds, 20.0),
             stats_settle=sizes.e2e_stats_settle,
+            **options,
         )
-        base = await bench.run(runs)
-        # its replicas on one database too, measured the same way
-        base["scale_out"] = await bench.scale_out(runs)
-    raw["e2e_baseline"] = base
+        out = await bench.run(runs)
+        out["scale_out"] = await bench.scale_out(runs)
+    return out
+
+
+def _e2e_result(out: dict[str, Any]) -> dict[str, Any]:
+    """What the report reads of the phases' raw figures."""
     return {
-        "repo": str(baseline),
-        "latency": {r: summarize_runs(rs) for r, rs in base["latency_runs"].items()},
-        "sustained": base["sustained"],
-        "scale_out": base["scale_out"],
-        "tails": base["tails"],
+        "latency": {rate: summarize_runs(rs) for rate, rs in out["latency_runs"].items()},
+        "sustained": out["sustained"],
+        "scale_out": out["scale_out"],
+        "tails": out["tails"],
     }
 
 
