@@ -16,11 +16,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import structlog
 from fastapi import APIRouter, Depends, FastAPI, Path, Query
+from fastapi.dependencies.utils import field_annotation_is_sequence, get_flat_params
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 from starlette.requests import Request
@@ -189,7 +192,32 @@ def admin_api_router(policy: AccessPolicy, *, prefix: str, tag: str) -> APIRoute
     ) -> None:
         await policy.admit_request(request)
 
-    return APIRouter(prefix=prefix, dependencies=[Depends(guard)], tags=[tag], responses=PROBLEMS)
+    return APIRouter(
+        prefix=prefix,
+        dependencies=[Depends(guard), Depends(_one_value_each)],
+        tags=[tag],
+        responses=PROBLEMS,
+    )
+
+
+async def _one_value_each(request: Request) -> None:
+    """A query parameter of one value given twice is refused, not read as its last value
+    (``?min_priority=x&min_priority=0`` is not ``min_priority=0``); a list (``tag``) repeats."""
+    given = Counter(name for name, _ in request.query_params.multi_items())
+    repeated = {name for name, n in given.items() if n > 1}
+    route = request.scope.get("route")
+    if not repeated or not isinstance(route, APIRoute):
+        return
+    lists = {
+        field.alias
+        for field in get_flat_params(route.dependant)
+        if field_annotation_is_sequence(field.field_info.annotation)
+    }
+    if once := sorted(repeated - lists):
+        raise RequestError(
+            f"the query parameter {once[0]!r} takes one value and was given more than one",
+            title="Invalid query",
+        )
 
 
 def admin_router(
@@ -360,7 +388,7 @@ def _search_routes(router: APIRouter, service: OperatorService) -> None:
     """Full-text search, in one session or across all."""
 
     def search_words(q: str) -> str:
-        if not re.search(r"\w", q):
+        if not re.search(params.WORD_CHARACTER, q):
             raise RequestError("the query has no words to search for", title="Invalid query")
         return q
 

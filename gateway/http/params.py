@@ -39,8 +39,12 @@ PLACE = r"^[^:*\s\u0000-\u001f\u007f]+(:[^:*\s\u0000-\u001f\u007f]+){2,3}$"
 SCHEDULE_PLACE = r"^[^:*\s\u0000-\u001f\u007f]+(:[^:*\s\u0000-\u001f\u007f]+){2,}:?$"
 #: any text but NUL (which no path or query may carry: gateway.http.guard refuses it)
 TEXT = r"^[^\u0000]*$"
-#: search words: at least one word character, no NUL
-SEARCH = r"^[^\u0000]*\w[^\u0000]*$"
+#: a character a search can find: an ASCII letter, digit or ``_``, or any character past ASCII.
+#: Written as a class every regex dialect reads alike (``\w`` is ASCII in JSON Schema's
+#: ECMA-262 and Unicode in Python and pydantic, so the schema and the server disagreed on "é")
+WORD_CHARACTER = r"[^\u0000-\u002f\u003a-\u0040\u005b-\u005e\u0060\u007b-\u007f]"
+#: search words: at least one character a search can find, no NUL
+SEARCH = rf"^[^\u0000]*{WORD_CHARACTER}[^\u0000]*$"
 #: a listing's ``next_cursor``: a keyset position, the last row's sort key written plainly,
 #: so every value of the shape is a position (``gateway.http.operator``). By one id (or seq),
 #: newest first: the rows before that id
