@@ -84,6 +84,12 @@ class LiveSurface:
         """What the store keeps of ``text`` posted with ``open_thread``."""
         return self.stored_form(text)
 
+    async def in_thread(self, handle: Any, text: str) -> None:
+        """The person writes ``text`` (a command such as ``/stop`` too, addressed as the
+        platform's clients address it) in the thread ``handle`` from ``open_thread``, before
+        or after the bot answered there; ``answers(handle)`` lists the answers to it."""
+        await self.follow_up(handle, text)
+
     def acknowledged(self, handle: Any) -> bool:
         """The platform got the success it needs for this message (no redelivery)."""
         return True
@@ -228,6 +234,13 @@ class TelegramSurface(LiveSurface):
     def thread_form(self, text: str) -> str:
         return f"@{self.tg.bot.username} {text}"  # a group's mention is kept
 
+    async def in_thread(self, handle: Any, text: str) -> None:
+        forum, topic = handle
+        bot = self.tg.bot.username
+        # a command as Telegram clients write it in a group: /stop@Bot
+        said = f"{text}@{bot}" if text.startswith("/") else f"@{bot} {text}"
+        self.tg.user_says(forum, said, topic=topic)
+
     def all_answers(self) -> list[str]:
         return [s.text for s in self.tg.sent]
 
@@ -340,6 +353,13 @@ class DiscordSurface(LiveSurface):
         thread = self.dc.channels[handle["id"]]  # the thread started on the question
         await self.dc.user_posts(thread, text, mention_bot=True)
 
+    async def in_thread(self, handle: Any, text: str) -> None:
+        thread = self.dc.channels.get(handle["id"])
+        if thread is None:
+            # not answered yet: the person starts the thread on their question themselves
+            thread = await self.dc.user_starts_thread(handle, "question")
+        await self.dc.user_posts(thread, text, mention_bot=True)
+
 
 class MatrixSurface(LiveSurface):
     """A room of three on a real Synapse homeserver (testsupport.matrix): each question
@@ -434,6 +454,11 @@ class TeamsSurface(LiveSurface):
 
     async def follow_up(self, handle: Any, text: str) -> None:
         await self.teams.user_posts(self.chat, text, mention=False)  # the 1:1 chat: one place
+
+    async def in_thread(self, handle: Any, text: str) -> None:
+        # a reply in the channel post's chain, mentioning the bot
+        root = handle.activity["id"]
+        await self.teams.user_posts(self.teams.channel, text, thread=root)
 
     def acknowledged(self, handle: Any) -> bool:
         return bool(handle.status == 200)
