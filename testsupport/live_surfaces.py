@@ -250,15 +250,31 @@ class TelegramSurface(LiveSurface):
 
 
 class SlackSurface(LiveSurface):
+    """Slack's Events API (``mode="events"``), or Socket Mode (``"socket"``): each through
+    slack-bolt's app, Web API calls through slack_sdk's client."""
+
+    def __init__(self, stack: AsyncExitStack, mode: str = "events") -> None:
+        super().__init__(stack)
+        self.mode = mode
+
     async def start(self) -> None:
         self.slack = await self.stack.enter_async_context(FakeSlack())
         self.slack.add_channel("C0GENERAL")
 
     def adapters(self) -> list[Any]:
+        if self.mode == "socket":
+            self.slack.mode = "socket"
+            settings = slack_settings(
+                self.slack, SLACK_APP_TOKEN=self.slack.app_token, SLACK_SIGNING_SECRET=None
+            )
+            return [SlackAdapter(settings)]
         return [SlackAdapter(slack_settings(self.slack))]
 
     async def attached(self, gw: Gateway) -> None:
         self.slack.events_url = f"{gw.url}slack/events"
+        if self.mode == "socket":
+            slack = self.slack
+            await wait_for(lambda: slack.open_sockets(), timeout=20, message="the socket open")
 
     async def say(self, text: str) -> Any:
         return await self.slack.user_posts("C0GENERAL", f"<@U0BOT> {text}")
@@ -485,8 +501,9 @@ async def live_surface(name: str) -> AsyncIterator[LiveSurface]:
             driver = WebSurface(stack)
         elif name.startswith("telegram-"):
             driver = TelegramSurface(stack, name.removeprefix("telegram-"))
-        elif name == "slack":
-            driver = SlackSurface(stack)
+        elif name.startswith("slack"):
+            # "slack-socket": Socket Mode (not in NAMES: the Events API stands for Slack there)
+            driver = SlackSurface(stack, "socket" if name == "slack-socket" else "events")
         elif name == "discord":
             driver = DiscordSurface(stack)
         elif name == "matrix":
