@@ -24,7 +24,7 @@ from gateway.runtime.gateway import Gateway
 from gateway.tools.catalog import Tool, ToolCaller, ToolSpec
 from testsupport.fakes.openai import FakeOpenAI, Step
 from testsupport.harness import running_gateway, wait_for
-from testsupport.live_surfaces import NAMES, LiveSurface, live_surface
+from testsupport.live_surfaces import NAMES, LiveSurface, SlackSurface, live_surface
 
 LONG = "Here is a long answer: " + " ".join(f"word{n}" for n in range(120)) + "."
 #: written whole in about a second and a half
@@ -279,3 +279,74 @@ async def test_burst_and_restart(
     assert len(fake.turn_requests) == 3
     assert "first question" in asked(fake, 2)
     assert "and a second one" in fake.turn_requests[2].contents("user")[-1]
+
+
+@pytest.mark.parametrize("name", ["slack", "slack-socket"])
+async def test_slacks_stop_button_does_what_stop_does(
+    name: str, fake: FakeOpenAI, database_url: str, tmp_path: Path
+) -> None:
+    """Slack's own stop button (a thread's agent session is ``processing`` while a turn runs
+    there): pressed while the answer streams natively, and while a tool runs, it stops the
+    answer as ``/stop`` does, and the session is ``active`` again. A press that comes late,
+    the answer already written, is answered like a late ``/stop``. Over the Events API and
+    over Socket Mode, through slack-bolt and slack_sdk against the fake."""
+    async with gateway_on(name, fake, database_url, tmp_path) as (s, gw, tools):
+        assert isinstance(s, SlackSurface)
+        slack = s.slack
+
+        async def working(thread: Any) -> None:
+            def shown() -> bool:
+                return slack.agent_sessions.get(("C0GENERAL", thread.ts)) == "processing"
+
+            await wait_for(shown, timeout=20, interval=0.05, message="the stop button shown")
+
+        # --- pressed while the answer streams
+        fake.script.append(slow())
+        previews = await count(gw, "SELECT count(*) FROM stream_previews")
+        thread = await s.open_thread("tell me everything")
+        await previewing(gw, previews)
+        await working(thread)
+        [stream] = [m for m in slack.bot_posts("C0GENERAL") if m.thread_ts == thread.ts]
+        assert stream.streaming  # Slack's native stream, which the press stops
+        pressed = await slack.user_presses_stop("C0GENERAL", thread.ts)
+        assert pressed.payload["event"]["streaming_message_ts"] == [stream.ts]
+        [answer] = await settled(s, thread)
+        assert answer.endswith(STOPPED), answer
+        written = answer.removesuffix(STOPPED).strip()
+        assert written and LONG.startswith(written) and len(written) < len(LONG)
+        await idle(gw)
+        assert slack.agent_sessions[("C0GENERAL", thread.ts)] == "active"
+        assert len(fake.turn_requests) == 1
+
+        # --- pressed late: the answer was written; the press is a /stop with nothing running
+        late = slack.wrap(
+            {
+                "type": "agent_session_stopped",
+                "channel": "C0GENERAL",
+                "user": "U0HUMAN",
+                "thread_ts": thread.ts,
+                "streaming_message_ts": [],
+                "event_ts": slack.next_ts(),
+            }
+        )
+        await slack.deliver(late)
+        await slack.deliver(late)  # Slack's retry of it counts once
+        assert await settled(s, thread, 2) == [answer, NOTHING]
+        await idle(gw)
+
+        # --- pressed while a tool runs: no further tool call starts
+        fake.script.extend(
+            [
+                Step(tool_calls=[{"name": "ops__slow_lookup", "arguments": {"q": "api"}}]),
+                Step(tool_calls=[{"name": "ops__second_lookup", "arguments": {"q": "api"}}]),
+            ]
+        )
+        looked_up = await s.open_thread("lookup the api in the ops records")
+        await wait_for(lambda: tools.started == ["slow"], timeout=20, message="the tool running")
+        await working(looked_up)
+        await slack.user_presses_stop("C0GENERAL", looked_up.ts)
+        assert await settled(s, looked_up) == [STOPPED]
+        await idle(gw)
+        assert slack.agent_sessions[("C0GENERAL", looked_up.ts)] == "active"
+        assert tools.started == ["slow"] and tools.finished == []
+        assert len(fake.turn_requests) == 2
