@@ -18,8 +18,9 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+import jsonschema
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
@@ -307,6 +308,9 @@ def test_the_admin_api_matches_its_openapi_document(
     with gateway_in_thread(database_url, GATEWAY_ADMIN_TOKEN=TOKEN) as base:
         schema = schemathesis.openapi.from_url(f"{base}/openapi.json", config=config)
         schema.config.update(headers={"Authorization": f"Bearer {TOKEN}"})
+        # a failure's reproduction shows every value: the test token is no secret, and a
+        # parameter called ``key`` (session keys) would be shown as [Filtered]
+        schema.config.output.sanitization.update(enabled=False)
         failures: list[str] = []
         count = 0
         for result in _schemathesis_run(schema, base, mode):
@@ -344,6 +348,10 @@ def _check_operation(operation: Any, base: str, mode: Any, session: Any) -> list
     )
     @given(case=operation.as_strategy(generation_mode=mode))
     def run(case: Any) -> None:
+        # schemathesis' own false positive (its array-of-strings query parameters, to this
+        # version): a query negated with a non-string (``tag=False``) that goes on the wire as a
+        # valid string (``?tag=false``) is not a schema-violating request, and is not sent
+        assume(mode.value != "negative" or not _valid_on_the_wire(operation, case))
         case.validate_response(case.call(base_url=base, session=session))
 
     try:
@@ -352,8 +360,67 @@ def _check_operation(operation: Any, base: str, mode: Any, session: Any) -> list
         # an operation with nothing to get wrong (no parameters, no body): no invalid request
         assert mode.value == "negative", f"{operation.label}: no valid request generated"
     except BaseExceptionGroup as group:  # schemathesis' FailureGroup: the checks that failed
-        found.append(f"{operation.label} ({mode.value}): {str(group)[:600]}")
+        found.append(f"{operation.label} ({mode.value}): {str(group)[:1500]}")
     return found
+
+
+def _valid_on_the_wire(operation: Any, case: Any) -> bool:
+    """Whether a case whose only negated part is its query, negated with a boolean, is valid
+    as sent: the value schemathesis generated is ``False`` (or ``[False]``), the request says
+    ``false``, a valid string. Checked against each query parameter's schema with its formats,
+    a repeated parameter as the list the server reads, an integer's text as the integer."""
+    from schemathesis.core.parameters import ParameterLocation
+
+    query = ParameterLocation.QUERY
+    negated = [loc for loc, info in case.meta.components.items() if info.mode.is_negative]
+    generated = case.meta.raw_containers.get(query) or {}
+    if negated != [query] or not any(map(_has_a_boolean, generated.values())):
+        return False
+    declared = {
+        p["name"]: p
+        for p in operation.definition.raw.get("parameters", [])
+        if p.get("in") == "query"
+    }
+    sent = case.query if isinstance(case.query, dict) else {}
+    if set(sent) - set(declared):
+        return False
+    components = operation.schema.raw_schema.get("components", {})
+    for name, parameter in declared.items():
+        if name not in sent:
+            if parameter.get("required"):
+                return False
+            continue
+        schema = {**parameter.get("schema", {}), "components": components}
+        value = sent[name]
+        items = value if isinstance(value, list) else [value]
+        if not all(isinstance(item, str) for item in items):
+            return False
+        read = [_as_read(item, schema) for item in items]
+        candidate = read if _takes_a_list(schema) else read[0] if len(read) == 1 else read
+        checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+        if not jsonschema.Draft202012Validator(schema, format_checker=checker).is_valid(candidate):
+            return False
+    return True
+
+
+def _has_a_boolean(value: Any) -> bool:
+    return isinstance(value, bool) or (
+        isinstance(value, list) and any(isinstance(v, bool) for v in value)
+    )
+
+
+def _takes_a_list(schema: dict[str, Any]) -> bool:
+    return any(option.get("type") == "array" for option in [schema, *schema.get("anyOf", [])])
+
+
+def _as_read(item: str, schema: dict[str, Any]) -> Any:
+    """The server reads an integer parameter's text as an integer."""
+    if any(option.get("type") == "integer" for option in [schema, *schema.get("anyOf", [])]):
+        try:
+            return int(item)
+        except ValueError:
+            return item
+    return item
 
 
 def test_no_schema_valid_request_is_excused_a_400() -> None:
