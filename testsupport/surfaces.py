@@ -21,9 +21,9 @@ from typing import Any
 
 import httpx
 
-from adapters.mattermost.actions import APPROVE as MM_APPROVE
 from adapters.matrix.transport import APPROVE_TEXT as MATRIX_APPROVE
 from adapters.matrix.transport import DENY_TEXT as MATRIX_DENY
+from adapters.mattermost.actions import APPROVE as MM_APPROVE
 from adapters.mattermost.actions import DENY as MM_DENY
 from adapters.slack.transport import APPROVE_ACTION, DENY_ACTION
 from testsupport.discord import discord_env
