@@ -142,6 +142,34 @@ class SessionKey:
         )
 
 
+def split_account(account: str) -> tuple[str, str, str]:
+    """An account ``platform:scope:sender`` split back into its parts.
+
+    Every writer joins an account unescaped (Python and SQL: ``platform || ':' || scope ||
+    ':' || sender_id``), and the stored accounts stay as they are; only reading one back
+    needs care. The platform never holds ``:``. A scope may (a Mattermost or Matrix server
+    ``host:8448``), and so may a sender (a Matrix user ``@ann:example.org``, a Teams channel
+    account ``29:1a2b``), never both on one platform but Matrix:
+
+    * Matrix: a user id begins with ``@`` and a server's host holds none, so the sender
+      begins at the first ``:@`` (``matrix:example.org:8448:@ann:example.org:8448``);
+    * Teams: the scope is a tenant id, which holds no ``:``; the sender is all after it;
+    * every other platform: the sender holds no ``:``; it is all after the last one.
+
+    ``ValueError`` for text with fewer than three parts."""
+    platform, _, rest = account.partition(":")
+    at = rest.find(":@") if platform == "matrix" else -1
+    if at > 0:
+        scope, sender = rest[:at], rest[at + 1 :]
+    elif platform == "teams":
+        scope, _, sender = rest.partition(":")
+    else:
+        scope, _, sender = rest.rpartition(":")
+    if not (platform and scope and sender):
+        raise ValueError(f"not an account (platform:scope:user_id): {account!r}")
+    return platform, scope, sender
+
+
 #: the key columns of a ``sessions`` row (``platform, scope, chat_id, thread_id``)
 key_from_row = reader(SessionKey)
 

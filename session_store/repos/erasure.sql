@@ -114,8 +114,9 @@ SELECT (SELECT count(*) FROM erased) AS messages, (SELECT count(*) FROM events) 
 
 -- name: erase_payloads
 -- one batch of the inbox ($3, $4] ($1 platforms, $2 user ids, $5 the job): any raw payload
--- of their platform that names them as its sender (Slack and Mattermost `user`/`user_id`, Telegram `from.id`) anywhere inside, dead
--- letters included, keeps only that it was erased
+-- of their platform that names them as its sender anywhere inside (Slack and Mattermost
+-- `user`/`user_id`, Telegram `from.id`, Matrix `sender`, Discord `author.id`, Teams
+-- `from.id` or `from.aadObjectId`), dead letters included, keeps only that it was erased
 WITH erased AS (
     UPDATE inbound_events e SET payload = jsonb_build_object('erased', true)
     WHERE e.id > $3 AND e.id <= $4 AND e.payload IS NOT NULL
@@ -124,7 +125,8 @@ WITH erased AS (
         WHERE e.platform = a.p
           AND jsonb_path_exists(
               e.payload,
-              '$.** ? (@.user == $u || @.user_id == $u || @.from.id == $u || @.from.id == $n)',
+              '$.** ? (@.user == $u || @.user_id == $u || @.from.id == $u || @.from.id == $n'
+              ' || @.sender == $u || @.author.id == $u || @.from.aadObjectId == $u)',
               jsonb_build_object('u', a.u,
                                  'n', CASE WHEN a.u ~ '^-?[0-9]+$' AND length(a.u) < 16
                                       THEN a.u::numeric END)))
