@@ -24,9 +24,16 @@ WHERE m.id > $5 AND m.id <= $6
 WITH hit AS (
     {{their_messages}}
 ), files AS (
+    -- the thread's knowledge base is named as thread_kb names it (``thread:`` and the
+    -- session key written out: a chat's and a thread's ':' and '%' escaped, a scope's '%')
     SELECT h.id AS message_id, a.item,
-           'thread:' || h.platform || ':' || h.scope || ':' || h.chat_id || ':'
-               || coalesce(h.thread_id, '-') AS kb_name
+           'thread:' || replace(replace(h.platform, '%', '%25'), ':', '%3A')
+               || ':' || replace(h.scope, '%', '%25')
+               || ':' || replace(replace(h.chat_id, '%', '%25'), ':', '%3A')
+               || ':' || CASE WHEN coalesce(h.thread_id, '') = '' THEN '-'
+                              WHEN h.thread_id = '-' THEN '%2D'
+                              ELSE replace(replace(h.thread_id, '%', '%25'), ':', '%3A') END
+               AS kb_name
     FROM hit h,
          jsonb_array_elements(CASE WHEN jsonb_typeof(h.metadata -> 'attachments') = 'array'
                                    THEN h.metadata -> 'attachments' ELSE '[]'::jsonb END)
