@@ -121,6 +121,15 @@ class SessionKey:
         platform, scope = escape_part(self.platform), escape_part(self.scope, colon=False)
         return f"{platform}:{scope}:{escape_part(self.chat_id)}"
 
+    @property
+    def place_text(self) -> str:
+        """The key as a place (``gateway schedules add --place``): the chat (``chat_text``)
+        and its thread if any. A scope that holds ``:`` (a server ``host:8448``) keeps the
+        thread part (``-`` for none), so the place reads back as this key."""
+        if self.thread_id is None and ":" not in self.scope:
+            return self.chat_text
+        return str(self)
+
     @classmethod
     def parse(cls, text: str) -> SessionKey:
         """Inverse of ``str()``: ``platform:scope:chat:thread`` (``-`` = no thread).
