@@ -48,6 +48,11 @@ class LiveSurface:
     #: refuses it with a reason and keeps a dead letter (the web chat: a person sees the refusal)
     refuses_unstorable_text = False
 
+    #: text PostgreSQL cannot store (a NUL, a lone surrogate), as a person on this surface
+    #: can send it, and what the store keeps of it when it is cleaned
+    poison = "bad\u0000text \ud800 here"
+    cleaned = "badtext \ufffd here"
+
     def __init__(self, stack: AsyncExitStack) -> None:
         self.stack = stack
         self.settings: dict[str, Any] = {}
@@ -380,6 +385,11 @@ class DiscordSurface(LiveSurface):
 class MatrixSurface(LiveSurface):
     """A room of three on a real Synapse homeserver (testsupport.matrix): each question
     mentions the bot at the room's top level, and its answer goes to the thread it roots."""
+
+    # Synapse carries a NUL (JSON "\u0000") in a message's body, but answers 500 M_UNKNOWN
+    # to a lone surrogate: the poison a homeserver passes on is NULs
+    poison = "bad\u0000text \u0000here"
+    cleaned = "badtext here"
 
     async def start(self) -> None:
         self.server = synapse()

@@ -386,7 +386,15 @@ class MatrixAdapter:
                 message_id=found.event_id,
             )
             outcome = await intake.approval_click(click)
-            log.info("matrix_approval_reaction", outcome=outcome.outcome)
+            # Matrix has no message only the reacting person sees: what they would be told
+            # (a refusal, "already decided") is logged, not posted to the whole room
+            log.info(
+                "matrix_approval_reaction",
+                outcome=outcome.outcome,
+                told=outcome.message,
+                user_id=found.user_id,
+                event_id=found.event_id,
+            )
             return
         value = FEEDBACK.get(found.key)
         if value is None:
