@@ -180,6 +180,7 @@ class _MatrixRoom:
         self.env = {
             "MATRIX_HOMESERVER_URL": self.server.url,
             "MATRIX_ACCESS_TOKEN": self.bot.access_token,
+            "MATRIX_MESSAGES_PER_SECOND": "100",  # no limits on the test homeserver
         }
         self._joined = False
         self._sync: asyncio.Task[None] | None = None

@@ -404,6 +404,8 @@ class MatrixSurface(LiveSurface):
             access_token=self.bot.access_token,
             sync_timeout_ms=500,
             backoff_initial=0.05,
+            # the test homeserver has no rate limits, like one that exempts its bot
+            messages_per_second=100,
         )
         return [MatrixAdapter(config)]
 

@@ -608,6 +608,7 @@ class MatrixSurface(Surface):
         return {
             "MATRIX_HOMESERVER_URL": self.server.url,
             "MATRIX_ACCESS_TOKEN": self.bot.access_token,
+            "MATRIX_MESSAGES_PER_SECOND": "100",  # no limits on the test homeserver
         }
 
     async def attached(self, gw: GatewayProcess) -> None:
