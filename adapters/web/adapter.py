@@ -523,13 +523,25 @@ class WebAdapter:
                 if self.transport.is_typing(topic):
                     # a new thread subscribes after its first turn began: say so now
                     yield 'data: {"type": "typing"}\n\n'
-                while not self._stopping.is_set():
-                    try:
-                        event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
-                    except TimeoutError:
-                        yield ": keepalive\n\n"
-                        continue
-                    yield f"data: {json.dumps(event)}\n\n"
+                # the gateway stopping ends the stream at once (a page left open must not
+                # hold the HTTP server's shutdown until its grace period runs out)
+                stopping = asyncio.ensure_future(self._stopping.wait())
+                try:
+                    while not self._stopping.is_set():
+                        got = asyncio.ensure_future(queue.get())
+                        await asyncio.wait(
+                            {got, stopping},
+                            timeout=KEEPALIVE_SECONDS,
+                            return_when=asyncio.FIRST_COMPLETED,
+                        )
+                        if got.done():
+                            yield f"data: {json.dumps(got.result())}\n\n"
+                            continue
+                        got.cancel()
+                        if not self._stopping.is_set():
+                            yield ": keepalive\n\n"
+                finally:
+                    stopping.cancel()
 
         return StreamingResponse(
             events(),
