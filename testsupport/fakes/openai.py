@@ -68,6 +68,8 @@ class Recorded:
     started: float
     finished: float | None = None
     true_prompt_tokens: int = 0
+    #: a streamed answer was sent to its end (``[DONE]``), not cut short by the client
+    streamed_whole: bool = False
 
     @property
     def is_summary(self) -> bool:
@@ -413,6 +415,9 @@ class FakeOpenAI:
             await _event(response, {**base, "choices": [], "usage": usage})
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
+        for record in self.requests:
+            if record.body is body:
+                record.streamed_whole = True
         return response
 
     async def _stream_calls(
