@@ -6,11 +6,13 @@ bot answered to it (``testsupport.surfaces`` drives ``gateway run`` processes in
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import socket
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -25,6 +27,7 @@ from testsupport.discord import session_up
 from testsupport.fakes.discord import FakeDiscord
 from testsupport.fakes.mattermost import FakeMattermost
 from testsupport.fakes.slack import FakeSlack
+from testsupport.fakes.teams import BOT_NAME as TEAMS_BOT_NAME
 from testsupport.fakes.teams import FakeTeams
 from testsupport.fakes.telegram import FakeTelegram
 from testsupport.harness import wait_for
@@ -109,12 +112,13 @@ class LiveSurface:
     deletions_unseen: str | None = None
 
     async def edit(self, handle: Any, text: str) -> None:
-        """The person edits the question ``handle`` (from ``say``) to ``text``; the store then
-        reads ``stored_form(text)``."""
+        """The person edits the question ``handle`` (from ``say``, or the one that opened the
+        thread ``handle`` from ``open_thread``) to ``text``; the store then reads
+        ``stored_form(text)`` (``thread_form(text)``)."""
         raise NotImplementedError
 
     async def delete(self, handle: Any) -> None:
-        """The person deletes the question ``handle``."""
+        """The person deletes the question ``handle`` (from ``say`` or ``open_thread``)."""
         raise NotImplementedError
 
     async def follow_up(self, handle: Any, text: str) -> None:
@@ -124,11 +128,16 @@ class LiveSurface:
 
 
 class WebSurface(LiveSurface):
+    """The web chat's HTTP API as its page uses it: each thread's stored messages, and the
+    previews of an answer being written from the thread's live stream (shown until the
+    stored reply takes their place, or gone when the gateway removes them)."""
+
     refuses_unstorable_text = True
 
     async def attached(self, gw: Gateway) -> None:
         self.client = await self.stack.enter_async_context(httpx.AsyncClient(base_url=gw.url))
         self.texts: dict[str, list[str]] = {}
+        self.previews: dict[str, dict[str, str]] = {}
         self.count = 0
 
     async def say(self, text: str) -> Any:
@@ -141,7 +150,39 @@ class WebSurface(LiveSurface):
             content=json.dumps(body).encode(),
             headers={"Content-Type": "application/json"},
         )
+        if response.status_code == 200:
+            await self._watch(msg_id)
         return msg_id, response
+
+    async def _watch(self, thread: str) -> None:
+        """Follows the thread's live stream as the page does (``subscribe`` in app.js)."""
+        previews = self.previews.setdefault(thread, {})
+        connected = asyncio.Event()
+
+        async def read() -> None:
+            url = f"/web/api/channels/poison/threads/{thread}/stream"
+            async with self.client.stream("GET", url, timeout=None) as events:
+                async for line in events.aiter_lines():
+                    if not line.startswith("data: "):
+                        continue
+                    event = json.loads(line.removeprefix("data: "))
+                    kind = event.get("type")
+                    if kind == "connected":
+                        connected.set()
+                    elif kind == "preview" and isinstance(event.get("text"), str):
+                        previews[event["id"]] = event["text"]
+                    elif kind in ("preview_gone", "reply") and event.get("id"):
+                        previews.pop(event["id"], None)  # a reply: the stored one replaces it
+
+        reader = asyncio.create_task(read())
+
+        async def stop() -> None:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, httpx.HTTPError):
+                await reader
+
+        self.stack.push_async_callback(stop)
+        await asyncio.wait_for(connected.wait(), 10)
 
     async def refresh(self, handle: Any) -> None:
         msg_id, _ = handle
@@ -151,7 +192,8 @@ class WebSurface(LiveSurface):
         ]
 
     def answers(self, handle: Any) -> list[str]:
-        return self.texts.get(handle[0], [])
+        thread = handle[0]
+        return self.texts.get(thread, []) + list(self.previews.get(thread, {}).values())
 
     def all_answers(self) -> list[str]:
         return [t for texts in self.texts.values() for t in texts]
@@ -177,6 +219,14 @@ class WebSurface(LiveSurface):
         body = {"text": text, "client_msg_id": f"p{self.count}", "thread_id": handle[0]}
         posted = await self.client.post("/web/api/channels/poison/messages", json=body)
         assert posted.status_code == 200, posted.text
+
+
+class Topic(NamedTuple):
+    """A forum topic opened by ``open_thread``, and the question that opened it."""
+
+    forum: Any
+    topic: int
+    question: dict[str, Any]
 
 
 class TelegramSurface(LiveSurface):
@@ -223,6 +273,9 @@ class TelegramSurface(LiveSurface):
         return self._shown(self.tg.sent_to(self.chat))  # a private chat: one place
 
     async def edit(self, handle: Any, text: str) -> None:
+        if isinstance(handle, Topic):  # the question of a forum topic: its mention kept
+            self.tg.user_edits(handle.forum, handle.question, f"@{self.tg.bot.username} {text}")
+            return
         self.tg.user_edits(self.chat, handle, text)  # an edited_message update
 
     async def follow_up(self, handle: Any, text: str) -> None:
@@ -233,14 +286,14 @@ class TelegramSurface(LiveSurface):
         if not hasattr(self, "forum"):
             self.forum = self.tg.forum()
         topic = self.tg.create_topic(self.forum, f"topic {len(self.forum.topics) + 1}")
-        self.tg.user_says(self.forum, f"@{self.tg.bot.username} {text}", topic=topic)
-        return self.forum, topic
+        question = self.tg.user_says(self.forum, f"@{self.tg.bot.username} {text}", topic=topic)
+        return Topic(self.forum, topic, question)
 
     def thread_form(self, text: str) -> str:
         return f"@{self.tg.bot.username} {text}"  # a group's mention is kept
 
     async def in_thread(self, handle: Any, text: str) -> None:
-        forum, topic = handle
+        forum, topic, _ = handle
         bot = self.tg.bot.username
         # a command as Telegram clients write it in a group: /stop@Bot
         said = f"{text}@{bot}" if text.startswith("/") else f"@{bot} {text}"
@@ -475,6 +528,8 @@ class TeamsSurface(LiveSurface):
         return [m.text for m in self.teams.bot_messages()]
 
     async def edit(self, handle: Any, text: str) -> None:
+        if handle.activity["conversation"]["conversationType"] == "channel":
+            text = f"<at>{TEAMS_BOT_NAME}</at> {text}"  # a channel post keeps its mention
         await self.teams.edits(handle.activity["id"], text)  # messageUpdate (editMessage)
 
     async def delete(self, handle: Any) -> None:
