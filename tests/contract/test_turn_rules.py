@@ -2,8 +2,9 @@
 as the person sees it: ``/stop`` while the answer streams (its preview becomes the final
 text, marked ``(stopped)``), ``/stop`` while a tool runs (no further tool call starts),
 ``/stop`` with nothing running (``Nothing to stop.``), a burst of three lines answered once
-(``burst_seconds = 2``), and a message arriving while an answer is written under
-``while_answering = "queue"`` and ``"restart"``.
+(``burst_seconds = 2``), a message arriving while an answer is written under
+``while_answering = "queue"`` and ``"restart"``, and the question edited (one final answer,
+to the new text) or deleted (the preview removed, nothing answered) while its answer streams.
 
 The model is the fake OpenAI-compatible server streaming slowly, behind the real agent; each
 surface is its real adapter against its fake (Matrix: a real Synapse). One gateway per
@@ -350,3 +351,59 @@ async def test_slacks_stop_button_does_what_stop_does(
         assert slack.agent_sessions[("C0GENERAL", looked_up.ts)] == "active"
         assert tools.started == ["slow"] and tools.finished == []
         assert len(fake.turn_requests) == 2
+
+
+#: previews shown that neither became an answer's final text nor were removed
+ORPHANED = "SELECT count(*) FROM stream_previews WHERE reply_seq IS NULL AND NOT deleted"
+
+
+async def shown(s: LiveSurface, handle: Any) -> list[str]:
+    """Waits until the thread shows the bot's answer being written (its preview)."""
+
+    async def there() -> bool:
+        await s.refresh(handle)
+        return bool(s.answers(handle))
+
+    await wait_for(there, timeout=20, interval=0.05, message="the preview on the platform")
+    return s.answers(handle)
+
+
+@pytest.mark.parametrize("name", NAMES)
+async def test_an_edit_or_a_deletion_while_the_answer_streams(
+    name: str, fake: FakeOpenAI, database_url: str, tmp_path: Path
+) -> None:
+    """The question edited while its answer streams: the answer restarts on the new text, and
+    the person ends with one final answer, to it (nothing left of the answer to the old
+    text). The question deleted while its answer streams: the preview is removed and nothing
+    answers it (where the platform tells a bot about deletions)."""
+    async with gateway_on(name, fake, database_url, tmp_path) as (s, gw, _):
+        # --- an edit: the streaming answer restarts on the new text
+        fake.script.extend([slow(), Step(text=SECOND)])
+        thread = await s.open_thread("what is the capital of Frnace")
+        [preview] = await shown(s, thread)
+        assert LONG.startswith(preview.strip()), preview
+        await s.edit(thread, "what is the capital of France")
+        assert await settled(s, thread) == [SECOND]
+        await idle(gw)
+        assert len(fake.turn_requests) == 2
+        # the answer to the old text was cut short, not written whole and then replaced
+        assert not fake.turn_requests[0].streamed_whole
+        assert fake.turn_requests[0].contents("user")[-1].endswith("Frnace")
+        assert fake.turn_requests[1].contents("user")[-1].endswith("the capital of France")
+        assert "Frnace" not in asked(fake, 1)
+        # the old text's preview became the new answer or was removed, none left behind
+        assert await count(gw, ORPHANED) == 0
+
+        # --- a deletion: the preview is removed, nothing answers the question
+        if s.deletions_unseen:
+            pytest.skip(s.deletions_unseen)
+        fake.script.append(slow())
+        mistake = await s.open_thread("oops, not meant for you")
+        await shown(s, mistake)
+        await s.delete(mistake)
+        await idle(gw)
+        assert await settled(s, mistake, 0) == []
+        assert await count(gw, ORPHANED) == 0
+        assert not any("word" in a for a in s.all_answers()), s.all_answers()
+    assert len(fake.turn_requests) == 3  # nothing asked again
+    assert not fake.turn_requests[2].streamed_whole  # the model request was cancelled

@@ -1,9 +1,10 @@
-"""Conversations that change while an answer is written, on the web chat and the platforms:
-``/stop`` of a Telegram draft, the question edited or deleted while its answer streams, a
-stop reaction, and a stop reaching another replica's answer (``/stop``, bursts and
-``while_answering`` on every surface: ``tests/contract/test_turn_rules.py``). The model is
-the fake OpenAI-compatible server streaming slowly; each surface is its real adapter (or the
-web chat's HTTP API) against its fake."""
+"""Conversations that change while an answer is written, where one surface has its own way:
+``/stop`` of a Telegram draft and the question edited while a draft streams, a stop reaction
+on Mattermost, and a stop reaching another replica's answer (``/stop``, bursts,
+``while_answering``, and an edit or a deletion while the answer streams on every surface:
+``tests/contract/test_turn_rules.py``). The model is the fake OpenAI-compatible server
+streaming slowly; each surface is its real adapter (or the web chat's HTTP API) against its
+fake."""
 
 from __future__ import annotations
 
@@ -17,9 +18,7 @@ import pytest
 
 from adapters.mattermost.adapter import MattermostAdapter
 from adapters.telegram.adapter import TelegramAdapter
-from adapters.web.extract import SCOPE
 from gateway.agents.openai import OpenAIAgent
-from gateway.core.domain import Envelope, EventKind, Facts, ReplyTarget, Sender, SessionKey
 from gateway.runtime.gateway import Gateway
 from testsupport.fakes.mattermost import FakeMattermost
 from testsupport.fakes.openai import FakeOpenAI, Step
@@ -49,7 +48,7 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
 
 class Surface:
     """One surface as a person uses it: ask in a thread of its own, write again in that
-    thread, edit or delete a message, read the bot's answers there."""
+    thread, read the bot's answers there."""
 
     platform = ""
     settings: Mapping[str, Any] = {}
@@ -64,12 +63,6 @@ class Surface:
         raise NotImplementedError
 
     async def say(self, thread: Any, text: str) -> Any:
-        raise NotImplementedError
-
-    async def edit(self, thread: Any, message: Any, text: str) -> None:
-        raise NotImplementedError
-
-    async def delete(self, thread: Any, message: Any) -> None:
         raise NotImplementedError
 
     async def answers(self, thread: Any) -> list[str]:
@@ -113,79 +106,25 @@ class Web(Surface):
     async def say(self, thread: Any, text: str) -> Any:
         return await self._post(text, thread)
 
-    async def _change(self, thread: str, message: str, kind: EventKind, text: str) -> None:
-        # what the web chat's edit and delete buttons submit: the message's own id, changed
-        key = SessionKey(platform="web", scope=SCOPE, chat_id="turns", thread_id=thread)
-        target = ReplyTarget(platform="web", scope=SCOPE, chat_id="turns", thread_id=thread)
-        envelope = Envelope(
-            key=key,
-            target=target,
-            message_id=message,
-            text=text,
-            sender=Sender(id="local", name="local"),
-            kind=kind,
-            facts=Facts(place=key, person="local", mentioned=True),
-        )
-        await self.gw.doors["web"].submit(envelope, raw=None)
-
-    async def edit(self, thread: Any, message: Any, text: str) -> None:
-        await self._change(thread, message, EventKind.EDIT, text)
-
-    async def delete(self, thread: Any, message: Any) -> None:
-        await self._change(thread, message, EventKind.DELETE, "")
-
     async def answers(self, thread: Any) -> list[str]:
         r = await self.client.get(f"/web/api/channels/turns/threads/{thread}/messages")
         return [m["content"] for m in r.json()["messages"] if m["role"] == "assistant"]
 
 
-class Telegram(Surface):
-    """A forum topic: the answer streams into a preview message edited as it grows."""
+class TelegramPrivate(Surface):
+    """A private chat: the answer streams as a native draft (sendMessageDraft), then the final
+    text is sent once."""
 
     platform = "telegram"
 
     def __init__(self, tg: FakeTelegram) -> None:
         self.tg = tg
-        self.forum = tg.forum("Team")
         self.ann = tg.user("Ann")
-        self.topics = 0
+        self.dm = tg.private(self.ann)
 
     def adapters(self) -> list[Any]:
         settings = telegram_settings(self.tg)
         return [TelegramAdapter(settings, poll_timeout=1, backoff_initial=0.05, pace=(0.01, 0.01))]
-
-    async def ask(self, text: str) -> Any:
-        self.topics += 1
-        topic = self.tg.create_topic(self.forum, f"topic {self.topics}", by=self.ann)
-        message = await self.say(topic, text)
-        return topic, message
-
-    async def say(self, thread: Any, text: str) -> Any:
-        topic = thread[0] if isinstance(thread, tuple) else thread
-        bot = self.tg.bot.username
-        # a command is addressed as Telegram clients write it in a group: /stop@Bot
-        said = f"{text}@{bot}" if text.startswith("/") else f"@{bot} {text}"
-        return self.tg.user_says(self.forum, said, topic=topic, user=self.ann)
-
-    async def edit(self, thread: Any, message: Any, text: str) -> None:
-        self.tg.user_edits(self.forum, message, f"@{self.tg.bot.username} {text}")
-
-    async def answers(self, thread: Any) -> list[str]:
-        topic = thread[0]
-        return [
-            str(m["text"])
-            for m in self.tg.messages_in(self.forum, topic)
-            if (m.get("from") or {}).get("id") == self.tg.bot.id
-        ]
-
-
-class TelegramPrivate(Telegram):
-    """A private chat: the answer streams as a native draft (sendMessageDraft), then the final
-    text is sent once."""
-
-    def __init__(self, tg: FakeTelegram) -> None:
-        super().__init__(tg)
-        self.dm = tg.private(self.ann)
 
     async def ask(self, text: str) -> Any:
         return None, await self.say(None, text)
@@ -193,8 +132,8 @@ class TelegramPrivate(Telegram):
     async def say(self, thread: Any, text: str) -> Any:
         return self.tg.user_says(self.dm, text, user=self.ann)
 
-    async def edit(self, thread: Any, message: Any, text: str) -> None:
-        self.tg.user_edits(self.dm, message, text)
+    async def edit(self, message: Any, text: str) -> None:
+        self.tg.user_edits(self.dm, message, text)  # an edited_message update
 
     async def shown(self) -> bool:
         return bool(self.tg.drafts)
@@ -225,16 +164,6 @@ class Mattermost(Surface):
         post = await self.mm.user_posts(self.mm.town_square, text, mention_bot=True)
         return post["id"]
 
-    async def say(self, thread: Any, text: str) -> Any:
-        post = await self.mm.user_posts(self.mm.town_square, text, mention_bot=True, root_id=thread)
-        return post["id"]
-
-    async def edit(self, thread: Any, message: Any, text: str) -> None:
-        await self.mm.edit_post(message, f"@{self.mm.bot.username} {text}")
-
-    async def delete(self, thread: Any, message: Any) -> None:
-        await self.mm.delete_post(message)
-
     async def answers(self, thread: Any) -> list[str]:
         posts = self.mm.posts_in(self.mm.town_square, root_id=thread, by=self.mm.bot)
         return [str(p["message"]) for p in posts]
@@ -246,13 +175,10 @@ async def surface_gateway(
     fake: FakeOpenAI,
     **settings: Any,
 ) -> AsyncIterator[tuple[Surface, Gateway]]:
+    """A gateway on Telegram's private chat (``telegram-private``) or Mattermost."""
     async with AsyncExitStack() as stack:
         s: Surface
-        if name == "web":
-            s = Web()
-        elif name == "telegram":
-            s = Telegram(await stack.enter_async_context(FakeTelegram()))
-        elif name == "telegram-private":
+        if name == "telegram-private":
             s = TelegramPrivate(await stack.enter_async_context(FakeTelegram()))
         else:
             s = Mattermost(await stack.enter_async_context(FakeMattermost()))
@@ -261,7 +187,6 @@ async def surface_gateway(
                 fake.database_url,  # type: ignore[attr-defined]
                 adapters=s.adapters(),
                 agent=OpenAIAgent(base_url=fake.base_url, api_key="k", model="small"),
-                web_chat=name == "web",
                 AGENT_MODEL="small",
                 GATEWAY_STREAM_EDIT_SECONDS=0.2,
                 GATEWAY_TOOLS=False,
@@ -269,8 +194,6 @@ async def surface_gateway(
             )
         )
         await s.attached(gw)
-        if isinstance(s, Web):
-            stack.push_async_callback(s.close)
         yield s, gw
 
 
@@ -354,51 +277,28 @@ async def test_stop_while_a_draft_streams_leaves_one_final_message(model: FakeOp
     assert charged[0]["completion_tokens"] > 0 and charged[0]["prompt_tokens"] > 0
 
 
-# --- the question edited or deleted while its answer streams ------------------------------
+# --- the question edited while its draft streams ----------------------------------------
 
 
-@pytest.mark.parametrize("name", ["web", "telegram", "telegram-private", "mattermost"])
-async def test_an_edit_while_streaming_restarts_on_the_new_text(
-    name: str, model: FakeOpenAI
-) -> None:
+async def test_an_edit_while_a_draft_streams_restarts_the_draft(model: FakeOpenAI) -> None:
+    """A Telegram private chat's draft restarts on the edited text: one draft for the turn,
+    then one message, the answer to the new text (an edit or a deletion while a preview
+    streams, on every surface: tests/contract/test_turn_rules.py)."""
     model.script.extend([slow(), Step(text=SECOND)])
-    async with surface_gateway(name, model) as (s, gw):
+    async with surface_gateway("telegram-private", model) as (s, gw):
+        assert isinstance(s, TelegramPrivate)
         thread = await s.ask("what is the capital of Frnace")
-        message = thread[1] if isinstance(thread, tuple) else thread
         await previewing(s)
-        await s.edit(thread, message, "what is the capital of France")
+        await s.edit(thread[1], "what is the capital of France")
         # one final answer, to the new text; the old one never next to it
         assert await settled(s, thread) == [SECOND]
         await turns_done(gw)
     first, second = model.turn_requests
     assert first.contents("user")[-1].endswith("Frnace")
     assert second.contents("user")[-1].endswith("what is the capital of France")
-    if isinstance(s, TelegramPrivate):
-        # the draft restarted: one draft for the turn, then one message
-        assert len({d[2] for d in s.tg.drafts}) == 1
-        assert len(s.tg.sent_to(s.dm)) == 1
-
-
-@pytest.mark.parametrize("name", ["web", "mattermost"])
-async def test_a_deletion_while_streaming_removes_the_preview(name: str, model: FakeOpenAI) -> None:
-    model.script.extend([slow(), Step(text="never asked")])
-    async with surface_gateway(name, model) as (s, gw):
-        thread = await s.ask("oops, not meant for you")
-        await previewing(s)
-        if isinstance(s, Mattermost):
-            mm = s.mm
-            await wait_for(lambda: bool(mm.bot_posts()), timeout=10)
-        await s.delete(thread, thread)
-        await turns_done(gw)
-        await asyncio.sleep(0.5)
-        assert await s.answers(thread) == []
-        async with gw.store.db.connection() as conn:
-            shown = "SELECT count(*) FROM stream_previews WHERE NOT deleted"
-            assert await conn.fetchval(shown) == 0
-            assert await conn.fetchval("SELECT count(*) FROM deliveries") == 0
-    assert len(model.turn_requests) == 1
-    if isinstance(s, Mattermost):
-        assert [p for p in s.mm.bot_posts() if not p["delete_at"]] == []
+    # the draft restarted: one draft for the turn, then one message
+    assert len({d[2] for d in s.tg.drafts}) == 1
+    assert len(s.tg.sent_to(s.dm)) == 1
 
 
 async def test_a_stop_reaction_on_the_streaming_answer_stops_it(model: FakeOpenAI) -> None:
