@@ -368,6 +368,19 @@ async def shown(s: LiveSurface, handle: Any) -> list[str]:
     return s.answers(handle)
 
 
+async def showing(s: LiveSurface, handle: Any, expected: list[str]) -> None:
+    """Waits until the thread shows exactly the bot's ``expected`` answers."""
+
+    async def now() -> bool:
+        await s.refresh(handle)
+        return [a.strip() for a in s.answers(handle)] == expected
+
+    try:
+        await wait_for(now, timeout=20, interval=0.05, message=f"answers {expected}")
+    except (AssertionError, TimeoutError):
+        raise AssertionError(f"shown {s.answers(handle)!r}, not {expected!r}") from None
+
+
 @pytest.mark.parametrize("name", NAMES)
 async def test_an_edit_or_a_deletion_while_the_answer_streams(
     name: str, fake: FakeOpenAI, database_url: str, tmp_path: Path
@@ -383,7 +396,8 @@ async def test_an_edit_or_a_deletion_while_the_answer_streams(
         [preview] = await shown(s, thread)
         assert LONG.startswith(preview.strip()), preview
         await s.edit(thread, "what is the capital of France")
-        assert await settled(s, thread) == [SECOND]
+        await showing(s, thread, [SECOND])
+        assert await settled(s, thread) == [SECOND]  # and nothing more follows
         await idle(gw)
         assert len(fake.turn_requests) == 2
         # the answer to the old text was cut short, not written whole and then replaced
@@ -401,6 +415,7 @@ async def test_an_edit_or_a_deletion_while_the_answer_streams(
         mistake = await s.open_thread("oops, not meant for you")
         await shown(s, mistake)
         await s.delete(mistake)
+        await showing(s, mistake, [])
         await idle(gw)
         assert await settled(s, mistake, 0) == []
         assert await count(gw, ORPHANED) == 0
