@@ -18,11 +18,12 @@ import contextlib
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from types import UnionType
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin
 
 import structlog
 from fastapi import APIRouter, Depends, FastAPI, Path, Query
-from fastapi.dependencies.utils import field_annotation_is_sequence, get_flat_params
+from fastapi.dependencies.utils import get_flat_params
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
@@ -211,13 +212,23 @@ async def _one_value_each(request: Request) -> None:
     lists = {
         field.alias
         for field in get_flat_params(route.dependant)
-        if field_annotation_is_sequence(field.field_info.annotation)
+        if _takes_a_list(field.field_info.annotation)
     }
     if once := sorted(repeated - lists):
         raise RequestError(
             f"the query parameter {once[0]!r} takes one value and was given more than one",
             title="Invalid query",
         )
+
+
+def _takes_a_list(annotation: object) -> bool:
+    """``list[str]``, ``list[str] | None``, ``Annotated[list[...], ...]``: a repeatable one."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _takes_a_list(get_args(annotation)[0])
+    if origin in (Union, UnionType):
+        return any(_takes_a_list(arg) for arg in get_args(annotation))
+    return origin in (list, tuple, set, frozenset)
 
 
 def admin_router(
