@@ -441,6 +441,7 @@ class MatrixDriver:
         self.env = {
             "MATRIX_HOMESERVER_URL": server.url,
             "MATRIX_ACCESS_TOKEN": self.bot.access_token,
+            "MATRIX_MESSAGES_PER_SECOND": "100",  # no limits on the test homeserver
         }
         for _ in range(min(self.ROOMS, max(len(threads), 1))):
             room = await self.ann.create_room(invite=(self.bot.user_id, bob.user_id))

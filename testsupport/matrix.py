@@ -60,6 +60,12 @@ def synapse_python() -> Path:
     return python
 
 
+def synapse_installed() -> bool:
+    """Synapse can start without installing anything first (a benchmark installs nothing)."""
+    named = os.environ.get("SYNAPSE_PYTHON")
+    return _has_synapse(Path(named) if named else _VENV / "bin" / "python")
+
+
 def _has_synapse(python: Path) -> bool:
     if not python.exists():
         return False
