@@ -24,6 +24,7 @@ from gateway.core.attachments import FileFetchError, download
 from gateway.core.domain import Attachment, OutgoingFile, ReplyTarget
 from gateway.core.errors import DeliveryError
 from gateway.core.ports import PaceRule, SendResult
+from gateway.core.retry_after import retry_after_or_default
 from gateway.core.text import format_parts
 
 log = structlog.get_logger(__name__)
@@ -84,7 +85,6 @@ SESSION_DONE = "active"
 #: Slack then shows a loading indicator without a stop button
 NO_STOP_EVENT = "missing_agent_session_stopped_event_subscription"
 RATE_LIMIT_ERRORS = frozenset({"ratelimited", "rate_limited"})
-_DEFAULT_RETRY_AFTER = 1.0
 
 
 def make_web_client(
@@ -98,16 +98,9 @@ def make_web_client(
 
 
 def _retry_after(headers: Mapping[str, Any] | None) -> float:
-    if headers is None:
-        return _DEFAULT_RETRY_AFTER
-    for name in ("Retry-After", "retry-after"):
-        value = headers.get(name)
-        if value is not None:
-            try:
-                return max(0.0, float(value))
-            except (TypeError, ValueError):
-                break
-    return _DEFAULT_RETRY_AFTER
+    # slack_sdk hands the headers over as a plain dict or aiohttp's case-insensitive one
+    value = None if headers is None else headers.get("Retry-After", headers.get("retry-after"))
+    return retry_after_or_default(None if value is None else str(value))
 
 
 def _error_code(exc: SlackApiError) -> str | None:
