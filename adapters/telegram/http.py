@@ -4,8 +4,8 @@ PTB lets a bot bring its own ``BaseRequest`` (the documented way to change its H
 httpx, with httpcore, h11 and anyio under it, is pure Python: one sendMessage cost the
 gateway about five times the CPU of a Slack post through slack_sdk's aiohttp (the e2e
 benchmark's profile: 84% of a Telegram send's CPU was in httpx). This request speaks aiohttp
-for every JSON call (sendMessage, getUpdates, the rest); uploads (multipart) and everything
-else keep PTB's own ``HTTPXRequest``, unchanged.
+for every JSON call (sendMessage, getUpdates, the rest); uploads (multipart), and every request
+the environment sends through a proxy (``HTTPS_PROXY``), keep PTB's own ``HTTPXRequest``.
 
 What a failure means is kept: a request that never left this process (no connection within
 the connect timeout) is ``TimedOut``/``NetworkError`` caused by an error ``translate_error``
@@ -15,10 +15,12 @@ is the ambiguous kind. A request is attempted exactly once (nothing here retries
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import os
 import re
 import ssl
+import urllib.parse
+import urllib.request
 
 import aiohttp
 from telegram._utils.defaultvalue import DefaultValue
@@ -56,7 +58,7 @@ class AiohttpRequest(BaseRequest):
         self._connect_timeout = connect_timeout
         self._pool_timeout = pool_timeout
         self._session: aiohttp.ClientSession | None = None
-        #: uploads (multipart), as PTB sends them
+        #: uploads (multipart) and proxied requests, as PTB sends them
         self._files = HTTPXRequest(
             connection_pool_size=connection_pool_size,
             read_timeout=read_timeout,
@@ -73,8 +75,8 @@ class AiohttpRequest(BaseRequest):
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self._pool_size, ssl=_tls()),
-                # proxies from HTTP(S)_PROXY / NO_PROXY, as httpx reads them
-                trust_env=True,
+                # not trust_env: aiohttp then looks up the proxy and .netrc in a thread on
+                # every request; a proxied URL goes through httpx instead (``_proxied``)
                 headers={"User-Agent": self.USER_AGENT},
                 # a 4xx/5xx is PTB's to read (its body says why)
                 raise_for_status=False,
@@ -96,7 +98,9 @@ class AiohttpRequest(BaseRequest):
         connect_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
         pool_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
     ) -> tuple[int, bytes]:
-        if request_data is not None and request_data.contains_files:
+        if (request_data is not None and request_data.contains_files) or _proxied(url):
+            # an upload, or a URL the environment sends through a proxy (HTTPS_PROXY, not
+            # exempted by NO_PROXY): httpx, as PTB's default request always did
             return await self._files.do_request(
                 url,
                 method,
@@ -128,13 +132,26 @@ class AiohttpRequest(BaseRequest):
                 return response.status, await response.read()
         except aiohttp.ConnectionTimeoutError as err:
             raise TimedOut(
-                "Timed out before the request was sent (no connection): it did not reach "
-                "Telegram"
+                "Timed out before the request was sent (no connection): it did not reach Telegram"
             ) from err
-        except (aiohttp.ServerTimeoutError, asyncio.TimeoutError) as err:
+        except (TimeoutError, aiohttp.ServerTimeoutError) as err:
             raise TimedOut from err
         except aiohttp.ClientError as err:
             raise NetworkError(f"aiohttp.{type(err).__name__}: {_redacted(str(err))}") from err
+
+
+@functools.lru_cache(maxsize=64)
+def _proxied_origin(scheme: str, host: str) -> bool:
+    proxies = urllib.request.getproxies_environment()
+    if not proxies.get(scheme) and not proxies.get("all"):
+        return False
+    return not urllib.request.proxy_bypass_environment(host, proxies)
+
+
+def _proxied(url: str) -> bool:
+    """Does the environment send ``url`` through a proxy (read once per scheme and host)?"""
+    parts = urllib.parse.urlsplit(url)
+    return _proxied_origin(parts.scheme, parts.hostname or "")
 
 
 def _redacted(text: str) -> str:
@@ -167,4 +184,3 @@ def is_lost_answer(cause: BaseException | None) -> bool:
         cause,
         aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError | aiohttp.ClientOSError,
     )
-

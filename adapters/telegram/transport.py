@@ -31,8 +31,8 @@ from telegram.error import (
 from telegram.warnings import PTBDeprecationWarning
 
 from adapters.telegram import markdown
-from adapters.telegram.http import AiohttpRequest, is_lost_answer, is_unsent
 from adapters.telegram.extract import APPROVAL_PREFIX
+from adapters.telegram.http import AiohttpRequest, is_lost_answer, is_unsent
 from gateway.core.attachments import FileFetchError, download, too_large
 from gateway.core.domain import Attachment, OutgoingFile, ReplyTarget
 from gateway.core.errors import DeliveryError

@@ -16,6 +16,7 @@ import pytest
 from telegram.error import RetryAfter
 from telegram.request import HTTPXRequest
 
+from adapters.telegram import http as telegram_http
 from adapters.telegram.adapter import TelegramAdapter
 from adapters.telegram.extract import BotIdentity, extract_update
 from adapters.telegram.http import AiohttpRequest
@@ -322,6 +323,31 @@ async def test_no_connection_over_aiohttp_is_a_plain_failure_without_the_token()
         assert "s3cret" not in str(caught.value)
     finally:
         await transport.close()
+
+
+async def test_a_proxy_in_the_environment_is_used(
+    fake: FakeTelegram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HTTP(S)_PROXY still applies (as with PTB's default httpx request): here it names a
+    port nothing listens on, so the send fails instead of going to the fake directly."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{port}")
+    telegram_http._proxied_origin.cache_clear()
+    transport = TelegramTransport(TelegramBot(fake.token, base_url=fake.base_url))
+    chat = fake.private(fake.user())
+    target = target_of(fake, fake.user_says(chat, "hi"))
+    try:
+        with pytest.raises(DeliveryError):
+            await transport.send(target, "x", idempotency_key="k")
+        assert not fake.sent
+    finally:
+        await transport.close()
+        telegram_http._proxied_origin.cache_clear()
 
 
 async def test_too_long_is_permanent_and_measure_counts_utf16(
