@@ -191,11 +191,7 @@ def _already_clean(raw: Mapping[str, Any]) -> EncodedJson | None:
         text = json.dumps(raw, separators=(",", ":"), default=_refuse)
     except (TypeError, ValueError, RecursionError):
         return None
-    if (
-        len(text) > MAX_RAW_BYTES
-        or _MAYBE_UNCLEAN.search(text.lower())
-        or _ODD_NUMBER.search(text)
-    ):
+    if len(text) > MAX_RAW_BYTES or _MAYBE_UNCLEAN.search(text.lower()) or _ODD_NUMBER.search(text):
         return None
     return EncodedJson(raw, text)
 

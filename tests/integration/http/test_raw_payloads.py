@@ -88,11 +88,13 @@ def _full_cleaning(raw: dict[str, Any]) -> tuple[str, set[str]]:
         | st.floats()
         | st.text(alphabet=st.characters(codec=None), max_size=12)
         | st.sampled_from(["token", "apİ_\u212aey", "x\x00y", "\ud800", "😀", "Cookie"]),
-        lambda inner: st.lists(inner, max_size=3)
-        | st.dictionaries(
-            st.text(max_size=8) | st.sampled_from(["api_key", "AUTHORIZATION", "ok"]),
-            inner,
-            max_size=3,
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(
+                st.text(max_size=8) | st.sampled_from(["api_key", "AUTHORIZATION", "ok"]),
+                inner,
+                max_size=3,
+            )
         ),
         max_leaves=12,
     )
