@@ -145,7 +145,8 @@ def _proxied_origin(scheme: str, host: str) -> bool:
     proxies = urllib.request.getproxies_environment()
     if not proxies.get(scheme) and not proxies.get("all"):
         return False
-    return not urllib.request.proxy_bypass_environment(host, proxies)
+    # NO_PROXY, as urllib reads it from the environment
+    return not urllib.request.proxy_bypass(host)
 
 
 def _proxied(url: str) -> bool:
