@@ -5,8 +5,9 @@ Surfaces: the built-in web chat (POST a message; the reply arrives on the thread
 stream, SSE), the sink surface of the test suite (``testsupport/fakes/sink.py``: inbound over
 HTTP, each reply POSTed to a recording server run here), and the platform fakes of the test
 suite where they work (``testsupport/fakes``: Telegram's Bot API polled by the real adapter,
-Slack's signed Events API and Web API, Mattermost's websocket and REST API), rotated over many
-threads. Latency is from just before
+Slack's signed Events API and Web API, Mattermost's websocket and REST API, Discord's gateway
+and REST API, Teams' signed Bot Framework activities) and a real Matrix homeserver (Synapse,
+``testsupport/matrix.py``), rotated over many threads. Latency is from just before
 the inbound request is sent (or the fake's update is queued) to the moment the reply reaches
 its destination: gateway-added latency plus two local network hops (an upper bound).
 
@@ -149,15 +150,88 @@ class _RecordedPosts(dict[str, Any]):
             self._on_post(post)
 
 
+class _RecordedMessages(dict[str, Any]):
+    """A fake's messages by id (Discord's, Teams'), calling back on each new one."""
+
+    def __init__(self, on_new: Any) -> None:
+        super().__init__()
+        self._on_new = on_new
+
+    def __setitem__(self, key: str, message: Any) -> None:
+        new = key not in self
+        super().__setitem__(key, message)
+        if new:
+            self._on_new(message)
+
+
+class _MatrixRoom:
+    """Matrix on the test suite's real Synapse homeserver (``testsupport/matrix.py``; no fake
+    exists): a person's room with the bot, each question mentioning it at the top level (the
+    answer roots a thread there), the bot's messages read from the person's ``/sync``."""
+
+    def __init__(self, waiters: Waiters) -> None:
+        from testsupport.matrix import Person, synapse
+
+        self.waiters = waiters
+        self.server = synapse()  # started once per process (a few seconds)
+        self.bot = self.server.register("bench-bot")
+        self.person = Person(self.server, self.server.register("bench-ann"))
+        self.room = ""
+        self.env = {
+            "MATRIX_HOMESERVER_URL": self.server.url,
+            "MATRIX_ACCESS_TOKEN": self.bot.access_token,
+            "MATRIX_MESSAGES_PER_SECOND": "100",  # no limits on the test homeserver
+        }
+        self._joined = False
+        self._sync: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self.room = await self.person.create_room(invite=(self.bot.user_id,))
+        since = (await self.person.call("GET", "/sync", timeout="0"))["next_batch"]
+        self._sync = asyncio.create_task(self._read(since), name="bench-matrix-sync")
+
+    async def _read(self, since: str) -> None:
+        """The bot's new messages (an edit, ``m.replace``, is not a new one), as they land."""
+        while True:
+            got = await self.person.call("GET", "/sync", since=since, timeout="1000")
+            since = got["next_batch"]
+            joined = got.get("rooms", {}).get("join", {})
+            for event in joined.get(self.room, {}).get("timeline", {}).get("events", []):
+                content = event.get("content", {})
+                relation = (content.get("m.relates_to") or {}).get("rel_type")
+                mine = event.get("sender") == self.bot.user_id
+                if mine and event.get("type") == "m.room.message" and relation != "m.replace":
+                    self.waiters.arrived(str(content.get("body", "")))
+
+    async def send(self, text: str) -> None:
+        if not self._joined:
+            # the bot joins the invite on its first sync; what is said before is not its
+            for _ in range(200):
+                if self.bot.user_id in await self.person.joined(self.room):
+                    break
+                await asyncio.sleep(0.1)
+            self._joined = True
+        await self.person.say(self.room, text, mention=self.bot.user_id)
+
+    async def stop(self) -> None:
+        if self._sync is not None:
+            self._sync.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._sync
+
+
 class PlatformFakes:
     """The test suite's platform fakes (``testsupport/fakes``: real local servers speaking each
-    platform's API), driven from here as their users, with replies timed where they land.
-    A fake that is missing or does not work is skipped, with the reason."""
+    platform's API: Telegram, Slack, Mattermost, Discord, Teams) and its real Matrix homeserver,
+    driven from here as their users, with replies timed where they land. A fake that is
+    missing or does not work is skipped, with the reason (Matrix: Synapse is not installed)."""
 
     #: replies per second a platform's pacing lets through to one server (Mattermost: the
-    #: adapter keeps the whole server under its default 10 req/s limit). Offering more would
-    #: measure the pacer's queue, not the gateway.
-    MAX_RATE = {"mattermost": 4.0}
+    #: adapter keeps the whole server under its default 10 req/s limit; Matrix: one room, two
+    #: messages a second; Teams: 20 calls a second per tenant; Discord: about 40 a second per
+    #: bot, each answer a thread start and a message). Offering more would measure the pacer's
+    #: queue, not the gateway.
+    MAX_RATE = {"mattermost": 4.0, "matrix": 2.0, "teams": 8.0, "discord": 12.0}
 
     def __init__(self, waiters: Waiters) -> None:
         self.waiters = waiters
@@ -210,11 +284,53 @@ class PlatformFakes:
             }
         except Exception as exc:  # noqa: BLE001 - a broken fake skips its platform only
             self.skipped["slack"] = f"{type(exc).__name__}: {exc}"
+        try:
+            from testsupport.discord import discord_env
+            from testsupport.fakes.discord import FakeDiscord
+
+            discord = FakeDiscord()
+            await discord.start()
+            bot = discord.bot.id
+            discord.messages = _RecordedMessages(
+                lambda m: self.waiters.arrived(m["content"]) if m["author"]["id"] == bot else None
+            )
+            self._fakes["discord"] = discord
+            self.env |= discord_env(discord)
+        except Exception as exc:  # noqa: BLE001 - a broken fake skips its platform only
+            self.skipped["discord"] = f"{type(exc).__name__}: {exc}"
+        try:
+            from testsupport.fakes.teams import FakeTeams
+
+            teams = FakeTeams()
+            await teams.start()
+            teams.messages = _RecordedMessages(
+                lambda m: self.waiters.arrived(m.text) if m.by_bot else None
+            )
+            self._fakes["teams"] = teams
+            self.env |= teams.env()
+        except Exception as exc:  # noqa: BLE001 - a broken fake skips its platform only
+            self.skipped["teams"] = f"{type(exc).__name__}: {exc}"
+        from testsupport.matrix import synapse_installed
+
+        if not synapse_installed():
+            self.skipped["matrix"] = "no Synapse: .venv-synapse is missing (.ci/run makes it)"
+            return
+        try:
+            # Synapse starts in a few seconds, blocking: in a thread, beside the loop
+            matrix = await asyncio.to_thread(_MatrixRoom, self.waiters)
+            await matrix.start()
+            self._fakes["matrix"] = matrix
+            self.env |= matrix.env
+        except Exception as exc:  # noqa: BLE001 - a broken homeserver skips Matrix only
+            self.skipped["matrix"] = f"{type(exc).__name__}: {exc}"
 
     def connect(self, gateway_url: str) -> None:
-        """Fakes that push to the gateway (Slack's Events API) learn where it listens."""
+        """Fakes that push to the gateway (Slack's Events API, Teams' Bot Framework
+        activities) learn where it listens."""
         if "slack" in self._fakes:
             self._fakes["slack"].events_url = f"{gateway_url}/slack/events"
+        if "teams" in self._fakes:
+            self._fakes["teams"].messages_url = f"{gateway_url}/teams/messages"
 
     @property
     def platforms(self) -> list[str]:
@@ -248,6 +364,21 @@ class PlatformFakes:
                 lambda m: self.waiters.arrived(m.text) if m.user == bot else None
             )
             await fake.user_posts(channel.id, f"<@{bot}> {text}")
+        elif platform == "discord":
+            # said before the bot's gateway session is up, a message is before its time
+            for _ in range(200):
+                if fake.live:
+                    break
+                await asyncio.sleep(0.1)
+            # the bot answers in the thread it starts on the message: a channel of its own
+            await fake.user_posts(fake.general, text, mention_bot=True)
+        elif platform == "teams":
+            # a channel of its own (Teams paces each conversation at about 2/s); the post
+            # mentions the bot and roots the reply chain the answer goes to
+            channel = fake.add_place(f"19:bench{n}@thread.tacv2", f"bench {n}", "channel")
+            await fake.user_posts(channel, text)
+        elif platform == "matrix":
+            await fake.send(text)
         else:
             await fake.user_posts(fake.town_square, text, mention_bot=True)
 

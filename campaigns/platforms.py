@@ -91,7 +91,9 @@ class Reach:
 
 
 class Driver(Protocol):
-    """One surface of the campaign."""
+    """One surface of the campaign. A driver names it as its one base and keeps the defaults
+    of what its surface cannot do: no send faults, no connection drop, nothing to do once the
+    replicas run."""
 
     #: the platform's name (the gateway's, and the report's rows)
     name: str
@@ -100,15 +102,16 @@ class Driver(Protocol):
     #: the gateway's settings for it
     env: dict[str, str]
     #: the send faults it can inject (``send_fault``), by kind
-    send_faults: tuple[str, ...]
+    send_faults: tuple[str, ...] = ()
     #: the connection drop it can inject (``drop``), if any: the fault's kind
-    drop_kind: str | None
+    drop_kind: str | None = None
 
     async def start(self, threads: list[Thread]) -> None:
         """Start the platform and lay out ``threads`` (their chats)."""
 
     def attached(self) -> None:
         """The replicas run (``Reach.live`` answers)."""
+        return None
 
     async def offer(self, thread: Thread, mid: str, text: str, *, duplicate: bool) -> bool:
         """One user message in ``thread`` (or the platform delivering it again). True once
@@ -117,12 +120,17 @@ class Driver(Protocol):
     def posts(self) -> Iterable[Post]:
         """Every post of the bot: (place, text)."""
 
-    def send_fault(self, kind: str) -> None: ...
+    def send_fault(self, kind: str) -> None:
+        """A storm of 429s on the next few sends (one of ``send_faults``)."""
+        return None
 
-    def send_faults_pending(self) -> bool: ...
+    def send_faults_pending(self) -> bool:
+        """The storm still has 429s no send has met."""
+        return False
 
     async def drop(self) -> None:
         """Drop the gateway's connection (``drop_kind``)."""
+        return None
 
     async def stop(self) -> None: ...
 
@@ -130,11 +138,10 @@ class Driver(Protocol):
 # --- the drivers -----------------------------------------------------------------------------
 
 
-class TelegramDriver:
+class TelegramDriver(Driver):
     name = "telegram"
     prefix = "tg"
     send_faults: tuple[str, ...] = ("telegram_429",)
-    drop_kind: str | None = None
 
     def __init__(self, reach: Reach) -> None:
         self.reach = reach
@@ -156,9 +163,6 @@ class TelegramDriver:
             topic = self.fake.create_topic(chat, thread.label)
             thread.chat, thread.root, thread.place = chat, str(topic), (chat.id, topic)
 
-    def attached(self) -> None:
-        pass
-
     async def offer(self, thread: Thread, mid: str, text: str, *, duplicate: bool) -> bool:
         if duplicate and mid in self._updates:
             self.fake.replay(self._updates[mid])  # Telegram redelivers the same update
@@ -177,18 +181,14 @@ class TelegramDriver:
     def send_faults_pending(self) -> bool:
         return bool(self.fake.pending_faults("sendMessage"))
 
-    async def drop(self) -> None:
-        pass
-
     async def stop(self) -> None:
         await self.fake.stop()
 
 
-class SlackDriver:
+class SlackDriver(Driver):
     name = "slack"
     prefix = "sl"
     send_faults: tuple[str, ...] = ("slack_429",)
-    drop_kind: str | None = None
 
     def __init__(self, reach: Reach) -> None:
         self.reach = reach
@@ -242,17 +242,13 @@ class SlackDriver:
     def send_faults_pending(self) -> bool:
         return bool(self.fake.pending_faults("chat.postMessage"))
 
-    async def drop(self) -> None:
-        pass
-
     async def stop(self) -> None:
         await self.fake.stop()
 
 
-class MattermostDriver:
+class MattermostDriver(Driver):
     name = "mattermost"
     prefix = "mm"
-    send_faults: tuple[str, ...] = ()
     drop_kind: str | None = "mattermost_socket_drop"
 
     def __init__(self, reach: Reach) -> None:
@@ -266,9 +262,6 @@ class MattermostDriver:
         self.env = {"MATTERMOST_URL": self.fake.url, "MATTERMOST_TOKEN": str(self.fake.bot.token)}
         for thread in threads:
             thread.chat = self.fake.town_square
-
-    def attached(self) -> None:
-        pass
 
     async def offer(self, thread: Thread, mid: str, text: str, *, duplicate: bool) -> bool:
         if duplicate and mid in self._posts:
@@ -290,12 +283,6 @@ class MattermostDriver:
     def posts(self) -> Iterable[Post]:
         return [((p["channel_id"], p["root_id"]), p["message"]) for p in self.fake.bot_posts()]
 
-    def send_fault(self, kind: str) -> None:
-        pass
-
-    def send_faults_pending(self) -> bool:
-        return False
-
     async def drop(self) -> None:
         """Server-initiated close without a close frame (1006): posts made while the gateway
         is away are found only by reconciliation after the reconnect."""
@@ -305,11 +292,9 @@ class MattermostDriver:
         await self.fake.close()
 
 
-class WebDriver:
+class WebDriver(Driver):
     name = "web"
     prefix = "wb"
-    send_faults: tuple[str, ...] = ()
-    drop_kind: str | None = None
 
     def __init__(self, reach: Reach) -> None:
         self.reach = reach
@@ -387,22 +372,13 @@ class WebDriver:
             for text in answers
         ]
 
-    def send_fault(self, kind: str) -> None:
-        pass
-
-    def send_faults_pending(self) -> bool:
-        return False
-
-    async def drop(self) -> None:
-        pass
-
     async def stop(self) -> None:
         if self._poll is not None:
             self._poll.cancel()
             await asyncio.gather(self._poll, return_exceptions=True)
 
 
-class MatrixDriver:
+class MatrixDriver(Driver):
     """A real Synapse (``testsupport.matrix``: one per process, started on first use). Ann
     invites the bot and Bob to a few rooms of three; the bot joins them on its first sync.
     A thread is rooted at Ann's message mentioning the bot; its replies are ``m.thread``
@@ -411,8 +387,6 @@ class MatrixDriver:
 
     name = "matrix"
     prefix = "mx"
-    send_faults: tuple[str, ...] = ()
-    drop_kind: str | None = None
     #: rooms the threads are spread over (each a room of three: not a direct chat)
     ROOMS = 4
 
@@ -441,6 +415,7 @@ class MatrixDriver:
         self.env = {
             "MATRIX_HOMESERVER_URL": server.url,
             "MATRIX_ACCESS_TOKEN": self.bot.access_token,
+            "MATRIX_MESSAGES_PER_SECOND": "100",  # no limits on the test homeserver
         }
         for _ in range(min(self.ROOMS, max(len(threads), 1))):
             room = await self.ann.create_room(invite=(self.bot.user_id, bob.user_id))
@@ -451,9 +426,6 @@ class MatrixDriver:
         # where Ann's reading starts: before the gateway says anything
         await self._sync(timeout_ms=0)
         self._reader = asyncio.create_task(self._read(), name="campaign-matrix-sync")
-
-    def attached(self) -> None:
-        pass
 
     async def _until_joined(self, room: str) -> None:
         """The bot joins when the leader's first sync sees the invite; before that, a message
@@ -585,22 +557,13 @@ class MatrixDriver:
             for event_id, (place, text) in self._bot_events.items()
         ]
 
-    def send_fault(self, kind: str) -> None:
-        pass
-
-    def send_faults_pending(self) -> bool:
-        return False
-
-    async def drop(self) -> None:
-        pass
-
     async def stop(self) -> None:
         if self._reader is not None:
             self._reader.cancel()
             await asyncio.gather(self._reader, return_exceptions=True)
 
 
-class DiscordDriver:
+class DiscordDriver(Driver):
     """The fake Discord (``testsupport.fakes.discord``: REST and the gateway WebSocket,
     driven by hikari on the leader replica). A thread is the public thread the bot starts on
     a channel message that mentions it (its id is the message's); replies are posted in it
@@ -625,9 +588,6 @@ class DiscordDriver:
         self.env = {"DISCORD_BOT_TOKEN": self.fake.token, "DISCORD_API_BASE_URL": self.fake.api_url}
         for thread in threads:
             thread.chat = self.fake.general
-
-    def attached(self) -> None:
-        pass
 
     async def _connected(self) -> None:
         """Before the gateway's first session, a message reaches no one (the catch-up after a
@@ -685,7 +645,7 @@ class DiscordDriver:
         await self.fake.close()
 
 
-class TeamsDriver:
+class TeamsDriver(Driver):
     """The fake Bot Framework (``testsupport.fakes.teams``: connector, token endpoint and
     an OpenID issuer signing every activity). A thread is the reply chain under a channel
     post that mentions the bot; activities are pushed to a live replica's
@@ -695,7 +655,6 @@ class TeamsDriver:
     name = "teams"
     prefix = "tm"
     send_faults: tuple[str, ...] = ("teams_429",)
-    drop_kind: str | None = None
 
     def __init__(self, reach: Reach) -> None:
         self.reach = reach
@@ -708,9 +667,6 @@ class TeamsDriver:
         self.env = self.fake.env()
         for thread in threads:
             thread.chat = self.fake.channel
-
-    def attached(self) -> None:
-        pass
 
     async def _deliver(self, activity: dict[str, Any]) -> bool:
         deadline = time.monotonic() + 120
@@ -755,9 +711,6 @@ class TeamsDriver:
 
     def send_faults_pending(self) -> bool:
         return self.fake.pending_faults() > 0
-
-    async def drop(self) -> None:
-        pass
 
     async def stop(self) -> None:
         await self.fake.close()

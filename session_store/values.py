@@ -121,6 +121,15 @@ class SessionKey:
         platform, scope = escape_part(self.platform), escape_part(self.scope, colon=False)
         return f"{platform}:{scope}:{escape_part(self.chat_id)}"
 
+    @property
+    def place_text(self) -> str:
+        """The key as a place (``gateway schedules add --place``): the chat (``chat_text``)
+        and its thread if any. A scope that holds ``:`` (a server ``host:8448``) keeps the
+        thread part (``-`` for none), so the place reads back as this key."""
+        if self.thread_id is None and ":" not in self.scope:
+            return self.chat_text
+        return str(self)
+
     @classmethod
     def parse(cls, text: str) -> SessionKey:
         """Inverse of ``str()``: ``platform:scope:chat:thread`` (``-`` = no thread).
@@ -140,6 +149,34 @@ class SessionKey:
             chat_id=unescape_part(chat_id),
             thread_id=None if thread in ("", "-") else unescape_part(thread),
         )
+
+
+def split_account(account: str) -> tuple[str, str, str]:
+    """An account ``platform:scope:sender`` split back into its parts.
+
+    Every writer joins an account unescaped (Python and SQL: ``platform || ':' || scope ||
+    ':' || sender_id``), and the stored accounts stay as they are; only reading one back
+    needs care. The platform never holds ``:``. A scope may (a Mattermost or Matrix server
+    ``host:8448``), and so may a sender (a Matrix user ``@ann:example.org``, a Teams channel
+    account ``29:1a2b``), never both on one platform but Matrix:
+
+    * Matrix: a user id begins with ``@`` and a server's host holds none, so the sender
+      begins at the first ``:@`` (``matrix:example.org:8448:@ann:example.org:8448``);
+    * Teams: the scope is a tenant id, which holds no ``:``; the sender is all after it;
+    * every other platform: the sender holds no ``:``; it is all after the last one.
+
+    ``ValueError`` for text with fewer than three parts."""
+    platform, _, rest = account.partition(":")
+    at = rest.find(":@") if platform == "matrix" else -1
+    if at > 0:
+        scope, sender = rest[:at], rest[at + 1 :]
+    elif platform == "teams":
+        scope, _, sender = rest.partition(":")
+    else:
+        scope, _, sender = rest.rpartition(":")
+    if not (platform and scope and sender):
+        raise ValueError(f"not an account (platform:scope:user_id): {account!r}")
+    return platform, scope, sender
 
 
 #: the key columns of a ``sessions`` row (``platform, scope, chat_id, thread_id``)

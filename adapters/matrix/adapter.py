@@ -67,6 +67,8 @@ class MatrixConfig:
     backoff_initial: float = 1.0
     backoff_max: float = 30.0
     http_timeout: float = 60.0
+    #: the account's pace (MATRIX_MESSAGES_PER_SECOND); Synapse's default limit
+    messages_per_second: float = 0.2
 
     @classmethod
     def from_settings(cls, settings: MatrixSettings) -> MatrixConfig:
@@ -79,6 +81,7 @@ class MatrixConfig:
             access_token=token.get_secret_value() if token else None,
             user_id=settings.matrix_user_id,
             password=password.get_secret_value() if password else None,
+            messages_per_second=settings.matrix_messages_per_second,
         )
 
 
@@ -121,7 +124,9 @@ class MatrixAdapter:
         self._api = MatrixApi(
             config.homeserver_url, config.access_token or "", timeout=config.http_timeout
         )
-        self.transport = MatrixTransport(self._api, scope=self.scope)
+        self.transport = MatrixTransport(
+            self._api, scope=self.scope, messages_per_second=config.messages_per_second
+        )
         self.user_id: str | None = None
         self.rooms: dict[str, Room] = {}
         self._intake: Intake | None = None
@@ -386,7 +391,15 @@ class MatrixAdapter:
                 message_id=found.event_id,
             )
             outcome = await intake.approval_click(click)
-            log.info("matrix_approval_reaction", outcome=outcome.outcome)
+            # Matrix has no message only the reacting person sees: what they would be told
+            # (a refusal, "already decided") is logged, not posted to the whole room
+            log.info(
+                "matrix_approval_reaction",
+                outcome=outcome.outcome,
+                told=outcome.message,
+                user_id=found.user_id,
+                event_id=found.event_id,
+            )
             return
         value = FEEDBACK.get(found.key)
         if value is None:

@@ -18,6 +18,8 @@ import aiohttp
 from mautrix.api import HTTPAPI, Method
 from mautrix.errors import MatrixConnectionError, MatrixRequestError
 
+from gateway.core.retry_after import body_seconds, retry_after_or_default
+
 #: the retry_after_ms of the last 429 this task saw, in seconds
 _retry_after: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "matrix_retry_after", default=None
@@ -46,14 +48,12 @@ async def _on_request_end(
     seconds: float | None = None
     try:
         body = json.loads(await response.read())
-        value = body.get("retry_after_ms") if isinstance(body, dict) else None
-        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-            seconds = value / 1000
+        if isinstance(body, dict):
+            seconds = body_seconds(body.get("retry_after_ms"), per_second=1000)
     except (ValueError, aiohttp.ClientError):
         pass
     if seconds is None:
-        header = response.headers.get("Retry-After", "")
-        seconds = float(header) if header.isdigit() else 1.0
+        seconds = retry_after_or_default(response.headers.get("Retry-After"))
     _retry_after.set(seconds)
 
 

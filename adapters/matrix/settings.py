@@ -19,6 +19,12 @@ class MatrixSettings(SurfaceSettings):
     matrix_user_id: str | None = Field(default=None, alias="MATRIX_USER_ID")
     #: instead of a token: the bot account's password, with MATRIX_USER_ID
     matrix_password: SecretStr | None = Field(default=None, alias="MATRIX_PASSWORD")
+    #: the bot account's messages per second, across its rooms: Synapse's default
+    #: ``rc_message`` (0.2, bursts of 10); raise it once the homeserver exempts the bot
+    #: (Synapse's admin API ``override_ratelimit``)
+    matrix_messages_per_second: float = Field(
+        default=0.2, gt=0, le=1000, alias="MATRIX_MESSAGES_PER_SECOND"
+    )
 
     @field_validator("matrix_homeserver_url")
     @classmethod

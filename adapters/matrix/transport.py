@@ -88,9 +88,10 @@ class MatrixTransport:
     typing_interval = 5.0
     preview_interval = 1.0
 
-    def __init__(self, api: MatrixApi, *, scope: str) -> None:
+    def __init__(self, api: MatrixApi, *, scope: str, messages_per_second: float = 0.2) -> None:
         self._api = api
         self._scope = scope
+        self._account_interval = 1.0 / messages_per_second
         #: the bot's user id, once the adapter knows it (typing needs it)
         self.user_id: str | None = None
 
@@ -105,11 +106,11 @@ class MatrixTransport:
         return format_parts(text, self.max_message_length, self.measure, self.format)
 
     def pace(self, target: ReplyTarget) -> Sequence[PaceRule]:
-        # Synapse's default rc_message is 0.2 messages a second with a burst of 10, per
-        # account: one account's sends stay under it, one room stays calm
+        # Synapse's rc_message limits an account (by default 0.2 messages a second with a
+        # burst of 10): the account's sends stay under the configured rate, one room calm
         return [
             PaceRule(f"room:{target.chat_id}", 0.5, 5),
-            PaceRule(f"account:{self._scope}", 0.2, 10),
+            PaceRule(f"account:{self._scope}", self._account_interval, 10),
         ]
 
     async def _put(

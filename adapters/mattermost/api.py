@@ -14,6 +14,7 @@ import httpx
 
 from gateway.core.attachments import download
 from gateway.core.errors import GatewayError
+from gateway.core.retry_after import parse_retry_after
 
 #: most posts a since-query answers (server ``GetPostsSince``: ``LIMIT 1000``)
 SINCE_LIMIT = 1000
@@ -39,14 +40,8 @@ def _retry_after(response: httpx.Response) -> float | None:
     # Mattermost's rate limiter sets Retry-After and X-RateLimit-Reset, both in seconds
     # (server/channels/app/ratelimit.go; its docs call Reset an epoch, the code does not).
     for header in ("Retry-After", "X-RateLimit-Reset"):
-        value = response.headers.get(header)
-        if value is None:
-            continue
-        try:
-            seconds = float(value)
-        except ValueError:
-            continue
-        if seconds >= 0:
+        seconds = parse_retry_after(response.headers.get(header))
+        if seconds is not None:
             return seconds
     return None
 

@@ -307,6 +307,8 @@ def extract_event(payload: object, *, me: BotIdentity) -> Extracted:
         return _message(event, team_id=team_id, event_id=event_id, me=me, is_app_mention=True)
     if event_type == "message":
         return _message_event(event, team_id=team_id, event_id=event_id, me=me)
+    if event_type == "agent_session_stopped":
+        return _stop_pressed(event, team_id=team_id, event_id=event_id)
     return Ignored(platform=PLATFORM, reason=f"event type {event_type}", event_id=event_id)
 
 
@@ -383,6 +385,49 @@ def _message(
         place=Place(direct=is_dm),
         metadata=metadata,
         facts=facts,
+    )
+
+
+def _stop_pressed(event: Mapping[str, Any], *, team_id: str, event_id: str | None) -> Extracted:
+    """``agent_session_stopped``: Slack's stop button of the thread's agent session was
+    pressed. It is that person's ``/stop`` in that thread, and the core treats it as one: the
+    answer being written there stops (a queued one is not answered), and with nothing running
+    the person is told so. Slack has already stopped the streams it lists in
+    ``streaming_message_ts``; the final text of each is written over it as usual."""
+    channel, thread_ts = _str(event.get("channel")), _str(event.get("thread_ts"))
+    user, pressed = _str(event.get("user")), _str(event.get("event_ts"))
+    if channel is None or thread_ts is None or not _TS_RE.match(thread_ts) or pressed is None:
+        return Rejected(
+            platform=PLATFORM, reason="agent_session_stopped without its thread", event_id=event_id
+        )
+    is_dm = is_dm_channel(channel, None)
+    key, target = route(
+        team_id=team_id, channel=channel, ts=thread_ts, thread_ts=thread_ts, is_dm=is_dm
+    )
+    sender = Sender(id=user or "unknown")
+    streams = event.get("streaming_message_ts")
+    return Envelope(
+        key=key,
+        target=target,
+        # no message of its own: the press is named by its event_ts (a retry names it again)
+        message_id=f"stop@{pressed}",
+        text="/stop",
+        sender=sender,
+        event_id=event_id,
+        command="stop",
+        reply_to_id=thread_ts,
+        sent_at=_sent_at(pressed),
+        place=Place(direct=is_dm),
+        metadata={
+            "stop_button": True,
+            "streaming_message_ts": [t for t in streams if isinstance(t, str)]
+            if isinstance(streams, list)
+            else [],
+        },
+        # the app's own button, in a thread it works in: addressed to it
+        facts=Facts(
+            place=key, person=user, direct=is_dm, mentioned=True, command=True, thread_reply=True
+        ),
     )
 
 

@@ -30,6 +30,9 @@ WEB_API_SCOPES: dict[str, tuple[str, ...]] = {
     # chat.appendStream), and chat.stopStream for a stream a dead run left
     "chat.stream": ("chat:write",),
     "chat.stopStream": ("chat:write",),
+    # a thread's agent session "processing" while a turn runs (Slack's own stop button), then
+    # "active" (optional, like the status)
+    "agents.sessions.setStatus": ("chat:write",),
 }
 
 #: event subscription -> the event ``type`` extraction sees, and the bot scope it needs
@@ -44,6 +47,8 @@ EVENT_SUBSCRIPTIONS: dict[str, tuple[str, str]] = {
     "reaction_removed": ("reaction_removed", "reactions:read"),
     # a person opened the app's assistant container: the thread's suggested prompts
     "assistant_thread_started": ("assistant_thread_started", "assistant:write"),
+    # Slack's stop button of a thread's agent session was pressed: that person's /stop there
+    "agent_session_stopped": ("agent_session_stopped", "assistant:write"),
 }
 
 #: scopes for what is not a Web API method: a shared file's ``url_private`` download (files

@@ -24,6 +24,7 @@ from gateway.core.attachments import FileFetchError, download
 from gateway.core.domain import Attachment, OutgoingFile, ReplyTarget
 from gateway.core.errors import DeliveryError
 from gateway.core.ports import PaceRule, SendResult
+from gateway.core.retry_after import retry_after_or_default
 from gateway.core.text import format_parts
 
 log = structlog.get_logger(__name__)
@@ -75,8 +76,15 @@ STATUS_UNAVAILABLE = frozenset(
     }
 )
 THINKING_STATUS = "is thinking…"
+#: the agent session of a thread (docs.slack.dev/ai/agent-sessions) while a turn runs there:
+#: Slack shows its own stop button, whose press arrives as ``agent_session_stopped``; and
+#: once the turn is over (Slack leaves that to the app)
+SESSION_WORKING = "processing"
+SESSION_DONE = "active"
+#: agents.sessions.setStatus's warning when the app does not take ``agent_session_stopped``:
+#: Slack then shows a loading indicator without a stop button
+NO_STOP_EVENT = "missing_agent_session_stopped_event_subscription"
 RATE_LIMIT_ERRORS = frozenset({"ratelimited", "rate_limited"})
-_DEFAULT_RETRY_AFTER = 1.0
 
 
 def make_web_client(
@@ -90,16 +98,9 @@ def make_web_client(
 
 
 def _retry_after(headers: Mapping[str, Any] | None) -> float:
-    if headers is None:
-        return _DEFAULT_RETRY_AFTER
-    for name in ("Retry-After", "retry-after"):
-        value = headers.get(name)
-        if value is not None:
-            try:
-                return max(0.0, float(value))
-            except (TypeError, ValueError):
-                break
-    return _DEFAULT_RETRY_AFTER
+    # slack_sdk hands the headers over as a plain dict or aiohttp's case-insensitive one
+    value = None if headers is None else headers.get("Retry-After", headers.get("retry-after"))
+    return retry_after_or_default(None if value is None else str(value))
 
 
 def _error_code(exc: SlackApiError) -> str | None:
@@ -191,6 +192,9 @@ class SlackTransport:
         self.streams = NativeStreams(client, translate_error)
         self._status_available = True
         self._status_shown: set[tuple[str, str]] = set()
+        self._sessions_available = True
+        self._sessions_working: set[tuple[str, str]] = set()
+        self._warned_stop = False
 
     def measure(self, text: str) -> int:
         # Slack's documented limits count characters (code points), not bytes or UTF-16 units.
@@ -399,17 +403,52 @@ class SlackTransport:
 
     async def typing(self, target: ReplyTarget) -> None:
         # ``assistant.threads.setStatus`` (chat:write): "<app> is thinking…" under the thread,
-        # removed by Slack after 2 min or when the app replies. A thread is needed (it takes a
-        # thread_ts); where Slack refuses the method for this app, it is not tried again.
-        if self._status_available and target.thread_id is not None:
-            if await self._set_status(target, THINKING_STATUS):
-                self._status_shown.add((target.chat_id, target.thread_id))
+        # removed by Slack after 2 min or when the app replies; and the thread's agent session
+        # ``processing`` (``agents.sessions.setStatus``), which gives the person Slack's own
+        # stop button while the turn runs. A thread is needed (both take a thread_ts); where
+        # Slack refuses either method for this app, it is not tried again.
+        if target.thread_id is None:
+            return
+        key = (target.chat_id, target.thread_id)
+        if self._status_available and await self._set_status(target, THINKING_STATUS):
+            self._status_shown.add(key)
+        if self._sessions_available and await self._set_session(target, SESSION_WORKING):
+            self._sessions_working.add(key)
 
     async def clear_typing(self, target: ReplyTarget) -> None:
         key = (target.chat_id, target.thread_id or "")
         if key in self._status_shown:
             self._status_shown.discard(key)
             await self._set_status(target, "")
+        if key in self._sessions_working:
+            # the turn is over (answered, failed or stopped): the stop button goes
+            self._sessions_working.discard(key)
+            await self._set_session(target, SESSION_DONE)
+
+    async def _set_session(self, target: ReplyTarget, status: str) -> bool:
+        try:
+            response = await self.client.agents_sessions_setStatus(
+                channel_id=target.chat_id, thread_ts=target.thread_id, status=status
+            )
+        except SlackApiError as exc:
+            error = _error_code(exc)
+            if error in STATUS_UNAVAILABLE:
+                self._sessions_available = False
+                log.info("slack_agent_sessions_unavailable", error=error)
+            else:
+                log.debug("slack_agent_session_failed", error=error)
+            return False
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            log.debug("slack_agent_session_failed", error=type(exc).__name__)
+            return False
+        warning = response.get("warning")
+        if isinstance(warning, str) and NO_STOP_EVENT in warning and not self._warned_stop:
+            self._warned_stop = True
+            log.warning(
+                "slack_stop_button_unavailable",
+                hint="subscribe the app to the agent_session_stopped event",
+            )
+        return True
 
     async def _set_status(self, target: ReplyTarget, status: str) -> bool:
         try:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import aiohttp
 import structlog
 
+from gateway.core.retry_after import parse_retry_after
+
 log = structlog.get_logger(__name__)
 
 #: what the Bot Connector accepts
@@ -81,7 +83,7 @@ class TokenSource:
                 async with session.post(self.url, data=form) as response:
                     body = await response.json(content_type=None)
                     status = response.status
-                    retry_after = seconds(response.headers.get("Retry-After"))
+                    retry_after = parse_retry_after(response.headers.get("Retry-After"))
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             raise TokenError(f"token endpoint unreachable ({exc.__class__.__name__})") from exc
         error = body.get("error") if isinstance(body, dict) else None
@@ -105,8 +107,8 @@ class TokenSource:
 
 
 def seconds(value: str | None) -> float | None:
-    """A count of seconds as Bot Framework writes one (``Retry-After``, ``expires_in``); None
-    when absent or not a number."""
+    """A count of seconds as the token endpoint writes one (``expires_in``, a number or a
+    string of one); None when absent or not a number."""
     if value is None:
         return None
     try:

@@ -20,10 +20,11 @@ from microsoft_agents.hosting.core.connector.client import ConnectorClient
 from adapters.teams.cards import approval_card, decided_card
 from adapters.teams.extract import PLATFORM, SERVICE_URL, thread_conversation
 from adapters.teams.markdown import to_teams
-from adapters.teams.tokens import TokenError, TokenSource, seconds
+from adapters.teams.tokens import TokenError, TokenSource
 from gateway.core.domain import OutgoingFile, ReplyTarget
 from gateway.core.errors import DeliveryError
 from gateway.core.ports import PaceRule, SendResult
+from gateway.core.retry_after import retry_after_or_default
 from gateway.core.text import format_parts
 
 log = structlog.get_logger(__name__)
@@ -49,8 +50,8 @@ def translate_error(exc: BaseException) -> DeliveryError:
     if isinstance(exc, aiohttp.ClientResponseError):
         detail = f"teams connector {exc.status}"
         if exc.status == 429:
-            retry = seconds(exc.headers.get("Retry-After") if exc.headers is not None else None)
-            return DeliveryError(detail, retry_after=retry if retry is not None else 1.0)
+            header = exc.headers.get("Retry-After") if exc.headers is not None else None
+            return DeliveryError(detail, retry_after=retry_after_or_default(header))
         if exc.status in (401, 408):
             return DeliveryError(detail)  # a token refused: the next try takes a new one
         if exc.status == 504:

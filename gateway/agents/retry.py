@@ -19,12 +19,12 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Literal, TypeVar
 
 import httpx
 
 from gateway.core.errors import AgentError
+from gateway.core.retry_after import parse_retry_after
 
 T = TypeVar("T")
 
@@ -70,21 +70,6 @@ def cause_of_status(status: int) -> Cause:
     if status in RETRYABLE:
         return "unavailable"
     return "refused"
-
-
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """``Retry-After`` in seconds: delta-seconds or an HTTP date; None when absent or bad."""
-    if value is None or not value.strip():
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 def failure_from_response(response: httpx.Response, *, what: str, detail: str) -> ProviderFailure:

@@ -14,7 +14,13 @@ from typing import Any, Literal
 
 # the keys are persisted values the store owns (``session_store.values``); every layer above
 # imports them from here
-from session_store.values import ReplyTarget, SessionKey, escape_part, unescape_part
+from session_store.values import (
+    ReplyTarget,
+    SessionKey,
+    escape_part,
+    split_account,
+    unescape_part,
+)
 
 __all__ = [
     "PLACE_KEY",
@@ -34,6 +40,7 @@ __all__ = [
     "SessionKey",
     "Trigger",
     "escape_part",
+    "split_account",
     "unescape_part",
 ]
 

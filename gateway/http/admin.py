@@ -13,16 +13,15 @@ Errors are RFC 9457 problem documents (``application/problem+json``); invalid in
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from types import UnionType
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin
 
 import structlog
 from fastapi import APIRouter, Depends, FastAPI, Path, Query
-from fastapi.dependencies.utils import field_annotation_is_sequence, get_flat_params
+from fastapi.dependencies.utils import get_flat_params
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
@@ -38,6 +37,7 @@ from gateway.http.access import API_PREFIX as API_PREFIX
 from gateway.http.access import MCP_PATH, PROBLEM_JSON, GuardedASGI
 from gateway.http.access import AccessPolicy as AccessPolicy
 from gateway.http.access import install_problem_handlers as install_problem_handlers
+from gateway.http.mcp_endpoint import McpEndpoint
 from gateway.http.operator import MAX_PAGE, OperatorService, Page, paginate
 from gateway.http.opsauth import OpsSignIn
 from session_store.records import (
@@ -57,7 +57,6 @@ from session_store.values import SessionStatus
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 log = structlog.get_logger(__name__)
 
@@ -211,13 +210,23 @@ async def _one_value_each(request: Request) -> None:
     lists = {
         field.alias
         for field in get_flat_params(route.dependant)
-        if field_annotation_is_sequence(field.field_info.annotation)
+        if _takes_a_list(field.field_info.annotation)
     }
     if once := sorted(repeated - lists):
         raise RequestError(
             f"the query parameter {once[0]!r} takes one value and was given more than one",
             title="Invalid query",
         )
+
+
+def _takes_a_list(annotation: object) -> bool:
+    """``list[str]``, ``list[str] | None``, ``Annotated[list[...], ...]``: a repeatable one."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _takes_a_list(get_args(annotation)[0])
+    if origin in (Union, UnionType):
+        return any(_takes_a_list(arg) for arg in get_args(annotation))
+    return origin in (list, tuple, set, frozenset)
 
 
 def admin_router(
@@ -550,20 +559,22 @@ class OperatorSurface:
         self.service = OperatorService(
             self.ops, transports=transports, outbox_written=delivery_wake.set
         )
-        #: registers the MCP tools on the server at mount: the session tools alone unless the
-        #: composition root hands the whole list (``gateway.runtime.mcp.register_tools``)
+        #: registers the MCP tools on the server at ``/mcp``'s first request: the session tools
+        #: alone unless the composition root hands the whole list
+        #: (``gateway.runtime.mcp.register_tools``)
         self.register_mcp_tools: Callable[[MCPServer], None] | None = None
-        self._mcp_stop = asyncio.Event()
-        self._mcp_task: asyncio.Task[None] | None = None
-        self._mcp_manager: StreamableHTTPSessionManager | None = None
+        self._mcp = McpEndpoint(self._mcp_tools)
+
+    def _mcp_tools(self, server: MCPServer) -> None:
+        if self.register_mcp_tools is not None:
+            self.register_mcp_tools(server)
+            return
+        from gateway.http.mcp import add_session_tools
+
+        add_session_tools(server, self.service)
 
     def mount(self, app: FastAPI) -> None:
-        # the MCP SDK costs most of a second to import; only a gateway that serves pays it
-        from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
-        from mcp.server.transport_security import TransportSecuritySettings
-
         from gateway.http.audit_log import add_audit_routes, audit_pages
-        from gateway.http.mcp import add_session_tools, new_mcp_server
         from gateway.http.ui import ops_routes
 
         install_problem_handlers(app)
@@ -572,51 +583,12 @@ class OperatorSurface:
         audit_api = admin_api_router(self.policy, prefix=f"{API_PREFIX}/audit", tag="audit")
         add_audit_routes(audit_api, self.ops.store.db)
         app.include_router(audit_api)
-        server = new_mcp_server()
-        if self.register_mcp_tools is None:
-            add_session_tools(server, self.service)
-        else:
-            self.register_mcp_tools(server)
-        # builds the session manager; the Starlette app it returns is not used: the endpoint
-        # is mounted on our app behind our access policy, which also covers DNS rebinding.
-        # Stateless: the tools keep no per-connection state (everything is in PostgreSQL), so
-        # any replica behind a load balancer can answer any request of a client.
-        server.streamable_http_app(
-            streamable_http_path=MCP_PATH,
-            stateless_http=True,
-            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        )
-        self._mcp_manager = server.session_manager
-        endpoint = GuardedASGI(StreamableHTTPASGIApp(self._mcp_manager), self.policy)
-        app.router.routes.append(Route(MCP_PATH, endpoint=endpoint))
+        app.router.routes.append(Route(MCP_PATH, endpoint=GuardedASGI(self._mcp, self.policy)))
         app.router.routes.extend(ops_routes())
         app.router.routes.extend(audit_pages())
         if self.policy.signed_in is not None:  # GATEWAY_OPS_AUTH=oidc: /ops/login ...
             app.router.routes.extend(self.policy.signed_in.routes())
 
-    async def start(self) -> None:
-        if self._mcp_manager is None or self._mcp_task is not None:
-            return
-        started = asyncio.Event()
-        self._mcp_task = asyncio.create_task(self._serve_mcp(started), name="mcp-sessions")
-        waiter = asyncio.create_task(started.wait(), name="mcp-sessions-started")
-        await asyncio.wait({self._mcp_task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        if not waiter.done():
-            waiter.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await waiter
-        if self._mcp_task.done():
-            self._mcp_task.result()  # it failed to start: raise why
-
-    async def _serve_mcp(self, started: asyncio.Event) -> None:
-        assert self._mcp_manager is not None
-        async with self._mcp_manager.run():
-            started.set()
-            await self._mcp_stop.wait()
-
     async def stop(self) -> None:
         """Ends open MCP streams (before the HTTP server drains)."""
-        self._mcp_stop.set()
-        if self._mcp_task is not None:
-            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(self._mcp_task, 5.0)
+        await self._mcp.stop()

@@ -2,8 +2,8 @@
 export PERSON [--out DIR] | forget PERSON [--yes]``.
 
 A person is written ``person:ID`` or as any of its accounts (``platform:scope:user_id``,
-web ``web:local:NAME``). ``link`` refuses an account on a platform no surface serves (exit 2,
-naming it)."""
+web ``web:local:NAME``, Matrix ``matrix:example.org:@ann:example.org``). ``link`` refuses an
+account on a platform no surface serves (exit 2, naming it)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from gateway import audit
+from gateway.core.domain import split_account
 from gateway.core.places import KnownPlaces, UnknownPlatform
 from gateway.core.settings import Settings
 from gateway.knowledge.files import S3Files, build_files
@@ -52,8 +53,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _account(text: str) -> str:
-    if text.count(":") < 2:
-        raise ValueError(f"not an account (platform:scope:user_id): {text!r}")
+    """``text`` if it is an account (a Matrix one ``matrix:example.org:@ann:example.org``)."""
+    split_account(text)  # ValueError otherwise
     return text
 
 

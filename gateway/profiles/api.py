@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Query
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, StringConstraints
 
 from gateway.core.domain import SessionKey
@@ -18,6 +16,9 @@ from gateway.profiles.model import place_key, resolved_json
 from gateway.profiles.reload import request_reload
 from gateway.profiles.service import Profiles
 from session_store.repos.reloads import Reloads
+
+if TYPE_CHECKING:  # the MCP SDK is imported when /mcp is first asked (gateway.http.mcp_endpoint)
+    from mcp.server.mcpserver import MCPServer
 
 __all__ = ["add_profile_tools", "profiles_router"]
 
@@ -86,6 +87,8 @@ def profiles_router(profiles: Profiles, policy: AccessPolicy, reloads: Reloads) 
 
 
 def add_profile_tools(server: MCPServer, profiles: Profiles) -> None:
+    from mcp.server.mcpserver.exceptions import ToolError
+
     @server.tool()
     async def profile_show(
         place: Annotated[str, Field(min_length=5, max_length=600)],

@@ -391,7 +391,7 @@ class Gateway:
         memory.install_dump_signal()  # heap snapshots on SIGUSR2 (GATEWAY_TRACEMALLOC_DUMP)
         if self.tools is not None:
             await self.tools.start()  # MCP servers discovered, tools left out logged
-        await self._start_http()
+        await self.http.start()
         await self._start_liveness()
         await self.delivery.recover()
         for adapter in self.adapters:
@@ -409,15 +409,6 @@ class Gateway:
             agent=self.agent.name,
             platforms=sorted(self.transports),
         )
-
-    async def _start_http(self) -> None:
-        await self.operator.start()
-        try:
-            await self.http.start()
-        except BaseException:
-            # a busy GATEWAY_HTTP_PORT (ConfigError): nothing else started yet
-            await self.operator.stop()
-            raise
 
     async def _start_liveness(self) -> None:
         """This process's liveness first: its claims carry its id from the first one on."""

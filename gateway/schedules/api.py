@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Path, Query
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.routing import Route
 
@@ -21,6 +19,9 @@ from gateway.http.ui import room_page
 from gateway.schedules.places import parse_place
 from gateway.schedules.service import OPERATOR, ScheduleService
 from gateway.schedules.shape import ScheduleMade, ScheduleOut
+
+if TYPE_CHECKING:  # the MCP SDK is imported when /mcp is first asked (gateway.http.mcp_endpoint)
+    from mcp.server.mcpserver import MCPServer
 
 SCHEDULE_TOOLS = ("schedule_create", "schedule_list", "schedule_delete")
 Place = Annotated[
@@ -116,6 +117,8 @@ def schedule_pages() -> list[Route]:
 
 @contextlib.contextmanager
 def _as_tool_error() -> Iterator[None]:
+    from mcp.server.mcpserver.exceptions import ToolError
+
     try:
         yield
     except GatewayError as exc:

@@ -35,5 +35,5 @@ def parse_place(text: str) -> SessionKey:
 
 
 def place_text(key: SessionKey) -> str:
-    """``parse_place``'s inverse: the chat (``SessionKey.chat_text``), and its thread if any."""
-    return key.chat_text if key.thread_id is None else str(key)
+    """``parse_place``'s inverse (``SessionKey.place_text``)."""
+    return key.place_text

@@ -11,29 +11,30 @@ import asyncpg
 
 from session_store.db import Database
 from session_store.sql import load
+from session_store.values import split_account
 
 SQL = load(__package__, "erasure.sql")
 
 
 @dataclass(frozen=True, slots=True)
 class Who:
-    """A person's accounts (``platform:scope:user_id``; the scope may hold ``:``), split the
-    way the queries match them."""
+    """A person's accounts (``platform:scope:user_id``; the scope and the user id may each
+    hold ``:``, ``split_account``), split the way the queries match them."""
 
     accounts: tuple[str, ...]
     people: tuple[int, ...]
 
     @property
     def platforms(self) -> list[str]:
-        return [a.split(":", 1)[0] for a in self.accounts]
+        return [split_account(a)[0] for a in self.accounts]
 
     @property
     def scopes(self) -> list[str]:
-        return [a.split(":", 1)[1].rpartition(":")[0] for a in self.accounts]
+        return [split_account(a)[1] for a in self.accounts]
 
     @property
     def user_ids(self) -> list[str]:
-        return [a.rpartition(":")[2] for a in self.accounts]
+        return [split_account(a)[2] for a in self.accounts]
 
     @property
     def web_names(self) -> list[str]:

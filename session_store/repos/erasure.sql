@@ -24,9 +24,16 @@ WHERE m.id > $5 AND m.id <= $6
 WITH hit AS (
     {{their_messages}}
 ), files AS (
+    -- the thread's knowledge base is named as thread_kb names it (``thread:`` and the
+    -- session key written out: a chat's and a thread's ':' and '%' escaped, a scope's '%')
     SELECT h.id AS message_id, a.item,
-           'thread:' || h.platform || ':' || h.scope || ':' || h.chat_id || ':'
-               || coalesce(h.thread_id, '-') AS kb_name
+           'thread:' || replace(replace(h.platform, '%', '%25'), ':', '%3A')
+               || ':' || replace(h.scope, '%', '%25')
+               || ':' || replace(replace(h.chat_id, '%', '%25'), ':', '%3A')
+               || ':' || CASE WHEN coalesce(h.thread_id, '') = '' THEN '-'
+                              WHEN h.thread_id = '-' THEN '%2D'
+                              ELSE replace(replace(h.thread_id, '%', '%25'), ':', '%3A') END
+               AS kb_name
     FROM hit h,
          jsonb_array_elements(CASE WHEN jsonb_typeof(h.metadata -> 'attachments') = 'array'
                                    THEN h.metadata -> 'attachments' ELSE '[]'::jsonb END)
@@ -114,8 +121,9 @@ SELECT (SELECT count(*) FROM erased) AS messages, (SELECT count(*) FROM events) 
 
 -- name: erase_payloads
 -- one batch of the inbox ($3, $4] ($1 platforms, $2 user ids, $5 the job): any raw payload
--- of their platform that names them as its sender (Slack and Mattermost `user`/`user_id`, Telegram `from.id`) anywhere inside, dead
--- letters included, keeps only that it was erased
+-- of their platform that names them as its sender anywhere inside (Slack and Mattermost
+-- `user`/`user_id`, Telegram `from.id`, Matrix `sender`, Discord `author.id`, Teams
+-- `from.id` or `from.aadObjectId`), dead letters included, keeps only that it was erased
 WITH erased AS (
     UPDATE inbound_events e SET payload = jsonb_build_object('erased', true)
     WHERE e.id > $3 AND e.id <= $4 AND e.payload IS NOT NULL
@@ -124,7 +132,8 @@ WITH erased AS (
         WHERE e.platform = a.p
           AND jsonb_path_exists(
               e.payload,
-              '$.** ? (@.user == $u || @.user_id == $u || @.from.id == $u || @.from.id == $n)',
+              '$.** ? (@.user == $u || @.user_id == $u || @.from.id == $u || @.from.id == $n'
+              ' || @.sender == $u || @.author.id == $u || @.from.aadObjectId == $u)',
               jsonb_build_object('u', a.u,
                                  'n', CASE WHEN a.u ~ '^-?[0-9]+$' AND length(a.u) < 16
                                       THEN a.u::numeric END)))

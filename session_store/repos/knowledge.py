@@ -19,7 +19,7 @@ from session_store.errors import LeaseLost
 from session_store.repos.document_summaries import DocumentSummaries
 from session_store.rows import Column, reader
 from session_store.sql import load
-from session_store.values import ReplyTarget
+from session_store.values import ReplyTarget, SessionKey
 
 SQL = load(__package__, "knowledge.sql")
 
@@ -84,8 +84,10 @@ class Assignment:
 
     @property
     def chat(self) -> str:
-        """``platform:scope:chat``, as ``gateway kb assign --chat`` takes it."""
-        return f"{self.platform}:{self.scope}:{self.chat_id}"
+        """``platform:scope:chat``, as ``gateway kb assign --chat`` takes it (a session key's
+        written form: a Matrix room's ``:`` as ``%3A``)."""
+        key = SessionKey(platform=self.platform, scope=self.scope, chat_id=self.chat_id)
+        return key.chat_text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

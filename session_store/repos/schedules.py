@@ -49,9 +49,9 @@ class ScheduleRecord:
 
     @property
     def place(self) -> str:
-        """``platform:scope:chat[:thread]``"""
-        base = f"{self.platform}:{self.scope}:{self.chat_id}"
-        return base if self.thread_id is None else f"{base}:{self.thread_id}"
+        """``platform:scope:chat[:thread]`` as ``--place`` takes it back
+        (``SessionKey.place_text``: a Matrix room's ``:`` written ``%3A``)."""
+        return self.key.place_text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

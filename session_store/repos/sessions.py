@@ -4,7 +4,7 @@ message (``TranscriptStore``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -114,17 +114,13 @@ class Sessions:
         if step not in TRANSITIONS:
             raise RequestError(f"unknown lifecycle step {step!r}; one of {', '.join(TRANSITIONS)}")
         to, starts = TRANSITIONS[step]
-        async with self.db.connection() as conn:
-            row = await conn.fetchrow(SQL.move_status, session_id, to, list(starts))
-            if row is not None:
-                return _session(row)
-            current = await conn.fetchrow(SQL.get_session, session_id)
-        if current is None:
-            raise SessionNotFound(f"no session {session_id}")
-        raise RequestError(
-            f"session {session_id} is {current['status']}; {step} needs it " + " or ".join(starts),
-            status=409,
-            title="Conflict",
+        return await self._change(
+            session_id,
+            SQL.move_status,
+            (to, list(starts)),
+            refused=lambda status: (
+                f"session {session_id} is {status}; {step} needs it " + " or ".join(starts)
+            ),
         )
 
     async def set_attributes(
@@ -140,18 +136,34 @@ class Sessions:
         if priority is not None and not -32768 <= priority <= 32767:
             raise RequestError(f"priority {priority} is out of range")
         clean = None if tags is None else sorted({t.strip() for t in tags if t.strip()})
+        return await self._change(
+            session_id,
+            SQL.set_attributes,
+            (topic, priority, clean),
+            refused=lambda _: (
+                f"session {session_id} is archived, and archived sessions are read-only"
+            ),
+        )
+
+    async def _change(
+        self,
+        session_id: int,
+        query: str,
+        args: tuple[object, ...],
+        *,
+        refused: Callable[[str], str],
+    ) -> SessionRecord:
+        """Run ``query`` (an ``UPDATE`` of one session ``RETURNING`` it, ``$1`` its id) and
+        answer the changed session. No row back: :class:`SessionNotFound` when there is no
+        such session, else a 409 saying why (``refused(its status)``)."""
         async with self.db.connection() as conn:
-            row = await conn.fetchrow(SQL.set_attributes, session_id, topic, priority, clean)
+            row = await conn.fetchrow(query, session_id, *args)
             if row is not None:
                 return _session(row)
             current = await conn.fetchrow(SQL.get_session, session_id)
         if current is None:
             raise SessionNotFound(f"no session {session_id}")
-        raise RequestError(
-            f"session {session_id} is archived, and archived sessions are read-only",
-            status=409,
-            title="Conflict",
-        )
+        raise RequestError(refused(current["status"]), status=409, title="Conflict")
 
     async def decisions(
         self, session_id: int, *, limit: int = 200

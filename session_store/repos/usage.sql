@@ -37,7 +37,11 @@ WITH me AS (
 ), tm AS (
     SELECT {{ledger_sums}} FROM usage_ledger WHERE at >= $4
 ), run AS (
-    SELECT s.platform || ':' || s.scope || ':' || s.chat_id AS place,
+    -- the place as place_of writes it ($2): a chat's ':' and '%' escaped (a Matrix room
+    -- !abc:example.org, a Teams chat 19:abc@thread.v2), a scope's '%' only
+    SELECT replace(replace(s.platform, '%', '%25'), ':', '%3A')
+           || ':' || replace(s.scope, '%', '%25')
+           || ':' || replace(replace(s.chat_id, '%', '%25'), ':', '%3A') AS place,
            EXISTS (
                SELECT 1 FROM messages m
                WHERE m.session_id = s.id AND m.seq_no > s.turn_done_seq

@@ -85,7 +85,9 @@ async def _answered(s: Surface) -> bool:
     return ANSWER in [m.text for m in s.in_thread()]
 
 
-@pytest.mark.parametrize("name", ["telegram", "slack", "mattermost", "discord", "teams", "web"])
+@pytest.mark.parametrize(
+    "name", ["telegram", "slack", "mattermost", "discord", "matrix", "teams", "web"]
+)
 async def test_an_approval_waits_across_a_sigkill_and_runs_once_in_its_thread(
     name: str, database_url: str, fake: FakeOpenAI, tmp_path: Path
 ) -> None:

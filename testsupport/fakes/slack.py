@@ -15,8 +15,10 @@
   ``envelope_id`` and an unacked envelope is redelivered; ``disconnect`` on demand.
 * Slack's AI surface: ``chat.startStream`` / ``appendStream`` / ``stopStream`` (refused on
   demand with ``refuse_streaming``), ``assistant.threads.setSuggestedPrompts`` / ``setTitle``,
-  ``assistant_thread_started`` (``user_opens_assistant_thread``) and feedback buttons
-  (``click_feedback``).
+  ``assistant_thread_started`` (``user_opens_assistant_thread``), feedback buttons
+  (``click_feedback``), and agent sessions: ``agents.sessions.setStatus`` (refused on demand
+  with ``refuse_agent_sessions``) and the stop button a ``processing`` session shows, whose
+  press stops the thread's streams and sends ``agent_session_stopped`` (``user_presses_stop``).
 * Fault injection (``fail_next``) and a request recorder (``calls``).
 
 The "user side" (``user_posts``, ``user_edits``…) creates messages in the state model and
@@ -59,6 +61,7 @@ DEFAULT_SUBSCRIPTIONS = frozenset(
         "message.im",
         "message.mpim",
         "assistant_thread_started",
+        "agent_session_stopped",
     }
 )
 #: the bot scopes an app installed from deploy/slack/manifest.*.yaml is granted; auth.test
@@ -281,6 +284,14 @@ class FakeSlack:
         self.suggested_prompts: list[tuple[str, str, list[dict[str, str]], str | None]] = []
         #: ``assistant.threads.setTitle``: (channel, thread_ts, title)
         self.titles: list[tuple[str, str, str]] = []
+        #: each thread's agent session status (agents.sessions.setStatus, or chat.stopStream's
+        #: ``session_status``): "processing" shows the stop button
+        self.agent_sessions: dict[tuple[str, str], str] = {}
+        #: every status set: (channel, thread_ts, status)
+        self.session_statuses: list[tuple[str, str, str]] = []
+        #: the error agents.sessions.setStatus answers with (None = it works): an app not
+        #: declared as an agent, a missing scope...
+        self.refuse_agent_sessions: str | None = None
         self.socket_connections = 0
         self._faults: dict[str, list[Fault]] = {}
         self._ts_counter = itertools.count(1)
@@ -512,6 +523,8 @@ class FakeSlack:
             if self.refuse_streaming is not None:
                 return _error(self.refuse_streaming)
             return self._stream(method, params)
+        if method == "agents.sessions.setStatus":
+            return self._set_session(params)
         if method == "assistant.threads.setSuggestedPrompts":
             return self._suggest(params)
         if method == "assistant.threads.setTitle":
@@ -800,6 +813,9 @@ class FakeSlack:
                 return _error("invalid_blocks")
             message.blocks = blocks
         message.streaming = False
+        session_status = params.get("session_status")
+        if isinstance(session_status, str) and message.thread_ts is not None:
+            self._session_now(channel.id, message.thread_ts, session_status)
         return web.json_response(
             {
                 "ok": True,
@@ -808,6 +824,60 @@ class FakeSlack:
                 "message": self._api_message(message, channel),
             }
         )
+
+    # --- agent sessions (docs.slack.dev/ai/agent-sessions) ------------------------------------
+
+    def _session_now(self, channel: str, thread_ts: str, status: str) -> None:
+        self.agent_sessions[(channel, thread_ts)] = status
+        self.session_statuses.append((channel, thread_ts, status))
+
+    def _set_session(self, params: Mapping[str, Any]) -> web.Response:
+        """``agents.sessions.setStatus``: a thread-based session's status (``active``,
+        ``processing``, ``suspended`` or ``closed``), created on first use; the thread is named
+        by ``channel_id`` and the root's ``thread_ts``. Without the ``agent_session_stopped``
+        subscription Slack answers with a warning (its stop button is not shown)."""
+        if self.refuse_agent_sessions is not None:
+            return _error(self.refuse_agent_sessions)
+        channel = self.channels.get(str(params.get("channel_id", "")))
+        if channel is None:
+            return _error("channel_not_found")
+        thread_ts = str(params.get("thread_ts") or "")
+        root = channel.find(thread_ts)
+        if root is None or root.is_reply:
+            return _error("invalid_thread_ts")
+        status = params.get("status")
+        if status not in ("active", "processing", "suspended", "closed"):
+            return _error("invalid_arguments")
+        self._session_now(channel.id, thread_ts, str(status))
+        body: dict[str, Any] = {"ok": True, "status": status}
+        if "agent_session_stopped" not in self.subscriptions:
+            body["warning"] = "missing_agent_session_stopped_event_subscription"
+        return web.json_response(body)
+
+    async def user_presses_stop(
+        self, channel: str, thread_ts: str, *, user: str = HUMAN
+    ) -> Delivery:
+        """A person presses the stop button of the thread's agent session. Slack shows it only
+        while the session is ``processing`` (and the app takes the event); the press stops the
+        app's streams in the thread and sends ``agent_session_stopped`` listing them. The
+        session stays ``processing``: moving it on is the app's part."""
+        status = self.agent_sessions.get((channel, thread_ts))
+        if status != "processing" or "agent_session_stopped" not in self.subscriptions:
+            raise AssertionError(f"no stop button shows in {channel}/{thread_ts} ({status})")
+        stopped = []
+        for message in self.channels[channel].thread(thread_ts):
+            if message.streaming and message.user == self.bot_user_id:
+                message.streaming = False
+                stopped.append(message.ts)
+        event = {
+            "type": "agent_session_stopped",
+            "channel": channel,
+            "user": user,
+            "thread_ts": thread_ts,
+            "streaming_message_ts": stopped,
+            "event_ts": self.next_ts(),
+        }
+        return await self.deliver(self.wrap(event))
 
     # --- assistant threads --------------------------------------------------------------------
 

@@ -272,6 +272,9 @@ async def test_bad_input_is_a_problem_document_never_a_500(database_url: str) ->
         ("GET", "/api/v1/sessions/1/messages?before_seq=99999999999999999999", 422),
         ("GET", "/api/v1/sessions/123456/search?q=x", 404),
         ("GET", "/api/v1/search?q=%21%21%21", 422),
+        # one value, given twice: refused, not read as the last one
+        ("GET", "/api/v1/sessions?min_priority=x&min_priority=0", 422),
+        ("GET", "/api/v1/sessions?platform=a&platform=b", 422),
         ("GET", "/api/v1/search", 422),
         ("GET", "/api/v1/deliveries/abc", 422),
         ("GET", "/api/v1/deliveries/0", 422),
@@ -308,6 +311,10 @@ async def test_bad_input_is_a_problem_document_never_a_500(database_url: str) ->
             "/api/v1/deliveries?cursor=9999999999999999999",
             "/api/v1/inbound-events?cursor=1",
             "/api/v1/search?q=hi&cursor=9999999999999999999",
+            # a list repeats; a search finds any character past ASCII
+            "/api/v1/sessions?tag=a&tag=b",
+            "/api/v1/search?q=%C3%A9t%C3%A9",
+            "/api/v1/search?q=%E6%97%A5%E6%9C%AC",
             "/api/v1/audit?cursor=-999999999999999999_0",
         ):
             answer = await client.get(path)

@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
@@ -307,6 +307,9 @@ def test_the_admin_api_matches_its_openapi_document(
     with gateway_in_thread(database_url, GATEWAY_ADMIN_TOKEN=TOKEN) as base:
         schema = schemathesis.openapi.from_url(f"{base}/openapi.json", config=config)
         schema.config.update(headers={"Authorization": f"Bearer {TOKEN}"})
+        # a failure's reproduction shows every value: the test token is no secret, and a
+        # parameter called ``key`` (session keys) would be shown as [Filtered]
+        schema.config.output.sanitization.update(enabled=False)
         failures: list[str] = []
         count = 0
         for result in _schemathesis_run(schema, base, mode):
@@ -344,6 +347,10 @@ def _check_operation(operation: Any, base: str, mode: Any, session: Any) -> list
     )
     @given(case=operation.as_strategy(generation_mode=mode))
     def run(case: Any) -> None:
+        # schemathesis' own false positive (query parameters that take a list, to this
+        # version): a query negated in a type it cannot carry (``tag=False``) that goes on the
+        # wire as valid text (``?tag=false``) is not a schema-violating request: not sent
+        assume(mode.value != "negative" or not _valid_on_the_wire(operation, case))
         case.validate_response(case.call(base_url=base, session=session))
 
     try:
@@ -352,8 +359,71 @@ def _check_operation(operation: Any, base: str, mode: Any, session: Any) -> list
         # an operation with nothing to get wrong (no parameters, no body): no invalid request
         assert mode.value == "negative", f"{operation.label}: no valid request generated"
     except BaseExceptionGroup as group:  # schemathesis' FailureGroup: the checks that failed
-        found.append(f"{operation.label} ({mode.value}): {str(group)[:600]}")
+        found.append(f"{operation.label} ({mode.value}): {str(group)[:1500]}")
     return found
+
+
+def _valid_on_the_wire(operation: Any, case: Any) -> bool:
+    """Whether a case whose only negated part is its query is valid as sent. schemathesis
+    negates a query parameter's type (``tag=False``, a list's ``tag="x"``) although a query
+    carries only text: the request says ``?tag=false``, ``?tag=x``, a list of one valid tag.
+    Checked against each query parameter's schema with its formats and patterns, a repeated
+    parameter as the list the server reads, an integer's text as the integer: a value that
+    breaks a pattern, a length or a format is still sent and must still be refused."""
+    import jsonschema_rs  # schemathesis' own validator (its dependency), ECMA-262 patterns
+    from schemathesis.core.parameters import ParameterLocation
+
+    query = ParameterLocation.QUERY
+    negated = [loc for loc, info in case.meta.components.items() if info.mode.is_negative]
+    if negated != [query]:
+        return False
+    declared = {
+        p["name"]: p
+        for p in operation.definition.raw.get("parameters", [])
+        if p.get("in") == "query"
+    }
+    sent = case.query if isinstance(case.query, dict) else {}
+    if set(sent) - set(declared):
+        return False
+    components = operation.schema.raw_schema.get("components", {})
+    for name, parameter in declared.items():
+        if name not in sent:
+            if parameter.get("required"):
+                return False
+            continue
+        schema = {**parameter.get("schema", {}), "components": components}
+        value = sent[name]
+        items = [_text(v) for v in (value if isinstance(value, list) else [value])]
+        if None in items:
+            return False
+        read = [_as_read(item, schema) for item in items if item is not None]
+        candidate = read if _takes_a_list(schema) else read[0] if len(read) == 1 else read
+        if not jsonschema_rs.validator_for(schema, validate_formats=True).is_valid(candidate):
+            return False
+    return True
+
+
+def _text(value: Any) -> str | None:
+    """A query value as sent: text, or a number's text; anything else is not judged here."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def _takes_a_list(schema: dict[str, Any]) -> bool:
+    return any(option.get("type") == "array" for option in [schema, *schema.get("anyOf", [])])
+
+
+def _as_read(item: str, schema: dict[str, Any]) -> Any:
+    """The server reads an integer parameter's text as an integer."""
+    if any(option.get("type") == "integer" for option in [schema, *schema.get("anyOf", [])]):
+        try:
+            return int(item)
+        except ValueError:
+            return item
+    return item
 
 
 def test_no_schema_valid_request_is_excused_a_400() -> None:

@@ -4,6 +4,7 @@ and over stdio against a `gateway mcp` subprocess."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -331,3 +332,27 @@ async def test_any_replica_answers_any_request_of_a_client(database_url: str) ->
         [data] = [line[6:] for line in second.text.splitlines() if line.startswith("data: ")]
         result = json.loads(data)["result"]
         assert result["structuredContent"] == {"sessions": [], "next_cursor": None}
+
+
+async def test_the_first_requests_side_by_side_share_one_server_and_none_is_served_after_stop(
+    database_url: str,
+) -> None:
+    """/mcp is made on its first request (gateway.http.mcp_endpoint): clients arriving together
+    all get the whole tool list, and once the gateway stops taking MCP requests (before its
+    HTTP server drains) a late one is told so, never a 500."""
+    async with running_gateway(database_url) as gw:
+
+        async def tools() -> set[str]:
+            async with Client(f"{gw.url}mcp") as client:
+                return {t.name for t in (await client.list_tools()).tools}
+
+        listed = await asyncio.gather(*(tools() for _ in range(3)))
+        assert listed[0] >= TOOLS and listed[0] == listed[1] == listed[2]
+        await gw.operator.stop()
+        async with httpx2.AsyncClient() as http:
+            late = await http.post(
+                f"{gw.url}mcp",
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                headers={"Accept": "application/json, text/event-stream"},
+            )
+        assert late.status_code == 503, late.text

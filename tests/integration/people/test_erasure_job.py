@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 
-from gateway.core.domain import Envelope, ReplyTarget, Sender, SessionKey
+from gateway.core.domain import Attachment, Envelope, ReplyTarget, Sender, SessionKey
 from gateway.inbound.intake import to_inbound
+from gateway.knowledge.places import thread_kb
 from gateway.people.erasure import forget, start
+from session_store.repos.erasure import ErasureStore
 from session_store.store import Store
 
 WORD = "xylophonic"
@@ -124,3 +126,109 @@ async def test_forget_stopped_after_every_batch_still_finishes(store: Store) -> 
     assert finished["step"] == "done" and finished["accounts"] == []
     # a job once done is not found again: the person is gone, a new one would be new
     assert await store.people.accounts(person) == ()
+
+
+#: a Matrix homeserver with a port (the scope), and its people's ids, which hold ':' too
+HOMESERVER = "matrix.example.org:8448"
+ANN = "@ann:example.org:8448"
+BOB = "@bob:example.org:8448"
+
+
+#: a thread of a room on it (a room id holds ':'; an event id of an older room version too)
+MATRIX_THREAD = SessionKey(
+    platform="matrix", scope=HOMESERVER, chat_id="!room1:example.org:8448",
+    thread_id="$root:example.org:8448",
+)  # fmt: skip
+
+
+async def _matrix_says(
+    store: Store, sender: str, text: str, n: int, files: tuple[Attachment, ...] = ()
+) -> None:
+    key = MATRIX_THREAD
+    room = key.chat_id
+    target = ReplyTarget(
+        platform="matrix", scope=HOMESERVER, chat_id=room, thread_id=key.thread_id,
+        reply_to_message_id=f"$e{n}",
+    )  # fmt: skip
+    await store.inbox.ingest(
+        to_inbound(
+            Envelope(
+                key=key,
+                target=target,
+                message_id=f"$e{n}",
+                text=text,
+                sender=Sender(id=sender),
+                attachments=files,
+            )
+        ),
+        raw={"type": "m.room.message", "sender": sender, "content": {"body": text}},
+    )
+
+
+async def test_a_matrix_person_is_forgotten_by_an_account_whose_id_holds_colons(
+    store: Store,
+) -> None:
+    """Matrix accounts hold ':' in the scope and the user id both
+    (``matrix:matrix.example.org:8448:@ann:example.org:8448``), its room and thread ids too:
+    her messages, the file she shared (a document of the thread's knowledge base), raw events
+    (a dead letter among them, named by its ``sender``), schedule and ledger rows go, and
+    Bob's, beside her in the same thread, stay."""
+    ann, bob = (f"matrix:{HOMESERVER}:{who}" for who in (ANN, BOB))
+    for n, (sender, text) in enumerate([(ANN, f"{WORD} one"), (BOB, "bob here")] * 2, 1):
+        await _matrix_says(store, sender, text, n)
+    notes = Attachment(kind="document", name="ann-notes.md", file_id="mxc://example.org/a1")
+    await _matrix_says(store, ANN, f"{WORD} notes", 5, files=(notes,))
+    person = await store.people.link(ann, "web:local:ann")
+    async with store.db.connection() as conn:
+        # the file she shared became a document of the thread's knowledge base
+        base = await conn.fetchval(
+            "INSERT INTO kb_bases (name, embedding_model, embedding_dim)"
+            " VALUES ($1, 'e', 3) RETURNING id",
+            thread_kb(MATRIX_THREAD),
+        )
+        await conn.execute(
+            "INSERT INTO kb_files (sha256, size_bytes, content) VALUES ('f1', 1, 'x')"
+        )
+        document = await conn.fetchval(
+            "INSERT INTO kb_documents (kb_id, sha256, name, media_type)"
+            " VALUES ($1, 'f1', 'ann-notes.md', 'text/markdown') RETURNING id",
+            base,
+        )
+        # a dead letter of hers (no message points at it): found by its sender
+        await conn.execute(
+            "INSERT INTO inbound_events (platform, event_id, status, reason, payload) "
+            "VALUES ('matrix', '$dead', 'rejected', 'bad', $1)",
+            {"type": "m.room.message", "sender": ANN, "content": {"body": f"{WORD} dead"}},
+        )
+        for owner in (ann, bob):
+            await conn.execute(
+                "INSERT INTO schedules (platform, scope, chat_id, prompt, owner, fire_at) "
+                "VALUES ('matrix', $1, '!room1:example.org:8448', $2, $3, now())",
+                HOMESERVER,
+                f"{owner} every day",
+                owner,
+            )
+            await conn.execute(
+                "INSERT INTO usage_ledger (account, person_id, place, model, kind, cost) "
+                "VALUES ($1, $2, 'matrix:x:y', 'm', 'answer', 0.5)",
+                owner,
+                person if owner == ann else None,
+            )
+    job = await start(store, person)
+    assert job.who.user_ids == [ANN, "ann"]
+    shared = await ErasureStore(store.db).shared_files(job.who, 0, 1000)
+    assert [(f.name, f.document_id) for f in shared] == [("ann-notes.md", document)]
+    done = await forget(store, job)
+    assert done.finished
+    assert done.counts["messages"] == 3 and done.counts["schedules"] == 1
+    assert done.counts["ledger_rows"] == 1 and done.counts["payloads"] >= 3
+    left = await _dump(store)
+    assert WORD not in left and "@ann" not in left
+    assert left.count("bob here") == 4  # his two messages and their two raw events
+    async with store.db.connection() as conn:
+        owners = await conn.fetch("SELECT owner FROM schedules")
+        ledger = await conn.fetch("SELECT account FROM usage_ledger ORDER BY id")
+        documents = await conn.fetchval("SELECT count(*) FROM kb_documents")
+    assert documents == 0
+    assert [r["owner"] for r in owners] == [bob]
+    assert [r["account"] for r in ledger] == [None, bob]

@@ -1,16 +1,15 @@
 """Conversations that change while an answer is written, on the web chat and the platforms:
-``/stop`` (while the model streams, while a tool runs, with nothing running), a burst of
-lines answered once, ``while_answering`` restart against queue, and the question edited or
-deleted while its answer streams. The model is the fake OpenAI-compatible server streaming
-slowly; each surface is its real adapter (or the web chat's HTTP API) against its fake."""
+``/stop`` of a Telegram draft, the question edited or deleted while its answer streams, a
+stop reaction, and a stop reaching another replica's answer (``/stop``, bursts and
+``while_answering`` on every surface: ``tests/contract/test_turn_rules.py``). The model is
+the fake OpenAI-compatible server streaming slowly; each surface is its real adapter (or the
+web chat's HTTP API) against its fake."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,7 +21,6 @@ from adapters.web.extract import SCOPE
 from gateway.agents.openai import OpenAIAgent
 from gateway.core.domain import Envelope, EventKind, Facts, ReplyTarget, Sender, SessionKey
 from gateway.runtime.gateway import Gateway
-from gateway.tools.catalog import Tool, ToolCaller, ToolSpec
 from testsupport.fakes.mattermost import FakeMattermost
 from testsupport.fakes.openai import FakeOpenAI, Step
 from testsupport.fakes.telegram import FakeTelegram
@@ -246,9 +244,6 @@ class Mattermost(Surface):
 async def surface_gateway(
     name: str,
     fake: FakeOpenAI,
-    *,
-    tools_file: Path | None = None,
-    prepare: Any = None,
     **settings: Any,
 ) -> AsyncIterator[tuple[Surface, Gateway]]:
     async with AsyncExitStack() as stack:
@@ -261,19 +256,15 @@ async def surface_gateway(
             s = TelegramPrivate(await stack.enter_async_context(FakeTelegram()))
         else:
             s = Mattermost(await stack.enter_async_context(FakeMattermost()))
-        extra: dict[str, Any] = {"GATEWAY_TOOLS": False}
-        if tools_file is not None:
-            extra = {"GATEWAY_TOOLS_FILE": str(tools_file)}
         gw = await stack.enter_async_context(
             running_gateway(
                 fake.database_url,  # type: ignore[attr-defined]
                 adapters=s.adapters(),
                 agent=OpenAIAgent(base_url=fake.base_url, api_key="k", model="small"),
                 web_chat=name == "web",
-                prepare=prepare,
                 AGENT_MODEL="small",
                 GATEWAY_STREAM_EDIT_SECONDS=0.2,
-                **extra,
+                GATEWAY_TOOLS=False,
                 **settings,
             )
         )
@@ -334,12 +325,12 @@ async def turns_done(gw: Gateway) -> None:
 # --- /stop --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["web", "telegram", "telegram-private", "mattermost"])
-async def test_stop_while_streaming_keeps_what_was_written_marked_stopped(
-    name: str, model: FakeOpenAI
-) -> None:
+async def test_stop_while_a_draft_streams_leaves_one_final_message(model: FakeOpenAI) -> None:
+    """A Telegram draft is not a message: stopped, it becomes one final message with what was
+    streamed, marked stopped (every surface's /stop: tests/contract/test_turn_rules.py)."""
     model.script.append(slow())
-    async with surface_gateway(name, model) as (s, gw):
+    async with surface_gateway("telegram-private", model) as (s, gw):
+        assert isinstance(s, TelegramPrivate)
         thread = await s.ask("tell me everything")
         await previewing(s)
         await asyncio.sleep(0.5)
@@ -355,146 +346,12 @@ async def test_stop_while_streaming_keeps_what_was_written_marked_stopped(
     assert written and len(written) < len(ANSWER) and ANSWER.startswith(written)
     # the model request was cancelled: nothing asked after it, "Nothing to stop." not said
     assert len(model.turn_requests) == 1
-    if isinstance(s, TelegramPrivate):
-        # the draft became one final message with what was streamed
-        assert len(s.tg.sent_to(s.dm)) == 1
-        assert all(written.startswith(d[3].rstrip()) for d in s.tg.drafts)
+    # the draft became one final message with what was streamed
+    assert len(s.tg.sent_to(s.dm)) == 1
+    assert all(written.startswith(d[3].rstrip()) for d in s.tg.drafts)
     # the tokens used are charged
     assert [c["kind"] for c in charged] == ["answer"]
     assert charged[0]["completion_tokens"] > 0 and charged[0]["prompt_tokens"] > 0
-
-
-@pytest.mark.parametrize("name", ["web", "telegram"])
-async def test_stop_with_nothing_running_says_so(name: str, model: FakeOpenAI) -> None:
-    model.script.append(Step(text="Short answer."))
-    async with surface_gateway(name, model) as (s, _):
-        thread = await s.ask("a quick one")
-        await settled(s, thread)
-        await s.say(thread, "/stop")
-        assert await settled(s, thread, 2) == ["Short answer.", "Nothing to stop."]
-    assert len(model.turn_requests) == 1
-
-
-SLOW_TOOL = """
-[tools."ops.slow_lookup"]
-domains = ["ops"]
-operation = "read"
-risk = "low"
-aliases = ["lookup"]
-
-[tools."ops.second_lookup"]
-domains = ["ops"]
-operation = "read"
-risk = "low"
-aliases = ["lookup"]
-"""
-
-
-@pytest.mark.parametrize("name", ["web", "mattermost"])
-async def test_stop_while_a_tool_runs_starts_no_further_tool_call(
-    name: str, model: FakeOpenAI, tmp_path: Path
-) -> None:
-    started: list[str] = []
-    finished: list[str] = []
-
-    def install(gw: Gateway) -> None:
-        async def slow_lookup(args: Mapping[str, Any], caller: ToolCaller) -> str:
-            started.append("slow")
-            await asyncio.sleep(30)
-            finished.append("slow")
-            return "found"
-
-        async def second_lookup(args: Mapping[str, Any], caller: ToolCaller) -> str:
-            started.append("second")
-            return "found again"
-
-        assert gw.tools is not None
-        for tool_name, handler in (
-            ("ops.slow_lookup", slow_lookup),
-            ("ops.second_lookup", second_lookup),
-        ):
-            spec = ToolSpec(
-                name=tool_name,
-                description="Look something up in the ops records",
-                parameters={"type": "object", "properties": {"q": {"type": "string"}}},
-                source="test",
-            )
-            gw.tools.catalog.add(Tool(spec=spec, handler=handler), defaults={})
-
-    tools_file = tmp_path / "tools.toml"
-    tools_file.write_text(SLOW_TOOL)
-    model.script.extend(
-        [
-            Step(tool_calls=[{"name": "ops__slow_lookup", "arguments": {"q": "api"}}]),
-            Step(tool_calls=[{"name": "ops__second_lookup", "arguments": {"q": "api"}}]),
-            Step(text="never written"),
-        ]
-    )
-    async with surface_gateway(name, model, tools_file=tools_file, prepare=install) as (s, gw):
-        thread = await s.ask("lookup the api in the ops records")
-        await wait_for(lambda: started == ["slow"], timeout=15)
-        await s.say(thread, "/stop")
-        [answer] = await settled(s, thread)
-        await turns_done(gw)
-        async with gw.store.db.connection() as conn:
-            kinds = [r["kind"] for r in await conn.fetch("SELECT kind FROM usage_ledger")]
-    assert answer == STOPPED
-    assert started == ["slow"] and finished == []  # cancelled, and nothing after it
-    assert len(model.turn_requests) == 1
-    assert kinds == ["tool_step"]  # the call that asked for the tool is charged
-
-
-# --- bursts -------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("name", ["web", "mattermost"])
-async def test_a_burst_of_three_lines_gets_one_answer_that_sees_them_all(
-    name: str, model: FakeOpenAI
-) -> None:
-    model.script.append(Step(text="One answer to three lines."))
-    async with surface_gateway(name, model, GATEWAY_BURST_SECONDS=2) as (s, gw):
-        thread = await s.ask("first line")
-        await asyncio.sleep(0.3)
-        await s.say(thread, "second line")
-        await asyncio.sleep(0.3)
-        await s.say(thread, "third line")
-        quiet_from = time.monotonic()
-        assert await settled(s, thread) == ["One answer to three lines."]
-        await turns_done(gw)
-    [request] = model.turn_requests
-    asked = "\n".join(request.contents("user"))
-    assert all(line in asked for line in ("first line", "second line", "third line"))
-    # the turn waited for the thread to be quiet two seconds after the third line
-    assert request.started - quiet_from >= 1.8
-
-
-# --- while an answer is written -----------------------------------------------------------
-
-
-@pytest.mark.parametrize("mode", ["restart", "queue"])
-@pytest.mark.parametrize("name", ["web", "telegram"])
-async def test_a_message_while_answering_restarts_or_queues(
-    name: str, mode: str, model: FakeOpenAI
-) -> None:
-    # queued: the first answer is written whole, in about 3 s
-    first = slow() if mode == "restart" else Step(text=ANSWER, chunk_chars=30, chunk_delay=0.1)
-    model.script.extend([first, Step(text=SECOND)])
-    async with surface_gateway(name, model, GATEWAY_WHILE_ANSWERING=mode) as (s, gw):
-        thread = await s.ask("first question")
-        await previewing(s)
-        await s.say(thread, "and a second one")
-        if mode == "restart":
-            assert await settled(s, thread) == [SECOND]
-        else:
-            assert await settled(s, thread, 2, seconds=30) == [ANSWER.replace("**", ""), SECOND]
-        await turns_done(gw)
-        async with gw.store.db.connection() as conn:
-            charged = await conn.fetchval("SELECT count(*) FROM usage_ledger")
-    # both model requests are charged: the one a restart cut short too
-    assert charged == 2
-    _, second = model.turn_requests
-    assert "first question" in "\n".join(second.contents("user"))
-    assert "and a second one" in second.contents("user")[-1]
 
 
 # --- the question edited or deleted while its answer streams ------------------------------

@@ -1,24 +1,15 @@
-"""The retry policy: Retry-After honoured (seconds or an HTTP date), a capped exponential
+"""The retry policy: Retry-After honoured (``gateway.core.retry_after``), a capped exponential
 backoff with jitter otherwise, never past the deadline; a refused request is not retried."""
 
 from __future__ import annotations
 
 import random
 import time
-from email.utils import formatdate
 
 import pytest
 
-from gateway.agents.retry import ProviderFailure, RetryPolicy, parse_retry_after, retried
+from gateway.agents.retry import ProviderFailure, RetryPolicy, retried
 from gateway.turns.stages.provider import status_line
-
-
-def test_retry_after_is_read_as_seconds_or_as_an_http_date() -> None:
-    assert parse_retry_after("20") == 20.0
-    assert parse_retry_after("0.5") == 0.5
-    assert parse_retry_after(None) is None and parse_retry_after("soon") is None
-    now = time.time()
-    assert 29 <= (parse_retry_after(formatdate(now + 30, usegmt=True), now=now) or 0) <= 31
 
 
 def test_backoff_honours_retry_after_and_otherwise_grows_to_its_cap_with_jitter() -> None:

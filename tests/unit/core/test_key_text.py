@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from gateway.core.domain import SessionKey, escape_part, unescape_part
+from gateway.core.domain import SessionKey, escape_part, split_account, unescape_part
 from gateway.core.errors import RequestError
 from gateway.http.params import SESSION_REF
 from gateway.inbound.policy import PlacePattern
@@ -153,10 +153,12 @@ def test_a_schedule_place_and_a_chat_and_usage_place_use_the_same_form() -> None
     assert parse_place(str(MATRIX)) == MATRIX
     assert parse_place(place_text(TEAMS)) == TEAMS
     assert parse_place(MATRIX.chat_text.replace("org:8448", "org%3A8448", 1)) == MATRIX
+    # a scope with a port: the thread part is written (none: "-"), so it reads back
     assert (
         place_text(MATRIX)
-        == "matrix:matrix.example.org:8448:!OGEhHVWSdvArJzumhm%3Amatrix.example.org%3A8448"
+        == "matrix:matrix.example.org:8448:!OGEhHVWSdvArJzumhm%3Amatrix.example.org%3A8448:-"
     )
+    assert parse_place(place_text(MATRIX)) == MATRIX
     with pytest.raises(RequestError):
         parse_place("matrix:*:r")
     # a file shared in a thread is announced there: its knowledge base names the key
@@ -174,3 +176,52 @@ def test_a_schedule_place_and_a_chat_and_usage_place_use_the_same_form() -> None
     )
     assert place_matches("matrix:matrix.example.org%3A8448:*", place_of(MATRIX))
     assert not place_matches("matrix:matrix.example.org:*", place_of(MATRIX))
+
+
+@pytest.mark.parametrize(
+    ("account", "parts"),
+    [
+        ("slack:T1:U0ALICE", ("slack", "T1", "U0ALICE")),
+        ("telegram:bot:-77", ("telegram", "bot", "-77")),
+        ("web:local:ann", ("web", "local", "ann")),
+        # a scope with a port; a sender without ':'
+        ("mattermost:chat.example.org:8065:x1y2", ("mattermost", "chat.example.org:8065", "x1y2")),
+        # a Matrix user id holds ':', and the homeserver (the scope) may too
+        ("matrix:localhost:@ann:localhost", ("matrix", "localhost", "@ann:localhost")),
+        (
+            "matrix:matrix.example.org:8448:@ann:example.org:8448",
+            ("matrix", "matrix.example.org:8448", "@ann:example.org:8448"),
+        ),
+        # a Teams channel account id holds ':', its tenant scope never does
+        ("teams:tenant-1:29:1a2b", ("teams", "tenant-1", "29:1a2b")),
+        ("teams:common:5f1e-aad", ("teams", "common", "5f1e-aad")),
+    ],
+)
+def test_an_account_splits_back_into_the_parts_it_was_joined_from(
+    account: str, parts: tuple[str, str, str]
+) -> None:
+    assert split_account(account) == parts
+    assert ":".join(parts) == account  # stored accounts are joined unescaped, as always
+
+
+@given(
+    scope=st.from_regex(r"[a-z0-9.-]{1,12}(:[0-9]{1,5})?", fullmatch=True),
+    local=st.from_regex(r"[a-z0-9._=/+-]{1,12}", fullmatch=True),
+    server=st.from_regex(r"[a-z0-9.-]{1,12}(:[0-9]{1,5})?", fullmatch=True),
+)
+def test_every_matrix_account_splits_back(scope: str, local: str, server: str) -> None:
+    sender = f"@{local}:{server}"
+    assert split_account(f"matrix:{scope}:{sender}") == ("matrix", scope, sender)
+
+
+@pytest.mark.parametrize("text", ["slack", "slack:T1", "slack::U1", ":T1:U1", "teams:t1:"])
+def test_what_is_no_account_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="not an account"):
+        split_account(text)
+
+
+@given(_keys)
+def test_every_key_reads_back_as_a_place(key: SessionKey) -> None:
+    text = place_text(key)
+    assume("*" not in text and text == text.strip())
+    assert parse_place(text) == key

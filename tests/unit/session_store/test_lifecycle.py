@@ -68,6 +68,8 @@ async def test_a_step_the_status_does_not_allow_is_refused_and_changes_nothing(
 async def test_unknown_sessions_and_steps_are_refused(store: Store) -> None:
     with pytest.raises(SessionNotFound):
         await store.sessions.transition(999_999, "pause")
+    with pytest.raises(SessionNotFound):
+        await store.sessions.set_attributes(999_999, topic="x")
     sid = await _opened(store)
     with pytest.raises(RequestError, match="unknown lifecycle step"):
         await store.sessions.transition(sid, "explode")

@@ -39,6 +39,7 @@ def adapter_for(server: Synapse, bot: Account, *, password: bool = False) -> Mat
             sync_timeout_ms=500,
             backoff_initial=0.05,
             backoff_max=0.5,
+            messages_per_second=100,
         )
     )
 

@@ -188,3 +188,29 @@ def test_a_long_answer_is_split_into_events_under_the_size_limit() -> None:
     for part in parts:
         event = {**text_content(part), **relates(target)}
         assert len(json.dumps(event, ensure_ascii=False).encode()) < 65536
+
+
+def test_the_account_is_paced_as_configured_synapse_default_unless_raised() -> None:
+    from adapters.matrix.adapter import MatrixConfig
+    from adapters.matrix.settings import MatrixSettings
+
+    target = ReplyTarget(platform="matrix", scope="hs", chat_id="!r:hs", thread_id=None)
+    plain = MatrixSettings.model_validate(
+        {"MATRIX_HOMESERVER_URL": "http://hs", "MATRIX_ACCESS_TOKEN": "t"}
+    )
+    raised = MatrixSettings.model_validate(
+        {
+            "MATRIX_HOMESERVER_URL": "http://hs",
+            "MATRIX_ACCESS_TOKEN": "t",
+            "MATRIX_MESSAGES_PER_SECOND": "4",
+        }
+    )
+    for settings_, interval in ((plain, 5.0), (raised, 0.25)):
+        config = MatrixConfig.from_settings(settings_)
+        transport = MatrixTransport(
+            api=None,  # type: ignore[arg-type]
+            scope="hs",
+            messages_per_second=config.messages_per_second,
+        )
+        account = [rule for rule in transport.pace(target) if rule.key.startswith("account:")]
+        assert [(rule.interval, rule.burst) for rule in account] == [(interval, 10)]
