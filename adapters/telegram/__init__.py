@@ -4,6 +4,8 @@ exact place (platforms.md §0-§1).
 - ``extract``: pure ``Update`` dict -> ``Envelope | Ignored | Rejected`` (the routing rule).
 - ``transport``: sendMessage / sendChatAction through python-telegram-bot, errors translated
   into ``DeliveryError`` once.
+- ``http``: python-telegram-bot's requests over aiohttp (uploads and proxied URLs keep its
+  httpx request), a fifth of httpx's CPU per call.
 - ``adapter``: long polling (offset confirmed only after ``Intake.submit`` returned) or webhook
   (``POST /telegram/webhook``, secret checked), getMe / setMyCommands / setWebhook at start.
 

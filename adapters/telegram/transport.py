@@ -32,6 +32,7 @@ from telegram.warnings import PTBDeprecationWarning
 
 from adapters.telegram import markdown
 from adapters.telegram.extract import APPROVAL_PREFIX
+from adapters.telegram.http import AiohttpRequest, is_lost_answer, is_unsent
 from gateway.core.attachments import FileFetchError, download, too_large
 from gateway.core.domain import Attachment, OutgoingFile, ReplyTarget
 from gateway.core.errors import DeliveryError
@@ -78,6 +79,10 @@ class TelegramBot(telegram.Bot):
         # same server's /file/bot<token>/<path> (knowledge base)
         if base_url.endswith("/bot"):
             kwargs.setdefault("base_file_url", base_url[: -len("bot")] + "file/bot")
+        # aiohttp under PTB (``adapters/telegram/http.py``): a fifth of httpx's CPU per call.
+        # getUpdates has a connection of its own, as PTB's default gives it
+        kwargs.setdefault("request", AiohttpRequest())
+        kwargs.setdefault("get_updates_request", AiohttpRequest(connection_pool_size=1))
         super().__init__(token=token, base_url=base_url, **kwargs)
 
     async def get_raw_updates(
@@ -126,7 +131,8 @@ def _install_redaction(token: str) -> None:
 
 def make_bot(token: str, base_url: str) -> TelegramBot:
     """Build the client; no network I/O (``initialize`` does ``getMe``)."""
-    # HTTPXRequest does not retry, so a send is attempted exactly once per call
+    # AiohttpRequest (like PTB's HTTPXRequest) does not retry, so a send is attempted exactly
+    # once per call
     # (architecture.md invariant 3).
     return TelegramBot(token=token, base_url=base_url)
 
@@ -158,7 +164,7 @@ def translate_error(exc: TelegramError) -> DeliveryError:
         return DeliveryError(f"telegram chat migrated to {exc.new_chat_id}", permanent=True)
     if isinstance(exc, TimedOut):
         cause = exc.__cause__
-        if isinstance(cause, httpx.ConnectTimeout | httpx.PoolTimeout):
+        if isinstance(cause, httpx.ConnectTimeout | httpx.PoolTimeout) or is_unsent(cause):
             # the request never left this process, so a retry cannot double-post
             return DeliveryError(f"telegram: {exc.message}")
         # read timeout: Telegram may have posted the message without us seeing the answer
@@ -169,7 +175,7 @@ def translate_error(exc: TelegramError) -> DeliveryError:
         return DeliveryError(exc.message, permanent=True)
     if isinstance(exc, NetworkError):
         cause = exc.__cause__
-        if isinstance(cause, httpx.ReadError | httpx.RemoteProtocolError):
+        if isinstance(cause, httpx.ReadError | httpx.RemoteProtocolError) or is_lost_answer(cause):
             # the request was written and the connection died before the answer
             return DeliveryError(f"telegram: {exc.message}", ambiguous=True)
         return DeliveryError(f"telegram: {exc.message}")

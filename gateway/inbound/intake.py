@@ -149,6 +149,9 @@ def clean_raw(raw: Mapping[str, Any] | None, notes: set[str]) -> Mapping[str, An
     oversized."""
     if raw is None:
         return None
+    clean = _already_clean(raw)
+    if clean is not None:
+        return clean
     cleaned: dict[str, Any] = clean_value(_without_secrets(dict(raw)), notes)
     try:
         text = json.dumps(cleaned, default=str, separators=(",", ":"))
@@ -162,6 +165,35 @@ def clean_raw(raw: Mapping[str, Any] | None, notes: set[str]) -> Mapping[str, An
         return {"truncated": True, "bytes": size, "head": head}
     # the encoding just made is the one stored: the payload is encoded once per event
     return EncodedJson(cleaned, text)
+
+
+#: what, in a payload's JSON text, may stand for something ``clean_raw`` changes: a word
+#: every credential's key holds (``is_secret_key``: token, secret, password or passwd,
+#: authorization, cookie, and every "key"), the two characters whose lower case has an ASCII
+#: letter (U+0130, U+212A: "apİ_Key" is a secret key too), NUL, and a surrogate (a lone one
+#: is cleaned; an emoji's pair is only found too)
+_MAYBE_UNCLEAN = re.compile(
+    r"token|secret|passw|authorization|cookie|key|\\u0130|\\u212a|\\u0000|\\ud[89a-f]"
+)
+#: a non-finite float (``NaN``, ``Infinity``) or an integer too long to print (``clean_value``)
+_ODD_NUMBER = re.compile(r"[:,\[]-?(?:NaN|Infinity)\b|\d{302}")
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(type(value).__name__)
+
+
+def _already_clean(raw: Mapping[str, Any]) -> EncodedJson | None:
+    """``raw`` encoded once, when that text shows nothing ``clean_raw`` would change (no
+    credential's key, nothing PostgreSQL refuses, no value JSON lacks, not oversized): most
+    payloads, spared walking them twice. ``None``: the full cleaning decides."""
+    try:
+        text = json.dumps(raw, separators=(",", ":"), default=_refuse)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    if len(text) > MAX_RAW_BYTES or _MAYBE_UNCLEAN.search(text.lower()) or _ODD_NUMBER.search(text):
+        return None
+    return EncodedJson(raw, text)
 
 
 #: the reasons the surfaces give for the bot's own posts, which Slack, Mattermost and

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dtm
 import json
+import socket
 import warnings
 from collections.abc import AsyncIterator
 from typing import Any
@@ -15,8 +16,10 @@ import pytest
 from telegram.error import RetryAfter
 from telegram.request import HTTPXRequest
 
+from adapters.telegram import http as telegram_http
 from adapters.telegram.adapter import TelegramAdapter
 from adapters.telegram.extract import BotIdentity, extract_update
+from adapters.telegram.http import AiohttpRequest
 from adapters.telegram.transport import (
     BURST,
     TelegramBot,
@@ -285,6 +288,66 @@ async def test_read_timeout_is_ambiguous(fake: FakeTelegram) -> None:
         assert caught.value.ambiguous
     finally:
         await transport.close()
+
+
+async def test_read_timeout_over_aiohttp_is_ambiguous(fake: FakeTelegram) -> None:
+    """The default request (aiohttp under PTB) keeps the meaning of a read timeout: the
+    message may have been posted."""
+    bot = TelegramBot(fake.token, base_url=fake.base_url, request=AiohttpRequest(read_timeout=0.2))
+    transport = TelegramTransport(bot)
+    try:
+        chat = fake.private(fake.user())
+        target = target_of(fake, fake.user_says(chat, "hi"))
+        await transport.open()
+        fake.delay_next("sendMessage", 1.0)
+        with pytest.raises(DeliveryError) as caught:
+            await transport.send(target, "x", idempotency_key="k")
+        assert caught.value.ambiguous
+    finally:
+        await transport.close()
+
+
+async def test_no_connection_over_aiohttp_is_a_plain_failure_without_the_token() -> None:
+    """Nothing listens: the request never left, so a retry cannot post twice; the error
+    does not carry the token of the URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    token = "123:s3cret-token"
+    transport = TelegramTransport(TelegramBot(token, base_url=f"http://127.0.0.1:{port}/bot"))
+    target = ReplyTarget(platform="telegram", scope="bot", chat_id="1")
+    try:
+        with pytest.raises(DeliveryError) as caught:
+            await transport.send(target, "x", idempotency_key="k")
+        assert not caught.value.ambiguous and not caught.value.permanent
+        assert "s3cret" not in str(caught.value)
+    finally:
+        await transport.close()
+
+
+async def test_a_proxy_in_the_environment_is_used(
+    fake: FakeTelegram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HTTP(S)_PROXY still applies (as with PTB's default httpx request): here it names a
+    port nothing listens on, so the send fails instead of going to the fake directly."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{port}")
+    telegram_http._proxied_origin.cache_clear()
+    transport = TelegramTransport(TelegramBot(fake.token, base_url=fake.base_url))
+    chat = fake.private(fake.user())
+    target = target_of(fake, fake.user_says(chat, "hi"))
+    try:
+        with pytest.raises(DeliveryError):
+            await transport.send(target, "x", idempotency_key="k")
+        assert not fake.sent
+    finally:
+        await transport.close()
+        telegram_http._proxied_origin.cache_clear()
 
 
 async def test_too_long_is_permanent_and_measure_counts_utf16(
