@@ -1,6 +1,6 @@
 """What the inbox keeps of a raw payload: secrets stripped, unstorable text
 made safe, large bodies cut; and lists leave payloads out. One mechanism for all of it:
-``gateway.inbound.intake.clean_raw``, applied by ``CoreIntake.submit``."""
+``gateway.inbound.cleaning.clean_raw``, applied by ``CoreIntake.submit``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import httpx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.inbound.intake import (
+from gateway.inbound.cleaning import (
     MAX_RAW_BYTES,
     RAW_HEAD_BYTES,
     _already_clean,

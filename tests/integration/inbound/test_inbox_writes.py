@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from gateway.core.domain import Envelope, Ignored, ReplyTarget, Sender, SessionKey
-from gateway.inbound.intake import clean_raw, to_inbound
+from gateway.inbound.cleaning import clean_raw
+from gateway.inbound.intake import to_inbound
 from session_store.store import Store
 from testsupport.harness import running_gateway
 

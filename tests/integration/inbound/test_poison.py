@@ -9,7 +9,8 @@ import pytest
 
 from gateway.core.domain import Envelope as Env
 from gateway.core.domain import ReplyTarget, Sender, SessionKey
-from gateway.inbound.intake import MAX_RAW_BYTES, clean_raw, to_inbound
+from gateway.inbound.cleaning import MAX_RAW_BYTES, clean_raw
+from gateway.inbound.intake import to_inbound
 from session_store.records import InboundMessage
 from session_store.store import Store
 from testsupport.harness import running_gateway

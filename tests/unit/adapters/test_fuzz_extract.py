@@ -22,8 +22,9 @@ from adapters.telegram.extract import BotIdentity as TgBot
 from adapters.telegram.extract import extract_update
 from adapters.web.extract import extract as web_extract
 from gateway.core.domain import Envelope, Ignored, Rejected
+from gateway.inbound.cleaning import clean_raw
 from gateway.inbound.ingress import admit
-from gateway.inbound.intake import clean_raw, to_inbound
+from gateway.inbound.intake import to_inbound
 from gateway.inbound.policy import AnswerRules
 from testsupport.paths import PAYLOADS
 
