@@ -40,6 +40,7 @@ class AiohttpRequest(BaseRequest):
     __slots__ = (
         "_connect_timeout",
         "_files",
+        "_initialized",
         "_pool_size",
         "_pool_timeout",
         "_read_timeout",
@@ -57,7 +58,10 @@ class AiohttpRequest(BaseRequest):
         self._read_timeout = read_timeout
         self._connect_timeout = connect_timeout
         self._pool_timeout = pool_timeout
+        #: opened by the first request after ``initialize``: a bot's request for getUpdates is
+        #: initialized with the other, and a ``gateway doctor`` check never uses it
         self._session: aiohttp.ClientSession | None = None
+        self._initialized = False
         #: uploads (multipart) and proxied requests, as PTB sends them
         self._files = HTTPXRequest(
             connection_pool_size=connection_pool_size,
@@ -72,6 +76,10 @@ class AiohttpRequest(BaseRequest):
 
     async def initialize(self) -> None:
         await self._files.initialize()
+        self._initialized = True
+
+    def _open(self) -> aiohttp.ClientSession:
+        """The session, opened on first use (synchronous: two first requests share one)."""
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self._pool_size, ssl=_tls()),
@@ -81,8 +89,10 @@ class AiohttpRequest(BaseRequest):
                 # a 4xx/5xx is PTB's to read (its body says why)
                 raise_for_status=False,
             )
+        return self._session
 
     async def shutdown(self) -> None:
+        self._initialized = False
         await self._files.shutdown()
         session, self._session = self._session, None
         if session is not None and not session.closed:
@@ -110,9 +120,9 @@ class AiohttpRequest(BaseRequest):
                 connect_timeout=connect_timeout,
                 pool_timeout=pool_timeout,
             )
-        session = self._session
-        if session is None or session.closed:
+        if not self._initialized:
             raise RuntimeError("This AiohttpRequest is not initialized!")
+        session = self._open()
         read = self._read_timeout if isinstance(read_timeout, DefaultValue) else read_timeout
         connect = (
             self._connect_timeout if isinstance(connect_timeout, DefaultValue) else connect_timeout
