@@ -121,6 +121,31 @@ async def wait_for(
         await asyncio.sleep(interval)
 
 
+async def settled_answers(
+    read: Callable[[], Awaitable[list[str]]],
+    *,
+    count: int = 1,
+    seconds: float = 20,
+    steady_reads: int = 6,
+) -> list[str]:
+    """A thread's answers (``read`` every 0.1 s) once there are ``count`` of them and they
+    stayed the same ``steady_reads`` reads in a row: a preview edited into its final text,
+    nothing more coming."""
+    last: list[str] | None = None
+    steady = 0
+    for _ in range(int(seconds / 0.1)):
+        found = await read()
+        if len(found) >= count and found == last:
+            steady += 1
+            if steady >= steady_reads:
+                return found
+        else:
+            steady = 0
+        last = found
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"answers never settled: {last!r}")
+
+
 def assert_paced(
     times: Sequence[float], interval: float, burst: int, *, at_least: float = 1.0
 ) -> None:

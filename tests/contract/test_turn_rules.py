@@ -24,7 +24,7 @@ from gateway.agents.openai import OpenAIAgent
 from gateway.runtime.gateway import Gateway
 from gateway.tools.catalog import Tool, ToolCaller, ToolSpec
 from testsupport.fakes.openai import FakeOpenAI, Step
-from testsupport.harness import running_gateway, wait_for
+from testsupport.harness import running_gateway, settled_answers, wait_for
 from testsupport.live_surfaces import NAMES, LiveSurface, SlackSurface, live_surface
 
 LONG = "Here is a long answer: " + " ".join(f"word{n}" for n in range(120)) + "."
@@ -130,20 +130,12 @@ async def previewing(gw: Gateway, before: int) -> None:
 async def settled(s: LiveSurface, handle: Any, n: int = 1, seconds: float = 30) -> list[str]:
     """The thread's answers once there are ``n`` of them and nothing changed for a while (a
     preview edited into its final text, nothing more coming)."""
-    last: list[str] | None = None
-    steady = 0
-    for _ in range(int(seconds / 0.1)):
+
+    async def read() -> list[str]:
         await s.refresh(handle)
-        found = [a.strip() for a in s.answers(handle)]
-        if len(found) >= n and found == last:
-            steady += 1
-            if steady >= 6:
-                return found
-        else:
-            steady = 0
-        last = found
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"answers never settled: {last!r}")
+        return [a.strip() for a in s.answers(handle)]
+
+    return await settled_answers(read, count=n, seconds=seconds)
 
 
 async def idle(gw: Gateway) -> None:

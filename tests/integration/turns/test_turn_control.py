@@ -23,7 +23,7 @@ from gateway.runtime.gateway import Gateway
 from testsupport.fakes.mattermost import FakeMattermost
 from testsupport.fakes.openai import FakeOpenAI, Step
 from testsupport.fakes.telegram import FakeTelegram
-from testsupport.harness import running_gateway, wait_for
+from testsupport.harness import running_gateway, settled_answers, wait_for
 from testsupport.mattermost import connected, make_config
 from testsupport.telegram import telegram_settings
 
@@ -215,19 +215,9 @@ async def previewing(s: Surface) -> None:
 async def settled(s: Surface, thread: Any, count: int = 1, seconds: float = 20) -> list[str]:
     """The thread's answers once there are ``count`` of them and nothing changed for a while
     (a preview edited into its final text, nothing more coming)."""
-    last: list[str] | None = None
-    steady = 0
-    for _ in range(int(seconds / 0.1)):
-        found = await s.answers(thread)
-        if len(found) >= count and found == last:
-            steady += 1
-            if steady >= 8:
-                return found
-        else:
-            steady = 0
-        last = found
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"answers never settled: {last!r}")
+    return await settled_answers(
+        lambda: s.answers(thread), count=count, seconds=seconds, steady_reads=8
+    )
 
 
 async def turns_done(gw: Gateway) -> None:

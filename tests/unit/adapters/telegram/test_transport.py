@@ -275,25 +275,11 @@ async def test_connection_lost_after_posting_is_ambiguous(
     assert len(fake.sent) == 1  # it did post: a blind retry would double it
 
 
-async def test_read_timeout_is_ambiguous(fake: FakeTelegram) -> None:
-    bot = TelegramBot(fake.token, base_url=fake.base_url, request=HTTPXRequest(read_timeout=0.2))
-    transport = TelegramTransport(bot)
-    try:
-        chat = fake.private(fake.user())
-        target = target_of(fake, fake.user_says(chat, "hi"))
-        await transport.open()
-        fake.delay_next("sendMessage", 1.0)
-        with pytest.raises(DeliveryError) as caught:
-            await transport.send(target, "x", idempotency_key="k")
-        assert caught.value.ambiguous
-    finally:
-        await transport.close()
-
-
-async def test_read_timeout_over_aiohttp_is_ambiguous(fake: FakeTelegram) -> None:
-    """The default request (aiohttp under PTB) keeps the meaning of a read timeout: the
-    message may have been posted."""
-    bot = TelegramBot(fake.token, base_url=fake.base_url, request=AiohttpRequest(read_timeout=0.2))
+@pytest.mark.parametrize("request_class", [HTTPXRequest, AiohttpRequest])
+async def test_read_timeout_is_ambiguous(fake: FakeTelegram, request_class: type[Any]) -> None:
+    """A read timeout means the message may have been posted, over PTB's own request (httpx)
+    and the default one (aiohttp)."""
+    bot = TelegramBot(fake.token, base_url=fake.base_url, request=request_class(read_timeout=0.2))
     transport = TelegramTransport(bot)
     try:
         chat = fake.private(fake.user())
