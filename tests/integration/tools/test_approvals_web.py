@@ -127,7 +127,10 @@ async def test_web_chat_approval_statuses_the_stored_request_and_what_the_thread
             assert sent.status_code == 200
 
             async def card_shown() -> Any:
-                return [m for m in await history(gw, thread) if m.get("approval")]
+                # the card is in the history as soon as it is stored; its delivery is "sent" a
+                # moment later, once the web chat published it
+                cards = [m for m in await history(gw, thread) if m.get("approval")]
+                return cards if cards and all(c["delivery"] == "sent" for c in cards) else None
 
             [card] = await wait_for(card_shown)
             approval = card["approval"]
