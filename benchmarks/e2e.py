@@ -220,6 +220,10 @@ class _MatrixRoom:
                 await self._sync
 
 
+class _Unavailable(Exception):
+    """A platform this machine cannot run (the reason is its text): skipped, not failed."""
+
+
 class PlatformFakes:
     """The test suite's platform fakes (``testsupport/fakes``: real local servers speaking each
     platform's API: Telegram, Slack, Mattermost, Discord, Teams) and its real Matrix homeserver,
@@ -243,86 +247,92 @@ class PlatformFakes:
     async def start(self) -> None:
         # a fake's server logs every connection the gateway drops at shutdown
         logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
-        try:
-            from testsupport.fakes.telegram import FakeTelegram
+        starts = {
+            "telegram": self._telegram,
+            "mattermost": self._mattermost,
+            "slack": self._slack,
+            "discord": self._discord,
+            "teams": self._teams,
+            "matrix": self._matrix,
+        }
+        for name, start in starts.items():
+            try:
+                fake, env = await start()
+            except _Unavailable as why:
+                self.skipped[name] = str(why)
+                continue
+            except Exception as exc:  # noqa: BLE001 - a broken fake skips its platform only
+                self.skipped[name] = f"{type(exc).__name__}: {exc}"
+                continue
+            self._fakes[name] = fake
+            self.env |= env
 
-            telegram = FakeTelegram()
-            await telegram.start()
-            telegram.sent = _Recorded(lambda sent: self.waiters.arrived(sent.text))
-            self._fakes["telegram"] = telegram
-            self.env |= {
-                "TELEGRAM_BOT_TOKEN": telegram.token,
-                "TELEGRAM_API_BASE_URL": telegram.base_url,
-            }
-        except Exception as exc:  # noqa: BLE001 - a broken fake skips its platform only
-            self.skipped["telegram"] = f"{type(exc).__name__}: {exc}"
-        try:
-            from testsupport.fakes.mattermost import FakeMattermost
+    async def _telegram(self) -> tuple[Any, dict[str, str]]:
+        from testsupport.fakes.telegram import FakeTelegram
 
-            mattermost = FakeMattermost()
-            await mattermost.start()
-            mattermost.posts = _RecordedPosts(
-                mattermost.bot.id, lambda post: self.waiters.arrived(post["message"])
-            )
-            self._fakes["mattermost"] = mattermost
-            self.env |= {
-                "MATTERMOST_URL": mattermost.url,
-                "MATTERMOST_TOKEN": str(mattermost.bot.token),
-            }
-        except Exception as exc:  # noqa: BLE001 - a broken fake skips its platform only
-            self.skipped["mattermost"] = f"{type(exc).__name__}: {exc}"
-        try:
-            from testsupport.fakes import slack as slack_fake
+        telegram = FakeTelegram()
+        await telegram.start()
+        telegram.sent = _Recorded(lambda sent: self.waiters.arrived(sent.text))
+        return telegram, {
+            "TELEGRAM_BOT_TOKEN": telegram.token,
+            "TELEGRAM_API_BASE_URL": telegram.base_url,
+        }
 
-            slack = slack_fake.FakeSlack()
-            await slack.start()
-            self._fakes["slack"] = slack
-            self.env |= {
-                "SLACK_BOT_TOKEN": slack_fake.BOT_TOKEN,
-                "SLACK_SIGNING_SECRET": slack_fake.SIGNING_SECRET,
-                "SLACK_API_BASE_URL": slack.api_url,
-            }
-        except Exception as exc:  # noqa: BLE001 - a broken fake skips its platform only
-            self.skipped["slack"] = f"{type(exc).__name__}: {exc}"
-        try:
-            from testsupport.discord import discord_env
-            from testsupport.fakes.discord import FakeDiscord
+    async def _mattermost(self) -> tuple[Any, dict[str, str]]:
+        from testsupport.fakes.mattermost import FakeMattermost
 
-            discord = FakeDiscord()
-            await discord.start()
-            bot = discord.bot.id
-            discord.messages = _RecordedMessages(
-                lambda m: self.waiters.arrived(m["content"]) if m["author"]["id"] == bot else None
-            )
-            self._fakes["discord"] = discord
-            self.env |= discord_env(discord)
-        except Exception as exc:  # noqa: BLE001 - a broken fake skips its platform only
-            self.skipped["discord"] = f"{type(exc).__name__}: {exc}"
-        try:
-            from testsupport.fakes.teams import FakeTeams
+        mattermost = FakeMattermost()
+        await mattermost.start()
+        mattermost.posts = _RecordedPosts(
+            mattermost.bot.id, lambda post: self.waiters.arrived(post["message"])
+        )
+        return mattermost, {
+            "MATTERMOST_URL": mattermost.url,
+            "MATTERMOST_TOKEN": str(mattermost.bot.token),
+        }
 
-            teams = FakeTeams()
-            await teams.start()
-            teams.messages = _RecordedMessages(
-                lambda m: self.waiters.arrived(m.text) if m.by_bot else None
-            )
-            self._fakes["teams"] = teams
-            self.env |= teams.env()
-        except Exception as exc:  # noqa: BLE001 - a broken fake skips its platform only
-            self.skipped["teams"] = f"{type(exc).__name__}: {exc}"
+    async def _slack(self) -> tuple[Any, dict[str, str]]:
+        from testsupport.fakes import slack as slack_fake
+
+        slack = slack_fake.FakeSlack()
+        await slack.start()
+        return slack, {
+            "SLACK_BOT_TOKEN": slack_fake.BOT_TOKEN,
+            "SLACK_SIGNING_SECRET": slack_fake.SIGNING_SECRET,
+            "SLACK_API_BASE_URL": slack.api_url,
+        }
+
+    async def _discord(self) -> tuple[Any, dict[str, str]]:
+        from testsupport.discord import discord_env
+        from testsupport.fakes.discord import FakeDiscord
+
+        discord = FakeDiscord()
+        await discord.start()
+        bot = discord.bot.id
+        discord.messages = _RecordedMessages(
+            lambda m: self.waiters.arrived(m["content"]) if m["author"]["id"] == bot else None
+        )
+        return discord, discord_env(discord)
+
+    async def _teams(self) -> tuple[Any, dict[str, str]]:
+        from testsupport.fakes.teams import FakeTeams
+
+        teams = FakeTeams()
+        await teams.start()
+        teams.messages = _RecordedMessages(
+            lambda m: self.waiters.arrived(m.text) if m.by_bot else None
+        )
+        return teams, teams.env()
+
+    async def _matrix(self) -> tuple[Any, dict[str, str]]:
         from testsupport.matrix import synapse_installed
 
         if not synapse_installed():
-            self.skipped["matrix"] = "no Synapse: .venv-synapse is missing (.ci/run makes it)"
-            return
-        try:
-            # Synapse starts in a few seconds, blocking: in a thread, beside the loop
-            matrix = await asyncio.to_thread(_MatrixRoom, self.waiters)
-            await matrix.start()
-            self._fakes["matrix"] = matrix
-            self.env |= matrix.env
-        except Exception as exc:  # noqa: BLE001 - a broken homeserver skips Matrix only
-            self.skipped["matrix"] = f"{type(exc).__name__}: {exc}"
+            raise _Unavailable("no Synapse: .venv-synapse is missing (.ci/run makes it)")
+        # Synapse starts in a few seconds, blocking: in a thread, beside the loop
+        matrix = await asyncio.to_thread(_MatrixRoom, self.waiters)
+        await matrix.start()
+        return matrix, matrix.env
 
     def connect(self, gateway_url: str) -> None:
         """Fakes that push to the gateway (Slack's Events API, Teams' Bot Framework
