@@ -8,38 +8,16 @@ before it, a deleted question is never answered. Read back from the platform, no
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 
-from gateway.agents.base import Turn
-from gateway.core.domain import Reply
 from gateway.runtime.gateway import Gateway
+from testsupport.agents import GatedEcho
 from testsupport.harness import running_gateway, wait_for
 from testsupport.live_surfaces import NAMES, LiveSurface, live_surface
-
-
-class GatedEcho:
-    """Echoes the newest message; one saying ``hold`` waits until released (what comes
-    meanwhile waits as a queued turn). Every turn is kept, its context readable."""
-
-    name = "gated-echo"
-
-    def __init__(self) -> None:
-        self.turns: list[Turn] = []
-        self.release = asyncio.Event()
-
-    async def respond(self, turn: Turn) -> Sequence[Reply]:
-        self.turns.append(turn)
-        text = turn.new_messages[-1].content
-        if "hold" in text:
-            await self.release.wait()
-        return [Reply(text=f"echo: {text}")]
-
-    def asked(self) -> list[str]:
-        return [m.content for t in self.turns for m in t.new_messages]
 
 
 @asynccontextmanager

@@ -5,8 +5,7 @@ every later turn's context reads the newest text without the deleted messages.""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -14,8 +13,9 @@ from typing import Any
 import httpx
 
 from gateway.agents.base import Turn
-from gateway.core.domain import Reply, SessionKey
+from gateway.core.domain import SessionKey
 from gateway.runtime.gateway import Gateway
+from testsupport.agents import GatedEcho
 from testsupport.harness import running_gateway, wait_for
 
 CONFIG = """
@@ -29,24 +29,6 @@ on_delete = "retract"
 "web:local:quiet" = "quiet"
 "web:local:tidy" = "tidy"
 """
-
-
-class GatedEcho:
-    """Echoes the newest message; a question saying ``hold`` waits until released, so what
-    is posted meanwhile waits as a queued turn. Every turn is kept (its context read)."""
-
-    name = "gated-echo"
-
-    def __init__(self) -> None:
-        self.turns: list[Turn] = []
-        self.release = asyncio.Event()
-
-    async def respond(self, turn: Turn) -> Sequence[Reply]:
-        self.turns.append(turn)
-        text = turn.new_messages[-1].content
-        if "hold" in text:
-            await self.release.wait()
-        return [Reply(text=f"echo: {text}")]
 
 
 @asynccontextmanager
