@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -102,8 +102,9 @@ def is_dm(channel: str) -> bool:
 
 
 def error_code(exc: SlackApiError) -> str | None:
+    """The ``error`` of a refused Slack call (``missing_scope``), if it says one."""
     data = getattr(exc.response, "data", None)
-    error = data.get("error") if isinstance(data, dict) else None
+    error = data.get("error") if isinstance(data, Mapping) else None
     return error if isinstance(error, str) else None
 
 

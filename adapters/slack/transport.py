@@ -7,7 +7,8 @@ translates every failure into ``DeliveryError`` in one function (``translate_err
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -19,7 +20,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from adapters.slack.blocks import answer_blocks, code_blocks
 from adapters.slack.mrkdwn import markdown_to_mrkdwn
-from adapters.slack.streams import NativeStreams
+from adapters.slack.streams import NativeStreams, error_code
 from gateway.core.attachments import FileFetchError, download
 from gateway.core.domain import Attachment, OutgoingFile, ReplyTarget
 from gateway.core.errors import DeliveryError
@@ -103,20 +104,13 @@ def _retry_after(headers: Mapping[str, Any] | None) -> float:
     return retry_after_or_default(None if value is None else str(value))
 
 
-def _error_code(exc: SlackApiError) -> str | None:
-    data = getattr(exc.response, "data", None)
-    error = data.get("error") if isinstance(data, Mapping) else None
-    return error if isinstance(error, str) else None
-
-
 def translate_error(exc: BaseException) -> DeliveryError:
     """Every send failure, once, as a ``DeliveryError`` carrying what the core needs."""
     if isinstance(exc, SlackApiError):
         response = exc.response
         status = getattr(response, "status_code", None)
-        data = getattr(response, "data", None)
-        error = data.get("error") if isinstance(data, Mapping) else None
-        error = error if isinstance(error, str) else f"http_{status}"
+        code = error_code(exc)
+        error = code if code is not None else f"http_{status}"
         if status == 429 or error in RATE_LIMIT_ERRORS:
             return DeliveryError(
                 f"slack {error}",
@@ -174,6 +168,31 @@ def approval_blocks(text: str, approval_id: str) -> list[dict[str, Any]]:
     ]
 
 
+@dataclass(slots=True)
+class _OptionalMethod:
+    """A Slack method this app may not be allowed (a scope, a plan, a token type): once Slack
+    refuses it for the app (``STATUS_UNAVAILABLE``), it is not called again; any other failure
+    only costs that call. Logged under the two event names given."""
+
+    unavailable_event: str
+    failed_event: str
+    available: bool = True
+
+    async def call(self, call: Awaitable[AsyncSlackResponse]) -> AsyncSlackResponse | None:
+        try:
+            return await call
+        except SlackApiError as exc:
+            error = error_code(exc)
+            if error in STATUS_UNAVAILABLE:
+                self.available = False
+                log.info(self.unavailable_event, error=error)
+            else:
+                log.debug(self.failed_event, error=error)
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            log.debug(self.failed_event, error=type(exc).__name__)
+        return None
+
+
 class SlackTransport:
     """``Transport`` for Slack. ``send`` posts once; it never retries by itself."""
 
@@ -190,9 +209,14 @@ class SlackTransport:
         self.client = client
         #: answers streamed with Slack's own streaming methods, where Slack allows them
         self.streams = NativeStreams(client, translate_error)
-        self._status_available = True
+        #: "is thinking…" under a thread, and the thread's agent session (the stop button)
+        self._status = _OptionalMethod(
+            "slack_thread_status_unavailable", "slack_thread_status_failed"
+        )
         self._status_shown: set[tuple[str, str]] = set()
-        self._sessions_available = True
+        self._sessions = _OptionalMethod(
+            "slack_agent_sessions_unavailable", "slack_agent_session_failed"
+        )
         self._sessions_working: set[tuple[str, str]] = set()
         self._warned_stop = False
 
@@ -234,7 +258,7 @@ class SlackTransport:
             try:
                 response = await self._post(target, text, blocks, idempotency_key)
             except SlackApiError as exc:
-                if blocks is None or _error_code(exc) != "invalid_blocks":
+                if blocks is None or error_code(exc) != "invalid_blocks":
                     raise
                 # refused before anything was posted: the text alone carries the message
                 log.warning("slack_blocks_refused", channel=target.chat_id)
@@ -355,7 +379,7 @@ class SlackTransport:
         try:
             await self.client.chat_delete(channel=target.chat_id, ts=message_id)
         except SlackApiError as exc:
-            if _error_code(exc) == "message_not_found":
+            if error_code(exc) == "message_not_found":
                 return
             raise translate_error(exc) from exc
         except (TimeoutError, aiohttp.ClientError) as exc:
@@ -410,9 +434,9 @@ class SlackTransport:
         if target.thread_id is None:
             return
         key = (target.chat_id, target.thread_id)
-        if self._status_available and await self._set_status(target, THINKING_STATUS):
+        if self._status.available and await self._set_status(target, THINKING_STATUS):
             self._status_shown.add(key)
-        if self._sessions_available and await self._set_session(target, SESSION_WORKING):
+        if self._sessions.available and await self._set_session(target, SESSION_WORKING):
             self._sessions_working.add(key)
 
     async def clear_typing(self, target: ReplyTarget) -> None:
@@ -426,20 +450,12 @@ class SlackTransport:
             await self._set_session(target, SESSION_DONE)
 
     async def _set_session(self, target: ReplyTarget, status: str) -> bool:
-        try:
-            response = await self.client.agents_sessions_setStatus(
+        response = await self._sessions.call(
+            self.client.agents_sessions_setStatus(
                 channel_id=target.chat_id, thread_ts=target.thread_id, status=status
             )
-        except SlackApiError as exc:
-            error = _error_code(exc)
-            if error in STATUS_UNAVAILABLE:
-                self._sessions_available = False
-                log.info("slack_agent_sessions_unavailable", error=error)
-            else:
-                log.debug("slack_agent_session_failed", error=error)
-            return False
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            log.debug("slack_agent_session_failed", error=type(exc).__name__)
+        )
+        if response is None:
             return False
         warning = response.get("warning")
         if isinstance(warning, str) and NO_STOP_EVENT in warning and not self._warned_stop:
@@ -451,19 +467,9 @@ class SlackTransport:
         return True
 
     async def _set_status(self, target: ReplyTarget, status: str) -> bool:
-        try:
-            await self.client.assistant_threads_setStatus(
+        response = await self._status.call(
+            self.client.assistant_threads_setStatus(
                 channel_id=target.chat_id, thread_ts=target.thread_id or "", status=status
             )
-        except SlackApiError as exc:
-            error = _error_code(exc)
-            if error in STATUS_UNAVAILABLE:
-                self._status_available = False
-                log.info("slack_thread_status_unavailable", error=error)
-            else:
-                log.debug("slack_thread_status_failed", error=error)
-            return False
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            log.debug("slack_thread_status_failed", error=type(exc).__name__)
-            return False
-        return True
+        )
+        return response is not None
