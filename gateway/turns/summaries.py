@@ -200,6 +200,10 @@ class SummaryWorker:
                 break  # only commands left before the cut: nothing the context would show
             started = time.perf_counter()
             text, model, model_written, used = await self._write(job, prev_text, chunk)
+            if used is not None and self.charge is not None:
+                # the model call happened whether or not the summary lands: the place is
+                # charged first, so a summary is never visible before its charge
+                await self.charge(job.session_id, model or job.model, used)
             record = await self._store.summaries.add_summary(
                 job.session_id,
                 from_seq=previous.from_seq if previous is not None else 1,
@@ -208,9 +212,6 @@ class SummaryWorker:
                 model=model,
                 model_written=model_written,
             )
-            if used is not None and self.charge is not None:
-                # the model call happened whether or not the summary landed: charge the place
-                await self.charge(job.session_id, model or job.model, used)
             if record is None:
                 break  # another replica got further; its summary is the newest
             written.append(record)
