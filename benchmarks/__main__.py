@@ -240,34 +240,47 @@ async def run_e2e(
     *,
     profile: bool,
     baseline: Path | None = None,
+    surfaces: frozenset[str] | None = None,
 ) -> dict[str, Any]:
-    out = await _e2e_phases(srv, sizes, runs, migrated=True, profile=profile)
+    out = await _e2e_phases(srv, sizes, runs, migrated=True, profile=profile, surfaces=surfaces)
     raw["e2e"] = out
     result = _e2e_result(out)
     if baseline is not None:
-        result["baseline"] = await _baseline_e2e(srv, sizes, runs, raw, baseline)
+        result["baseline"] = await _baseline_e2e(srv, sizes, runs, raw, baseline, surfaces)
     return result
 
 
 async def run_e2e_paired(
-    srv: Any, sizes: Sizes, runs: int, raw: dict[str, Any], *, profile: bool, baseline: Path
+    srv: Any,
+    sizes: Sizes,
+    runs: int,
+    raw: dict[str, Any],
+    *,
+    profile: bool,
+    baseline: Path,
+    surfaces: frozenset[str] | None = None,
 ) -> dict[str, Any]:
     """``--baseline-first``: the baseline's phases before this code's, in the same run (the
     other order of ``--baseline``; two runs in both orders cancel the order effect)."""
-    first = await _baseline_e2e(srv, sizes, runs, raw, baseline)
-    result = await run_e2e(srv, sizes, runs, raw, profile=profile)
+    first = await _baseline_e2e(srv, sizes, runs, raw, baseline, surfaces)
+    result = await run_e2e(srv, sizes, runs, raw, profile=profile, surfaces=surfaces)
     result["baseline"] = first
     result["baseline_first"] = True
     return result
 
 
 async def _baseline_e2e(
-    srv: Any, sizes: Sizes, runs: int, raw: dict[str, Any], baseline: Path
+    srv: Any,
+    sizes: Sizes,
+    runs: int,
+    raw: dict[str, Any],
+    baseline: Path,
+    surfaces: frozenset[str] | None,
 ) -> dict[str, Any]:
     # the same phases against another checkout's gateway, in this run (the machine is
     # shared, so old and new are compared within one run). Its own code migrates the
     # database at start.
-    base = await _e2e_phases(srv, sizes, runs, migrated=False, repo=baseline)
+    base = await _e2e_phases(srv, sizes, runs, migrated=False, repo=baseline, surfaces=surfaces)
     raw["e2e_baseline"] = base
     return {"repo": str(baseline), **_e2e_result(base)}
 
@@ -375,11 +388,23 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 "e2e",
                 lambda: (
                     run_e2e_paired(
-                        srv, sizes, args.runs, raw, profile=args.profile, baseline=args.baseline
+                        srv,
+                        sizes,
+                        args.runs,
+                        raw,
+                        profile=args.profile,
+                        baseline=args.baseline,
+                        surfaces=args.surfaces,
                     )
                     if args.baseline is not None and args.baseline_first
                     else run_e2e(
-                        srv, sizes, args.runs, raw, profile=args.profile, baseline=args.baseline
+                        srv,
+                        sizes,
+                        args.runs,
+                        raw,
+                        profile=args.profile,
+                        baseline=args.baseline,
+                        surfaces=args.surfaces,
                     )
                 ),
             ),
@@ -472,6 +497,13 @@ def main(argv: list[str] | None = None) -> int:
         "--baseline",
         type=Path,
         help="e2e: also run another checkout's gateway (e.g. the main branch) in this run",
+    )
+    parser.add_argument(
+        "--surfaces",
+        type=lambda text: frozenset(p.strip() for p in text.split(",") if p.strip()),
+        help="e2e: only these platform fakes (comma-separated, e.g. telegram,slack,mattermost; "
+        "the web chat and the sink always run): the same mix for this code and a baseline "
+        "that lacks some surfaces, whose share would otherwise go to the sink",
     )
     parser.add_argument(
         "--baseline-first",

@@ -22,6 +22,7 @@ Phases:
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import json
 import logging
@@ -237,8 +238,10 @@ class PlatformFakes:
     #: queue, not the gateway.
     MAX_RATE = {"mattermost": 4.0, "matrix": 2.0, "teams": 8.0, "discord": 12.0}
 
-    def __init__(self, waiters: Waiters) -> None:
+    def __init__(self, waiters: Waiters, only: frozenset[str] | None = None) -> None:
         self.waiters = waiters
+        #: the fakes to start (``--surfaces``); None: all of them
+        self.only = only
         self._last_send: dict[str, float] = {}
         self.skipped: dict[str, str] = {}
         self.env: dict[str, str] = {}
@@ -256,6 +259,9 @@ class PlatformFakes:
             "matrix": self._matrix,
         }
         for name, start in starts.items():
+            if self.only is not None and name not in self.only:
+                self.skipped[name] = "not in --surfaces"
+                continue
             try:
                 fake, env = await start()
             except _Unavailable as why:
@@ -644,12 +650,22 @@ async def _await_reply(done: asyncio.Event, timeout: float = 30.0) -> None:
 REAL_SERVERS = frozenset({"matrix"})
 
 
+def quiet_heap() -> None:
+    """Before a timed phase: what the load generator holds so far (the fakes' records, the
+    clients, Synapse's room) is collected once and left out of later collections. Unfrozen,
+    its full collections took 38-112 ms (``gc.callbacks``, a quick run), and replies that
+    arrived meanwhile were timed as late: the instrument's pause, not the gateway's."""
+    gc.collect()
+    gc.freeze()
+
+
 async def fixed_rate(driver: Driver, *, rate: float, seconds: float) -> dict[str, float]:
     """Open loop: ``rate`` msgs/s offered, rotating over the surfaces: web threads (ongoing
     conversations, each with one message in flight at most, so each gets its own reply), and
     new threads (new sessions) on the sink and each platform fake; p50/p99, what was lost."""
     waiters = driver.waiters
     waiters.clear()
+    quiet_heap()
     total = int(rate * seconds)
     pending: set[asyncio.Task[None]] = set()
     idle_web = list(driver.web_threads)
@@ -835,6 +851,7 @@ async def sustained(
     ``max_seconds`` passed; msgs/s and RSS along the way."""
     waiters = driver.waiters
     waiters.clear()
+    quiet_heap()
     counter = itertools.count()
     checkpoints = {max(1, sessions * k // samples) for k in range(1, samples + 1)}
     checkpoints |= {max(1, sessions * k // (4 * samples)) for k in range(1, 4 * samples)}
@@ -890,6 +907,8 @@ class E2E:
     max_seconds: float = 600.0
     profile: bool = False
     platforms: bool = True
+    #: the platform fakes to drive (``--surfaces``); None: every one that answers
+    surfaces: frozenset[str] | None = None
     #: seconds of each closed loop of the 1-versus-3-replicas comparison (0: skipped)
     scale_seconds: float = 0.0
     #: whose code the gateway process runs (``--baseline``: another checkout)
@@ -978,7 +997,7 @@ class E2E:
         waiters = Waiters()
         receiver = Receiver(waiters)
         await receiver.start()
-        fakes = PlatformFakes(waiters)
+        fakes = PlatformFakes(waiters, self.surfaces)
         if self.platforms:
             await fakes.start()
         else:
@@ -1057,7 +1076,8 @@ class E2E:
             await receiver.stop()
             await fakes.stop()
         # the gateway's log is only worth keeping when something failed (raised above)
-        shutil.rmtree(self.log_path.parent, ignore_errors=True)
+        if not os.environ.get("BENCH_KEEP_LOG"):
+            shutil.rmtree(self.log_path.parent, ignore_errors=True)
         load["surfaces"] = ["web", "sink", *fakes.platforms]
         load["skipped_surfaces"] = fakes.skipped
         return {"latency_runs": latency, "sustained": load, "tails": tails}
