@@ -119,10 +119,11 @@ class ReplicatedBroadcast(Broadcast):
             )
             self._follows[origin] = (follows, until)
             return
-        # hello: a replica started listening; until it says what it follows, everything
+        # hello: a replica started listening; until it says what it follows, everything (what
+        # it said already stands: its first follows may travel before its listener's hello)
         self._peers = True
         self._peers_until = time.monotonic() + PEERS_SECONDS
-        self._follows[origin] = (None, until)
+        self._follows.setdefault(origin, (None, until))
         self._announce()  # and it learns what ours follow
 
     def _payload(self, topic: str, event: dict[str, Any]) -> str | None:
