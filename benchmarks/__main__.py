@@ -240,32 +240,23 @@ async def run_e2e(
     *,
     profile: bool,
     baseline: Path | None = None,
+    baseline_first: bool = False,
     surfaces: frozenset[str] | None = None,
 ) -> dict[str, Any]:
+    """This code's e2e phases, and a ``baseline`` checkout's in the same run: after this
+    code's, or before them with ``baseline_first`` (two runs in both orders cancel the order
+    effect)."""
+    first = None
+    if baseline is not None and baseline_first:
+        first = await _baseline_e2e(srv, sizes, runs, raw, baseline, surfaces)
     out = await _e2e_phases(srv, sizes, runs, migrated=True, profile=profile, surfaces=surfaces)
     raw["e2e"] = out
     result = _e2e_result(out)
-    if baseline is not None:
+    if first is not None:
+        result["baseline"] = first
+        result["baseline_first"] = True
+    elif baseline is not None:
         result["baseline"] = await _baseline_e2e(srv, sizes, runs, raw, baseline, surfaces)
-    return result
-
-
-async def run_e2e_paired(
-    srv: Any,
-    sizes: Sizes,
-    runs: int,
-    raw: dict[str, Any],
-    *,
-    profile: bool,
-    baseline: Path,
-    surfaces: frozenset[str] | None = None,
-) -> dict[str, Any]:
-    """``--baseline-first``: the baseline's phases before this code's, in the same run (the
-    other order of ``--baseline``; two runs in both orders cancel the order effect)."""
-    first = await _baseline_e2e(srv, sizes, runs, raw, baseline, surfaces)
-    result = await run_e2e(srv, sizes, runs, raw, profile=profile, surfaces=surfaces)
-    result["baseline"] = first
-    result["baseline_first"] = True
     return result
 
 
@@ -386,26 +377,15 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             ("length", lambda: run_length(srv, sizes, args.runs, raw)),
             (
                 "e2e",
-                lambda: (
-                    run_e2e_paired(
-                        srv,
-                        sizes,
-                        args.runs,
-                        raw,
-                        profile=args.profile,
-                        baseline=args.baseline,
-                        surfaces=args.surfaces,
-                    )
-                    if args.baseline is not None and args.baseline_first
-                    else run_e2e(
-                        srv,
-                        sizes,
-                        args.runs,
-                        raw,
-                        profile=args.profile,
-                        baseline=args.baseline,
-                        surfaces=args.surfaces,
-                    )
+                lambda: run_e2e(
+                    srv,
+                    sizes,
+                    args.runs,
+                    raw,
+                    profile=args.profile,
+                    baseline=args.baseline,
+                    baseline_first=args.baseline_first,
+                    surfaces=args.surfaces,
                 ),
             ),
             ("kb", lambda: kb(srv, args)),
