@@ -878,9 +878,12 @@ async def sustained(
     first = pids[0]
     started = time.perf_counter()
     cpu_before = sum(cpu_seconds(p) for p in pids)
+    # the load generator's own: this process (the fakes, the receiver, the clients)
+    own_before = time.process_time()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     elapsed = time.perf_counter() - started
     cpu = sum(cpu_seconds(p) for p in pids) - cpu_before
+    own = time.process_time() - own_before
     rss.sort()
     lat = waiters.latencies
     if not rss or rss[-1][0] != served:
@@ -894,6 +897,7 @@ async def sustained(
         "concurrency": concurrency,
         "rss_mb": [(n, round(b / 2**20, 1)) for n, b in rss],
         "gateway_cpu_ms_per_msg": cpu / max(1, served) * 1000,
+        "load_generator_cpu_ms_per_msg": own / max(1, served) * 1000,
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 Stat = dict[str, float]
@@ -100,8 +101,20 @@ def per_message_table(results: dict[str, Any]) -> list[str]:
         f"| PostgreSQL statement time per message (pg_stat_statements) "
         f"| {_opt(load.get('db_exec_ms_per_msg'), 2, ' ms')} |",
         f"| WAL bytes per message | {_opt(load.get('db_wal_bytes_per_msg'), 0)} |",
+        f"| load generator CPU per message (the benchmark's own process: fakes, receiver, "
+        f"clients; Synapse not counted) "
+        f"| {_opt(load.get('load_generator_cpu_ms_per_msg'), 2, ' ms')} |",
     ]
     pg_cpu = load.get("db_cpu_ms_per_msg")
+    own = load.get("load_generator_cpu_ms_per_msg")
+    if pg_cpu and own:
+        # what the machine could serve were the gateway free: its cores over the rest's cost
+        cores = os.cpu_count() or 1
+        rows.append(
+            f"| ceiling of this machine's {cores} cores with a gateway that cost nothing "
+            f"(PostgreSQL and the load generator alone) | {cores * 1000 / (pg_cpu + own):,.0f}"
+            " msgs/s |"
+        )
     if pg_cpu:
         # PostgreSQL's CPU per message bounds a dedicated server: cores / cost
         for cores in (2, 16, 64):
