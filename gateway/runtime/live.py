@@ -27,6 +27,7 @@ import structlog
 
 from gateway.core.errors import StoreError
 from gateway.core.hub import Broadcast
+from gateway.core.lifecycle.supervisor import pause
 from session_store.repos.live import MAX_PAYLOAD_BYTES, LiveChannel
 
 log = structlog.get_logger(__name__)
@@ -63,9 +64,13 @@ class ReplicatedBroadcast(Broadcast):
         #: when that is believed
         self._follows: dict[str, tuple[frozenset[str] | None, float]] = {}
 
+    def _alone(self) -> bool:
+        """No other replica listened when last asked, and that is still believed."""
+        return not self._peers and time.monotonic() < self._peers_until
+
     def publish(self, topic: str, event: dict[str, Any]) -> None:
         super().publish(topic, event)  # this replica's subscribers, at once
-        if not self._peers and time.monotonic() < self._peers_until:
+        if self._alone():
             return  # no other replica listens: nothing to encode
         if not self.followed_elsewhere(topic):
             return  # no page of another replica follows it
@@ -96,16 +101,14 @@ class ReplicatedBroadcast(Broadcast):
             yield queue
 
     def _announce(self) -> None:
-        """Tell the other replicas which topics this one's pages follow (all of them at once,
-        or everything when they do not fit in one notification)."""
-        if not self._peers and time.monotonic() < self._peers_until:
+        """Tell the other replicas which topics this one's pages follow, all of them at once.
+        When they do not fit in one notification it travels slimmed to its type, without
+        ``topics``, which the others read as everything (``_heard``)."""
+        if self._alone():
             return
-        follows: dict[str, Any] = {"type": "follows", "topics": sorted(self._subs)}
-        payload = json.dumps({"o": self.origin, "t": HELLO_TOPIC, "e": follows})
-        if len(payload.encode("utf-8")) > MAX_PAYLOAD_BYTES:
-            everything = {"type": "follows", "topics": None}
-            payload = json.dumps({"o": self.origin, "t": HELLO_TOPIC, "e": everything})
-        if not self._outgoing.full():
+        follows = {"type": "follows", "topics": sorted(self._subs)}
+        payload = self._payload(HELLO_TOPIC, follows)
+        if payload is not None and not self._outgoing.full():
             self._outgoing.put_nowait(payload)
 
     def _heard(self, origin: str, event: dict[str, Any]) -> None:
@@ -201,7 +204,4 @@ class ReplicatedBroadcast(Broadcast):
         """Say what this replica's pages follow every ``INTEREST_SECONDS``."""
         while not stopping.is_set():
             self._announce()
-            try:
-                await asyncio.wait_for(stopping.wait(), INTEREST_SECONDS)
-            except TimeoutError:
-                continue
+            await pause(INTEREST_SECONDS, stopping)

@@ -202,3 +202,30 @@ async def test_a_replica_that_never_says_what_it_follows_gets_everything(
             assert [n["e"]["id"] for n in heard if n["t"] == "t1"] == ["gw-2"]
         finally:
             await older.close()
+
+
+async def test_a_replica_following_more_than_a_notification_holds_is_sent_everything(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What does not fit in one NOTIFY travels slimmed to its type: the others read a
+    ``follows`` without topics as everything."""
+    monkeypatch.setattr(live_module, "INTEREST_SECONDS", 0.3)
+    heard: list[dict[str, Any]] = []
+    spy = await asyncpg.connect(database_url)
+    await spy.add_listener(CHANNEL, lambda _c, _p, _ch, payload: heard.append(json.loads(payload)))
+    try:
+        async with two_replicas(database_url) as (a, b), contextlib.AsyncExitStack() as pages:
+            assert isinstance(a.live, ReplicatedBroadcast)
+            assert isinstance(b.live, ReplicatedBroadcast)
+            for n in range(200):  # 200 topics of 60 characters: over 7,900 bytes
+                await pages.enter_async_context(b.live.subscribe(f"{n:03d}-" + "x" * 56))
+            origin = b.live.origin
+            await wait_for(
+                lambda: [n for n in heard if n["o"] == origin and n["e"] == {"type": "follows"}],
+                timeout=10,
+            )
+            await asyncio.sleep(0.1)  # a heard it too
+            a.live.publish("nobody", {"type": "reply", "id": "gw-1"})
+            await wait_for(lambda: [n for n in heard if n["t"] == "nobody"], timeout=10)
+    finally:
+        await spy.close()
