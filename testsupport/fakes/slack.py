@@ -730,12 +730,10 @@ class FakeSlack:
     def _set_status(self, params: Mapping[str, Any]) -> web.Response:
         if self.set_status_error is not None:
             return _error(self.set_status_error)
-        channel = self.channels.get(str(params.get("channel_id", "")))
-        if channel is None:
-            return _error("channel_not_found")
-        thread_ts = str(params.get("thread_ts") or "")
-        if channel.find(thread_ts) is None:
-            return _error("invalid_thread_ts")
+        found = self._assistant_thread(params)
+        if isinstance(found, web.Response):
+            return found
+        channel, thread_ts = found
         status = params.get("status")
         if not isinstance(status, str):
             return _error("invalid_arguments")
@@ -838,12 +836,12 @@ class FakeSlack:
         subscription Slack answers with a warning (its stop button is not shown)."""
         if self.refuse_agent_sessions is not None:
             return _error(self.refuse_agent_sessions)
-        channel = self.channels.get(str(params.get("channel_id", "")))
-        if channel is None:
-            return _error("channel_not_found")
-        thread_ts = str(params.get("thread_ts") or "")
+        found = self._assistant_thread(params)
+        if isinstance(found, web.Response):
+            return found
+        channel, thread_ts = found
         root = channel.find(thread_ts)
-        if root is None or root.is_reply:
+        if root is None or root.is_reply:  # a session is named by its thread's root
             return _error("invalid_thread_ts")
         status = params.get("status")
         if status not in ("active", "processing", "suspended", "closed"):
