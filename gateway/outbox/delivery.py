@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -20,6 +21,7 @@ from gateway.core import tracing
 from gateway.core.domain import ReplyTarget
 from gateway.core.errors import DeliveryError, LeaseLost, StoreError
 from gateway.core.hub import PollGate, Signal
+from gateway.core.lifecycle.guards import Guard, race, stop_guards
 from gateway.core.lifecycle.supervisor import Beat, item_backoff, no_beat, pause, persist
 from gateway.core.metrics import Metrics
 from gateway.core.parts import (
@@ -327,12 +329,17 @@ class DeliveryWorker:
             held.reserved = True
         return await self.deliver(delivery, beat=beat, held=held)
 
-    async def _keep_lease(self, delivery: DeliveryRecord, beat: Beat) -> None:
+    async def _keep_lease(
+        self, delivery: DeliveryRecord, beat: Beat, *, first: float | None = None
+    ) -> None:
         """Renew the delivery's lease while it waits for pacing or is being sent, so that
-        recovery never takes a send that a live worker is still making."""
+        recovery never takes a send that a live worker is still making. ``first``: the wait
+        before the first renewal (default: a third of the lease)."""
         lease = self._settings.lease_seconds
+        wait = lease / 3 if first is None else first
         while True:
-            await asyncio.sleep(lease / 3)
+            await asyncio.sleep(wait)
+            wait = lease / 3
             try:
                 await self._store.outbox.renew_delivery(delivery, lease_seconds=lease)
             except LeaseLost:
@@ -386,15 +393,21 @@ class DeliveryWorker:
             part_no=delivery.part_no,
             delivery_id=delivery.id,
         )
-        renew = asyncio.create_task(self._keep_lease(delivery, beat), name="delivery-lease")
+        send = asyncio.ensure_future(self._paced_send(transport, delivery, held))
+        lease = self._settings.lease_seconds
+        # the lease renewal starts only if the send is still waiting or going when the first
+        # renewal is due (``race``)
+        renewal = Guard(
+            lease / 3, lambda first: self._keep_lease(delivery, beat, first=first), "delivery-lease"
+        )
+        started: list[asyncio.Task[Any]] = []
         try:
-            send = asyncio.ensure_future(self._paced_send(transport, delivery, held))
-            done, _ = await asyncio.wait({send, renew}, return_when=asyncio.FIRST_COMPLETED)
-            if renew in done and send not in done:
+            done, started = await race(send, (renewal,))
+            if started and started[0] in done and send not in done:
                 # the claim was taken over while we waited or sent: the new holder decides
                 send.cancel()
                 await asyncio.gather(send, return_exceptions=True)
-                renew.result()
+                started[0].result()
                 raise LeaseLost(f"delivery {delivery.id}: lease renewal stopped")
             try:
                 result = send.result()
@@ -415,8 +428,7 @@ class DeliveryWorker:
                 )
                 return False
         finally:
-            renew.cancel()
-            await asyncio.gather(renew, return_exceptions=True)
+            await stop_guards(started)
         more = await persist(
             lambda: self._store.outbox.mark_sent(delivery, result.platform_message_id),
             what="mark_sent",

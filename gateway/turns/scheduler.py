@@ -27,6 +27,7 @@ from gateway.core import tracing
 from gateway.core.domain import Reply
 from gateway.core.errors import LeaseLost, StoreError
 from gateway.core.hub import PollGate, Signal
+from gateway.core.lifecycle.guards import Guard, race, stop_guards
 from gateway.core.lifecycle.supervisor import Beat, item_backoff, no_beat, pause, persist
 from gateway.core.metrics import Metrics
 from gateway.core.ports import Transport
@@ -42,7 +43,7 @@ from gateway.turns.stage import (
     is_scheduled,
     one_firing_a_turn,
 )
-from gateway.turns.watch import cut_short, stopped_reply, watch_turn
+from gateway.turns.watch import WATCH_SECONDS, cut_short, stopped_reply, watch_turn
 from session_store.records import DeliveryRecord, MessageRecord, TurnClaim
 from session_store.repos.tools import ToolStore
 from session_store.store import Store
@@ -361,28 +362,36 @@ class TurnScheduler:
         cancels the model request and its tool calls and returns what was written so far,
         marked stopped, charged for the tokens used."""
         claim = turn.claim
-        renew = asyncio.create_task(self._keep_lease(claim, beat), name="turn-lease-renewal")
         agent_task = asyncio.create_task(self._agent.respond(request), name="agent-respond")
-        watch = asyncio.create_task(
-            watch_turn(
-                self._store,
-                turn,
-                poll_seconds=self._settings.poll_seconds,
-                limit=PENDING_LIMIT,
-                restart_on_new=interruptible and self._restarts_on_new(turn),
-                revisable=revisable,
+        renewal = self._settings.lease_seconds / 3
+        guards = (
+            Guard(renewal, lambda first: self._keep_lease(claim, beat, first=first), "turn-lease"),
+            Guard(
+                min(self._settings.poll_seconds, WATCH_SECONDS),
+                lambda first: watch_turn(
+                    self._store,
+                    turn,
+                    poll_seconds=self._settings.poll_seconds,
+                    limit=PENDING_LIMIT,
+                    restart_on_new=interruptible and self._restarts_on_new(turn),
+                    revisable=revisable,
+                    first=first,
+                ),
+                "turn-watch",
             ),
-            name="turn-watch",
         )
-        tasks: list[asyncio.Task[Any]] = [renew, agent_task, watch]
-        started = time.perf_counter()
+        started_at = time.perf_counter()
+        started: list[asyncio.Task[Any]] = []
         try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            if renew in done:
+            # the lease renewal and the watch start only if the agent is still writing when
+            # they would first act (``race``)
+            done, started = await race(agent_task, guards)
+            renew, watch = started if started else (None, None)
+            if renew is not None and renew in done and agent_task not in done:
                 agent_task.cancel()
                 renew.result()  # raises LeaseLost
                 raise LeaseLost("lease renewal stopped")
-            if watch in done and agent_task not in done:
+            if watch is not None and watch in done and agent_task not in done:
                 change = watch.result()
                 agent_task.cancel()  # the model request and any tool call in flight
                 await asyncio.gather(agent_task, return_exceptions=True)
@@ -396,11 +405,12 @@ class TurnScheduler:
             return await agent_task
         finally:
             self._metrics.agent_seconds.labels(self._agent.name).observe(
-                time.perf_counter() - started, exemplar=tracing.exemplar()
+                time.perf_counter() - started_at, exemplar=tracing.exemplar()
             )
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            if not agent_task.done():
+                agent_task.cancel()
+                await asyncio.gather(agent_task, return_exceptions=True)
+            await stop_guards(started)
 
     def _restarts_on_new(self, turn: TurnRun) -> bool:
         """``while_answering = restart`` here (the place's profile, else the setting; the
@@ -410,13 +420,18 @@ class TurnScheduler:
         own = turn.profile.while_answering if turn.profile is not None else None
         return (own or self._settings.while_answering) == "restart"
 
-    async def _keep_lease(self, claim: TurnClaim, beat: Beat = no_beat) -> None:
+    async def _keep_lease(
+        self, claim: TurnClaim, beat: Beat = no_beat, *, first: float | None = None
+    ) -> None:
         """Renew the lease while the agent runs (each renewal is the worker's progress). A
         renewal the database cannot answer is retried: the lease is lost only when another
-        worker took the session over (``LeaseLost``)."""
+        worker took the session over (``LeaseLost``). ``first``: the wait before the first
+        renewal (default: the interval)."""
         interval = self._settings.lease_seconds / 3
+        wait = interval if first is None else first
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(wait)
+            wait = interval
             try:
                 await self._store.turns.renew_turn(
                     claim, lease_seconds=self._settings.lease_seconds

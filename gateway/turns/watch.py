@@ -41,17 +41,21 @@ async def watch_turn(
     limit: int,
     restart_on_new: bool,
     revisable: bool,
+    first: float | None = None,
 ) -> Change:
     """Returns once the running turn must stop or start over: a signal on its session
     row (a stop reaction; its question edited or deleted: ``Turns.signal_turn``, from
     any replica) or a new message (``/stop``; any question under ``restart``). Reads the
     row every ``WATCH_SECONDS`` while the model writes; a turn over sooner reads nothing.
-    ``limit``: the new messages read at a time."""
+    ``limit``: the new messages read at a time. ``first``: the wait before the first read
+    (default: the interval)."""
     claim = turn.claim
     interval = min(poll_seconds, WATCH_SECONDS)
+    wait = interval if first is None else first
     seen = turn.handled_seq
     while True:
-        await asyncio.sleep(interval)
+        await asyncio.sleep(wait)
+        wait = interval
         try:
             found = await store.turns.turn_watch(claim.session_id)
             change = signalled(turn, found.signal, found.signal_seq, revisable=revisable)

@@ -24,6 +24,7 @@ from contextlib import AbstractAsyncContextManager
 import structlog
 
 from gateway.core.errors import DeliveryError
+from gateway.core.lifecycle.guards import Deferred
 from gateway.core.ports import Transport
 from gateway.turns.stage import Answer, Slot, Stage, TurnRun
 
@@ -122,12 +123,13 @@ class ProviderStatusStage(Stage):
         if notice is None:
             yield
             return
-        task = asyncio.create_task(self._watch(turn, notice), name="provider-status")
+        # nothing can be shown before ``after`` (the provider's wait begins inside this
+        # block): until then a timer, and a turn answered sooner starts no task
+        watch = Deferred(self._after, lambda: self._watch(turn, notice), "provider-status")
         try:
             yield
         finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await watch.stop()
 
     async def _watch(self, turn: TurnRun, notice: StatusNotice) -> None:
         while True:

@@ -7,11 +7,11 @@ cleared. A streamed turn's renewals share the chat's pacing budget with its prev
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 
+from gateway.core.lifecycle.guards import Deferred
 from gateway.core.ports import Transport
 from gateway.turns.stage import Stage, TurnRun
 from gateway.turns.typing import Budget, hold_typing
@@ -37,15 +37,16 @@ class TypingStage(Stage):
     @contextlib.asynccontextmanager
     async def _held(self, turn: TurnRun) -> AsyncIterator[None]:
         streamed = turn.request.stream is not None
-        task = asyncio.create_task(self._keep(turn, streamed=streamed), name="typing-indicator")
+        # a timer until the delay is over: most answers come sooner, and start no task
+        shown = Deferred(
+            self._delay, lambda: self._keep(turn, streamed=streamed), "typing-indicator"
+        )
         try:
             yield
         finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await shown.stop()
 
     async def _keep(self, turn: TurnRun, *, streamed: bool) -> None:
-        await asyncio.sleep(self._delay)
         target = turn.target
         transport = self._transports.get(target.platform)
         if transport is not None:
