@@ -94,6 +94,9 @@ class DeliveryWorker:
         #: or parked until their chat's pacing slot
         self._handed = WaitingRoom(self._mark_waiting, self._wake.set)
         self._stopping = False
+        #: the handoff was full, so finished turns leave their parts in the table: no part
+        #: is handed over until a claim finds that backlog drained (``accepting``)
+        self._overflow = False
         self._polls = PollGate()
         #: wake-ups of handed-over deliveries that a sibling sent without waiting
         self._spent_wakes = 0
@@ -178,8 +181,16 @@ class DeliveryWorker:
 
     def accepting(self) -> bool:
         """Take another claimed delivery? Bounded, so a handed delivery is sent well within
-        its lease (a backlog stays in the table, for any replica to claim)."""
-        return not self._stopping and len(self._handed) < HANDOFF_LIMIT * self._settings.workers
+        its lease (a backlog stays in the table, for any replica to claim). Once full, no
+        part is taken until the workers have drained that backlog (``_overflow``): workers
+        send handed parts before they claim, so a part handed over later would overtake
+        the ones left in the table, over and over while the load lasts (under overload the
+        slowest 1% of replies waited seconds in the table)."""
+        if self._stopping:
+            return False
+        if len(self._handed) >= HANDOFF_LIMIT * self._settings.workers:
+            self._overflow = True
+        return not self._overflow
 
     def hand_over(self, delivery: DeliveryRecord) -> None:
         self._handed.add(delivery)
@@ -253,12 +264,16 @@ class DeliveryWorker:
                 continue
             else:
                 token = uuid.uuid4()
+                # a backlog left in the table by a full handoff is claimed a few parts at a
+                # time (in their order), and once a claim finds fewer, handoffs resume
+                limit = HANDOFF_LIMIT if self._overflow else 1
                 try:
                     claimed = [
                         Held(d)
                         for d in await self._store.outbox.claim_deliveries(
                             platforms=self._platforms,
                             lease_seconds=self._settings.lease_seconds,
+                            limit=limit,
                             token=token,
                         )
                     ]
@@ -270,9 +285,16 @@ class DeliveryWorker:
                     await pause(item_backoff(failures), stopping)
                     look = True
                     continue
+                if len(claimed) < limit:
+                    self._overflow = False
+                if woken:
+                    # each wake-up stands for one row: those of the others claimed here are
+                    # used up, or siblings would wake for claims that find nothing
+                    for _ in claimed[1:]:
+                        self._wake.take()
                 # a wake-up stands for one row written; a claim made on the poll (retries
                 # come due, other replicas' rows, the start) keeps looking while it finds some
-                look = bool(claimed) and not woken
+                look = bool(claimed) and (not woken or len(claimed) == limit > 1)
             for held in claimed:
                 more, failures = await self._start_one(held, stopping, beat, failures)
                 look = look or more  # parts of its session wait behind it

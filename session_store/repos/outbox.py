@@ -237,7 +237,7 @@ class Outbox:
         token: uuid.UUID | None = None,
     ) -> list[DeliveryRecord]:
         """Claim due parts under ``token`` (the caller's own, so that a claim whose answer was
-        lost after it committed can be handed back: ``release_claims``)."""
+        lost after it committed can be handed back: ``release_claims``), oldest due first."""
         async with self.db.connection() as conn:
             rows = await conn.fetch(
                 SQL.claim_deliveries,
@@ -247,7 +247,8 @@ class Outbox:
                 self.process_id,
                 token or uuid.uuid4(),
             )
-        return [delivery_from_row(r) for r in rows]
+        # in the order they were due (an UPDATE's RETURNING has no order of its own)
+        return sorted(map(delivery_from_row, rows), key=lambda d: (d.next_attempt_at, d.id))
 
     async def release_claims(self, tokens: Sequence[uuid.UUID]) -> int:
         """Hand back what writes under ``tokens`` claimed, when their caller never learned

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from gateway.core.domain import ReplyTarget
 from gateway.core.hub import Signal
 from gateway.core.metrics import Metrics
 from gateway.inbound.intake import to_inbound
-from gateway.outbox.delivery import DeliverySettings, DeliveryWorker
+from gateway.outbox.delivery import HANDOFF_LIMIT, DeliverySettings, DeliveryWorker
 from session_store.records import OutgoingReply
 from session_store.store import Store
 from testsupport.fakes.sink import SinkTransport, sink_envelope
+from testsupport.fakes.sink_server import SinkServer
 from testsupport.harness import wait_for
 
 
@@ -108,3 +111,55 @@ async def test_deliveries_handed_over_and_never_started_go_back_to_the_table_at_
     assert row.status == "pending"
     [again] = await store.outbox.claim_deliveries(platforms=["sink"], lease_seconds=30)
     assert again.id == handed.id
+
+
+async def _finished(store: Store, worker: DeliveryWorker, chat: str) -> None:
+    """A turn in ``chat`` answered, its part handed to ``worker`` while it accepts."""
+    await store.inbox.ingest(
+        to_inbound(sink_envelope({"chat": chat, "thread": "t", "id": chat, "text": "q"})),
+        raw=None,
+    )
+    claim = await store.turns.claim_turn(lease_seconds=30, with_pending=10)
+    assert claim is not None
+    done = await store.outbox.finish_turn_outbox(
+        claim,
+        handled_seq=1,
+        replies=[OutgoingReply(content=f"answer in {chat}", parts=[f"answer in {chat}"])],
+        target=ReplyTarget(platform="sink", scope="test", chat_id=chat, thread_id="t"),
+        hand_over=worker.accepting(),
+    )
+    for delivery in done.handed:
+        worker.hand_over(delivery)
+
+
+async def test_a_part_left_in_the_table_by_a_full_handoff_is_not_overtaken_by_later_ones(
+    store: Store, sink: SinkServer
+) -> None:
+    """Workers send handed parts before they claim from the table. Once the handoff is
+    full, a finished turn's part stays in the table; a part finished after it must not be
+    handed over as soon as there is room again, or it goes out first, and under a lasting
+    overload the table's parts wait seconds behind ever newer ones."""
+    transport = SinkTransport(sink.url)
+    worker = DeliveryWorker(
+        store,
+        {"sink": transport},
+        metrics=Metrics(),
+        wake=Signal(),
+        settings=DeliverySettings(workers=1),
+    )
+    chats = [f"c{n}" for n in range(HANDOFF_LIMIT + 2)]
+    for chat in chats[:HANDOFF_LIMIT]:
+        await _finished(store, worker, chat)  # handed over: the handoff is now full
+    await _finished(store, worker, chats[HANDOFF_LIMIT])  # full: left in the table
+    worker._handed.take()  # a worker took one (and sends it): there is room again
+    await _finished(store, worker, chats[HANDOFF_LIMIT + 1])
+    stopping = asyncio.Event()
+    running = asyncio.create_task(worker.work(stopping))
+    try:
+        await wait_for(lambda: len(sink.accepted) == len(chats) - 1, timeout=10)
+    finally:
+        stopping.set()
+        await running
+        await transport.aclose()
+    sent = [post["text"] for post in sink.accepted]
+    assert sent == [f"answer in {chat}" for chat in chats[1:]]
