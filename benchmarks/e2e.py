@@ -33,7 +33,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -406,10 +406,19 @@ class PlatformFakes:
 
 @asynccontextmanager
 async def gateway_process(
-    dsn: str, sink_url: str, log_path: Path, extra_env: dict[str, str], *, repo: Path = REPO
+    dsn: str,
+    sink_url: str,
+    log_path: Path,
+    extra_env: dict[str, str],
+    *,
+    repo: Path = REPO,
+    wrapper: Sequence[str] = (),
+    ready_within: float = 60.0,
 ) -> AsyncIterator[Any]:
     """``python -m gateway run`` with the sink surface and the echo agent, from ``repo``'s
-    code (another checkout measures a baseline in the same run)."""
+    code (another checkout measures a baseline in the same run). ``wrapper``: a command the
+    gateway runs under (``valgrind --tool=callgrind``, ``benchmarks.instructions``), given
+    ``ready_within`` seconds to start."""
     # GATEWAY_CONFIG_FILE passes through: profiles and places measured against a baseline
     kept = ("PATH", "HOME", "LANG", "TMPDIR", "GATEWAY_CONFIG_FILE")
     env = {k: v for k, v in os.environ.items() if k in kept}
@@ -428,6 +437,7 @@ async def gateway_process(
     )
     log_file = log_path.open("ab")
     proc = await asyncio.create_subprocess_exec(
+        *wrapper,
         sys.executable,
         "-m",
         "gateway",
@@ -440,7 +450,7 @@ async def gateway_process(
     assert proc.stdout is not None
     try:
         url = None
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + ready_within
         while url is None:
             line = await asyncio.wait_for(proc.stdout.readline(), deadline - time.monotonic())
             if not line:
