@@ -18,6 +18,13 @@ from testsupport.fakes.sink_server import SinkServer
 from testsupport.harness import wait_for
 
 
+def _worker(store: Store, transport: SinkTransport, settings: DeliverySettings) -> DeliveryWorker:
+    """A delivery worker for the sink surface alone (not running until told)."""
+    return DeliveryWorker(
+        store, {"sink": transport}, metrics=Metrics(), wake=Signal(), settings=settings
+    )
+
+
 async def _expired_send(store: Store) -> int:
     """A delivery claimed by a worker that then died: status 'sending', lease expired."""
     await store.inbox.ingest(
@@ -63,13 +70,7 @@ async def test_a_send_whose_worker_died_is_requeued_only_where_a_resend_is_safe(
     delivery_id = await _expired_send(store)
     transport = SinkTransport("http://127.0.0.1:9/unused", idempotent=idempotent)
     transport.resend_window = window
-    worker = DeliveryWorker(
-        store,
-        {"sink": transport},
-        metrics=Metrics(),
-        wake=Signal(),
-        settings=DeliverySettings(lease_seconds=60),
-    )
+    worker = _worker(store, transport, DeliverySettings(lease_seconds=60))
     await worker.recover()
     [row] = [d for d in await store.outbox.deliveries_for_session(1) if d.id == delivery_id]
     assert row.status == expected
@@ -97,13 +98,7 @@ async def test_deliveries_handed_over_and_never_started_go_back_to_the_table_at_
         hand_over=True,
     )
     [handed] = done.handed
-    worker = DeliveryWorker(
-        store,
-        {"sink": SinkTransport("http://127.0.0.1:9/never")},
-        metrics=Metrics(),
-        wake=Signal(),
-        settings=DeliverySettings(),
-    )
+    worker = _worker(store, SinkTransport("http://127.0.0.1:9/never"), DeliverySettings())
     worker.hand_over(handed)
     await worker.hand_back()
     assert not worker.accepting()  # stopping: finished turns leave rows in the table
@@ -140,13 +135,7 @@ async def test_a_part_left_in_the_table_by_a_full_handoff_is_not_overtaken_by_la
     handed over as soon as there is room again, or it goes out first, and under a lasting
     overload the table's parts wait seconds behind ever newer ones."""
     transport = SinkTransport(sink.url)
-    worker = DeliveryWorker(
-        store,
-        {"sink": transport},
-        metrics=Metrics(),
-        wake=Signal(),
-        settings=DeliverySettings(workers=1),
-    )
+    worker = _worker(store, transport, DeliverySettings(workers=1))
     chats = [f"c{n}" for n in range(HANDOFF_LIMIT + 2)]
     for chat in chats[:HANDOFF_LIMIT]:
         await _finished(store, worker, chat)  # handed over: the handoff is now full
