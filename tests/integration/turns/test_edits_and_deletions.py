@@ -130,7 +130,13 @@ async def test_an_edit_after_the_answer_rewrites_it_in_place_once(
         t = Thread(client, "general", "r1")
         asked = await t.say("what colour is it", "r1")
         await t.answered("echo: what colour is it")
-        [first] = [d for d in await deliveries(gw, "general", "r1") if d.status == "sent"]
+
+        async def sent() -> list[Any]:
+            rows = await deliveries(gw, "general", "r1")
+            return [d for d in rows if d.status == "sent"]
+
+        # the page shows the answer as it is sent; its row is marked sent right after
+        [first] = await wait_for(sent, message="the answer's delivery marked sent")
         assert (await t.edit(asked, "what color is it")).json()["status"] == "accepted"
         # the same edit again (a retried request) counts once
         assert (await t.edit(asked, "what color is it")).json()["status"] == "duplicate"
