@@ -293,8 +293,10 @@ class DeliveryWorker:
                     for _ in claimed[1:]:
                         self._wake.take()
                 # a wake-up stands for one row written; a claim made on the poll (retries
-                # come due, other replicas' rows, the start) keeps looking while it finds some
-                look = bool(claimed) and (not woken or len(claimed) == limit > 1)
+                # come due, other replicas' rows, the start), or a full claim of a backlog,
+                # keeps looking while it finds some
+                backlog_left = limit > 1 and len(claimed) == limit
+                look = bool(claimed) and (not woken or backlog_left)
             for held in claimed:
                 more, failures = await self._start_one(held, stopping, beat, failures)
                 look = look or more  # parts of its session wait behind it
@@ -351,19 +353,25 @@ class DeliveryWorker:
             held.reserved = True
         return await self.deliver(delivery, beat=beat, held=held)
 
+    @property
+    def _renewal_seconds(self) -> float:
+        """How often a claimed part's lease is renewed while it waits or is sent."""
+        return self._settings.lease_seconds / 3
+
     async def _keep_lease(
         self, delivery: DeliveryRecord, beat: Beat, *, first: float | None = None
     ) -> None:
         """Renew the delivery's lease while it waits for pacing or is being sent, so that
         recovery never takes a send that a live worker is still making. ``first``: the wait
-        before the first renewal (default: a third of the lease)."""
-        lease = self._settings.lease_seconds
-        wait = lease / 3 if first is None else first
+        before the first renewal (default: the interval)."""
+        wait = self._renewal_seconds if first is None else first
         while True:
             await asyncio.sleep(wait)
-            wait = lease / 3
+            wait = self._renewal_seconds
             try:
-                await self._store.outbox.renew_delivery(delivery, lease_seconds=lease)
+                await self._store.outbox.renew_delivery(
+                    delivery, lease_seconds=self._settings.lease_seconds
+                )
             except LeaseLost:
                 raise
             except StoreError as exc:
@@ -416,20 +424,22 @@ class DeliveryWorker:
             delivery_id=delivery.id,
         )
         send = asyncio.ensure_future(self._paced_send(transport, delivery, held))
-        lease = self._settings.lease_seconds
         # the lease renewal starts only if the send is still waiting or going when the first
         # renewal is due (``race``)
         renewal = Guard(
-            lease / 3, lambda first: self._keep_lease(delivery, beat, first=first), "delivery-lease"
+            self._renewal_seconds,
+            lambda first: self._keep_lease(delivery, beat, first=first),
+            "delivery-lease",
         )
         started: list[asyncio.Task[Any]] = []
         try:
             done, started = await race(send, (renewal,))
-            if started and started[0] in done and send not in done:
+            renew = started[0] if started else None
+            if renew is not None and renew in done and send not in done:
                 # the claim was taken over while we waited or sent: the new holder decides
                 send.cancel()
                 await asyncio.gather(send, return_exceptions=True)
-                started[0].result()
+                renew.result()
                 raise LeaseLost(f"delivery {delivery.id}: lease renewal stopped")
             try:
                 result = send.result()

@@ -74,9 +74,7 @@ class ReplicatedBroadcast(Broadcast):
             return  # no other replica listens: nothing to encode
         if not self.followed_elsewhere(topic):
             return  # no page of another replica follows it
-        payload = self._payload(topic, event)
-        if payload is not None and not self._outgoing.full():
-            self._outgoing.put_nowait(payload)
+        self._send(topic, event)
 
     def followed_elsewhere(self, topic: str) -> bool:
         """Whether another replica's page may follow ``topic``: one of them said so, or said
@@ -106,8 +104,12 @@ class ReplicatedBroadcast(Broadcast):
         ``topics``, which the others read as everything (``_heard``)."""
         if self._alone():
             return
-        follows = {"type": "follows", "topics": sorted(self._subs)}
-        payload = self._payload(HELLO_TOPIC, follows)
+        self._send(HELLO_TOPIC, {"type": "follows", "topics": sorted(self._subs)})
+
+    def _send(self, topic: str, event: dict[str, Any]) -> None:
+        """Queue ``event`` for the other replicas (dropped when the queue is full: events
+        are hints)."""
+        payload = self._payload(topic, event)
         if payload is not None and not self._outgoing.full():
             self._outgoing.put_nowait(payload)
 

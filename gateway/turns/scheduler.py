@@ -43,7 +43,7 @@ from gateway.turns.stage import (
     is_scheduled,
     one_firing_a_turn,
 )
-from gateway.turns.watch import WATCH_SECONDS, cut_short, stopped_reply, watch_turn
+from gateway.turns.watch import cut_short, stopped_reply, watch_interval, watch_turn
 from session_store.records import DeliveryRecord, MessageRecord, TurnClaim
 from session_store.repos.tools import ToolStore
 from session_store.store import Store
@@ -363,11 +363,14 @@ class TurnScheduler:
         marked stopped, charged for the tokens used."""
         claim = turn.claim
         agent_task = asyncio.create_task(self._agent.respond(request), name="agent-respond")
-        renewal = self._settings.lease_seconds / 3
         guards = (
-            Guard(renewal, lambda first: self._keep_lease(claim, beat, first=first), "turn-lease"),
             Guard(
-                min(self._settings.poll_seconds, WATCH_SECONDS),
+                self._renewal_seconds,
+                lambda first: self._keep_lease(claim, beat, first=first),
+                "turn-lease",
+            ),
+            Guard(
+                watch_interval(self._settings.poll_seconds),
                 lambda first: watch_turn(
                     self._store,
                     turn,
@@ -386,12 +389,12 @@ class TurnScheduler:
             # the lease renewal and the watch start only if the agent is still writing when
             # they would first act (``race``)
             done, started = await race(agent_task, guards)
-            renew, watch = started if started else (None, None)
-            if renew is not None and renew in done and agent_task not in done:
+            renew, watch = started or (None, None)
+            if renew in done:
                 agent_task.cancel()
                 renew.result()  # raises LeaseLost
                 raise LeaseLost("lease renewal stopped")
-            if watch is not None and watch in done and agent_task not in done:
+            if watch in done and agent_task not in done:
                 change = watch.result()
                 agent_task.cancel()  # the model request and any tool call in flight
                 await asyncio.gather(agent_task, return_exceptions=True)
@@ -412,6 +415,11 @@ class TurnScheduler:
                 await asyncio.gather(agent_task, return_exceptions=True)
             await stop_guards(started)
 
+    @property
+    def _renewal_seconds(self) -> float:
+        """How often a running turn's lease is renewed."""
+        return self._settings.lease_seconds / 3
+
     def _restarts_on_new(self, turn: TurnRun) -> bool:
         """``while_answering = restart`` here (the place's profile, else the setting; the
         older ``AGENT_BUSY_MODE=interrupt`` too)."""
@@ -427,7 +435,7 @@ class TurnScheduler:
         renewal the database cannot answer is retried: the lease is lost only when another
         worker took the session over (``LeaseLost``). ``first``: the wait before the first
         renewal (default: the interval)."""
-        interval = self._settings.lease_seconds / 3
+        interval = self._renewal_seconds
         wait = interval if first is None else first
         while True:
             await asyncio.sleep(wait)

@@ -20,6 +20,13 @@ log = structlog.get_logger(__name__)
 
 #: how often a running turn looks at its session row for a stop or a changed question
 WATCH_SECONDS = 0.5
+
+
+def watch_interval(poll_seconds: float) -> float:
+    """How often a running turn's watch reads its session row."""
+    return min(poll_seconds, WATCH_SECONDS)
+
+
 #: the mark a stopped answer ends with
 STOPPED_MARK = "(stopped)"
 
@@ -50,7 +57,7 @@ async def watch_turn(
     ``limit``: the new messages read at a time. ``first``: the wait before the first read
     (default: the interval)."""
     claim = turn.claim
-    interval = min(poll_seconds, WATCH_SECONDS)
+    interval = watch_interval(poll_seconds)
     wait = interval if first is None else first
     seen = turn.handled_seq
     while True:

@@ -89,5 +89,4 @@ class Deferred:
         """Cancel the timer, or the task it started, and wait for the task to end."""
         self._handle.cancel()
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await stop_guards([self._task])
