@@ -470,6 +470,47 @@ async def gateway_process(
         log_file.close()
 
 
+@asynccontextmanager
+async def sink_only(
+    dsn: str,
+    repo: Path,
+    *,
+    first_token: int,
+    prefix: str,
+    wrapper: Sequence[str] = (),
+    ready_within: float = 60.0,
+) -> AsyncIterator[tuple[Any, Driver, Path]]:
+    """``repo``'s gateway with the sink surface alone, its receiver, and a driver that opens
+    new threads named with ``prefix`` (from event id ``first_token``, for a database earlier
+    drivers used): (process, driver, a scratch directory that holds its log and goes with
+    it). For the benchmarks that compare checkouts on the core path (``sink_pair``,
+    ``instructions``)."""
+    waiters = Waiters()
+    receiver = Receiver(waiters)
+    await receiver.start()
+    work = Path(tempfile.mkdtemp(prefix="gw-sink-"))
+    try:
+        async with (
+            gateway_process(
+                dsn,
+                receiver.url,
+                work / "gateway.log",
+                {},
+                repo=repo,
+                wrapper=wrapper,
+                ready_within=ready_within,
+            ) as (proc, url),
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200)) as http,
+        ):
+            driver = Driver(url, http, waiters, PlatformFakes(waiters))
+            driver.sink_urls = [url]
+            driver.reuse_from(first_token, prefix=prefix)
+            yield proc, driver, work
+    finally:
+        await receiver.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 # where the gateway's CPU goes: a sample counts for the leaf-most frame that matches
 _CATEGORIES = (
     ("logging, JSON encoding", ("structlog/", "logging/__init__", "gateway/logs.py", "json/")),

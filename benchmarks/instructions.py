@@ -25,8 +25,6 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 from benchmarks import e2e
 from benchmarks.common import db_snapshot, scratch_database, server
 
@@ -58,60 +56,45 @@ def _instructions(dump: Path) -> int:
 
 
 async def _one(dsn: str, repo: Path, messages: int, phase: int) -> dict[str, Any]:
-    waiters = e2e.Waiters()
-    receiver = e2e.Receiver(waiters)
-    await receiver.start()
-    work = Path(tempfile.mkdtemp(prefix="gw-instructions-"))
-    out = work / "callgrind.out"
-    wrapper = (
+    wrapper = [
         "valgrind",
         "--tool=callgrind",
-        f"--callgrind-out-file={out}.%p",
         "--dump-instr=no",
         "--compress-strings=no",
-    )
-    try:
-        async with AsyncExitStack() as stack:
-            proc, url = await stack.enter_async_context(
-                e2e.gateway_process(
-                    dsn,
-                    receiver.url,
-                    work / "gateway.log",
-                    {},
-                    repo=repo,
-                    wrapper=wrapper,
-                    ready_within=600,
-                )
+    ]
+    async with AsyncExitStack() as stack:
+        out = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gw-callgrind-")))
+        wrapper.append(f"--callgrind-out-file={out}/callgrind.out.%p")
+        proc, driver, _ = await stack.enter_async_context(
+            e2e.sink_only(
+                dsn,
+                repo,
+                first_token=phase * 10_000_000,
+                prefix=f"i{phase}-",
+                wrapper=wrapper,
+                ready_within=600,
             )
-            http = await stack.enter_async_context(
-                aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=50))
-            )
-            driver = e2e.Driver(url, http, waiters, e2e.PlatformFakes(waiters))
-            driver.sink_urls = [url]
-            driver.reuse_from(phase * 10_000_000, prefix=f"i{phase}-")
-            await e2e.sustained(
-                driver, proc.pid, sessions=WARM_UP, concurrency=CONCURRENCY, max_seconds=600
-            )
-            before = await db_snapshot(dsn)
-            await _control("--zero", str(proc.pid))
-            load = await e2e.sustained(
-                driver, proc.pid, sessions=messages, concurrency=CONCURRENCY, max_seconds=1800
-            )
-            await _control("--dump", str(proc.pid))
-            after = await db_snapshot(dsn)
-            dumps = sorted(work.glob("callgrind.out.*"), key=lambda p: p.stat().st_mtime)
-            measured = [d for d in dumps if not d.name.endswith(f".{proc.pid}")]
-            count = _instructions(measured[-1] if measured else dumps[-1])
-            served = load["sessions"]
-            cost = e2e.database_cost(before, after, served, None)
-            return {
-                "messages": served,
-                "instructions_per_msg": count / served,
-                "db_transactions_per_msg": cost["db_transactions_per_msg"],
-            }
-    finally:
-        await receiver.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        )
+        await e2e.sustained(
+            driver, proc.pid, sessions=WARM_UP, concurrency=CONCURRENCY, max_seconds=600
+        )
+        before = await db_snapshot(dsn)
+        await _control("--zero", str(proc.pid))
+        load = await e2e.sustained(
+            driver, proc.pid, sessions=messages, concurrency=CONCURRENCY, max_seconds=1800
+        )
+        await _control("--dump", str(proc.pid))
+        after = await db_snapshot(dsn)
+        dumps = sorted(out.glob("callgrind.out.*"), key=lambda p: p.stat().st_mtime)
+        measured = [d for d in dumps if not d.name.endswith(f".{proc.pid}")]
+        count = _instructions(measured[-1] if measured else dumps[-1])
+        served = load["sessions"]
+        cost = e2e.database_cost(before, after, served, None)
+        return {
+            "messages": served,
+            "instructions_per_msg": count / served,
+            "db_transactions_per_msg": cost["db_transactions_per_msg"],
+        }
 
 
 async def main(repos: list[Path], messages: int) -> dict[Path, dict[str, Any]]:

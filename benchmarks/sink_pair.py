@@ -13,14 +13,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import statistics
-import tempfile
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
-
-import aiohttp
 
 from benchmarks import e2e
 from benchmarks.common import db_snapshot, scratch_database, server
@@ -29,34 +25,21 @@ from benchmarks.common import db_snapshot, scratch_database, server
 async def _one(
     dsn: str, repo: Path, sessions: int, phase: int, prof: Path | None
 ) -> dict[str, Any]:
-    waiters = e2e.Waiters()
-    receiver = e2e.Receiver(waiters)
-    await receiver.start()
-    logs = Path(tempfile.mkdtemp(prefix="gw-sink-pair-"))
-    try:
-        async with AsyncExitStack() as stack:
-            proc, url = await stack.enter_async_context(
-                e2e.gateway_process(dsn, receiver.url, logs / "gateway.log", {}, repo=repo)
-            )
-            http = await stack.enter_async_context(
-                aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200))
-            )
-            driver = e2e.Driver(url, http, waiters, e2e.PlatformFakes(waiters))
-            driver.sink_urls = [url]
-            driver.reuse_from(phase * 10_000_000, prefix=f"p{phase}-")
-            await e2e.sustained(driver, proc.pid, sessions=200, concurrency=32, max_seconds=30)
-            before = await db_snapshot(dsn)
-            spy = await e2e.py_spy(proc.pid, 15, prof) if prof is not None else None
-            load = await e2e.sustained(
-                driver, proc.pid, sessions=sessions, concurrency=32, max_seconds=120
-            )
-            load.update(e2e.database_cost(before, await db_snapshot(dsn), load["sessions"], None))
-            if spy is not None:
-                await spy.wait()
-            return load
-    finally:
-        await receiver.stop()
-        shutil.rmtree(logs, ignore_errors=True)
+    async with e2e.sink_only(dsn, repo, first_token=phase * 10_000_000, prefix=f"p{phase}-") as (
+        proc,
+        driver,
+        _,
+    ):
+        await e2e.sustained(driver, proc.pid, sessions=200, concurrency=32, max_seconds=30)
+        before = await db_snapshot(dsn)
+        spy = await e2e.py_spy(proc.pid, 15, prof) if prof is not None else None
+        load = await e2e.sustained(
+            driver, proc.pid, sessions=sessions, concurrency=32, max_seconds=120
+        )
+        load.update(e2e.database_cost(before, await db_snapshot(dsn), load["sessions"], None))
+        if spy is not None:
+            await spy.wait()
+        return load
 
 
 async def main(repos: list[Path], runs: int, sessions: int) -> None:
