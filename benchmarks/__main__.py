@@ -305,6 +305,7 @@ def _e2e_result(out: dict[str, Any]) -> dict[str, Any]:
         "sustained": out["sustained"],
         "scale_out": out["scale_out"],
         "tails": out["tails"],
+        "maintenance": out.get("maintenance", {}),
     }
 
 

@@ -45,6 +45,7 @@ import asyncpg
 from aiohttp import web
 
 from benchmarks.common import db_cost, db_snapshot, pct
+from benchmarks.maintenance import Maintenance
 from testsupport.process import enter_side_by_side
 
 REPO = Path(__file__).resolve().parents[1]
@@ -1079,9 +1080,16 @@ class E2E:
                     await fixed_rate(driver, rate=min(self.rates), seconds=warm)
                     latency: dict[float, list[dict[str, float]]] = {}
                     tails: dict[float, list[dict[str, Any]]] = {}
+                    upkeep: dict[float, list[dict[str, Any]]] = {}
                     for _ in range(runs):
                         for rate in self.rates:
-                            figure = await fixed_rate(driver, rate=rate, seconds=self.seconds)
+                            # PostgreSQL's vacuums, analyzes and checkpoints meanwhile: a
+                            # tail they cause is theirs (``benchmarks.maintenance``)
+                            async with Maintenance(self.dsn) as maintenance:
+                                figure = await fixed_rate(driver, rate=rate, seconds=self.seconds)
+                            upkeep.setdefault(rate, []).append(
+                                {"p99_ms": figure["p99_ms"], **maintenance.summary()}
+                            )
                             # where the slowest 1% spent their time (the gateway's log)
                             await asyncio.sleep(0.2)
                             tails.setdefault(rate, []).append(
@@ -1135,4 +1143,9 @@ class E2E:
             shutil.rmtree(self.log_path.parent, ignore_errors=True)
         load["surfaces"] = ["web", "sink", *fakes.platforms]
         load["skipped_surfaces"] = fakes.skipped
-        return {"latency_runs": latency, "sustained": load, "tails": tails}
+        return {
+            "latency_runs": latency,
+            "sustained": load,
+            "tails": tails,
+            "maintenance": upkeep,
+        }

@@ -178,6 +178,9 @@ def per_message_table(results: dict[str, Any]) -> list[str]:
     tail = tail_table(e2e)
     if tail:
         rows += ["", *tail]
+    upkeep = maintenance_table(e2e)
+    if upkeep:
+        rows += ["", *upkeep]
     for whose, scale in (
         ("", e2e.get("scale_out")),
         (" (baseline)", (base or {}).get("scale_out")),
@@ -233,6 +236,38 @@ def tail_table(e2e: dict[str, Any]) -> list[str]:
                 rows.append(
                     f"| ... {stage}: {what} | {t['median'][stage]:,.1f} "
                     f"| {t['slowest'][stage]:,.1f} |"
+                )
+    return rows
+
+
+def maintenance_table(e2e: dict[str, Any]) -> list[str]:
+    """Each timed run's p99 beside what PostgreSQL's own maintenance did meanwhile
+    (``benchmarks.maintenance``), and the p99 of the runs it left alone: a run an autovacuum
+    round fell into has that round's tail."""
+    from benchmarks.maintenance import describe
+
+    rows: list[str] = []
+    theirs = (e2e.get("baseline") or {}).get("maintenance")
+    for whose, upkeep in (("", e2e.get("maintenance")), (" (baseline)", theirs)):
+        for rate, runs in (upkeep or {}).items():
+            if not runs:
+                continue
+            if not rows:
+                rows = [
+                    "| PostgreSQL maintenance while timed (vacuums, analyzes, checkpoints) "
+                    "| p99 ms | what ran (seconds with one running) |",
+                    "|---|---|---|",
+                ]
+            for i, run in enumerate(runs, 1):
+                rows.append(
+                    f"| offered {float(rate):.0f} msgs/s{whose}, run {i} "
+                    f"| {run['p99_ms']:,.1f} | {describe(run)} |"
+                )
+            quiet = [r["p99_ms"] for r in runs if not r["ran"] and not r.get("checkpoints")]
+            if quiet and len(quiet) < len(runs):
+                rows.append(
+                    f"| offered {float(rate):.0f} msgs/s{whose}: p99 of the {len(quiet)} "
+                    f"run(s) without maintenance | {sorted(quiet)[len(quiet) // 2]:,.1f} | |"
                 )
     return rows
 
