@@ -82,3 +82,29 @@ async def test_uses_beyond_the_pool_size_wait_for_a_connection(database_url: str
         assert await _pid(db) > 0
     finally:
         await db.close()
+
+
+async def test_kept_connections_take_turns_so_each_one_opened_stays_warm(
+    database_url: str,
+) -> None:
+    """PostgreSQL prepares and plans each statement per connection; a connection that only a
+    burst reaches pays for all of it then. Every connection a burst opened keeps serving."""
+    db = await Database.connect(database_url, min_size=1, max_size=3)
+    try:
+        both = asyncio.Event()
+        opened: list[int] = []
+
+        async def hold() -> None:
+            async with db.connection() as conn:
+                opened.append(int(await conn.fetchval("SELECT pg_backend_pid()")))
+                if len(opened) == 3:
+                    both.set()
+                await both.wait()
+
+        await asyncio.gather(hold(), hold(), hold())
+        # one use at a time afterwards: each opened connection serves in its turn
+        served = [await _pid(db) for _ in range(6)]
+        assert sorted(set(served)) == sorted(opened)
+        assert served[:3] == served[3:]
+    finally:
+        await db.close()
