@@ -434,10 +434,18 @@ class SlackTransport:
         if target.thread_id is None:
             return
         key = (target.chat_id, target.thread_id)
-        if self._status.available and await self._set_status(target, THINKING_STATUS):
+        # marked before each call goes out: a turn that ends while it is on its way (the
+        # typing task cancelled in the await) still clears what Slack may already show
+        if self._status.available:
+            shown = key in self._status_shown
             self._status_shown.add(key)
-        if self._sessions.available and await self._set_session(target, SESSION_WORKING):
+            if not await self._set_status(target, THINKING_STATUS) and not shown:
+                self._status_shown.discard(key)
+        if self._sessions.available:
+            working = key in self._sessions_working
             self._sessions_working.add(key)
+            if not await self._set_session(target, SESSION_WORKING) and not working:
+                self._sessions_working.discard(key)
 
     async def clear_typing(self, target: ReplyTarget) -> None:
         key = (target.chat_id, target.thread_id or "")

@@ -294,6 +294,8 @@ class FakeSlack:
         self.refuse_agent_sessions: str | None = None
         self.socket_connections = 0
         self._faults: dict[str, list[Fault]] = {}
+        #: seconds the next calls to a method wait before answering, after taking effect
+        self._late: dict[str, list[float]] = {}
         self._ts_counter = itertools.count(1)
         self._ts_base = int(time.time()) - 1000
         self._sockets: list[web.WebSocketResponse] = []
@@ -421,6 +423,11 @@ class FakeSlack:
         fault = Fault(error=error, status=status, retry_after=retry_after, delay=delay)
         self._faults.setdefault(method, []).extend([fault] * times)
 
+    def answer_late(self, method: str, seconds: float, *, times: int = 1) -> None:
+        """The next ``times`` calls to ``method`` take effect at once and are answered
+        ``seconds`` later: a request that reached Slack while its caller stopped waiting."""
+        self._late.setdefault(method, []).extend([seconds] * times)
+
     def pending_faults(self, method: str) -> int:
         """Faults scheduled for ``method`` that no call has met yet."""
         return len(self._faults.get(method, ()))
@@ -459,6 +466,9 @@ class FakeSlack:
         )
         self.calls.append(call)
         response = await self._dispatch_api(method, request, params)
+        late = self._late.get(method)
+        if late:
+            await asyncio.sleep(late.pop(0))
         call.status = response.status
         call.response = json.loads(response.body) if isinstance(response.body, bytes) else None
         return response

@@ -65,6 +65,22 @@ def target(channel: str, thread: str | None) -> ReplyTarget:
     return ReplyTarget(platform="slack", scope=TEAM_ID, chat_id=channel, thread_id=thread)
 
 
+async def test_a_turn_that_ends_while_processing_is_on_its_way_still_ends_it(
+    fake: FakeSlack,
+) -> None:
+    """Slack took ``processing`` but its answer is late, and the turn ends meanwhile (the
+    typing task cancelled in that await): the stop button must still go."""
+    transport = transport_for(fake)
+    root, _ = fake.seed_thread("C0GENERAL", [(HUMAN, "q")], root_text="root")
+    fake.answer_late("agents.sessions.setStatus", 1.0)
+    holder = asyncio.create_task(hold_typing(transport, target("C0GENERAL", root)))
+    await wait_for(lambda: fake.agent_sessions.get(("C0GENERAL", root)) == "processing", timeout=5)
+    holder.cancel()
+    await asyncio.gather(holder, return_exceptions=True)
+    assert fake.agent_sessions[("C0GENERAL", root)] == "active"
+    assert [s for _, _, s in fake.session_statuses] == ["processing", "active"]
+
+
 async def test_the_session_is_processing_while_a_turn_runs_then_active(fake: FakeSlack) -> None:
     transport = transport_for(fake)
     root, _ = fake.seed_thread("C0GENERAL", [(HUMAN, "q")], root_text="root")
