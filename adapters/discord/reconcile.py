@@ -135,6 +135,32 @@ class Reconciler:
             cursors[channel_id] = int(after)
             await self._save()
 
+    async def follow(
+        self,
+        channel_ids: list[str],
+        lookup: Callable[[str], Awaitable[Channel]],
+        submit: Submit,
+    ) -> int:
+        """Threads the bot started that a new session lists but no cursor follows: their
+        THREAD_CREATE came while no session was there to hear it (a replica taking the
+        connection over; the bot's answer that starts a thread can be sent by any replica).
+        Each is followed from its start and read now (the READY's catch-up ran before the
+        list came); what was already handled is the inbox's duplicate."""
+        cursors = await self.cursors()
+        new = [c for c in channel_ids if is_snowflake(c) and c not in cursors]
+        total = 0
+        for cid in new:
+            cursors[cid] = int(cid) - 1
+            try:
+                total += await self._channel(cid, cursors[cid], lookup, submit)
+            except Exception:  # broad: as in catch_up, one thread's failure spares the rest
+                log.warning("discord_catch_up_failed", channel_id=cid, exc_info=True)
+        if new:
+            await self._save()
+            self.caught_up += total
+            log.info("discord_threads_followed", threads=len(new), submitted=total)
+        return total
+
     async def hold(self, message: Mapping[str, Any] | None, exc: BaseException, raw: Any) -> None:
         """Handling an event failed: a dead letter, and for a new ``message`` its channel's
         cursor held before it."""

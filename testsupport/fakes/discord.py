@@ -87,6 +87,8 @@ class Channel:
     parent_id: str | None = None
     name: str | None = None
     recipients: list[User] = field(default_factory=list)
+    #: a thread's creator
+    owner_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"id": self.id, "type": self.type, "flags": 0}
@@ -99,6 +101,8 @@ class Channel:
         if self.recipients:
             data["recipients"] = [u.to_json() for u in self.recipients]
         if self.type in (10, 11, 12):
+            if self.owner_id is not None:
+                data["owner_id"] = self.owner_id
             data["thread_metadata"] = {
                 "archived": False,
                 "auto_archive_duration": 1440,
@@ -175,6 +179,9 @@ class FakeDiscord:
         self.requests: list[tuple[float, str, str]] = []
         self.ops: list[int] = []
         self.identifies = 0
+        #: seconds an IDENTIFY waits before its session exists (READY): a gateway that is
+        #: slow to come back, while the REST API serves
+        self.identify_delay = 0.0
         self.resumes: list[bool] = []
         self.edits: list[tuple[str, str, str]] = []
         self.deleted: list[str] = []
@@ -323,7 +330,16 @@ class FakeDiscord:
 
     async def forum_post(self, title: str, text: str, *, user: User | None = None) -> Channel:
         """A forum post: a thread in the forum whose first message has the thread's id."""
-        thread = self._add(Channel(self.ids.next(), 11, self.guild_id, self.forum.id, title))
+        thread = self._add(
+            Channel(
+                self.ids.next(),
+                11,
+                self.guild_id,
+                self.forum.id,
+                title,
+                owner_id=(user or self.alice).id,
+            )
+        )
         await self.dispatch("THREAD_CREATE", {**thread.to_json(), "newly_created": True})
         message = self._message(thread, user or self.alice, text)
         message["id"] = thread.id
@@ -335,7 +351,16 @@ class FakeDiscord:
     async def user_starts_thread(self, message: dict[str, Any], name: str) -> Channel:
         """A person starts a public thread on ``message`` (its id is the message's)."""
         parent = self.channels[message["channel_id"]]
-        thread = self._add(Channel(message["id"], 11, parent.guild_id, parent.id, name))
+        thread = self._add(
+            Channel(
+                message["id"],
+                11,
+                parent.guild_id,
+                parent.id,
+                name,
+                owner_id=message["author"]["id"],
+            )
+        )
         await self.dispatch("THREAD_CREATE", {**thread.to_json(), "newly_created": True})
         return thread
 
@@ -500,6 +525,8 @@ class FakeDiscord:
             await conn.ws.close(code=4014, message=b"Disallowed intent(s).")
             return
         self.identifies += 1
+        if self.identify_delay:
+            await asyncio.sleep(self.identify_delay)
         session = Session(id=f"session-{next(self._counter)}", intents=intents, conn=conn)
         self.session = session
         conn.session = session
@@ -739,7 +766,7 @@ class FakeDiscord:
         name = str(body.get("name") or "")
         if not 1 <= len(name) <= 100:
             return _error(400, 50035, "Invalid Form Body: name")
-        thread = self._add(Channel(mid, 11, parent.guild_id, cid, name))
+        thread = self._add(Channel(mid, 11, parent.guild_id, cid, name, owner_id=self.bot.id))
         self.threads_started.append(mid)
         await self.dispatch("THREAD_CREATE", {**thread.to_json(), "newly_created": True})
         return _json(thread.to_json(), 201)

@@ -97,6 +97,31 @@ async def test_a_forgotten_session_and_a_restart_are_caught_up_from_history(
     assert fake.threads_started == [thread]
 
 
+async def test_a_thread_the_bot_started_while_no_session_heard_of_it_is_caught_up(
+    fake: FakeDiscord, database_url: str
+) -> None:
+    """The bot's answer starts its thread while the gateway is between sessions (a replica
+    taking over the connection; REST serves all along), so no THREAD_CREATE tells the
+    adapter to follow it, and a person writes in it meanwhile. The new session lists the
+    thread (GUILD_CREATE): what was written there is read from its history."""
+    adapter = DiscordAdapter(make_config(fake))
+    async with running_gateway(database_url, adapters=[adapter], web_chat=False):
+        await session_up(adapter, fake)
+        # the thread's start is refused once, so it is made a moment later, in the gap
+        fake.rate_limit_next("POST", "/threads", 1.5)
+        question = await fake.user_posts(fake.general, "first", mention_bot=True)
+        thread = question["id"]
+        await wait_for(lambda: len(fake.limited) == 1, timeout=20)
+        fake.identify_delay = 4.0
+        fake.forget_session()
+        await wait_for(lambda: _answers(fake, thread), timeout=20)
+        assert fake.session is None  # nobody heard of the thread's creation
+        await fake.user_posts(fake.channels[thread], "written in the gap")
+        await session_up(adapter, fake, sessions=2)
+        await wait_for(lambda: len(_answers(fake, thread)) == 2, timeout=20)
+    assert _answers(fake, thread) == ["echo: @gatewaybot first", "echo: written in the gap"]
+
+
 async def test_429s_per_route_and_global_are_waited_out(
     fake: FakeDiscord, database_url: str
 ) -> None:
