@@ -67,6 +67,9 @@ async def test_a_web_voice_note_without_transcription_is_told_voice_is_not_set_u
         httpx.AsyncClient(base_url=gw.url, timeout=30) as client,
     ):
         thread = await _start_thread(client)
+        # the greeting answered first: a voice note in the same turn as typed text is
+        # answered for the text, with a note that it was not heard (NOT_HEARD)
+        await wait_for(lambda: _answers(client, thread), timeout=20)
         up = await client.post(
             f"/web/api/channels/general/threads/{thread}/files",
             params={"name": "voice.ogg"},
