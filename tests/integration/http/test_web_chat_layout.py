@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,12 +37,22 @@ DESKTOP: ViewportSize = {"width": 1280, "height": 800}
 
 
 class MarkdownAgent:
-    """Answers in Markdown, quoting the question (which may hold HTML) after a short think."""
+    """Answers in Markdown, quoting the question (which may hold HTML), after a short think,
+    or, given ``seen``, once the test has seen the typing indicator: a fixed think was
+    sometimes over before a loaded machine's page had even subscribed to the thread, and the
+    indicator never showed."""
 
     name = "markdown"
 
+    def __init__(self, seen: asyncio.Event | None = None) -> None:
+        self._seen = seen
+
     async def respond(self, turn: Turn) -> Sequence[Reply]:
-        await asyncio.sleep(1.0)  # long enough to see the typing indicator
+        if self._seen is None:
+            await asyncio.sleep(1.0)
+        else:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._seen.wait(), 30)
         asked = turn.new_messages[-1].content
         text = (
             f"**Bold** answer to: {asked}\n\n"
@@ -70,7 +81,8 @@ async def test_markdown_reply_on_desktop_and_phone(
     tmp_path: Path,
 ) -> None:
     shots = shots_dir(tmp_path)
-    async with running_gateway(database_url, agent=MarkdownAgent()) as gw:
+    seen = asyncio.Event()
+    async with running_gateway(database_url, agent=MarkdownAgent(seen)) as gw:
         async with httpx.AsyncClient(base_url=gw.url) as client:
             icon = await client.get("/favicon.ico")
             assert icon.status_code == 200
@@ -89,6 +101,7 @@ async def test_markdown_reply_on_desktop_and_phone(
             await desktop.fill("#text", "what is <script>window.pwnedByUser = 1</script>?")
             await desktop.press("#text", "Enter")
             await expect(desktop.locator("#typing")).to_have_text("assistant is typing…")
+            seen.set()
             reply = desktop.locator(".msg.assistant .body").first
             await expect(reply.locator("strong")).to_have_text("Bold")
             await expect(desktop.locator("#typing")).to_have_text("")
