@@ -434,18 +434,10 @@ class SlackTransport:
         if target.thread_id is None:
             return
         key = (target.chat_id, target.thread_id)
-        # marked before each call goes out: a turn that ends while it is on its way (the
-        # typing task cancelled in the await) still clears what Slack may already show
         if self._status.available:
-            shown = key in self._status_shown
-            self._status_shown.add(key)
-            if not await self._set_status(target, THINKING_STATUS) and not shown:
-                self._status_shown.discard(key)
+            await _noted(self._status_shown, key, self._set_status(target, THINKING_STATUS))
         if self._sessions.available:
-            working = key in self._sessions_working
-            self._sessions_working.add(key)
-            if not await self._set_session(target, SESSION_WORKING) and not working:
-                self._sessions_working.discard(key)
+            await _noted(self._sessions_working, key, self._set_session(target, SESSION_WORKING))
 
     async def clear_typing(self, target: ReplyTarget) -> None:
         key = (target.chat_id, target.thread_id or "")
@@ -481,3 +473,13 @@ class SlackTransport:
             )
         )
         return response is not None
+
+
+async def _noted(marks: set[tuple[str, str]], key: tuple[str, str], call: Awaitable[bool]) -> None:
+    """Note ``key`` in ``marks`` (what ``clear_typing`` undoes) before ``call`` goes out: a
+    turn that ends while it is on its way (the typing task cancelled in the await) still
+    clears what Slack may already show. Forgotten again only when a first call was refused."""
+    before = key in marks
+    marks.add(key)
+    if not await call and not before:
+        marks.discard(key)
