@@ -147,14 +147,9 @@ class Reconciler:
         Each is followed from its start and read now (the READY's catch-up ran before the
         list came); what was already handled is the inbox's duplicate."""
         cursors = await self.cursors()
-        new = [c for c in channel_ids if is_snowflake(c) and c not in cursors]
-        total = 0
-        for cid in new:
-            cursors[cid] = int(cid) - 1
-            try:
-                total += await self._channel(cid, cursors[cid], lookup, submit)
-            except Exception:  # broad: as in catch_up, one thread's failure spares the rest
-                log.warning("discord_catch_up_failed", channel_id=cid, exc_info=True)
+        new = {c: int(c) - 1 for c in channel_ids if is_snowflake(c) and c not in cursors}
+        cursors.update(new)
+        total = await self._read(new, lookup, submit)
         if new:
             await self._save()
             self.caught_up += total
@@ -185,12 +180,7 @@ class Reconciler:
         """Every channel with a cursor: the messages after it, oldest first."""
         started = time.monotonic()
         cursors = dict(await self.cursors())
-        total = 0
-        for cid, cursor in cursors.items():
-            try:
-                total += await self._channel(cid, cursor, channel, submit)
-            except Exception:  # broad: one channel's failure (gone, no access) spares the rest
-                log.warning("discord_catch_up_failed", channel_id=cid, exc_info=True)
+        total = await self._read(cursors, channel, submit)
         self.catch_ups += 1
         self.caught_up += total
         log.info(
@@ -199,6 +189,21 @@ class Reconciler:
             submitted=total,
             seconds=round(time.monotonic() - started, 3),
         )
+        return total
+
+    async def _read(
+        self,
+        cursors: Mapping[str, int],
+        lookup: Callable[[str], Awaitable[Channel]],
+        submit: Submit,
+    ) -> int:
+        """Each channel's messages after its cursor, submitted; how many."""
+        total = 0
+        for cid, cursor in cursors.items():
+            try:
+                total += await self._channel(cid, cursor, lookup, submit)
+            except Exception:  # broad: one channel's failure (gone, no access) spares the rest
+                log.warning("discord_catch_up_failed", channel_id=cid, exc_info=True)
         return total
 
     async def _channel(
