@@ -267,7 +267,7 @@ def maintenance_table(e2e: dict[str, Any]) -> list[str]:
             if quiet and len(quiet) < len(runs):
                 rows.append(
                     f"| offered {float(rate):.0f} msgs/s{whose}: p99 of the {len(quiet)} "
-                    f"run(s) without maintenance | {sorted(quiet)[len(quiet) // 2]:,.1f} | |"
+                    f"run(s) without maintenance | {_stat(quiet)['median']:,.1f} | |"
                 )
     return rows
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from gateway.core.errors import GatewayError, LeaseLost, StoreError
+from gateway.core.lifecycle.guards import renewal_interval
 from gateway.knowledge.chunk import chunk_blocks
 from gateway.knowledge.citations import document_note
 from gateway.knowledge.config import FileRejected
@@ -166,7 +167,7 @@ class IngestWorker:
 
         async def keep_lease() -> None:
             while True:
-                await asyncio.sleep(self.k.settings.lease_seconds / 3)
+                await asyncio.sleep(renewal_interval(self.k.settings.lease_seconds))
                 await self.k.store.job_progress(
                     job, state[0], lease_seconds=self.k.settings.lease_seconds
                 )

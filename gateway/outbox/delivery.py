@@ -21,7 +21,7 @@ from gateway.core import tracing
 from gateway.core.domain import ReplyTarget
 from gateway.core.errors import DeliveryError, LeaseLost, StoreError
 from gateway.core.hub import PollGate, Signal
-from gateway.core.lifecycle.guards import Guard, race, stop_guards
+from gateway.core.lifecycle.guards import Guard, race, renewal_interval, stop_guards
 from gateway.core.lifecycle.supervisor import Beat, item_backoff, no_beat, pause, persist
 from gateway.core.metrics import Metrics
 from gateway.core.parts import (
@@ -356,7 +356,7 @@ class DeliveryWorker:
     @property
     def _renewal_seconds(self) -> float:
         """How often a claimed part's lease is renewed while it waits or is sent."""
-        return self._settings.lease_seconds / 3
+        return renewal_interval(self._settings.lease_seconds)
 
     async def _keep_lease(
         self, delivery: DeliveryRecord, beat: Beat, *, first: float | None = None

@@ -27,7 +27,7 @@ from gateway.core import tracing
 from gateway.core.domain import Reply
 from gateway.core.errors import LeaseLost, StoreError
 from gateway.core.hub import PollGate, Signal
-from gateway.core.lifecycle.guards import Guard, race, stop_guards
+from gateway.core.lifecycle.guards import Guard, race, renewal_interval, stop_guards
 from gateway.core.lifecycle.supervisor import Beat, item_backoff, no_beat, pause, persist
 from gateway.core.metrics import Metrics
 from gateway.core.ports import Transport
@@ -418,7 +418,7 @@ class TurnScheduler:
     @property
     def _renewal_seconds(self) -> float:
         """How often a running turn's lease is renewed."""
-        return self._settings.lease_seconds / 3
+        return renewal_interval(self._settings.lease_seconds)
 
     def _restarts_on_new(self, turn: TurnRun) -> bool:
         """``while_answering = restart`` here (the place's profile, else the setting; the

@@ -26,6 +26,12 @@ class Guard:
     name: str
 
 
+def renewal_interval(lease_seconds: float) -> float:
+    """How often a held lease is renewed: three times a term, so a renewal or two the
+    database cannot answer still leaves the lease held."""
+    return lease_seconds / 3
+
+
 async def race(
     work: asyncio.Future[Any], guards: Sequence[Guard]
 ) -> tuple[set[asyncio.Future[Any]], list[asyncio.Task[Any]]]:
