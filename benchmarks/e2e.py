@@ -605,12 +605,13 @@ async def postmaster_pid(dsn: str) -> int | None:
     conn = await asyncpg.connect(dsn)
     try:
         backend = int(await conn.fetchval("SELECT pg_backend_pid()"))
+        # read while the backend lives: once closed it may be gone before /proc is read
+        try:
+            return int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
     finally:
         await conn.close()
-    try:
-        return int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def rss_bytes(pid: int) -> int:
