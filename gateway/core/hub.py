@@ -17,7 +17,8 @@ class Signal:
     def __init__(self) -> None:
         self._event = asyncio.Event()
 
-    def set(self) -> None:
+    def set(self, hint: int | None = None) -> None:
+        """Wake the workers; ``hint`` (what the work is about) is for ``WorkSignal``."""
         self._event.set()
 
     def take(self) -> bool:
@@ -36,6 +37,10 @@ class Signal:
         self._event.clear()
         return True
 
+    async def wake(self, timeout: float) -> tuple[bool, int | None]:
+        """``wait``, with the hint of the ``set`` that woke the caller (None: no hint)."""
+        return await self.wait(timeout), None
+
 
 class WorkSignal(Signal):
     """A counting wake-up for a pool of workers claiming from PostgreSQL: each
@@ -44,44 +49,53 @@ class WorkSignal(Signal):
     nothing. A level-triggered event woke every worker and each one that woke up made an empty
     claim. Tokens are bounded: past ``max_tokens`` pending wake-ups a worker finds the work
     anyway by claiming until nothing is due (``poll`` keeps a worker looking while it finds
-    work)."""
+    work).
+
+    A ``set`` may name its unit of work (``hint``, a session id): the worker it lets through
+    learns it (``wake``) and claims that one first. Without it a wake-up only says "something
+    is due", and two woken workers could swap their work in a way that left one unit with no
+    claim at all (see ``TurnScheduler.work``)."""
 
     def __init__(self, max_tokens: int = 10_000) -> None:
         super().__init__()
-        self._tokens = 0
+        #: one hint (or None) per pending wake-up, oldest first
+        self._tokens: deque[int | None] = deque()
         self._max_tokens = max_tokens
-        self._waiters: deque[asyncio.Future[bool]] = deque()
+        self._waiters: deque[asyncio.Future[int | None]] = deque()
 
-    def set(self) -> None:
+    def set(self, hint: int | None = None) -> None:
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
-                waiter.set_result(True)
+                waiter.set_result(hint)
                 return
-        self._tokens = min(self._tokens + 1, self._max_tokens)
+        if len(self._tokens) < self._max_tokens:
+            self._tokens.append(hint)
 
     def wake_all(self) -> None:
         """Shutdown: every waiting worker returns at once (and sees its stop flag)."""
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
-                waiter.set_result(True)
+                waiter.set_result(None)
 
     @property
     def pending(self) -> int:
-        return self._tokens
+        return len(self._tokens)
 
     def take(self) -> bool:
-        if self._tokens > 0:
-            self._tokens -= 1
+        if self._tokens:
+            self._tokens.popleft()
             return True
         return False
 
     async def wait(self, timeout: float) -> bool:
-        if self._tokens > 0:
-            self._tokens -= 1
-            return True
-        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        return (await self.wake(timeout))[0]
+
+    async def wake(self, timeout: float) -> tuple[bool, int | None]:
+        if self._tokens:
+            return True, self._tokens.popleft()
+        waiter: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         try:
             await asyncio.wait({waiter}, timeout=timeout)
@@ -89,7 +103,9 @@ class WorkSignal(Signal):
             if not waiter.done():
                 waiter.cancel()
                 self._waiters.remove(waiter)  # at most one entry per worker
-        return waiter.done() and not waiter.cancelled()
+        if waiter.done() and not waiter.cancelled():
+            return True, waiter.result()
+        return False, None
 
 
 class PollGate:

@@ -321,7 +321,7 @@ class CoreIntake:
                 event_id=extracted.event_id,
             )
         if result.turn_requested:
-            self._turn_wake.set()
+            self._turn_wake.set(result.session_id)
         if result.deliveries_queued and self._delivery_wake is not None:
             for _ in range(result.deliveries_queued):
                 self._delivery_wake.set()

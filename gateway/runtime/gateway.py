@@ -571,8 +571,8 @@ class Gateway:
     async def _late_transcript(self, message: InboundMessage) -> None:
         """A voice note heard after its turn gave up waiting: stored as the person's message
         (once: the inbox dedupes it) and answered."""
-        await self.store.inbox.ingest(message, raw=None)
-        self.turn_wake.set()
+        stored = await self.store.inbox.ingest(message, raw=None)
+        self.turn_wake.set(stored.session_id)
 
     async def _start_knowledge(self) -> None:
         loops = await knowledge_loops(self.knowledge, self.doc_summaries, self.minutes)

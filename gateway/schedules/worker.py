@@ -134,7 +134,7 @@ class ScheduleWorker:
         late = (self.service.clock() - f.due_at).total_seconds()
         if f.action == "fire":
             self.metrics.lateness.observe(max(late, 0.0))
-            self._turn_wake.set()
+            self._turn_wake.set(f.session_id)
         log.info(
             "schedule_fired" if f.action == "fire" else "schedule_skipped",
             schedule_id=f.schedule.id,

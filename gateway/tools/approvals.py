@@ -183,11 +183,12 @@ class ApprovalService:
             else ("denied" if record.status == "denied" else "expired")
         )
 
-    def _woke(self) -> None:
+    def _woke(self, session_id: int | None = None) -> None:
         """A request was decided or expired: a turn parked on it is due again (this
-        process's turn workers at once; other replicas on their poll)."""
+        process's turn workers at once, claiming ``session_id`` first; other replicas on
+        their poll)."""
         if self._turn_wake is not None:
-            self._turn_wake.set()
+            self._turn_wake.set(session_id)
 
     # --- clicks from the adapters (the ApprovalDecider port) ---------------------------------
 
@@ -214,7 +215,7 @@ class ApprovalService:
         if record.status == "pending" and record.overdue:
             if await self._store.expire_approval(record.id, version=record.version):
                 self._metrics.approvals.labels("expired").inc()
-            self._woke()
+            self._woke(record.session_id)
             return ClickOutcome(outcome="expired", message="This request has expired.")
         if record.status != "pending":
             return ClickOutcome(
@@ -231,7 +232,7 @@ class ApprovalService:
         self._metrics.approvals.labels(status).inc()
         log.info("approval_decided", approval_id=record.id, status=status, decided_by=who)
         await self._record(record, click, "ok", None)
-        self._woke()
+        self._woke(record.session_id)
         found = await self._store.get_approval(record.id)
         if found is not None:
             await self._retire(found)

@@ -131,8 +131,11 @@ class TurnScheduler:
         while not stopping.is_set():
             beat()
             woken = False
+            #: the session whose message woke this worker: claimed first (``claim_session``
+            #: says why), the longest-waiting one otherwise
+            hint: int | None = None
             if not look:
-                woken = await self._wake.wait(self._settings.poll_seconds)
+                woken, hint = await self._wake.wake(self._settings.poll_seconds)
                 if stopping.is_set():
                     return
                 if not woken and not self._polls.due(self._settings.poll_seconds):
@@ -145,6 +148,7 @@ class TurnScheduler:
                     platforms=self._platforms,
                     with_pending=PENDING_LIMIT,
                     context_page=CONTEXT_FIRST_PAGE,
+                    prefer=hint,
                 )
             except StoreError as exc:
                 failures += 1

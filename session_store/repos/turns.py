@@ -64,14 +64,18 @@ class Turns:
         platforms: Sequence[str] | None = None,
         with_pending: int = 0,
         context_page: int = 0,
+        prefer: int | None = None,
     ) -> TurnClaim | None:
-        """Claim one session whose turn is due. With ``with_pending`` its first unanswered
+        """Claim one session whose turn is due: ``prefer`` (a session id) when it is, else
+        the one waiting longest. With ``with_pending`` its first unanswered
         messages (up to that many) come in the same round trip, as ``TurnClaim.pending``
         (None when the statement's snapshot missed the newest: read ``delta`` then); with
         ``context_page`` also the turn's state and newest context page
         (``TurnClaim.context``)."""
         owner = str(uuid.uuid4())
-        rows = await self._claim(owner, lease_seconds, platforms, with_pending, context_page)
+        rows = await self._claim(
+            owner, lease_seconds, platforms, with_pending, context_page, prefer
+        )
         if not rows:
             return None
         row = rows[0]
@@ -103,9 +107,10 @@ class Turns:
         platforms: Sequence[str] | None,
         with_pending: int,
         context_page: int,
+        prefer: int | None,
     ) -> list[Any]:
         plats = None if platforms is None else list(platforms)
-        args = (owner, lease_seconds, plats, self.process_id)
+        args = (owner, lease_seconds, plats, self.process_id, prefer)
         async with self.db.connection() as conn:
             if with_pending <= 0:
                 row = await conn.fetchrow(SQL.claim_turn, *args)

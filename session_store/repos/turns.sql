@@ -3,26 +3,38 @@
 -- message_columns (sessions.sql) and dead_turn_process (the liveness rule, shared with the
 -- outbox's recovery).
 
+-- name: turn_due
+-- a session whose turn is due and whose lease is free, expired, or held by a process that is
+-- dead (its liveness lock is gone: takeover in seconds, not after the lease)
+turn_requested_seq > turn_done_seq AND turn_parked_on IS NULL
+-- a paused session answers nothing until resumed
+AND status <> 'paused'
+-- a burst: the thread has not been quiet long enough yet
+AND (turn_not_before IS NULL OR turn_not_before <= now())
+AND (turn_lease_until IS NULL OR turn_lease_until < now()
+     OR (turn_process IS DISTINCT FROM $4 AND {{dead_turn_process}}))
+AND ($3::text[] IS NULL OR platform = ANY($3))
+
 -- name: claim_session
--- Claim one session with unanswered messages whose lease is free, expired, or held by a
--- process that is dead (its liveness lock is gone: takeover in seconds, not after the lease).
--- SKIP LOCKED lets concurrent workers pass over each other's rows; the row lock makes the
--- claim itself atomic.
+-- Claim one session whose turn is due: $5 first, the session whose new message woke this
+-- worker, and otherwise the one waiting longest. SKIP LOCKED lets concurrent workers pass over
+-- each other's rows; the row lock makes the claim itself atomic. The second look runs only
+-- when the first found nothing (coalesce stops at its first value).
+--
+-- Why $5: with the longest-waiting order alone, two workers woken for sessions A and B could
+-- swap them and leave one without a claim. The one woken for A starts its claim before B is
+-- committed, finds A locked by the one woken for B (whose claim began after B's commit and
+-- took the older A): its snapshot holds nothing else, so it finds nothing, and B waited for
+-- the next poll, a second later.
 UPDATE sessions s
 SET turn_owner = $1, turn_lease_until = now() + make_interval(secs => $2), turn_process = $4
-WHERE s.id = (
-    SELECT id FROM sessions
-    WHERE turn_requested_seq > turn_done_seq AND turn_parked_on IS NULL
-      -- a paused session answers nothing until resumed
-      AND status <> 'paused'
-      -- a burst: the thread has not been quiet long enough yet
-      AND (turn_not_before IS NULL OR turn_not_before <= now())
-      AND (turn_lease_until IS NULL OR turn_lease_until < now()
-           OR (turn_process IS DISTINCT FROM $4 AND {{dead_turn_process}}))
-      AND ($3::text[] IS NULL OR platform = ANY($3))
-    ORDER BY last_message_at NULLS FIRST, id
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED
+WHERE s.id = coalesce(
+    (SELECT id FROM sessions WHERE id = $5 AND {{turn_due}} FOR UPDATE SKIP LOCKED),
+    (SELECT id FROM sessions
+     WHERE {{turn_due}}
+     ORDER BY last_message_at NULLS FIRST, id
+     LIMIT 1
+     FOR UPDATE SKIP LOCKED)
 )
 
 -- name: claim_turn
@@ -43,7 +55,7 @@ WITH c AS (
 SELECT c.*, m.* FROM c LEFT JOIN LATERAL (
     SELECT {{pending_columns}} FROM messages
     WHERE session_id = c.claim_session_id AND seq_no > c.turn_done_seq
-    ORDER BY seq_no LIMIT $5
+    ORDER BY seq_no LIMIT $6
 ) m ON true
 ORDER BY m.seq_no
 
@@ -53,7 +65,7 @@ ORDER BY m.seq_no
 -- trip. All of it reads the statement's snapshot: p holds exactly the messages the turn will
 -- handle (up to upto_seq), the context stops there too. When the snapshot missed the newest
 -- message (see claim_turn_pending) the store drops the extras and the turn reads them again.
--- $6: the page size of the context read.
+-- $7: the page size of the context read.
 WITH c AS (
     {{claim_session}}
     RETURNING s.id AS claim_session_id, s.platform, s.scope, s.chat_id, s.thread_id,
@@ -63,7 +75,7 @@ WITH c AS (
     SELECT {{pending_columns}} FROM messages
     WHERE session_id = (SELECT claim_session_id FROM c)
       AND seq_no > (SELECT turn_done_seq FROM c)
-    ORDER BY seq_no LIMIT $5
+    ORDER BY seq_no LIMIT $6
 ), q AS (
     SELECT seq_no, sender_id, metadata FROM p
     WHERE role = 'user' AND trigger = 'answer' AND command IS NULL AND NOT deleted
@@ -81,7 +93,7 @@ WITH c AS (
       AND m.seq_no > coalesce((SELECT to_seq FROM sm), 0)
       AND m.seq_no <= (SELECT upto FROM top)
       {{context_rules}}
-    ORDER BY m.seq_no DESC LIMIT $6
+    ORDER BY m.seq_no DESC LIMIT $7
 )
 SELECT c.*,
        coalesce(

@@ -45,3 +45,18 @@ async def test_a_work_signal_wakes_exactly_one_worker_per_unit_of_work() -> None
     assert await signal.wait(0) and await signal.wait(0)
     assert not await signal.wait(0.01)  # no token left: times out
     assert signal.pending == 0 and not signal._waiters  # a timed-out waiter is forgotten
+
+
+async def test_a_work_signal_tells_the_worker_it_lets_through_what_its_work_is() -> None:
+    """Each wake-up carries its hint (the session whose message woke a worker), to the
+    worker waiting or to the next one to wait, in the order they were set."""
+    signal = WorkSignal()
+    waiting = asyncio.create_task(signal.wake(5))
+    await asyncio.sleep(0.01)
+    signal.set(7)
+    assert await waiting == (True, 7)
+    signal.set(8)
+    signal.set()  # no hint: the worker claims the longest-waiting session
+    signal.set(9)
+    assert [await signal.wake(0) for _ in range(3)] == [(True, 8), (True, None), (True, 9)]
+    assert await signal.wake(0.01) == (False, None)
