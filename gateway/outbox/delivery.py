@@ -237,10 +237,12 @@ class DeliveryWorker:
         while not stopping.is_set() or self._handed:
             beat()
             woken = False
+            #: the session whose rows woke this worker: its next part is claimed first
+            hint: int | None = None
             if not look and not self._handed:
                 self._handed.idle += 1
                 try:
-                    woken = await self._wake.wait(self._settings.poll_seconds)
+                    woken, hint = await self._wake.wake(self._settings.poll_seconds)
                 finally:
                     self._handed.idle -= 1
                 if stopping.is_set():
@@ -275,6 +277,7 @@ class DeliveryWorker:
                             lease_seconds=self._settings.lease_seconds,
                             limit=limit,
                             token=token,
+                            prefer_session=hint,
                         )
                     ]
                 except StoreError as exc:

@@ -149,7 +149,7 @@ class ApprovalService:
                 traceparent=tracing.inject(),
             )
             if seq is not None:
-                self._delivery_wake.set()
+                self._delivery_wake.set(record.session_id)
         if record.status == "pending":
             if not (
                 record.overdue
