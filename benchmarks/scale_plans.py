@@ -59,7 +59,9 @@ def _hot_jobs(bench: Bench, *, due: list[int], seq: int, event: dict[str, Any]) 
     )
     dup[1], dup[2] = event["event_id"], event["message_key"]
     ingest = INBOX_SQL.ingest_message
-    claim = (str(uuid.uuid4()), 60.0, platforms, None, PENDING_LIMIT, CONTEXT_FIRST_PAGE)
+    # owner, lease, platforms, process, the woken session (none: the longest-waiting, as the
+    # timed figure claims), pending, context page
+    claim = (str(uuid.uuid4()), 60.0, platforms, None, None, PENDING_LIMIT, CONTEXT_FIRST_PAGE)
     return [
         ("ingest_existing", "ingest_message", ingest, _ingest_args(old, {"update_id": 1})),
         ("ingest_existing", "context_newest_first", TURNS_SQL.context_newest_first,

@@ -237,8 +237,7 @@ class DeliveryWorker:
         while not stopping.is_set() or self._handed:
             beat()
             woken = False
-            #: the session whose rows woke this worker: its next part is claimed first
-            hint: int | None = None
+            hint: int | None = None  # the session whose rows woke it: claimed there first
             if not look and not self._handed:
                 self._handed.idle += 1
                 try:
