@@ -284,17 +284,14 @@ class DiscordAdapter:
                 for raw in listed if isinstance(listed, list) else ():
                     if isinstance(raw, Mapping):
                         self._remember({**raw, "guild_id": raw.get("guild_id") or guild})
-            # the active threads the bot started: one started while no session was there
-            # (so no THREAD_CREATE was heard) is followed and read from its start
+            # active threads no session heard begin (no THREAD_CREATE while none was there)
+            # are followed and read from their start
             threads = payload.get("threads")
-            bot = (await self._resolve_identity()).user_id
-            ours = [
-                str(raw.get("id"))
-                for raw in (threads if isinstance(threads, list) else ())
-                if isinstance(raw, Mapping) and str(raw.get("owner_id")) == bot
+            active = [
+                t for t in (threads if isinstance(threads, list) else ()) if isinstance(t, Mapping)
             ]
-            if ours:
-                await self.reconciler.follow(ours, self._channel, self._submit)
+            bot = (await self._resolve_identity()).user_id
+            await self.reconciler.follow_listed(active, bot, self._channel, self._submit)
         elif name in ("THREAD_CREATE", "CHANNEL_CREATE", "THREAD_UPDATE", "CHANNEL_UPDATE"):
             channel = self._remember(payload)
             if channel is not None and channel.thread and name == "THREAD_CREATE":

@@ -42,6 +42,9 @@ HISTORY_RETRIES = 3
 MAX_HISTORY_WAIT = 30.0
 #: pages of history read per channel and catch-up (100 messages each)
 MAX_PAGES = 50
+#: threads a new session's guild list shows active since the last message handled, which no
+#: cursor follows, read at most per guild list (the most recently active first)
+MAX_GAP_THREADS = 50
 _TRANSIENT_RETRY_SECONDS = 1.3
 
 #: submits one fetched message (the adapter's own path: lookup, extract, door)
@@ -63,6 +66,9 @@ class Reconciler:
         #: completed catch-ups, and messages they submitted (observability, tests)
         self.catch_ups = 0
         self.caught_up = 0
+        #: the newest message handled before this session's catch-up (the newest cursor):
+        #: a thread active after it that no cursor follows began or woke up in the gap
+        self._caught_up_from: int | None = None
 
     def bind(self, intake: Intake, bot_id: str) -> None:
         self._intake = intake
@@ -135,13 +141,45 @@ class Reconciler:
             cursors[channel_id] = int(after)
             await self._save()
 
+    async def follow_listed(
+        self,
+        threads: list[Mapping[str, Any]],
+        bot_id: str,
+        lookup: Callable[[str], Awaitable[Channel]],
+        submit: Submit,
+    ) -> int:
+        """A new session's guild list of active threads (GUILD_CREATE, after the READY's
+        catch-up): those no cursor follows whose THREAD_CREATE no session heard are followed
+        and read (``follow``). Which ones: the bot's own, and those whose last message is newer
+        than the newest one handled before this session (a thread a person started, or wrote
+        in for the first time, while no session was there; Discord may also drop thread
+        events). A first start (no cursor yet) reads no one else's; at most
+        ``MAX_GAP_THREADS`` of them, the most recently active first."""
+        cursors = await self.cursors()
+        since = self._caught_up_from
+        own: list[str] = []
+        active: list[tuple[int, str]] = []
+        for raw in threads:
+            cid = str(raw.get("id"))
+            if not is_snowflake(cid) or cid in cursors:
+                continue
+            last = raw.get("last_message_id")
+            if str(raw.get("owner_id")) == bot_id:
+                own.append(cid)
+            elif since is not None and is_snowflake(last) and int(str(last)) > since:
+                active.append((int(str(last)), cid))
+        active.sort(reverse=True)
+        if len(active) > MAX_GAP_THREADS:
+            log.warning("discord_gap_threads_capped", active=len(active), read=MAX_GAP_THREADS)
+        return await self.follow(own + [cid for _, cid in active[:MAX_GAP_THREADS]], lookup, submit)
+
     async def follow(
         self,
         channel_ids: list[str],
         lookup: Callable[[str], Awaitable[Channel]],
         submit: Submit,
     ) -> int:
-        """Threads the bot started that a new session lists but no cursor follows: their
+        """Threads a new session lists but no cursor follows (``follow_listed``): their
         THREAD_CREATE came while no session was there to hear it (a replica taking the
         connection over; the bot's answer that starts a thread can be sent by any replica).
         Each is followed from its start and read now (the READY's catch-up ran before the
@@ -180,6 +218,7 @@ class Reconciler:
         """Every channel with a cursor: the messages after it, oldest first."""
         started = time.monotonic()
         cursors = dict(await self.cursors())
+        self._caught_up_from = max(cursors.values(), default=None)
         total = await self._read(cursors, channel, submit)
         self.catch_ups += 1
         self.caught_up += total

@@ -577,7 +577,8 @@ class FakeDiscord:
             "name": "Test guild",
             "unavailable": False,
             "channels": [c.to_json() for c in channels],
-            "threads": [c.to_json() for c in threads],
+            # a thread's last_message_id, as Discord lists it (the newest message there)
+            "threads": [{**c.to_json(), **self._last_message(c)} for c in threads],
             "members": [],
             "member_count": 3,
             "large": False,
@@ -587,6 +588,10 @@ class FakeDiscord:
             "features": [],
             "owner_id": self.alice.id,
         }
+
+    def _last_message(self, channel: Channel) -> dict[str, Any]:
+        ids = [int(m["id"]) for m in self.messages.values() if m["channel_id"] == channel.id]
+        return {"last_message_id": str(max(ids))} if ids else {}
 
     def _flags(self) -> int:
         return CONTENT_FLAG if self.content_intent else 0

@@ -122,6 +122,39 @@ async def test_a_thread_the_bot_started_while_no_session_heard_of_it_is_caught_u
     assert _answers(fake, thread) == ["echo: @gatewaybot first", "echo: written in the gap"]
 
 
+async def test_a_thread_a_person_started_while_no_session_was_there_is_caught_up(
+    fake: FakeDiscord, database_url: str
+) -> None:
+    """A person starts a thread and asks the bot there while the gateway is between
+    sessions: no THREAD_CREATE tells the adapter to follow it, so no cursor reads it. The
+    new session lists it active (GUILD_CREATE) with a last message newer than anything
+    handled before: it is read from its start and the question answered. A listed thread
+    quiet since before the gap is not read (its history could be long, and nothing is new)."""
+    adapter = DiscordAdapter(make_config(fake))
+    async with running_gateway(database_url, adapters=[adapter], web_chat=False):
+        await session_up(adapter, fake)
+        quiet = await fake.user_posts(fake.general, "an old topic")
+        await fake.user_starts_thread(quiet, "old topic")
+        await fake.user_posts(fake.channels[quiet["id"]], "nothing for the bot here")
+        before = await fake.user_posts(fake.general, "before", mention_bot=True)
+        await wait_for(lambda: _answers(fake, before["id"]), timeout=20)  # in its thread
+        # the quiet thread was followed live: forget that, as if it began before the bot
+        cursors = await adapter.reconciler.cursors()
+        cursors.pop(quiet["id"])
+        read_before = len(fake.requests)
+        fake.identify_delay = 4.0
+        fake.forget_session()
+        await wait_for(lambda: fake.session is None, timeout=10)
+        start = await fake.user_posts(fake.general, "let us talk in a thread")
+        thread = await fake.user_starts_thread(start, "gap topic")
+        await fake.user_posts(thread, "asked in the gap", mention_bot=True)
+        await session_up(adapter, fake, sessions=2)
+        await wait_for(lambda: _answers(fake, thread.id), timeout=20)
+    assert _answers(fake, thread.id) == ["echo: @gatewaybot asked in the gap"]
+    read_after = [p for _, m, p in fake.requests[read_before:] if m == "GET"]
+    assert not any(f"/channels/{quiet['id']}/messages" in p for p in read_after), read_after
+
+
 async def test_429s_per_route_and_global_are_waited_out(
     fake: FakeDiscord, database_url: str
 ) -> None:
