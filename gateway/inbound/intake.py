@@ -324,7 +324,7 @@ class CoreIntake:
             self._turn_wake.set(result.session_id)
         if result.deliveries_queued and self._delivery_wake is not None:
             for _ in range(result.deliveries_queued):
-                self._delivery_wake.set(result.session_id)
+                self._delivery_wake.set()
         return IngestOutcome(
             status=result.status,
             session_id=result.session_id,

@@ -237,11 +237,10 @@ class DeliveryWorker:
         while not stopping.is_set() or self._handed:
             beat()
             woken = False
-            hint: int | None = None  # the session whose rows woke it: claimed there first
             if not look and not self._handed:
                 self._handed.idle += 1
                 try:
-                    woken, hint = await self._wake.wake(self._settings.poll_seconds)
+                    woken = await self._wake.wait(self._settings.poll_seconds)
                 finally:
                     self._handed.idle -= 1
                 if stopping.is_set():
@@ -276,7 +275,6 @@ class DeliveryWorker:
                             lease_seconds=self._settings.lease_seconds,
                             limit=limit,
                             token=token,
-                            prefer_session=hint,
                         )
                     ]
                 except StoreError as exc:

@@ -149,7 +149,7 @@ class ApprovalService:
                 traceparent=tracing.inject(),
             )
             if seq is not None:
-                self._delivery_wake.set(record.session_id)
+                self._delivery_wake.set()
         if record.status == "pending":
             if not (
                 record.overdue

@@ -511,7 +511,7 @@ class TurnScheduler:
             for delivery in done.handed:
                 handoff.hand_over(delivery)
         if done.deliveries > len(done.handed):
-            self._delivery_wake.set(claim.session_id)
+            self._delivery_wake.set()
         log.debug("turn_replies_recorded", reply_seqs=done.seqs, handled_seq=handled_seq)
         return done.more
 

@@ -235,19 +235,18 @@ class Outbox:
         lease_seconds: float,
         limit: int = 1,
         token: uuid.UUID | None = None,
-        prefer_session: int | None = None,
     ) -> list[DeliveryRecord]:
         """Claim due parts under ``token`` (the caller's own, so that a claim whose answer was
-        lost after it committed can be handed back: ``release_claims``), oldest due first;
-        with ``prefer_session`` (one part at a time) that session's next part first."""
-        args: list[Any] = [lease_seconds, list(platforms), limit, self.process_id]
-        args.append(token or uuid.uuid4())
-        query = SQL.claim_deliveries
-        if prefer_session is not None and limit == 1:
-            query = SQL.claim_delivery_of_session
-            args.append(prefer_session)
+        lost after it committed can be handed back: ``release_claims``), oldest due first."""
         async with self.db.connection() as conn:
-            rows = await conn.fetch(query, *args)
+            rows = await conn.fetch(
+                SQL.claim_deliveries,
+                lease_seconds,
+                list(platforms),
+                limit,
+                self.process_id,
+                token or uuid.uuid4(),
+            )
         # in the order they were due (an UPDATE's RETURNING has no order of its own)
         return sorted(map(delivery_from_row, rows), key=lambda d: (d.next_attempt_at, d.id))
 

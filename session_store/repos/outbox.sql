@@ -105,20 +105,9 @@ SELECT mid, $1, seq, part, $2, $3, content, kind, doc, data
 FROM unnest($4::bigint[], $5::bigint[], $6::integer[], $7::text[], $8::text[], $9::jsonb[],
             $10::bytea[]) AS r(mid, seq, part, content, kind, doc, data)
 
--- name: claimable
--- a part due to be claimed: pending, due, of a platform this process serves ($2), and next in
--- its session's order (every earlier part of the same session is sent or failed, so parts
--- and replies reach the platform in order even with many workers)
-c.status = 'pending' AND c.next_attempt_at <= now()
-AND c.platform = ANY($2)
-AND NOT EXISTS (
-    SELECT 1 FROM deliveries e
-    WHERE e.session_id = c.session_id AND e.status IN ('pending', 'sending')
-      AND (e.seq_no, e.part_no) < (c.seq_no, c.part_no)
-)
-
 -- name: claim_deliveries
--- Claim up to $3 claimable parts, oldest due first.
+-- A part is claimable only when every earlier part of the same session is sent or failed, so
+-- parts and replies reach the platform in order even with many workers.
 -- The claim token ($5) is the worker's own, so a claim whose answer was lost can be handed back.
 UPDATE deliveries d
 SET status = 'sending', attempts = d.attempts + 1,
@@ -126,33 +115,16 @@ SET status = 'sending', attempts = d.attempts + 1,
     claim_token = $5::uuid, claim_process = $4, claimed_at = now(), pacing_until = NULL
 WHERE d.id IN (
     SELECT c.id FROM deliveries c
-    WHERE {{claimable}}
+    WHERE c.status = 'pending' AND c.next_attempt_at <= now()
+      AND c.platform = ANY($2)
+      AND NOT EXISTS (
+          SELECT 1 FROM deliveries e
+          WHERE e.session_id = c.session_id AND e.status IN ('pending', 'sending')
+            AND (e.seq_no, e.part_no) < (c.seq_no, c.part_no)
+      )
     ORDER BY c.next_attempt_at, c.id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
-)
-RETURNING {{delivery_columns}}
-
--- name: claim_delivery_of_session
--- Claim one claimable part: session $6's next one first (the session whose new rows woke this
--- worker), else the oldest due, as in claim_deliveries ($3 is 1). The second look runs only
--- when the first found nothing. Why: with the oldest-due order alone two woken workers could
--- swap their parts and leave one to the next poll (see turns.sql, claim_session).
-UPDATE deliveries d
-SET status = 'sending', attempts = d.attempts + 1,
-    lease_until = now() + make_interval(secs => $1),
-    claim_token = $5::uuid, claim_process = $4, claimed_at = now(), pacing_until = NULL
-WHERE d.id = coalesce(
-    (SELECT c.id FROM deliveries c
-     WHERE c.session_id = $6 AND {{claimable}}
-     ORDER BY c.seq_no, c.part_no
-     LIMIT 1
-     FOR UPDATE SKIP LOCKED),
-    (SELECT c.id FROM deliveries c
-     WHERE {{claimable}}
-     ORDER BY c.next_attempt_at, c.id
-     LIMIT $3
-     FOR UPDATE SKIP LOCKED)
 )
 RETURNING {{delivery_columns}}
 

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from gateway.core.domain import ReplyTarget
-from gateway.core.hub import Signal, WorkSignal
+from gateway.core.hub import Signal
 from gateway.core.metrics import Metrics
 from gateway.inbound.intake import to_inbound
 from gateway.outbox.delivery import HANDOFF_LIMIT, DeliverySettings, DeliveryWorker
@@ -108,9 +108,8 @@ async def test_deliveries_handed_over_and_never_started_go_back_to_the_table_at_
     assert again.id == handed.id
 
 
-async def _finished(store: Store, worker: DeliveryWorker | None, chat: str) -> None:
-    """A turn in ``chat`` answered, its part handed to ``worker`` while it accepts (none:
-    left pending in the table)."""
+async def _finished(store: Store, worker: DeliveryWorker, chat: str) -> None:
+    """A turn in ``chat`` answered, its part handed to ``worker`` while it accepts."""
     await store.inbox.ingest(
         to_inbound(sink_envelope({"chat": chat, "thread": "t", "id": chat, "text": "q"})),
         raw=None,
@@ -122,10 +121,9 @@ async def _finished(store: Store, worker: DeliveryWorker | None, chat: str) -> N
         handled_seq=1,
         replies=[OutgoingReply(content=f"answer in {chat}", parts=[f"answer in {chat}"])],
         target=ReplyTarget(platform="sink", scope="test", chat_id=chat, thread_id="t"),
-        hand_over=worker is not None and worker.accepting(),
+        hand_over=worker.accepting(),
     )
     for delivery in done.handed:
-        assert worker is not None
         worker.hand_over(delivery)
 
 
@@ -154,48 +152,3 @@ async def test_a_part_left_in_the_table_by_a_full_handoff_is_not_overtaken_by_la
         await transport.aclose()
     sent = [post["text"] for post in sink.accepted]
     assert sent == [f"answer in {chat}" for chat in chats[1:]]
-
-
-async def _pending_answer(store: Store, chat: str) -> int:
-    """A turn in ``chat`` answered and its part left pending in the table (no wake-up, no
-    handover: as another replica's); its session's id."""
-    await _finished(store, None, chat)
-    async with store.db.connection() as conn:
-        return int(
-            await conn.fetchval(
-                "SELECT session_id FROM deliveries WHERE target->>'chat_id' = $1", chat
-            )
-        )
-
-
-async def test_a_woken_worker_sends_the_part_of_the_session_that_woke_it_first(
-    store: Store, sink: SinkServer
-) -> None:
-    """With the oldest-due order alone, two woken workers could swap their parts and one
-    found nothing (its claim began before the other's part was committed): that part waited
-    for the next poll. A wake-up names its session and the claim takes that session's part
-    first, so here the part that woke the worker goes out at once, ahead of an older one
-    nobody woke a worker for (as another replica's), which waits for the poll."""
-    transport = SinkTransport(sink.url)
-    wake = WorkSignal()
-    worker = DeliveryWorker(
-        store,
-        {"sink": transport},
-        metrics=Metrics(),
-        wake=wake,
-        settings=DeliverySettings(workers=1, poll_seconds=60.0),
-    )
-    stopping = asyncio.Event()
-    running = asyncio.create_task(worker.work(stopping))
-    try:
-        await wait_for(lambda: worker.idle_workers == 1, timeout=5)  # its first look is over
-        await _pending_answer(store, "older")
-        wake.set(await _pending_answer(store, "woke"))
-        await wait_for(lambda: len(sink.accepted) >= 1, timeout=5)
-        await asyncio.sleep(0.2)  # nothing else goes out meanwhile
-        assert [post["text"] for post in sink.accepted] == ["answer in woke"]
-    finally:
-        stopping.set()
-        wake.wake_all()
-        await running
-        await transport.aclose()
