@@ -9,6 +9,7 @@ session first, and that is what these tests hold to."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import pytest
 
@@ -62,22 +63,19 @@ async def test_a_claim_takes_the_session_it_prefers_and_else_the_longest_waiting
 ) -> None:
     older = await store.inbox.ingest(_asking("a", "first"), raw=None)
     newer = await store.inbox.ingest(_asking("b", "second"), raw=None)
-    claim = await store.turns.claim_turn(
+    claim_newer = functools.partial(
+        store.turns.claim_turn,
         lease_seconds=30,
         prefer=newer.session_id,
         with_pending=with_pending,
         context_page=context_page,
     )
+    claim = await claim_newer()
     assert claim is not None and claim.session_id == newer.session_id
     if with_pending:
         assert claim.pending is not None and [m.content for m in claim.pending] == ["second"]
     # the preferred one is taken now: the claim falls back to the longest-waiting
-    again = await store.turns.claim_turn(
-        lease_seconds=30,
-        prefer=newer.session_id,
-        with_pending=with_pending,
-        context_page=context_page,
-    )
+    again = await claim_newer()
     assert again is not None and again.session_id == older.session_id
     # nothing due at all: no claim, preferred or not
     assert await store.turns.claim_turn(lease_seconds=30, prefer=older.session_id) is None
