@@ -19,17 +19,23 @@ async def test_speakers_become_participants_with_role_user_and_the_assistant_too
         )
         await wait_for(lambda: len(sink.accepted) == 1)
         await adapter.submit({"chat": "c", "thread": "P", "id": "2", "text": "yo", "user": "bob"})
-        await adapter.submit(
+        again = await adapter.submit(
             {"chat": "c", "thread": "P", "id": "3", "text": "again", "user": "ann"}
         )
         await wait_for(lambda: len(sink.accepted) >= 2)
         ops = OperatorStore(gw.store)
 
         async def settled() -> bool:
+            # "yo" and "again" may be answered in one turn or two: settled once a turn has
+            # read "again" and answered last (between two turns the session looked settled
+            # with ann's first message as the last she was read at)
             detail = await ops.session_detail(first.session_id)
+            read = {p.participant: p.last_read_seq for p in detail.participants}
             return (
-                detail.session.last_seq_no == max(p.last_read_seq for p in detail.participants)
-                and len(detail.participants) == 3
+                detail.session.last_seq_no == max(read.values())
+                and len(read) == 3
+                and again.seq_no is not None
+                and read.get("sink:ann", 0) >= again.seq_no
             )
 
         await wait_for(settled)
