@@ -279,17 +279,16 @@ class DiscordAdapter:
             self.resumes += 1
         elif name == "GUILD_CREATE":
             guild = payload.get("id")
+            # the active threads: one no session heard begin (no THREAD_CREATE while none
+            # was there) is followed and read from its start
+            active: list[Mapping[str, Any]] = []
             for key in ("channels", "threads"):
                 listed = payload.get(key)
                 for raw in listed if isinstance(listed, list) else ():
                     if isinstance(raw, Mapping):
                         self._remember({**raw, "guild_id": raw.get("guild_id") or guild})
-            # active threads no session heard begin (no THREAD_CREATE while none was there)
-            # are followed and read from their start
-            threads = payload.get("threads")
-            active = [
-                t for t in (threads if isinstance(threads, list) else ()) if isinstance(t, Mapping)
-            ]
+                        if key == "threads":
+                            active.append(raw)
             bot = (await self._resolve_identity()).user_id
             await self.reconciler.follow_listed(active, bot, self._channel, self._submit)
         elif name in ("THREAD_CREATE", "CHANNEL_CREATE", "THREAD_UPDATE", "CHANNEL_UPDATE"):

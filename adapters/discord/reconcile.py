@@ -149,8 +149,10 @@ class Reconciler:
         submit: Submit,
     ) -> int:
         """A new session's guild list of active threads (GUILD_CREATE, after the READY's
-        catch-up): those no cursor follows whose THREAD_CREATE no session heard are followed
-        and read (``follow``). Which ones: the bot's own, and those whose last message is newer
+        catch-up): those no cursor follows whose THREAD_CREATE no session heard (a replica
+        taking the connection over; the bot's answer that starts a thread can be sent by any
+        replica) are followed from their start and read now; what was already handled is the
+        inbox's duplicate. Which ones: the bot's own, and those whose last message is newer
         than the newest one handled before this session (a thread a person started, or wrote
         in for the first time, while no session was there; Discord may also drop thread
         events). A first start (no cursor yet) reads no one else's; at most
@@ -171,21 +173,7 @@ class Reconciler:
         active.sort(reverse=True)
         if len(active) > MAX_GAP_THREADS:
             log.warning("discord_gap_threads_capped", active=len(active), read=MAX_GAP_THREADS)
-        return await self.follow(own + [cid for _, cid in active[:MAX_GAP_THREADS]], lookup, submit)
-
-    async def follow(
-        self,
-        channel_ids: list[str],
-        lookup: Callable[[str], Awaitable[Channel]],
-        submit: Submit,
-    ) -> int:
-        """Threads a new session lists but no cursor follows (``follow_listed``): their
-        THREAD_CREATE came while no session was there to hear it (a replica taking the
-        connection over; the bot's answer that starts a thread can be sent by any replica).
-        Each is followed from its start and read now (the READY's catch-up ran before the
-        list came); what was already handled is the inbox's duplicate."""
-        cursors = await self.cursors()
-        new = {c: int(c) - 1 for c in channel_ids if is_snowflake(c) and c not in cursors}
+        new = {cid: int(cid) - 1 for cid in own + [cid for _, cid in active[:MAX_GAP_THREADS]]}
         cursors.update(new)
         total = await self._read(new, lookup, submit)
         if new:

@@ -131,8 +131,8 @@ class TurnScheduler:
         while not stopping.is_set():
             beat()
             woken = False
-            #: the session whose message woke this worker: claimed first (``claim_session``
-            #: says why), the longest-waiting one otherwise
+            # the session whose message woke this worker: claimed first (``claim_session``
+            # says why), the longest-waiting one otherwise
             hint: int | None = None
             if not look:
                 woken, hint = await self._wake.wake(self._settings.poll_seconds)
